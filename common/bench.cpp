@@ -1,0 +1,46 @@
+#include "bench.hpp"
+#include "buffer.hpp"
+#include "check.hpp"
+
+namespace study {
+
+void BenchReport::write(const std::string& status, const std::string& note) {
+  row.set("status", status);
+  row.set("note", note);
+  row.set("device_bytes", static_cast<long long>(device_bytes_in_use()));
+  row.set("host_bytes", static_cast<long long>(host_bytes_in_use()));
+  if (writer) writer->write(row);
+  written = true;
+}
+
+Row base_row(const CommonOptions& o, const std::string& family, const std::string& version) {
+  Row r;
+  r.set("family", family).set("version", version).set("model", o.model).set("batch", o.batch);
+  r.set("image_size", o.image_size).set("streams", o.streams).set("warmup", o.warmup);
+  r.set("iters", o.iters).set("flush_l2", o.flush_l2);
+  return r;
+}
+
+void set_timing(Row& row, const Stats& s, double bytes, double flops) {
+  row.set("mean_us", s.mean).set("std_us", s.std).set("median_us", s.median);
+  row.set("min_us", s.min).set("max_us", s.max);
+  if (s.median > 0) {
+    row.set("gbps", bytes / (s.median * 1e-6) / 1e9);
+    row.set("tflops", flops / (s.median * 1e-6) / 1e12);
+  }
+}
+
+int bench_main(const char* program, const std::function<int(BenchReport&)>& body) {
+  BenchReport report;
+  return run_main(program, [&]() -> int {
+    try {
+      return body(report);
+    } catch (const StudyError& e) {
+      if (report.writer && !report.written && e.kind != ErrorKind::Usage)
+        report.write(e.kind == ErrorKind::NoGpu ? "skipped" : "failed", e.what());
+      throw;
+    }
+  });
+}
+
+}  // namespace study

@@ -1,0 +1,31 @@
+// What every family's bench main shares: the row's identity, timing columns, and turning
+// an error into a `failed` (or, without a GPU, `skipped`) row plus a one-line message.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include "cli.hpp"
+#include "csv.hpp"
+#include "stats.hpp"
+
+namespace study {
+
+struct BenchReport {
+  std::unique_ptr<CsvWriter> writer;
+  Row row;  // identity columns set by the family before any GPU work
+  bool written = false;
+  void open(const CommonOptions& o) { writer = std::make_unique<CsvWriter>(o.csv, o.device); }
+  void write(const std::string& status, const std::string& note);
+};
+
+// Identity columns common to all families.
+Row base_row(const CommonOptions& o, const std::string& family, const std::string& version);
+
+// mean/std/median/min/max (us) and achieved GB/s, TFLOP/s from the median.
+void set_timing(Row& row, const Stats& s, double bytes, double flops);
+
+// Runs body; errors become one stderr line and an exit code as in run_main, and, once the
+// report is open, a row: `skipped` with "no CUDA device", else `failed` with the message.
+int bench_main(const char* program, const std::function<int(BenchReport&)>& body);
+
+}  // namespace study

@@ -1,0 +1,94 @@
+#include "csv.hpp"
+#include <cmath>
+#include <cstdio>
+#include <sys/stat.h>
+#include "check.hpp"
+
+namespace study {
+
+const std::vector<std::string>& csv_columns() {
+  static const std::vector<std::string> c = {
+      "run_id", "utc", "commit", "gpu", "sm_count", "driver", "cuda", "cudnn", "cublas", "host",
+      "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
+      "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
+      "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
+      "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note"};
+  return c;
+}
+
+static bool known_column(const std::string& c) {
+  for (const auto& k : csv_columns())
+    if (k == c) return true;
+  return false;
+}
+
+Row& Row::set(const std::string& column, const std::string& value) {
+  if (!known_column(column)) throw std::logic_error("CSV schema has no column '" + column + "'");
+  values_[column] = value;
+  return *this;
+}
+
+Row& Row::set(const std::string& column, double value) {
+  if (!std::isfinite(value)) return set(column, std::string(std::isnan(value) ? "nan" : "inf"));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", value);
+  return set(column, std::string(buf));
+}
+
+Row& Row::set(const std::string& column, long long value) { return set(column, std::to_string(value)); }
+
+std::string Row::get(const std::string& column) const {
+  auto it = values_.find(column);
+  return it == values_.end() ? std::string() : it->second;
+}
+
+std::string csv_escape(const std::string& f) {
+  if (f.find_first_of(",\"\n\r") == std::string::npos) return f;
+  std::string out = "\"";
+  for (char ch : f) {
+    if (ch == '"') out += '"';
+    out += (ch == '\n' || ch == '\r') ? ' ' : ch;
+  }
+  return out + "\"";
+}
+
+CsvWriter::CsvWriter(const std::string& path, int device) : device_(device) {
+  if (path.empty()) return;
+  file_ = std::fopen(path.c_str(), "a");
+  if (!file_) throw StudyError(ErrorKind::Usage, "cannot write CSV file '" + path + "'");
+  struct stat st {};
+  if (fstat(fileno(file_), &st) == 0 && st.st_size == 0) {
+    std::string header;
+    for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
+    std::fprintf(file_, "%s\n", header.c_str());
+    std::fflush(file_);
+  }
+}
+
+CsvWriter::~CsvWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void CsvWriter::write(const Row& row_in) {
+  Row row = row_in;
+  const Provenance& p = provenance(device_);
+  const std::pair<const char*, const std::string*> prov[] = {
+      {"run_id", &p.run_id}, {"utc", &p.utc}, {"commit", &p.commit}, {"gpu", &p.gpu},
+      {"sm_count", &p.sm_count}, {"driver", &p.driver}, {"cuda", &p.cuda}, {"cudnn", &p.cudnn},
+      {"cublas", &p.cublas}, {"host", &p.host}};
+  for (const auto& [col, val] : prov)
+    if (row.get(col).empty()) row.set(col, *val);
+  std::printf("%-8s %-14s %-20s batch=%-4s image=%-4s tokens=%-5s hidden=%-5s median_us=%-10s gbps=%-8s tflops=%-8s %s %s\n",
+              row.get("family").c_str(), row.get("version").c_str(), row.get("model").c_str(),
+              row.get("batch").c_str(), row.get("image_size").c_str(), row.get("tokens").c_str(),
+              row.get("hidden").c_str(), row.get("median_us").c_str(), row.get("gbps").c_str(),
+              row.get("tflops").c_str(), row.get("status").c_str(), row.get("note").c_str());
+  std::fflush(stdout);
+  if (!file_) return;
+  std::string line;
+  for (const auto& c : csv_columns()) line += (line.empty() ? "" : ",") + csv_escape(row.get(c));
+  std::fprintf(file_, "%s\n", line.c_str());
+  std::fflush(file_);
+}
+
+}  // namespace study

@@ -1,0 +1,33 @@
+// Device selection, host<->device copies, output poisoning.
+#pragma once
+#include <cuda_fp16.h>
+#include <vector>
+#include "buffer.hpp"
+
+namespace study {
+
+int gpu_count();  // 0 when there is no usable CUDA device (never throws)
+// Selects the device; throws StudyError(NoGpu) "no CUDA device" when there is none.
+void require_gpu(int device);
+
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& host) {
+  DeviceBuffer<T> d(host.size());
+  if (!host.empty()) CUDA_CHECK(cudaMemcpy(d.get(), host.data(), d.bytes(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+template <typename T>
+std::vector<T> to_host(const DeviceBuffer<T>& d) {
+  std::vector<T> host(d.size());
+  if (!host.empty()) CUDA_CHECK(cudaMemcpy(host.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+// Fills with 0xFF bytes: NaN in fp16 and fp32, so any element a kernel forgets stays NaN.
+template <typename T>
+void poison(DeviceBuffer<T>& d) {
+  CUDA_CHECK(cudaMemset(d.get(), 0xFF, d.bytes()));
+}
+
+}  // namespace study

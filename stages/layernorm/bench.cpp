@@ -1,0 +1,66 @@
+// One bench for every LayerNorm version (built once per version, STAGE_VERSION names it):
+// check against the CPU reference on the exact shape, then time, then one CSV row.
+#include "bench.hpp"
+#include "gpu.hpp"
+#include "harness.hpp"
+#include "launches.hpp"
+#include "timing.hpp"
+#include "vit_config.hpp"
+
+int main(int argc, char** argv) {
+  return study::bench_main("layernorm_" STAGE_VERSION, [&](study::BenchReport& report) {
+    study::CommonOptions o;
+    int rows = 0, hidden = 0;
+    study::Cli cli("layernorm_" STAGE_VERSION,
+                   "LayerNorm over [batch*tokens, hidden] (eps 1e-6): check, time, one CSV row.");
+    cli.add_common(o);
+    cli.add_int("--rows", &rows, "rows to normalize (default batch * tokens of the image)");
+    cli.add_int("--hidden", &hidden, "features per row (default the model's hidden size)");
+    cli.parse(argc, argv);
+
+    const auto& model = study::find_model(o.model);
+    const int tokens = study::tokens_for_image(o.image_size);
+    const long long default_rows = static_cast<long long>(o.batch) * tokens;
+    if (!cli.given("--rows") && default_rows > (1LL << 31) - 1)
+      throw study::StudyError(study::ErrorKind::Usage, "batch * tokens overflows the row count");
+    layernorm::Problem p;
+    p.rows = cli.given("--rows") ? rows : static_cast<int>(default_rows);
+    p.hidden = cli.given("--hidden") ? hidden : model.hidden;
+    const auto& version = layernorm::find_version(STAGE_VERSION);
+
+    report.open(o);
+    report.row = study::base_row(o, "layernorm", version.name);
+    report.row.set("tokens", tokens).set("hidden", p.hidden).set("host_syncs", 0);
+    study::require_gpu(o.device);
+    const std::string shape_note = "rows=" + std::to_string(p.rows);
+    if (auto why = version.supports(p); !why.empty()) {
+      report.write("skipped", why);
+      return 0;
+    }
+
+    const auto in = layernorm::make_inputs(p, o.seed);
+    layernorm::DeviceProblem dev(in);
+    std::string check_note = "not checked (--no-check)";
+    if (o.check) {
+      const auto c = layernorm::run_and_check(version, p, in, dev);
+      report.row.set("max_abs_err", c.max_abs).set("rel_l2_err", c.rel_l2);
+      if (!c.ok) {
+        report.write("failed", shape_note + "; reference check failed: " + c.summary());
+        return 1;
+      }
+      check_note = "checked";
+    }
+    study::TimingOptions t;
+    t.warmup = o.warmup;
+    t.iters = o.iters;
+    t.flush_l2 = o.flush_l2;
+    t.label = "layernorm_" STAGE_VERSION;
+    const auto args = dev.args();
+    const auto run = [&](cudaStream_t s) { version.launch(p, args, s); };
+    report.row.set("launches", study::count_kernel_launches(run));
+    const auto stats = study::time_region(run, t);
+    study::set_timing(report.row, stats, layernorm::bytes(p), layernorm::flops(p));
+    report.write("ok", shape_note + "; " + check_note + "; cuda events per call");
+    return 0;
+  });
+}

@@ -1,0 +1,110 @@
+// cudnn: cuDNN's layer-norm forward (inference phase) through the C++ frontend graph API.
+// The graph is built, checked and planned once per shape and cached; a launch only binds
+// pointers and executes.
+#include "layernorm.hpp"
+#include "check.hpp"
+
+#ifdef STUDY_HAVE_CUDNN
+#include <map>
+#include <memory>
+#include <tuple>
+#include <cudnn_frontend.h>
+#include "buffer.hpp"
+#include "cudnn_check.hpp"
+
+namespace layernorm {
+namespace {
+namespace fe = cudnn_frontend;
+
+struct Plan {
+  fe::graph::Graph graph;
+  std::shared_ptr<fe::graph::Tensor_attributes> x, scale, bias, y;
+  study::DeviceBuffer<char> workspace;
+  std::string error;  // non-empty: cuDNN refused this shape
+};
+
+cudnnHandle_t handle() {
+  static cudnnHandle_t h = [] {
+    cudnnHandle_t created;
+    CUDNN_CHECK(cudnnCreate(&created));
+    return created;
+  }();
+  return h;
+}
+
+// Built once per (rows, hidden, eps); a refusal is cached too, with cuDNN's reason.
+Plan& plan_for(const Problem& p) {
+  static std::map<std::tuple<int, int, float>, std::unique_ptr<Plan>> cache;
+  auto& slot = cache[{p.rows, p.hidden, p.eps}];
+  if (slot) return *slot;
+  slot = std::make_unique<Plan>();
+  Plan& plan = *slot;
+  auto& g = plan.graph;
+  g.set_io_data_type(fe::DataType_t::HALF)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const int64_t r = p.rows, h = p.hidden;
+  // cuDNN normalizes over every dimension but the first: X is [rows, hidden, 1, 1].
+  plan.x = g.tensor(fe::graph::Tensor_attributes().set_name("x").set_dim({r, h, 1, 1}).set_stride({h, 1, h, h}));
+  plan.scale = g.tensor(fe::graph::Tensor_attributes().set_name("gamma").set_dim({1, h, 1, 1}).set_stride({h, 1, h, h}));
+  plan.bias = g.tensor(fe::graph::Tensor_attributes().set_name("beta").set_dim({1, h, 1, 1}).set_stride({h, 1, h, h}));
+  auto options = fe::graph::Layernorm_attributes()
+                     .set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
+                     .set_epsilon(p.eps);
+  auto outputs = g.layernorm(plan.x, plan.scale, plan.bias, options);
+  plan.y = outputs[0];
+  plan.y->set_output(true);
+
+  auto status = g.validate();
+  if (status.is_good()) status = g.build_operation_graph(handle());
+  if (status.is_good()) status = g.create_execution_plans({fe::HeurMode_t::A});
+  if (status.is_good()) status = g.check_support(handle());
+  if (status.is_good()) status = g.build_plans(handle());
+  if (status.is_bad()) {
+    plan.error = "cuDNN refuses this shape: " + status.get_message();
+    return plan;
+  }
+  int64_t ws = 0;
+  CUDNN_FE_CHECK(g.get_workspace_size(ws));
+  plan.workspace = study::DeviceBuffer<char>(static_cast<size_t>(ws));
+  return plan;
+}
+
+std::string supports(const Problem& p) {
+  if (auto r = check_common(p); !r.empty()) return r;
+  return plan_for(p).error;
+}
+
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  Plan& plan = plan_for(p);
+  if (!plan.error.empty()) throw study::StudyError(study::ErrorKind::Library, plan.error);
+  CUDNN_CHECK(cudnnSetStream(handle(), stream));
+  std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack = {
+      {plan.x, const_cast<__half*>(a.x)},
+      {plan.scale, const_cast<__half*>(a.gamma)},
+      {plan.bias, const_cast<__half*>(a.beta)},
+      {plan.y, a.y}};
+  CUDNN_FE_CHECK(plan.graph.execute(handle(), pack, plan.workspace.get()));
+}
+
+}  // namespace
+
+extern const Version cudnn{"cudnn", supports, launch};
+
+}  // namespace layernorm
+
+#else  // built without the cuDNN frontend: the version exists and says why it cannot run
+
+namespace layernorm {
+namespace {
+std::string supports(const Problem&) {
+  return "not built: cuDNN or the cuDNN frontend headers were not found at configure time";
+}
+void launch(const Problem& p, const Args&, cudaStream_t) {
+  throw study::StudyError(study::ErrorKind::Usage, supports(p));
+}
+}  // namespace
+extern const Version cudnn{"cudnn", supports, launch};
+}  // namespace layernorm
+
+#endif

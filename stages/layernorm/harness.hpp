@@ -1,0 +1,28 @@
+// Inputs, device buffers and the reference check, shared by the LayerNorm bench and test.
+#pragma once
+#include <cstdint>
+#include <vector>
+#include "buffer.hpp"
+#include "compare.hpp"
+#include "layernorm.hpp"
+
+namespace layernorm {
+
+// Random inputs shaped like ViT activations (normal, nonzero mean) and a nontrivial affine,
+// all rounded to fp16 so the reference sees exactly what the GPU sees.
+struct HostInputs {
+  std::vector<float> x, gamma, beta;
+};
+HostInputs make_inputs(const Problem& p, std::uint64_t seed, float x_mean = 0.5f, float x_std = 1.f);
+
+struct DeviceProblem {
+  study::DeviceBuffer<__half> x, gamma, beta, y;
+  explicit DeviceProblem(const HostInputs& in);
+  Args args() const { return {x.get(), gamma.get(), beta.get(), y.get()}; }
+};
+
+// Poisons y, runs the version once, and compares y with the CPU reference.
+study::Comparison run_and_check(const Version& v, const Problem& p, const HostInputs& in,
+                                DeviceProblem& dev);
+
+}  // namespace layernorm

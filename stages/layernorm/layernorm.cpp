@@ -1,0 +1,37 @@
+#include "layernorm.hpp"
+#include "check.hpp"
+
+namespace layernorm {
+
+// Each version's kernel file defines its Version object.
+extern const Version v1_shared, v2_cub, v3_seq_tiling, v4_vectorized, v5_unrolled, cudnn;
+
+const std::vector<Version>& versions() {
+  static const std::vector<Version> all = {v1_shared, v2_cub, v3_seq_tiling, v4_vectorized,
+                                           v5_unrolled, cudnn};
+  return all;
+}
+
+const Version& find_version(const std::string& name) {
+  std::string known;
+  for (const auto& v : versions()) {
+    if (name == v.name) return v;
+    known += (known.empty() ? "" : ", ") + std::string(v.name);
+  }
+  throw study::StudyError(study::ErrorKind::Usage,
+                          "unknown layernorm version '" + name + "' (known: " + known + ")");
+}
+
+double bytes(const Problem& p) {
+  return 2.0 * p.rows * p.hidden * sizeof(__half) + 2.0 * p.hidden * sizeof(__half);
+}
+
+double flops(const Problem& p) { return 8.0 * p.rows * p.hidden; }
+
+std::string check_common(const Problem& p) {
+  if (p.rows <= 0) return "rows must be positive";
+  if (p.hidden <= 0) return "hidden must be positive";
+  return {};
+}
+
+}  // namespace layernorm

@@ -1,0 +1,44 @@
+// LayerNorm family contract: y = (x - mean) / sqrt(var + eps) * gamma + beta per row.
+// x, y: row-major [rows, hidden] fp16; gamma, beta: [hidden] fp16; statistics in fp32.
+// Every version implements exactly this; bench, test and encoder swap versions by name.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <string>
+#include <vector>
+
+namespace layernorm {
+
+struct Problem {
+  int rows = 0;
+  int hidden = 0;
+  float eps = 1e-6f;  // timm ViT
+};
+
+struct Args {
+  const __half* x;
+  const __half* gamma;
+  const __half* beta;
+  __half* y;
+};
+
+struct Version {
+  const char* name;
+  // Empty when the version computes this problem; otherwise why it refuses it.
+  std::string (*supports)(const Problem&);
+  void (*launch)(const Problem&, const Args&, cudaStream_t);
+};
+
+// All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
+const std::vector<Version>& versions();
+const Version& find_version(const std::string& name);
+
+// Fewest bytes any version must move: read x, write y, read gamma and beta once.
+double bytes(const Problem& p);
+// Arithmetic per element: mean (1), variance (3), normalize + affine (4).
+double flops(const Problem& p);
+
+// Checks every version shares: positive sizes.
+std::string check_common(const Problem& p);
+
+}  // namespace layernorm

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Bad command lines must give exactly one clear stderr line and exit code 2, for every bench
+given on the command line. Without a GPU, a valid command line must say 'no CUDA device'."""
+import os
+import subprocess
+import sys
+import tempfile
+
+BAD = [
+    (["--batch", "0"], "--batch must be >= 1"),
+    (["--batch", "-3"], "--batch must be >= 1"),
+    (["--image-size", "200"], "multiple of the patch size 16"),
+    (["--image-size", "0"], "--image-size must be >= 1"),
+    (["--model", "vit_huge"], "unknown model 'vit_huge'"),
+    (["--iters", "ten"], "expects an integer"),
+    (["--iters", "5x"], "expects an integer"),
+    (["--warmup", "-1"], "--warmup must be >= 0"),
+    (["--batch", "99999999999999999999"], "out of range"),
+    (["--frobnicate"], "unknown option '--frobnicate'"),
+    (["--batch"], "--batch needs a value"),
+    (["--csv", "/nonexistent-dir/out.csv"], "cannot write CSV file"),
+]
+
+
+def run(exe, args):
+    return subprocess.run([exe] + args, capture_output=True, text=True, timeout=120)
+
+
+def has_gpu():
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False
+
+
+def main(exes):
+    failures = []
+    for exe in exes:
+        name = os.path.basename(exe)
+        extra = []
+        if name.startswith(("layernorm_", "mlp_")):
+            extra = [(["--rows", "0"], "--rows must be >= 1"), (["--hidden", "-1"], "--hidden must be >= 1")]
+        for args, expect in BAD + extra:
+            r = run(exe, args)
+            lines = [l for l in r.stderr.splitlines() if l.strip()]
+            ok = r.returncode == 2 and len(lines) == 1 and expect in lines[0] and "error:" in lines[0]
+            print(f"{'ok  ' if ok else 'FAIL'} {name} {' '.join(args)} -> rc={r.returncode} {lines}")
+            if not ok:
+                failures.append((name, args))
+        if not has_gpu():
+            with tempfile.TemporaryDirectory() as d:
+                csv = os.path.join(d, "rows.csv")
+                r = run(exe, ["--csv", csv])
+                rows = open(csv).read().splitlines() if os.path.exists(csv) else []
+                ok = (r.returncode == 2 and "no CUDA device" in r.stderr and len(rows) == 2
+                      and ",skipped," in rows[1])
+                print(f"{'ok  ' if ok else 'FAIL'} {name} without a GPU -> rc={r.returncode} skipped row: {len(rows) == 2}")
+                if not ok:
+                    failures.append((name, ["no gpu"]))
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+// CPU tests of the shared harness: statistics, CSV, command line, ViT shapes, comparison.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <cmath>
+#include <limits>
+#include "check.hpp"
+#include "cli.hpp"
+#include "compare.hpp"
+#include "csv.hpp"
+#include "random.hpp"
+#include "stats.hpp"
+#include "vit_config.hpp"
+
+using namespace study;
+
+TEST_CASE("summary statistics") {
+  const Stats s = summarize({4, 1, 3, 2});
+  CHECK(s.mean == doctest::Approx(2.5));
+  CHECK(s.median == doctest::Approx(2.5));
+  CHECK(s.min == 1);
+  CHECK(s.max == 4);
+  CHECK(s.std == doctest::Approx(std::sqrt(5.0 / 3.0)));
+  CHECK(summarize({7}).std == 0);
+  CHECK(summarize({3, 1, 2}).median == 2);
+  CHECK_THROWS(summarize({}));
+}
+
+TEST_CASE("ViT token counts and models") {
+  CHECK(tokens_for_image(224) == 197);
+  CHECK(tokens_for_image(384) == 577);
+  CHECK(tokens_for_image(512) == 1025);
+  CHECK(tokens_for_image(16) == 2);
+  CHECK_THROWS_AS(tokens_for_image(200), StudyError);
+  CHECK_THROWS_AS(tokens_for_image(0), StudyError);
+  CHECK_THROWS_AS(tokens_for_image(-16), StudyError);
+  CHECK(find_model("vit_b").hidden == 768);
+  CHECK(find_model("vit_l").layers == 24);
+  for (const auto& m : models()) CHECK(m.head_dim() == 64);
+  CHECK_THROWS_AS(find_model("vit_h"), StudyError);
+}
+
+TEST_CASE("CSV escaping and schema") {
+  CHECK(csv_escape("plain") == "plain");
+  CHECK(csv_escape("a,b") == "\"a,b\"");
+  CHECK(csv_escape("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(csv_columns().size() == 39);
+  CHECK(csv_columns().front() == "run_id");
+  CHECK(csv_columns().back() == "note");
+  Row r;
+  CHECK_THROWS(r.set("no_such_column", 1));
+  r.set("mean_us", std::numeric_limits<double>::quiet_NaN());
+  CHECK(r.get("mean_us") == "nan");
+}
+
+TEST_CASE("command line parsing") {
+  CommonOptions o;
+  int rows = 0;
+  Cli cli("t", "test");
+  cli.add_common(o);
+  cli.add_int("--rows", &rows, "rows");
+  const char* argv[] = {"t", "--batch", "8", "--image-size=384", "--flush-l2", "--rows", "3", "--no-check"};
+  cli.parse(8, const_cast<char**>(argv));
+  CHECK(o.batch == 8);
+  CHECK(o.image_size == 384);
+  CHECK(o.flush_l2);
+  CHECK_FALSE(o.check);
+  CHECK(rows == 3);
+  CHECK(cli.given("--rows"));
+  CHECK_FALSE(cli.given("--model"));
+  CHECK(o.warmup == 5);
+  CHECK(o.iters == 10);
+
+  auto rejects = [](std::vector<const char*> args) {
+    CommonOptions o2;
+    Cli c("t", "test");
+    c.add_common(o2);
+    args.insert(args.begin(), "t");
+    try {
+      c.parse(static_cast<int>(args.size()), const_cast<char**>(args.data()));
+    } catch (const StudyError& e) {
+      return e.kind == ErrorKind::Usage;
+    }
+    return false;
+  };
+  CHECK(rejects({"--batch", "0"}));
+  CHECK(rejects({"--batch", "-1"}));
+  CHECK(rejects({"--batch", "1.5"}));
+  CHECK(rejects({"--iters"}));
+  CHECK(rejects({"--bogus"}));
+  CHECK(rejects({"--flush-l2=1"}));
+  CHECK(rejects({"--seed", "-4"}));
+  CHECK(rejects({"--batch", "4294967296"}));
+}
+
+TEST_CASE("comparison: NaN never passes, tolerance is relative L2") {
+  std::vector<float> ref = {1, 2, 3, 4};
+  CHECK(compare(ref, ref).ok);
+  std::vector<float> close = {1.001f, 2, 3, 4};
+  CHECK(compare(close, ref).ok);
+  std::vector<float> far = {1.5f, 2, 3, 4};
+  CHECK_FALSE(compare(far, ref).ok);
+  std::vector<float> nan = {1, std::nanf(""), 3, 4};
+  const auto c = compare(nan, ref);
+  CHECK_FALSE(c.ok);
+  CHECK(c.nonfinite == 1);
+  CHECK(c.worst_index == 1);
+  std::vector<float> inf = {1, 2, INFINITY, 4};
+  CHECK_FALSE(compare(inf, ref).ok);
+  CHECK_FALSE(compare(std::vector<float>{}, std::vector<float>{}).ok);
+}
+
+TEST_CASE("seeded random inputs are reproducible and fp16-representable after rounding") {
+  CHECK(random_normal(16, 7) == random_normal(16, 7));
+  CHECK(random_normal(16, 7) != random_normal(16, 8));
+  auto x = random_uniform(64, 3, -10.f, 10.f);
+  round_to_half(x);
+  for (float v : x) CHECK(__half2float(__float2half_rn(v)) == v);
+}

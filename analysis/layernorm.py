@@ -1,0 +1,306 @@
+# %% [markdown]
+# # LayerNorm: time, bandwidth and speedup per version
+#
+# LayerNorm moves 2 x rows x hidden fp16 values (read x, write y) and does little arithmetic,
+# so the figure of merit is achieved bandwidth against the copy bandwidth measured in the
+# same run. Runs on its own (`MPLBACKEND=Agg /usr/bin/python3 analysis/layernorm.py
+# [--run DIR] [--out DIR]`) or from `report/build.py`, which hands it `STUDY_CONTEXT`.
+
+# %%
+import sys
+from pathlib import Path
+
+import matplotlib
+
+if "STUDY_CONTEXT" not in globals():
+    matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
+import study_data as sd
+
+ctx = sd.notebook_context("layernorm", globals())
+run = ctx.run
+prov = ctx.provenance()
+sd.apply_style()
+
+HIDDEN = 768                  # ViT-B; the sweep's rows are batch x tokens at this width
+KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): TARGETS.md sizes
+TARGET_FRACTION = 0.80        # TARGETS.md: >= 80% of copy bandwidth at 50432 x 768
+V1 = "v1_shared"
+GRAPH = "pytorch_layer_norm_graph"
+EAGER = "pytorch_layer_norm"
+LADDER = ["v1_shared", "v2_cub", "v3_seq_tiling", "v4_vectorized", "v5_unrolled", "cudnn",
+          GRAPH, EAGER]
+LABEL = {GRAPH: "PyTorch F.layer_norm (CUDA graph)", EAGER: "PyTorch F.layer_norm (eager)"}
+
+# %% [markdown]
+# ## Data: timed rows at hidden 768, one L2 setting, duplicates merged
+
+# %%
+everything = run.rows("layernorm")
+ok = run.ok("layernorm")
+other_hidden = int((ok["hidden"] != HIDDEN).sum())
+ok = ok[ok["hidden"] == HIDDEN]
+ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
+ok["rows"] = ok["batch"] * ok["tokens"]
+
+# Bytes the kernel must move (same count as stages/layernorm bytes()); fills GB/s for any
+# anchor row that did not record it, so every version is measured against the same bytes.
+ok["bytes"] = 2.0 * ok["rows"] * HIDDEN * 2 + 2.0 * HIDDEN * 2
+ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
+
+# Repeated configurations (a re-run appended to the same folder) count once, by their median.
+t = (ok.groupby(["version", "rows"], as_index=False)
+       .agg(median_us=("median_us", "median"), gbps=("gbps", "median"),
+            batch=("batch", "first"), tokens=("tokens", "first"), n=("median_us", "size")))
+order = sd.version_order(t["version"], LADDER)
+style = sd.styles(order)
+ceil = run.ceilings()
+copy = ceil.copy_gbps
+flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
+    flush, "L2 flush setting not recorded")
+
+
+def label(v):
+    return LABEL.get(v, v)
+
+
+def at(version, rows, col="median_us"):
+    """One value of the merged table, NaN when that version has no timing there."""
+    s = t[(t["version"] == version) & (t["rows"] == rows)][col]
+    return float(s.iloc[0]) if len(s) else np.nan
+
+
+t
+
+# %% [markdown]
+# ## Time per call vs rows (log-log)
+
+# %%
+fig, ax = plt.subplots()
+for v in order:
+    d = t[t["version"] == v].sort_values("rows")
+    ax.plot(d["rows"], d["median_us"], label=label(v), **style[v])
+ax.set_xscale("log")
+ax.set_yscale("log")
+ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
+ax.set_ylabel("median time per call (us)")
+ax.legend(ncol=2)
+sd.titled(fig, f"LayerNorm: median time per call vs rows ({flush_text})", prov)
+ctx.figure("layernorm_time", fig,
+           f"LayerNorm median time per call vs rows (batch x tokens) at hidden {HIDDEN}, "
+           f"log-log; PyTorch anchors dashed; {flush_text}. {prov}.")
+
+# %% [markdown]
+# ## Achieved bandwidth vs rows, against the measured copy ceiling
+
+# %%
+fig, ax = plt.subplots()
+for v in order:
+    d = t[t["version"] == v].sort_values("rows")
+    ax.plot(d["rows"], d["gbps"], label=label(v), **style[v])
+if copy:
+    ax.axhline(copy, color="#444444", linewidth=1.0)
+    ax.axhline(TARGET_FRACTION * copy, color="#444444", linewidth=0.8, linestyle=":")
+    ax.text(t["rows"].min(), copy, f" measured copy {copy:,.0f} GB/s", va="bottom", fontsize=8)
+    ax.text(t["rows"].min(), TARGET_FRACTION * copy,
+            f" {TARGET_FRACTION:.0%} of copy", va="bottom", fontsize=8)
+ax.set_xscale("log")
+ax.set_ylim(bottom=0)
+ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
+ax.set_ylabel("achieved GB/s (bytes read + written / median time)")
+ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
+sd.titled(fig, "LayerNorm: achieved bandwidth vs rows", prov)
+ceiling_text = (f"lines at the measured device copy bandwidth ({copy:,.0f} GB/s) and "
+                f"{TARGET_FRACTION:.0%} of it" if copy else
+                "this run has no copy ceiling row, so no ceiling line")
+ctx.figure("layernorm_gbps", fig,
+           f"LayerNorm achieved bandwidth vs rows at hidden {HIDDEN}; {ceiling_text}; "
+           f"{flush_text}. {prov}.")
+
+# %% [markdown]
+# ## Speedup vs v1_shared and vs PyTorch F.layer_norm (graph and eager)
+
+# %%
+baselines = [b for b in (V1, GRAPH, EAGER) if b in order]
+if baselines:
+    fig, axes = plt.subplots(1, len(baselines), figsize=(4.2 * len(baselines), 4.2),
+                             sharey=False, squeeze=False)
+    for ax, b in zip(axes[0], baselines):
+        base = t[t["version"] == b].set_index("rows")["median_us"]
+        for v in order:
+            if v == b:
+                continue
+            d = t[t["version"] == v].set_index("rows")["median_us"]
+            s = (base / d).dropna().sort_index()
+            if len(s):
+                ax.plot(s.index, s.values, label=label(v), **style[v])
+        ax.axhline(1.0, color="#444444", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("rows (batch x tokens)")
+        ax.set_title(f"vs {label(b)}")
+    axes[0][0].set_ylabel("speedup (baseline time / version time)")
+    # One legend for all panels, below them: each panel omits its own baseline.
+    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
+               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
+    sd.titled(fig, "LayerNorm: speedup per rows (above 1 = faster than the baseline)", prov)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    ctx.figure("layernorm_speedup", fig,
+               f"LayerNorm speedup per rows against {', '.join(label(b) for b in baselines)} "
+               f"(baseline median time / version median time, same run). {prov}.")
+else:
+    ctx.missing("figure", "layernorm_speedup",
+                f"no rows of {V1}, {GRAPH} or {EAGER} in this run to compare against")
+
+# %% [markdown]
+# ## Summary table at the target sizes
+
+# %%
+key_rows = [r for r in KEY_ROWS if r in set(t["rows"])]
+if not key_rows:  # a sweep without the batch 32/256 sizes: show its smallest and largest
+    key_rows = sorted({int(t["rows"].min()), int(t["rows"].max())})
+summary = []
+for r in key_rows:
+    for v in order:
+        m = at(v, r)
+        if not np.isfinite(m):
+            continue
+        summary.append({
+            "rows": r, "version": v, "median us": m, "GB/s": at(v, r, "gbps"),
+            "% of copy": 100 * at(v, r, "gbps") / copy if copy else np.nan,
+            f"speedup vs {V1}": at(V1, r) / m,
+            "time / PyTorch graph": m / at(GRAPH, r),
+            "time / PyTorch eager": m / at(EAGER, r)})
+summary = pd.DataFrame(summary)
+# A run without v1 or without the anchors would show a column of dashes: leave it out.
+summary = summary.dropna(axis=1, how="all")
+if len(summary):
+    ctx.table("layernorm_summary", sd.markdown_table(summary, {
+        "rows": sd.fmt_int, "median us": sd.fmt_us, "GB/s": sd.fmt_gbps,
+        "% of copy": sd.fmt_pct, f"speedup vs {V1}": sd.fmt_ratio,
+        "time / PyTorch graph": sd.fmt_ratio, "time / PyTorch eager": sd.fmt_ratio}),
+        f"LayerNorm at {' and '.join(str(r) for r in key_rows)} rows x {HIDDEN}: median time, "
+        f"achieved bandwidth, share of the measured copy bandwidth"
+        f"{f' ({copy:,.0f} GB/s)' if copy else ' (not measured in this run)'}, speedup over "
+        f"{V1}, and time as a ratio to PyTorch F.layer_norm (below 1 = faster). {prov}.")
+else:
+    ctx.missing("table", "layernorm_summary", "no timed LayerNorm rows at hidden 768")
+summary
+
+# %% [markdown]
+# ## Every timed configuration (median us)
+
+# %%
+sweep = t.pivot_table(index="rows", columns="version", values="median_us")
+sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
+ctx.table("layernorm_sweep", sd.markdown_table(
+    sweep, {c: (sd.fmt_int if c == "rows" else sd.fmt_us) for c in sweep.columns}),
+    f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}; "
+    f"'-' = not timed (see the status table). {prov}.")
+
+# %% [markdown]
+# ## Status: what was timed, skipped or failed
+
+# %%
+st = sd.status_table(everything.assign(
+    _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
+    .sort_values(["_o", "version"], kind="stable"))
+left_out = []
+if other_hidden:
+    left_out.append(f"{other_hidden} timed rows at a hidden size other than {HIDDEN} are not "
+                    f"plotted")
+if flush_dropped:
+    left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not "
+                    f"plotted")
+ctx.table("layernorm_status", sd.markdown_table(st),
+          "LayerNorm rows per version and status, with the reason of every row that was not "
+          "timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
+st
+
+# %% [markdown]
+# ## Findings, as sentences generated from the numbers above
+
+# %%
+def fastest_own(rows):
+    d = t[(t["rows"] == rows) & t["version"].map(sd.is_own)]
+    return d.loc[d["median_us"].idxmin()] if len(d) else None
+
+
+findings = []
+big = max(key_rows)
+best = fastest_own(big)
+if best is not None:
+    v, m, g = best["version"], best["median_us"], best["gbps"]
+    shape = f"{big} x {HIDDEN}"
+    if copy:
+        pct = 100 * g / copy
+        findings.append(
+            f"The fastest version, {v}, reaches {pct:.0f}% of the measured copy bandwidth at "
+            f"{shape} ({sd.fmt_gbps(g)} of {sd.fmt_gbps(copy)} GB/s, {sd.fmt_us(m)} us per "
+            f"call).")
+        if big == KEY_ROWS[1]:
+            met = "met" if pct >= 100 * TARGET_FRACTION else "not met"
+            findings.append(f"The target of at least {TARGET_FRACTION:.0%} of copy bandwidth "
+                            f"at {shape} is {met}.")
+    else:
+        findings.append(f"The fastest version at {shape}, {v}, takes {sd.fmt_us(m)} us "
+                        f"({sd.fmt_gbps(g)} GB/s); this run has no copy ceiling to compare "
+                        f"with.")
+    if v != V1 and np.isfinite(at(V1, big)):
+        findings.append(f"At {shape}, {v} is {sd.faster_or_slower(at(V1, big) / m)} than "
+                        f"{V1} ({sd.fmt_us(at(V1, big))} us).")
+
+beats = []
+for r in key_rows:
+    b = fastest_own(r)
+    if b is None:
+        continue
+    parts = []
+    for anchor, how in ((GRAPH, "replayed as a CUDA graph"), (EAGER, "called eagerly")):
+        a = at(anchor, r)
+        if np.isfinite(a):
+            parts.append(f"{sd.faster_or_slower(a / b['median_us'])} than F.layer_norm {how} "
+                         f"({sd.fmt_us(a)} us)")
+    if parts:
+        findings.append(f"At {r} x {HIDDEN}, the fastest version, {b['version']} "
+                        f"({sd.fmt_us(b['median_us'])} us), is {' and '.join(parts)}.")
+    if np.isfinite(at(GRAPH, r)):
+        beats.append(b["median_us"] < at(GRAPH, r))
+if beats and key_rows == list(KEY_ROWS):
+    findings.append("The target of beating F.layer_norm (CUDA-graph replay, the stricter "
+                    f"anchor) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is "
+                    f"{'met' if all(beats) else 'not met'}.")
+
+for lib in [v for v in order if sd.is_library(v)]:
+    m = at(lib, big)
+    if np.isfinite(m):
+        share = (f", {100 * at(lib, big, 'gbps') / copy:.0f}% of copy" if copy else "")
+        findings.append(f"The library version {lib} takes {sd.fmt_us(m)} us at {big} x {HIDDEN}"
+                        f"{share}.")
+
+if copy and flush == 0.0:
+    over = t[t["gbps"] > copy]
+    if len(over):
+        sizes = sorted(int(r) for r in set(over["rows"]))
+        mb = 4.0 * max(sizes) * HIDDEN / 1e6
+        findings.append(
+            f"At {', '.join(map(str, sizes))} rows, {', '.join(sorted(set(over['version'])))} "
+            f"exceed the measured copy bandwidth: the L2 cache was not flushed between repeats "
+            f"and at most {mb:.0f} MB move per call, so part of the traffic is served from L2 "
+            f"and those points are not DRAM bandwidth.")
+
+n_skip = int((everything["status"] == "skipped").sum())
+n_fail = int((everything["status"] == "failed").sum())
+if n_skip or n_fail:
+    who = ", ".join(sorted(set(everything.loc[everything["status"] != "ok", "version"])))
+    findings.append(f"{n_skip} configuration{'s' if n_skip != 1 else ''} skipped and {n_fail} "
+                    f"failed the correctness check ({who}); the status table gives the "
+                    f"reasons, and none of them is plotted.")
+else:
+    findings.append("Every configuration passed the correctness check and was timed.")
+
+ctx.text("layernorm_findings", findings)
+print("\n".join(findings))

@@ -1,0 +1,521 @@
+"""Shared code of the analysis notebooks and of report/build.py.
+
+Loading and checking the committed CSVs, picking a run, the measured ceilings of that run,
+the provenance line every figure and table carries, one plot style, and the writers for
+figures, tables and generated text. Each family notebook (analysis/<family>.py) stays a short
+list of plots because everything it has in common with the others lives here.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS_ROOT = REPO / "experiments" / "results"
+REPORT_DIR = REPO / "report"
+
+# The CSV contract of DESIGN.md, in the order common/csv.cpp writes it.
+COLUMNS = [
+    "run_id", "utc", "commit", "gpu", "sm_count", "driver", "cuda", "cudnn", "cublas", "host",
+    "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
+    "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
+    "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
+    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note"]
+INT_COLUMNS = ["sm_count", "batch", "image_size", "tokens", "hidden", "heads", "head_dim",
+               "streams", "warmup", "iters", "launches", "host_syncs", "device_bytes",
+               "host_bytes"]
+FLOAT_COLUMNS = ["mean_us", "std_us", "median_us", "min_us", "max_us", "routine_us", "gbps",
+                 "tflops", "max_abs_err", "rel_l2_err"]
+STATUSES = ("ok", "skipped", "failed")
+CEILINGS = "ceilings"
+
+FIGURE_DPI = 150
+ANCHOR_PREFIX = "pytorch_"
+LIBRARY_PREFIXES = ("cudnn", "cublas")
+
+
+class DataError(Exception):
+    """Committed data (or the report template) cannot be used as is.
+
+    report/build.py turns this into one line on stderr and exit code 2, so the message must
+    name the file and, where it applies, the line and column.
+    """
+
+
+class NoData(DataError):
+    """No run holds rows of the requested family."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and checking
+# ---------------------------------------------------------------------------------------------
+
+def show_path(path: Path) -> str:
+    """Paths in messages relative to the repository when they are inside it: shorter, and the
+    same on every machine."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def read_csv(path) -> pd.DataFrame:
+    """One CSV of the study schema, checked and with numeric columns as numbers.
+
+    Adds `source` (file) and `line` (1-based line in the file) so later checks and tables can
+    point back at the exact row.
+    """
+    path = Path(path)
+    where = show_path(path)
+    if not path.is_file():
+        raise DataError(f"{where}: file not found")
+    try:
+        # Everything as text first: a commit hash of digits must stay text, and a bad number
+        # must be reported with its line instead of turning the whole column into text.
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{where}: empty file (expected a header with the {len(COLUMNS)} "
+                        f"study columns)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise DataError(f"{where}: not a readable CSV ({str(e).strip()})") from None
+    missing = [c for c in COLUMNS if c not in raw.columns]
+    if missing:
+        raise DataError(f"{where}: missing column{'s' if len(missing) > 1 else ''} "
+                        f"{', '.join(repr(c) for c in missing)}")
+    # Short rows (a line cut off by a killed writer) come back as NaN: make them empty text so
+    # the status check below names the line.
+    df = raw.fillna("").astype(str)
+    df["source"] = where
+    df["line"] = np.arange(len(df)) + 2  # the header is line 1
+
+    def fail(mask, column, what):
+        i = int(np.flatnonzero(mask.to_numpy())[0])
+        n = int(mask.sum())
+        more = f" (and {n - 1} more row{'s' if n > 2 else ''})" if n > 1 else ""
+        raise DataError(f"{where}:{df['line'].iat[i]}: column '{column}' {what} "
+                        f"{raw[column].iat[i]!r}{more}")
+
+    for c in INT_COLUMNS + FLOAT_COLUMNS:
+        text = df[c].str.strip()
+        num = pd.to_numeric(text.where(text != "", None), errors="coerce")
+        # "nan"/"inf" are what common/csv.cpp writes for non-finite values; anything else that
+        # is not a number is a broken file.
+        bad = (text != "") & num.isna() & ~text.str.lower().isin(["nan", "+nan", "-nan"])
+        if bad.any():
+            fail(bad, c, "has a non-numeric value")
+        if c in INT_COLUMNS:
+            frac = num.notna() & np.isfinite(num) & (num != np.round(num))
+            if frac.any():
+                fail(frac, c, "should be a whole number, got")
+        df[c] = num.astype(float)
+
+    flag = df["flush_l2"].str.strip().str.lower()
+    mapping = {"1": 1.0, "true": 1.0, "yes": 1.0, "0": 0.0, "false": 0.0, "no": 0.0, "": np.nan}
+    bad = ~flag.isin(list(mapping))
+    if bad.any():
+        fail(bad, "flush_l2", "should be 0/1 or true/false, got")
+    df["flush_l2"] = flag.map(mapping).astype(float)
+
+    df["status"] = df["status"].str.strip()
+    bad = ~df["status"].isin(STATUSES)
+    if bad.any():
+        fail(bad, "status", f"should be one of {'|'.join(STATUSES)}, got")
+
+    # An ok row is a timing the report will plot: it must carry the number that is plotted.
+    ok = df["status"] == "ok"
+    need = pd.Series("median_us", index=df.index)
+    need[df["family"] == CEILINGS] = ""
+    need[(df["family"] == CEILINGS) & (df["version"] == "copy")] = "gbps"
+    need[(df["family"] == CEILINGS) & (df["version"] == "gemm_fp16")] = "tflops"
+    for c in ("median_us", "gbps", "tflops"):
+        values = df[c]
+        bad = ok & (need == c) & ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            fail(bad, c, "must be a positive number on a status 'ok' row, got")
+    return df
+
+
+def load_run(run_dir) -> "Run":
+    """Every CSV directly inside one run folder (layernorm.csv, ceilings.csv, anchors, ...).
+
+    Sub-folders are not read on purpose: a merged Slurm sweep may keep its shards beside it,
+    and reading both would count every row twice.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise DataError(f"{show_path(run_dir)}: run folder not found")
+    files = sorted(run_dir.glob("*.csv"))
+    if not files:
+        raise DataError(f"{show_path(run_dir)}: no CSV files in this run folder")
+    df = pd.concat([read_csv(f) for f in files], ignore_index=True)
+    return Run(run_dir, df)
+
+
+def run_folders(root=RESULTS_ROOT) -> list[Path]:
+    """Run folders under the results root: the sub-folders that hold at least one CSV."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*.csv")))
+
+
+def load_runs(root=RESULTS_ROOT) -> list["Run"]:
+    return [load_run(p) for p in run_folders(root)]
+
+
+def resolve_run_dir(arg, root=RESULTS_ROOT) -> Path:
+    """--run accepts a path, or a folder name under the results root."""
+    p = Path(arg)
+    if p.is_dir():
+        return p
+    if (Path(root) / arg).is_dir():
+        return Path(root) / arg
+    raise DataError(f"run folder '{arg}' not found (neither a directory nor a folder under "
+                    f"{show_path(Path(root))})")
+
+
+@dataclass
+class Ceilings:
+    """The physical limits measured in the same run: device copy bandwidth (bytes read plus
+    written) and fp16 tensor-core GEMM throughput. None where the run did not measure them."""
+    copy_gbps: float | None
+    gemm_tflops: float | None
+
+
+@dataclass(eq=False)  # identity, so a run can key a dict (report/build.py groups by run)
+class Run:
+    path: Path
+    df: pd.DataFrame
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def rows(self, family: str) -> pd.DataFrame:
+        return self.df[self.df["family"] == family].copy()
+
+    def ok(self, family: str) -> pd.DataFrame:
+        """Timings to plot: status ok only (skipped and failed rows carry no timing)."""
+        d = self.rows(family)
+        return d[d["status"] == "ok"].copy()
+
+    def families(self) -> list[str]:
+        return sorted(set(self.df["family"]) - {CEILINGS})
+
+    def newest_utc(self, family: str | None = None) -> pd.Timestamp:
+        d = self.df if family is None else self.rows(family)
+        t = pd.to_datetime(d["utc"], utc=True, errors="coerce").max()
+        return t if pd.notna(t) else pd.Timestamp.min.tz_localize("UTC")
+
+    def ceilings(self) -> Ceilings:
+        # The best of several measurements is the ceiling: a copy at a size too small to
+        # saturate DRAM is not a limit a kernel has to respect.
+        c = self.ok(CEILINGS)
+        copy = c.loc[c["version"] == "copy", "gbps"]
+        gemm = c.loc[c["version"] == "gemm_fp16", "tflops"]
+        return Ceilings(float(copy.max()) if len(copy) else None,
+                        float(gemm.max()) if len(gemm) else None)
+
+    def provenance(self, family: str | None = None) -> str:
+        """'GPU <gpu>, run <run_id>, commit <commit>' of the rows shown (a family and its
+        anchors, or the whole folder); several values are all listed so a mixed folder is
+        visible in every caption instead of hidden."""
+        d = self.df if family is None else self.rows(family)
+        if d.empty:
+            d = self.df
+
+        def values(col, short=None):
+            v = [x for x in dict.fromkeys(d[col].astype(str).str.strip()) if x]
+            v = [short(x) for x in v] if short else v
+            return " + ".join(v) if v else "unknown"
+
+        return (f"GPU {values('gpu')}, run {values('run_id')}, "
+                f"commit {values('commit', short_commit)}")
+
+
+def short_commit(c: str) -> str:
+    """A full hash is unreadable in a caption; 12 hex digits stay unique. Suffixes such as
+    '-dirty' are kept because they matter."""
+    m = re.match(r"^([0-9a-fA-F]{13,40})(.*)$", c)
+    return m.group(1)[:12] + m.group(2) if m else c
+
+
+def pick_run(runs: list[Run], family: str) -> Run | None:
+    """Newest run with timings of this family; a run where the family only has skipped or
+    failed rows is used only when no run has timings (so its status table still shows)."""
+    def key(r):
+        return (r.newest_utc(family), r.name)
+    timed = [r for r in runs if len(r.ok(family))]
+    seen = [r for r in runs if len(r.rows(family))]
+    pool = timed or seen
+    return max(pool, key=key) if pool else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Selections that every family needs
+# ---------------------------------------------------------------------------------------------
+
+def is_anchor(version: str) -> bool:
+    return str(version).startswith(ANCHOR_PREFIX)
+
+
+def is_library(version: str) -> bool:
+    return str(version).startswith(LIBRARY_PREFIXES)
+
+
+def is_own(version: str) -> bool:
+    """A version written in this repository (not a library call, not a PyTorch anchor)."""
+    return not is_anchor(version) and not is_library(version)
+
+
+def version_order(present, preferred) -> list[str]:
+    """The family's ladder order first, then anything new (a version added after the notebook
+    was written still shows up), anchors last."""
+    present = list(dict.fromkeys(present))
+    known = [v for v in preferred if v in present]
+    extra = sorted(v for v in present if v not in preferred)
+    order = known + extra
+    return [v for v in order if not is_anchor(v)] + [v for v in order if is_anchor(v)]
+
+
+def one_setting(df: pd.DataFrame, column: str = "flush_l2"):
+    """Keep the most common value of a harness setting so that every compared timing used the
+    same one (ratios between different L2 states mean nothing). Returns the kept rows, the
+    value, and how many rows were left out."""
+    if df.empty or df[column].nunique(dropna=False) <= 1:
+        return df, (df[column].iloc[0] if len(df) else np.nan), 0
+    counts = df[column].value_counts(dropna=False)
+    value = counts.index[0]
+    keep = df[column].isna() if pd.isna(value) else df[column] == value
+    return df[keep].copy(), value, int((~keep).sum())
+
+
+def status_table(df: pd.DataFrame) -> pd.DataFrame:
+    """ok/skipped/failed counts per version with the distinct reasons of the rows that were
+    not timed, so nothing that was left out of the plots goes unmentioned."""
+    out = []
+    for version, g in df.groupby("version", sort=False):
+        counts = g["status"].value_counts()
+        reasons = []
+        for (status, note), n in (g[g["status"] != "ok"]
+                                  .groupby(["status", "note"], sort=False).size().items()):
+            note = " ".join(str(note).split()) or "no reason given"
+            note = note if len(note) <= 110 else note[:107] + "..."
+            reasons.append(f"{status} x{n}: {note}")
+        out.append({"version": version,
+                    **{s: int(counts.get(s, 0)) for s in STATUSES},
+                    "reasons": "; ".join(reasons)})
+    return pd.DataFrame(out, columns=["version", *STATUSES, "reasons"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Number formats shared by tables and generated sentences (so they agree with each other)
+# ---------------------------------------------------------------------------------------------
+
+def fmt_us(x) -> str:
+    if x is None or not np.isfinite(x):
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def fmt_gbps(x) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{x:,.0f}"
+
+
+def fmt_pct(x) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{x:.0f}%"
+
+
+def fmt_ratio(x) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{x:.2f}x"
+
+
+def fmt_int(x) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{int(round(x))}"
+
+
+def faster_or_slower(ratio: float) -> str:
+    """'1.72x faster' / '1.30x slower' from baseline_time / our_time."""
+    return f"{fmt_ratio(ratio)} faster" if ratio >= 1 else f"{fmt_ratio(1 / ratio)} slower"
+
+
+def markdown_table(df: pd.DataFrame, formats: dict | None = None) -> str:
+    """A GitHub markdown table; numbers right-aligned, missing values as '-'.
+
+    `formats` maps a column to a function of the value; other columns print as text.
+    """
+    formats = formats or {}
+    cols = list(df.columns)
+
+    def cell(col, v):
+        if col in formats:
+            s = formats[col](v)
+        elif isinstance(v, float) and not np.isfinite(v):
+            s = "-"
+        else:
+            s = str(v)
+        return s.replace("|", "\\|").replace("\n", " ")
+
+    numeric = {c: c in formats or pd.api.types.is_numeric_dtype(df[c]) for c in cols}
+    lines = ["| " + " | ".join(cols) + " |",
+             "|" + "|".join("---:" if numeric[c] else "---" for c in cols) + "|"]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(cell(c, r[c]) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Plot style
+# ---------------------------------------------------------------------------------------------
+
+# Own versions: distinguishable colours in ladder order; red is kept for the library version
+# and greys for the PyTorch anchors so the eye finds the baselines at once in every figure.
+_OWN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+               "#bcbd22", "#7f7f7f"]
+_OWN_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">"]
+_LIB_COLORS = ["#d62728", "#ff9896"]
+_ANCHOR_COLORS = ["#000000", "#555555", "#999999"]
+_ANCHOR_MARKERS = ["x", "+", "1"]
+
+
+def apply_style():
+    import matplotlib
+    matplotlib.rcParams.update({
+        "figure.figsize": (7.5, 4.6),
+        "figure.dpi": 100,
+        "savefig.dpi": FIGURE_DPI,
+        "savefig.bbox": "tight",
+        "font.size": 9,
+        "axes.titlesize": 9,
+        "axes.labelsize": 9,
+        "legend.fontsize": 8,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "grid.linewidth": 0.6,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "lines.linewidth": 1.4,
+        "lines.markersize": 4.5,
+    })
+
+
+def styles(order: list[str]) -> dict[str, dict]:
+    """Line style per version, fixed by the family's version order so one version looks the
+    same in every figure of the family. Anchors are dashed."""
+    out, own, lib, anc = {}, 0, 0, 0
+    for v in order:
+        if is_anchor(v):
+            out[v] = dict(color=_ANCHOR_COLORS[anc % 3], marker=_ANCHOR_MARKERS[anc % 3],
+                          linestyle="--")
+            anc += 1
+        elif is_library(v):
+            out[v] = dict(color=_LIB_COLORS[lib % 2], marker="*", linestyle="-.",
+                          markersize=7)
+            lib += 1
+        else:
+            out[v] = dict(color=_OWN_COLORS[own % 9], marker=_OWN_MARKERS[own % 9],
+                          linestyle="-")
+            own += 1
+    return out
+
+
+def titled(fig, what: str, provenance: str):
+    """Figure title: what is shown, then the provenance line required on every figure."""
+    fig.suptitle(f"{what}\n{provenance}", fontsize=9)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook context: where the data comes from, where the outputs go, what was produced
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Artifact:
+    kind: str               # figure | table | text
+    name: str
+    path: Path | None       # None when it could not be produced
+    caption: str = ""
+    reason: str = ""        # why it was not produced
+
+
+@dataclass
+class Context:
+    """Handed to a notebook by report/build.py (as STUDY_CONTEXT), or built from the command
+    line when the notebook runs on its own. The notebook writes through it, and build.py reads
+    `artifacts` afterwards to fill the template markers."""
+    family: str
+    run: Run
+    out_dir: Path
+    artifacts: dict = field(default_factory=dict)
+
+    def _path(self, sub: str, name: str, ext: str) -> Path:
+        # Family-prefixed names let build.py clean a family's stale outputs safely.
+        if not name.startswith(self.family + "_"):
+            raise ValueError(f"artifact name '{name}' must start with '{self.family}_'")
+        d = self.out_dir / sub
+        d.mkdir(parents=True, exist_ok=True)
+        return d / f"{name}.{ext}"
+
+    def provenance(self) -> str:
+        return self.run.provenance(self.family)
+
+    def figure(self, name: str, fig, caption: str):
+        import matplotlib.pyplot as plt
+        path = self._path("figures", name, "png")
+        fig.savefig(path, dpi=FIGURE_DPI)
+        plt.close(fig)
+        self.artifacts[name] = Artifact("figure", name, path, caption)
+        return path
+
+    def table(self, name: str, table_md: str, caption: str):
+        path = self._path("tables", name, "md")
+        path.write_text(f"*{caption}*\n\n{table_md}")
+        self.artifacts[name] = Artifact("table", name, path, caption)
+        return path
+
+    def text(self, name: str, sentences: list[str], bullets: bool = True):
+        """Generated sentences; a bullet list by default so each finding reads on its own."""
+        path = self._path("text", name, "md")
+        items = [s.strip() for s in sentences if s.strip()]
+        path.write_text(("\n".join(f"- {s}" for s in items) if bullets else
+                         "\n\n".join(items)) + "\n")
+        self.artifacts[name] = Artifact("text", name, path)
+        return path
+
+    def missing(self, kind: str, name: str, reason: str):
+        """Record that an output could not be made from this run (for example no baseline
+        rows); the report prints the reason at its marker instead of failing."""
+        self.artifacts[name] = Artifact(kind, name, None, reason=reason)
+
+
+def notebook_context(family: str, namespace: dict) -> Context:
+    """The context build.py injected, or one from this notebook's own command line:
+    `--run DIR`, `--results ROOT`, `--out DIR` (parse_known_args: Jupyter adds its own)."""
+    given = namespace.get("STUDY_CONTEXT")
+    if given is not None:
+        return given
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    p = argparse.ArgumentParser(description=f"{family} analysis notebook")
+    p.add_argument("--run", help="run folder (path or name under the results root)")
+    p.add_argument("--results", default=str(RESULTS_ROOT), help="results root")
+    p.add_argument("--out", default=str(REPORT_DIR), help="output folder (figures/, tables/)")
+    args, _ = p.parse_known_args()
+    try:
+        if args.run:
+            run = load_run(resolve_run_dir(args.run, args.results))
+        else:
+            run = pick_run(load_runs(args.results), family)
+        if run is None or run.rows(family).empty:
+            raise NoData(f"no committed run has rows with family '{family}' "
+                         f"(looked in {show_path(Path(args.run or args.results))})")
+    except DataError as e:
+        # The same one line and exit code 2 that report/build.py gives.
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return Context(family, run, Path(args.out))

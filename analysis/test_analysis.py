@@ -1,0 +1,286 @@
+"""Tests of the analysis and report build, on synthetic runs in temporary folders (no GPU, no
+committed data needed).
+
+    /usr/bin/python3 -m unittest discover -s analysis -p 'test_*.py'
+    /usr/bin/python3 analysis/test_analysis.py      # same; exit 77 without pandas/matplotlib
+
+The report build runs as a subprocess, exactly as a user runs it, so exit codes and messages
+are tested too.
+"""
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+BUILD = REPO / "report" / "build.py"
+sys.path.insert(0, str(HERE))
+
+try:
+    import matplotlib  # noqa: F401
+    import pandas  # noqa: F401
+except ImportError as e:
+    if __name__ == "__main__":
+        print(f"SKIP: {e} (use an interpreter with pandas and matplotlib, e.g. /usr/bin/python3)")
+        sys.exit(77)  # meson's "skipped"
+    raise unittest.SkipTest(f"{e}: needs pandas and matplotlib")
+
+import study_data as sd  # noqa: E402
+import synthetic  # noqa: E402
+
+OWN = ["v1_shared", "v2_cub", "v3_seq_tiling", "v4_vectorized", "v5_unrolled"]
+
+
+def build(*args, env=None):
+    return subprocess.run([sys.executable, str(BUILD), *map(str, args)], capture_output=True,
+                          text=True, env={**os.environ, "MPLBACKEND": "Agg", **(env or {})},
+                          timeout=300)
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def expected_findings(run_dir):
+    """The headline numbers computed straight from the CSV with the csv module, independent of
+    the pandas code under test."""
+    rows = read_rows(run_dir / "layernorm.csv") + read_rows(run_dir / "anchors.csv")
+    copy = max(float(r["gbps"]) for r in read_rows(run_dir / "ceilings.csv")
+               if r["version"] == "copy")
+
+    def timed(n):
+        return {r["version"]: r for r in rows if r["status"] == "ok"
+                and int(r["batch"]) * int(r["tokens"]) == n and r["hidden"] == "768"}
+    big = timed(50432)
+    best = min((v for v in big if v in OWN), key=lambda v: float(big[v]["median_us"]))
+    pct = 100 * float(big[best]["gbps"]) / copy
+    small = timed(6304)
+    best_small = min((v for v in small if v in OWN), key=lambda v: float(small[v]["median_us"]))
+    graph_ratio = (float(small["pytorch_layer_norm_graph"]["median_us"])
+                   / float(small[best_small]["median_us"]))
+    return best, pct, best_small, graph_ratio
+
+
+class ReportBuild(unittest.TestCase):
+    """One synthetic results root with two runs; the report is built once into a temp dir."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        cls.results = root / "results"
+        # An older run with different numbers: the default build must pick the newer one.
+        cls.old = synthetic.write_run(cls.results / "a_old", run_id="old-run",
+                                      utc="2025-11-01T00:00:00Z", configs=synthetic.SMALL_CONFIGS,
+                                      copy_gbps=2500.0, seed=7)
+        cls.new = synthetic.write_run(cls.results / "b_new", run_id="new-run",
+                                      utc="2025-11-21T00:00:00Z", configs=synthetic.SMALL_CONFIGS)
+        cls.out = root / "out"
+        cls.res = build("--results", cls.results, "--out", cls.out)
+        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_build_succeeds(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+
+    def test_figures_written(self):
+        for name in ("layernorm_time", "layernorm_gbps", "layernorm_speedup"):
+            p = self.out / "figures" / f"{name}.png"
+            self.assertTrue(p.is_file(), p)
+            self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertIn(f"](figures/{name}.png)", self.readme)
+
+    def test_tables_written(self):
+        for name in ("layernorm_summary", "layernorm_status", "layernorm_sweep", "study_runs"):
+            p = self.out / "tables" / f"{name}.md"
+            self.assertTrue(p.is_file(), p)
+            self.assertIn("|---", p.read_text())
+        summary = (self.out / "tables" / "layernorm_summary.md").read_text()
+        for v in OWN + ["cudnn", "pytorch_layer_norm", "pytorch_layer_norm_graph"]:
+            self.assertIn(f"| {v} |", summary)
+        status = (self.out / "tables" / "layernorm_status.md").read_text()
+        self.assertIn("| cudnn | 4 | 1 | 0 |", status)   # the 256 x 1025 rows are skipped
+        self.assertIn("| v2_cub | 4 | 0 | 1 |", status)
+        self.assertIn("no engine for rows", status)
+
+    def test_no_marker_left(self):
+        self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")
+
+    def test_newest_run_and_provenance(self):
+        self.assertIn("run new-run, commit 0123456789ab", self.readme)
+        self.assertNotIn("old-run", self.readme)
+        self.assertIn("GPU NVIDIA H100 80GB HBM3 (synthetic)", self.readme)
+
+    def test_sentences_match_data(self):
+        best, pct, best_small, graph_ratio = expected_findings(self.new)
+        text = (self.out / "text" / "layernorm_findings.md").read_text()
+        headline = (f"The fastest version, {best}, reaches {pct:.0f}% of the measured copy "
+                    f"bandwidth at 50432 x 768")
+        self.assertIn(headline, text)
+        self.assertIn(headline, self.readme)
+        self.assertIn(f"At 6304 x 768, the fastest version, {best_small} ", text)
+        self.assertIn(f"{graph_ratio:.2f}x faster than F.layer_norm replayed as a CUDA graph",
+                      text)
+        self.assertIn("at 50432 x 768 is " + ("met" if pct >= 80 else "not met"), text)
+        self.assertIn("1 configuration skipped and 1 failed", text)
+
+    def test_families_without_data(self):
+        for family in ("patch_embed", "attention", "mlp", "encoder"):
+            self.assertRegex(self.readme,
+                             rf"No committed run yet: no CSV in .* has rows with family "
+                             rf"`{family}`")
+
+    def test_ceilings_sentence(self):
+        self.assertIn("copy bandwidth of 3,000 GB/s", self.readme)
+        self.assertIn("720 TFLOP/s", self.readme)
+
+    def test_run_option_selects_folder(self):
+        out = Path(self.tmp.name) / "out_old"
+        res = build("--results", self.results, "--run", "a_old", "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        readme = (out / "README.md").read_text()
+        self.assertIn("run old-run", readme)
+        self.assertNotIn("new-run", readme)
+        best, pct, _, _ = expected_findings(self.old)
+        self.assertIn(f"The fastest version, {best}, reaches {pct:.0f}% of the measured copy "
+                      f"bandwidth", readme)
+
+
+class TargetMissed(unittest.TestCase):
+    def test_sentence_follows_data(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = dict(synthetic.MODEL, v5_unrolled=(0.62, 2.0), v4_vectorized=(0.60, 2.2))
+            run = synthetic.write_run(Path(d) / "r", configs=[(224, 256)], model=model)
+            res = build("--run", run, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            text = (Path(d) / "out" / "text" / "layernorm_findings.md").read_text()
+            rows = read_rows(run / "layernorm.csv")
+            best = min((r for r in rows if r["version"] in OWN and r["status"] == "ok"),
+                       key=lambda r: float(r["median_us"]))
+            pct = 100 * float(best["gbps"]) / synthetic.COPY_GBPS
+            self.assertLess(pct, 80)
+            self.assertIn(f"The fastest version, {best['version']}, reaches {pct:.0f}%", text)
+            self.assertIn("at 50432 x 768 is not met", text)
+
+
+class BadInput(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+        self.run = synthetic.write_run(self.dir / "results" / "r", configs=[(224, 1)])
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def rewrite(self, fn):
+        """Apply fn to the rows (list of dicts) of layernorm.csv, keeping its header order
+        unless fn removes a column."""
+        path = self.run / "layernorm.csv"
+        rows = read_rows(path)
+        rows = fn(rows)
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+
+    def assert_exit2(self, *needles, args=None):
+        res = build(*(args or ["--run", self.run]), "--out", self.dir / "out")
+        self.assertEqual(res.returncode, 2, res.stdout + res.stderr)
+        self.assertNotIn("Traceback", res.stderr)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        for n in needles:
+            self.assertIn(n, res.stderr)
+        return res.stderr
+
+    def test_missing_column(self):
+        self.rewrite(lambda rows: [{k: v for k, v in r.items() if k != "median_us"}
+                                   for r in rows])
+        self.assert_exit2("layernorm.csv", "missing column 'median_us'")
+
+    def test_non_numeric_value(self):
+        def bad(rows):
+            rows[2]["median_us"] = "fast"
+            return rows
+        self.rewrite(bad)
+        self.assert_exit2("layernorm.csv:4", "column 'median_us'", "'fast'")
+
+    def test_bad_status(self):
+        def bad(rows):
+            rows[0]["status"] = "okay"
+            return rows
+        self.rewrite(bad)
+        self.assert_exit2("layernorm.csv:2", "column 'status'", "'okay'")
+
+    def test_ok_row_without_timing(self):
+        def bad(rows):
+            rows[1]["median_us"] = ""
+            return rows
+        self.rewrite(bad)
+        self.assert_exit2("layernorm.csv:3", "column 'median_us'", "status 'ok'")
+
+    def test_empty_file(self):
+        (self.run / "layernorm.csv").write_text("")
+        self.assert_exit2("layernorm.csv", "empty file")
+
+    def test_missing_run_folder(self):
+        self.assert_exit2("run folder", "nope", args=["--run", self.dir / "nope"])
+
+    def test_default_root_with_bad_csv(self):
+        self.rewrite(lambda rows: [{k: v for k, v in r.items() if k != "gpu"} for r in rows])
+        self.assert_exit2("layernorm.csv", "missing column 'gpu'",
+                          args=["--results", self.dir / "results"])
+
+    def test_unknown_template_marker(self):
+        template = self.dir / "t.md"
+        template.write_text("<!-- family:layernorm -->\n<!-- figure:layernorm_nosuch -->\n"
+                            "<!-- end:layernorm -->\n")
+        self.assert_exit2("t.md", "figure:layernorm_nosuch",
+                          args=["--run", self.run, "--template", template])
+
+
+class Helpers(unittest.TestCase):
+    def test_markdown_table_escapes_and_formats(self):
+        df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})
+        md = sd.markdown_table(df, {"us": sd.fmt_us})
+        self.assertIn("| a\\|b | 1,234 | - |", md)
+        self.assertIn("|---|---:|---:|", md)
+
+    def test_one_setting_keeps_majority(self):
+        df = pandas.DataFrame({"flush_l2": [0.0, 0.0, 1.0]})
+        kept, value, dropped = sd.one_setting(df)
+        self.assertEqual((len(kept), value, dropped), (2, 0.0, 1))
+
+    def test_pick_run_prefers_timed(self):
+        with tempfile.TemporaryDirectory() as d:
+            good = synthetic.write_run(Path(d) / "good", utc="2025-01-01T00:00:00Z",
+                                       configs=[(224, 1)])
+            newer = synthetic.write_run(Path(d) / "newer", utc="2025-02-01T00:00:00Z",
+                                        configs=[(224, 1)])
+            # Everything in the newer run skipped (say, no GPU): not the run to show.
+            rows = read_rows(newer / "layernorm.csv")
+            for r in rows:
+                r.update(status="skipped", note="no CUDA device", median_us="")
+            with open(newer / "layernorm.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(rows)
+            (newer / "anchors.csv").unlink()
+            runs = sd.load_runs(d)
+            self.assertEqual(sd.pick_run(runs, "layernorm").path, good)
+            self.assertIsNone(sd.pick_run(runs, "attention"))
+
+    def test_short_commit_keeps_dirty_flag(self):
+        self.assertEqual(sd.short_commit("0123456789abcdef0123456789abcdef01234567-dirty"),
+                         "0123456789ab-dirty")
+
+
+if __name__ == "__main__":
+    unittest.main()

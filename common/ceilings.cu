@@ -1,0 +1,126 @@
+// This GPU's ceilings, measured with the study's own harness so every roofline and "% of
+// peak" in the report divides by numbers from the same run: device-to-device copy bandwidth
+// (bytes read + written) and the fp16 tensor-core GEMM rate through the GEMM layer (n^3, no
+// epilogue). Two CSV rows, family `ceilings`, versions `copy` (gbps) and `gemm_fp16` (tflops).
+#include <cmath>
+#include "bench.hpp"
+#include "compare.hpp"
+#include "gemm.hpp"
+#include "gpu.hpp"
+#include "launches.hpp"
+#include "random.hpp"
+#include "timing.hpp"
+
+namespace {
+
+// The columns that describe a ViT shape do not apply to a ceiling.
+study::Row ceiling_row(const study::CommonOptions& o, const char* version) {
+  study::Row r = study::base_row(o, "ceilings", version);
+  r.set("model", "").set("batch", "").set("image_size", "").set("host_syncs", 0);
+  return r;
+}
+
+study::TimingOptions timing(const study::CommonOptions& o, const char* label) {
+  study::TimingOptions t;
+  t.warmup = o.warmup;
+  t.iters = o.iters;
+  t.flush_l2 = o.flush_l2;
+  t.label = label;
+  return t;
+}
+
+void measure_copy(study::BenchReport& report, const study::CommonOptions& o, int mib) {
+  const std::size_t bytes = static_cast<std::size_t>(mib) << 20;
+  study::DeviceBuffer<char> src(bytes), dst(bytes);
+  CUDA_CHECK(cudaMemset(src.get(), 0x5A, bytes));
+  const auto run = [&](cudaStream_t s) {
+    CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s));
+  };
+  const auto stats = study::time_region(run, timing(o, "ceilings_copy"));
+  study::set_timing(report.row, stats, 2.0 * bytes, 0);
+  report.row.set("tflops", "");  // a copy does no arithmetic
+  report.write("ok", "cudaMemcpyAsync device to device, " + std::to_string(mib) +
+                         " MiB; gbps counts bytes read + written");
+}
+
+void measure_gemm(study::BenchReport& report, const study::CommonOptions& o, int n, int workspace_mib) {
+  const std::size_t count = static_cast<std::size_t>(n) * n;
+  // Random inputs: tensor cores draw less power on zeros, which would flatter the ceiling.
+  const auto x = study::to_half(study::random_uniform(count, o.seed, -1.f, 1.f));
+  const auto w = study::to_half(study::random_uniform(count, o.seed + 1, -1.f, 1.f));
+  auto dx = study::to_device(x), dw = study::to_device(w);
+  study::DeviceBuffer<__half> dy(count);
+  study::GemmConfig gc;
+  gc.workspace_bytes = static_cast<std::size_t>(workspace_mib) << 20;
+  study::Gemm gemm(gc);
+  const study::GemmShape shape{n, n, n};
+  const auto run = [&](cudaStream_t s) {
+    gemm.run(shape, study::Epilogue::None, {dx.get(), dw.get(), dy.get()}, s);
+  };
+  std::string check_note = "not checked (--no-check)";
+  if (o.check) {
+    // A ceiling from a GEMM that computes garbage would be worthless: compare a few outputs.
+    study::poison(dy);
+    run(nullptr);
+    const auto y = study::to_float(study::to_host(dy));
+    std::vector<float> got, want;
+    for (int i = 0; i < 16; ++i) {
+      // Rows and columns spread by two primes, so the samples hit different tiles.
+      const std::size_t r = (i * 7919ull) % n, c = (i * 104729ull) % n;
+      double acc = 0;
+      for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k)
+        acc += static_cast<double>(__half2float(x[r * n + k])) * __half2float(w[c * n + k]);
+      got.push_back(y[r * n + c]);
+      want.push_back(static_cast<float>(acc));
+    }
+    const auto cmp = study::compare(got, want);
+    report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
+    if (!cmp.ok) {
+      report.write("failed", "GEMM output check failed: " + cmp.summary());
+      return;
+    }
+    check_note = "16 sampled outputs checked";
+  }
+  report.row.set("launches", study::count_kernel_launches(run));
+  const auto stats = study::time_region(run, timing(o, "ceilings_gemm"));
+  study::set_timing(report.row, stats, 3.0 * count * sizeof(__half), 2.0 * n * count);
+  report.row.set("gbps", "");  // the GEMM row carries the compute ceiling only
+  report.write("ok", "cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=" + std::to_string(n) +
+                         ", heuristic algorithm, workspace " + std::to_string(workspace_mib) +
+                         " MiB; " + check_note);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return study::bench_main("ceilings", [&](study::BenchReport& report) {
+    study::CommonOptions o;
+    int copy_mib = 1024, gemm_n = 8192, workspace_mib = 4;
+    study::Cli cli("ceilings", "Measures this GPU's copy bandwidth and fp16 GEMM rate: two CSV rows.");
+    cli.add_common(o);
+    cli.add_int("--copy-mib", &copy_mib, "bytes copied per repeat, in MiB (default 1024)");
+    cli.add_int("--gemm-size", &gemm_n, "M = N = K of the GEMM (default 8192)");
+    cli.add_int("--workspace-mib", &workspace_mib, "cuBLASLt workspace in MiB (default 4)", 0);
+    cli.parse(argc, argv);
+    // Host copies of the GEMM inputs are generated in fp32: 32768^2 is already 4 GiB each.
+    if (gemm_n > 32768)
+      throw study::StudyError(study::ErrorKind::Usage,
+                              "--gemm-size must be <= 32768, got " + std::to_string(gemm_n));
+    if (copy_mib > 65536)
+      throw study::StudyError(study::ErrorKind::Usage,
+                              "--copy-mib must be <= 65536, got " + std::to_string(copy_mib));
+    if (workspace_mib > 4096)
+      throw study::StudyError(study::ErrorKind::Usage,
+                              "--workspace-mib must be <= 4096, got " + std::to_string(workspace_mib));
+
+    report.open(o);
+    report.row = ceiling_row(o, "copy");
+    study::require_gpu(o.device);
+    measure_copy(report, o, copy_mib);
+    // A failure from here on is the GEMM row's, not the copy's.
+    report.row = ceiling_row(o, "gemm_fp16");
+    report.written = false;
+    measure_gemm(report, o, gemm_n, workspace_mib);
+    return report.row.get("status") == "ok" ? 0 : 1;
+  });
+}

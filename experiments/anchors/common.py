@@ -1,0 +1,332 @@
+"""Shared pieces of the PyTorch anchors: CLI, provenance, CSV row, event timing, statistics.
+
+The anchors must produce rows that compare one-to-one with the C++ benches, so everything
+here mirrors common/ (cli.cpp, csv.cpp, provenance.cpp, timing.cpp, stats.cpp, compare.cpp).
+Only the standard library is imported at module level: on a machine without torch (or without
+a GPU) an anchor still parses its arguments and writes a `skipped` row saying why.
+
+An anchor script calls run_anchor(family, versions, add_args, build); see torch_layernorm.py.
+"""
+
+import argparse
+import ctypes
+import datetime
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+
+# Column order of every CSV of the study; must equal csv_columns() in common/csv.cpp
+# (experiments/test_run_sweep.py checks that).
+COLUMNS = [
+    "run_id", "utc", "commit", "gpu", "sm_count", "driver", "cuda", "cudnn", "cublas", "host",
+    "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
+    "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
+    "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
+    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note"]
+
+# name -> (hidden, heads, depth), as common/vit_config.cpp.
+MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),
+          "vit_l": (1024, 16, 24)}
+PATCH = 16
+FP16_REL_TOL = 5e-3  # compare.hpp kFp16RelTol
+
+# Exit codes, as the benches (common/cli.cpp run_main).
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OOM = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad command line: one line on stderr, exit 2, no row."""
+
+
+class Skip(Exception):
+    """This anchor does not support the configuration: a `skipped` row, exit 0."""
+
+
+def tokens_for_image(image_size):
+    if image_size <= 0 or image_size % PATCH:
+        raise UsageError(f"image size {image_size} must be a positive multiple of the patch size 16")
+    side = image_size // PATCH
+    return side * side + 1
+
+
+def fmt(value):
+    """A CSV cell formatted like the C++ Row::set overloads (%.6g doubles, 1/0 bools)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf"
+        return format(value, ".6g")
+    return str(value)
+
+
+def csv_escape(field):
+    # Same rule as csv.cpp: quote only when needed; newlines become spaces so one row is
+    # always one line (the sweep runner's resume logic relies on that).
+    if not any(c in field for c in ',"\n\r'):
+        return field
+    return '"' + field.replace('"', '""').replace("\n", " ").replace("\r", " ") + '"'
+
+
+def format_line(values):
+    return ",".join(csv_escape(fmt(values.get(c))) for c in COLUMNS) + "\n"
+
+
+def append_row(path, values):
+    """Appends one row (header first when the file is new or empty), flushed and fsynced."""
+    with open(path, "a", encoding="utf-8") as f:
+        if f.tell() == 0:
+            f.write(",".join(COLUMNS) + "\n")
+        f.write(format_line(values))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# ---- command line -----------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _positive(name, minimum=1):
+    def parse(text):
+        try:
+            v = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expects an integer, got '{text}'")
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {text}")
+        return v
+    return parse
+
+
+def make_parser(prog, summary, versions):
+    p = _Parser(prog=prog, description=summary)
+    p.add_argument("--version", required=True, choices=sorted(versions),
+                   help="which anchor to run")
+    p.add_argument("--batch", type=_positive("--batch"), default=1)
+    p.add_argument("--image-size", type=_positive("--image-size"), default=224)
+    p.add_argument("--model", default="vit_b", help="vit_ti | vit_s | vit_b | vit_l")
+    p.add_argument("--streams", type=_positive("--streams"), default=1)
+    p.add_argument("--warmup", type=_positive("--warmup", 0), default=5)
+    p.add_argument("--iters", type=_positive("--iters"), default=10)
+    p.add_argument("--seed", type=_positive("--seed", 0), default=1234)
+    p.add_argument("--csv", default="", help="append the result row to this CSV file")
+    p.add_argument("--device", type=_positive("--device", 0), default=0)
+    p.add_argument("--check", dest="check", action="store_true", default=True)
+    p.add_argument("--no-check", dest="check", action="store_false")
+    p.add_argument("--flush-l2", action="store_true", help="flush L2 before each timed run")
+    return p
+
+
+def parse_args(parser, argv):
+    args = parser.parse_args(argv)
+    if args.model not in MODELS:
+        raise UsageError(f"unknown model '{args.model}' (known: {', '.join(MODELS)})")
+    args.tokens = tokens_for_image(args.image_size)
+    if args.csv:
+        d = os.path.dirname(os.path.abspath(args.csv))
+        if not os.path.isdir(d) or not os.access(d, os.W_OK) or (
+                os.path.exists(args.csv) and not os.access(args.csv, os.W_OK)):
+            raise UsageError(f"cannot write CSV file '{args.csv}'")
+    return args
+
+
+# ---- provenance -------------------------------------------------------------------------------
+
+def _git_commit():
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"],
+                             cwd=here, capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _driver_version():
+    # The C++ harness records cudaDriverGetVersion() ("13.0"); read the same number from
+    # libcuda so both kinds of rows mean the same thing. nvidia-smi's driver release is the
+    # fallback only when libcuda cannot be asked.
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        v = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(v)) == 0 and v.value:
+            return f"{v.value // 1000}.{(v.value // 10) % 100}"
+    except (OSError, AttributeError):
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "none"
+
+
+def provenance(torch=None, device=0):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    host = socket.gethostname()
+    p = {
+        "run_id": os.environ.get("STUDY_RUN_ID") or now.strftime("%Y%m%dT%H%M%SZ") + "-" + host,
+        "utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": os.environ.get("STUDY_COMMIT") or _git_commit(),
+        "gpu": "none", "sm_count": "0", "driver": _driver_version(),
+        "cuda": "none", "cudnn": "none", "cublas": "torch", "host": host,
+    }
+    if torch is not None:
+        p["cuda"] = torch.version.cuda or "none"
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        p["cudnn"] = str(cudnn) if cudnn else "none"
+        if torch.cuda.is_available() and device < torch.cuda.device_count():
+            prop = torch.cuda.get_device_properties(device)
+            p["gpu"] = prop.name
+            p["sm_count"] = str(prop.multi_processor_count)
+    return p
+
+
+# ---- statistics and timing --------------------------------------------------------------------
+
+def summarize(samples_us):
+    """mean, sample std, median, min, max as common/stats.cpp."""
+    s = sorted(samples_us)
+    return {"mean_us": statistics.fmean(s),
+            "std_us": statistics.stdev(s) if len(s) > 1 else 0.0,
+            "median_us": statistics.median(s), "min_us": s[0], "max_us": s[-1]}
+
+
+def time_events(torch, fn, warmup, iters, flush_l2, device):
+    """Timing as common/timing.cpp time_region: `warmup` untimed calls, then one event pair
+    per repeat queued back to back with no host sync in between; the optional L2 flush is a
+    write of a buffer twice the L2 size before each repeat, outside the events."""
+    stream = torch.cuda.current_stream(device)
+    flush = None
+    if flush_l2:
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)
+        flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    start = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    stop = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(iters):
+        if flush is not None:
+            flush.fill_(i & 0xFF)
+        start[i].record(stream)
+        fn()
+        stop[i].record(stream)
+    stream.synchronize()
+    stats = summarize([1000.0 * a.elapsed_time(b) for a, b in zip(start, stop)])
+    # Measured while the flush buffer is alive, as the C++ harness (its buffer is static).
+    stats["device_bytes"] = torch.cuda.memory_allocated(device)
+    return stats
+
+
+# ---- the driver every anchor shares -----------------------------------------------------------
+
+class Problem:
+    """What an anchor's build() returns. run: the callable to time. check(): runs the anchor
+    once on poisoned outputs and returns (max_abs_err, rel_l2_err, nonfinite_count) vs a
+    float64 computation. bytes/flops: the family's counts (flops None when not meaningful).
+    note: the row's note for an ok row, with "{check}" where "checked" / "not checked" goes."""
+
+    def __init__(self, run, check, bytes_moved, flops=None, launches=None, host_syncs=0,
+                 note="", columns=None):
+        self.run, self.check, self.bytes, self.flops = run, check, bytes_moved, flops
+        self.launches, self.host_syncs, self.note = launches, host_syncs, note
+        self.columns = columns or {}
+
+
+def _emit(args, row):
+    print(f"{row['family']:<8} {row['version']:<24} {row.get('model', ''):<8} "
+          f"batch={row.get('batch', '')!s:<4} image={row.get('image_size', '')!s:<4} "
+          f"median_us={fmt(row.get('median_us')):<10} gbps={fmt(row.get('gbps')):<8} "
+          f"{row['status']} {row.get('note', '')}", flush=True)
+    if args.csv:
+        append_row(args.csv, row)
+
+
+def run_anchor(family, versions, summary, add_args, identity, build, argv=None):
+    """versions: names this script answers to. add_args(parser): family flags.
+    identity(args) -> dict of tokens/hidden/heads/head_dim columns (no torch needed).
+    build(torch, args) -> Problem, or raises Skip(reason)."""
+    prog = os.path.basename(sys.argv[0])
+    try:
+        parser = make_parser(prog, summary, versions)
+        add_args(parser)
+        args = parse_args(parser, sys.argv[1:] if argv is None else argv)
+        ident = identity(args)
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+    row = {"family": family, "version": args.version, "model": args.model,
+           "batch": args.batch, "image_size": args.image_size, "streams": args.streams,
+           "warmup": args.warmup, "iters": args.iters, "flush_l2": bool(args.flush_l2),
+           "host_bytes": 0}
+    row.update(ident)
+
+    def finish(torch, status, note, code):
+        row.update(provenance(torch, args.device))
+        row["status"], row["note"] = status, note
+        _emit(args, row)
+        if code not in (EXIT_OK,):
+            print(f"{prog}: {'error' if status == 'failed' else 'skipped'}: {note}", file=sys.stderr)
+        return code
+
+    try:
+        import torch  # noqa: deliberately late, see the module docstring
+    except ImportError:
+        return finish(None, "skipped", "torch not installed", EXIT_USAGE)
+    except Exception as e:  # a broken install (missing CUDA libraries...) is not a crash either
+        return finish(None, "skipped", f"torch import failed: {e}".splitlines()[0], EXIT_USAGE)
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        return finish(torch, "skipped", "no CUDA device", EXIT_USAGE)
+    if args.device >= torch.cuda.device_count():
+        print(f"{prog}: error: --device {args.device} does not exist "
+              f"({torch.cuda.device_count()} CUDA device(s))", file=sys.stderr)
+        return EXIT_USAGE
+
+    torch.cuda.set_device(args.device)
+    try:
+        problem = build(torch, args)
+        row.update(problem.columns)
+        # The benches' note: "rows=N; checked; <timing method>"; {check} marks the spot.
+        check_note = "not checked (--no-check)"
+        if args.check:
+            max_abs, rel_l2, nonfinite = problem.check()
+            row["max_abs_err"], row["rel_l2_err"] = max_abs, rel_l2
+            if nonfinite or not rel_l2 <= FP16_REL_TOL:
+                row["device_bytes"] = torch.cuda.memory_allocated(args.device)
+                prefix = problem.note.split("{check}")[0]
+                return finish(torch, "failed",
+                              f"{prefix}reference check failed: rel_l2={rel_l2:.3g} "
+                              f"max_abs={max_abs:.3g} nonfinite={nonfinite}", EXIT_FAILED)
+            check_note = "checked"
+        stats = time_events(torch, problem.run, args.warmup, args.iters, args.flush_l2, args.device)
+        row.update(stats)
+        if stats["median_us"] > 0:
+            row["gbps"] = problem.bytes / (stats["median_us"] * 1e-6) / 1e9
+            if problem.flops is not None:
+                row["tflops"] = problem.flops / (stats["median_us"] * 1e-6) / 1e12
+        row["launches"], row["host_syncs"] = problem.launches, problem.host_syncs
+        return finish(torch, "ok", problem.note.replace("{check}", check_note), EXIT_OK)
+    except Skip as e:
+        return finish(torch, "skipped", str(e), EXIT_OK)
+    except torch.cuda.OutOfMemoryError as e:
+        first = str(e).splitlines()[0] if str(e) else "out of memory"
+        return finish(torch, "failed", f"out of GPU memory: {first}", EXIT_OOM)
+    except Exception as e:  # any other error is a failed row, never a crash without a row
+        msg = f"{type(e).__name__}: {e}".splitlines()[0]
+        return finish(torch, "failed", msg, EXIT_FAILED)

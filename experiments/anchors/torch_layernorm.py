@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""PyTorch LayerNorm anchors, in the study's CSV schema and with the benches' timing method.
+
+  pytorch_layer_norm        torch.nn.functional.layer_norm, eager: one Python call per repeat,
+                            so the row includes PyTorch's per-call host overhead.
+  pytorch_layer_norm_graph  the same call captured once in a CUDA graph; each repeat is one
+                            graph replay, which removes most of that overhead.
+
+Problem: rows = batch * tokens (or --rows), hidden from the model (or --hidden), eps 1e-6,
+fp16 input/output/gamma/beta. Example:
+  python3 experiments/anchors/torch_layernorm.py --version pytorch_layer_norm --batch 32 \
+      --image-size 224 --model vit_b --csv out.csv
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
+
+FAMILY = "layernorm"
+VERSIONS = ("pytorch_layer_norm", "pytorch_layer_norm_graph")
+EPS = 1e-6
+CHECK_CHUNK = 1 << 24  # elements per float64 reference chunk: bounds the check's extra memory
+
+
+def add_args(p):
+    p.add_argument("--rows", type=common._positive("--rows"), default=None,
+                   help="rows to normalize (default batch * tokens)")
+    p.add_argument("--hidden", type=common._positive("--hidden"), default=None,
+                   help="features per row (default: the model's hidden size)")
+
+
+def shape(args):
+    rows = args.rows if args.rows is not None else args.batch * args.tokens
+    hidden = args.hidden if args.hidden is not None else common.MODELS[args.model][0]
+    return rows, hidden
+
+
+def identity(args):
+    # As stages/layernorm/bench.cpp: tokens of the image, hidden of the problem, no heads.
+    rows, hidden = shape(args)
+    return {"tokens": args.tokens, "hidden": hidden, "host_syncs": 0}
+
+
+def bytes_moved(rows, hidden):
+    # layernorm::bytes(): read x, write y (fp16), read gamma and beta (fp16) once
+    return 2 * rows * hidden * 2 + 2 * hidden * 2
+
+
+def flops(rows, hidden):
+    # layernorm::flops(): mean 1, variance 3, normalize + affine 4 per element
+    return 8 * rows * hidden
+
+
+def build(torch, args):
+    if args.streams != 1:
+        raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
+    rows, hidden = shape(args)
+    dev = torch.device("cuda", args.device)
+    F = torch.nn.functional
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed)
+    x = torch.randn(rows, hidden, generator=gen, device=dev, dtype=torch.float32).half()
+    # Same distributions as stages/layernorm/harness.cpp make_inputs (not the same numbers:
+    # the generators differ).
+    gamma = (1 + 0.2 * torch.randn(hidden, generator=gen, device=dev)).half()
+    beta = (0.2 * torch.randn(hidden, generator=gen, device=dev)).half()
+
+    if args.version == "pytorch_layer_norm":
+        out = {}
+
+        def run():
+            out["y"] = F.layer_norm(x, (hidden,), gamma, beta, EPS)
+
+        def result():
+            out.pop("y", None)
+            run()
+            return out.pop("y")
+        note = "eager"
+    else:
+        # Capture on a side stream after a few warm-up calls there, as PyTorch requires; the
+        # graph's output tensor is static, so poisoning it before the checked replay proves the
+        # replay wrote it.
+        side = torch.cuda.Stream(device=dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                F.layer_norm(x, (hidden,), gamma, beta, EPS)
+        torch.cuda.current_stream(dev).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y_static = F.layer_norm(x, (hidden,), gamma, beta, EPS)
+
+        def run():
+            graph.replay()
+
+        def result():
+            y_static.fill_(float("nan"))
+            graph.replay()
+            return y_static
+        note = "cuda-graph replay"
+
+    def check():
+        got = result()
+        torch.cuda.synchronize(dev)
+        g64, b64 = gamma.double(), beta.double()
+        diff2 = ref2 = 0.0
+        max_abs = 0.0
+        nonfinite = int((~torch.isfinite(got)).sum().item())
+        step = max(1, CHECK_CHUNK // hidden)
+        for r0 in range(0, rows, step):
+            xd = x[r0:r0 + step].double()
+            mu = xd.mean(dim=1, keepdim=True)
+            var = ((xd - mu) ** 2).mean(dim=1, keepdim=True)  # biased, as LayerNorm
+            ref = (xd - mu) / torch.sqrt(var + EPS) * g64 + b64
+            g = got[r0:r0 + step].double()
+            finite = torch.isfinite(g)
+            d = torch.where(finite, g - ref, torch.zeros_like(ref))
+            diff2 += float((d * d).sum())
+            ref2 += float((torch.where(finite, ref, torch.zeros_like(ref)) ** 2).sum())
+            max_abs = max(max_abs, float(d.abs().max()))
+            del xd, mu, var, ref, g, d, finite
+        rel = (diff2 / ref2) ** 0.5 if ref2 > 0 else diff2 ** 0.5
+        return max_abs, rel, nonfinite
+
+    return common.Problem(run=run, check=check, bytes_moved=bytes_moved(rows, hidden),
+                          flops=flops(rows, hidden), launches=1, host_syncs=0,
+                          note=f"rows={rows}; {{check}}; {note}")
+
+
+def main(argv=None):
+    return common.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
+                             build, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

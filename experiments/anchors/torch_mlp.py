@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""PyTorch MLP anchors, in the study's CSV schema and with the benches' timing method.
+
+  pytorch_mlp        x + F.linear(F.gelu(F.linear(x, W1, b1)), W2, b2), eager: one Python
+                     call chain per repeat, so the row includes PyTorch's host overhead.
+  pytorch_mlp_graph  the same expression captured once in a CUDA graph; each repeat is one
+                     graph replay.
+
+Problem as stages/mlp (mlp.hpp): rows = batch * tokens (or --rows), hidden from the model (or
+--hidden), mlp_hidden = 4 * hidden, fp16 tensors, exact (erf) GELU as timm's nn.GELU().
+PyTorch's own GEMM settings are left at their defaults (what users get); the note records
+allow_fp16_reduced_precision_reduction. Example:
+  python3 experiments/anchors/torch_mlp.py --version pytorch_mlp --batch 32 \
+      --image-size 224 --model vit_b --csv out.csv
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
+
+FAMILY = "mlp"
+VERSIONS = ("pytorch_mlp", "pytorch_mlp_graph")
+CHECK_CHUNK = 1 << 24  # elements of the float64 intermediate per chunk: bounds the check's memory
+
+
+def add_args(p):
+    p.add_argument("--rows", type=common._positive("--rows"), default=None,
+                   help="rows (default batch * tokens)")
+    p.add_argument("--hidden", type=common._positive("--hidden"), default=None,
+                   help="features per row (default: the model's hidden size); mlp = 4x")
+
+
+def shape(args):
+    rows = args.rows if args.rows is not None else args.batch * args.tokens
+    hidden = args.hidden if args.hidden is not None else common.MODELS[args.model][0]
+    return rows, hidden, 4 * hidden
+
+
+def identity(args):
+    # As stages/mlp/bench.cpp: tokens of the image, hidden of the problem, no heads.
+    _, hidden, _ = shape(args)
+    return {"tokens": args.tokens, "hidden": hidden, "host_syncs": 0}
+
+
+def bytes_moved(rows, hidden, mlp):
+    # mlp::bytes(): x in, y out, both weights and biases once (fp16)
+    return (2 * rows * hidden + 2 * hidden * mlp + mlp + hidden) * 2
+
+
+def flops(rows, hidden, mlp):
+    # mlp::flops(): the two GEMMs
+    return 4 * rows * hidden * mlp
+
+
+def count_kernels(torch, fn, dev):
+    """Kernels one eager call launches, from the profiler's device activities (the graph
+    replays the same kernels). None, with the reason, when the profiler is unavailable."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        torch.cuda.synchronize(dev)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize(dev)
+        return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA), ""
+    except Exception as e:  # CUPTI missing or busy: the row says so instead of guessing
+        return None, f"; launches not counted ({type(e).__name__})"
+
+
+def build(torch, args):
+    if args.streams != 1:
+        raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
+    rows, hidden, mlp = shape(args)
+    dev = torch.device("cuda", args.device)
+    F = torch.nn.functional
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed)
+
+    def normal(*size, std):
+        return (std * torch.randn(*size, generator=gen, device=dev, dtype=torch.float32)).half()
+
+    # Same distributions as stages/mlp/harness.cpp make_inputs with timm-scale weights (not the
+    # same numbers: the generators differ).
+    x = normal(rows, hidden, std=1.0)
+    w1, b1 = normal(mlp, hidden, std=0.02), normal(mlp, std=0.1)
+    w2, b2 = normal(hidden, mlp, std=0.02), normal(hidden, std=0.1)
+
+    def mlp_forward():
+        return x + F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
+
+    launches, launch_note = count_kernels(torch, mlp_forward, dev)
+    if args.version == "pytorch_mlp":
+        out = {}
+
+        def run():
+            out["y"] = mlp_forward()
+
+        def result():
+            out.pop("y", None)
+            run()
+            return out.pop("y")
+        note = "eager"
+    else:
+        # Capture on a side stream after warm-up calls there, as PyTorch requires; the graph's
+        # output is static, so poisoning it before the checked replay proves the replay wrote it.
+        side = torch.cuda.Stream(device=dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                mlp_forward()
+        torch.cuda.current_stream(dev).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y_static = mlp_forward()
+
+        def run():
+            graph.replay()
+
+        def result():
+            y_static.fill_(float("nan"))
+            graph.replay()
+            return y_static
+        note = "cuda-graph replay"
+
+    def check():
+        got = result()
+        torch.cuda.synchronize(dev)
+        nonfinite = int((~torch.isfinite(got)).sum().item())
+        w1d, b1d, w2d, b2d = w1.double(), b1.double(), w2.double(), b2.double()
+        diff2 = ref2 = max_abs = 0.0
+        step = max(1, CHECK_CHUNK // mlp)
+        for r0 in range(0, rows, step):
+            xd = x[r0:r0 + step].double()
+            ref = xd + F.linear(F.gelu(F.linear(xd, w1d, b1d)), w2d, b2d)
+            g = got[r0:r0 + step].double()
+            finite = torch.isfinite(g)
+            d = torch.where(finite, g - ref, torch.zeros_like(ref))
+            diff2 += float((d * d).sum())
+            ref2 += float((torch.where(finite, ref, torch.zeros_like(ref)) ** 2).sum())
+            max_abs = max(max_abs, float(d.abs().max()))
+            del xd, ref, g, d, finite
+        rel = (diff2 / ref2) ** 0.5 if ref2 > 0 else diff2 ** 0.5
+        return max_abs, rel, nonfinite
+
+    reduced = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+    return common.Problem(run=run, check=check, bytes_moved=bytes_moved(rows, hidden, mlp),
+                          flops=flops(rows, hidden, mlp), launches=launches, host_syncs=0,
+                          note=f"rows={rows} mlp_hidden={mlp}; {{check}}; {note}; "
+                               f"allow_fp16_reduced_precision_reduction={reduced}{launch_note}")
+
+
+def main(argv=None):
+    return common.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
+                             build, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build, run the GPU test suite, the ceilings and the sweeps named
+# on the command line, and dump resource reports. Everything lands in $OUT (logs, CSVs, asm)
+# packed as a few files. Usage: experiments/device_session.sh [spec ...]
+#   (default: layernorm_quick). Set STUDY_TESTS=0 to skip the test suite.
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+BUILD=build-gpu
+RUN_DIR=${STUDY_RUN_DIR:-experiments/results/$(date -u +%Y%m%d)_$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9' '_' | tr -s _ | sed 's/_$//')}
+mkdir -p "$RUN_DIR"
+log() { printf '[device] %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+log "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader)"
+if [ ! -f "$BUILD/build.ninja" ]; then
+  meson setup "$BUILD" -Dcudnn=enabled > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
+fi
+log "building"
+ninja -C "$BUILD" -k 0 > "$OUT/build.log" 2>&1 || { grep -E "FAILED|error" "$OUT/build.log" | head -20; log "some targets failed to build (build.log)"; }
+grep -A6 "^  Study" "$OUT/setup.log" || true
+
+if [ "${STUDY_TESTS:-1}" = 1 ]; then
+  log "tests"
+  meson test -C "$BUILD" --no-rebuild --print-errorlogs ${STUDY_TEST_ARGS:-} > "$OUT/tests.log" 2>&1
+  grep -E "^ *[0-9]+/[0-9]+ " "$OUT/tests.log" | grep -v " OK " || true
+  grep -E "^(Ok|Fail|Skipped|Timeout):" "$OUT/tests.log"
+fi
+
+log "asm resource reports"
+for t in $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep -o '^asm-[^:]*'); do
+  ninja -C "$BUILD" "$t" > /dev/null 2>&1 || log "asm $t failed"
+done
+(cd "$BUILD" && tar czf "$OUT/asm.tgz" asm 2>/dev/null)
+
+py=$(command -v python3)
+specs=("$@")
+[ ${#specs[@]} -eq 0 ] && specs=(layernorm_quick)
+log "ceilings"
+$py experiments/run_sweep.py --spec ceilings --out "$RUN_DIR/ceilings.csv" --build-dir "$BUILD" --python "$py"
+for spec in "${specs[@]}"; do
+  name=${spec%_quick}
+  log "sweep $spec -> $RUN_DIR/$name.csv"
+  $py experiments/run_sweep.py --spec "$spec" --out "$RUN_DIR/$name.csv" --build-dir "$BUILD" --python "$py" ${STUDY_SWEEP_ARGS:-}
+done
+tar czf "$OUT/results.tgz" "$RUN_DIR"
+log "done: $RUN_DIR"

@@ -1,0 +1,418 @@
+#!/usr/bin/python3
+"""Tests of the sweep runner and the shard merge, with fake benches (small Python scripts
+written into a temporary build dir) so they need neither a GPU nor a build.
+
+  /usr/bin/python3 -m unittest experiments/test_run_sweep.py      (from the repo root)
+  /usr/bin/python3 experiments/test_run_sweep.py
+"""
+
+import collections
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+import run_sweep as rs  # noqa: E402
+
+RUNNER = HERE / "run_sweep.py"
+MERGE = REPO / "sbatch" / "merge.py"
+PY = sys.executable
+
+# A fake bench: the shared CLI, one row per call. Its behaviour comes from its version name
+# (the part after "fake_"): crash, hang, norow, two (writes copy + gemm rows), slow; and from
+# FAKE_KILL_PARENT_AT=N: the N-th call (counted in FAKE_COUNTER) SIGKILLs the runner, which
+# is how a sweep dies mid-way in these tests.
+FAKE = textwrap.dedent('''\
+    #!{py}
+    import argparse, csv, os, signal, sys, time
+    sys.path.insert(0, {anchors!r})
+    from common import COLUMNS
+    version = os.path.basename(sys.argv[0]).split("_", 1)[1]
+    p = argparse.ArgumentParser()
+    for a in ("--batch", "--image-size", "--model", "--streams", "--warmup", "--iters", "--seed",
+              "--csv", "--device", "--rows"):
+        p.add_argument(a)
+    p.add_argument("--flush-l2", action="store_true")
+    p.add_argument("--no-check", action="store_true")
+    a = p.parse_args()
+    counter = os.environ.get("FAKE_COUNTER")
+    if counter:
+        n = int(open(counter).read() or 0) + 1 if os.path.exists(counter) else 1
+        open(counter, "w").write(str(n))
+        if n == int(os.environ.get("FAKE_KILL_PARENT_AT", "0")):
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(5)
+    if os.environ.get("FAKE_PIDFILE"):
+        open(os.environ["FAKE_PIDFILE"], "w").write(str(os.getpid()))
+    if version == "crash":
+        print("fake: about to crash", file=sys.stderr)
+        print("fake: segfault in kernel", file=sys.stderr)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if version == "hang":
+        time.sleep(600)
+    if version == "norow":
+        print("fake: bad usage", file=sys.stderr)
+        sys.exit(2)
+    def row(v, status="ok", median="12.5"):
+        r = dict.fromkeys(COLUMNS, "")
+        r.update(run_id=os.environ.get("STUDY_RUN_ID", ""), commit=os.environ.get("STUDY_COMMIT", ""),
+                 family=os.path.basename(os.path.dirname(sys.argv[0])), version=v, model=a.model, batch=a.batch, image_size=a.image_size,
+                 streams=a.streams, warmup=a.warmup, iters=a.iters,
+                 flush_l2="1" if a.flush_l2 else "0", median_us=median, status=status,
+                 note="rows=%s" % a.rows if a.rows else "")
+        if os.environ.get("FAKE_SHAPELESS") == "1":
+            r.update(model="", batch="", image_size="")
+        if status == "skipped" and os.environ.get("FAKE_NODEV") == "1":
+            r["note"] = "no CUDA device"
+        return [r[c] for c in COLUMNS]
+    new = not os.path.exists(a.csv) or os.path.getsize(a.csv) == 0
+    with open(a.csv, "a", newline="") as f:
+        w = csv.writer(f, lineterminator="\\n")
+        if new:
+            w.writerow(COLUMNS)
+        if version == "two" and os.environ.get("FAKE_NODEV") == "1":
+            w.writerow(row("copy", "skipped"))
+            f.flush()
+            print("fake: no CUDA device", file=sys.stderr)
+            sys.exit(2)
+        if version == "two":
+            w.writerow(row("copy"))
+            if os.environ.get("FAKE_ONLY_ONE") != "1":
+                w.writerow(row("gemm"))
+        else:
+            w.writerow(row(version, "skipped" if a.batch == "3" else "ok"))
+    ''')
+
+
+class SweepTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="test_run_sweep_")
+        self.dir = Path(self.tmp.name)
+        self.build = self.dir / "build"
+        (self.build / "stages" / "fake").mkdir(parents=True)
+        for v in ("a", "b", "c", "crash", "hang", "norow", "two"):
+            p = self.build / "stages" / "fake" / f"fake_{v}"
+            p.write_text(FAKE.format(py=PY, anchors=str(HERE / "anchors")))
+            p.chmod(p.stat().st_mode | stat.S_IXUSR)
+        self.out = self.dir / "results" / "out.csv"
+        # The runner's private temp dirs go here: a SIGKILLed runner cannot remove its own.
+        (self.dir / "tmp").mkdir()
+        self.env = dict(os.environ, TMPDIR=str(self.dir / "tmp"))
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def spec(self, name="s.toml", **kw):
+        base = {"family": '"fake"', "versions": '["a", "b", "c"]', "models": '["vit_ti"]',
+                "batches": "[1, 2, 3]", "image_sizes": "[32]", "iters": "2", "warmup": "0"}
+        base.update({k: v for k, v in kw.items() if v is not None})
+        for k in [k for k, v in kw.items() if v is None]:
+            base.pop(k)
+        path = self.dir / name
+        path.write_text("".join(f"{k} = {v}\n" for k, v in base.items()))
+        return path
+
+    def run_sweep(self, spec, *extra, env=None, out=None, check=True):
+        cmd = [PY, str(RUNNER), "--spec", str(spec), "--build-dir", str(self.build),
+               "--out", str(out or self.out), "--run-id", "test"] + list(extra)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(self.env, **(env or {})),
+                           timeout=120)
+        if check and r.returncode != 0:
+            self.fail(f"runner exit {r.returncode}\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def rows(self, path=None):
+        rows, problems = rs.read_csv(path or self.out)
+        self.assertEqual(problems, [])
+        return rows
+
+    def keys(self, rows):
+        return collections.Counter(rs.row_key(r) for r in rows)
+
+    def expected_keys(self, spec, **kw):
+        configs, _ = rs.select_configs(rs.load_spec(spec), self.build, PY, dry_run=True, **kw)
+        return collections.Counter(k for c in configs for k in c.keys())
+
+    # ---- schema --------------------------------------------------------------------------
+
+    def test_columns_match_cpp(self):
+        src = (REPO / "common" / "csv.cpp").read_text()
+        body = src[src.index("csv_columns()"):]
+        body = body[body.index("{", body.index("static")):body.index("};")]
+        self.assertEqual(re.findall(r'"([a-z0-9_]+)"', body), rs.COLUMNS)
+
+    # ---- basic run, resume ---------------------------------------------------------------
+
+    def test_runs_every_config_once_and_sets_provenance(self):
+        spec = self.spec()
+        r = self.run_sweep(spec)
+        rows = self.rows()
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        self.assertEqual(len(rows), 9)
+        self.assertTrue(all(r["run_id"] == "test" and r["commit"] for r in rows))
+        self.assertEqual(collections.Counter(r["status"] for r in rows), {"ok": 6, "skipped": 3})
+        self.assertRegex(r.stdout, r"\[9/9\] c\s+b=3\s+img=32\s+-> skipped 12.5 us\s+\(.*ETA")
+        # A second run finds everything done and appends nothing.
+        before = self.out.read_bytes()
+        r = self.run_sweep(spec)
+        self.assertIn("0 to run", r.stdout)
+        self.assertEqual(self.out.read_bytes(), before)
+
+    def test_resume_after_kill_neither_loses_nor_duplicates(self):
+        spec = self.spec()
+        counter = self.dir / "counter"
+        r = self.run_sweep(spec, env={"FAKE_COUNTER": str(counter), "FAKE_KILL_PARENT_AT": "3"},
+                           check=False)
+        self.assertEqual(r.returncode, -signal.SIGKILL)
+        self.assertEqual(len(self.rows()), 2)  # the third config's row never reached the output
+        r = self.run_sweep(spec)
+        self.assertIn("2 already in", r.stdout)
+        rows = self.rows()
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        self.assertEqual(len(rows), 9)
+
+    def test_truncated_last_line_is_dropped_and_rerun(self):
+        spec = self.spec()
+        self.run_sweep(spec)
+        lines = self.out.read_text().splitlines(keepends=True)
+        # Keep header + 3 rows and half of the 4th, as a crash in the middle of a write would.
+        self.out.write_text("".join(lines[:4]) + lines[4][: len(lines[4]) // 2])
+        r = self.run_sweep(spec)
+        self.assertIn("truncated last line", r.stderr)
+        rows = self.rows()
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        self.assertEqual(len(rows), 9)
+        self.assertTrue(self.out.read_text().endswith("\n"))
+
+    def test_foreign_header_is_refused(self):
+        self.out.parent.mkdir(parents=True)
+        self.out.write_text("a,b,c\n1,2,3\n")
+        r = self.run_sweep(self.spec(), check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("header", r.stderr)
+
+    # ---- failures become rows ------------------------------------------------------------
+
+    def test_crash_and_missing_row_become_failed_rows(self):
+        spec = self.spec(versions='["a", "crash", "norow", "noexec"]', batches="[1]")
+        (self.build / "stages" / "fake" / "fake_noexec").write_text("not a program\n")
+        self.run_sweep(spec)
+        rows = {r["version"]: r for r in self.rows()}
+        self.assertEqual(rows["noexec"]["status"], "failed")
+        self.assertIn("cannot run", rows["noexec"]["note"])
+        self.assertEqual(rows["a"]["status"], "ok")
+        self.assertEqual(rows["crash"]["status"], "failed")
+        self.assertIn(f"signal {int(signal.SIGSEGV)}", rows["crash"]["note"])
+        self.assertIn("fake: segfault in kernel", rows["crash"]["note"])
+        self.assertEqual(rows["norow"]["status"], "failed")
+        self.assertIn("exit code 2, no row: fake: bad usage", rows["norow"]["note"])
+        self.assertEqual(rows["crash"]["tokens"], "5")  # (32/16)^2 + 1, filled by the runner
+        # --strict makes failed rows an error; --retry failed reruns them (still failing).
+        r = self.run_sweep(spec, "--retry", "failed", "--strict", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("dropped 3 row(s)", r.stdout)
+        self.assertEqual(len(self.rows()), 4)
+
+    def test_timeout_kills_the_bench(self):
+        spec = self.spec(versions='["hang", "a"]', batches="[1]", timeout_s="1")
+        pidfile = self.dir / "pid"
+        t0 = time.monotonic()
+        self.run_sweep(spec, env={"FAKE_PIDFILE": str(pidfile)})
+        self.assertLess(time.monotonic() - t0, 30)
+        rows = {r["version"]: r for r in self.rows()}
+        self.assertEqual(rows["hang"]["status"], "failed")
+        self.assertIn("timeout after 1 s", rows["hang"]["note"])
+        self.assertEqual(rows["a"]["status"], "ok")
+
+    def test_sigterm_stops_cleanly_and_resumes(self):
+        spec = self.spec(versions='["a", "hang"]', batches="[1]")
+        pidfile = self.dir / "pid"
+        cmd = [PY, str(RUNNER), "--spec", str(spec), "--build-dir", str(self.build),
+               "--out", str(self.out)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=dict(self.env, FAKE_PIDFILE=str(pidfile)))
+        for _ in range(200):  # wait until the hanging bench runs
+            if pidfile.exists() and len(self.rows() if self.out.exists() else []) == 1 \
+                    and pidfile.read_text():
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        hang_pid = int(pidfile.read_text())
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("reruns on resume", err)
+        time.sleep(0.2)
+        with self.assertRaises(ProcessLookupError):  # the bench went with the runner
+            os.kill(hang_pid, 0)
+        self.assertEqual([r["version"] for r in self.rows()], ["a"])
+
+    # ---- sharding and merge --------------------------------------------------------------
+
+    def test_shards_partition_the_configs_and_merge_dedupes(self):
+        spec = self.spec(batches="[1, 2, 3, 4, 5]")
+        full = self.run_sweep(spec, "--dry-run").stdout.splitlines()
+        self.assertEqual(len(full), 15)
+        parts = []
+        for i in range(4):
+            lines = self.run_sweep(spec, "--dry-run", "--shard", str(i), "--num-shards", "4").stdout.splitlines()
+            self.assertTrue(all(int(l.split()[0][1:]) % 4 == i for l in lines))
+            parts += lines
+        self.assertEqual(sorted(parts), sorted(full))  # disjoint and complete
+        res = self.dir / "res"
+        for i in range(4):
+            self.run_sweep(spec, "--shard", str(i), "--num-shards", "4", out=res / f"shard_{i}.csv")
+        # A copy of shard 0 with one row turned `failed` must not add rows, and not win.
+        dup = self.dir / "dup.csv"
+        text = (res / "shard_0.csv").read_text().splitlines(keepends=True)
+        dup.write_text(text[0] + text[1].replace(",ok,", ",failed,") + "".join(text[2:]))
+        merged = res / "merged.csv"
+        r = subprocess.run([PY, str(MERGE), "--results", str(res), "--num-shards", "4",
+                            "--out", str(merged), "--spec", str(spec), str(dup)],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"{len(text) - 1} duplicate(s) dropped", r.stdout)
+        self.assertIn("all 15 configurations", r.stdout)
+        rows = self.rows(merged)
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        self.assertEqual(collections.Counter(r["status"] for r in rows), {"ok": 12, "skipped": 3})
+
+    def test_merge_fails_on_missing_shard_or_config(self):
+        spec = self.spec()
+        res = self.dir / "res"
+        for i in (0, 2):
+            self.run_sweep(spec, "--shard", str(i), "--num-shards", "3", out=res / f"shard_{i}.csv")
+        cmd = [PY, str(MERGE), "--results", str(res), "--num-shards", "3", "--out", str(res / "m.csv")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("shard_1.csv", r.stdout)
+        # The file exists but the shard never finished: the spec check catches it.
+        (res / "shard_1.csv").write_text(rs.HEADER_LINE + "\n")
+        r = subprocess.run(cmd + ["--spec", str(spec)], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("3 configuration(s) of the spec have no row", r.stdout)
+
+    # ---- spec features -------------------------------------------------------------------
+
+    def test_extra_args_are_part_of_the_key(self):
+        spec = self.spec(versions='["a"]', batches="[1]", extra_args='[[], ["--rows", "64"]]')
+        self.run_sweep(spec)
+        rows = self.rows()
+        self.assertEqual(sorted(r["note"] for r in rows), ["", "rows=64 [extra: --rows 64]"])
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        self.assertIn("0 to run", self.run_sweep(spec).stdout)
+
+    def test_one_invocation_many_rows(self):
+        spec = self.spec(versions=None, binary='"stages/fake/fake_two"',
+                         row_versions='["copy", "gemm"]', batches="[1, 2]")
+        dry = self.run_sweep(spec, "--dry-run")
+        self.assertIn("2 configurations (4 rows)", dry.stderr)
+        self.run_sweep(spec, env={"FAKE_ONLY_ONE": "1"})
+        rows = self.rows()
+        self.assertEqual(collections.Counter((r["version"], r["status"]) for r in rows),
+                         {("copy", "ok"): 2, ("gemm", "failed"): 2})
+        self.run_sweep(spec, "--retry", "failed")
+        rows = self.rows()
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        self.assertEqual(collections.Counter(r["status"] for r in rows), {"ok": 4})
+
+    def test_shapeless_rows_resume(self):
+        spec = self.spec(versions=None, binary='"stages/fake/fake_two"', shapeless="true",
+                         row_versions='["copy", "gemm"]', batches=None, image_sizes=None,
+                         models=None)
+        env = {"FAKE_SHAPELESS": "1"}
+        self.run_sweep(spec, env=env)
+        rows = self.rows()
+        self.assertEqual(sorted((r["version"], r["status"], r["batch"]) for r in rows),
+                         [("copy", "ok", ""), ("gemm", "ok", "")])
+        self.assertIn("0 to run", self.run_sweep(spec, env=env).stdout)
+        r = self.run_sweep(self.spec(shapeless="true", batches="[1, 2]"), check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("'batches' takes one value", r.stderr)
+
+    def test_no_device_after_some_rows_skips_the_rest(self):
+        spec = self.spec(versions=None, binary='"stages/fake/fake_two"',
+                         row_versions='["copy", "gemm"]', batches="[1]")
+        self.run_sweep(spec, env={"FAKE_NODEV": "1"})
+        rows = self.rows()
+        self.assertEqual(sorted((r["version"], r["status"], r["note"]) for r in rows),
+                         [("copy", "skipped", "no CUDA device"), ("gemm", "skipped", "no CUDA device")])
+
+    def test_memory_budget_skips_with_reason(self):
+        spec = self.spec(versions='["a"]', family='"layernorm"', batches="[1, 100000]",
+                         image_sizes="[224]", models='["vit_b"]', max_device_gib="1")
+        (self.build / "stages" / "layernorm").mkdir()
+        os.symlink(self.build / "stages" / "fake" / "fake_a",
+                   self.build / "stages" / "layernorm" / "layernorm_a")
+        self.run_sweep(spec)
+        rows = {r["batch"]: r for r in self.rows()}
+        self.assertEqual(rows["1"]["status"], "ok")
+        self.assertEqual(rows["100000"]["status"], "skipped")
+        self.assertIn("over budget", rows["100000"]["note"])
+
+    # ---- errors --------------------------------------------------------------------------
+
+    def test_bad_spec_names_the_key(self):
+        for kw, needle in (({"batchez": "[1]"}, "unknown key 'batchez'"),
+                           ({"batches": "[0]"}, "'batches'"),
+                           ({"image_sizes": "[100]"}, "'image_sizes'"),
+                           ({"models": '["vit_x"]'}, "'models'"),
+                           ({"batches": None}, "missing required key 'batches'"),
+                           ({"anchors": '["p"]'}, "'anchor_script'")):
+            r = self.run_sweep(self.spec(**kw), check=False)
+            self.assertEqual(r.returncode, 2, kw)
+            self.assertIn(needle, r.stderr, kw)
+
+    def test_missing_binary_says_build_first(self):
+        r = self.run_sweep(self.spec(versions='["a", "zzz"]'), check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("ninja -C", r.stderr)
+        self.assertIn("fake_zzz", r.stderr)
+        self.assertFalse(self.out.exists())
+        r = self.run_sweep(self.spec(versions='["a", "zzz"]'), "--skip-unbuilt")
+        self.assertEqual({x["version"] for x in self.rows()}, {"a"})
+
+    def test_unwritable_output(self):
+        blocker = self.dir / "file"
+        blocker.write_text("")
+        r = self.run_sweep(self.spec(), out=blocker / "out.csv", check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cannot write output CSV", r.stderr)
+
+    def test_output_dir_is_created(self):
+        self.run_sweep(self.spec(batches="[1]"), out=self.dir / "a" / "b" / "c.csv")
+        self.assertEqual(len(self.rows(self.dir / "a" / "b" / "c.csv")), 3)
+
+    # ---- the PyTorch anchor (torch and a GPU are optional here) --------------------------
+
+    def test_layernorm_anchor_writes_one_schema_row(self):
+        csv_path = self.dir / "anchor.csv"
+        r = subprocess.run([PY, str(HERE / "anchors" / "torch_layernorm.py"), "--version",
+                            "pytorch_layer_norm", "--batch", "2", "--image-size", "64",
+                            "--iters", "3", "--warmup", "1", "--csv", str(csv_path)],
+                           capture_output=True, text=True, timeout=300)
+        rows = self.rows(csv_path)
+        self.assertEqual(len(rows), 1)
+        row = rows[0]
+        self.assertEqual((row["family"], row["version"], row["tokens"], row["hidden"]),
+                         ("layernorm", "pytorch_layer_norm", "17", "768"))
+        if row["status"] == "skipped":
+            self.assertIn(row["note"], ("torch not installed", "no CUDA device"))
+            self.assertEqual(r.returncode, 2)
+        else:
+            self.assertEqual((row["status"], r.returncode), ("ok", 0), row["note"])
+            self.assertLessEqual(float(row["rel_l2_err"]), 5e-3)
+
+
+if __name__ == "__main__":
+    unittest.main()

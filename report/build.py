@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""Regenerate the report from the committed CSVs: no GPU, one command.
+
+    /usr/bin/python3 report/build.py [--run DIR] [--results ROOT] [--out DIR] [--template FILE]
+
+For every `<!-- family:NAME -->` ... `<!-- end:NAME -->` block of report/template.md it picks a
+run folder (the newest one with timings of NAME, or --run), executes analysis/NAME.py against
+it, and replaces the block's markers with what the notebook produced:
+
+    <!-- figure:NAME_x -->   image + caption        (figures/NAME_x.png)
+    <!-- table:NAME_x -->    markdown table          (tables/NAME_x.md)
+    <!-- text:NAME_x -->     generated sentences     (text/NAME_x.md)
+
+A family without data (or without a notebook yet) gets a one-line note instead of its block.
+Outside the blocks, `table:study_runs` and `text:study_ceilings` describe the runs used.
+Unusable data or template: one line on stderr naming the file (and line, column), exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import runpy
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MPLBACKEND", "Agg")  # before any notebook imports pyplot: no display
+
+REPO = Path(__file__).resolve().parent.parent
+ANALYSIS = REPO / "analysis"
+sys.path.insert(0, str(ANALYSIS))
+import study_data as sd  # noqa: E402
+
+BLOCK = re.compile(r"<!--\s*family:(\w+)\s*-->(.*?)<!--\s*end:\1\s*-->", re.S)
+MARKER = re.compile(r"<!--\s*(figure|table|text):(\w+)\s*-->")
+STRAY = re.compile(r"<!--\s*(family|end):(\w+)\s*-->")
+
+
+class TemplateError(sd.DataError):
+    """A template marker that nothing fills: also exit 2, since the report would be wrong."""
+
+
+def rel(path: Path, out_dir: Path) -> str:
+    """Links in README.md are relative to the README, so the report folder can move."""
+    return os.path.relpath(path, out_dir).replace(os.sep, "/")
+
+
+def fill(block: str, artifacts: dict, out_dir: Path, where: str) -> str:
+    def one(m):
+        kind, name = m.group(1), m.group(2)
+        a = artifacts.get(name)
+        if a is None or a.kind != kind:
+            raise TemplateError(f"{where}: marker '{kind}:{name}' has no generated {kind} "
+                                f"(produced: {', '.join(sorted(artifacts)) or 'nothing'})")
+        if a.path is None:
+            return f"*{kind.capitalize()} `{name}` not produced: {a.reason}.*"
+        if kind == "figure":
+            return f"![{name}]({rel(a.path, out_dir)})\n\n*Figure: {a.caption}*"
+        return a.path.read_text().rstrip("\n")
+    return MARKER.sub(one, block)
+
+
+def clean_family_outputs(out_dir: Path, family: str):
+    """Stale outputs of a family (a figure the notebook no longer makes, or a family whose run
+    was removed) must not linger beside fresh ones. Only NAME_* files are touched."""
+    for sub, ext in (("figures", "png"), ("tables", "md"), ("text", "md")):
+        for f in (out_dir / sub).glob(f"{family}_*.{ext}"):
+            f.unlink()
+
+
+def no_data_note(family: str, args) -> str:
+    where = (f"run folder `{sd.show_path(Path(args.run_dir))}`" if args.run_dir else
+             f"`{sd.show_path(Path(args.results))}/`")
+    return (f"*No committed run yet: no CSV in {where} has rows with family `{family}`.*")
+
+
+def build_family(family: str, block: str, runs: list, args, out_dir: Path):
+    """Returns (markdown for the block, run used or None)."""
+    clean_family_outputs(out_dir, family)
+    run = runs[0] if args.run_dir else sd.pick_run(runs, family)
+    if run is None or run.rows(family).empty:
+        return no_data_note(family, args), None
+    notebook = ANALYSIS / f"{family}.py"
+    if not notebook.is_file():
+        counts = run.rows(family)["status"].value_counts()
+        summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in sd.STATUSES)
+        return (f"*Run `{run.name}` has {len(run.rows(family))} rows with family `{family}` "
+                f"({summary}), but there is no analysis notebook "
+                f"`analysis/{family}.py` yet.*"), run
+    ctx = sd.Context(family, run, out_dir)
+    print(f"[{family}] {run.name}: running analysis/{family}.py", flush=True)
+    try:
+        runpy.run_path(str(notebook), init_globals={"STUDY_CONTEXT": ctx},
+                       run_name=f"study_{family}")
+    except Exception as e:  # a bug, not bad data: keep the traceback, say where it happened
+        if not isinstance(e, sd.DataError):
+            e.add_note(f"while running analysis/{family}.py on run {run.name}")
+        raise
+    text = fill(block, ctx.artifacts, out_dir, f"{sd.show_path(args.template)} (family {family})")
+    return text.strip("\n"), run
+
+
+def study_outputs(used: dict, out_dir: Path) -> dict:
+    """The runs table and the ceilings sentences: one row per run folder the report uses."""
+    rows, sentences = [], []
+    for run in dict.fromkeys(used.values()):
+        c = run.ceilings()
+        d = run.df
+        fams = [f for f, r in used.items() if r is run]
+        rows.append({"run folder": run.name,
+                     "run id": " + ".join(dict.fromkeys(d["run_id"].astype(str))),
+                     "GPU": " + ".join(dict.fromkeys(d["gpu"].astype(str))),
+                     "commit": " + ".join(dict.fromkeys(sd.short_commit(x) for x in d["commit"])),
+                     "UTC": str(d["utc"].max()),
+                     "families shown": ", ".join(fams),
+                     "copy GB/s": c.copy_gbps if c.copy_gbps else float("nan"),
+                     "GEMM fp16 TFLOP/s": c.gemm_tflops if c.gemm_tflops else float("nan")})
+        parts = []
+        if c.copy_gbps:
+            parts.append(f"a device-to-device copy bandwidth of {sd.fmt_gbps(c.copy_gbps)} GB/s "
+                         f"(bytes read + written)")
+        if c.gemm_tflops:
+            parts.append(f"{c.gemm_tflops:,.0f} TFLOP/s for an fp16 tensor-core GEMM")
+        sentences.append(
+            f"Run `{run.name}` ({run.provenance()}) measured " + " and ".join(parts) + "."
+            if parts else f"Run `{run.name}` ({run.provenance()}) has no ceilings rows, so its "
+            f"bandwidth and throughput are shown without a measured limit.")
+    art = {}
+    runs_md, ceilings_md = out_dir / "tables" / "study_runs.md", out_dir / "text" / "study_ceilings.md"
+    for p in (runs_md, ceilings_md):
+        p.unlink(missing_ok=True)  # never leave the table of a previous build behind
+    if rows:
+        for p in (runs_md, ceilings_md):
+            p.parent.mkdir(parents=True, exist_ok=True)
+        import pandas as pd
+        p = runs_md
+        p.write_text("*Runs this report is built from (one folder under experiments/results/ "
+                     "each), with the ceilings measured in the same run.*\n\n" +
+                     sd.markdown_table(pd.DataFrame(rows), {
+                         "copy GB/s": sd.fmt_gbps,
+                         "GEMM fp16 TFLOP/s": lambda x: sd.fmt_gbps(x)}))
+        art["study_runs"] = sd.Artifact("table", "study_runs", p)
+        p = ceilings_md
+        p.write_text(" ".join(sentences) + "\n")
+        art["study_ceilings"] = sd.Artifact("text", "study_ceilings", p)
+    else:
+        why = "no committed run yet"  # fill() prints this at the marker
+        art["study_runs"] = sd.Artifact("table", "study_runs", None, reason=why)
+        art["study_ceilings"] = sd.Artifact("text", "study_ceilings", None, reason=why)
+    return art
+
+
+def build(args) -> Path:
+    out_dir = Path(args.out).resolve()
+    template = Path(args.template)
+    if not template.is_file():
+        raise TemplateError(f"{sd.show_path(template)}: template not found")
+    source = template.read_text()
+    if args.run:
+        args.run_dir = sd.resolve_run_dir(args.run, args.results)
+        runs = [sd.load_run(args.run_dir)]
+    else:
+        if args.results_given and not Path(args.results).is_dir():
+            raise sd.DataError(f"{args.results}: results folder not found")
+        args.run_dir = None
+        runs = sd.load_runs(args.results)
+
+    used, pieces, pos = {}, [], 0
+    for m in BLOCK.finditer(source):
+        family, block = m.group(1), m.group(2)
+        pieces.append(source[pos:m.start()])
+        text, run = build_family(family, block, runs, args, out_dir)
+        pieces.append(text)
+        if run is not None:
+            used[family] = run
+        pos = m.end()
+    pieces.append(source[pos:])
+    body = "".join(pieces)
+    stray = STRAY.search(body)
+    if stray:
+        raise TemplateError(f"{sd.show_path(template)}: '{stray.group(0)}' has no matching "
+                            f"{'end' if stray.group(1) == 'family' else 'family'} marker")
+    body = fill(body, study_outputs(used, out_dir), out_dir, sd.show_path(template))
+    header = ("<!-- Generated by report/build.py from report/template.md and the CSVs under "
+              "experiments/results/. Edit the template, not this file. -->\n\n")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    readme = out_dir / "README.md"
+    readme.write_text(header + body)
+    return readme
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--run", help="use this run folder for every family (a path, or a folder "
+                                 "name under the results root); default: per family, the "
+                                 "newest run with timings of that family")
+    p.add_argument("--results", help="results root (default: experiments/results)")
+    p.add_argument("--out", default=str(REPO / "report"),
+                   help="output folder for README.md, figures/, tables/, text/ "
+                        "(default: report/)")
+    p.add_argument("--template", default=str(REPO / "report" / "template.md"))
+    args = p.parse_args(argv)
+    args.results_given = args.results is not None
+    args.results = args.results or str(sd.RESULTS_ROOT)
+    try:
+        readme = build(args)
+    except sd.DataError as e:
+        print(f"report/build.py: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+// One bench for every MLP version (built once per version, STAGE_VERSION names it): check
+// against the CPU reference on the exact shape, then time, then one CSV row.
+#include "bench.hpp"
+#include "gpu.hpp"
+#include "harness.hpp"
+#include "launches.hpp"
+#include "timing.hpp"
+#include "vit_config.hpp"
+
+int main(int argc, char** argv) {
+  return study::bench_main("mlp_" STAGE_VERSION, [&](study::BenchReport& report) {
+    study::CommonOptions o;
+    int rows = 0, hidden = 0, workspace_mib = 4;
+    bool heuristic_every_call = false;
+    study::Cli cli("mlp_" STAGE_VERSION,
+                   "ViT MLP y = x + fc2(GELU(fc1(x))) over [batch*tokens, hidden], mlp 4x hidden: "
+                   "check, time, one CSV row.");
+    cli.add_common(o);
+    cli.add_int("--rows", &rows, "rows (default batch * tokens of the image)");
+    cli.add_int("--hidden", &hidden, "features per row (default the model's hidden size); mlp = 4x");
+    cli.add_int("--workspace-mib", &workspace_mib, "cuBLASLt workspace in MiB (default 4)", 0);
+    cli.add_flag("--heuristic-every-call", &heuristic_every_call,
+                 "query the cuBLASLt heuristic on every GEMM instead of once per shape");
+    cli.parse(argc, argv);
+
+    const auto& model = study::find_model(o.model);
+    const int tokens = study::tokens_for_image(o.image_size);
+    const long long default_rows = static_cast<long long>(o.batch) * tokens;
+    if (!cli.given("--rows") && default_rows > (1LL << 31) - 1)
+      throw study::StudyError(study::ErrorKind::Usage, "batch * tokens overflows the row count");
+    if (workspace_mib > 4096)
+      throw study::StudyError(study::ErrorKind::Usage, "--workspace-mib must be <= 4096, got " +
+                                                           std::to_string(workspace_mib));
+    mlp::Problem p;
+    p.rows = cli.given("--rows") ? rows : static_cast<int>(default_rows);
+    p.hidden = cli.given("--hidden") ? hidden : model.hidden;
+    p.mlp_hidden = 4 * p.hidden;
+    const auto& version = mlp::find_version(STAGE_VERSION);
+
+    report.open(o);
+    report.row = study::base_row(o, "mlp", version.name);
+    report.row.set("tokens", tokens).set("hidden", p.hidden).set("host_syncs", 0);
+    study::require_gpu(o.device);
+    const std::string setup = "rows=" + std::to_string(p.rows) + " mlp_hidden=" +
+                              std::to_string(p.mlp_hidden) + "; workspace " +
+                              std::to_string(workspace_mib) + " MiB; heuristic " +
+                              (heuristic_every_call ? "every call" : "cached");
+    if (o.streams != 1) {  // as the PyTorch anchors: never a row that claims streams it did not use
+      report.write("skipped", "the MLP bench runs on one stream (--streams 1 only)");
+      return 0;
+    }
+    if (auto why = version.supports(p); !why.empty()) {
+      report.write("skipped", why);
+      return 0;
+    }
+
+    const auto in = mlp::make_inputs(p, o.seed);
+    mlp::DeviceProblem dev(p, in);
+    study::GemmConfig gc;
+    gc.workspace_bytes = static_cast<std::size_t>(workspace_mib) << 20;
+    gc.heuristic_every_call = heuristic_every_call;
+    study::Gemm gemm(gc);
+
+    std::string check_note = "not checked (--no-check)";
+    if (o.check) {
+      const auto c = mlp::run_and_check(version, p, in, dev, gemm);
+      if (version.computes_mlp) report.row.set("max_abs_err", c.cmp.max_abs).set("rel_l2_err", c.cmp.rel_l2);
+      if (!c.cmp.ok) {
+        report.write("failed", setup + "; reference check failed: " + c.cmp.summary() + "; " + c.what);
+        return 1;
+      }
+      check_note = c.what;
+    }
+    study::TimingOptions t;
+    t.warmup = o.warmup;
+    t.iters = o.iters;
+    t.flush_l2 = o.flush_l2;
+    t.label = "mlp_" STAGE_VERSION;
+    const auto args = dev.args(gemm);
+    const auto run = [&](cudaStream_t s) { version.launch(p, args, s); };
+    report.row.set("launches", study::count_kernel_launches(run));
+    const auto stats = study::time_region(run, t);
+    study::set_timing(report.row, stats, mlp::bytes(p), mlp::flops(p));
+    report.write("ok", setup + "; " + check_note + "; cuda events per call");
+    return 0;
+  });
+}

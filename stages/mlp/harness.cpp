@@ -1,0 +1,92 @@
+#include "harness.hpp"
+#include <algorithm>
+#include <cmath>
+#include "gpu.hpp"
+#include "random.hpp"
+#include "reference.hpp"
+
+namespace mlp {
+
+HostInputs make_inputs(const Problem& p, std::uint64_t seed, WeightScale scale) {
+  const bool unit = scale == WeightScale::Unit;
+  const float w1_std = unit ? 1.f / std::sqrt(static_cast<float>(p.hidden)) : 0.02f;
+  const float w2_std = unit ? 1.f / std::sqrt(static_cast<float>(p.mlp_hidden)) : 0.02f;
+  const size_t weights = static_cast<size_t>(p.hidden) * p.mlp_hidden;
+  HostInputs in;
+  in.x = study::random_normal(static_cast<size_t>(p.rows) * p.hidden, seed, 0.f, 1.f);
+  in.fc1_w = study::random_normal(weights, seed + 1, 0.f, w1_std);
+  in.fc1_b = study::random_normal(p.mlp_hidden, seed + 2, 0.f, 0.1f);
+  in.fc2_w = study::random_normal(weights, seed + 3, 0.f, w2_std);
+  in.fc2_b = study::random_normal(p.hidden, seed + 4, 0.f, 0.1f);
+  for (auto* v : {&in.x, &in.fc1_w, &in.fc1_b, &in.fc2_w, &in.fc2_b}) study::round_to_half(*v);
+  return in;
+}
+
+DeviceProblem::DeviceProblem(const Problem& p, const HostInputs& in)
+    : x(study::to_device(study::to_half(in.x))),
+      fc1_w(study::to_device(study::to_half(in.fc1_w))),
+      fc1_b(study::to_device(study::to_half(in.fc1_b))),
+      fc2_w(study::to_device(study::to_half(in.fc2_w))),
+      fc2_b(study::to_device(study::to_half(in.fc2_b))),
+      y(in.x.size()),
+      h(static_cast<size_t>(p.rows) * p.mlp_hidden) {}
+
+Args DeviceProblem::args(study::Gemm& gemm) const {
+  return {x.get(), fc1_w.get(), fc1_b.get(), fc2_w.get(), fc2_b.get(), y.get(), h.get(), &gemm};
+}
+
+std::vector<int> checked_rows(int rows) {
+  std::vector<int> r;
+  if (rows <= kFullCheckRows) {
+    for (int i = 0; i < rows; ++i) r.push_back(i);
+    return r;
+  }
+  for (int i = 0; i < kSampleRows; ++i)
+    r.push_back(static_cast<int>(static_cast<long long>(i) * (rows - 1) / (kSampleRows - 1)));
+  return r;
+}
+
+CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in,
+                          DeviceProblem& dev, study::Gemm& gemm) {
+  study::poison(dev.h);
+  study::poison(dev.y);
+  v.launch(p, dev.args(gemm), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> got = study::to_float(study::to_host(dev.y));
+  const size_t nonfinite =
+      static_cast<size_t>(std::count_if(got.begin(), got.end(), [](float f) { return !std::isfinite(f); }));
+
+  CheckResult r;
+  if (!v.computes_mlp) {
+    r.cmp.nonfinite = nonfinite;
+    r.cmp.ok = nonfinite == 0;
+    r.what = "timing reference, not checked (ran; every output finite: " +
+             std::string(nonfinite ? "no" : "yes") + ")";
+    return r;
+  }
+  const std::vector<int> rows = checked_rows(p.rows);
+  const size_t hd = static_cast<size_t>(p.hidden);
+  std::vector<float> xs, gs;
+  xs.reserve(rows.size() * hd);
+  gs.reserve(rows.size() * hd);
+  for (int row : rows) {
+    xs.insert(xs.end(), in.x.begin() + row * hd, in.x.begin() + (row + 1) * hd);
+    gs.insert(gs.end(), got.begin() + row * hd, got.begin() + (row + 1) * hd);
+  }
+  std::vector<float> want;
+  ref::mlp(xs, static_cast<int>(rows.size()), p.hidden, p.mlp_hidden, in.fc1_w, in.fc1_b, in.fc2_w,
+           in.fc2_b, want);
+  r.cmp = study::compare(gs, want, v.rel_tol);
+  r.cmp.nonfinite = nonfinite;
+  r.cmp.ok = r.cmp.ok && nonfinite == 0;
+  r.what = rows.size() == static_cast<size_t>(p.rows)
+               ? "checked all " + std::to_string(p.rows) + " rows"
+               : "checked " + std::to_string(rows.size()) + " of " + std::to_string(p.rows) +
+                     " rows (evenly sampled), all elements finite-checked";
+  if (!r.cmp.ok && nonfinite == 0)
+    r.what += "; worst element in row " + std::to_string(rows[r.cmp.worst_index / hd]) + ", column " +
+              std::to_string(r.cmp.worst_index % hd);
+  return r;
+}
+
+}  // namespace mlp

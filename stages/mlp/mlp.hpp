@@ -1,0 +1,59 @@
+// MLP family contract: y = x + fc2(GELU(fc1(x))), timm's Mlp plus the block's residual.
+// x, y: row-major [rows, hidden]; fc1_w [mlp_hidden, hidden], fc2_w [hidden, mlp_hidden]
+// (PyTorch Linear layout); biases [mlp_hidden], [hidden]; fp16 storage, fp32 accumulation.
+// h is the caller's [rows, mlp_hidden] scratch for the intermediate activation.
+// Every version implements exactly this; bench, test and encoder swap versions by name.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <string>
+#include <vector>
+#include "compare.hpp"
+#include "gemm.hpp"
+
+namespace mlp {
+
+struct Problem {
+  int rows = 0;
+  int hidden = 0;
+  int mlp_hidden = 0;  // 4 * hidden in every ViT
+};
+
+struct Args {
+  const __half* x;
+  const __half* fc1_w;
+  const __half* fc1_b;
+  const __half* fc2_w;
+  const __half* fc2_b;
+  __half* y;
+  __half* h;           // scratch [rows, mlp_hidden]
+  study::Gemm* gemm;   // cuBLASLt handle, workspace and plan cache for this stream
+};
+
+struct Version {
+  const char* name;
+  // Empty when the version computes this problem; otherwise why it refuses it.
+  std::string (*supports)(const Problem&);
+  void (*launch)(const Problem&, const Args&, cudaStream_t);
+  // Accepted rel L2 error against the exact-GELU reference; NOTES.md justifies anything above
+  // fp16's default.
+  double rel_tol = study::kFp16RelTol;
+  // False for timing references whose output is not the MLP (gemm_only): they are run and
+  // checked for NaN, never compared with the reference.
+  bool computes_mlp = true;
+};
+
+// All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
+const std::vector<Version>& versions();
+const Version& find_version(const std::string& name);
+
+// Fewest bytes any version must move: x in, y out, both weights and biases once. The
+// intermediate h is not counted: a fused two-GEMM kernel could keep it on chip.
+double bytes(const Problem& p);
+// The two GEMMs (2 * rows * hidden * mlp_hidden each); bias, GELU and residual are noise.
+double flops(const Problem& p);
+
+// Checks every version shares: positive sizes.
+std::string check_common(const Problem& p);
+
+}  // namespace mlp

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
     cli.add_int("--gemm-size", &gemm_n, "M = N = K of the GEMM (default 8192)");
     cli.add_int("--workspace-mib", &workspace_mib, "cuBLASLt workspace in MiB (default 4)", 0);
     cli.parse(argc, argv);
+    study::validate_common(o);
     // Host copies of the GEMM inputs are generated in fp32: 32768^2 is already 4 GiB each.
     if (gemm_n > 32768)
       throw study::StudyError(study::ErrorKind::Usage,

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <limits>
 #include "check.hpp"
+#include "vit_config.hpp"
 
 namespace study {
 
@@ -108,6 +109,11 @@ bool Cli::given(const std::string& name) const {
   for (const auto& g : given_)
     if (g == name) return true;
   return false;
+}
+
+void validate_common(const CommonOptions& o) {
+  find_model(o.model);
+  tokens_for_image(o.image_size);
 }
 
 int run_main(const char* program, const std::function<int()>& body) {

@@ -46,6 +46,10 @@ class Cli {
   std::vector<std::string> given_;
 };
 
+// Validates the shared options that every executable must accept or refuse alike (model name,
+// image size a multiple of the patch), also where an executable does not use them.
+void validate_common(const CommonOptions& o);
+
 // Parse "123" strictly (no trailing junk, no overflow); throws StudyError(Usage) naming `what`.
 long long parse_integer(const std::string& text, const std::string& what);
 

@@ -133,6 +133,9 @@ void Gemm::run(const GemmShape& s, Epilogue e, const GemmOperands& op, cudaStrea
   if ((e == Epilogue::None) != (op.bias == nullptr))
     throw std::invalid_argument(std::string("gemm: epilogue ") + epilogue_name(e) +
                                 (op.bias ? " takes no bias" : " needs a bias"));
+  // cuBLASLt applies the GELU after adding C, so a residual would pass through the GELU too.
+  if (e == Epilogue::GeluBias && op.residual)
+    throw std::invalid_argument("gemm: a residual cannot follow the GELU epilogue (cuBLASLt applies GELU to C too)");
   const __half* c = op.residual ? op.residual : op.y;  // beta = 0 never reads C
   const Key key{s.m, s.n, s.k, e, op.residual != nullptr, alignment(op.x), alignment(op.w),
                 alignment(c), alignment(op.y), op.bias ? alignment(op.bias) : 0u};

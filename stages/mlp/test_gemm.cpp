@@ -87,14 +87,16 @@ TEST_CASE("every epilogue, with and without residual, matches ref::linear") {
   const study::GemmShape shapes[] = {{1, 64, 32}, {197, 3072, 768}, {197, 768, 3072}, {6304, 96, 64}};
   for (const auto& s : shapes)
     for (Epilogue e : {Epilogue::None, Epilogue::Bias, Epilogue::GeluBias})
-      for (bool res : {false, true}) check_gemm(gemm, s, e, res);
+      for (bool res : {false, true})
+        if (!(e == Epilogue::GeluBias && res)) check_gemm(gemm, s, e, res);
 }
 
 TEST_CASE("unaligned sizes and pointers are computed (the heuristic is told the alignment)") {
   study::Gemm gemm;
   for (Epilogue e : {Epilogue::None, Epilogue::Bias, Epilogue::GeluBias}) {
-    check_gemm(gemm, {197, 400, 100}, e, true);  // leading dimensions not multiples of 8
-    check_gemm(gemm, {197, 768, 256}, e, true, 1);  // every operand only 2-byte aligned
+    const bool res = e != Epilogue::GeluBias;
+    check_gemm(gemm, {197, 400, 100}, e, res);  // leading dimensions not multiples of 8
+    check_gemm(gemm, {197, 768, 256}, e, res, 1);  // every operand only 2-byte aligned
   }
 }
 
@@ -154,3 +156,15 @@ TEST_CASE("misuse is refused") {
 }
 
 int main(int argc, char** argv) { return gpu_test_main(argc, argv, "gemm"); }
+
+TEST_CASE("a residual after the GELU epilogue is refused") {
+  study::Gemm gemm;
+  study::DeviceBuffer<__half> x(64 * 64), w(64 * 64), b(64), r(64 * 64), y(64 * 64);
+  study::GemmOperands op;
+  op.x = x.get();
+  op.w = w.get();
+  op.y = y.get();
+  op.bias = b.get();
+  op.residual = r.get();
+  CHECK_THROWS_AS(gemm.run({64, 64, 64}, Epilogue::GeluBias, op, nullptr), std::invalid_argument);
+}

@@ -1,0 +1,79 @@
+// One bench for every attention version (built once per version, STAGE_VERSION names it):
+// check against the CPU reference on the exact shape, then time, then one CSV row.
+#include "bench.hpp"
+#include "gpu.hpp"
+#include "harness.hpp"
+#include "launches.hpp"
+#include "timing.hpp"
+#include "vit_config.hpp"
+
+int main(int argc, char** argv) {
+  return study::bench_main("attention_" STAGE_VERSION, [&](study::BenchReport& report) {
+    study::CommonOptions o;
+    int tokens = 0, heads = 0, head_dim = 0;
+    bool force = false;
+    study::Cli cli("attention_" STAGE_VERSION,
+                   "Multi-head self-attention on the packed QKV buffer: check, time, one CSV row.");
+    cli.add_common(o);
+    cli.add_int("--tokens", &tokens, "tokens per image (default (image/16)^2 + 1)");
+    cli.add_int("--heads", &heads, "attention heads (default the model's)");
+    cli.add_int("--head-dim", &head_dim, "features per head (default the model's, 64)");
+    cli.add_flag("--force", &force, "time even above the version's work budget");
+    cli.parse(argc, argv);
+
+    const auto& model = study::find_model(o.model);
+    const int image_tokens = study::tokens_for_image(o.image_size);
+    attention::Problem p;
+    p.batch = o.batch;
+    p.tokens = cli.given("--tokens") ? tokens : image_tokens;
+    p.heads = cli.given("--heads") ? heads : model.heads;
+    p.head_dim = cli.given("--head-dim") ? head_dim : model.head_dim();
+    const auto& version = attention::find_version(STAGE_VERSION);
+
+    report.open(o);
+    report.row = study::base_row(o, "attention", version.name);
+    report.row.set("tokens", p.tokens).set("heads", p.heads).set("head_dim", p.head_dim);
+    report.row.set("hidden", static_cast<long long>(p.heads) * p.head_dim).set("host_syncs", 0);
+    study::require_gpu(o.device);
+    const std::string shape_note = "B=" + std::to_string(p.batch) + " T=" + std::to_string(p.tokens) +
+                                   " H=" + std::to_string(p.heads) + " D=" + std::to_string(p.head_dim);
+    if (auto why = version.supports(p); !why.empty()) {
+      report.write("skipped", why);
+      return 0;
+    }
+    if (version.bench_max_flops > 0 && attention::flops(p) > version.bench_max_flops && !force) {
+      char why[160];
+      std::snprintf(why, sizeof why, "%s; %.3g flops is above this version's work budget of %.3g "
+                    "(minutes per call); --force times it anyway", shape_note.c_str(),
+                    attention::flops(p), version.bench_max_flops);
+      report.write("skipped", why);
+      return 0;
+    }
+
+    const auto in = attention::make_inputs(p, o.seed);
+    attention::DeviceProblem dev(p, in);
+    std::string check_note = "not checked (--no-check)";
+    if (o.check) {
+      const auto c = attention::run_and_check(version, p, in, dev, o.seed);
+      report.row.set("max_abs_err", c.cmp.max_abs).set("rel_l2_err", c.cmp.rel_l2);
+      if (!c.cmp.ok) {
+        report.write("failed", shape_note + "; reference check failed: " + c.summary());
+        return 1;
+      }
+      check_note = "checked " + std::to_string(c.pairs_checked) + "/" + std::to_string(c.pairs_total) +
+                   " (batch, head) pairs";
+    }
+    study::TimingOptions t;
+    t.warmup = o.warmup;
+    t.iters = o.iters;
+    t.flush_l2 = o.flush_l2;
+    t.label = "attention_" STAGE_VERSION;
+    const auto args = dev.args();
+    const auto run = [&](cudaStream_t s) { version.launch(p, args, s); };
+    report.row.set("launches", study::count_kernel_launches(run));
+    const auto stats = study::time_region(run, t);
+    study::set_timing(report.row, stats, attention::bytes(p), attention::flops(p));
+    report.write("ok", shape_note + "; " + check_note + "; cuda events per call");
+    return 0;
+  });
+}

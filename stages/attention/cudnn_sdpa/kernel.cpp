@@ -1,0 +1,120 @@
+// cudnn_sdpa: cuDNN's fused scaled-dot-product attention (flash-attention kernels) through the
+// C++ frontend graph API, on the study's buffers as they are: Q, K and V are strided [B, H, T, D]
+// views of the packed QKV buffer, and O is written as a strided [B, H, T, D] view of the
+// [batch*tokens, heads*head_dim] output. The graph is validated, planned and built once per
+// shape and cached; a launch only binds pointers and executes.
+#include "attention.hpp"
+#include "check.hpp"
+
+#ifdef STUDY_HAVE_CUDNN
+#include <cmath>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <cudnn_frontend.h>
+#include "buffer.hpp"
+#include "cudnn_check.hpp"
+
+namespace attention {
+namespace {
+namespace fe = cudnn_frontend;
+
+struct Plan {
+  fe::graph::Graph graph;
+  std::shared_ptr<fe::graph::Tensor_attributes> q, k, v, o;
+  study::DeviceBuffer<char> workspace;
+  std::string error;  // non-empty: cuDNN refused this shape
+};
+
+cudnnHandle_t handle() {
+  static cudnnHandle_t h = [] {
+    cudnnHandle_t created;
+    CUDNN_CHECK(cudnnCreate(&created));
+    return created;
+  }();
+  return h;
+}
+
+// Built once per (batch, tokens, heads, head_dim); a refusal is cached too, with cuDNN's reason.
+Plan& plan_for(const Problem& p) {
+  static std::map<std::tuple<int, int, int, int>, std::unique_ptr<Plan>> cache;
+  auto& slot = cache[{p.batch, p.tokens, p.heads, p.head_dim}];
+  if (slot) return *slot;
+  slot = std::make_unique<Plan>();
+  Plan& plan = *slot;
+  auto& g = plan.graph;
+  g.set_io_data_type(fe::DataType_t::HALF)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const int64_t B = p.batch, H = p.heads, T = p.tokens, D = p.head_dim;
+  // Element (b, h, t, d) of q is qkv[(b*T + t) * 3HD + h*D + d]; k and v are the same view
+  // HD and 2HD elements further (the pointer offsets bound at execute time).
+  const std::vector<int64_t> dims = {B, H, T, D}, qkv_stride = {T * 3 * H * D, D, 3 * H * D, 1};
+  auto view = [&](const char* name) {
+    return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_dim(dims).set_stride(qkv_stride));
+  };
+  plan.q = view("Q");
+  plan.k = view("K");
+  plan.v = view("V");
+  auto options = fe::graph::SDPA_attributes()
+                     .set_name("sdpa")
+                     .set_generate_stats(false)  // inference: no softmax statistics for a backward pass
+                     .set_attn_scale(1.f / std::sqrt(static_cast<float>(D)));
+  auto [o, stats] = g.sdpa(plan.q, plan.k, plan.v, options);
+  (void)stats;  // null without generate_stats
+  o->set_output(true).set_dim(dims).set_stride({T * H * D, D, H * D, 1});
+  plan.o = o;
+
+  auto status = g.validate();
+  if (status.is_good()) status = g.build_operation_graph(handle());
+  if (status.is_good()) status = g.create_execution_plans({fe::HeurMode_t::A});
+  if (status.is_good()) status = g.check_support(handle());
+  if (status.is_good()) status = g.build_plans(handle());
+  if (status.is_bad()) {
+    plan.error = "cuDNN refuses this shape: " + status.get_message();
+    return plan;
+  }
+  int64_t ws = 0;
+  CUDNN_FE_CHECK(g.get_workspace_size(ws));
+  plan.workspace = study::DeviceBuffer<char>(static_cast<size_t>(ws));
+  return plan;
+}
+
+std::string supports(const Problem& p) {
+  if (auto r = check_common(p); !r.empty()) return r;
+  return plan_for(p).error;
+}
+
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  Plan& plan = plan_for(p);
+  if (!plan.error.empty()) throw study::StudyError(study::ErrorKind::Library, plan.error);
+  require_aligned(a, 16, "cudnn_sdpa");
+  CUDNN_CHECK(cudnnSetStream(handle(), stream));
+  const size_t width = static_cast<size_t>(p.heads) * p.head_dim;
+  __half* qkv = const_cast<__half*>(a.qkv);
+  std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack = {
+      {plan.q, qkv}, {plan.k, qkv + width}, {plan.v, qkv + 2 * width}, {plan.o, a.out}};
+  CUDNN_FE_CHECK(plan.graph.execute(handle(), pack, plan.workspace.get()));
+}
+
+}  // namespace
+
+extern const Version cudnn_sdpa{"cudnn_sdpa", supports, launch};
+
+}  // namespace attention
+
+#else  // built without the cuDNN frontend: the version exists and says why it cannot run
+
+namespace attention {
+namespace {
+std::string supports(const Problem&) {
+  return "not built: cuDNN or the cuDNN frontend headers were not found at configure time";
+}
+void launch(const Problem& p, const Args&, cudaStream_t) {
+  throw study::StudyError(study::ErrorKind::Usage, supports(p));
+}
+}  // namespace
+extern const Version cudnn_sdpa{"cudnn_sdpa", supports, launch};
+}  // namespace attention
+
+#endif

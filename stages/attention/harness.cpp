@@ -1,0 +1,93 @@
+#include "harness.hpp"
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+#include "gpu.hpp"
+#include "random.hpp"
+#include "reference.hpp"
+
+namespace attention {
+
+HostInputs make_inputs(const Problem& p, std::uint64_t seed, Inputs kind) {
+  const size_t width = static_cast<size_t>(p.heads) * p.head_dim;
+  const size_t rows = static_cast<size_t>(p.batch) * p.tokens;
+  HostInputs in;
+  in.qkv = study::random_normal(rows * 3 * width, seed);
+  if (kind == Inputs::LargeQK) {
+    const auto mag = study::random_uniform(rows * 2 * width, seed + 1, 8.f, 16.f);
+    for (size_t r = 0; r < rows; ++r)
+      std::copy_n(mag.begin() + r * 2 * width, 2 * width, in.qkv.begin() + r * 3 * width);
+  }
+  study::round_to_half(in.qkv);
+  return in;
+}
+
+DeviceProblem::DeviceProblem(const Problem& p, const HostInputs& in)
+    : qkv(study::to_device(study::to_half(in.qkv))),
+      out(static_cast<size_t>(p.batch) * p.tokens * p.heads * p.head_dim) {}
+
+std::vector<std::pair<int, int>> check_pairs(const Problem& p, std::uint64_t seed, double budget_flops) {
+  const long long total = static_cast<long long>(p.batch) * p.heads;
+  const double per_pair = 4.0 * p.tokens * static_cast<double>(p.tokens) * p.head_dim;
+  std::vector<std::pair<int, int>> pairs;
+  if (total * per_pair <= budget_flops) {
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads; ++h) pairs.emplace_back(b, h);
+    return pairs;
+  }
+  const long long want = std::min<long long>(total, std::max(3LL, static_cast<long long>(budget_flops / per_pair)));
+  std::set<long long> chosen = {0, total - 1};
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<long long> pick(0, total - 1);
+  while (static_cast<long long>(chosen.size()) < want) chosen.insert(pick(gen));
+  for (long long i : chosen) pairs.emplace_back(static_cast<int>(i / p.heads), static_cast<int>(i % p.heads));
+  return pairs;
+}
+
+std::string CheckResult::summary() const {
+  return cmp.summary() + " over " + std::to_string(pairs_checked) + " of " + std::to_string(pairs_total) +
+         " (batch, head) pairs";
+}
+
+CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in, DeviceProblem& dev,
+                          std::uint64_t seed) {
+  study::poison(dev.out);
+  v.launch(p, dev.args(), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> out = study::to_float(study::to_host(dev.out));
+
+  const int T = p.tokens, D = p.head_dim;
+  const size_t width = static_cast<size_t>(p.heads) * D;
+  std::vector<float> got, want, slice(static_cast<size_t>(T) * 3 * D), ref_out;
+  CheckResult r;
+  r.pairs_total = p.batch * p.heads;
+  for (const auto& [b, h] : check_pairs(p, seed)) {
+    // Token t of pair (b, h): its q, k and v columns of the packed row become one row of a
+    // batch-1, heads-1 packed buffer.
+    for (int t = 0; t < T; ++t) {
+      const size_t row = (static_cast<size_t>(b) * T + t) * 3 * width;
+      for (int blk = 0; blk < 3; ++blk)
+        std::copy_n(in.qkv.begin() + row + blk * width + static_cast<size_t>(h) * D, D,
+                    slice.begin() + (static_cast<size_t>(t) * 3 + blk) * D);
+    }
+    ref::attention(slice, 1, T, 1, D, ref_out);
+    want.insert(want.end(), ref_out.begin(), ref_out.end());
+    for (int t = 0; t < T; ++t) {
+      const auto first = out.begin() + (static_cast<size_t>(b) * T + t) * width + static_cast<size_t>(h) * D;
+      got.insert(got.end(), first, first + D);
+    }
+    ++r.pairs_checked;
+  }
+  r.cmp = study::compare(got, want);
+  // Pairs outside the sample are still checked for being written (poison is NaN).
+  const auto nonfinite = static_cast<size_t>(
+      std::count_if(out.begin(), out.end(), [](float x) { return !std::isfinite(x); }));
+  if (nonfinite > r.cmp.nonfinite) {
+    r.cmp.nonfinite = nonfinite;
+    r.cmp.ok = false;
+  }
+  return r;
+}
+
+}  // namespace attention

@@ -7,10 +7,12 @@ The numbers follow a simple model with realistic H100 magnitudes: time = fixed c
 and eager PyTorch bounded below by its host launch cost.
 
     /usr/bin/python3 analysis/synthetic.py /tmp/synthetic/run1   # writes three CSVs there
+    /usr/bin/python3 analysis/synthetic.py --mlp /tmp/synthetic/mlp   # an MLP run (write_mlp_run)
 """
 from __future__ import annotations
 
 import csv
+import math
 import random
 import sys
 from pathlib import Path
@@ -107,7 +109,140 @@ def write_run(folder, *, run_id="synthetic-run-1", commit="0123456789abcdef01234
     return folder
 
 
+# ---- MLP ---------------------------------------------------------------------------------------
+# y = x + fc2(GELU(fc1(x))), mlp_hidden = 4 x hidden. Time = fixed cost per call + the two GEMMs
+# (flops at a throughput that grows with the GEMM size toward 85% of the ceiling) x a factor
+# per version + the pointwise passes' bytes at a share of the copy bandwidth.
+MLP_MODELS = {"vit_s": 384, "vit_b": 768, "vit_l": 1024}
+MLP_BATCHES = (1, 8, 32, 64, 128, 256)
+# version: (fixed us, GEMM time factor, pointwise share of copy bandwidth (0 = no pass), kernels)
+MLP_MODEL = {
+    "unfused": (8.0, 1.00, 0.65, 4), "unfused_graph": (4.0, 1.00, 0.65, 4),
+    "fused_epilogue": (3.2, 1.02, 0.0, 2), "handwritten_epilogue": (8.0, 1.00, 0.85, 4),
+    "gemm_only": (3.0, 1.00, 0.0, 2),
+    "pytorch_mlp_graph": (4.0, 1.03, 0.80, 4), "pytorch_mlp": (9.0, 1.03, 0.80, 4),
+}
+MLP_EAGER_FLOOR_US = {"pytorch_mlp": 35.0}
+# mlp_cublaslt.toml: extra arguments -> (added host cost in us while the GPU waits, time factor)
+MLP_CUBLASLT = {(): (0.0, 1.0), ("--heuristic-every-call",): (12.0, 1.0),
+                ("--workspace-mib", "0"): (0.0, 1.04), ("--workspace-mib", "32"): (0.0, 0.99)}
+
+
+def mlp_flops(rows: int, hidden: int) -> float:
+    """stages/mlp flops(): the two GEMMs."""
+    return 4.0 * rows * hidden * 4 * hidden
+
+
+def mlp_bytes(rows: int, hidden: int) -> float:
+    """stages/mlp bytes(): x in, y out, weights and biases once."""
+    return (2.0 * rows * hidden + 8.0 * hidden * hidden + 5.0 * hidden) * 2
+
+
+def mlp_median_us(version, rows, hidden, model=MLP_MODEL, copy_gbps=COPY_GBPS,
+                  gemm_tflops=GEMM_TFLOPS) -> float:
+    fixed, gemm_factor, pw_eff, _ = model[version]
+    size = rows * hidden
+    tput = 0.85 * gemm_tflops * size / (size + 1.0e6)
+    us = fixed + gemm_factor * mlp_flops(rows, hidden) / (tput * 1e12) * 1e6
+    if pw_eff:  # bias+GELU over h (read + write) and bias+residual over y (y, x in; y out)
+        pw_bytes = 2.0 * rows * 4 * hidden * 2 + 3.0 * rows * hidden * 2
+        us += pw_bytes / (pw_eff * copy_gbps * 1e9) * 1e6
+    return max(us, MLP_EAGER_FLOOR_US.get(version, 0.0))
+
+
+def _write_csv(path: Path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, restval="")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba9876543210fedcba9876543210fedcba98",
+                  gpu="NVIDIA H200 (synthetic)", utc="2025-11-22T12:00:00Z", model=MLP_MODEL,
+                  batches=MLP_BATCHES, image_sizes=(224, 384), widths=("vit_s", "vit_l"),
+                  cublaslt=True, with_status_rows=True, seed=3) -> Path:
+    """An MLP run as experiments/specs/mlp*.toml write it: mlp.csv (vit_b at every batch and
+    image size, plus the `widths` models at 224 px; flushed L2; versions and anchors),
+    mlp_cublaslt.csv (unfused and fused_epilogue with the extra cuBLASLt arguments in the note;
+    L2 not flushed) and ceilings.csv."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    base = _base(run_id, commit, gpu, utc)
+
+    def row(version, mname, batch, image, flush, extra=(), status="ok", note=""):
+        hidden, tokens = MLP_MODELS[mname], TOKENS[image]
+        rows = batch * tokens
+        r = dict(base, family="mlp", version=version, model=mname, batch=batch,
+                 image_size=image, tokens=tokens, hidden=hidden, flush_l2=int(flush),
+                 launches=model[version][3], host_syncs=0,
+                 device_bytes=int(7 * rows * hidden * 2 + 8 * hidden * hidden * 2), host_bytes=0)
+        ws = extra[1] if extra[:1] == ("--workspace-mib",) else "4"
+        heur = "every call" if "--heuristic-every-call" in extra else "cached"
+        if version.startswith("pytorch_"):
+            setup = (f"rows={rows} mlp_hidden={4 * hidden}; checked; "
+                     f"{'cuda-graph replay' if version.endswith('_graph') else 'eager'}; "
+                     f"allow_fp16_reduced_precision_reduction=True")
+        else:
+            setup = (f"rows={rows} mlp_hidden={4 * hidden}; workspace {ws} MiB; heuristic {heur}; "
+                     + ("timing reference, not checked" if version == "gemm_only" else "checked")
+                     + "; cuda events per call")
+        if status != "ok":
+            r.update(status=status, note=note)
+        else:
+            host, factor = MLP_CUBLASLT[tuple(extra)]
+            median = mlp_median_us(version, rows, hidden, model) * factor
+            median += host * math.exp(-median / 60.0) if host else 0.0
+            median *= 1 + rng.uniform(-0.01, 0.01)
+            r.update(_timing(median, rng), gbps=mlp_bytes(rows, hidden) / (median * 1e-6) / 1e9,
+                     tflops=mlp_flops(rows, hidden) / (median * 1e-6) / 1e12, status="ok",
+                     note=setup)
+            if version != "gemm_only":
+                r.update(max_abs_err=0.0078, rel_l2_err=3.5e-4)
+        if extra:
+            r["note"] = r["note"] + f" [extra: {' '.join(extra)}]"
+        return r
+
+    main, tuned = [], []
+    for mname, images in [("vit_b", image_sizes)] + [(m, (224,)) for m in widths]:
+        for image in images:
+            for batch in batches:
+                for version in model:
+                    if with_status_rows and (mname, image, batch, version) == (
+                            "vit_b", 384, 256, "handwritten_epilogue"):
+                        main.append(row(version, mname, batch, image, True, status="skipped",
+                                        note="estimated 3.1 GiB of device memory is above "
+                                             "max_device_gib 2"))
+                    elif with_status_rows and (mname, batch, version) == (
+                            "vit_l", 1, "unfused_graph"):
+                        main.append(row(version, mname, batch, image, True, status="failed",
+                                        note="reference check failed: rel_l2_err 9.1e-03 > "
+                                             "tolerance 5e-03"))
+                    else:
+                        main.append(row(version, mname, batch, image, True))
+    if cublaslt:
+        for batch in (1, 8, 32, 256):
+            for version in ("unfused", "fused_epilogue"):
+                for extra in MLP_CUBLASLT:
+                    tuned.append(row(version, "vit_b", batch, 224, False, extra=extra))
+    ceilings = [
+        dict(base, family="ceilings", version="copy", batch="", status="ok", gbps=COPY_GBPS,
+             **_timing(2.0 * (1 << 30) / (COPY_GBPS * 1e9) * 1e6, rng),
+             note="cudaMemcpyAsync device to device, 1024 MiB; gbps counts bytes read + written"),
+        dict(base, family="ceilings", version="gemm_fp16", batch="", status="ok",
+             tflops=GEMM_TFLOPS, **_timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
+             note="cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=8192"),
+    ]
+    _write_csv(folder / "mlp.csv", main)
+    if tuned:
+        _write_csv(folder / "mlp_cublaslt.csv", tuned)
+    _write_csv(folder / "ceilings.csv", ceilings)
+    return folder
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: synthetic.py OUTPUT_RUN_FOLDER")
-    print(write_run(sys.argv[1]))
+    args = [a for a in sys.argv[1:] if a != "--mlp"]
+    if len(args) != 1:
+        sys.exit("usage: synthetic.py [--mlp] OUTPUT_RUN_FOLDER")
+    print(write_mlp_run(args[0]) if "--mlp" in sys.argv[1:] else write_run(args[0]))

@@ -171,6 +171,148 @@ class TargetMissed(unittest.TestCase):
             self.assertIn("at 50432 x 768 is not met", text)
 
 
+def mlp_timings(run_dir, hidden=768):
+    """MLP sweep timings {(version, rows): row} straight from mlp.csv with the csv module
+    (the sweep's rows: no extra arguments, L2 flushed), independent of the pandas code."""
+    return {(r["version"], int(r["batch"]) * int(r["tokens"])): r
+            for r in read_rows(run_dir / "mlp.csv")
+            if r["status"] == "ok" and r["hidden"] == str(hidden) and r["flush_l2"] == "1"
+            and "[extra:" not in r["note"]}
+
+
+def us(x):
+    """sd.fmt_us on a CSV value: the sentences print times this way."""
+    return sd.fmt_us(float(x))
+
+
+class MlpReport(unittest.TestCase):
+    """A results root with a LayerNorm run and a newer MLP run: each family picks its own run,
+    and the MLP section's sentences follow the MLP CSV."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        results = root / "results"
+        cls.ln = synthetic.write_run(results / "a_layernorm", configs=synthetic.SMALL_CONFIGS)
+        cls.mlp = synthetic.write_mlp_run(results / "b_mlp")
+        cls.out = root / "out"
+        cls.res = build("--results", results, "--out", cls.out)
+        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+        cls.text = ((cls.out / "text" / "mlp_findings.md").read_text()
+                    if cls.res.returncode == 0 else "")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_build_succeeds(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")
+        self.assertNotRegex(self.readme, r"No committed run yet: .* family `(mlp|layernorm)`")
+
+    def test_outputs_written(self):
+        for name in ("mlp_time", "mlp_tflops", "mlp_speedup"):
+            p = self.out / "figures" / f"{name}.png"
+            self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertIn(f"](figures/{name}.png)", self.readme)
+        for name in ("mlp_summary", "mlp_widths", "mlp_cublaslt", "mlp_status", "mlp_sweep"):
+            self.assertIn("|---", (self.out / "tables" / f"{name}.md").read_text(), name)
+        summary = (self.out / "tables" / "mlp_summary.md").read_text()
+        for v in synthetic.MLP_MODEL:
+            self.assertIn(f"| 6304 | {v} |", summary)
+            self.assertIn(f"| 50432 | {v} |", summary)
+        self.assertIn("| gemm_only | 24 | 0 | 0 |",
+                      (self.out / "tables" / "mlp_status.md").read_text())
+        widths = (self.out / "tables" / "mlp_widths.md").read_text()
+        for h in ("| vit_s | 384 |", "| vit_b | 768 |", "| vit_l | 1024 |"):
+            self.assertIn(h, widths)
+        cublaslt = (self.out / "tables" / "mlp_cublaslt.md").read_text()
+        self.assertIn("| every call | 4 |", cublaslt)
+        self.assertIn("| cached | 0 |", cublaslt)
+        self.assertIn("L2 not flushed", cublaslt)
+
+    def test_provenance_per_family(self):
+        self.assertIn("run synthetic-mlp-run, commit fedcba987654", self.readme)
+        self.assertIn("GPU NVIDIA H200 (synthetic)", self.readme)
+        self.assertIn("run synthetic-run-1", self.readme)   # the LayerNorm section's own run
+
+    def test_sentences_match_data(self):
+        t = mlp_timings(self.mlp)
+        ratios = []
+        for rows in (6304, 50432):
+            f = float(t[("fused_epilogue", rows)]["median_us"])
+            g = float(t[("pytorch_mlp_graph", rows)]["median_us"])
+            go = float(t[("gemm_only", rows)]["median_us"])
+            ratios.append((f < g, f / go))
+            self.assertIn(f"At {rows} x 768 (batch {rows // 197}, 224 px), fused_epilogue takes "
+                          f"{us(f)} us", self.text)
+            self.assertIn(f"{sd.faster_or_slower(g / f)} than the PyTorch MLP replayed as a CUDA "
+                          f"graph ({us(g)} us)", self.text)
+            self.assertIn(f"{f / go:.2f}x the time of gemm_only ({us(go)} us", self.text)
+        met = "met" if all(faster for faster, _ in ratios) else "not met"
+        self.assertIn("replayed as a CUDA graph (the stricter anchor) at 6304 and 50432 rows is "
+                      + met + ".", self.text)
+        met = "met" if all(r <= 1.05 for _, r in ratios) else "not met"
+        self.assertIn(f"costing at most 1.05x gemm_only at 6304 and 50432 rows is {met} "
+                      f"({ratios[0][1]:.2f}x and {ratios[1][1]:.2f}x)", self.text)
+        self.assertIn("fused_epilogue runs as many kernels as gemm_only's 2", self.text)
+        self.assertIn("unfused, unfused_graph and handwritten_epilogue run 2 kernels beyond",
+                      self.text)
+        self.assertIn("1 configuration skipped and 1 failed", self.text)
+        self.assertIn(self.text.splitlines()[0][2:], self.readme)
+
+    def test_graph_and_cublaslt_sentences(self):
+        t = mlp_timings(self.mlp)
+        u, ug = (float(t[(v, 197)]["median_us"]) for v in ("unfused", "unfused_graph"))
+        self.assertIn(f"unfused_graph takes {us(ug)} us against unfused's {us(u)} us", self.text)
+        default = {}
+        every = {}
+        for r in read_rows(self.mlp / "mlp_cublaslt.csv"):
+            if r["version"] != "unfused":
+                continue
+            if "[extra:" not in r["note"]:
+                default[r["batch"]] = float(r["median_us"])
+            elif "--heuristic-every-call" in r["note"]:
+                every[r["batch"]] = float(r["median_us"])
+        self.assertIn(f"With the GEMM heuristic queried on every call, the time per call relative "
+                      f"to the default", self.text)
+        self.assertIn(f"unfused {every['1'] / default['1']:.2f}x at batch 1, "
+                      f"{every['8'] / default['8']:.2f}x at batch 8", self.text)
+
+
+class MlpTargetMissed(unittest.TestCase):
+    def test_sentences_follow_data(self):
+        with tempfile.TemporaryDirectory() as d:
+            # fused_epilogue 1.5x the GEMMs: slower than PyTorch's graph and over 1.05x.
+            model = dict(synthetic.MLP_MODEL, fused_epilogue=(3.2, 1.5, 0.0, 3))
+            run = synthetic.write_mlp_run(Path(d) / "r", model=model, batches=(1, 32, 256),
+                                          image_sizes=(224,), widths=(), cublaslt=False,
+                                          with_status_rows=False)
+            res = build("--run", run, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            out = Path(d) / "out"
+            text = (out / "text" / "mlp_findings.md").read_text()
+            t = mlp_timings(run)
+            f, g = (float(t[(v, 50432)]["median_us"]) for v in ("fused_epilogue",
+                                                                 "pytorch_mlp_graph"))
+            self.assertGreater(f, g)
+            self.assertIn(f"{sd.faster_or_slower(g / f)} than the PyTorch MLP replayed", text)
+            self.assertIn("(the stricter anchor) at 6304 and 50432 rows is not met.", text)
+            r = [float(t[("fused_epilogue", n)]["median_us"]) / float(t[("gemm_only", n)]
+                                                                   ["median_us"])
+                 for n in (6304, 50432)]
+            self.assertIn(f"at 6304 and 50432 rows is not met ({r[0]:.2f}x and {r[1]:.2f}x)",
+                          text)
+            self.assertIn("fused_epilogue runs 1 kernel beyond gemm_only's 2: cuBLASLt ran at "
+                          "least one extra kernel", text)
+            self.assertIn("Every configuration passed the correctness check", text)
+            readme = (out / "README.md").read_text()
+            self.assertIn("*Table `mlp_widths` not produced: this run times only hidden 768", readme)
+            self.assertIn("*Table `mlp_cublaslt` not produced: this run has no rows", readme)
+            self.assertRegex(readme, r"No committed run yet: .* family `layernorm`")
+
+
 class BadInput(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()

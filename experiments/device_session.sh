@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, run the GPU test suite, the ceilings and the sweeps named
 # on the command line, and dump resource reports. Everything lands in $OUT (logs, CSVs, asm)
-# packed as a few files. Usage: experiments/device_session.sh [spec ...]
-#   (default: layernorm_quick). Set STUDY_TESTS=0 to skip the test suite.
+# as plain files (what is under $OUT comes back even when the call is cut off, and the machine
+# keeps nothing). Usage: experiments/device_session.sh [spec ...]   (default: layernorm_quick)
+# STUDY_TESTS=0 skips the test suite, STUDY_ASM=0 the resource reports.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 BUILD=build-gpu
-RUN_DIR=${STUDY_RUN_DIR:-experiments/results/$(date -u +%Y%m%d)_$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9' '_' | tr -s _ | sed 's/_$//')}
+RUN_DIR=${STUDY_RUN_DIR:-$OUT/$(date -u +%Y%m%d)_$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9' '_' | tr -s _ | sed 's/_$//')}
 mkdir -p "$RUN_DIR"
 log() { printf '[device] %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 log "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader)"
 if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" -Dcudnn=enabled > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
+  meson setup "$BUILD" -Dcudnn=enabled > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
 fi
 log "building"
-ninja -C "$BUILD" -k 0 > "$OUT/build.log" 2>&1 || { grep -E "FAILED|error" "$OUT/build.log" | head -20; log "some targets failed to build (build.log)"; }
-grep -A6 "^  Study" "$OUT/setup.log" || true
+ninja -C "$BUILD" -k 0 >> "$OUT/build.log" 2>&1 || { grep -E "FAILED|error" "$OUT/build.log" | head -20; log "some targets failed to build (build.log)"; }
+grep -A6 "^  Study" "$OUT/build.log" || true
 
 if [ "${STUDY_TESTS:-1}" = 1 ]; then
   log "tests"
@@ -27,11 +28,13 @@ if [ "${STUDY_TESTS:-1}" = 1 ]; then
   grep -E "^(Ok|Fail|Skipped|Timeout):" "$OUT/tests.log"
 fi
 
+if [ "${STUDY_ASM:-1}" = 1 ]; then
 log "asm resource reports"
 for t in $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep -o '^asm-[^:]*'); do
   ninja -C "$BUILD" "$t" > /dev/null 2>&1 || log "asm $t failed"
 done
 (cd "$BUILD" && tar czf "$OUT/asm.tgz" asm 2>/dev/null)
+fi
 
 py=$(command -v python3)
 specs=("$@")
@@ -43,5 +46,4 @@ for spec in "${specs[@]}"; do
   log "sweep $spec -> $RUN_DIR/$name.csv"
   $py experiments/run_sweep.py --spec "$spec" --out "$RUN_DIR/$name.csv" --build-dir "$BUILD" --python "$py" ${STUDY_SWEEP_ARGS:-}
 done
-tar czf "$OUT/results.tgz" "$RUN_DIR"
 log "done: $RUN_DIR"

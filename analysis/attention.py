@@ -1,0 +1,323 @@
+# %% [markdown]
+# # Attention: time per call, scaling with tokens, and the ratio to cuDNN SDPA
+#
+# Multi-head self-attention costs 4 x batch x heads x tokens^2 x head_dim flops (Q K^T and
+# P V) while it moves only the packed QKV and the output, so at ViT's token counts it is
+# compute-bound and grows as tokens^2. The figure of merit is the time per call as a ratio to
+# cuDNN's fused SDPA measured in the same run. Runs on its own (`MPLBACKEND=Agg
+# /usr/bin/python3 analysis/attention.py [--run DIR] [--out DIR]`) or from `report/build.py`,
+# which hands it `STUDY_CONTEXT`.
+
+# %%
+import sys
+from pathlib import Path
+
+import matplotlib
+
+if "STUDY_CONTEXT" not in globals():
+    matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
+import study_data as sd
+
+ctx = sd.notebook_context("attention", globals())
+run = ctx.run
+prov = ctx.provenance()
+sd.apply_style()
+
+HEADS, HEAD_DIM = 12, 64          # ViT-B; TARGETS.md's attention shapes
+KEY_BATCH = 32                    # the batch of the targets
+KEY_TOKENS = (197, 577, 1025)     # 224 / 384 / 512 px
+CUDNN = "cudnn_sdpa"
+FASTEST_TARGET = 1.0              # TARGETS.md: fastest version <= 1.0x cuDNN SDPA (stretch 0.8x)
+V6, V6_TARGET = "v6_coalesced_k", 4.0   # ... and v6 within 4x of cuDNN
+LADDER = ["v0_naive", "v1_smem_tiling", "v2_coalesced", "v3_wmma", "v4_multiwarp",
+          "v5_large_tile", "v6_coalesced_k", "v7_flash", CUDNN,
+          "pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph", "pytorch_sdpa_efficient_graph",
+          "pytorch_sdpa_math_graph", "pytorch_sdpa_cudnn", "pytorch_sdpa_flash",
+          "pytorch_sdpa_efficient", "pytorch_sdpa_math"]
+
+
+def fmt_tflops(x):
+    return "-" if not np.isfinite(x) else f"{x:.2f}" if x < 10 else f"{x:,.0f}"
+
+
+def label(v):
+    if sd.is_anchor(v):
+        name = v.removeprefix("pytorch_sdpa_")
+        graph = name.endswith("_graph")
+        return f"PyTorch SDPA {name.removesuffix('_graph')} ({'CUDA graph' if graph else 'eager'})"
+    return v
+
+
+# %% [markdown]
+# ## Data: timed rows of ViT-B's head shape, one L2 setting, duplicates merged
+
+# %%
+everything = run.rows("attention")
+ok = run.ok("attention")
+other_shape = int(((ok["heads"] != HEADS) | (ok["head_dim"] != HEAD_DIM)).sum())
+ok = ok[(ok["heads"] == HEADS) & (ok["head_dim"] == HEAD_DIM)]
+ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
+# Work every version must do (attention::flops()); fills TFLOP/s for any row without it.
+ok["flops"] = 4.0 * ok["batch"] * HEADS * ok["tokens"] ** 2 * HEAD_DIM
+ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
+
+t = (ok.groupby(["version", "batch", "tokens"], as_index=False)
+       .agg(median_us=("median_us", "median"), tflops=("tflops", "median"),
+            n=("median_us", "size")))
+order = sd.version_order(t["version"], LADDER)
+style = sd.styles(order)
+flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
+    flush, "L2 flush setting not recorded")
+batches = sorted(int(b) for b in set(t["batch"]))
+key_batch = KEY_BATCH if KEY_BATCH in batches else (max(batches) if batches else KEY_BATCH)
+
+
+def at(version, tokens, batch=None, col="median_us"):
+    """One value of the merged table, NaN when that version has no timing there."""
+    batch = key_batch if batch is None else batch
+    s = t[(t["version"] == version) & (t["tokens"] == tokens) & (t["batch"] == batch)][col]
+    return float(s.iloc[0]) if len(s) else np.nan
+
+
+t
+
+# %% [markdown]
+# ## Scaling with tokens at the key batch (log-log), against tokens^2
+
+# %%
+kb = t[t["batch"] == key_batch]
+fig, ax = plt.subplots()
+for v in order:
+    d = kb[kb["version"] == v].sort_values("tokens")
+    if len(d):
+        ax.plot(d["tokens"], d["median_us"], label=label(v), **style[v])
+if len(kb):
+    # A tokens^2 slope through the geometric middle of the data: parallel lines scale as N^2.
+    n = np.array(sorted(set(kb["tokens"])), dtype=float)
+    mid = np.exp(np.log(kb["median_us"]).mean()) if (kb["median_us"] > 0).all() else 1.0
+    ref = mid * (n / np.exp(np.log(n).mean())) ** 2
+    ax.plot(n, ref, color="#444444", linewidth=0.8, linestyle=":", label="slope tokens^2")
+ax.set_xscale("log")
+ax.set_yscale("log")
+ax.set_xlabel(f"tokens (batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM})")
+ax.set_ylabel("median time per call (us)")
+ax.legend(ncol=2, fontsize=7)
+sd.titled(fig, f"Attention: median time per call vs tokens ({flush_text})", prov)
+ctx.figure("attention_scaling", fig,
+           f"Attention median time per call vs tokens at batch {key_batch}, {HEADS} heads, "
+           f"head_dim {HEAD_DIM}, log-log, with a tokens^2 slope for reference; PyTorch anchors "
+           f"dashed; {flush_text}. {prov}.")
+
+# %% [markdown]
+# ## Time per call vs batch, one panel per token count
+
+# %%
+token_counts = sorted(int(x) for x in set(t["tokens"]))
+if token_counts and len(batches) > 1:
+    fig, axes = plt.subplots(1, len(token_counts), figsize=(4.0 * len(token_counts), 4.2),
+                             squeeze=False)
+    for ax, n in zip(axes[0], token_counts):
+        d0 = t[t["tokens"] == n]
+        for v in order:
+            d = d0[d0["version"] == v].sort_values("batch")
+            if len(d):
+                ax.plot(d["batch"], d["median_us"], **style[v])
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch")
+        ax.set_title(f"{n} tokens")
+    axes[0][0].set_ylabel("median time per call (us)")
+    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
+               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02),
+               fontsize=7)
+    sd.titled(fig, "Attention: median time per call vs batch", prov)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    ctx.figure("attention_batch", fig,
+               f"Attention median time per call vs batch, one panel per token count, log-log; "
+               f"{flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "attention_batch", "this run times fewer than two batch sizes")
+
+# %% [markdown]
+# ## Time as a ratio to cuDNN SDPA at the key batch
+
+# %%
+if CUDNN in order:
+    fig, ax = plt.subplots()
+    base = kb[kb["version"] == CUDNN].set_index("tokens")["median_us"]
+    for v in order:
+        if v == CUDNN:
+            continue
+        d = kb[kb["version"] == v].set_index("tokens")["median_us"]
+        r = (d / base).dropna().sort_index()
+        if len(r):
+            ax.plot(r.index, r.values, label=label(v), **style[v])
+    ax.axhline(FASTEST_TARGET, color="#444444", linewidth=0.8)
+    ax.axhline(V6_TARGET, color="#444444", linewidth=0.8, linestyle=":")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"tokens (batch {key_batch})")
+    ax.set_ylabel(f"time / {CUDNN} time (below 1 = faster)")
+    ax.legend(ncol=2, fontsize=7)
+    sd.titled(fig, f"Attention: time relative to {CUDNN}", prov)
+    ctx.figure("attention_vs_cudnn", fig,
+               f"Attention time per call divided by {CUDNN}'s in the same run at batch "
+               f"{key_batch}; lines at 1x (target of the fastest version) and {V6_TARGET:.0f}x "
+               f"(target of {V6}). {prov}.")
+else:
+    ctx.missing("figure", "attention_vs_cudnn", f"no {CUDNN} rows in this run")
+
+# %% [markdown]
+# ## Summary table at the target shapes
+
+# %%
+key_tokens = [n for n in KEY_TOKENS if n in set(kb["tokens"])] or token_counts
+summary = []
+for n in key_tokens:
+    for v in order:
+        m = at(v, n)
+        if np.isfinite(m):
+            summary.append({"tokens": n, "version": v, "median us": m,
+                            "TFLOP/s": at(v, n, col="tflops"), f"time / {CUDNN}": m / at(CUDNN, n)})
+summary = pd.DataFrame(summary).dropna(axis=1, how="all")
+if len(summary):
+    ctx.table("attention_summary", sd.markdown_table(summary, {
+        "tokens": sd.fmt_int, "median us": sd.fmt_us, "TFLOP/s": fmt_tflops,
+        f"time / {CUDNN}": sd.fmt_ratio}),
+        f"Attention at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}: median time per "
+        f"call, achieved TFLOP/s (4 B H T^2 D / time), and time as a ratio to {CUDNN} in the "
+        f"same run (below 1 = faster); {flush_text}. {prov}.")
+else:
+    ctx.missing("table", "attention_summary", "no timed attention rows at ViT-B's head shape")
+summary
+
+# %% [markdown]
+# ## Every timed configuration (median us)
+
+# %%
+sweep = t.pivot_table(index=["tokens", "batch"], columns="version", values="median_us")
+sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
+ctx.table("attention_sweep", sd.markdown_table(
+    sweep, {c: (sd.fmt_int if c in ("tokens", "batch") else sd.fmt_us) for c in sweep.columns}),
+    f"Attention median time per call (us) for every timed tokens x batch x version; '-' = not "
+    f"timed (see the status table). {prov}.")
+
+# %% [markdown]
+# ## Nsight Compute metrics (experiments/ncu_attention.sh), when the run folder has them
+
+# %%
+NCU_COLUMNS = {  # ncu metric -> table column
+    "launch__grid_size": "grid", "launch__block_size": "block",
+    "launch__registers_per_thread": "registers",
+    "launch__shared_mem_per_block_dynamic": "dyn smem (B)",
+    "launch__shared_mem_per_block_static": "static smem (B)",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "occupancy %",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "memory %",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "SM %",
+    "gpu__time_duration.sum": "time (ns)"}
+ncu_path = run.path / "ncu" / "attention.csv"
+if ncu_path.is_file():
+    raw = pd.read_csv(ncu_path, dtype=str)
+    missing = [c for c in ["version", "Kernel Name", *NCU_COLUMNS] if c not in raw.columns]
+    if missing:
+        raise sd.DataError(f"{sd.show_path(ncu_path)}: missing column(s) {', '.join(missing)}")
+    ncu = raw[["version", "Kernel Name", *NCU_COLUMNS]].rename(columns=NCU_COLUMNS)
+    # "void attention::<unnamed>::kernel<4, 2, 1>(const __half *, ...)" -> "kernel<4, 2, 1>"
+    ncu["Kernel Name"] = (ncu["Kernel Name"].str.replace(r"\(.*$", "", regex=True)
+                          .str.replace(r"^.*::", "", regex=True).str.slice(0, 60))
+    ctx.table("attention_ncu", sd.markdown_table(ncu),
+              f"Nsight Compute metrics per kernel launch at batch 32, 224 px (197 tokens), "
+              f"clocks not locked; memory % and SM % of peak sustained; {sd.show_path(ncu_path)}. "
+              f"{prov}.")
+else:
+    ctx.missing("table", "attention_ncu",
+                f"this run has no {sd.show_path(ncu_path)} (experiments/ncu_attention.sh writes it)")
+
+# %% [markdown]
+# ## Status: what was timed, skipped or failed
+
+# %%
+st = sd.status_table(everything.assign(
+    _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
+    .sort_values(["_o", "version"], kind="stable"))
+left_out = []
+if other_shape:
+    left_out.append(f"{other_shape} timed rows at another heads/head_dim are not plotted")
+if flush_dropped:
+    left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not plotted")
+ctx.table("attention_status", sd.markdown_table(st),
+          "Attention rows per version and status, with the reason of every row that was not "
+          "timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
+st
+
+# %% [markdown]
+# ## Findings, as sentences generated from the numbers above
+
+# %%
+findings = []
+
+
+def fastest_own(n):
+    d = kb[(kb["tokens"] == n) & kb["version"].map(sd.is_own)]
+    return d.loc[d["median_us"].idxmin()] if len(d) else None
+
+
+met_fastest, met_v6 = [], []
+for n in key_tokens:
+    c = at(CUDNN, n)
+    b = fastest_own(n)
+    if b is None:
+        continue
+    if np.isfinite(c):
+        ratio = b["median_us"] / c
+        met_fastest.append(ratio <= FASTEST_TARGET)
+        findings.append(f"At {n} tokens (batch {key_batch}), the fastest version, {b['version']}, "
+                        f"takes {sd.fmt_us(b['median_us'])} us ({fmt_tflops(b['tflops'])} "
+                        f"TFLOP/s): {ratio:.2f}x the time of {CUDNN} ({sd.fmt_us(c)} us).")
+        v6 = at(V6, n)
+        if np.isfinite(v6):
+            met_v6.append(v6 / c <= V6_TARGET)
+            findings.append(f"At {n} tokens, {V6} takes {sd.fmt_us(v6)} us, {v6 / c:.1f}x "
+                            f"{CUDNN}.")
+    else:
+        findings.append(f"At {n} tokens the fastest version, {b['version']}, takes "
+                        f"{sd.fmt_us(b['median_us'])} us; this run has no {CUDNN} row there.")
+    for anchor in ("pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph"):
+        a = at(anchor, n)
+        if np.isfinite(a):
+            findings.append(f"At {n} tokens, {b['version']} is "
+                            f"{sd.faster_or_slower(a / b['median_us'])} than {label(anchor)} "
+                            f"({sd.fmt_us(a)} us).")
+if met_fastest and key_batch == KEY_BATCH and key_tokens == list(KEY_TOKENS):
+    findings.append(f"The target of the fastest version at most {FASTEST_TARGET:.1f}x {CUDNN} "
+                    f"at 197, 577 and 1025 tokens is {'met' if all(met_fastest) else 'not met'}.")
+if met_v6 and key_batch == KEY_BATCH and len(met_v6) == len(KEY_TOKENS):
+    findings.append(f"The target of {V6} within {V6_TARGET:.0f}x of {CUDNN} is "
+                    f"{'met' if all(met_v6) else 'not met'}.")
+
+# Growth from the smallest to the largest token count against tokens^2.
+if len(key_tokens) >= 2:
+    lo, hi = min(key_tokens), max(key_tokens)
+    for v in [v for v in order if sd.is_own(v) or sd.is_library(v)]:
+        a, b = at(v, lo), at(v, hi)
+        if np.isfinite(a) and np.isfinite(b):
+            findings.append(f"{v} grows {b / a:.1f}x from {lo} to {hi} tokens "
+                            f"(tokens^2 grows {(hi / lo) ** 2:.1f}x).")
+
+n_skip = int((everything["status"] == "skipped").sum())
+n_fail = int((everything["status"] == "failed").sum())
+if n_skip or n_fail:
+    who = ", ".join(sorted(set(everything.loc[everything["status"] != "ok", "version"])))
+    findings.append(f"{n_skip} configuration{'s' if n_skip != 1 else ''} skipped and {n_fail} "
+                    f"failed ({who}); the status table gives the reasons, and none of them is "
+                    f"plotted.")
+else:
+    findings.append("Every configuration passed the correctness check and was timed.")
+
+ctx.text("attention_findings", findings)
+print("\n".join(findings))

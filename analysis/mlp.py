@@ -1,0 +1,603 @@
+# %% [markdown]
+# # MLP: time, GEMM throughput, epilogue cost and speedup per version
+#
+# The ViT MLP, y = x + fc2(GELU(fc1(x))) with mlp_hidden = 4 x hidden, is two GEMMs
+# (4 x rows x hidden x mlp_hidden flops) plus bias, GELU and the residual. The GEMMs set the
+# floor, so the figures of merit are TFLOP/s against the fp16 GEMM ceiling measured in the same
+# run and the time as a ratio to `gemm_only` (the same two GEMMs with no epilogue): what bias,
+# GELU and the residual cost on top of them. Runs on its own (`MPLBACKEND=Agg /usr/bin/python3
+# analysis/mlp.py [--run DIR] [--out DIR]`) or from `report/build.py`, which hands it
+# `STUDY_CONTEXT`.
+
+# %%
+import sys
+from pathlib import Path
+
+import matplotlib
+import matplotlib.ticker
+
+if "STUDY_CONTEXT" not in globals():
+    matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
+import study_data as sd
+
+ctx = sd.notebook_context("mlp", globals())
+run = ctx.run
+prov = ctx.provenance()
+sd.apply_style()
+
+HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
+KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): TARGETS.md sizes
+KEY_BATCH = 32                # the batch of the width comparison (mlp_models.toml)
+TARGET_GEMM_RATIO = 1.05      # TARGETS.md: fused path <= 1.05x the GEMM pair
+UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilogue",
+                                       "handwritten_epilogue", "gemm_only")
+GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
+LADDER = [UNFUSED, GRAPHED, FUSED, HAND, GEMM, GRAPH, EAGER]
+LABEL = {GRAPH: "PyTorch MLP (CUDA graph)", EAGER: "PyTorch MLP (eager)",
+         GEMM: "gemm_only (GEMMs alone)"}
+DEFAULT_SETTING = ("cached", 4)   # bench defaults: heuristic once per shape, 4 MiB workspace
+
+
+def label(v):
+    return LABEL.get(v, v)
+
+
+def join_and(items):
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# %% [markdown]
+# ## Data: timed rows, cuBLASLt-setting rows apart, one L2 setting, duplicates merged
+#
+# Rows of mlp_cublaslt.toml carry their extra bench arguments at the end of the note
+# (`[extra: --workspace-mib 0]`); every bench row also names its workspace and heuristic in the
+# note. Rows with extra arguments are a separate experiment (shown only in the cuBLASLt table);
+# the rest is the sweep, where one L2 flush setting is kept.
+
+# %%
+everything = run.rows("mlp")
+ok = run.ok("mlp")
+note = ok["note"].astype(str)
+ok["extra"] = note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
+# Rows from the note (the bench's and anchors' own count; --rows may override batch x tokens).
+ok["rows"] = pd.to_numeric(note.str.extract(r"\brows=(\d+)")[0], errors="coerce")
+ok["rows"] = ok["rows"].fillna(ok["batch"] * ok["tokens"])
+ws_note = pd.to_numeric(note.str.extract(r"workspace (\d+) MiB")[0], errors="coerce")
+ws_extra = pd.to_numeric(ok["extra"].str.extract(r"--workspace-mib[ =](\d+)")[0],
+                         errors="coerce")
+ok["workspace_mib"] = ws_note.fillna(ws_extra).fillna(DEFAULT_SETTING[1])
+heur_note = note.str.extract(r"heuristic (cached|every call)")[0]
+ok["heuristic"] = heur_note.fillna(ok["extra"].str.contains("--heuristic-every-call")
+                                   .map({True: "every call", False: "cached"}))
+# Work every version does (stages/mlp flops(): the two GEMMs); fills TFLOP/s where missing.
+ok["flops"] = 4.0 * ok["rows"] * ok["hidden"] * 4 * ok["hidden"]
+ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
+
+LT_FLAGS = r"^(?:(?:--workspace-mib[ =]\d+|--heuristic-every-call)\s*)+$"
+is_lt = ok["extra"].str.match(LT_FLAGS)
+other_extra = int(((ok["extra"] != "") & ~is_lt).sum())
+main = ok[ok["extra"] == ""]
+main, flush, flush_dropped = sd.one_setting(main, "flush_l2")
+flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
+    flush, "L2 flush setting not recorded")
+
+KEYS = ["version", "hidden", "image_size", "batch", "rows"]
+# Repeated configurations (a re-run appended to the same folder) count once, by their median.
+t = (main.groupby(KEYS, as_index=False, dropna=False)
+         .agg(model=("model", "first"), median_us=("median_us", "median"),
+              tflops=("tflops", "median"), launches=("launches", "median"),
+              n=("median_us", "size")))
+vb = t[t["hidden"] == HIDDEN]
+order = sd.version_order(t["version"], LADDER)
+style = sd.styles(order)
+if GEMM in style:  # a timing reference, not an MLP: grey and dotted so it reads as a floor
+    style[GEMM] = dict(color="#7f7f7f", marker=".", linestyle=":")
+ceil = run.ceilings()
+gemm_ceiling = ceil.gemm_tflops
+
+
+def at(version, rows, col="median_us", hidden=HIDDEN, image=None, batch=None):
+    """One value of the merged sweep, NaN when that version has no timing there."""
+    d = t[(t["version"] == version) & (t["hidden"] == hidden)]
+    if rows is not None:
+        d = d[d["rows"] == rows]
+    if image is not None:
+        d = d[d["image_size"] == image]
+    if batch is not None:
+        d = d[d["batch"] == batch]
+    return float(d[col].iloc[0]) if len(d) else np.nan
+
+
+def where(rows):
+    d = vb[vb["rows"] == rows]
+    if not len(d):
+        return f"{rows} rows"
+    return f"batch {int(d['batch'].iloc[0])}, {int(d['image_size'].iloc[0])} px"
+
+
+t
+
+# %% [markdown]
+# ## Time per call vs batch, ViT-B at 224 and 384 px (log-log)
+
+# %%
+images = sorted(int(i) for i in set(vb["image_size"]))
+if images:
+    fig, axes = plt.subplots(1, len(images), figsize=(4.4 * len(images), 4.3), squeeze=False)
+    for ax, image in zip(axes[0], images):
+        d0 = vb[vb["image_size"] == image]
+        for v in order:
+            d = d0[d0["version"] == v].sort_values("batch")
+            if len(d):
+                ax.plot(d["batch"], d["median_us"], **style[v])
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ticks = sorted(int(b) for b in set(d0["batch"]))
+        ax.set_xticks(ticks, [str(b) for b in ticks])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        tokens = d0["rows"].iloc[0] / d0["batch"].iloc[0]
+        ax.set_xlabel(f"batch ({tokens:.0f} tokens per image)")
+        ax.set_title(f"{image} x {image} px, hidden {HIDDEN}")
+    axes[0][0].set_ylabel("median time per call (us)")
+    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
+               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
+    sd.titled(fig, f"MLP: median time per call vs batch ({flush_text})", prov)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    ctx.figure("mlp_time", fig,
+               f"MLP (hidden {HIDDEN}, mlp {4 * HIDDEN}) median time per call vs batch, one "
+               f"panel per image size, log-log; PyTorch anchors dashed, gemm_only (the two GEMMs "
+               f"without epilogue) dotted; {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "mlp_time", f"no timed MLP rows at hidden {HIDDEN}")
+
+# %% [markdown]
+# ## GEMM throughput vs rows, against the measured GEMM ceiling
+
+# %%
+if len(vb):
+    fig, ax = plt.subplots()
+    for v in order:
+        d = vb[vb["version"] == v].sort_values("rows")
+        if len(d):
+            ax.plot(d["rows"], d["tflops"], label=label(v), **style[v])
+    if gemm_ceiling:
+        ax.axhline(gemm_ceiling, color="#444444", linewidth=1.0)
+        ax.text(vb["rows"].min(), gemm_ceiling,
+                f" measured fp16 GEMM ceiling {gemm_ceiling:,.0f} TFLOP/s", va="bottom",
+                fontsize=8)
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(f"rows (batch x tokens, 224 and 384 px), hidden {HIDDEN}")
+    ax.set_ylabel("TFLOP/s (4 x rows x hidden x 4 hidden / median time)")
+    ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
+    sd.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", prov)
+    ceiling_text = (f"line at the fp16 GEMM ceiling measured in the same run "
+                    f"({gemm_ceiling:,.0f} TFLOP/s, 8192^3)" if gemm_ceiling else
+                    "this run has no GEMM ceiling row, so no ceiling line")
+    ctx.figure("mlp_tflops", fig,
+               f"MLP throughput (the two GEMMs' flops over the whole call's median time) vs "
+               f"rows at hidden {HIDDEN}; {ceiling_text}; {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "mlp_tflops", f"no timed MLP rows at hidden {HIDDEN}")
+
+# %% [markdown]
+# ## Speedup vs unfused and vs PyTorch's MLP replayed as a CUDA graph
+
+# %%
+baselines = [b for b in (UNFUSED, GRAPH) if b in set(vb["version"])]
+if baselines:
+    fig, axes = plt.subplots(1, len(baselines), figsize=(4.4 * len(baselines), 4.3),
+                             squeeze=False)
+    for ax, b in zip(axes[0], baselines):
+        base = vb[vb["version"] == b].set_index("rows")["median_us"]
+        for v in order:
+            if v == b:
+                continue
+            d = vb[vb["version"] == v].set_index("rows")["median_us"]
+            s = (base / d).dropna().sort_index()
+            if len(s):
+                ax.plot(s.index, s.values, label=label(v), **style[v])
+        ax.axhline(1.0, color="#444444", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
+        ax.set_title(f"vs {label(b)}")
+    axes[0][0].set_ylabel("speedup (baseline time / version time)")
+    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
+               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
+    sd.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", prov)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    ctx.figure("mlp_speedup", fig,
+               f"MLP speedup per rows at hidden {HIDDEN} against "
+               f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "
+               f"median time, same run; gemm_only is the GEMMs alone, not an MLP). {prov}.")
+else:
+    ctx.missing("figure", "mlp_speedup",
+                f"no rows of {UNFUSED} or {GRAPH} at hidden {HIDDEN} to compare against")
+
+# %% [markdown]
+# ## Summary table at the target sizes
+
+# %%
+key_rows = [r for r in KEY_ROWS if r in set(vb["rows"])]
+if not key_rows and len(vb):  # a sweep without batch 32/256 at 224: smallest and largest
+    key_rows = sorted({int(vb["rows"].min()), int(vb["rows"].max())})
+
+
+def summary_rows(rows_list, hidden=HIDDEN, **where_):
+    out = []
+    for r in rows_list:
+        for v in order:
+            m = at(v, r, hidden=hidden, **where_)
+            if not np.isfinite(m):
+                continue
+            tf = at(v, r, "tflops", hidden=hidden, **where_)
+            out.append({"rows": r, "version": v, "median us": m, "TFLOP/s": tf,
+                        "% of GEMM ceiling": 100 * tf / gemm_ceiling if gemm_ceiling else np.nan,
+                        "launches": at(v, r, "launches", hidden=hidden, **where_),
+                        "time / gemm_only": m / at(GEMM, r, hidden=hidden, **where_),
+                        "time / PyTorch graph": m / at(GRAPH, r, hidden=hidden, **where_),
+                        "time / PyTorch eager": m / at(EAGER, r, hidden=hidden, **where_)})
+    return pd.DataFrame(out)
+
+
+SUMMARY_FORMATS = {"rows": sd.fmt_int, "hidden": sd.fmt_int, "median us": sd.fmt_us,
+                   "TFLOP/s": sd.fmt_gbps, "% of GEMM ceiling": sd.fmt_pct,
+                   "launches": sd.fmt_int, "time / gemm_only": sd.fmt_ratio,
+                   "time / PyTorch graph": sd.fmt_ratio, "time / PyTorch eager": sd.fmt_ratio}
+ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({gemm_ceiling:,.0f} TFLOP/s)"
+                if gemm_ceiling else "the GEMM ceiling (not measured in this run)")
+summary = summary_rows(key_rows).dropna(axis=1, how="all")
+if len(summary):
+    ctx.table("mlp_summary", sd.markdown_table(summary, SUMMARY_FORMATS),
+              f"MLP at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median time per "
+              f"call, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
+              f"(counted by capturing one call into a CUDA graph; PyTorch: by its profiler), and "
+              f"time as a ratio to gemm_only (the two GEMMs without epilogue) and to PyTorch's "
+              f"F.linear -> gelu -> F.linear as a CUDA-graph replay and eagerly (below 1 = "
+              f"faster); {flush_text}. {prov}.")
+else:
+    ctx.missing("table", "mlp_summary", f"no timed MLP rows at hidden {HIDDEN}")
+summary
+
+# %% [markdown]
+# ## The ViT widths at batch 32, 224 px (hidden 384, 768, 1024)
+
+# %%
+wide = t[(t["image_size"] == 224) & (t["batch"] == KEY_BATCH)]
+widths = sorted(int(h) for h in set(wide["hidden"]))
+if len(widths) >= 2:
+    parts = []
+    for h in widths:
+        r = int(wide.loc[wide["hidden"] == h, "rows"].iloc[0])
+        d = summary_rows([r], hidden=h, image=224, batch=KEY_BATCH)
+        model = wide.loc[wide["hidden"] == h, "model"].iloc[0]
+        d.insert(0, "hidden", h)
+        d.insert(0, "model", model if isinstance(model, str) and model else "-")
+        parts.append(d.drop(columns=["rows"]))
+    by_width = pd.concat(parts, ignore_index=True).dropna(axis=1, how="all")
+    ctx.table("mlp_widths", sd.markdown_table(by_width, SUMMARY_FORMATS),
+              f"MLP at batch {KEY_BATCH}, 224 px ({int(wide['rows'].iloc[0])} rows) for each "
+              f"timed width (mlp = 4 x hidden): median time, TFLOP/s, share of {ceiling_note}, "
+              f"kernels per call, and time as a ratio to gemm_only and to PyTorch; "
+              f"{flush_text}. {prov}.")
+else:
+    ctx.missing("table", "mlp_widths",
+                (f"this run times only hidden {widths[0]}" if widths else "this run has no "
+                 "timed rows") + f" at batch {KEY_BATCH}, 224 px "
+                "(experiments/specs/mlp_models.toml adds hidden 384 and 1024)")
+
+# %% [markdown]
+# ## cuBLASLt choices: heuristic cached vs queried every call, workspace size
+
+# %%
+lt_rows = ok[is_lt]
+lt, lt_flush = None, np.nan
+if len(lt_rows):
+    lt_rows, lt_flush, _ = sd.one_setting(lt_rows, "flush_l2")
+    # The default setting (no extra arguments) of the same versions and shapes, with the same
+    # L2 flush setting, is the reference of every ratio.
+    same = ok[(ok["extra"] == "") & ok["version"].isin(set(lt_rows["version"]))
+              & (ok["flush_l2"] == lt_flush)]
+    shapes = set(map(tuple, lt_rows[["hidden", "image_size", "batch"]].to_numpy()))
+    same = same[[tuple(x) in shapes for x in same[["hidden", "image_size", "batch"]].to_numpy()]]
+    lt = (pd.concat([lt_rows, same])
+            .groupby(["version", "hidden", "image_size", "batch", "rows", "heuristic",
+                      "workspace_mib"], as_index=False)
+            .agg(median_us=("median_us", "median"), launches=("launches", "median")))
+    default = lt[(lt["heuristic"] == DEFAULT_SETTING[0])
+                 & (lt["workspace_mib"] == DEFAULT_SETTING[1])]
+    ref = default.set_index(["version", "hidden", "image_size", "batch"])["median_us"]
+    lt["time / default"] = [m / ref.get((v, h, i, b), np.nan) for v, h, i, b, m in
+                            lt[["version", "hidden", "image_size", "batch", "median_us"]]
+                            .itertuples(index=False)]
+    lt["_o"] = lt["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order))
+    lt["_d"] = ~((lt["heuristic"] == DEFAULT_SETTING[0])
+                 & (lt["workspace_mib"] == DEFAULT_SETTING[1]))
+    lt = lt.sort_values(["_o", "version", "hidden", "image_size", "batch", "_d", "heuristic",
+                         "workspace_mib"]).drop(columns=["_o", "_d"])
+    lt_flush_text = {0.0: "L2 not flushed between repeats",
+                     1.0: "L2 flushed between repeats"}.get(lt_flush, "L2 flush not recorded")
+    show = lt.rename(columns={"workspace_mib": "workspace MiB", "median_us": "median us"})
+    show = show[["version", "hidden", "batch", "rows", "heuristic", "workspace MiB",
+                 "median us", "launches", "time / default"]].dropna(axis=1, how="all")
+    ctx.table("mlp_cublaslt", sd.markdown_table(show, {
+        "hidden": sd.fmt_int, "batch": sd.fmt_int, "rows": sd.fmt_int,
+        "workspace MiB": sd.fmt_int, "median us": sd.fmt_us, "launches": sd.fmt_int,
+        "time / default": sd.fmt_ratio}),
+        f"cuBLASLt choices (experiments/specs/mlp_cublaslt.toml): the GEMM algorithm from the "
+        f"heuristic once per shape (cached, the default) or queried on every call, and the "
+        f"workspace size (4 MiB default); time as a ratio to the default setting of the same "
+        f"version and batch; {lt_flush_text} (these rows only). {prov}.")
+else:
+    ctx.missing("table", "mlp_cublaslt",
+                "this run has no rows with cuBLASLt extra arguments "
+                "(experiments/specs/mlp_cublaslt.toml writes them)")
+
+# %% [markdown]
+# ## Every timed configuration at hidden 768 (median us)
+
+# %%
+if len(vb):
+    sweep = vb.pivot_table(index=["image_size", "batch", "rows"], columns="version",
+                           values="median_us")
+    sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
+    ctx.table("mlp_sweep", sd.markdown_table(sweep, {
+        c: (sd.fmt_int if c in ("image_size", "batch", "rows") else sd.fmt_us)
+        for c in sweep.columns}),
+        f"MLP median time per call (us) for every timed image size x batch x version at hidden "
+        f"{HIDDEN}; '-' = not timed (see the status table); {flush_text}. {prov}.")
+else:
+    ctx.missing("table", "mlp_sweep", f"no timed MLP rows at hidden {HIDDEN}")
+
+# %% [markdown]
+# ## Status: what was timed, skipped or failed
+
+# %%
+st = sd.status_table(everything.assign(
+    _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
+    .sort_values(["_o", "version"], kind="stable"))
+left_out = []
+n_lt = int(is_lt.sum())
+if n_lt:
+    left_out.append(f"{n_lt} timed rows with cuBLASLt extra arguments appear only in the "
+                    f"cuBLASLt table")
+if other_extra:
+    left_out.append(f"{other_extra} timed rows with other extra arguments are not shown")
+if flush_dropped:
+    as_ref = "" if lt is None else (", except as the cuBLASLt table's default-setting rows "
+                                    "where they match its L2 setting")
+    left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not in "
+                    f"the sweep's figures and tables{as_ref}")
+ctx.table("mlp_status", sd.markdown_table(st),
+          "MLP rows per version and status (every width and setting), with the reason of every "
+          "row that was not timed" + (f" ({'; '.join(left_out)})" if left_out else "") +
+          f". {prov}.")
+st
+
+# %% [markdown]
+# ## Findings, as sentences generated from the numbers above
+
+# %%
+findings = []
+
+# The two targets of TARGETS.md, judged on fused_epilogue at 6304 and 50432 rows.
+for r in key_rows:
+    f = at(FUSED, r)
+    if not np.isfinite(f):
+        findings.append(f"This run has no timing of {FUSED} at {r} x {HIDDEN}.")
+        continue
+    tf = at(FUSED, r, "tflops")
+    share = (f", {100 * tf / gemm_ceiling:.0f}% of the measured GEMM ceiling" if gemm_ceiling
+             else "")
+    comps = []
+    for anchor, how in ((GRAPH, "the PyTorch MLP replayed as a CUDA graph"),
+                        (EAGER, "the PyTorch MLP called eagerly")):
+        a = at(anchor, r)
+        if np.isfinite(a):
+            comps.append(f"{sd.faster_or_slower(a / f)} than {how} ({sd.fmt_us(a)} us)")
+    g = at(GEMM, r)
+    if np.isfinite(g):
+        comps.append(f"{sd.fmt_ratio(f / g)} the time of {GEMM} ({sd.fmt_us(g)} us, the same "
+                     f"two GEMMs without bias, GELU or residual)")
+    findings.append(f"At {r} x {HIDDEN} ({where(r)}), {FUSED} takes {sd.fmt_us(f)} us "
+                    f"({sd.fmt_gbps(tf)} TFLOP/s{share})" +
+                    (": " + join_and(comps) if comps else "") + ".")
+
+graph_met = [at(FUSED, r) < at(GRAPH, r) for r in KEY_ROWS
+             if np.isfinite(at(FUSED, r)) and np.isfinite(at(GRAPH, r))]
+if len(graph_met) == len(KEY_ROWS):
+    findings.append(f"The target of {FUSED} being faster than PyTorch's F.linear -> gelu -> "
+                    f"F.linear replayed as a CUDA graph (the stricter anchor) at {KEY_ROWS[0]} "
+                    f"and {KEY_ROWS[1]} rows is {'met' if all(graph_met) else 'not met'}.")
+else:
+    findings.append(f"The target of {FUSED} being faster than the PyTorch MLP at "
+                    f"{KEY_ROWS[0]} and {KEY_ROWS[1]} rows cannot be judged from this run: it "
+                    f"lacks a timing of {FUSED} or {GRAPH} at one of them.")
+gemm_ratios = [at(FUSED, r) / at(GEMM, r) for r in KEY_ROWS]
+if all(np.isfinite(gemm_ratios)):
+    met = all(x <= TARGET_GEMM_RATIO for x in gemm_ratios)
+    findings.append(f"The target of {FUSED} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at "
+                    f"{KEY_ROWS[0]} and {KEY_ROWS[1]} rows is {'met' if met else 'not met'} "
+                    f"({' and '.join(sd.fmt_ratio(x) for x in gemm_ratios)}); {GEMM} has no bias "
+                    f"at all, so this is slightly stricter than the bias-only GEMM pair of "
+                    f"TARGETS.md.")
+else:
+    findings.append(f"The target of {FUSED} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
+                    f"cannot be judged from this run: it lacks a timing of {FUSED} or {GEMM} at "
+                    f"{KEY_ROWS[0]} or {KEY_ROWS[1]} rows.")
+
+
+def fastest_mlp(rows):
+    """Fastest own version that computes the MLP (gemm_only does not)."""
+    d = vb[(vb["rows"] == rows) & vb["version"].map(sd.is_own) & (vb["version"] != GEMM)]
+    return d.loc[d["median_us"].idxmin()] if len(d) else None
+
+
+for r in key_rows:
+    b = fastest_mlp(r)
+    if b is not None and b["version"] != FUSED and np.isfinite(at(FUSED, r)):
+        findings.append(f"At {r} x {HIDDEN} the fastest MLP version is {b['version']} "
+                        f"({sd.fmt_us(b['median_us'])} us), not {FUSED}.")
+
+# Each version against unfused at the largest key size: what removing the pointwise traffic
+# (or only vectorizing it, or only hiding the launches) is worth.
+if key_rows:
+    big = max(key_rows)
+    u = at(UNFUSED, big)
+    others = [v for v in order if sd.is_own(v) and v not in (UNFUSED, GEMM)
+              and np.isfinite(at(v, big))]
+    if np.isfinite(u) and others:
+        findings.append(f"At {big} x {HIDDEN}, against {UNFUSED} ({sd.fmt_us(u)} us): " +
+                        join_and(f"{v} {sd.faster_or_slower(u / at(v, big))}"
+                                 for v in others) + ".")
+    g, gt = at(GEMM, big), at(GEMM, big, "tflops")
+    if np.isfinite(g) and gemm_ceiling:
+        findings.append(f"{GEMM} reaches {sd.fmt_gbps(gt)} TFLOP/s at {big} x {HIDDEN}, "
+                        f"{100 * gt / gemm_ceiling:.0f}% of the fp16 GEMM ceiling measured in "
+                        f"the same run ({gemm_ceiling:,.0f} TFLOP/s at 8192^3).")
+
+# The graph's gain where launches dominate: the smallest timed size.
+if len(vb):
+    small = int(vb["rows"].min())
+    u, ug = at(UNFUSED, small), at(GRAPHED, small)
+    if np.isfinite(u) and np.isfinite(ug):
+        findings.append(f"At {small} rows ({where(small)}), {GRAPHED} takes {sd.fmt_us(ug)} us "
+                        f"against {UNFUSED}'s {sd.fmt_us(u)} us: replaying the same kernels "
+                        f"from one graph launch is {sd.faster_or_slower(u / ug)}.")
+
+
+# Kernels per call and where the epilogue runs.
+def launch_counts(v):
+    d = vb[(vb["version"] == v) & np.isfinite(vb["launches"])]
+    if not len(d):
+        return None, []
+    mode = int(d["launches"].round().mode().iloc[0])
+    odd = d[d["launches"].round() != mode].sort_values("rows")
+    return mode, [(int(r), int(n)) for r, n in zip(odd["rows"], odd["launches"].round())]
+
+
+counts = {v: launch_counts(v) for v in order}
+counts = {v: c for v, c in counts.items() if c[0] is not None}
+if counts:
+    def count_text(v):
+        mode, odd = counts[v]
+        return (f"{label(v)} {mode}" +
+                (f" ({', '.join(f'{n} at {r} rows' for r, n in odd)})" if odd else ""))
+    how = ("one call captured into a CUDA graph and its kernel nodes counted" +
+           ("; PyTorch: its profiler's kernels per eager call"
+            if any(sd.is_anchor(v) for v in counts) else ""))
+    findings.append(f"Kernels per call ({how}): " +
+                    join_and(count_text(v) for v in counts) + ".")
+    floor, floor_who = ((counts[GEMM][0], f"{GEMM}'s {counts[GEMM][0]}") if GEMM in counts
+                        else (2, "the 2 GEMMs"))
+    inside, outside = [], []
+    for v in counts:
+        if not sd.is_own(v) or v == GEMM:
+            continue
+        (inside if counts[v][0] <= floor else outside).append(v)
+    if inside:
+        findings.append(f"{join_and(inside)} run{'s' if len(inside) == 1 else ''} as many "
+                        f"kernels as {floor_who}: bias, GELU and the residual run inside the "
+                        f"GEMMs' epilogues, with no pass of their own.")
+    if FUSED in outside:
+        extra_k = counts[FUSED][0] - floor
+        findings.append(f"{FUSED} runs {extra_k} kernel{'s' if extra_k != 1 else ''} beyond "
+                        f"{floor_who}: cuBLASLt ran at least one extra kernel (a separate "
+                        f"epilogue pass or a split-K reduction), so its epilogue is not "
+                        f"entirely inside the GEMMs.")
+    passes = [v for v in outside if v != FUSED]
+    for extra_k in sorted({counts[v][0] - floor for v in passes}):
+        who = [v for v in passes if counts[v][0] - floor == extra_k]
+        findings.append(f"{join_and(who)} run{'s' if len(who) == 1 else ''} {extra_k} "
+                        f"kernel{'s' if extra_k != 1 else ''} beyond {floor_who}: bias, GELU "
+                        f"and the residual run outside the GEMMs, as separate passes over h and "
+                        f"y" + (f" ({GRAPHED} replays them from one graph launch)"
+                                if GRAPHED in who else "") + ".")
+    # Where the fused path ran more kernels than the GEMMs alone at the same size.
+    if FUSED in inside and GEMM in counts:
+        extra_at = []
+        for r in sorted(set(vb["rows"])):
+            nf, ng = at(FUSED, r, "launches"), at(GEMM, r, "launches")
+            if np.isfinite(nf) and np.isfinite(ng) and nf > ng:
+                extra_at.append(f"{int(nf)} against {int(ng)} at {int(r)} rows")
+        if extra_at:
+            findings.append(f"{FUSED} runs more kernels than {GEMM} at some sizes "
+                            f"({'; '.join(extra_at)}): cuBLASLt ran an extra kernel there (a "
+                            f"separate epilogue pass or a split-K reduction).")
+
+# The widths.
+if len(widths) >= 2:
+    parts = []
+    for h in widths:
+        f = at(FUSED, None, hidden=h, image=224, batch=KEY_BATCH)
+        g = at(GEMM, None, hidden=h, image=224, batch=KEY_BATCH)
+        a = at(GRAPH, None, hidden=h, image=224, batch=KEY_BATCH)
+        bits = []
+        if np.isfinite(f) and np.isfinite(g):
+            bits.append(f"takes {sd.fmt_ratio(f / g)} the time of {GEMM}")
+        if np.isfinite(f) and np.isfinite(a):
+            bits.append(f"is {sd.faster_or_slower(a / f)} than the PyTorch MLP graph")
+        if bits:
+            parts.append(f"at hidden {h} it {' and '.join(bits)}")
+    if parts:
+        findings.append(f"Across the ViT widths at batch {KEY_BATCH}, 224 px, for {FUSED}: "
+                        + "; ".join(parts) + ".")
+
+# cuBLASLt settings.
+if lt is not None:
+    settings = (lt[["heuristic", "workspace_mib"]].drop_duplicates()
+                .sort_values(["heuristic", "workspace_mib"]))
+    for heur, ws in settings.itertuples(index=False):
+        if (heur, ws) == DEFAULT_SETTING:
+            continue
+        name = ("the GEMM heuristic queried on every call" if heur != DEFAULT_SETTING[0]
+                else f"a {int(ws)} MiB workspace")
+        if heur != DEFAULT_SETTING[0] and ws != DEFAULT_SETTING[1]:
+            name += f" and a {int(ws)} MiB workspace"
+        d = lt[(lt["heuristic"] == heur) & (lt["workspace_mib"] == ws)]
+        per = []
+        for v in [v for v in order if v in set(d["version"])]:
+            dv = d[(d["version"] == v) & np.isfinite(d["time / default"])].sort_values("batch")
+            if len(dv):
+                per.append(f"{v} " + ", ".join(
+                    f"{sd.fmt_ratio(x)} at batch {int(b)}"
+                    for b, x in zip(dv["batch"], dv["time / default"])))
+        if per:
+            findings.append(f"With {name}, the time per call relative to the default "
+                            f"(heuristic cached, {DEFAULT_SETTING[1]} MiB workspace; "
+                            f"{lt_flush_text}) is: {'; '.join(per)}.")
+        else:
+            findings.append(f"With {name} this run has no default-setting rows of the same "
+                            f"shapes and L2 setting to compare with.")
+    changed = []
+    for (v, h, i, b), g in lt.groupby(["version", "hidden", "image_size", "batch"]):
+        n = g.set_index(["heuristic", "workspace_mib"])["launches"].dropna()
+        base = n.get(DEFAULT_SETTING)
+        if base is None:
+            continue
+        for (heur, ws), k in n.items():
+            if k != base:
+                changed.append(f"{v} at batch {int(b)} runs {int(k)} kernels with heuristic "
+                               f"{heur} and {int(ws)} MiB (default {int(base)})")
+    if changed:
+        findings.append("The cuBLASLt setting changes the kernel count: " + "; ".join(changed)
+                        + ".")
+
+n_skip = int((everything["status"] == "skipped").sum())
+n_fail = int((everything["status"] == "failed").sum())
+if n_skip or n_fail:
+    who = ", ".join(sorted(set(everything.loc[everything["status"] != "ok", "version"])))
+    findings.append(f"{n_skip} configuration{'s' if n_skip != 1 else ''} skipped and {n_fail} "
+                    f"failed the correctness check ({who}); the status table gives the "
+                    f"reasons, and none of them is plotted.")
+else:
+    findings.append("Every configuration passed the correctness check and was timed.")
+
+ctx.text("mlp_findings", findings)
+print("\n".join(findings))

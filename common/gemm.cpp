@@ -1,4 +1,6 @@
 #include "gemm.hpp"
+#include <algorithm>
+#include <vector>
 #include <stdexcept>
 #include <tuple>
 #include "check.hpp"
@@ -106,12 +108,13 @@ std::unique_ptr<Gemm::Plan> Gemm::make_plan(const Key& key) {
   return plan;
 }
 
-void Gemm::choose_algorithm(Plan& plan, const Key& key) {
-  cublasLtMatmulHeuristicResult_t result{};
+void Gemm::choose_algorithm(Plan& plan, const Key& key, const GemmOperands& op, cudaStream_t stream) {
+  const int wanted = std::max(1, config_.autotune_candidates);
+  std::vector<cublasLtMatmulHeuristicResult_t> results(wanted);
   int found = 0;
   ++heuristic_queries_;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.cd,
-                                                           plan.cd, plan.pref, 1, &result, &found);
+                                                           plan.cd, plan.pref, wanted, results.data(), &found);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))
     throw StudyError(ErrorKind::Library,
                      "cuBLASLt heuristic found no algorithm for Y[" + std::to_string(key.m) + "," +
@@ -123,7 +126,43 @@ void Gemm::choose_algorithm(Plan& plan, const Key& key) {
                          std::to_string(key.align_bias) +
                          " bytes, workspace " + std::to_string(workspace_.bytes()) + " bytes");
   CUBLAS_CHECK(st);
-  plan.algo = result.algo;
+  plan.algo = results[0].algo;
+  // Timing needs a stream that is not being captured, and a residual that is not the output
+  // (repeated runs would otherwise accumulate into it).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (found < 2 || capture != cudaStreamCaptureStatusNone || op.residual == op.y) return;
+  float best = time_algorithm(plan, results[0].algo, op, stream);
+  for (int i = 1; i < found; ++i) {
+    const float t = time_algorithm(plan, results[i].algo, op, stream);
+    if (t < best) {
+      best = t;
+      plan.algo = results[i].algo;
+    }
+  }
+}
+
+float Gemm::time_algorithm(Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmOperands& op,
+                           cudaStream_t stream) {
+  const float alpha = 1.f, beta = op.residual ? 1.f : 0.f;
+  const __half* c = op.residual ? op.residual : op.y;
+  constexpr int kReps = 5;
+  std::vector<float> ms(kReps);
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  for (int r = -1; r < kReps; ++r) {  // r = -1: warm-up
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, op.w, plan.a, op.x, plan.b, &beta, c, plan.cd,
+                                op.y, plan.cd, &algo, workspace_.get(), workspace_.bytes(), stream));
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[r], start, stop));
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return 1000.f * ms[kReps / 2];
 }
 
 void Gemm::run(const GemmShape& s, Epilogue e, const GemmOperands& op, cudaStream_t stream) {
@@ -147,7 +186,7 @@ void Gemm::run(const GemmShape& s, Epilogue e, const GemmOperands& op, cudaStrea
   if (op.bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &op.bias,
                                                 sizeof op.bias));
-  if (fresh || config_.heuristic_every_call) choose_algorithm(plan, key);
+  if (fresh || config_.heuristic_every_call) choose_algorithm(plan, key, op, stream);
   if (fresh) plans_.emplace(key, std::move(fresh));  // only plans with an algorithm are cached
   const float alpha = 1.f, beta = op.residual ? 1.f : 0.f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, op.w, plan.a, op.x, plan.b, &beta, c, plan.cd,

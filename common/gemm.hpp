@@ -40,6 +40,9 @@ struct GemmConfig {
   std::size_t workspace_bytes = std::size_t(4) << 20;  // cuBLAS's own default
   // Query the heuristic on every call instead of once per plan, to measure what caching saves.
   bool heuristic_every_call = false;
+  // 0 or 1: take the heuristic's first algorithm. N > 1: time the heuristic's top N candidates
+  // once when a plan is made (on the caller's operands) and keep the fastest.
+  int autotune_candidates = 0;
 };
 
 class Gemm {
@@ -72,7 +75,10 @@ class Gemm {
   };
   struct Plan;
   std::unique_ptr<Plan> make_plan(const Key& key);  // descriptors and preferences
-  void choose_algorithm(Plan& plan, const Key& key);
+  void choose_algorithm(Plan& plan, const Key& key, const GemmOperands& op, cudaStream_t stream);
+  // Median time of `reps` runs of one algorithm, microseconds (plan-time autotuning only).
+  float time_algorithm(Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmOperands& op,
+                       cudaStream_t stream);
 
   GemmConfig config_;
   cublasLtHandle_t handle_ = nullptr;

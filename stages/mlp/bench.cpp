@@ -10,7 +10,7 @@
 int main(int argc, char** argv) {
   return study::bench_main("mlp_" STAGE_VERSION, [&](study::BenchReport& report) {
     study::CommonOptions o;
-    int rows = 0, hidden = 0, workspace_mib = 4;
+    int rows = 0, hidden = 0, workspace_mib = 4, autotune = 0;
     bool heuristic_every_call = false;
     study::Cli cli("mlp_" STAGE_VERSION,
                    "ViT MLP y = x + fc2(GELU(fc1(x))) over [batch*tokens, hidden], mlp 4x hidden: "
@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
     cli.add_int("--workspace-mib", &workspace_mib, "cuBLASLt workspace in MiB (default 4)", 0);
     cli.add_flag("--heuristic-every-call", &heuristic_every_call,
                  "query the cuBLASLt heuristic on every GEMM instead of once per shape");
+    cli.add_int("--autotune", &autotune, "time the heuristic's top N cuBLASLt algorithms per shape "
+                "once and keep the fastest (default 0: the heuristic's first)", 0);
     cli.parse(argc, argv);
 
     const auto& model = study::find_model(o.model);
@@ -28,6 +30,8 @@ int main(int argc, char** argv) {
     const long long default_rows = static_cast<long long>(o.batch) * tokens;
     if (!cli.given("--rows") && default_rows > (1LL << 31) - 1)
       throw study::StudyError(study::ErrorKind::Usage, "batch * tokens overflows the row count");
+    if (autotune > 64)
+      throw study::StudyError(study::ErrorKind::Usage, "--autotune must be <= 64, got " + std::to_string(autotune));
     if (workspace_mib > 4096)
       throw study::StudyError(study::ErrorKind::Usage, "--workspace-mib must be <= 4096, got " +
                                                            std::to_string(workspace_mib));
@@ -44,7 +48,8 @@ int main(int argc, char** argv) {
     const std::string setup = "rows=" + std::to_string(p.rows) + " mlp_hidden=" +
                               std::to_string(p.mlp_hidden) + "; workspace " +
                               std::to_string(workspace_mib) + " MiB; heuristic " +
-                              (heuristic_every_call ? "every call" : "cached");
+                              (heuristic_every_call ? "every call" : "cached") +
+                              (autotune > 1 ? "; autotuned over " + std::to_string(autotune) + " candidates" : "");
     if (o.streams != 1) {  // as the PyTorch anchors: never a row that claims streams it did not use
       report.write("skipped", "the MLP bench runs on one stream (--streams 1 only)");
       return 0;
@@ -59,6 +64,7 @@ int main(int argc, char** argv) {
     study::GemmConfig gc;
     gc.workspace_bytes = static_cast<std::size_t>(workspace_mib) << 20;
     gc.heuristic_every_call = heuristic_every_call;
+    gc.autotune_candidates = autotune;
     study::Gemm gemm(gc);
 
     std::string check_note = "not checked (--no-check)";

@@ -1,5 +1,6 @@
 #include "layernorm.hpp"
 #include "check.hpp"
+#include "registry.hpp"
 
 namespace layernorm {
 
@@ -13,13 +14,7 @@ const std::vector<Version>& versions() {
 }
 
 const Version& find_version(const std::string& name) {
-  std::string known;
-  for (const auto& v : versions()) {
-    if (name == v.name) return v;
-    known += (known.empty() ? "" : ", ") + std::string(v.name);
-  }
-  throw study::StudyError(study::ErrorKind::Usage,
-                          "unknown layernorm version '" + name + "' (known: " + known + ")");
+  return study::find_by_name(versions(), name, "layernorm");
 }
 
 double bytes(const Problem& p) {

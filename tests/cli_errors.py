@@ -40,6 +40,9 @@ def main(exes):
         extra = []
         if name.startswith(("layernorm_", "mlp_")):
             extra = [(["--rows", "0"], "--rows must be >= 1"), (["--hidden", "-1"], "--hidden must be >= 1")]
+        if name.startswith("attention_"):
+            extra = [(["--tokens", "0"], "--tokens must be >= 1"), (["--heads", "-1"], "--heads must be >= 1"),
+                     (["--head-dim", "0"], "--head-dim must be >= 1")]
         for args, expect in BAD + extra:
             r = run(exe, args)
             lines = [l for l in r.stderr.splitlines() if l.strip()]

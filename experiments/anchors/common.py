@@ -110,6 +110,56 @@ def _positive(name, minimum=1):
     return parse
 
 
+def count_kernels(torch, fn, dev):
+    """Kernels one eager call launches, from the profiler's device activities (the graph
+    replays the same kernels). None, with the reason, when the profiler is unavailable."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        torch.cuda.synchronize(dev)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize(dev)
+        return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA), ""
+    except Exception as e:  # CUPTI missing or busy: the row says so instead of guessing
+        return None, f"; launches not counted ({type(e).__name__})"
+
+
+def eager_or_graph(torch, forward, dev, graphed):
+    """(run, result, note) for one anchor: run() is what gets timed; result() returns a freshly
+    computed output for the check. graphed: one call captured into a CUDA graph and replayed."""
+    if not graphed:
+        out = {}
+
+        def run():
+            out["y"] = forward()
+
+        def result():
+            out.pop("y", None)
+            run()
+            return out.pop("y")
+        return run, result, "eager"
+    # Capture on a side stream after warm-up calls there, as PyTorch requires; the graph's
+    # output is static, so poisoning it before the checked replay proves the replay wrote it.
+    side = torch.cuda.Stream(device=dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            forward()
+    torch.cuda.current_stream(dev).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y_static = forward()
+
+    def run():
+        graph.replay()
+
+    def result():
+        y_static.fill_(float("nan"))
+        graph.replay()
+        return y_static
+    return run, result, "cuda-graph replay"
+
+
 def make_parser(prog, summary, versions):
     p = _Parser(prog=prog, description=summary)
     p.add_argument("--version", required=True, choices=sorted(versions),

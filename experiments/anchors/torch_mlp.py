@@ -54,20 +54,6 @@ def flops(rows, hidden, mlp):
     return 4 * rows * hidden * mlp
 
 
-def count_kernels(torch, fn, dev):
-    """Kernels one eager call launches, from the profiler's device activities (the graph
-    replays the same kernels). None, with the reason, when the profiler is unavailable."""
-    try:
-        from torch.profiler import ProfilerActivity, profile
-        torch.cuda.synchronize(dev)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize(dev)
-        return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA), ""
-    except Exception as e:  # CUPTI missing or busy: the row says so instead of guessing
-        return None, f"; launches not counted ({type(e).__name__})"
-
-
 def build(torch, args):
     if args.streams != 1:
         raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
@@ -89,39 +75,8 @@ def build(torch, args):
     def mlp_forward():
         return x + F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
 
-    launches, launch_note = count_kernels(torch, mlp_forward, dev)
-    if args.version == "pytorch_mlp":
-        out = {}
-
-        def run():
-            out["y"] = mlp_forward()
-
-        def result():
-            out.pop("y", None)
-            run()
-            return out.pop("y")
-        note = "eager"
-    else:
-        # Capture on a side stream after warm-up calls there, as PyTorch requires; the graph's
-        # output is static, so poisoning it before the checked replay proves the replay wrote it.
-        side = torch.cuda.Stream(device=dev)
-        side.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                mlp_forward()
-        torch.cuda.current_stream(dev).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            y_static = mlp_forward()
-
-        def run():
-            graph.replay()
-
-        def result():
-            y_static.fill_(float("nan"))
-            graph.replay()
-            return y_static
-        note = "cuda-graph replay"
+    launches, launch_note = common.count_kernels(torch, mlp_forward, dev)
+    run, result, note = common.eager_or_graph(torch, mlp_forward, dev, args.version == "pytorch_mlp_graph")
 
     def check():
         got = result()

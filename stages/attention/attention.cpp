@@ -1,6 +1,7 @@
 #include "attention.hpp"
 #include <cstdint>
 #include "check.hpp"
+#include "registry.hpp"
 
 namespace attention {
 
@@ -16,13 +17,7 @@ const std::vector<Version>& versions() {
 }
 
 const Version& find_version(const std::string& name) {
-  std::string known;
-  for (const auto& v : versions()) {
-    if (name == v.name) return v;
-    known += (known.empty() ? "" : ", ") + std::string(v.name);
-  }
-  throw study::StudyError(study::ErrorKind::Usage,
-                          "unknown attention version '" + name + "' (known: " + known + ")");
+  return study::find_by_name(versions(), name, "attention");
 }
 
 double bytes(const Problem& p) {

@@ -8,9 +8,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
-#include <cudnn_frontend.h>
-#include "buffer.hpp"
-#include "cudnn_check.hpp"
+#include "cudnn_graph.hpp"
 
 namespace layernorm {
 namespace {
@@ -22,15 +20,6 @@ struct Plan {
   study::DeviceBuffer<char> workspace;
   std::string error;  // non-empty: cuDNN refused this shape
 };
-
-cudnnHandle_t handle() {
-  static cudnnHandle_t h = [] {
-    cudnnHandle_t created;
-    CUDNN_CHECK(cudnnCreate(&created));
-    return created;
-  }();
-  return h;
-}
 
 // Built once per (rows, hidden, eps); a refusal is cached too, with cuDNN's reason.
 Plan& plan_for(const Problem& p) {
@@ -55,18 +44,7 @@ Plan& plan_for(const Problem& p) {
   plan.y = outputs[0];
   plan.y->set_output(true);
 
-  auto status = g.validate();
-  if (status.is_good()) status = g.build_operation_graph(handle());
-  if (status.is_good()) status = g.create_execution_plans({fe::HeurMode_t::A});
-  if (status.is_good()) status = g.check_support(handle());
-  if (status.is_good()) status = g.build_plans(handle());
-  if (status.is_bad()) {
-    plan.error = "cuDNN refuses this shape: " + status.get_message();
-    return plan;
-  }
-  int64_t ws = 0;
-  CUDNN_FE_CHECK(g.get_workspace_size(ws));
-  plan.workspace = study::DeviceBuffer<char>(static_cast<size_t>(ws));
+  plan.error = study::build_cudnn_graph(g, plan.workspace);
   return plan;
 }
 
@@ -78,13 +56,13 @@ std::string supports(const Problem& p) {
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   Plan& plan = plan_for(p);
   if (!plan.error.empty()) throw study::StudyError(study::ErrorKind::Library, plan.error);
-  CUDNN_CHECK(cudnnSetStream(handle(), stream));
+  CUDNN_CHECK(cudnnSetStream(study::cudnn_handle(), stream));
   std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack = {
       {plan.x, const_cast<__half*>(a.x)},
       {plan.scale, const_cast<__half*>(a.gamma)},
       {plan.bias, const_cast<__half*>(a.beta)},
       {plan.y, a.y}};
-  CUDNN_FE_CHECK(plan.graph.execute(handle(), pack, plan.workspace.get()));
+  CUDNN_FE_CHECK(plan.graph.execute(study::cudnn_handle(), pack, plan.workspace.get()));
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+// What every cuDNN-frontend version shares: one handle per process, and building a graph once
+// (validate, heuristic plans, support check, build) with cuDNN's reason kept when it refuses.
+// Included only by cuDNN versions, inside #ifdef STUDY_HAVE_CUDNN.
+#pragma once
+#include <string>
+#include <cudnn_frontend.h>
+#include "buffer.hpp"
+#include "cudnn_check.hpp"
+
+namespace study {
+
+inline cudnnHandle_t cudnn_handle() {
+  static cudnnHandle_t h = [] {
+    cudnnHandle_t created;
+    CUDNN_CHECK(cudnnCreate(&created));
+    return created;
+  }();
+  return h;
+}
+
+// Empty and `workspace` sized on success; otherwise why cuDNN refuses the graph.
+inline std::string build_cudnn_graph(cudnn_frontend::graph::Graph& g, DeviceBuffer<char>& workspace) {
+  auto status = g.validate();
+  if (status.is_good()) status = g.build_operation_graph(cudnn_handle());
+  if (status.is_good()) status = g.create_execution_plans({cudnn_frontend::HeurMode_t::A});
+  if (status.is_good()) status = g.check_support(cudnn_handle());
+  if (status.is_good()) status = g.build_plans(cudnn_handle());
+  if (status.is_bad()) return "cuDNN refuses this shape: " + status.get_message();
+  int64_t bytes = 0;
+  CUDNN_FE_CHECK(g.get_workspace_size(bytes));
+  workspace = DeviceBuffer<char>(static_cast<size_t>(bytes));
+  return {};
+}
+
+}  // namespace study

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: build, run the GPU test suite, the ceilings and the sweeps named
-# on the command line, and dump resource reports. Everything lands in $OUT (logs, CSVs, asm)
-# as plain files (what is under $OUT comes back even when the call is cut off, and the machine
-# keeps nothing). Usage: experiments/device_session.sh [spec ...]   (default: layernorm_quick)
+# A batch job for a GPU node with no network (cuDNN frontend headers already in .deps/):
+# build, run the test suite, the ceilings and the sweeps named on the command line, and dump
+# the ptxas resource reports. Everything is written under $OUT (default ./out) as it goes, so an
+# interrupted job keeps what it finished.
+# Usage: experiments/gpu_job.sh [spec ...]   (default: layernorm_quick)
 # STUDY_TESTS=0 skips the test suite, STUDY_ASM=0 the resource reports.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."

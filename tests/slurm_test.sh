@@ -63,7 +63,7 @@ munged --socket="$tmp/munge/munge.socket" --key-file="$tmp/munge/munge.key" \
   --pid-file="$tmp/munge/munged.pid" --log-file="$tmp/munge/munged.log" \
   --seed-file="$tmp/munge/munged.seed" || fail "munged did not start: $(tail -3 "$tmp/munge/munged.log" 2>/dev/null)"
 
-# ---- slurm.conf: one node, no cgroups (this sandbox has none: jobs would fail and the node
+# ---- slurm.conf: one node, no cgroups (containers often have none: jobs would fail and the node
 # drain), no accounting; free ports so a running Slurm is not disturbed ----------------------
 host=$(hostname -s)
 read -r ctld_port slurmd_port < <("$py" -c '

@@ -1,6 +1,8 @@
 #include "bench.hpp"
 #include "buffer.hpp"
 #include "check.hpp"
+#include "launches.hpp"
+#include "timing.hpp"
 
 namespace study {
 
@@ -28,6 +30,17 @@ void set_timing(Row& row, const Stats& s, double bytes, double flops) {
     row.set("gbps", bytes / (s.median * 1e-6) / 1e9);
     row.set("tflops", flops / (s.median * 1e-6) / 1e12);
   }
+}
+
+void measure(BenchReport& report, const CommonOptions& o, const std::string& label,
+             const std::function<void(cudaStream_t)>& run, double bytes, double flops) {
+  report.row.set("launches", count_kernel_launches(run));
+  TimingOptions t;
+  t.warmup = o.warmup;
+  t.iters = o.iters;
+  t.flush_l2 = o.flush_l2;
+  t.label = label;
+  set_timing(report.row, time_region(run, t), bytes, flops);
 }
 
 int bench_main(const char* program, const std::function<int(BenchReport&)>& body) {

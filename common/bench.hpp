@@ -1,6 +1,7 @@
 // What every family's bench main shares: the row's identity, timing columns, and turning
 // an error into a `failed` (or, without a GPU, `skipped`) row plus a one-line message.
 #pragma once
+#include <cuda_runtime.h>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,6 +24,12 @@ Row base_row(const CommonOptions& o, const std::string& family, const std::strin
 
 // mean/std/median/min/max (us) and achieved GB/s, TFLOP/s from the median.
 void set_timing(Row& row, const Stats& s, double bytes, double flops);
+
+// Counts the kernels one call launches (graph capture), then times it as the options say
+// (warm-ups, CUDA events per call, optional L2 flush), and fills the row's launches and timing
+// columns.
+void measure(BenchReport& report, const CommonOptions& o, const std::string& label,
+             const std::function<void(cudaStream_t)>& run, double bytes, double flops);
 
 // Runs body; errors become one stderr line and an exit code as in run_main, and, once the
 // report is open, a row: `skipped` with "no CUDA device", else `failed` with the message.

@@ -7,9 +7,7 @@
 #include "compare.hpp"
 #include "gemm.hpp"
 #include "gpu.hpp"
-#include "launches.hpp"
 #include "random.hpp"
-#include "timing.hpp"
 
 namespace {
 
@@ -20,15 +18,6 @@ study::Row ceiling_row(const study::CommonOptions& o, const char* version) {
   return r;
 }
 
-study::TimingOptions timing(const study::CommonOptions& o, const char* label) {
-  study::TimingOptions t;
-  t.warmup = o.warmup;
-  t.iters = o.iters;
-  t.flush_l2 = o.flush_l2;
-  t.label = label;
-  return t;
-}
-
 void measure_copy(study::BenchReport& report, const study::CommonOptions& o, int mib) {
   const std::size_t bytes = static_cast<std::size_t>(mib) << 20;
   study::DeviceBuffer<char> src(bytes), dst(bytes);
@@ -36,8 +25,7 @@ void measure_copy(study::BenchReport& report, const study::CommonOptions& o, int
   const auto run = [&](cudaStream_t s) {
     CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s));
   };
-  const auto stats = study::time_region(run, timing(o, "ceilings_copy"));
-  study::set_timing(report.row, stats, 2.0 * bytes, 0);
+  study::measure(report, o, "ceilings_copy", run, 2.0 * bytes, 0);  // a copy-engine op: 0 kernels
   report.row.set("tflops", "");  // a copy does no arithmetic
   report.write("ok", "cudaMemcpyAsync device to device, " + std::to_string(mib) +
                          " MiB; gbps counts bytes read + written");
@@ -81,9 +69,7 @@ void measure_gemm(study::BenchReport& report, const study::CommonOptions& o, int
     }
     check_note = "16 sampled outputs checked";
   }
-  report.row.set("launches", study::count_kernel_launches(run));
-  const auto stats = study::time_region(run, timing(o, "ceilings_gemm"));
-  study::set_timing(report.row, stats, 3.0 * count * sizeof(__half), 2.0 * n * count);
+  study::measure(report, o, "ceilings_gemm", run, 3.0 * count * sizeof(__half), 2.0 * n * count);
   report.row.set("gbps", "");  // the GEMM row carries the compute ceiling only
   report.write("ok", "cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=" + std::to_string(n) +
                          ", heuristic algorithm, workspace " + std::to_string(workspace_mib) +

@@ -3,8 +3,6 @@
 #include "bench.hpp"
 #include "gpu.hpp"
 #include "harness.hpp"
-#include "launches.hpp"
-#include "timing.hpp"
 #include "vit_config.hpp"
 
 int main(int argc, char** argv) {
@@ -63,16 +61,9 @@ int main(int argc, char** argv) {
       check_note = "checked " + std::to_string(c.pairs_checked) + "/" + std::to_string(c.pairs_total) +
                    " (batch, head) pairs";
     }
-    study::TimingOptions t;
-    t.warmup = o.warmup;
-    t.iters = o.iters;
-    t.flush_l2 = o.flush_l2;
-    t.label = "attention_" STAGE_VERSION;
     const auto args = dev.args();
-    const auto run = [&](cudaStream_t s) { version.launch(p, args, s); };
-    report.row.set("launches", study::count_kernel_launches(run));
-    const auto stats = study::time_region(run, t);
-    study::set_timing(report.row, stats, attention::bytes(p), attention::flops(p));
+    study::measure(report, o, "attention_" STAGE_VERSION, [&](cudaStream_t s) { version.launch(p, args, s); },
+                   attention::bytes(p), attention::flops(p));
     report.write("ok", shape_note + "; " + check_note + "; cuda events per call");
     return 0;
   });

@@ -3,8 +3,6 @@
 #include "bench.hpp"
 #include "gpu.hpp"
 #include "harness.hpp"
-#include "launches.hpp"
-#include "timing.hpp"
 #include "vit_config.hpp"
 
 int main(int argc, char** argv) {
@@ -50,16 +48,9 @@ int main(int argc, char** argv) {
       }
       check_note = "checked";
     }
-    study::TimingOptions t;
-    t.warmup = o.warmup;
-    t.iters = o.iters;
-    t.flush_l2 = o.flush_l2;
-    t.label = "layernorm_" STAGE_VERSION;
     const auto args = dev.args();
-    const auto run = [&](cudaStream_t s) { version.launch(p, args, s); };
-    report.row.set("launches", study::count_kernel_launches(run));
-    const auto stats = study::time_region(run, t);
-    study::set_timing(report.row, stats, layernorm::bytes(p), layernorm::flops(p));
+    study::measure(report, o, "layernorm_" STAGE_VERSION, [&](cudaStream_t s) { version.launch(p, args, s); },
+                   layernorm::bytes(p), layernorm::flops(p));
     report.write("ok", shape_note + "; " + check_note + "; cuda events per call");
     return 0;
   });

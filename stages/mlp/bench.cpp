@@ -3,8 +3,6 @@
 #include "bench.hpp"
 #include "gpu.hpp"
 #include "harness.hpp"
-#include "launches.hpp"
-#include "timing.hpp"
 #include "vit_config.hpp"
 
 int main(int argc, char** argv) {
@@ -77,16 +75,9 @@ int main(int argc, char** argv) {
       }
       check_note = c.what;
     }
-    study::TimingOptions t;
-    t.warmup = o.warmup;
-    t.iters = o.iters;
-    t.flush_l2 = o.flush_l2;
-    t.label = "mlp_" STAGE_VERSION;
     const auto args = dev.args(gemm);
-    const auto run = [&](cudaStream_t s) { version.launch(p, args, s); };
-    report.row.set("launches", study::count_kernel_launches(run));
-    const auto stats = study::time_region(run, t);
-    study::set_timing(report.row, stats, mlp::bytes(p), mlp::flops(p));
+    study::measure(report, o, "mlp_" STAGE_VERSION, [&](cudaStream_t s) { version.launch(p, args, s); },
+                   mlp::bytes(p), mlp::flops(p));
     report.write("ok", setup + "; " + check_note + "; cuda events per call");
     return 0;
   });

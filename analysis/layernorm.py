@@ -127,27 +127,8 @@ ctx.figure("layernorm_gbps", fig,
 # %%
 baselines = [b for b in (V1, GRAPH, EAGER) if b in order]
 if baselines:
-    fig, axes = plt.subplots(1, len(baselines), figsize=(4.2 * len(baselines), 4.2),
-                             sharey=False, squeeze=False)
-    for ax, b in zip(axes[0], baselines):
-        base = t[t["version"] == b].set_index("rows")["median_us"]
-        for v in order:
-            if v == b:
-                continue
-            d = t[t["version"] == v].set_index("rows")["median_us"]
-            s = (base / d).dropna().sort_index()
-            if len(s):
-                ax.plot(s.index, s.values, label=label(v), **style[v])
-        ax.axhline(1.0, color="#444444", linewidth=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("rows (batch x tokens)")
-        ax.set_title(f"vs {label(b)}")
-    axes[0][0].set_ylabel("speedup (baseline time / version time)")
-    # One legend for all panels, below them: each panel omits its own baseline.
-    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
-               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
+    fig = sd.speedup_panels(t, order, baselines, label, style, "rows (batch x tokens)")
     sd.titled(fig, "LayerNorm: speedup per rows (above 1 = faster than the baseline)", prov)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
     ctx.figure("layernorm_speedup", fig,
                f"LayerNorm speedup per rows against {', '.join(label(b) for b in baselines)} "
                f"(baseline median time / version median time, same run). {prov}.")

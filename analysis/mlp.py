@@ -192,26 +192,9 @@ else:
 # %%
 baselines = [b for b in (UNFUSED, GRAPH) if b in set(vb["version"])]
 if baselines:
-    fig, axes = plt.subplots(1, len(baselines), figsize=(4.4 * len(baselines), 4.3),
-                             squeeze=False)
-    for ax, b in zip(axes[0], baselines):
-        base = vb[vb["version"] == b].set_index("rows")["median_us"]
-        for v in order:
-            if v == b:
-                continue
-            d = vb[vb["version"] == v].set_index("rows")["median_us"]
-            s = (base / d).dropna().sort_index()
-            if len(s):
-                ax.plot(s.index, s.values, label=label(v), **style[v])
-        ax.axhline(1.0, color="#444444", linewidth=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
-        ax.set_title(f"vs {label(b)}")
-    axes[0][0].set_ylabel("speedup (baseline time / version time)")
-    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
-               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
+    fig = sd.speedup_panels(vb, order, baselines, label, style,
+                            f"rows (batch x tokens), hidden {HIDDEN}")
     sd.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", prov)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
     ctx.figure("mlp_speedup", fig,
                f"MLP speedup per rows at hidden {HIDDEN} against "
                f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "

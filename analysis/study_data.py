@@ -426,6 +426,35 @@ def styles(order: list[str]) -> dict[str, dict]:
     return out
 
 
+def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], label, style,
+                   xlabel: str, panel_width: float = 4.3):
+    """One panel per baseline: baseline median time / version median time against rows, for
+    every other version in `order`, with one shared legend below the panels. Returns the
+    figure; the caller titles it and saves it with its own caption."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(baselines), figsize=(panel_width * len(baselines), 4.3),
+                             squeeze=False)
+    for ax, b in zip(axes[0], baselines):
+        base = table[table["version"] == b].set_index("rows")["median_us"]
+        for v in order:
+            if v == b:
+                continue
+            d = table[table["version"] == v].set_index("rows")["median_us"]
+            s = (base / d).dropna().sort_index()
+            if len(s):
+                ax.plot(s.index, s.values, label=label(v), **style[v])
+        ax.axhline(1.0, color="#444444", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_title(f"vs {label(b)}")
+    axes[0][0].set_ylabel("speedup (baseline time / version time)")
+    # Each panel omits its own baseline, so the legend is shared.
+    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
+               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.12, 1, 0.92))
+    return fig
+
+
 def titled(fig, what: str, provenance: str):
     """Figure title: what is shown, then the provenance line required on every figure."""
     fig.suptitle(f"{what}\n{provenance}", fontsize=9)

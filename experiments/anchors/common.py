@@ -160,6 +160,20 @@ def eager_or_graph(torch, forward, dev, graphed):
     return run, result, "cuda-graph replay"
 
 
+def add_rows_hidden_args(p, hidden_help="features per row (default: the model's hidden size)"):
+    """The --rows/--hidden overrides of the row-wise benches (layernorm, mlp)."""
+    p.add_argument("--rows", type=_positive("--rows"), default=None,
+                   help="rows (default batch * tokens)")
+    p.add_argument("--hidden", type=_positive("--hidden"), default=None, help=hidden_help)
+
+
+def rows_hidden(args):
+    """(rows, hidden) with the overrides applied, as the C++ benches compute them."""
+    rows = args.rows if args.rows is not None else args.batch * args.tokens
+    hidden = args.hidden if args.hidden is not None else MODELS[args.model][0]
+    return rows, hidden
+
+
 def make_parser(prog, summary, versions):
     p = _Parser(prog=prog, description=summary)
     p.add_argument("--version", required=True, choices=sorted(versions),

@@ -25,16 +25,11 @@ CHECK_CHUNK = 1 << 24  # elements per float64 reference chunk: bounds the check'
 
 
 def add_args(p):
-    p.add_argument("--rows", type=common._positive("--rows"), default=None,
-                   help="rows to normalize (default batch * tokens)")
-    p.add_argument("--hidden", type=common._positive("--hidden"), default=None,
-                   help="features per row (default: the model's hidden size)")
+    common.add_rows_hidden_args(p)
 
 
 def shape(args):
-    rows = args.rows if args.rows is not None else args.batch * args.tokens
-    hidden = args.hidden if args.hidden is not None else common.MODELS[args.model][0]
-    return rows, hidden
+    return common.rows_hidden(args)
 
 
 def identity(args):

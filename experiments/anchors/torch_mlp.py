@@ -26,15 +26,11 @@ CHECK_CHUNK = 1 << 24  # elements of the float64 intermediate per chunk: bounds 
 
 
 def add_args(p):
-    p.add_argument("--rows", type=common._positive("--rows"), default=None,
-                   help="rows (default batch * tokens)")
-    p.add_argument("--hidden", type=common._positive("--hidden"), default=None,
-                   help="features per row (default: the model's hidden size); mlp = 4x")
+    common.add_rows_hidden_args(p, "features per row (default: the model's hidden size); mlp = 4x")
 
 
 def shape(args):
-    rows = args.rows if args.rows is not None else args.batch * args.tokens
-    hidden = args.hidden if args.hidden is not None else common.MODELS[args.model][0]
+    rows, hidden = common.rows_hidden(args)
     return rows, hidden, 4 * hidden
 
 

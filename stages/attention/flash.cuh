@@ -1,0 +1,192 @@
+// What the flash kernels (v7_flash on mma.sync, v7_flash_wgmma on Hopper's wgmma) share:
+// swizzled 128-byte tile rows, cp.async tile loads, and the online softmax on MMA accumulators.
+//
+// Both keep a 16-row slice of scores in the m16n8 accumulator layout: thread `lane` holds rows
+// g = lane / 4 and g + 8, keys n*8 + 2*(lane % 4) + {0, 1} of n-tile n, as s[n][0..1] (row g)
+// and s[n][2..3] (row g + 8). mma.sync m16n8 tiles and wgmma's m64nN fragments (per warp) use
+// this same layout, so the softmax below serves both.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cuda_fp16.h>
+
+namespace attention::flash {
+
+constexpr int kD = 64;           // head_dim: one 128-byte smem row
+constexpr int kKeys = 64;        // keys per K/V tile
+constexpr int kChunks = kD / 8;  // 16-byte chunks per row
+
+// Offset in halves of chunk c of row r in a swizzled [rows][64] tile: chunk c ^ (r % 8), the
+// 128-byte swizzle of Hopper's wgmma descriptors when the tile starts 1024-byte aligned, and
+// bank-conflict free for ldmatrix phases and 16-byte cp.async stores alike.
+__device__ __forceinline__ int swizzle(int r, int c) { return r * kD + ((c ^ (r & 7)) << 3); }
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared without passing through registers; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
+
+__device__ __forceinline__ float exp2_approx(float x) {  // MUFU.EX2; exp2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Rows row0..row0+kTileRows-1 of one q/k/v block of the head into a swizzled tile, by
+// kThreads threads; rows past the sequence end are zero-filled (zero keys score 0 and are
+// masked; zero values keep 0 * garbage out of O).
+template <int kTileRows, int kThreads>
+__device__ __forceinline__ void load_tile(__half* dst, const __half* src, int stride, int row0, int tokens) {
+  static_assert(kTileRows * kChunks % kThreads == 0, "every thread moves the same number of chunks");
+#pragma unroll
+  for (int k = 0; k < kTileRows * kChunks / kThreads; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    const int r = i / kChunks, c = i % kChunks, t = row0 + r;
+    const bool valid = t < tokens;
+    cp_async16(smem_addr(dst + swizzle(r, c)), src + (valid ? t : 0) * stride + c * 8, valid);
+  }
+}
+
+// A warp's running softmax state for kMTiles slices of 16 rows.
+template <int kMTiles>
+struct Rows {
+  float o[kMTiles][8][4];  // O accumulators: 8 n-tiles of 8 dims
+  float m[kMTiles][2];     // reference max of rows g and g + 8 (raw score units)
+  float l[kMTiles][2];     // this lane's partial sum of exp2((s - m) * scale_log2)
+
+  __device__ __forceinline__ void init() {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int n = 0; n < 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+      m[mt][0] = m[mt][1] = -INFINITY;
+      l[mt][0] = l[mt][1] = 0.f;
+    }
+  }
+};
+
+// Lazy rescaling: O is rescaled only when a row max grows by more than kLazyLog2 (log2 units)
+// over the row's reference max: until then P <= 2^kLazyLog2, exact enough in fp16 and far
+// from overflow, and O and l share the stale reference, so the final O / l is unchanged.
+constexpr float kLazyLog2 = 8.f;
+
+// One 64-key tile of the online softmax: turns the scores s into P = exp2((s - m) * scale)
+// in place, updating the row maxima, the partial sums and (when a max grew) O. kRagged: the
+// sequence ends inside this tile after `valid` keys, the rest are masked to -inf.
+template <int kMTiles, bool kRagged>
+__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][8][4], Rows<kMTiles>& st, int valid,
+                                               float scale_log2, int lane) {
+  if (kRagged) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (n * 8 + 2 * (lane & 3) + (i & 1) >= valid) s[mt][n][i] = -INFINITY;
+  }
+
+  // Row maxima of the tile; the 4 lanes of a row combine theirs by shuffles.
+  float mx[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float v = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) v = fmaxf(v, fmaxf(s[mt][n][2 * hr], s[mt][n][2 * hr + 1]));
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      mx[mt][hr] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));  // finite: the tile has a valid key
+    }
+
+  // New reference maxima; O and the partial sums rescaled by exp2((m_old - m_new) * scale).
+  bool grow = false;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) grow |= (mx[mt][hr] - st.m[mt][hr]) * scale_log2 > kLazyLog2;
+  if (__any_sync(0xffffffffu, grow)) {  // -inf reference on the first tile: always
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const float m_new = fmaxf(st.m[mt][hr], mx[mt][hr]);
+        const float corr = exp2_approx((st.m[mt][hr] - m_new) * scale_log2);
+        st.m[mt][hr] = m_new;
+        st.l[mt][hr] *= corr;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          st.o[mt][n][2 * hr] *= corr;
+          st.o[mt][n][2 * hr + 1] *= corr;
+        }
+      }
+  }
+
+  // P = exp2(s * scale - m * scale): one FFMA and one MUFU.EX2 per score.
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const float shift = st.m[mt][hr] * scale_log2;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        s[mt][n][2 * hr] = exp2_approx(fmaf(s[mt][n][2 * hr], scale_log2, -shift));
+        s[mt][n][2 * hr + 1] = exp2_approx(fmaf(s[mt][n][2 * hr + 1], scale_log2, -shift));
+        sum += s[mt][n][2 * hr] + s[mt][n][2 * hr + 1];
+      }
+      st.l[mt][hr] += sum;
+    }
+}
+
+// P's A fragment (m16k16) for keys 16kk..16kk+15 of one m-tile: n-tiles 2kk and 2kk+1 of the
+// accumulator layout, packed to fp16.
+__device__ __forceinline__ void p_fragment(uint32_t (&a)[4], const float (&s)[8][4], int kk) {
+  a[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// Normalizes a warp's 16 x kMTiles rows of O by their sums, stages them in `stage` (a swizzled
+// [16 * kMTiles][64] region only this warp uses) and writes them as whole 128-byte rows to
+// out rows row0.. (those past the sequence end are dropped).
+template <int kMTiles>
+__device__ __forceinline__ void store_rows(const Rows<kMTiles>& st, __half* stage, __half* out, int width,
+                                           int row0, int tokens, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float sum = st.l[mt][hr];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = 1.f / sum;
+      const int r = 16 * mt + (lane >> 2) + 8 * hr;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        *reinterpret_cast<uint32_t*>(stage + swizzle(r, n) + 2 * (lane & 3)) =
+            pack_half2(st.o[mt][n][2 * hr] * inv, st.o[mt][n][2 * hr + 1] * inv);
+    }
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * kMTiles * kChunks; i += 32) {
+    const int r = i / kChunks, c = i % kChunks, t = row0 + r;
+    if (t < tokens)
+      *reinterpret_cast<uint4*>(out + t * width + c * 8) = *reinterpret_cast<const uint4*>(stage + swizzle(r, c));
+  }
+}
+
+}  // namespace attention::flash

@@ -1,0 +1,260 @@
+// v7_flash_wgmma: v7_flash's algorithm on Hopper's asynchronous warpgroup MMA (sm_90a).
+//
+// A block owns 128 query rows of one (batch, head): 2 warpgroups (4 warps each) of 64 rows.
+// Per 64-key tile and warpgroup, S = Q K^T is 4 wgmma m64n64k16 with both operands read by
+// the tensor cores straight from shared memory through descriptors (no ldmatrix, no operand
+// registers), the online softmax runs on the accumulators in registers exactly as in v7_flash
+// (wgmma's per-warp accumulator layout is mma.sync's m16n8 layout), and O += P V is 4 wgmma
+// m64n64k16 with P from registers and V read transposed from shared memory. wgmma is
+// asynchronous: P V of tile j and S of tile j+1 are issued back to back and waited on once,
+// and the 4 warpgroups an SM holds interleave one's softmax with another's products. K and V
+// go through 3 shared-memory stages filled by cp.async, two tiles ahead of the products.
+// Tiles are 128-byte rows, 1024-byte aligned, in the 128-byte swizzle wgmma's descriptors
+// name (the same XOR layout v7_flash uses for ldmatrix).
+#include <cmath>
+#include <cstdint>
+#include "attention.hpp"
+#include "check.hpp"
+#include "flash.cuh"
+
+namespace attention {
+namespace {
+
+using namespace flash;
+
+constexpr int kGroups = 2;                 // warpgroups per block
+constexpr int kGroupRows = 64;             // query rows per warpgroup: wgmma's M
+constexpr int kThreads = kGroups * 128, kRows = kGroups * kGroupRows;
+constexpr int kStages = 3;                 // K/V tiles in flight: j (P V), j+1 (S), j+2 (loading)
+constexpr int kTileBytes = kKeys * kD * 2;  // one 64 x 64 fp16 tile: 8 KB
+constexpr int kSmemBytes = (kGroups + 2 * kStages) * kTileBytes + 1024;  // +1024: alignment slack
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define STUDY_WGMMA 1
+#endif
+
+// Shared-memory matrix descriptor of a swizzled tile (rows of 128 bytes, 8-row groups 1024
+// bytes apart, 128-byte swizzle). Both byte offsets are 1024: for K-major operands the leading
+// offset is unused, for V (read transposed) the 8-key groups are 1024 bytes apart and a 64-wide
+// N never needs the other offset. Address bits 4..17 go in bits 0..13; +2 per 32 bytes.
+__device__ __forceinline__ uint64_t tile_desc(uint32_t addr) {
+  constexpr uint64_t kGroupStride = 1024 >> 4;
+  return ((addr & 0x3FFFF) >> 4) | (kGroupStride << 16) | (kGroupStride << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// cp.async writes are generic-proxy writes; wgmma reads through the async proxy.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Keeps the compiler from moving reads or writes of accumulator registers across a wgmma
+// issue or wait (it does not know the asm statements complete asynchronously).
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+#ifdef STUDY_WGMMA
+// d (+)= A B, m64n64k16: A and B from shared memory, both K-major (Q rows, K rows).
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// The same for the first 16 keys only (m64n16k16): the ragged last tile of ViT's 197, 577 and
+// 1025 tokens holds 5, 1 and 1 keys.
+__device__ __forceinline__ void wgmma_ss_n16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// d += A B, m64n64k16: A (P) from registers, B (V [key][d]) from shared memory, transposed.
+__device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+// S = Q K^T for one tile: 4 k-steps of 16 over head_dim (32 bytes along the swizzled rows).
+__device__ __forceinline__ void issue_scores(float (&s)[32], uint64_t q_desc, uint64_t k_desc, int valid) {
+  if (valid <= 16) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_ss_n16(s, q_desc + 2 * ks, k_desc + 2 * ks, ks > 0);
+  } else {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_ss_n64(s, q_desc + 2 * ks, k_desc + 2 * ks, ks > 0);
+  }
+}
+
+// O += P V for one tile: k-steps of 16 keys (2048 bytes of V rows each), none past the
+// sequence end. P's fragments are packed by the caller before its wgmma.fence.
+__device__ __forceinline__ void issue_values(float (&o)[32], const uint32_t (&p)[4][4], uint64_t v_desc, int valid) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    if (kk * 16 >= valid) break;
+    wgmma_rs_n64_tb(o, p[kk], v_desc + kk * (2048 >> 4));
+  }
+}
+#endif  // STUDY_WGMMA
+
+__global__ void __launch_bounds__(kThreads, 2)
+kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int heads, float scale_log2) {
+#ifdef STUDY_WGMMA
+  extern __shared__ unsigned char smem_raw[];
+  // Descriptors address the swizzle by absolute address bits: tiles must start 1024-aligned.
+  __half* smem = reinterpret_cast<__half*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
+  __half* q_s = smem;                          // [kGroups][64][64], later the output staging
+  __half* k_s = smem + kGroups * kKeys * kD;   // [kStages][64][64]
+  __half* v_s = k_s + kStages * kKeys * kD;    // [kStages][64][64]
+
+  const int group = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int width = heads * kD, stride = 3 * width;
+  const __half* q_g = qkv + b * tokens * stride + h * kD;
+  const __half* k_g = q_g + width;
+  const __half* v_g = k_g + width;
+  const int row0 = blockIdx.x * kRows;
+  const int tiles = (tokens + kKeys - 1) / kKeys;
+  auto load_kv = [&](int j) {
+    load_tile<kKeys, kThreads>(k_s + j % kStages * kKeys * kD, k_g, stride, j * kKeys, tokens);
+    load_tile<kKeys, kThreads>(v_s + j % kStages * kKeys * kD, v_g, stride, j * kKeys, tokens);
+    cp_async_commit();
+  };
+  auto valid_keys = [&](int j) { return min(kKeys, tokens - j * kKeys); };
+
+  load_tile<kRows, kThreads>(q_s, q_g, stride, row0, tokens);
+  load_kv(0);  // one group with Q
+  if (tiles > 1) {
+    load_kv(1);
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  fence_proxy_async();
+  __syncthreads();
+
+  // A warpgroup past the sequence end computes nothing but still loads and meets the barriers.
+  const int group_row0 = row0 + group * kGroupRows;
+  const bool active = group_row0 < tokens;
+  const uint64_t q_desc = tile_desc(smem_addr(q_s + group * kGroupRows * kD));
+  const uint64_t k_desc = tile_desc(smem_addr(k_s)), v_desc = tile_desc(smem_addr(v_s));
+  constexpr uint64_t kStageStep = kTileBytes >> 4;
+
+  float s[1][8][4];
+  Rows<1> st;
+  st.init();
+  float(&s_flat)[32] = reinterpret_cast<float(&)[32]>(s);
+  float(&o_flat)[32] = reinterpret_cast<float(&)[32]>(st.o);
+
+  if (active) {
+    wgmma_fence();
+    issue_scores(s_flat, q_desc, k_desc, valid_keys(0));
+    wgmma_commit();
+    wgmma_wait_all();
+    reg_fence(s_flat);
+  }
+  for (int j = 0; j < tiles; ++j) {
+    const int valid = valid_keys(j);
+    if (active) {
+      if (valid < kKeys)
+        online_softmax<1, true>(s, st, valid, scale_log2, lane);
+      else
+        online_softmax<1, false>(s, st, valid, scale_log2, lane);
+    }
+    if (j + 1 < tiles) {
+      cp_async_wait<0>();  // tile j+1 (this thread's part)
+      fence_proxy_async();
+      __syncthreads();  // all of tile j+1 landed; every warpgroup is done with tile j-1
+      if (j + 2 < tiles) load_kv(j + 2);  // into tile j-1's stage
+    }
+    if (!active) continue;
+    uint32_t p[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) p_fragment(p[kk], s[0], kk);
+    reg_fence(o_flat);
+    wgmma_fence();  // P and the rescaled O were written (and S read) by ordinary instructions
+    issue_values(o_flat, p, v_desc + j % kStages * kStageStep, valid);
+    wgmma_commit();
+    if (j + 1 < tiles) {
+      issue_scores(s_flat, q_desc, k_desc + (j + 1) % kStages * kStageStep, valid_keys(j + 1));
+      wgmma_commit();
+    }
+    wgmma_wait_all();
+    reg_fence(s_flat);
+    reg_fence(o_flat);
+  }
+  if (!active) return;
+
+  // Every wgmma of this warpgroup is complete; its Q rows become the output staging once all
+  // 4 warps are past their last wait.
+  if (group == 0)  // named barrier per warpgroup (0 is __syncthreads')
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else
+    asm volatile("bar.sync 2, 128;\n" ::: "memory");
+  const int warp_row0 = group * kGroupRows + 16 * warp;
+  store_rows(st, q_s + warp_row0 * kD, out + b * tokens * width + h * kD, width, row0 + warp_row0, tokens, lane);
+#else
+  __trap();  // built without sm_90a: launch() refuses before getting here
+#endif
+}
+
+std::string supports(const Problem& p) {
+  if (auto r = check_tiled(p); !r.empty()) return r;
+#ifndef STUDY_SM90A
+  return "needs wgmma: build with -Dgpu_arch=90a (the default)";
+#else
+  static const int major = [] {
+    int device = 0, cc = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+      return 0;
+    return cc;
+  }();
+  if (major != 9) return "needs wgmma, which only compute capability 9.0 (Hopper) has";
+  return {};
+#endif
+}
+
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  require_aligned(a, 16, "v7_flash_wgmma");
+  if (const auto why = supports(p); !why.empty())
+    throw study::StudyError(study::ErrorKind::Usage, "v7_flash_wgmma: " + why);
+  static const bool configured = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid((p.tokens + kRows - 1) / kRows, p.heads, p.batch);
+  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(kD));
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2);
+  LAUNCH_CHECK();
+}
+
+}  // namespace
+
+extern const Version v7_flash_wgmma{"v7_flash_wgmma", supports, launch};
+
+}  // namespace attention

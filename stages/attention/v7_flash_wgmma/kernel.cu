@@ -13,6 +13,7 @@
 // name (the same XOR layout v7_flash uses for ldmatrix).
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include "attention.hpp"
 #include "check.hpp"
 #include "flash.cuh"
@@ -71,17 +72,6 @@ __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t a, uint64_
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
-// The same for the first 16 keys only (m64n16k16): the ragged last tile of ViT's 197, 577 and
-// 1025 tokens holds 5, 1 and 1 keys.
-__device__ __forceinline__ void wgmma_ss_n16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(a), "l"(b), "r"(accumulate));
-}
-
 // d += A B, m64n64k16: A (P) from registers, B (V [key][d]) from shared memory, transposed.
 __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
   asm volatile(
@@ -97,24 +87,20 @@ __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (
 }
 
 // S = Q K^T for one tile: 4 k-steps of 16 over head_dim (32 bytes along the swizzled rows).
-__device__ __forceinline__ void issue_scores(float (&s)[32], uint64_t q_desc, uint64_t k_desc, int valid) {
-  if (valid <= 16) {
+// Always all 64 keys: a narrower wgmma for the ragged last tile would leave the other
+// accumulators defined by ordinary moves where the paths join, and ptxas then serializes
+// every wgmma of the kernel.
+__device__ __forceinline__ void issue_scores(float (&s)[32], uint64_t q_desc, uint64_t k_desc) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_ss_n16(s, q_desc + 2 * ks, k_desc + 2 * ks, ks > 0);
-  } else {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_ss_n64(s, q_desc + 2 * ks, k_desc + 2 * ks, ks > 0);
-  }
+  for (int ks = 0; ks < 4; ++ks) wgmma_ss_n64(s, q_desc + 2 * ks, k_desc + 2 * ks, ks > 0);
 }
 
-// O += P V for one tile: k-steps of 16 keys (2048 bytes of V rows each), none past the
-// sequence end. P's fragments are packed by the caller before its wgmma.fence.
-__device__ __forceinline__ void issue_values(float (&o)[32], const uint32_t (&p)[4][4], uint64_t v_desc, int valid) {
+// O += P V for one tile: 4 k-steps of 16 keys (2048 bytes of V rows each). Also on the ragged
+// last tile: its keys past the sequence end have P = 0 and zero-filled V rows, and skipping
+// steps would branch around wgmma. P's fragments are packed before the caller's wgmma.fence.
+__device__ __forceinline__ void issue_values(float (&o)[32], const uint32_t (&p)[4][4], uint64_t v_desc) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    if (kk * 16 >= valid) break;
-    wgmma_rs_n64_tb(o, p[kk], v_desc + kk * (2048 >> 4));
-  }
+  for (int kk = 0; kk < 4; ++kk) wgmma_rs_n64_tb(o, p[kk], v_desc + kk * (2048 >> 4));
 }
 #endif  // STUDY_WGMMA
 
@@ -128,7 +114,10 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
   __half* k_s = smem + kGroups * kKeys * kD;   // [kStages][64][64]
   __half* v_s = k_s + kStages * kKeys * kD;    // [kStages][64][64]
 
-  const int group = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+  // Warp-uniform by construction (a shuffle from lane 0): ptxas serializes every wgmma of a
+  // kernel that issues one under a branch it cannot prove uniform.
+  const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
   const int h = blockIdx.y, b = blockIdx.z;
   const int width = heads * kD, stride = 3 * width;
   const __half* q_g = qkv + b * tokens * stride + h * kD;
@@ -169,12 +158,16 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
 
   if (active) {
     wgmma_fence();
-    issue_scores(s_flat, q_desc, k_desc, valid_keys(0));
+    issue_scores(s_flat, q_desc, k_desc);
     wgmma_commit();
     wgmma_wait_all();
     reg_fence(s_flat);
   }
-  for (int j = 0; j < tiles; ++j) {
+  // One tile: softmax of S(j) (already complete), then P V of tile j and, unless it is the
+  // last tile, S of tile j+1, issued together and waited on once. The last tile is a separate
+  // instantiation so that no wgmma sits under a branch or leaves accumulators that only some
+  // paths define (either makes ptxas serialize all of them).
+  auto step = [&](int j, auto has_next) {
     const int valid = valid_keys(j);
     if (active) {
       if (valid < kKeys)
@@ -182,28 +175,30 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
       else
         online_softmax<1, false>(s, st, valid, scale_log2, lane);
     }
-    if (j + 1 < tiles) {
+    if constexpr (decltype(has_next)::value) {
       cp_async_wait<0>();  // tile j+1 (this thread's part)
       fence_proxy_async();
       __syncthreads();  // all of tile j+1 landed; every warpgroup is done with tile j-1
       if (j + 2 < tiles) load_kv(j + 2);  // into tile j-1's stage
     }
-    if (!active) continue;
+    if (!active) return;
     uint32_t p[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) p_fragment(p[kk], s[0], kk);
     reg_fence(o_flat);
     wgmma_fence();  // P and the rescaled O were written (and S read) by ordinary instructions
-    issue_values(o_flat, p, v_desc + j % kStages * kStageStep, valid);
+    issue_values(o_flat, p, v_desc + j % kStages * kStageStep);
     wgmma_commit();
-    if (j + 1 < tiles) {
-      issue_scores(s_flat, q_desc, k_desc + (j + 1) % kStages * kStageStep, valid_keys(j + 1));
+    if constexpr (decltype(has_next)::value) {
+      issue_scores(s_flat, q_desc, k_desc + (j + 1) % kStages * kStageStep);
       wgmma_commit();
     }
     wgmma_wait_all();
     reg_fence(s_flat);
     reg_fence(o_flat);
-  }
+  };
+  for (int j = 0; j + 1 < tiles; ++j) step(j, std::true_type{});
+  step(tiles - 1, std::false_type{});
   if (!active) return;
 
   // Every wgmma of this warpgroup is complete; its Q rows become the output staging once all

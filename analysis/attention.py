@@ -35,7 +35,7 @@ CUDNN = "cudnn_sdpa"
 FASTEST_TARGET = 1.0              # TARGETS.md: fastest version <= 1.0x cuDNN SDPA (stretch 0.8x)
 V6, V6_TARGET = "v6_coalesced_k", 4.0   # ... and v6 within 4x of cuDNN
 LADDER = ["v0_naive", "v1_smem_tiling", "v2_coalesced", "v3_wmma", "v4_multiwarp",
-          "v5_large_tile", "v6_coalesced_k", "v7_flash", CUDNN,
+          "v5_large_tile", "v6_coalesced_k", "v7_flash_mma", "v7_flash", CUDNN,
           "pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph", "pytorch_sdpa_efficient_graph",
           "pytorch_sdpa_math_graph", "pytorch_sdpa_cudnn", "pytorch_sdpa_flash",
           "pytorch_sdpa_efficient", "pytorch_sdpa_math"]

@@ -11,7 +11,7 @@ set -euo pipefail
 out=${1:?usage: ncu_attention.sh OUT.csv [BUILD_DIR] [bench args...]}
 build=${2:-build}
 shift $(( $# >= 2 ? 2 : 1 ))
-versions=(v0_naive v1_smem_tiling v2_coalesced v3_wmma v4_multiwarp v5_large_tile v6_coalesced_k v7_flash cudnn_sdpa)
+versions=(v0_naive v1_smem_tiling v2_coalesced v3_wmma v4_multiwarp v5_large_tile v6_coalesced_k v7_flash_mma v7_flash cudnn_sdpa)
 metrics=launch__grid_size,launch__block_size,launch__registers_per_thread
 metrics+=,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active

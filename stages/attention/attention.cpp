@@ -7,12 +7,12 @@ namespace attention {
 
 // Each version's kernel file defines its Version object.
 extern const Version v0_naive, v1_smem_tiling, v2_coalesced, v3_wmma, v4_multiwarp, v5_large_tile,
-    v6_coalesced_k, v7_flash, v7_flash_wgmma, cudnn_sdpa;
+    v6_coalesced_k, v7_flash_mma, v7_flash, cudnn_sdpa;
 
 const std::vector<Version>& versions() {
   static const std::vector<Version> all = {v0_naive,      v1_smem_tiling, v2_coalesced,
                                            v3_wmma,       v4_multiwarp,   v5_large_tile,
-                                           v6_coalesced_k, v7_flash,      v7_flash_wgmma,
+                                           v6_coalesced_k, v7_flash_mma,  v7_flash,
                                            cudnn_sdpa};
   return all;
 }

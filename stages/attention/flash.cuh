@@ -1,4 +1,4 @@
-// What the flash kernels (v7_flash on mma.sync, v7_flash_wgmma on Hopper's wgmma) share:
+// What the flash kernels (v7_flash_mma on mma.sync, v7_flash on Hopper's wgmma) share:
 // swizzled 128-byte tile rows, cp.async tile loads, and the online softmax on MMA accumulators.
 //
 // Both keep a 16-row slice of scores in the m16n8 accumulator layout: thread `lane` holds rows

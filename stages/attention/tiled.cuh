@@ -5,7 +5,7 @@
 // softmax: the scores S of a tile go through the warp's shared memory, each row keeps its
 // running maximum m and sum l, and the fp32 output accumulators in registers are rescaled by
 // exp(m_old - m_new) whenever the maximum grows. P V runs on the CUDA cores in fp32.
-// (v7_flash keeps S and P in registers and runs P V on tensor cores too.)
+// (v7_flash_mma and v7_flash keep S and P in registers and runs P V on tensor cores too.)
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -1,18 +1,20 @@
-// v7_flash: flash-attention-style forward on mma.sync tensor cores.
+// v7_flash: flash attention on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a); the same
+// algorithm as v7_flash_mma, which runs it on mma.sync.
 //
-// A block owns 128 query rows of one (batch, head): 4 warps of 32 rows, two m16 MMA tiles per
-// warp, so every K/V fragment loaded from shared memory feeds two MMAs. The block streams the
-// head's keys and values through shared memory in tiles of 64, double-buffered with cp.async
-// (tile j+1 loads while tile j is computed). Per tile and warp: S = Q K^T with m16n8k16 MMAs
-// (fp16 in, fp32 accumulators), an online softmax on the accumulators in registers (running
-// row max and sum), P converted in registers into the A operand of O += P V (the accumulator
-// layout of m16n8 matches the A fragment layout of m16n8k16), and nothing of size tokens^2
-// anywhere. Fragments come from shared memory through ldmatrix (.trans for V); the 128-byte
-// rows are XOR-swizzled in 16-byte chunks so the 8 rows an ldmatrix phase reads hit 8 bank
-// groups. 4 warps x 2 m-tiles and lazy rescaling were the fastest of the variants measured
-// (NOTES.md).
+// A block owns 128 query rows of one (batch, head): 2 warpgroups (4 warps each) of 64 rows.
+// Per 64-key tile and warpgroup, S = Q K^T is 4 wgmma m64n64k16 with both operands read by
+// the tensor cores straight from shared memory through descriptors (no ldmatrix, no operand
+// registers), the online softmax runs on the accumulators in registers exactly as in v7_flash_mma
+// (wgmma's per-warp accumulator layout is mma.sync's m16n8 layout), and O += P V is 4 wgmma
+// m64n64k16 with P from registers and V read transposed from shared memory. wgmma is
+// asynchronous: P V of tile j and S of tile j+1 are issued back to back and waited on once,
+// and the 4 warpgroups an SM holds interleave one's softmax with another's products. K and V
+// go through 3 shared-memory stages filled by cp.async, two tiles ahead of the products.
+// Tiles are 128-byte rows, 1024-byte aligned, in the 128-byte swizzle wgmma's descriptors
+// name (the same XOR layout v7_flash_mma uses for ldmatrix).
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include "attention.hpp"
 #include "check.hpp"
 #include "flash.cuh"
@@ -22,91 +24,101 @@ namespace {
 
 using namespace flash;
 
-constexpr int kWarps = 4;   // per block
-constexpr int kMTiles = 2;  // m16 MMA tiles (16 query rows each) per warp
-constexpr int kThreads = kWarps * 32, kWarpRows = 16 * kMTiles, kRows = kWarps * kWarpRows;
+constexpr int kGroups = 2;                 // warpgroups per block
+constexpr int kGroupRows = 64;             // query rows per warpgroup: wgmma's M
+constexpr int kThreads = kGroups * 128, kRows = kGroups * kGroupRows;
+constexpr int kStages = 3;                 // K/V tiles in flight: j (P V), j+1 (S), j+2 (loading)
+constexpr int kTileBytes = kKeys * kD * 2;  // one 64 x 64 fp16 tile: 8 KB
+constexpr int kSmemBytes = (kGroups + 2 * kStages) * kTileBytes + 1024;  // +1024: alignment slack
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define STUDY_WGMMA 1
+#endif
 
-// c += a b for one m16n8k16 tile: a 16x16 row-major (4 regs), b 16x8 column-major (2 regs).
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// One 64-key tile for one warp of kMTiles x 16 query rows. kRagged: the sequence ends inside
-// this tile after `valid` keys; whole 16-key groups past it are skipped (online_softmax masks
-// the rest to -inf).
-template <bool kRagged>
-__device__ __forceinline__ void tile(const uint32_t (&qf)[kMTiles][4][4], const __half* k_s,
-                                     const __half* v_s, Rows<kMTiles>& st, int valid, float scale_log2,
-                                     int lane) {
-  float s[kMTiles][8][4];
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int n = 0; n < 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
-
-  // S = Q K^T. ldmatrix.x4 on K rows: matrices (keys +0..7, chunk 2ks), (+0..7, 2ks+1),
-  // (+8..15, 2ks), (+8..15, 2ks+1) are the B fragments of two 8-key n-tiles, shared by the
-  // warp's m-tiles.
-#pragma unroll
-  for (int np = 0; np < 4; ++np) {
-    if (kRagged && np * 16 >= valid) break;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      uint32_t b[4];
-      const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
-      ldmatrix_x4(b, smem_addr(k_s + swizzle(key, 2 * ks + ((lane >> 3) & 1))));
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        mma(s[mt][2 * np], qf[mt][ks], b[0], b[1]);
-        mma(s[mt][2 * np + 1], qf[mt][ks], b[2], b[3]);
-      }
-    }
-  }
-
-  online_softmax<kMTiles, kRagged>(s, st, valid, scale_log2, lane);
-
-  // O += P V over 16-key steps. P's A fragment for keys 16kk..: n-tiles 2kk and 2kk+1 of S.
-  // ldmatrix.x4.trans on V rows: matrices (keys +0..7, chunk 2dp), (+8..15, 2dp),
-  // (+0..7, 2dp+1), (+8..15, 2dp+1) are the B fragments of two 8-wide d n-tiles.
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    if (kRagged && kk * 16 >= valid) break;
-    uint32_t a[kMTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) p_fragment(a[mt], s[mt], kk);
-#pragma unroll
-    for (int dp = 0; dp < 4; ++dp) {
-      uint32_t b[4];
-      const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-      ldmatrix_x4_trans(b, smem_addr(v_s + swizzle(key, 2 * dp + (lane >> 4))));
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        mma(st.o[mt][2 * dp], a[mt], b[0], b[1]);
-        mma(st.o[mt][2 * dp + 1], a[mt], b[2], b[3]);
-      }
-    }
-  }
+// Shared-memory matrix descriptor of a swizzled tile (rows of 128 bytes, 8-row groups 1024
+// bytes apart, 128-byte swizzle). Both byte offsets are 1024: for K-major operands the leading
+// offset is unused, for V (read transposed) the 8-key groups are 1024 bytes apart and a 64-wide
+// N never needs the other offset. Address bits 4..17 go in bits 0..13; +2 per 32 bytes.
+__device__ __forceinline__ uint64_t tile_desc(uint32_t addr) {
+  constexpr uint64_t kGroupStride = 1024 >> 4;
+  return ((addr & 0x3FFFF) >> 4) | (kGroupStride << 16) | (kGroupStride << 32) | (1ull << 62);
 }
 
-// Two blocks per SM: ~250 registers per thread hold O, S and Q of two m-tiles.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// cp.async writes are generic-proxy writes; wgmma reads through the async proxy.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Keeps the compiler from moving reads or writes of accumulator registers across a wgmma
+// issue or wait (it does not know the asm statements complete asynchronously).
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+#ifdef STUDY_WGMMA
+// d (+)= A B, m64n64k16: A and B from shared memory, both K-major (Q rows, K rows).
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// d += A B, m64n64k16: A (P) from registers, B (V [key][d]) from shared memory, transposed.
+__device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+// S = Q K^T for one tile: 4 k-steps of 16 over head_dim (32 bytes along the swizzled rows).
+// Always all 64 keys: a narrower wgmma for the ragged last tile would leave the other
+// accumulators defined by ordinary moves where the paths join, and ptxas then serializes
+// every wgmma of the kernel.
+__device__ __forceinline__ void issue_scores(float (&s)[32], uint64_t q_desc, uint64_t k_desc) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) wgmma_ss_n64(s, q_desc + 2 * ks, k_desc + 2 * ks, ks > 0);
+}
+
+// O += P V for one tile: 4 k-steps of 16 keys (2048 bytes of V rows each). Also on the ragged
+// last tile: its keys past the sequence end have P = 0 and zero-filled V rows, and skipping
+// steps would branch around wgmma. P's fragments are packed before the caller's wgmma.fence.
+__device__ __forceinline__ void issue_values(float (&o)[32], const uint32_t (&p)[4][4], uint64_t v_desc) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_rs_n64_tb(o, p[kk], v_desc + kk * (2048 >> 4));
+}
+#endif  // STUDY_WGMMA
+
 __global__ void __launch_bounds__(kThreads, 2)
 kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int heads, float scale_log2) {
-  __shared__ __align__(128) __half q_s[kRows * kD];  // later the warps' output staging
-  __shared__ __align__(128) __half k_s[2][kKeys * kD];
-  __shared__ __align__(128) __half v_s[2][kKeys * kD];
+#ifdef STUDY_WGMMA
+  extern __shared__ unsigned char smem_raw[];
+  // Descriptors address the swizzle by absolute address bits: tiles must start 1024-aligned.
+  __half* smem = reinterpret_cast<__half*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
+  __half* q_s = smem;                          // [kGroups][64][64], later the output staging
+  __half* k_s = smem + kGroups * kKeys * kD;   // [kStages][64][64]
+  __half* v_s = k_s + kStages * kKeys * kD;    // [kStages][64][64]
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Warp-uniform by construction (a shuffle from lane 0): ptxas serializes every wgmma of a
+  // kernel that issues one under a branch it cannot prove uniform.
+  const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
   const int h = blockIdx.y, b = blockIdx.z;
   const int width = heads * kD, stride = 3 * width;
   const __half* q_g = qkv + b * tokens * stride + h * kD;
@@ -114,53 +126,118 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
   const __half* v_g = k_g + width;
   const int row0 = blockIdx.x * kRows;
   const int tiles = (tokens + kKeys - 1) / kKeys;
+  auto load_kv = [&](int j) {
+    load_tile<kKeys, kThreads>(k_s + j % kStages * kKeys * kD, k_g, stride, j * kKeys, tokens);
+    load_tile<kKeys, kThreads>(v_s + j % kStages * kKeys * kD, v_g, stride, j * kKeys, tokens);
+    cp_async_commit();
+  };
+  auto valid_keys = [&](int j) { return min(kKeys, tokens - j * kKeys); };
 
   load_tile<kRows, kThreads>(q_s, q_g, stride, row0, tokens);
-  load_tile<kKeys, kThreads>(k_s[0], k_g, stride, 0, tokens);
-  load_tile<kKeys, kThreads>(v_s[0], v_g, stride, 0, tokens);
-  cp_async_commit();
-
-  // A warp past the sequence end computes nothing but still loads and meets the barriers.
-  const int wrow = warp * kWarpRows;
-  const bool active = row0 + wrow < tokens;
-  uint32_t qf[kMTiles][4][4];
-  Rows<kMTiles> st;
-  st.init();
-
-  for (int j = 0; j < tiles; ++j) {
+  load_kv(0);  // one group with Q
+  if (tiles > 1) {
+    load_kv(1);
+    cp_async_wait<1>();
+  } else {
     cp_async_wait<0>();
-    __syncthreads();  // tile j has landed for every thread; tile j-1's buffer is free
-    if (j + 1 < tiles) {
-      load_tile<kKeys, kThreads>(k_s[(j + 1) & 1], k_g, stride, (j + 1) * kKeys, tokens);
-      load_tile<kKeys, kThreads>(v_s[(j + 1) & 1], v_g, stride, (j + 1) * kKeys, tokens);
-      cp_async_commit();
-    }
-    if (!active) continue;
-    if (j == 0) {
-      // Q fragments for the 4 k-steps over d, kept in registers for the whole sweep:
-      // matrices (rows +0..7, chunk 2ks), (+8..15, 2ks), (+0..7, 2ks+1), (+8..15, 2ks+1).
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-          ldmatrix_x4(qf[mt][ks], smem_addr(q_s + swizzle(wrow + 16 * mt + (lane & 15), 2 * ks + (lane >> 4))));
-    }
-    const int valid = tokens - j * kKeys;
-    if (valid >= kKeys)
-      tile<false>(qf, k_s[j & 1], v_s[j & 1], st, kKeys, scale_log2, lane);
-    else
-      tile<true>(qf, k_s[j & 1], v_s[j & 1], st, valid, scale_log2, lane);
   }
+  fence_proxy_async();
+  __syncthreads();
+
+  // A warpgroup past the sequence end computes nothing but still loads and meets the barriers.
+  const int group_row0 = row0 + group * kGroupRows;
+  const bool active = group_row0 < tokens;
+  const uint64_t q_desc = tile_desc(smem_addr(q_s + group * kGroupRows * kD));
+  const uint64_t k_desc = tile_desc(smem_addr(k_s)), v_desc = tile_desc(smem_addr(v_s));
+  constexpr uint64_t kStageStep = kTileBytes >> 4;
+
+  float s[1][8][4];
+  Rows<1> st;
+  st.init();
+  float(&s_flat)[32] = reinterpret_cast<float(&)[32]>(s);
+  float(&o_flat)[32] = reinterpret_cast<float(&)[32]>(st.o);
+
+  if (active) {
+    wgmma_fence();
+    issue_scores(s_flat, q_desc, k_desc);
+    wgmma_commit();
+    wgmma_wait_all();
+    reg_fence(s_flat);
+  }
+  // One tile: softmax of S(j) (already complete), then P V of tile j and, unless it is the
+  // last tile, S of tile j+1, issued together and waited on once. The last tile is a separate
+  // instantiation so that no wgmma sits under a branch or leaves accumulators that only some
+  // paths define (either makes ptxas serialize all of them).
+  auto step = [&](int j, auto has_next) {
+    const int valid = valid_keys(j);
+    if (active) {
+      if (valid < kKeys)
+        online_softmax<1, true>(s, st, valid, scale_log2, lane);
+      else
+        online_softmax<1, false>(s, st, valid, scale_log2, lane);
+    }
+    if constexpr (decltype(has_next)::value) {
+      cp_async_wait<0>();  // tile j+1 (this thread's part)
+      fence_proxy_async();
+      __syncthreads();  // all of tile j+1 landed; every warpgroup is done with tile j-1
+      if (j + 2 < tiles) load_kv(j + 2);  // into tile j-1's stage
+    }
+    if (!active) return;
+    uint32_t p[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) p_fragment(p[kk], s[0], kk);
+    reg_fence(o_flat);
+    wgmma_fence();  // P and the rescaled O were written (and S read) by ordinary instructions
+    issue_values(o_flat, p, v_desc + j % kStages * kStageStep);
+    wgmma_commit();
+    if constexpr (decltype(has_next)::value) {
+      issue_scores(s_flat, q_desc, k_desc + (j + 1) % kStages * kStageStep);
+      wgmma_commit();
+    }
+    wgmma_wait_all();
+    reg_fence(s_flat);
+    reg_fence(o_flat);
+  };
+  for (int j = 0; j + 1 < tiles; ++j) step(j, std::true_type{});
+  step(tiles - 1, std::false_type{});
   if (!active) return;
 
-  // Normalize, stage the warp's outputs in its own (now unused) Q rows, and write them as
-  // whole 128-byte rows.
-  store_rows(st, q_s + wrow * kD, out + b * tokens * width + h * kD, width, row0 + wrow, tokens, lane);
+  // Every wgmma of this warpgroup is complete; its Q rows become the output staging once all
+  // 4 warps are past their last wait.
+  if (group == 0)  // named barrier per warpgroup (0 is __syncthreads')
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else
+    asm volatile("bar.sync 2, 128;\n" ::: "memory");
+  const int warp_row0 = group * kGroupRows + 16 * warp;
+  store_rows(st, q_s + warp_row0 * kD, out + b * tokens * width + h * kD, width, row0 + warp_row0, tokens, lane);
+#else
+  __trap();  // built without sm_90a: launch() refuses before getting here
+#endif
+}
+
+std::string supports(const Problem& p) {
+  if (auto r = check_tiled(p); !r.empty()) return r;
+#ifndef STUDY_SM90A
+  return "needs wgmma: build with -Dgpu_arch=90a (the default)";
+#else
+  static const int major = [] {
+    int device = 0, cc = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+      return 0;
+    return cc;
+  }();
+  if (major != 9) return "needs wgmma, which only compute capability 9.0 (Hopper) has";
+  return {};
+#endif
 }
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   require_aligned(a, 16, "v7_flash");
-  static const bool configured = [] {  // as much shared memory per SM as there can be blocks
+  if (const auto why = supports(p); !why.empty())
+    throw study::StudyError(study::ErrorKind::Usage, "v7_flash: " + why);
+  static const bool configured = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
     return true;
@@ -168,12 +245,12 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   (void)configured;
   const dim3 grid((p.tokens + kRows - 1) / kRows, p.heads, p.batch);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(kD));
-  kernel<<<grid, kThreads, 0, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2);
   LAUNCH_CHECK();
 }
 
 }  // namespace
 
-extern const Version v7_flash{"v7_flash", check_tiled, launch};
+extern const Version v7_flash{"v7_flash", supports, launch};
 
 }  // namespace attention

@@ -23,7 +23,10 @@ constexpr int kKeys = 64;      // keys per K/V tile
 // Row pitches, padded by 16 bytes so that 8 consecutive rows of one 16-byte column start in 8
 // different bank groups (an unpadded 128-byte pitch puts them all in the same banks).
 constexpr int kHalfPitch = kD + 8;        // Q and K rows (or K^T rows), halves: 144 bytes
-constexpr int kFloatPitch = kD + 4;       // V rows and S rows, floats: 272 bytes
+constexpr int kFloatPitch = kD + 4;       // V rows, floats: 272 bytes
+// S rows, floats: 288 bytes, so that the softmax's 16-byte reads (lanes 2r and 2r+1 on row r,
+// interleaved chunks) put a quarter-warp's 8 requests in 8 different bank groups.
+constexpr int kSPitch = kD + 8;
 constexpr int kPPitch = kWarpRows + 4;    // P^T rows (one per key), floats: 80 bytes
 
 enum class Loads {
@@ -41,9 +44,9 @@ enum class KLayout {
 
 constexpr int kKBytes = kKeys * kHalfPitch * 2;    // K or K^T tile (64 x 72 halves either way)
 constexpr int kVBytes = kKeys * kFloatPitch * 4;   // V tile in fp32: P V runs in fp32
-// Per warp: S [16][68] floats, reused as P^T [64][20]; 16 floats of per-row statistics; and
+// Per warp: S [16][72] floats, reused as P^T [64][20]; 16 floats of per-row statistics; and
 // for SIMT scores the warp's Q rows (WMMA stages Q in the S space before the loop instead).
-constexpr int kSPFloats = kKeys * kPPitch > kWarpRows * kFloatPitch ? kKeys * kPPitch : kWarpRows * kFloatPitch;
+constexpr int kSPFloats = kKeys * kPPitch > kWarpRows * kSPitch ? kKeys * kPPitch : kWarpRows * kSPitch;
 constexpr int kQBytes = kWarpRows * kHalfPitch * 2;
 template <Scores S>
 constexpr int warp_bytes() {
@@ -147,8 +150,8 @@ __device__ inline void scores_simt(float* s, const __half* q, const __half* k, i
   }
 #pragma unroll
   for (int r = 0; r < kWarpRows; ++r) {
-    s[r * kFloatPitch + lane] = acc[r][0];
-    s[r * kFloatPitch + lane + 32] = acc[r][1];
+    s[r * kSPitch + lane] = acc[r][0];
+    s[r * kSPitch + lane + 32] = acc[r][1];
   }
 }
 
@@ -172,7 +175,7 @@ __device__ void scores_wmma(float* s, const QFragment (&q)[kD / 16], const __hal
       wmma::load_matrix_sync(kf, at, kHalfPitch);
       wmma::mma_sync(acc, q[ks], kf, acc);
     }
-    wmma::store_matrix_sync(s + 16 * nb, acc, kFloatPitch, wmma::mem_row_major);
+    wmma::store_matrix_sync(s + 16 * nb, acc, kSPitch, wmma::mem_row_major);
   }
 }
 
@@ -207,8 +210,10 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
     }
   }
 
-  // Softmax role: lanes 2r and 2r+1 own row r, 32 keys each. P V role: lane owns rows
-  // 4*rg..4*rg+3 and dims 8*dg..8*dg+7.
+  // Softmax role: lanes 2r and 2r+1 own row r, 32 keys each: lane 2r+h the 16-byte chunks
+  // 2i+h (keys 8i+4h..8i+4h+3). P V role: lane owns rows 4*rg..4*rg+3 and dims 4*dg..4*dg+3
+  // and 32+4*dg..32+4*dg+3, so the 8 lanes of a row group read 128 contiguous bytes of a value
+  // row per 16-byte load.
   const int sr = lane / 2, half = lane % 2, rg = lane / 8, dg = lane % 8;
   float m = -INFINITY, l = 0.f;
   float o[4][8] = {};
@@ -231,13 +236,18 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
     __syncwarp();
 
     // Online softmax of row sr over this tile; keys past the sequence end weigh nothing.
-    float p[32];
-    const float* srow = sp + sr * kFloatPitch + half * 32;
+    float p[32];  // p[4i+e]: key 8i + 4*half + e
+    const float* srow = sp + sr * kSPitch + 4 * half;
     float tile_max = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      p[i] = half * 32 + i < valid ? srow[i] : -INFINITY;
-      tile_max = fmaxf(tile_max, p[i]);
+    for (int i = 0; i < 8; ++i) {
+      const float4 c = *reinterpret_cast<const float4*>(srow + 8 * i);
+      const float cs[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[4 * i + e] = 8 * i + 4 * half + e < valid ? cs[e] : -INFINITY;
+        tile_max = fmaxf(tile_max, p[4 * i + e]);
+      }
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     const float m_new = fmaxf(m, tile_max);  // finite: every tile has a valid key
@@ -252,8 +262,10 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
     }
     l = l * corr + sum + __shfl_xor_sync(0xffffffffu, sum, 1);
     __syncwarp();  // all of S is read before P^T overwrites it
+    // Key k's row of P^T: lanes 2r and 2r+1 write keys 4 apart, 80 words apart, so the 32
+    // lanes of one store hit 32 different banks.
 #pragma unroll
-    for (int i = 0; i < 32; ++i) sp[(half * 32 + i) * kPPitch + sr] = p[i];
+    for (int i = 0; i < 32; ++i) sp[(8 * (i / 4) + 4 * half + i % 4) * kPPitch + sr] = p[i];
     if (half == 0) stat[sr] = corr;
     __syncwarp();
 
@@ -267,8 +279,8 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
 #pragma unroll 4
     for (int j = 0; j < kKeys; ++j) {
       const float4 p4 = *reinterpret_cast<const float4*>(sp + j * kPPitch + 4 * rg);
-      const float4 va = *reinterpret_cast<const float4*>(v_s + j * kFloatPitch + 8 * dg);
-      const float4 vb = *reinterpret_cast<const float4*>(v_s + j * kFloatPitch + 8 * dg + 4);
+      const float4 va = *reinterpret_cast<const float4*>(v_s + j * kFloatPitch + 4 * dg);
+      const float4 vb = *reinterpret_cast<const float4*>(v_s + j * kFloatPitch + 32 + 4 * dg);
       const float ps[4] = {p4.x, p4.y, p4.z, p4.w};
       const float vs[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
 #pragma unroll
@@ -289,11 +301,17 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
     const int t = row0 + 4 * rg + i;
     if (t >= tokens) continue;
     const float inv = 1.f / ls[i];
-    uint4 packed;
-    __half2* h2 = reinterpret_cast<__half2*>(&packed);
+    uint2 lo, hi;  // dims 4dg.. and 32+4dg..
+    __half2* l2 = reinterpret_cast<__half2*>(&lo);
+    __half2* h2 = reinterpret_cast<__half2*>(&hi);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) h2[e] = __floats2half2_rn(o[i][2 * e] * inv, o[i][2 * e + 1] * inv);
-    *reinterpret_cast<uint4*>(out + (b * tokens + t) * width + h * kD + 8 * dg) = packed;
+    for (int e = 0; e < 2; ++e) {
+      l2[e] = __floats2half2_rn(o[i][2 * e] * inv, o[i][2 * e + 1] * inv);
+      h2[e] = __floats2half2_rn(o[i][4 + 2 * e] * inv, o[i][4 + 2 * e + 1] * inv);
+    }
+    __half* row = out + (b * tokens + t) * width + h * kD;
+    *reinterpret_cast<uint2*>(row + 4 * dg) = lo;
+    *reinterpret_cast<uint2*>(row + 32 + 4 * dg) = hi;
   }
 }
 

@@ -173,28 +173,63 @@ else:
     ctx.missing("figure", "attention_vs_cudnn", f"no {CUDNN} rows in this run")
 
 # %% [markdown]
-# ## Summary table at the target shapes
+# ## The ladder at the target shapes: time, speedup over the previous step, ratio to cuDNN
 
 # %%
 key_tokens = [n for n in KEY_TOKENS if n in set(kb["tokens"])] or token_counts
+own = [v for v in order if sd.is_own(v)]  # the ladder's steps, in order
 summary = []
-for n in key_tokens:
-    for v in order:
+for v in order:
+    row = {"version": v}
+    prev = own[own.index(v) - 1] if v in own and own.index(v) > 0 else None
+    for n in key_tokens:
         m = at(v, n)
-        if np.isfinite(m):
-            summary.append({"tokens": n, "version": v, "median us": m,
-                            "TFLOP/s": at(v, n, col="tflops"), f"time / {CUDNN}": m / at(CUDNN, n)})
-summary = pd.DataFrame(summary).dropna(axis=1, how="all")
+        row[f"{n}: us"] = m
+        row[f"{n}: x prev"] = at(prev, n) / m if prev else np.nan
+        row[f"{n}: / {CUDNN}"] = m / at(CUDNN, n)
+    if any(np.isfinite(row[f"{n}: us"]) for n in key_tokens):
+        summary.append(row)
+summary = pd.DataFrame(summary)
 if len(summary):
-    ctx.table("attention_summary", sd.markdown_table(summary, {
-        "tokens": sd.fmt_int, "median us": sd.fmt_us, "TFLOP/s": fmt_tflops,
-        f"time / {CUDNN}": sd.fmt_ratio}),
-        f"Attention at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}: median time per "
-        f"call, achieved TFLOP/s (4 B H T^2 D / time), and time as a ratio to {CUDNN} in the "
-        f"same run (below 1 = faster); {flush_text}. {prov}.")
+    formats = {}
+    for n in key_tokens:
+        formats.update({f"{n}: us": sd.fmt_us, f"{n}: x prev": sd.fmt_ratio,
+                        f"{n}: / {CUDNN}": sd.fmt_ratio})
+    ctx.table("attention_summary", sd.markdown_table(summary, formats),
+        f"The attention ladder at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}, at "
+        f"{', '.join(map(str, key_tokens))} tokens: median time per call (us), speedup over the "
+        f"previous step of the ladder (x prev: its time / this time), and time as a ratio to "
+        f"{CUDNN} in the same run (below 1 = faster); '-' = not timed. {flush_text}. {prov}.")
 else:
     ctx.missing("table", "attention_summary", "no timed attention rows at ViT-B's head shape")
 summary
+
+# %% [markdown]
+# ## What each step taught: the `## Lesson` of every version's NOTES.md
+
+# %%
+def lesson(version):
+    """First paragraph under '## Lesson' in stages/attention/<version>/NOTES.md, or None."""
+    notes = sd.REPO / "stages" / "attention" / version / "NOTES.md"
+    if not notes.is_file():
+        return None
+    text = notes.read_text()
+    if "## Lesson" not in text:
+        return None
+    body = text.split("## Lesson", 1)[1].split("\n## ", 1)[0].strip()
+    return " ".join(body.split("\n\n", 1)[0].split())
+
+
+lessons = pd.DataFrame([{"version": v, "what it taught": lesson(v)}
+                        for v in order if not sd.is_anchor(v)])
+lessons = lessons[lessons["what it taught"].notna()]
+if len(lessons):
+    ctx.table("attention_lessons", sd.markdown_table(lessons),
+              "What each step of the attention ladder taught, from the Lesson section of its "
+              "stages/attention/<version>/NOTES.md (the measurements behind each are there).")
+else:
+    ctx.missing("table", "attention_lessons", "no version's NOTES.md has a Lesson section")
+lessons
 
 # %% [markdown]
 # ## Every timed configuration (median us)

@@ -21,13 +21,10 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS_ROOT = REPO / "experiments" / "results"
 REPORT_DIR = REPO / "report"
 
-# The CSV contract of DESIGN.md, in the order common/csv.cpp writes it.
-COLUMNS = [
-    "run_id", "utc", "commit", "gpu", "sm_count", "driver", "cuda", "cudnn", "cublas", "host",
-    "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
-    "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
-    "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
-    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note"]
+# The CSV contract of DESIGN.md: the one column list that run_sweep.py and the anchors write
+# (experiments/anchors/common.py; experiments/test_run_sweep.py checks it against common/csv.cpp).
+sys.path.insert(0, str(REPO / "experiments" / "anchors"))
+from common import COLUMNS  # noqa: E402  (standard library only at module level)
 INT_COLUMNS = ["sm_count", "batch", "image_size", "tokens", "hidden", "heads", "head_dim",
                "streams", "warmup", "iters", "launches", "host_syncs", "device_bytes",
                "host_bytes"]

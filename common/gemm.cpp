@@ -1,9 +1,11 @@
 #include "gemm.hpp"
 #include <algorithm>
+#include <cmath>
 #include <vector>
 #include <stdexcept>
 #include <tuple>
 #include "check.hpp"
+#include "gemm_search.hpp"
 
 // Mapping the row-major problem onto column-major cuBLASLt without any transpose:
 // a row-major [r, c] matrix (row stride c) is, byte for byte, a column-major c x r matrix
@@ -57,6 +59,7 @@ struct Gemm::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, cd = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::string choice;  // how algo was chosen, for choices()
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -109,7 +112,7 @@ std::unique_ptr<Gemm::Plan> Gemm::make_plan(const Key& key) {
 }
 
 void Gemm::choose_algorithm(Plan& plan, const Key& key, const GemmOperands& op, cudaStream_t stream) {
-  const int wanted = std::max(1, config_.autotune_candidates);
+  const int wanted = config_.search_all ? 64 : std::max(1, config_.autotune_candidates);
   std::vector<cublasLtMatmulHeuristicResult_t> results(wanted);
   int found = 0;
   ++heuristic_queries_;
@@ -127,42 +130,76 @@ void Gemm::choose_algorithm(Plan& plan, const Key& key, const GemmOperands& op, 
                          " bytes, workspace " + std::to_string(workspace_.bytes()) + " bytes");
   CUBLAS_CHECK(st);
   plan.algo = results[0].algo;
+  plan.choice = "heuristic's first";
   // Timing needs a stream that is not being captured, and a residual that is not the output
   // (repeated runs would otherwise accumulate into it).
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (found < 2 || capture != cudaStreamCaptureStatusNone || op.residual == op.y) return;
-  float best = time_algorithm(plan, results[0].algo, op, stream);
-  for (int i = 1; i < found; ++i) {
-    const float t = time_algorithm(plan, results[i].algo, op, stream);
+  if (capture != cudaStreamCaptureStatusNone || op.residual == op.y) return;
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  for (int i = 0; i < found; ++i) candidates.push_back(results[i].algo);
+  if (config_.search_all) {
+    const MatmulDescriptors d{plan.desc, plan.a, plan.b, plan.cd, plan.pref};
+    for (const auto& algo : every_algorithm(handle_, d, workspace_.bytes(), GemmConfig::kSearchLimit))
+      if (std::none_of(candidates.begin(), candidates.end(),
+                       [&](const cublasLtMatmulAlgo_t& c) { return same_algorithm(c, algo); }))
+        candidates.push_back(algo);
+  }
+  if (candidates.size() < 2) return;
+  // One run each sorts out the slow majority; the few best are then timed 5 times (median).
+  constexpr std::size_t kFinalists = 8;
+  std::vector<std::pair<float, std::size_t>> screened;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const float t = time_algorithm(plan, candidates[i], op, stream, 1);
+    if (std::isfinite(t)) screened.emplace_back(t, i);
+  }
+  std::sort(screened.begin(), screened.end());
+  screened.resize(std::min(screened.size(), kFinalists));
+  float best = INFINITY;
+  for (const auto& [screen_us, i] : screened) {
+    const float t = time_algorithm(plan, candidates[i], op, stream, 5);
     if (t < best) {
       best = t;
-      plan.algo = results[i].algo;
+      plan.algo = candidates[i];
+      plan.choice = (i < static_cast<std::size_t>(found) ? "heuristic's #" + std::to_string(i + 1)
+                                                         : std::string("enumerated")) +
+                    ", fastest of " + std::to_string(candidates.size()) + " timed (" +
+                    std::to_string(found) + " from the heuristic)";
     }
   }
 }
 
 float Gemm::time_algorithm(Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmOperands& op,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, int reps) {
   const float alpha = 1.f, beta = op.residual ? 1.f : 0.f;
   const __half* c = op.residual ? op.residual : op.y;
-  constexpr int kReps = 5;
-  std::vector<float> ms(kReps);
+  std::vector<float> ms(reps);
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
-  for (int r = -1; r < kReps; ++r) {  // r = -1: warm-up
+  bool ran = true;
+  for (int r = -1; r < reps && ran; ++r) {  // r = -1: warm-up
     CUDA_CHECK(cudaEventRecord(start, stream));
-    CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, op.w, plan.a, op.x, plan.b, &beta, c, plan.cd,
-                                op.y, plan.cd, &algo, workspace_.get(), workspace_.bytes(), stream));
+    ran = cublasLtMatmul(handle_, plan.desc, &alpha, op.w, plan.a, op.x, plan.b, &beta, c, plan.cd, op.y,
+                         plan.cd, &algo, workspace_.get(), workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
     CUDA_CHECK(cudaEventRecord(stop, stream));
     CUDA_CHECK(cudaEventSynchronize(stop));
     if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[r], start, stop));
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  if (!ran) return INFINITY;
   std::sort(ms.begin(), ms.end());
-  return 1000.f * ms[kReps / 2];
+  return 1000.f * ms[reps / 2];
+}
+
+std::vector<std::string> Gemm::choices() const {
+  std::vector<std::string> lines;
+  for (const auto& [key, plan] : plans_)
+    lines.push_back(std::to_string(key.m) + "x" + std::to_string(key.n) + "x" + std::to_string(key.k) + " " +
+                    epilogue_name(key.epilogue) + (key.residual ? "+residual" : "") + ": " +
+                    describe_algorithm(plan->algo) + " (" + plan->choice + ")");
+  return lines;
 }
 
 void Gemm::run(const GemmShape& s, Epilogue e, const GemmOperands& op, cudaStream_t stream) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 #include "buffer.hpp"
 
 namespace study {
@@ -43,6 +44,11 @@ struct GemmConfig {
   // 0 or 1: take the heuristic's first algorithm. N > 1: time the heuristic's top N candidates
   // once when a plan is made (on the caller's operands) and keep the fastest.
   int autotune_candidates = 0;
+  // Time every algorithm cuBLASLt will run for the shape (gemm_search.hpp: every algorithm id,
+  // its heuristic configurations and its tile x stages grid, up to kSearchLimit of them) besides
+  // the heuristic's top 64, once when a plan is made, and keep the fastest.
+  bool search_all = false;
+  static constexpr int kSearchLimit = 4096;
 };
 
 class Gemm {
@@ -62,6 +68,9 @@ class Gemm {
   const void* workspace() const { return workspace_.get(); }
   std::size_t plan_count() const { return plans_.size(); }
   long long heuristic_queries() const { return heuristic_queries_; }
+  // One line per plan: its shape and epilogue, the algorithm chosen (gemm_search.hpp's
+  // describe_algorithm) and how: the heuristic's first, or the fastest of N timed candidates.
+  std::vector<std::string> choices() const;
 
  private:
   struct Key {
@@ -77,8 +86,9 @@ class Gemm {
   std::unique_ptr<Plan> make_plan(const Key& key);  // descriptors and preferences
   void choose_algorithm(Plan& plan, const Key& key, const GemmOperands& op, cudaStream_t stream);
   // Median time of `reps` runs of one algorithm, microseconds (plan-time autotuning only).
+  // Infinity when cuBLASLt refuses to run it.
   float time_algorithm(Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmOperands& op,
-                       cudaStream_t stream);
+                       cudaStream_t stream, int reps);
 
   GemmConfig config_;
   cublasLtHandle_t handle_ = nullptr;

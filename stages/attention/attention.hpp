@@ -33,6 +33,9 @@ struct Version {
   // Work budget of the bench: above this many flops() it writes a `skipped` row unless
   // --force, because the version would take minutes per call. 0: no budget.
   double bench_max_flops = 0;
+  // Why this build or this GPU cannot run the version at all (then its test suite is skipped,
+  // not failed); null or empty: it can. supports() refuses with the same reason.
+  std::string (*unavailable)() = nullptr;
 };
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.

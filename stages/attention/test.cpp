@@ -77,4 +77,12 @@ TEST_CASE("empty and oversized problems are refused") {
   CHECK_FALSE(version().supports({-1, 197, 12, 64}).empty());
 }
 
-int main(int argc, char** argv) { return gpu_test_main(argc, argv, "attention_" STAGE_VERSION); }
+int main(int argc, char** argv) {
+  if (study::gpu_count() > 0 && version().unavailable) {
+    if (const auto why = version().unavailable(); !why.empty()) {
+      std::printf("attention_%s: %s: skipping the suite\n", STAGE_VERSION, why.c_str());
+      return 77;
+    }
+  }
+  return gpu_test_main(argc, argv, "attention_" STAGE_VERSION);
+}

@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
   return study::bench_main("mlp_" STAGE_VERSION, [&](study::BenchReport& report) {
     study::CommonOptions o;
     int rows = 0, hidden = 0, workspace_mib = 4, autotune = 0;
-    bool heuristic_every_call = false;
+    bool heuristic_every_call = false, search_all = false;
     study::Cli cli("mlp_" STAGE_VERSION,
                    "ViT MLP y = x + fc2(GELU(fc1(x))) over [batch*tokens, hidden], mlp 4x hidden: "
                    "check, time, one CSV row.");
@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
                  "query the cuBLASLt heuristic on every GEMM instead of once per shape");
     cli.add_int("--autotune", &autotune, "time the heuristic's top N cuBLASLt algorithms per shape "
                 "once and keep the fastest (default 0: the heuristic's first)", 0);
+    cli.add_flag("--search-all", &search_all, "time every algorithm cuBLASLt will run for each shape "
+                 "(every algorithm id and configuration it accepts) and keep the fastest");
     cli.parse(argc, argv);
 
     const auto& model = study::find_model(o.model);
@@ -47,7 +49,8 @@ int main(int argc, char** argv) {
                               std::to_string(p.mlp_hidden) + "; workspace " +
                               std::to_string(workspace_mib) + " MiB; heuristic " +
                               (heuristic_every_call ? "every call" : "cached") +
-                              (autotune > 1 ? "; autotuned over " + std::to_string(autotune) + " candidates" : "");
+                              (autotune > 1 ? "; autotuned over " + std::to_string(autotune) + " candidates" : "") +
+                              (search_all ? "; searched every cuBLASLt algorithm" : "");
     if (o.streams != 1) {  // as the PyTorch anchors: never a row that claims streams it did not use
       report.write("skipped", "the MLP bench runs on one stream (--streams 1 only)");
       return 0;
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
     gc.workspace_bytes = static_cast<std::size_t>(workspace_mib) << 20;
     gc.heuristic_every_call = heuristic_every_call;
     gc.autotune_candidates = autotune;
+    gc.search_all = search_all;
     study::Gemm gemm(gc);
 
     std::string check_note = "not checked (--no-check)";
@@ -78,7 +82,10 @@ int main(int argc, char** argv) {
     const auto args = dev.args(gemm);
     study::measure(report, o, "mlp_" STAGE_VERSION, [&](cudaStream_t s) { version.launch(p, args, s); },
                    mlp::bytes(p), mlp::flops(p));
-    report.write("ok", setup + "; " + check_note + "; cuda events per call");
+    std::string chosen;  // which kernels the tuning settled on, the point of a tuned row
+    if (autotune > 1 || search_all)
+      for (const auto& line : gemm.choices()) chosen += "; " + line;
+    report.write("ok", setup + "; " + check_note + "; cuda events per call" + chosen);
     return 0;
   });
 }

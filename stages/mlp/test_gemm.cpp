@@ -116,6 +116,20 @@ TEST_CASE("plans are cached per shape, epilogue and alignment; every-call mode r
   CHECK(cached.plan_count() == 3);
 }
 
+TEST_CASE("searching every cuBLASLt algorithm keeps one that computes the right result") {
+  study::GemmConfig cfg;
+  cfg.search_all = true;
+  study::Gemm gemm(cfg);
+  check_gemm(gemm, {197, 768, 256}, Epilogue::GeluBias, false);
+  check_gemm(gemm, {197, 256, 768}, Epilogue::Bias, true);
+  const auto choices = gemm.choices();
+  REQUIRE(choices.size() == 2);
+  for (const auto& c : choices) {
+    MESSAGE(c);
+    CHECK(c.find("fastest of") != std::string::npos);
+  }
+}
+
 TEST_CASE("the GELU_BIAS epilogue computes the tanh approximation, not erf") {
   // W = 0, so the epilogue sees only the bias: 4096 pre-activations in [0.5, 1.5], where
   // tanh-GELU sits 1.5e-4 to 2.2e-4 below erf-GELU, under fp16's half-ulp there. The mean

@@ -215,8 +215,7 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
 #endif
 }
 
-std::string supports(const Problem& p) {
-  if (auto r = check_tiled(p); !r.empty()) return r;
+std::string unavailable() {
 #ifndef STUDY_SM90A
   return "needs wgmma: build with -Dgpu_arch=90a (the default)";
 #else
@@ -230,6 +229,11 @@ std::string supports(const Problem& p) {
   if (major != 9) return "needs wgmma, which only compute capability 9.0 (Hopper) has";
   return {};
 #endif
+}
+
+std::string supports(const Problem& p) {
+  if (auto r = check_tiled(p); !r.empty()) return r;
+  return unavailable();
 }
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
@@ -251,6 +255,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version v7_flash{"v7_flash", supports, launch};
+extern const Version v7_flash{"v7_flash", supports, launch, 0, unavailable};
 
 }  // namespace attention

@@ -10,6 +10,7 @@
 # `STUDY_CONTEXT`.
 
 # %%
+import re
 import sys
 from pathlib import Path
 
@@ -276,6 +277,55 @@ else:
                 "(experiments/specs/mlp_models.toml adds hidden 384 and 1024)")
 
 # %% [markdown]
+# ## Which cuBLASLt algorithm: the heuristic's first, the best of its top 16, the best of all
+#
+# experiments/specs/mlp_autotune.toml times fused_epilogue and gemm_only with the GEMM
+# algorithm chosen three ways. It is a side experiment of the run, kept in the run's
+# mlp_autotune/ sub-folder so that its rows do not merge into the sweep above.
+
+# %%
+ALGO_CHOICE = {"": "heuristic's first", "--autotune 16": "fastest of the heuristic's top 16",
+               "--search-all": "fastest of every algorithm"}
+algo_csv = run.path / "mlp_autotune" / "mlp_autotune.csv"
+algos = None
+if algo_csv.is_file():
+    a = sd.read_csv(algo_csv)
+    a = a[(a["status"] == "ok") & a["version"].isin([FUSED, GEMM])].copy()
+    a_note = a["note"].astype(str)
+    a["extra"] = a_note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
+    a["rows"] = pd.to_numeric(a_note.str.extract(r"\brows=(\d+)")[0], errors="coerce")
+    # Candidates timed per GEMM plan ("fastest of N timed"); the larger of the two plans.
+    a["timed"] = a_note.apply(lambda n: max((int(x) for x in re.findall(r"fastest of (\d+) timed", n)),
+                                            default=1))
+    a = a[a["extra"].isin(list(ALGO_CHOICE))]
+if algo_csv.is_file() and len(a):
+    w = a.pivot_table(index=["rows", "extra"], columns="version", values="median_us", aggfunc="median")
+    n = a.pivot_table(index=["rows", "extra"], values="timed", aggfunc="max")
+    algos = w.join(n).reset_index()
+    algos["choice"] = algos["extra"].map(ALGO_CHOICE)
+    algos["_o"] = algos["extra"].map({e: i for i, e in enumerate(ALGO_CHOICE)})
+    algos = algos.sort_values(["rows", "_o"])
+    algos["fused / gemm_only"] = algos.get(FUSED) / algos.get(GEMM)
+    show = algos.rename(columns={"timed": "candidates timed", FUSED: f"{FUSED} us",
+                                 GEMM: f"{GEMM} us"})
+    show = show[["rows", "choice", "candidates timed", f"{FUSED} us", f"{GEMM} us",
+                 "fused / gemm_only"]]
+    ctx.table("mlp_algorithms", sd.markdown_table(show, {
+        "rows": sd.fmt_int, "candidates timed": sd.fmt_int, f"{FUSED} us": sd.fmt_us,
+        f"{GEMM} us": sd.fmt_us, "fused / gemm_only": sd.fmt_ratio}),
+        f"cuBLASLt algorithm choice at hidden {HIDDEN} (experiments/specs/mlp_autotune.toml, "
+        f"in the run's mlp_autotune/ folder): each version with the heuristic's first "
+        f"algorithm, the fastest of its top 16, and the fastest of every algorithm cuBLASLt "
+        f"will run (every algorithm id, its heuristic configurations and its tile x stages "
+        f"grid; the candidates timed are those of the larger GEMM plan), each chosen per GEMM "
+        f"and version; the row notes name the kernels kept. "
+        f"{sd.Run(run.path, a).provenance()}.")
+else:
+    ctx.missing("table", "mlp_algorithms",
+                "this run has no mlp_autotune/mlp_autotune.csv "
+                "(experiments/specs/mlp_autotune.toml writes it)")
+
+# %% [markdown]
 # ## cuBLASLt choices: heuristic cached vs queried every call, workspace size
 
 # %%
@@ -414,6 +464,16 @@ else:
     findings.append(f"The target of {FUSED} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
                     f"cannot be judged from this run: it lacks a timing of {FUSED} or {GEMM} at "
                     f"{KEY_ROWS[0]} or {KEY_ROWS[1]} rows.")
+if algos is not None:
+    searched = algos[algos["extra"] == "--search-all"].dropna(subset=["fused / gemm_only"])
+    if len(searched):
+        findings.append(
+            "With each GEMM's algorithm the fastest of every one cuBLASLt will run (up to "
+            f"{int(searched['timed'].max())} candidates timed per GEMM), {FUSED} costs "
+            + join_and(f"{sd.fmt_ratio(x)} {GEMM} at {int(r)} rows"
+                       for r, x in zip(searched["rows"], searched["fused / gemm_only"]))
+            + f": no algorithm cuBLASLt offers for these shapes brings the epilogues within "
+              f"{TARGET_GEMM_RATIO:.2f}x.")
 
 
 def fastest_mlp(rows):

@@ -126,6 +126,8 @@ MLP_EAGER_FLOOR_US = {"pytorch_mlp": 35.0}
 # mlp_cublaslt.toml: extra arguments -> (added host cost in us while the GPU waits, time factor)
 MLP_CUBLASLT = {(): (0.0, 1.0), ("--heuristic-every-call",): (12.0, 1.0),
                 ("--workspace-mib", "0"): (0.0, 1.04), ("--workspace-mib", "32"): (0.0, 0.99)}
+# mlp_autotune.toml: extra arguments -> (time factor, candidates named in the note per GEMM)
+MLP_ALGO_CHOICE = {(): (1.0, 0), ("--autotune", "16"): (0.98, 8), ("--search-all",): (0.97, 243)}
 
 
 def mlp_flops(rows: int, hidden: int) -> float:
@@ -161,11 +163,12 @@ def _write_csv(path: Path, rows):
 def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba9876543210fedcba9876543210fedcba98",
                   gpu="NVIDIA H200 (synthetic)", utc="2025-11-22T12:00:00Z", model=MLP_MODEL,
                   batches=MLP_BATCHES, image_sizes=(224, 384), widths=("vit_s", "vit_l"),
-                  cublaslt=True, with_status_rows=True, seed=3) -> Path:
+                  cublaslt=True, autotune=True, with_status_rows=True, seed=3) -> Path:
     """An MLP run as experiments/specs/mlp*.toml write it: mlp.csv (vit_b at every batch and
     image size, plus the `widths` models at 224 px; flushed L2; versions and anchors),
     mlp_cublaslt.csv (unfused and fused_epilogue with the extra cuBLASLt arguments in the note;
-    L2 not flushed) and ceilings.csv."""
+    L2 not flushed), mlp_autotune/mlp_autotune.csv (fused_epilogue and gemm_only with the
+    GEMM algorithm chosen three ways) and ceilings.csv."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -191,7 +194,7 @@ def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba987654321
         if status != "ok":
             r.update(status=status, note=note)
         else:
-            host, factor = MLP_CUBLASLT[tuple(extra)]
+            host, factor = MLP_CUBLASLT.get(tuple(extra), (0.0, MLP_ALGO_CHOICE.get(tuple(extra), (1.0,))[0]))
             median = mlp_median_us(version, rows, hidden, model) * factor
             median += host * math.exp(-median / 60.0) if host else 0.0
             median *= 1 + rng.uniform(-0.01, 0.01)
@@ -200,6 +203,10 @@ def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba987654321
                      note=setup)
             if version != "gemm_only":
                 r.update(max_abs_err=0.0078, rel_l2_err=3.5e-4)
+        timed = MLP_ALGO_CHOICE.get(tuple(extra), (1.0, 0))[1]
+        if timed:
+            r["note"] += "".join(f"; {g}: id 66 tile 24 (heuristic's #1, fastest of {timed} timed)"
+                                 for g in ("fc1", "fc2"))
         if extra:
             r["note"] = r["note"] + f" [extra: {' '.join(extra)}]"
         return r
@@ -237,6 +244,12 @@ def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba987654321
     _write_csv(folder / "mlp.csv", main)
     if tuned:
         _write_csv(folder / "mlp_cublaslt.csv", tuned)
+    if autotune:
+        (folder / "mlp_autotune").mkdir(exist_ok=True)
+        _write_csv(folder / "mlp_autotune" / "mlp_autotune.csv",
+                   [row(version, "vit_b", batch, 224, True, extra=extra)
+                    for batch in (32, 256) for extra in MLP_ALGO_CHOICE
+                    for version in ("fused_epilogue", "gemm_only")])
     _write_csv(folder / "ceilings.csv", ceilings)
     return folder
 

@@ -216,7 +216,8 @@ class MlpReport(unittest.TestCase):
             p = self.out / "figures" / f"{name}.png"
             self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
             self.assertIn(f"](figures/{name}.png)", self.readme)
-        for name in ("mlp_summary", "mlp_widths", "mlp_cublaslt", "mlp_status", "mlp_sweep"):
+        for name in ("mlp_summary", "mlp_widths", "mlp_cublaslt", "mlp_algorithms", "mlp_status",
+                     "mlp_sweep"):
             self.assertIn("|---", (self.out / "tables" / f"{name}.md").read_text(), name)
         summary = (self.out / "tables" / "mlp_summary.md").read_text()
         for v in synthetic.MLP_MODEL:
@@ -231,6 +232,12 @@ class MlpReport(unittest.TestCase):
         self.assertIn("| every call | 4 |", cublaslt)
         self.assertIn("| cached | 0 |", cublaslt)
         self.assertIn("L2 not flushed", cublaslt)
+        algorithms = (self.out / "tables" / "mlp_algorithms.md").read_text()
+        self.assertIn("| 6304 | heuristic's first | 1 |", algorithms)
+        self.assertIn("| 50432 | fastest of every algorithm | 243 |", algorithms)
+        self.assertEqual(algorithms.count("| 6304 |"), 3)   # the sweep's rows do not leak in
+        self.assertIn("the fastest of every one cuBLASLt will run (up to 243 candidates timed per "
+                      "GEMM), fused_epilogue costs", self.text)
 
     def test_provenance_per_family(self):
         self.assertIn("run synthetic-mlp-run, commit fedcba987654", self.readme)

@@ -2,7 +2,9 @@
 // (validate, heuristic plans, support check, build) with cuDNN's reason kept when it refuses.
 // Included only by cuDNN versions, inside #ifdef STUDY_HAVE_CUDNN.
 #pragma once
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <cudnn_frontend.h>
 #include "buffer.hpp"
 #include "cudnn_check.hpp"
@@ -31,5 +33,20 @@ inline std::string build_cudnn_graph(cudnn_frontend::graph::Graph& g, DeviceBuff
   workspace = DeviceBuffer<char>(static_cast<size_t>(bytes));
   return {};
 }
+
+// What a cuDNN version caches per shape: the built graph and its workspace, or why cuDNN
+// refused the shape. A family's plan adds the graph's tensors.
+struct CudnnPlan {
+  cudnn_frontend::graph::Graph graph;
+  DeviceBuffer<char> workspace;
+  std::string error;  // non-empty: cuDNN refused this shape
+
+  using Tensor = std::shared_ptr<cudnn_frontend::graph::Tensor_attributes>;
+  // Binds each tensor to its device pointer and runs the graph on `stream`.
+  void execute(std::unordered_map<Tensor, void*> pack, cudaStream_t stream) {
+    CUDNN_CHECK(cudnnSetStream(cudnn_handle(), stream));
+    CUDNN_FE_CHECK(graph.execute(cudnn_handle(), pack, workspace.get()));
+  }
+};
 
 }  // namespace study

@@ -260,6 +260,33 @@ def provenance(torch=None, device=0):
     return p
 
 
+# ---- checking -----------------------------------------------------------------------------------
+
+class ErrorSum:
+    """Max abs and relative L2 error of an output against its float64 reference, accumulated
+    chunk by chunk (a whole float64 reference would not fit). Only finite outputs enter the
+    sums; the caller counts the non-finite ones apart, so a NaN fails the check instead of
+    vanishing from it."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.diff2 = self.ref2 = self.max_abs = 0.0
+
+    def add(self, got, ref):
+        t = self.torch
+        g = got.double()
+        finite = t.isfinite(g)
+        d = t.where(finite, g - ref, t.zeros_like(ref))
+        self.diff2 += float((d * d).sum())
+        self.ref2 += float((t.where(finite, ref, t.zeros_like(ref)) ** 2).sum())
+        self.max_abs = max(self.max_abs, float(d.abs().max()))
+
+    def result(self):
+        """(max_abs, rel_l2); rel_l2 is the absolute L2 error when the reference is all zero."""
+        rel = (self.diff2 / self.ref2) ** 0.5 if self.ref2 > 0 else self.diff2 ** 0.5
+        return self.max_abs, rel
+
+
 # ---- statistics and timing --------------------------------------------------------------------
 
 def summarize(samples_us):

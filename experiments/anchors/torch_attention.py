@@ -97,18 +97,13 @@ def build(torch, args):
         got = result()
         torch.cuda.synchronize(dev)
         nonfinite = int((~torch.isfinite(got)).sum().item())
-        diff2 = ref2 = max_abs = 0.0
+        err = common.ErrorSum(torch)
         for b in range(B):
             qd, kd, vd = q[b].double(), k[b].double(), v[b].double()
             ref = torch.softmax(qd @ kd.transpose(-1, -2) * scale, dim=-1) @ vd
-            g = got[b].double()
-            finite = torch.isfinite(g)
-            d = torch.where(finite, g - ref, torch.zeros_like(ref))
-            diff2 += float((d * d).sum())
-            ref2 += float((torch.where(finite, ref, torch.zeros_like(ref)) ** 2).sum())
-            max_abs = max(max_abs, float(d.abs().max()))
-            del qd, kd, vd, ref, g, d, finite
-        rel = (diff2 / ref2) ** 0.5 if ref2 > 0 else diff2 ** 0.5
+            err.add(got[b], ref)
+            del qd, kd, vd, ref
+        max_abs, rel = err.result()
         return max_abs, rel, nonfinite
 
     return common.Problem(run=run, check=check, bytes_moved=bytes_moved(B, T, H, D),

@@ -72,23 +72,17 @@ def build(torch, args):
         got = result()
         torch.cuda.synchronize(dev)
         g64, b64 = gamma.double(), beta.double()
-        diff2 = ref2 = 0.0
-        max_abs = 0.0
         nonfinite = int((~torch.isfinite(got)).sum().item())
+        err = common.ErrorSum(torch)
         step = max(1, CHECK_CHUNK // hidden)
         for r0 in range(0, rows, step):
             xd = x[r0:r0 + step].double()
             mu = xd.mean(dim=1, keepdim=True)
             var = ((xd - mu) ** 2).mean(dim=1, keepdim=True)  # biased, as LayerNorm
             ref = (xd - mu) / torch.sqrt(var + EPS) * g64 + b64
-            g = got[r0:r0 + step].double()
-            finite = torch.isfinite(g)
-            d = torch.where(finite, g - ref, torch.zeros_like(ref))
-            diff2 += float((d * d).sum())
-            ref2 += float((torch.where(finite, ref, torch.zeros_like(ref)) ** 2).sum())
-            max_abs = max(max_abs, float(d.abs().max()))
-            del xd, mu, var, ref, g, d, finite
-        rel = (diff2 / ref2) ** 0.5 if ref2 > 0 else diff2 ** 0.5
+            err.add(got[r0:r0 + step], ref)
+            del xd, mu, var, ref
+        max_abs, rel = err.result()
         return max_abs, rel, nonfinite
 
     return common.Problem(run=run, check=check, bytes_moved=bytes_moved(rows, hidden),

@@ -79,19 +79,14 @@ def build(torch, args):
         torch.cuda.synchronize(dev)
         nonfinite = int((~torch.isfinite(got)).sum().item())
         w1d, b1d, w2d, b2d = w1.double(), b1.double(), w2.double(), b2.double()
-        diff2 = ref2 = max_abs = 0.0
+        err = common.ErrorSum(torch)
         step = max(1, CHECK_CHUNK // mlp)
         for r0 in range(0, rows, step):
             xd = x[r0:r0 + step].double()
             ref = xd + F.linear(F.gelu(F.linear(xd, w1d, b1d)), w2d, b2d)
-            g = got[r0:r0 + step].double()
-            finite = torch.isfinite(g)
-            d = torch.where(finite, g - ref, torch.zeros_like(ref))
-            diff2 += float((d * d).sum())
-            ref2 += float((torch.where(finite, ref, torch.zeros_like(ref)) ** 2).sum())
-            max_abs = max(max_abs, float(d.abs().max()))
-            del xd, ref, g, d, finite
-        rel = (diff2 / ref2) ** 0.5 if ref2 > 0 else diff2 ** 0.5
+            err.add(got[r0:r0 + step], ref)
+            del xd, ref
+        max_abs, rel = err.result()
         return max_abs, rel, nonfinite
 
     reduced = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction

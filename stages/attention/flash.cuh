@@ -44,6 +44,23 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Where this block's head (blockIdx.y = head, blockIdx.z = batch) lives: its Q, K and V columns
+// in the packed [batch*tokens, 3 * heads * kD] QKV buffer (row stride `stride`), and its output
+// columns in the [batch*tokens, heads * kD] output (row stride `width`).
+struct HeadView {
+  const __half *q, *k, *v;
+  __half* out;
+  int width, stride;
+  __device__ __forceinline__ HeadView(const __half* qkv, __half* o, int tokens, int heads)
+      : width(heads * kD), stride(3 * heads * kD) {
+    const int h = blockIdx.y, b = blockIdx.z;
+    q = qkv + b * tokens * stride + h * kD;
+    k = q + width;
+    v = k + width;
+    out = o + b * tokens * width + h * kD;
+  }
+};
+
 // Rows row0..row0+kTileRows-1 of one q/k/v block of the head into a swizzled tile, by
 // kThreads threads; rows past the sequence end are zero-filled (zero keys score 0 and are
 // masked; zero values keep 0 * garbage out of O).

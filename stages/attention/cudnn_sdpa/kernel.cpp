@@ -17,11 +17,8 @@ namespace attention {
 namespace {
 namespace fe = cudnn_frontend;
 
-struct Plan {
-  fe::graph::Graph graph;
-  std::shared_ptr<fe::graph::Tensor_attributes> q, k, v, o;
-  study::DeviceBuffer<char> workspace;
-  std::string error;  // non-empty: cuDNN refused this shape
+struct Plan : study::CudnnPlan {
+  Tensor q, k, v, o;
 };
 
 // Built once per (batch, tokens, heads, head_dim); a refusal is cached too, with cuDNN's reason.
@@ -67,12 +64,9 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   Plan& plan = plan_for(p);
   if (!plan.error.empty()) throw study::StudyError(study::ErrorKind::Library, plan.error);
   require_aligned(a, 16, "cudnn_sdpa");
-  CUDNN_CHECK(cudnnSetStream(study::cudnn_handle(), stream));
   const size_t width = static_cast<size_t>(p.heads) * p.head_dim;
   __half* qkv = const_cast<__half*>(a.qkv);
-  std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack = {
-      {plan.q, qkv}, {plan.k, qkv + width}, {plan.v, qkv + 2 * width}, {plan.o, a.out}};
-  CUDNN_FE_CHECK(plan.graph.execute(study::cudnn_handle(), pack, plan.workspace.get()));
+  plan.execute({{plan.q, qkv}, {plan.k, qkv + width}, {plan.v, qkv + 2 * width}, {plan.o, a.out}}, stream);
 }
 
 }  // namespace
@@ -83,16 +77,11 @@ extern const Version cudnn_sdpa{"cudnn_sdpa", supports, launch};
 
 #else  // built without the cuDNN frontend: the version exists and says why it cannot run
 
+#include "cudnn_not_built.hpp"
+
 namespace attention {
-namespace {
-std::string supports(const Problem&) {
-  return "not built: cuDNN or the cuDNN frontend headers were not found at configure time";
-}
-void launch(const Problem& p, const Args&, cudaStream_t) {
-  throw study::StudyError(study::ErrorKind::Usage, supports(p));
-}
-}  // namespace
-extern const Version cudnn_sdpa{"cudnn_sdpa", supports, launch};
+using NotBuilt = study::CudnnNotBuilt<Problem, Args>;
+extern const Version cudnn_sdpa{"cudnn_sdpa", NotBuilt::supports, NotBuilt::launch};
 }  // namespace attention
 
 #endif

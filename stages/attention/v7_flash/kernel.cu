@@ -119,11 +119,9 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
   // kernel that issues one under a branch it cannot prove uniform.
   const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int width = heads * kD, stride = 3 * width;
-  const __half* q_g = qkv + b * tokens * stride + h * kD;
-  const __half* k_g = q_g + width;
-  const __half* v_g = k_g + width;
+  const HeadView head(qkv, out, tokens, heads);
+  const int stride = head.stride;
+  const __half *q_g = head.q, *k_g = head.k, *v_g = head.v;
   const int row0 = blockIdx.x * kRows;
   const int tiles = (tokens + kKeys - 1) / kKeys;
   auto load_kv = [&](int j) {
@@ -209,7 +207,7 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
   else
     asm volatile("bar.sync 2, 128;\n" ::: "memory");
   const int warp_row0 = group * kGroupRows + 16 * warp;
-  store_rows(st, q_s + warp_row0 * kD, out + b * tokens * width + h * kD, width, row0 + warp_row0, tokens, lane);
+  store_rows(st, q_s + warp_row0 * kD, head.out, head.width, row0 + warp_row0, tokens, lane);
 #else
   __trap();  // built without sm_90a: launch() refuses before getting here
 #endif

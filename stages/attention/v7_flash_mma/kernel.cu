@@ -108,11 +108,9 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
   __shared__ __align__(128) __half v_s[2][kKeys * kD];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int width = heads * kD, stride = 3 * width;
-  const __half* q_g = qkv + b * tokens * stride + h * kD;
-  const __half* k_g = q_g + width;
-  const __half* v_g = k_g + width;
+  const HeadView head(qkv, out, tokens, heads);
+  const int stride = head.stride;
+  const __half *q_g = head.q, *k_g = head.k, *v_g = head.v;
   const int row0 = blockIdx.x * kRows;
   const int tiles = (tokens + kKeys - 1) / kKeys;
 
@@ -156,7 +154,7 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
 
   // Normalize, stage the warp's outputs in its own (now unused) Q rows, and write them as
   // whole 128-byte rows.
-  store_rows(st, q_s + wrow * kD, out + b * tokens * width + h * kD, width, row0 + wrow, tokens, lane);
+  store_rows(st, q_s + wrow * kD, head.out, head.width, row0 + wrow, tokens, lane);
 }
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {

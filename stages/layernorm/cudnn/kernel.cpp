@@ -14,11 +14,8 @@ namespace layernorm {
 namespace {
 namespace fe = cudnn_frontend;
 
-struct Plan {
-  fe::graph::Graph graph;
-  std::shared_ptr<fe::graph::Tensor_attributes> x, scale, bias, y;
-  study::DeviceBuffer<char> workspace;
-  std::string error;  // non-empty: cuDNN refused this shape
+struct Plan : study::CudnnPlan {
+  Tensor x, scale, bias, y;
 };
 
 // Built once per (rows, hidden, eps); a refusal is cached too, with cuDNN's reason.
@@ -56,13 +53,11 @@ std::string supports(const Problem& p) {
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   Plan& plan = plan_for(p);
   if (!plan.error.empty()) throw study::StudyError(study::ErrorKind::Library, plan.error);
-  CUDNN_CHECK(cudnnSetStream(study::cudnn_handle(), stream));
-  std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack = {
-      {plan.x, const_cast<__half*>(a.x)},
-      {plan.scale, const_cast<__half*>(a.gamma)},
-      {plan.bias, const_cast<__half*>(a.beta)},
-      {plan.y, a.y}};
-  CUDNN_FE_CHECK(plan.graph.execute(study::cudnn_handle(), pack, plan.workspace.get()));
+  plan.execute({{plan.x, const_cast<__half*>(a.x)},
+                {plan.scale, const_cast<__half*>(a.gamma)},
+                {plan.bias, const_cast<__half*>(a.beta)},
+                {plan.y, a.y}},
+               stream);
 }
 
 }  // namespace
@@ -73,16 +68,11 @@ extern const Version cudnn{"cudnn", supports, launch};
 
 #else  // built without the cuDNN frontend: the version exists and says why it cannot run
 
+#include "cudnn_not_built.hpp"
+
 namespace layernorm {
-namespace {
-std::string supports(const Problem&) {
-  return "not built: cuDNN or the cuDNN frontend headers were not found at configure time";
-}
-void launch(const Problem& p, const Args&, cudaStream_t) {
-  throw study::StudyError(study::ErrorKind::Usage, supports(p));
-}
-}  // namespace
-extern const Version cudnn{"cudnn", supports, launch};
+using NotBuilt = study::CudnnNotBuilt<Problem, Args>;
+extern const Version cudnn{"cudnn", NotBuilt::supports, NotBuilt::launch};
 }  // namespace layernorm
 
 #endif

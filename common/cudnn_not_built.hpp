@@ -1,0 +1,21 @@
+// A cuDNN version in a build without cuDNN or its frontend headers still exists, so the ladder,
+// the bench and the sweeps know it: it refuses every problem with the reason, and throws it if
+// launched anyway. Any family's Problem and Args.
+#pragma once
+#include <string>
+#include <cuda_runtime.h>
+#include "check.hpp"
+
+namespace study {
+
+template <class Problem, class Args>
+struct CudnnNotBuilt {
+  static std::string supports(const Problem&) {
+    return "not built: cuDNN or the cuDNN frontend headers were not found at configure time";
+  }
+  static void launch(const Problem& p, const Args&, cudaStream_t) {
+    throw StudyError(ErrorKind::Usage, supports(p));
+  }
+};
+
+}  // namespace study

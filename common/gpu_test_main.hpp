@@ -1,14 +1,23 @@
 // main() for GPU doctest suites: without a CUDA device the whole suite is skipped with exit
-// code 77 (meson reports SKIP) and one clear line, instead of failing.
+// code 77 (meson reports SKIP) and one clear line, instead of failing. So is a suite whose
+// version cannot run in this build or on this GPU at all (`unavailable` says why, e.g. a
+// wgmma kernel in a build without sm_90a); every other refusal is the tests' business.
 #pragma once
 #include <cstdio>
+#include <string>
 #include <doctest/doctest.h>
 #include "gpu.hpp"
 
-inline int gpu_test_main(int argc, char** argv, const char* suite) {
+inline int gpu_test_main(int argc, char** argv, const char* suite, std::string (*unavailable)() = nullptr) {
   if (study::gpu_count() == 0) {
     std::printf("%s: no CUDA device: skipping the GPU suite\n", suite);
     return 77;
+  }
+  if (unavailable) {
+    if (const auto why = unavailable(); !why.empty()) {
+      std::printf("%s: %s: skipping the suite\n", suite, why.c_str());
+      return 77;
+    }
   }
   doctest::Context ctx(argc, argv);
   return ctx.run();

@@ -78,11 +78,5 @@ TEST_CASE("empty and oversized problems are refused") {
 }
 
 int main(int argc, char** argv) {
-  if (study::gpu_count() > 0 && version().unavailable) {
-    if (const auto why = version().unavailable(); !why.empty()) {
-      std::printf("attention_%s: %s: skipping the suite\n", STAGE_VERSION, why.c_str());
-      return 77;
-    }
-  }
-  return gpu_test_main(argc, argv, "attention_" STAGE_VERSION);
+  return gpu_test_main(argc, argv, "attention_" STAGE_VERSION, version().unavailable);
 }

@@ -5,11 +5,13 @@
 namespace mlp {
 
 // Each version's kernel file defines its Version object.
-extern const Version unfused, unfused_graph, fused_epilogue, handwritten_epilogue, gemm_only;
+extern const Version unfused, unfused_graph, fused_epilogue, handwritten_epilogue, gemm_only,
+    pingpong_epilogue, pingpong_gemm_only;
 
 const std::vector<Version>& versions() {
   static const std::vector<Version> all = {unfused, unfused_graph, fused_epilogue,
-                                           handwritten_epilogue, gemm_only};
+                                           handwritten_epilogue, gemm_only, pingpong_epilogue,
+                                           pingpong_gemm_only};
   return all;
 }
 

@@ -41,6 +41,9 @@ struct Version {
   // False for timing references whose output is not the MLP (gemm_only): they are run and
   // checked for NaN, never compared with the reference.
   bool computes_mlp = true;
+  // Why this build or this GPU cannot run the version at all (then its test suite is skipped,
+  // not failed); null or empty: it can. supports() refuses with the same reason.
+  std::string (*unavailable)() = nullptr;
 };
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.

@@ -16,11 +16,11 @@ const Version& version() { return find_version(STAGE_VERSION); }
 Problem shape(int rows, int hidden) { return {rows, hidden, 4 * hidden}; }
 
 // 100 is not a multiple of 8: cuBLASLt falls back to kernels for unaligned leading dimensions,
-// our 16-byte vectors cannot. The test fails if a version refuses what it should compute, or
+// our 16-byte vectors and the ping-pong GEMM's TMA (16-byte row strides) cannot. The test fails if a version refuses what it should compute, or
 // the other way round.
 constexpr int kUnalignedHidden = 100;
 std::set<int> expected_refusals(const std::string& name) {
-  if (name == "handwritten_epilogue") return {kUnalignedHidden};
+  if (name == "handwritten_epilogue" || name.rfind("pingpong_", 0) == 0) return {kUnalignedHidden};
   return {};
 }
 
@@ -100,4 +100,6 @@ TEST_CASE("empty problems are refused") {
   CHECK_FALSE(version().supports({197, 768, 0}).empty());
 }
 
-int main(int argc, char** argv) { return gpu_test_main(argc, argv, "mlp_" STAGE_VERSION); }
+int main(int argc, char** argv) {
+  return gpu_test_main(argc, argv, "mlp_" STAGE_VERSION, version().unavailable);
+}

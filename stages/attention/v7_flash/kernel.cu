@@ -18,11 +18,13 @@
 #include "attention.hpp"
 #include "check.hpp"
 #include "flash.cuh"
+#include "sm90.cuh"
 
 namespace attention {
 namespace {
 
 using namespace flash;
+using namespace sm90;
 
 constexpr int kGroups = 2;                 // warpgroups per block
 constexpr int kGroupRows = 64;             // query rows per warpgroup: wgmma's M
@@ -31,62 +33,7 @@ constexpr int kStages = 3;                 // K/V tiles in flight: j (P V), j+1 
 constexpr int kTileBytes = kKeys * kD * 2;  // one 64 x 64 fp16 tile: 8 KB
 constexpr int kSmemBytes = (kGroups + 2 * kStages) * kTileBytes + 1024;  // +1024: alignment slack
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define STUDY_WGMMA 1
-#endif
-
-// Shared-memory matrix descriptor of a swizzled tile (rows of 128 bytes, 8-row groups 1024
-// bytes apart, 128-byte swizzle). Both byte offsets are 1024: for K-major operands the leading
-// offset is unused, for V (read transposed) the 8-key groups are 1024 bytes apart and a 64-wide
-// N never needs the other offset. Address bits 4..17 go in bits 0..13; +2 per 32 bytes.
-__device__ __forceinline__ uint64_t tile_desc(uint32_t addr) {
-  constexpr uint64_t kGroupStride = 1024 >> 4;
-  return ((addr & 0x3FFFF) >> 4) | (kGroupStride << 16) | (kGroupStride << 32) | (1ull << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// cp.async writes are generic-proxy writes; wgmma reads through the async proxy.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// Keeps the compiler from moving reads or writes of accumulator registers across a wgmma
-// issue or wait (it does not know the asm statements complete asynchronously).
-template <int N>
-__device__ __forceinline__ void reg_fence(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
 #ifdef STUDY_WGMMA
-// d (+)= A B, m64n64k16: A and B from shared memory, both K-major (Q rows, K rows).
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(accumulate));
-}
-
-// d += A B, m64n64k16: A (P) from registers, B (V [key][d]) from shared memory, transposed.
-__device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
 // S = Q K^T for one tile: 4 k-steps of 16 over head_dim (32 bytes along the swizzled rows).
 // Always all 64 keys: a narrower wgmma for the ragged last tile would leave the other
 // accumulators defined by ordinary moves where the paths join, and ptxas then serializes

@@ -1,0 +1,28 @@
+// pingpong_epilogue: both GEMMs on the family's own Hopper ping-pong kernel (pingpong_gemm.hpp)
+// with the epilogues fused and overlapped with the next tile's main loop: fc1 with bias and
+// exact GELU, fc2 with bias and the residual. Two launches, no cuBLASLt.
+#include "mlp.hpp"
+#include "pingpong_gemm.hpp"
+
+namespace mlp {
+namespace {
+
+std::string supports(const Problem& p) {
+  if (auto r = check_common(p); !r.empty()) return r;
+  if (auto r = pingpong_supports(p.rows, p.mlp_hidden, p.hidden); !r.empty()) return r;
+  return pingpong_supports(p.rows, p.hidden, p.mlp_hidden);
+}
+
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  pingpong_gemm(p.rows, p.mlp_hidden, p.hidden, PingpongEpilogue::BiasGelu, a.x, a.fc1_w, a.h, a.fc1_b, nullptr,
+                stream);
+  pingpong_gemm(p.rows, p.hidden, p.mlp_hidden, PingpongEpilogue::BiasResidual, a.h, a.fc2_w, a.y, a.fc2_b, a.x,
+                stream);
+}
+
+}  // namespace
+
+extern const Version pingpong_epilogue{"pingpong_epilogue", supports, launch, study::kFp16RelTol, true,
+                                       pingpong_unavailable};
+
+}  // namespace mlp

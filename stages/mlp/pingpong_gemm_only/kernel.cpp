@@ -1,0 +1,28 @@
+// pingpong_gemm_only: fc1's and fc2's GEMMs alone on the ping-pong kernel, no bias, GELU or
+// residual. Not an MLP: the timing reference of pingpong_epilogue, as gemm_only is of the
+// cuBLASLt versions.
+#include "mlp.hpp"
+#include "pingpong_gemm.hpp"
+
+namespace mlp {
+namespace {
+
+std::string supports(const Problem& p) {
+  if (auto r = check_common(p); !r.empty()) return r;
+  if (auto r = pingpong_supports(p.rows, p.mlp_hidden, p.hidden); !r.empty()) return r;
+  return pingpong_supports(p.rows, p.hidden, p.mlp_hidden);
+}
+
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  pingpong_gemm(p.rows, p.mlp_hidden, p.hidden, PingpongEpilogue::None, a.x, a.fc1_w, a.h, nullptr, nullptr,
+                stream);
+  pingpong_gemm(p.rows, p.hidden, p.mlp_hidden, PingpongEpilogue::None, a.h, a.fc2_w, a.y, nullptr, nullptr,
+                stream);
+}
+
+}  // namespace
+
+extern const Version pingpong_gemm_only{"pingpong_gemm_only", supports, launch, study::kFp16RelTol, false,
+                                        pingpong_unavailable};
+
+}  // namespace mlp

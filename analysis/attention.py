@@ -243,7 +243,7 @@ ctx.table("attention_sweep", sd.markdown_table(
     f"timed (see the status table). {prov}.")
 
 # %% [markdown]
-# ## Nsight Compute metrics (experiments/ncu_attention.sh), when the run folder has them
+# ## Nsight Compute metrics (experiments/ncu_family.sh attention), when the run folder has them
 
 # %%
 NCU_COLUMNS = {  # ncu metric -> table column
@@ -271,7 +271,7 @@ if ncu_path.is_file():
               f"{prov}.")
 else:
     ctx.missing("table", "attention_ncu",
-                f"this run has no {sd.show_path(ncu_path)} (experiments/ncu_attention.sh writes it)")
+                f"this run has no {sd.show_path(ncu_path)} (experiments/ncu_family.sh attention writes it)")
 
 # %% [markdown]
 # ## Status: what was timed, skipped or failed

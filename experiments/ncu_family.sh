@@ -1,29 +1,40 @@
 #!/usr/bin/env bash
-# Nsight Compute metrics of every attention version at batch 32, 224 px (197 tokens), ViT-B:
-# launch shape, registers, shared memory, achieved occupancy, memory and SM throughput, and
-# kernel time, one CSV row per kernel launch, tagged with the version.
-#   experiments/ncu_attention.sh OUT.csv [BUILD_DIR (default build)] [extra bench args...]
+# Nsight Compute metrics of every version of a family (attention or mlp) at batch 32, 224 px
+# (197 tokens), ViT-B: launch shape, registers, shared memory, achieved occupancy, SM, memory,
+# L2 and DRAM throughput, issue activity and kernel time, one CSV row per kernel launch, tagged
+# with the version. NCU_EXTRA_METRICS (comma-separated) adds metrics.
+#   experiments/ncu_family.sh FAMILY OUT.csv [BUILD_DIR (default build)] [extra bench args...]
 # Each bench runs once, unchecked and untimed beyond one call (--warmup 0 --iters 1 --no-check),
 # so only the timed call is profiled (library versions may launch several kernels per call).
-# Keep OUT outside a results run folder's top level (e.g. <run>/ncu/attention.csv): that
+# Keep OUT outside a results run folder's top level (e.g. <run>/ncu/FAMILY.csv): that
 # folder's *.csv files must all be in the study's row schema.
 set -euo pipefail
-out=${1:?usage: ncu_attention.sh OUT.csv [BUILD_DIR] [bench args...]}
-build=${2:-build}
-shift $(( $# >= 2 ? 2 : 1 ))
-versions=(v0_naive v1_smem_tiling v2_coalesced v3_wmma v4_multiwarp v5_large_tile v6_coalesced_k v7_flash_mma v7_flash cudnn_sdpa)
+family=${1:?usage: ncu_family.sh attention|mlp OUT.csv [BUILD_DIR] [bench args...]}
+out=${2:?usage: ncu_family.sh attention|mlp OUT.csv [BUILD_DIR] [bench args...]}
+build=${3:-build}
+shift $(( $# >= 3 ? 3 : 2 ))
+case $family in
+  attention) versions=(v0_naive v1_smem_tiling v2_coalesced v3_wmma v4_multiwarp v5_large_tile v6_coalesced_k
+                       v7_flash_mma v7_flash cudnn_sdpa) ;;
+  mlp) versions=(unfused unfused_graph fused_epilogue handwritten_epilogue gemm_only pingpong_epilogue
+                 pingpong_gemm_only) ;;
+  *) echo "ncu_family.sh: unknown family '$family' (attention or mlp)" >&2; exit 2 ;;
+esac
 metrics=launch__grid_size,launch__block_size,launch__registers_per_thread
 metrics+=,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
 metrics+=,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
 metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum
+metrics+=,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
+metrics+=,smsp__issue_active.avg.pct_of_peak_sustained_active
+[ -n "${NCU_EXTRA_METRICS:-}" ] && metrics+=,$NCU_EXTRA_METRICS
 ncu_bin=${NCU:-ncu}
 mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for v in "${versions[@]}"; do
-  exe="$build/stages/attention/attention_$v"
-  [ -x "$exe" ] || { echo "ncu_attention.sh: $exe not built (ninja -C $build)" >&2; exit 2; }
+  exe="$build/stages/$family/${family}_$v"
+  [ -x "$exe" ] || { echo "ncu_family.sh: $exe not built (ninja -C $build)" >&2; exit 2; }
   echo "[ncu] $v" >&2
   # --clock-control none: measure the GPU at the clocks it runs at, as the benches do.
   "$ncu_bin" --clock-control none --csv --page raw --metrics "$metrics" \
@@ -42,12 +53,12 @@ for v in versions:
     table = list(csv.reader(lines))
     kernels = [r for r in table[1:] if r and r[0].strip()]
     if not table or not kernels:
-        sys.exit(f"ncu_attention.sh: no kernel profiled for {v}")
+        sys.exit(f"ncu_family.sh: no kernel profiled for {v}")
     header = header or ["version"] + table[0]
     if ["version"] + table[0] != header:
-        sys.exit(f"ncu_attention.sh: {v}: columns differ from the first version's")
+        sys.exit(f"ncu_family.sh: {v}: columns differ from the first version's")
     rows += [[v] + r for r in kernels]
 with open(out, "w", newline="") as f:
     csv.writer(f).writerows([header] + rows)
-print(f"ncu_attention.sh: {len(rows)} kernel rows -> {out}", file=sys.stderr)
+print(f"ncu_family.sh: {len(rows)} kernel rows -> {out}", file=sys.stderr)
 PY

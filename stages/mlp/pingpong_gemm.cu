@@ -116,36 +116,50 @@ kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtens
 
     // Epilogue. Accumulator layout of wgmma m64nN, per warp: rows 16 warp + lane / 4 (+8),
     // columns 8 j + 2 (lane % 4) + {0, 1} in registers 4 j + {0, 1} (+2 for the row + 8).
+    // Bias and GELU first, in registers and without a branch between the 128 values, so their
+    // dependent chains interleave; then the guarded residual reads and stores.
     const int tm = t % s.tiles_m, tn = t / s.tiles_m;
     const int col0 = tn * kBN + 2 * (lane % 4);
+    const bool full_n = (tn + 1) * kBN <= s.n;  // every column of the tile exists
+    if constexpr (E != PingpongEpilogue::None) {
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = col0 + 8 * j;
+        const float2 b = full_n || col < s.n ? __half22float2(*reinterpret_cast<const __half2*>(bias + col))
+                                             : make_float2(0.f, 0.f);
+#pragma unroll
+        for (int mh = 0; mh < 2; ++mh)
+#pragma unroll
+          for (int r = 0; r < 4; r += 2) {
+            float& v0 = acc[mh][4 * j + r];
+            float& v1 = acc[mh][4 * j + r + 1];
+            v0 += b.x;
+            v1 += b.y;
+            if constexpr (E == PingpongEpilogue::BiasGelu) {
+              v0 = gelu_erf(v0);
+              v1 = gelu_erf(v1);
+            }
+          }
+      }
+    }
 #pragma unroll
     for (int mh = 0; mh < 2; ++mh)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = tm * kBM + mh * 64 + warp * 16 + lane / 4 + half * 8;
         if (row >= s.m) continue;
-        __half* out = y + static_cast<size_t>(row) * s.n;
+        const size_t base = static_cast<size_t>(row) * s.n;
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
           const int col = col0 + 8 * j;
-          if (col >= s.n) continue;  // n % 8 == 0: col + 1 < n too
+          if (!full_n && col >= s.n) continue;  // n % 8 == 0: col + 1 < n too
           float v0 = acc[mh][4 * j + 2 * half], v1 = acc[mh][4 * j + 2 * half + 1];
-          if constexpr (E != PingpongEpilogue::None) {
-            const float2 bb = __half22float2(*reinterpret_cast<const __half2*>(bias + col));
-            v0 += bb.x;
-            v1 += bb.y;
-          }
-          if constexpr (E == PingpongEpilogue::BiasGelu) {
-            v0 = gelu_erf(v0);
-            v1 = gelu_erf(v1);
-          }
           if constexpr (E == PingpongEpilogue::BiasResidual) {
-            const float2 r = __half22float2(
-                *reinterpret_cast<const __half2*>(residual + static_cast<size_t>(row) * s.n + col));
+            const float2 r = __half22float2(*reinterpret_cast<const __half2*>(residual + base + col));
             v0 += r.x;
             v1 += r.y;
           }
-          *reinterpret_cast<__half2*>(out + col) = __floats2half2_rn(v0, v1);
+          *reinterpret_cast<__half2*>(y + base + col) = __floats2half2_rn(v0, v1);
         }
       }
   }

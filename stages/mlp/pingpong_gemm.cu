@@ -7,7 +7,7 @@
 //   accumulating in 128 fp32 registers per thread), then its epilogue straight from the
 //   accumulators (bias, exact GELU, residual, fp16 store), while the other consumer runs the next
 //   tile's main loop. An "order" mbarrier per consumer makes the main loops strictly alternate:
-//   a consumer starts tile i only after the other issued tile i - 1's last wgmma, which keeps
+//   a consumer starts tile i only after the other finished tile i - 1's main loop, which keeps
 //   the tensor cores busy with one main loop at a time and keeps every mbarrier wait at most one
 //   phase ahead (a parity wait cannot tell phase u from u - 2).
 #include "pingpong_gemm.hpp"
@@ -47,7 +47,7 @@ kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtens
   unsigned char* smem = smem_raw + ((1024 - (shared_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* empty = full + kStages;
-  uint64_t* order = empty + kStages;  // order[c]: the other consumer issued a main loop
+  uint64_t* order = empty + kStages;  // order[c]: the other consumer finished a main loop
 
   // Warp-uniform by construction: ptxas serializes every wgmma of a kernel that issues one
   // under a branch it cannot prove uniform.
@@ -101,9 +101,6 @@ kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtens
         wgmma_ss_n128(acc[1], a1 + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
       }
       wgmma_commit();
-      // Every wait on a full barrier of this tile is behind us after the last k-block's
-      // issue: the other consumer may start its main loop now, its wgmmas queueing behind ours.
-      if (kb == s.k_blocks - 1 && lane == 0) mbar_arrive(&order[1 - c]);
       if (kb > 0) {  // the previous k-block's wgmmas are done: its stage can be refilled
         wgmma_wait<1>();
         if (lane == 0) mbar_arrive(&empty[(pos - 1) % kStages]);
@@ -112,7 +109,10 @@ kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtens
     wgmma_wait<0>();
     reg_fence(acc[0]);
     reg_fence(acc[1]);
-    if (lane == 0) mbar_arrive(&empty[(pos - 1) % kStages]);
+    if (lane == 0) {
+      mbar_arrive(&empty[(pos - 1) % kStages]);
+      mbar_arrive(&order[1 - c]);
+    }
 
     // Epilogue. Accumulator layout of wgmma m64nN, per warp: rows 16 warp + lane / 4 (+8),
     // columns 8 j + 2 (lane % 4) + {0, 1} in registers 4 j + {0, 1} (+2 for the row + 8).
@@ -136,8 +136,8 @@ kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtens
             v0 += b.x;
             v1 += b.y;
             if constexpr (E == PingpongEpilogue::BiasGelu) {
-              v0 = gelu_erf_fast(v0);
-              v1 = gelu_erf_fast(v1);
+              v0 = gelu_erf(v0);
+              v1 = gelu_erf(v1);
             }
           }
       }

@@ -286,19 +286,32 @@ else:
 # %%
 ALGO_CHOICE = {"": "heuristic's first", "--autotune 16": "fastest of the heuristic's top 16",
                "--search-all": "fastest of every algorithm"}
-algo_csv = run.path / "mlp_autotune" / "mlp_autotune.csv"
+
+
+def side_experiment(name):
+    """Timed rows of a side experiment kept in the run's `name`/ sub-folder (`name`.csv), with
+    `extra` and `rows` parsed from the note; None when the run has none."""
+    path = run.path / name / f"{name}.csv"
+    if not path.is_file():
+        return None
+    d = sd.read_csv(path)
+    d = d[d["status"] == "ok"].copy()
+    n = d["note"].astype(str)
+    d["extra"] = n.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
+    d["rows"] = pd.to_numeric(n.str.extract(r"\brows=(\d+)")[0], errors="coerce")
+    return d
+
+
 algos = None
-if algo_csv.is_file():
-    a = sd.read_csv(algo_csv)
-    a = a[(a["status"] == "ok") & a["version"].isin([FUSED, GEMM])].copy()
+a = side_experiment("mlp_autotune")
+if a is not None:
+    a = a[a["version"].isin([FUSED, GEMM])].copy()
     a_note = a["note"].astype(str)
-    a["extra"] = a_note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
-    a["rows"] = pd.to_numeric(a_note.str.extract(r"\brows=(\d+)")[0], errors="coerce")
     # Candidates timed per GEMM plan ("fastest of N timed"); the larger of the two plans.
     a["timed"] = a_note.apply(lambda n: max((int(x) for x in re.findall(r"fastest of (\d+) timed", n)),
                                             default=1))
     a = a[a["extra"].isin(list(ALGO_CHOICE))]
-if algo_csv.is_file() and len(a):
+if a is not None and len(a):
     w = a.pivot_table(index=["rows", "extra"], columns="version", values="median_us", aggfunc="median")
     n = a.pivot_table(index=["rows", "extra"], values="timed", aggfunc="max")
     algos = w.join(n).reset_index()
@@ -324,6 +337,44 @@ else:
     ctx.missing("table", "mlp_algorithms",
                 "this run has no mlp_autotune/mlp_autotune.csv "
                 "(experiments/specs/mlp_autotune.toml writes it)")
+
+# %% [markdown]
+# ## Our own ping-pong GEMM against cuBLASLt's epilogues
+#
+# experiments/specs/mlp_pingpong.toml, a side experiment kept in the run's mlp_pingpong/
+# sub-folder: pingpong_epilogue and pingpong_gemm_only (our warp-specialized ping-pong kernel,
+# with and without its fused epilogues) beside fused_epilogue, gemm_only and PyTorch's graph.
+
+# %%
+PING, PING_GEMM = "pingpong_epilogue", "pingpong_gemm_only"
+pp = side_experiment("mlp_pingpong")
+if pp is not None and len(pp):
+    w = pp.pivot_table(index="rows", columns="version", values="median_us", aggfunc="median")
+    w = w.reset_index()
+    cols = {"rows": "rows"}
+    for v in (PING, PING_GEMM, FUSED, GEMM, GRAPH):
+        if v in w:
+            cols[v] = f"{v} us"
+    show = w[list(cols)].rename(columns=cols)
+    if PING in w and PING_GEMM in w:
+        show["own epilogue cost"] = w[PING] / w[PING_GEMM]
+    if FUSED in w and GEMM in w:
+        show["cuBLASLt epilogue cost"] = w[FUSED] / w[GEMM]
+    if PING_GEMM in w and GEMM in w:
+        show["own GEMM / cuBLASLt"] = w[PING_GEMM] / w[GEMM]
+    fmts = {c: sd.fmt_us for c in show.columns if c.endswith(" us")}
+    fmts.update({"rows": sd.fmt_int, "own epilogue cost": sd.fmt_ratio,
+                 "cuBLASLt epilogue cost": sd.fmt_ratio, "own GEMM / cuBLASLt": sd.fmt_ratio})
+    ctx.table("mlp_pingpong", sd.markdown_table(show, fmts),
+              f"Our own ping-pong GEMM (stages/mlp/pingpong_gemm.cu) at hidden {HIDDEN}, 224 px "
+              f"(experiments/specs/mlp_pingpong.toml, in the run's mlp_pingpong/ folder): median "
+              f"time per call; epilogue cost = each kernel's MLP over its own two plain GEMMs "
+              f"({PING} / {PING_GEMM}, {FUSED} / {GEMM}); own GEMM / cuBLASLt = {PING_GEMM} / "
+              f"{GEMM}. {sd.Run(run.path, pp).provenance()}.")
+else:
+    ctx.missing("table", "mlp_pingpong",
+                "this run has no mlp_pingpong/mlp_pingpong.csv "
+                "(experiments/specs/mlp_pingpong.toml writes it)")
 
 # %% [markdown]
 # ## cuBLASLt choices: heuristic cached vs queried every call, workspace size
@@ -474,6 +525,23 @@ if algos is not None:
                        for r, x in zip(searched["rows"], searched["fused / gemm_only"]))
             + f": no algorithm cuBLASLt offers for these shapes brings the epilogues within "
               f"{TARGET_GEMM_RATIO:.2f}x.")
+if pp is not None and len(pp):
+    keyed = pp.pivot_table(index="rows", columns="version", values="median_us", aggfunc="median")
+    at_key = [r for r in KEY_ROWS if r in keyed.index]
+    if at_key and {PING, PING_GEMM, GEMM} <= set(keyed.columns):
+        own_cost = [keyed.loc[r, PING] / keyed.loc[r, PING_GEMM] for r in at_key]
+        own_speed = [keyed.loc[r, PING_GEMM] / keyed.loc[r, GEMM] for r in at_key]
+        verdict = ("the epilogue is hidden behind the main loop" if max(own_cost) <= TARGET_GEMM_RATIO
+                   else "the epilogue is not yet hidden behind the main loop")
+        verdict += (", and the main loop is slower than cuBLASLt's" if min(own_speed) > 1
+                    else ", and the main loop keeps up with cuBLASLt's")
+        findings.append(
+            f"Our own ping-pong GEMM ({PING}) pays " +
+            join_and(f"{sd.fmt_ratio(keyed.loc[r, PING] / keyed.loc[r, PING_GEMM])} of its own "
+                     f"plain GEMMs at {r} rows" for r in at_key) +
+            " for its epilogues, while its plain GEMMs take " +
+            join_and(f"{sd.fmt_ratio(keyed.loc[r, PING_GEMM] / keyed.loc[r, GEMM])}" for r in at_key) +
+            f" the time of cuBLASLt's ({GEMM}): {verdict} (stages/mlp/pingpong_epilogue/NOTES.md).")
 
 
 def fastest_mlp(rows):

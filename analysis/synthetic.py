@@ -126,6 +126,8 @@ MLP_EAGER_FLOOR_US = {"pytorch_mlp": 35.0}
 # mlp_cublaslt.toml: extra arguments -> (added host cost in us while the GPU waits, time factor)
 MLP_CUBLASLT = {(): (0.0, 1.0), ("--heuristic-every-call",): (12.0, 1.0),
                 ("--workspace-mib", "0"): (0.0, 1.04), ("--workspace-mib", "32"): (0.0, 0.99)}
+# mlp_pingpong.toml: our own GEMM's versions as a factor on gemm_only's time
+MLP_PINGPONG = {"pingpong_epilogue": 1.5, "pingpong_gemm_only": 1.4}
 # mlp_autotune.toml: extra arguments -> (time factor, candidates named in the note per GEMM)
 MLP_ALGO_CHOICE = {(): (1.0, 0), ("--autotune", "16"): (0.98, 8), ("--search-all",): (0.97, 243)}
 
@@ -163,12 +165,14 @@ def _write_csv(path: Path, rows):
 def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba9876543210fedcba9876543210fedcba98",
                   gpu="NVIDIA H200 (synthetic)", utc="2025-11-22T12:00:00Z", model=MLP_MODEL,
                   batches=MLP_BATCHES, image_sizes=(224, 384), widths=("vit_s", "vit_l"),
-                  cublaslt=True, autotune=True, with_status_rows=True, seed=3) -> Path:
+                  cublaslt=True, autotune=True, pingpong=True, with_status_rows=True,
+                  seed=3) -> Path:
     """An MLP run as experiments/specs/mlp*.toml write it: mlp.csv (vit_b at every batch and
     image size, plus the `widths` models at 224 px; flushed L2; versions and anchors),
     mlp_cublaslt.csv (unfused and fused_epilogue with the extra cuBLASLt arguments in the note;
     L2 not flushed), mlp_autotune/mlp_autotune.csv (fused_epilogue and gemm_only with the
-    GEMM algorithm chosen three ways) and ceilings.csv."""
+    GEMM algorithm chosen three ways), mlp_pingpong/mlp_pingpong.csv (our own GEMM's versions
+    beside fused_epilogue, gemm_only and the PyTorch graph) and ceilings.csv."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -244,6 +248,18 @@ def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba987654321
     _write_csv(folder / "mlp.csv", main)
     if tuned:
         _write_csv(folder / "mlp_cublaslt.csv", tuned)
+    if pingpong:
+        pp = []
+        for batch in batches:
+            pp += [row(v, "vit_b", batch, 224, True) for v in ("fused_epilogue", "gemm_only",
+                                                               "pytorch_mlp_graph")]
+            for name, factor in MLP_PINGPONG.items():
+                r = row("gemm_only", "vit_b", batch, 224, True)
+                r.update({k: v * factor for k, v in r.items() if k.endswith("_us")})
+                r.update(version=name, gbps=r["gbps"] / factor, tflops=r["tflops"] / factor)
+                pp.append(r)
+        (folder / "mlp_pingpong").mkdir(exist_ok=True)
+        _write_csv(folder / "mlp_pingpong" / "mlp_pingpong.csv", pp)
     if autotune:
         (folder / "mlp_autotune").mkdir(exist_ok=True)
         _write_csv(folder / "mlp_autotune" / "mlp_autotune.csv",

@@ -216,8 +216,8 @@ class MlpReport(unittest.TestCase):
             p = self.out / "figures" / f"{name}.png"
             self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
             self.assertIn(f"](figures/{name}.png)", self.readme)
-        for name in ("mlp_summary", "mlp_widths", "mlp_cublaslt", "mlp_algorithms", "mlp_status",
-                     "mlp_sweep"):
+        for name in ("mlp_summary", "mlp_widths", "mlp_cublaslt", "mlp_algorithms", "mlp_pingpong",
+                     "mlp_status", "mlp_sweep"):
             self.assertIn("|---", (self.out / "tables" / f"{name}.md").read_text(), name)
         summary = (self.out / "tables" / "mlp_summary.md").read_text()
         for v in synthetic.MLP_MODEL:
@@ -236,6 +236,9 @@ class MlpReport(unittest.TestCase):
         self.assertIn("| 6304 | heuristic's first | 1 |", algorithms)
         self.assertIn("| 50432 | fastest of every algorithm | 243 |", algorithms)
         self.assertEqual(algorithms.count("| 6304 |"), 3)   # the sweep's rows do not leak in
+        pingpong = (self.out / "tables" / "mlp_pingpong.md").read_text()
+        self.assertIn("| 6304 |", pingpong)
+        self.assertIn("| 1.40x |", pingpong)   # own GEMM / cuBLASLt: the synthetic factor
         self.assertIn("the fastest of every one cuBLASLt will run (up to 243 candidates timed per "
                       "GEMM), fused_epilogue costs", self.text)
 

@@ -5,7 +5,7 @@
 // - warpgroups 1 and 2, the consumers: output tiles of 128 x 128 go to them in turn. A consumer
 //   runs a tile's main loop (per 64-wide k-block, 2 x 4 wgmma m64n128k16 from shared memory,
 //   accumulating in 128 fp32 registers per thread), then its epilogue straight from the
-//   accumulators (bias, exact GELU, residual, fp16 store), while the other consumer runs the next
+//   accumulators (bias, tanh-form GELU, residual, fp16 store), while the other consumer runs the next
 //   tile's main loop. An "order" mbarrier per consumer makes the main loops strictly alternate:
 //   a consumer starts tile i only after the other finished tile i - 1's main loop, which keeps
 //   the tensor cores busy with one main loop at a time and keeps every mbarrier wait at most one
@@ -136,8 +136,8 @@ kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtens
             v0 += b.x;
             v1 += b.y;
             if constexpr (E == PingpongEpilogue::BiasGelu) {
-              v0 = gelu_erf(v0);
-              v1 = gelu_erf(v1);
+              v0 = gelu_tanh(v0);
+              v1 = gelu_tanh(v1);
             }
           }
       }

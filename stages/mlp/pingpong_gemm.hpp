@@ -12,7 +12,7 @@ namespace mlp {
 
 enum class PingpongEpilogue {
   None,          // Y = X W^T
-  BiasGelu,      // Y = GELU(X W^T + b), exact (erf) GELU
+  BiasGelu,      // Y = GELU(X W^T + b), GELU's tanh form (gelu.cuh gelu_tanh), as cuBLASLt's
   BiasResidual,  // Y = X W^T + b + R
 };
 

@@ -531,8 +531,12 @@ if pp is not None and len(pp):
     if at_key and {PING, PING_GEMM, GEMM} <= set(keyed.columns):
         own_cost = [keyed.loc[r, PING] / keyed.loc[r, PING_GEMM] for r in at_key]
         own_speed = [keyed.loc[r, PING_GEMM] / keyed.loc[r, GEMM] for r in at_key]
-        verdict = ("the epilogue is hidden behind the main loop" if max(own_cost) <= TARGET_GEMM_RATIO
-                   else "the epilogue is not yet hidden behind the main loop")
+        hidden = [r for r, x in zip(at_key, own_cost) if x <= TARGET_GEMM_RATIO]
+        exposed = [r for r in at_key if r not in hidden]
+        verdict = ("the epilogue is hidden behind the main loop" if not exposed else
+                   "the epilogue is not yet hidden behind the main loop" if not hidden else
+                   f"the epilogue is hidden behind the main loop at {join_and(map(str, hidden))} "
+                   f"rows but not at {join_and(map(str, exposed))}")
         verdict += (", and the main loop is slower than cuBLASLt's" if min(own_speed) > 1
                     else ", and the main loop keeps up with cuBLASLt's")
         findings.append(

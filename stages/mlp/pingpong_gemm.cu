@@ -172,7 +172,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   static const auto fn = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
+    CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
     if (found != cudaDriverEntryPointSuccess || !p)
       throw study::StudyError(study::ErrorKind::Library, "the driver has no cuTensorMapEncodeTiled");
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
@@ -245,11 +246,18 @@ std::string pingpong_supports(int m, int n, int k) {
   return pingpong_unavailable();
 }
 
+std::string pingpong_supports_mlp(const Problem& p) {
+  if (auto r = check_common(p); !r.empty()) return r;
+  if (auto r = pingpong_supports(p.rows, p.mlp_hidden, p.hidden); !r.empty()) return r;
+  return pingpong_supports(p.rows, p.hidden, p.mlp_hidden);
+}
+
 void pingpong_gemm(int m, int n, int k, PingpongEpilogue e, const __half* x, const __half* w, __half* y,
                    const __half* bias, const __half* residual, cudaStream_t stream) {
   if (const auto why = pingpong_supports(m, n, k); !why.empty())
     throw study::StudyError(study::ErrorKind::Usage, "pingpong GEMM: " + why);
-  if ((e != PingpongEpilogue::None && !bias) || (e == PingpongEpilogue::BiasResidual && (!residual || residual == y)))
+  const bool wants_residual = e == PingpongEpilogue::BiasResidual;
+  if ((e != PingpongEpilogue::None && !bias) || (wants_residual && (!residual || residual == y)))
     throw study::StudyError(study::ErrorKind::Usage, "pingpong GEMM: missing bias or residual, or residual is y");
   for (const void* p : {static_cast<const void*>(x), static_cast<const void*>(w), static_cast<const void*>(y),
                         static_cast<const void*>(bias), static_cast<const void*>(residual)})
@@ -258,13 +266,12 @@ void pingpong_gemm(int m, int n, int k, PingpongEpilogue e, const __half* x, con
   Shape s{m, n, k, (m + kBM - 1) / kBM, 0, (k + kBK - 1) / kBK};
   s.tiles = s.tiles_m * ((n + kBN - 1) / kBN);
   const CUtensorMap mx = tile_map(x, m, k, kBM), mw = tile_map(w, n, k, kBN);
-  switch (e) {
-    case PingpongEpilogue::None: launch<PingpongEpilogue::None>(s, mx, mw, y, bias, residual, stream); break;
-    case PingpongEpilogue::BiasGelu: launch<PingpongEpilogue::BiasGelu>(s, mx, mw, y, bias, residual, stream); break;
-    case PingpongEpilogue::BiasResidual:
-      launch<PingpongEpilogue::BiasResidual>(s, mx, mw, y, bias, residual, stream);
-      break;
-  }
+  using Launch = void (*)(const Shape&, const CUtensorMap&, const CUtensorMap&, __half*, const __half*,
+                          const __half*, cudaStream_t);
+  // Indexed by PingpongEpilogue.
+  static constexpr Launch kLaunch[] = {launch<PingpongEpilogue::None>, launch<PingpongEpilogue::BiasGelu>,
+                                       launch<PingpongEpilogue::BiasResidual>};
+  kLaunch[static_cast<int>(e)](s, mx, mw, y, bias, residual, stream);
 }
 
 }  // namespace mlp

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <string>
+#include "mlp.hpp"
 
 namespace mlp {
 
@@ -26,6 +27,10 @@ std::string pingpong_supports(int m, int n, int k);
 // Enqueues the GEMM on `stream`. bias: [n] (BiasGelu, BiasResidual); residual: [m, n]
 // (BiasResidual), never the same buffer as y. Pointers 16-byte aligned. Throws
 // StudyError(Usage) when pingpong_supports refuses.
+// Both MLP GEMMs of `p` on this kernel (fc1: rows x mlp_hidden x hidden, fc2: rows x hidden x
+// mlp_hidden), plus the family's own checks: the supports() of the ping-pong versions.
+std::string pingpong_supports_mlp(const Problem& p);
+
 void pingpong_gemm(int m, int n, int k, PingpongEpilogue e, const __half* x, const __half* w, __half* y,
                    const __half* bias, const __half* residual, cudaStream_t stream);
 

@@ -8,12 +8,6 @@
 namespace mlp {
 namespace {
 
-std::string supports(const Problem& p) {
-  if (auto r = check_common(p); !r.empty()) return r;
-  if (auto r = pingpong_supports(p.rows, p.mlp_hidden, p.hidden); !r.empty()) return r;
-  return pingpong_supports(p.rows, p.hidden, p.mlp_hidden);
-}
-
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   pingpong_gemm(p.rows, p.mlp_hidden, p.hidden, PingpongEpilogue::BiasGelu, a.x, a.fc1_w, a.h, a.fc1_b, nullptr,
                 stream);
@@ -23,7 +17,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version pingpong_epilogue{"pingpong_epilogue", supports, launch, kTanhGeluRelTol, true,
-                                       pingpong_unavailable};
+extern const Version pingpong_epilogue{"pingpong_epilogue", pingpong_supports_mlp, launch, kTanhGeluRelTol,
+                                       true, pingpong_unavailable};
 
 }  // namespace mlp

@@ -7,12 +7,6 @@
 namespace mlp {
 namespace {
 
-std::string supports(const Problem& p) {
-  if (auto r = check_common(p); !r.empty()) return r;
-  if (auto r = pingpong_supports(p.rows, p.mlp_hidden, p.hidden); !r.empty()) return r;
-  return pingpong_supports(p.rows, p.hidden, p.mlp_hidden);
-}
-
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   pingpong_gemm(p.rows, p.mlp_hidden, p.hidden, PingpongEpilogue::None, a.x, a.fc1_w, a.h, nullptr, nullptr,
                 stream);
@@ -22,7 +16,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version pingpong_gemm_only{"pingpong_gemm_only", supports, launch, study::kFp16RelTol, false,
-                                        pingpong_unavailable};
+extern const Version pingpong_gemm_only{"pingpong_gemm_only", pingpong_supports_mlp, launch, study::kFp16RelTol,
+                                        false, pingpong_unavailable};
 
 }  // namespace mlp

@@ -134,36 +134,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, i
       : "memory");
 }
 
-// Thread-block clusters: this CTA's rank, the cluster barrier (every thread of every CTA of
-// the cluster), an arrive (CTA-scope release, as the local one: it only reports that this
-// CTA's wgmmas are done reading, and a cluster-scope release would wait for every store still
-// in flight) on the mbarrier at the same offset in CTA `rank`'s shared memory, and a TMA load written to the same offset in every CTA of `cta_mask`, completing
-// bytes on each one's mbarrier at `bar`'s offset.
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
-      ::"r"(shared_addr(bar)), "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* tensor_map, int c0, int c1,
-                                                      uint64_t* bar, uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3}], [%4], %5;\n"
-      ::"r"(shared_addr(dst)), "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1),
-        "r"(shared_addr(bar)), "h"(cta_mask)
-      : "memory");
-}
-
 // Register budget of a warpgroup from here on (warp-specialized kernels: producers give
 // registers back, consumers take them).
 template <int kRegs>

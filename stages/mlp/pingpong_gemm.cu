@@ -1,5 +1,4 @@
-// The ping-pong GEMM (pingpong_gemm.hpp). One persistent block per SM, 384 threads, blocks in
-// clusters of two that share the W tile (each loads half and multicasts it to both):
+// The ping-pong GEMM (pingpong_gemm.hpp). One persistent block per SM, 384 threads:
 // - warpgroup 0, the producer: one thread streams 128 x 64 tiles of X and W into a 6-stage ring
 //   of shared memory with TMA (128-byte swizzle, the layout wgmma's descriptors read), each
 //   stage guarded by a "full" mbarrier (TMA bytes landed) and an "empty" one (consumer done);
@@ -32,15 +31,10 @@ constexpr int kStageBytes = kTileA + kTileB;
 constexpr int kBarriers = 2 * kStages + 2;                      // full, empty, order
 constexpr int kSmemBytes = kStages * kStageBytes + kBarriers * 8 + 1024;  // +1024: alignment
 constexpr int kConsumerWarps = 4;
-// Two CTAs per cluster take the two 128-row tiles of one 256 x 128 pair: same W columns, so
-// each loads half of the W tile and multicasts it to both, and L2 serves 24 KB per CTA and
-// k-block instead of 32 KB.
-constexpr int kCluster = 2;
-constexpr int kWRowsPerCta = kBN / kCluster;
 
 struct Shape {
   int m, n, k;
-  int pairs_m, pairs, k_blocks;  // pairs of 128-row tiles (one per cluster), over m and in all
+  int tiles_m, tiles, k_blocks;
 };
 
 template <PingpongEpilogue E>
@@ -58,127 +52,117 @@ kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtens
   // Warp-uniform by construction: ptxas serializes every wgmma of a kernel that issues one
   // under a branch it cannot prove uniform.
   const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
-  const uint32_t rank = cluster_rank(), peer = rank ^ 1;
-  const int cluster = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&full[i], 1);
-      // A stage's W half lives in both CTAs: it is refilled only once both consumers are done.
-      mbar_init(&empty[i], kCluster * kConsumerWarps);
+      mbar_init(&empty[i], kConsumerWarps);
     }
     mbar_init(&order[0], kConsumerWarps);
     mbar_init(&order[1], kConsumerWarps);
     mbar_init_fence();
   }
-  cluster_sync();  // the peer's barriers exist before any multicast or remote arrive
+  __syncthreads();
 
   if (group == 0) {  // producer
     set_max_registers_dec<40>();
-    if (threadIdx.x == 0) {
-      int pos = 0;  // position in the block's sequence of k-blocks, over all its tiles
-      for (int t = cluster; t < s.pairs; t += clusters) {
-        const int tm = (t % s.pairs_m) * kCluster + rank, tn = t / s.pairs_m;
-        for (int kb = 0; kb < s.k_blocks; ++kb, ++pos) {
-          const int st = pos % kStages;
-          mbar_wait(&empty[st], ((pos / kStages) & 1) ^ 1);  // a fresh barrier passes parity 1
-          mbar_arrive_expect_tx(&full[st], kStageBytes);      // own X, both W halves
-          unsigned char* a = smem + st * kStageBytes;
-          tma_load_2d(a, &map_x, kb * kBK, tm * kBM, &full[st]);
-          tma_load_2d_multicast(a + kTileA + rank * (kTileB / kCluster), &map_w, kb * kBK,
-                                tn * kBN + rank * kWRowsPerCta, &full[st], (1u << kCluster) - 1);
-        }
-      }
-    }
-  } else {
-    set_max_registers_inc<232>();
-    const int c = group - 1;  // consumer 0 takes the block's even tiles, consumer 1 the odd ones
-    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-    float acc[2][64];
-    int i = c;  // the tile's index among the block's tiles
-    for (int t = cluster + c * clusters; t < s.pairs; t += 2 * clusters, i += 2) {
-      if (i > 0) mbar_wait(&order[c], ((i - 1) / 2) & 1);
-      int pos = i * s.k_blocks;
+    if (threadIdx.x != 0) return;
+    int pos = 0;  // position in the block's sequence of k-blocks, over all its tiles
+    for (int t = blockIdx.x; t < s.tiles; t += gridDim.x) {
+      const int tm = t % s.tiles_m, tn = t / s.tiles_m;
       for (int kb = 0; kb < s.k_blocks; ++kb, ++pos) {
         const int st = pos % kStages;
-        mbar_wait(&full[st], (pos / kStages) & 1);
-        const uint32_t a = shared_addr(smem + st * kStageBytes);
-        const uint64_t a0 = tile_desc(a), a1 = tile_desc(a + kTileA / 2), b = tile_desc(a + kTileA);
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < kBK / 16; ++ks) {  // +32 bytes along the swizzled rows per k-step
-          wgmma_ss_n128(acc[0], a0 + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
-          wgmma_ss_n128(acc[1], a1 + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
-        }
-        wgmma_commit();
-        if (kb > 0) {  // the previous k-block's wgmmas are done: its stage can be refilled
-          wgmma_wait<1>();
-          if (lane == 0) {
-            mbar_arrive(&empty[(pos - 1) % kStages]);
-            mbar_arrive_remote(&empty[(pos - 1) % kStages], peer);
-          }
-        }
+        mbar_wait(&empty[st], ((pos / kStages) & 1) ^ 1);  // a fresh barrier passes parity 1
+        mbar_arrive_expect_tx(&full[st], kStageBytes);
+        unsigned char* a = smem + st * kStageBytes;
+        tma_load_2d(a, &map_x, kb * kBK, tm * kBM, &full[st]);
+        tma_load_2d(a + kTileA, &map_w, kb * kBK, tn * kBN, &full[st]);
       }
-      wgmma_wait<0>();
-      reg_fence(acc[0]);
-      reg_fence(acc[1]);
-      if (lane == 0) {
-        mbar_arrive(&empty[(pos - 1) % kStages]);
-        mbar_arrive_remote(&empty[(pos - 1) % kStages], peer);
-        mbar_arrive(&order[1 - c]);
-      }
+    }
+    return;
+  }
 
-      // Epilogue. Accumulator layout of wgmma m64nN, per warp: rows 16 warp + lane / 4 (+8),
-      // columns 8 j + 2 (lane % 4) + {0, 1} in registers 4 j + {0, 1} (+2 for the row + 8).
-      // Bias and GELU first, in registers and without a branch between the 128 values, so their
-      // dependent chains interleave; then the guarded residual reads and stores.
-      const int tm = (t % s.pairs_m) * kCluster + rank, tn = t / s.pairs_m;
-      const int col0 = tn * kBN + 2 * (lane % 4);
-      const bool full_n = (tn + 1) * kBN <= s.n;  // every column of the tile exists
-      if constexpr (E != PingpongEpilogue::None) {
+  set_max_registers_inc<232>();
+  const int c = group - 1;  // consumer 0 takes the block's even tiles, consumer 1 the odd ones
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  float acc[2][64];
+  int i = c;  // the tile's index among the block's tiles
+  for (int t = blockIdx.x + c * gridDim.x; t < s.tiles; t += 2 * gridDim.x, i += 2) {
+    if (i > 0) mbar_wait(&order[c], ((i - 1) / 2) & 1);
+    int pos = i * s.k_blocks;
+    for (int kb = 0; kb < s.k_blocks; ++kb, ++pos) {
+      const int st = pos % kStages;
+      mbar_wait(&full[st], (pos / kStages) & 1);
+      const uint32_t a = shared_addr(smem + st * kStageBytes);
+      const uint64_t a0 = tile_desc(a), a1 = tile_desc(a + kTileA / 2), b = tile_desc(a + kTileA);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks) {  // +32 bytes along the swizzled rows per k-step
+        wgmma_ss_n128(acc[0], a0 + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
+        wgmma_ss_n128(acc[1], a1 + 2 * ks, b + 2 * ks, kb > 0 || ks > 0);
+      }
+      wgmma_commit();
+      if (kb > 0) {  // the previous k-block's wgmmas are done: its stage can be refilled
+        wgmma_wait<1>();
+        if (lane == 0) mbar_arrive(&empty[(pos - 1) % kStages]);
+      }
+    }
+    wgmma_wait<0>();
+    reg_fence(acc[0]);
+    reg_fence(acc[1]);
+    if (lane == 0) {
+      mbar_arrive(&empty[(pos - 1) % kStages]);
+      mbar_arrive(&order[1 - c]);
+    }
+
+    // Epilogue. Accumulator layout of wgmma m64nN, per warp: rows 16 warp + lane / 4 (+8),
+    // columns 8 j + 2 (lane % 4) + {0, 1} in registers 4 j + {0, 1} (+2 for the row + 8).
+    // Bias and GELU first, in registers and without a branch between the 128 values, so their
+    // dependent chains interleave; then the guarded residual reads and stores.
+    const int tm = t % s.tiles_m, tn = t / s.tiles_m;
+    const int col0 = tn * kBN + 2 * (lane % 4);
+    const bool full_n = (tn + 1) * kBN <= s.n;  // every column of the tile exists
+    if constexpr (E != PingpongEpilogue::None) {
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = col0 + 8 * j;
+        const float2 b = full_n || col < s.n ? __half22float2(*reinterpret_cast<const __half2*>(bias + col))
+                                             : make_float2(0.f, 0.f);
+#pragma unroll
+        for (int mh = 0; mh < 2; ++mh)
+#pragma unroll
+          for (int r = 0; r < 4; r += 2) {
+            float& v0 = acc[mh][4 * j + r];
+            float& v1 = acc[mh][4 * j + r + 1];
+            v0 += b.x;
+            v1 += b.y;
+            if constexpr (E == PingpongEpilogue::BiasGelu) {
+              v0 = gelu_tanh(v0);
+              v1 = gelu_tanh(v1);
+            }
+          }
+      }
+    }
+#pragma unroll
+    for (int mh = 0; mh < 2; ++mh)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = tm * kBM + mh * 64 + warp * 16 + lane / 4 + half * 8;
+        if (row >= s.m) continue;
+        const size_t base = static_cast<size_t>(row) * s.n;
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
           const int col = col0 + 8 * j;
-          const float2 b = full_n || col < s.n ? __half22float2(*reinterpret_cast<const __half2*>(bias + col))
-                                               : make_float2(0.f, 0.f);
-#pragma unroll
-          for (int mh = 0; mh < 2; ++mh)
-#pragma unroll
-            for (int r = 0; r < 4; r += 2) {
-              float& v0 = acc[mh][4 * j + r];
-              float& v1 = acc[mh][4 * j + r + 1];
-              v0 += b.x;
-              v1 += b.y;
-              if constexpr (E == PingpongEpilogue::BiasGelu) {
-                v0 = gelu_tanh(v0);
-                v1 = gelu_tanh(v1);
-              }
-            }
+          if (!full_n && col >= s.n) continue;  // n % 8 == 0: col + 1 < n too
+          float v0 = acc[mh][4 * j + 2 * half], v1 = acc[mh][4 * j + 2 * half + 1];
+          if constexpr (E == PingpongEpilogue::BiasResidual) {
+            const float2 r = __half22float2(*reinterpret_cast<const __half2*>(residual + base + col));
+            v0 += r.x;
+            v1 += r.y;
+          }
+          *reinterpret_cast<__half2*>(y + base + col) = __floats2half2_rn(v0, v1);
         }
       }
-#pragma unroll
-      for (int mh = 0; mh < 2; ++mh)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = tm * kBM + mh * 64 + warp * 16 + lane / 4 + half * 8;
-          if (row >= s.m) continue;
-          const size_t base = static_cast<size_t>(row) * s.n;
-#pragma unroll
-          for (int j = 0; j < kBN / 8; ++j) {
-            const int col = col0 + 8 * j;
-            if (!full_n && col >= s.n) continue;  // n % 8 == 0: col + 1 < n too
-            float v0 = acc[mh][4 * j + 2 * half], v1 = acc[mh][4 * j + 2 * half + 1];
-            if constexpr (E == PingpongEpilogue::BiasResidual) {
-              const float2 r = __half22float2(*reinterpret_cast<const __half2*>(residual + base + col));
-              v0 += r.x;
-              v1 += r.y;
-            }
-            *reinterpret_cast<__half2*>(y + base + col) = __floats2half2_rn(v0, v1);
-          }
-        }
-    }
-  }  // consumers
-  // Neither CTA may leave while the other can still arrive on its barriers.
-  cluster_sync();
+  }
 #else
   __trap();  // built without sm_90a: pingpong_supports() refuses before getting here
 #endif
@@ -233,25 +217,14 @@ const Device& device() {
 template <PingpongEpilogue E>
 void launch(const Shape& s, const CUtensorMap& mx, const CUtensorMap& mw, __half* y, const __half* bias,
             const __half* residual, cudaStream_t stream) {
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kCluster;
-  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmemBytes;
-  cfg.stream = stream;
-  cfg.attrs = &cluster;
-  cfg.numAttrs = 1;
   static const bool configured = [] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel<E>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     return true;
   }();
   (void)configured;
-  // Persistent: one cluster per pair of SMs.
-  const int resident_clusters = device().sms / kCluster;
-  cfg.gridDim = dim3(kCluster * (s.pairs < resident_clusters ? s.pairs : resident_clusters));
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel<E>, mx, mw, y, bias, residual, s));
+  const int blocks = s.tiles < device().sms ? s.tiles : device().sms;
+  kernel<E><<<blocks, kThreads, kSmemBytes, stream>>>(mx, mw, y, bias, residual, s);
+  LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -290,9 +263,9 @@ void pingpong_gemm(int m, int n, int k, PingpongEpilogue e, const __half* x, con
                         static_cast<const void*>(bias), static_cast<const void*>(residual)})
     if (reinterpret_cast<std::uintptr_t>(p) % 16)
       throw study::StudyError(study::ErrorKind::Usage, "pingpong GEMM: every operand must be 16-byte aligned");
-  Shape s{m, n, k, (m + kCluster * kBM - 1) / (kCluster * kBM), 0, (k + kBK - 1) / kBK};
-  s.pairs = s.pairs_m * ((n + kBN - 1) / kBN);
-  const CUtensorMap mx = tile_map(x, m, k, kBM), mw = tile_map(w, n, k, kWRowsPerCta);
+  Shape s{m, n, k, (m + kBM - 1) / kBM, 0, (k + kBK - 1) / kBK};
+  s.tiles = s.tiles_m * ((n + kBN - 1) / kBN);
+  const CUtensorMap mx = tile_map(x, m, k, kBM), mw = tile_map(w, n, k, kBN);
   using Launch = void (*)(const Shape&, const CUtensorMap&, const CUtensorMap&, __half*, const __half*,
                           const __half*, cudaStream_t);
   // Indexed by PingpongEpilogue.

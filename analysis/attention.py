@@ -149,14 +149,7 @@ else:
 # %%
 if CUDNN in order:
     fig, ax = plt.subplots()
-    base = kb[kb["version"] == CUDNN].set_index("tokens")["median_us"]
-    for v in order:
-        if v == CUDNN:
-            continue
-        d = kb[kb["version"] == v].set_index("tokens")["median_us"]
-        r = (d / base).dropna().sort_index()
-        if len(r):
-            ax.plot(r.index, r.values, label=label(v), **style[v])
+    sd.plot_ratios(ax, kb, order, CUDNN, "tokens", label, style, speedup=False)
     ax.axhline(FASTEST_TARGET, color="#444444", linewidth=0.8)
     ax.axhline(V6_TARGET, color="#444444", linewidth=0.8, linestyle=":")
     ax.set_xscale("log")

@@ -423,6 +423,20 @@ def styles(order: list[str]) -> dict[str, dict]:
     return out
 
 
+def plot_ratios(ax, table: pd.DataFrame, order: list[str], baseline: str, key: str, label, style,
+                speedup: bool):
+    """One line per version of `order` but the baseline, against `key`: baseline median time /
+    version median time (speedup=True) or its inverse, time as a ratio to the baseline."""
+    base = table[table["version"] == baseline].set_index(key)["median_us"]
+    for v in order:
+        if v == baseline:
+            continue
+        d = table[table["version"] == v].set_index(key)["median_us"]
+        r = ((base / d) if speedup else (d / base)).dropna().sort_index()
+        if len(r):
+            ax.plot(r.index, r.values, label=label(v), **style[v])
+
+
 def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], label, style,
                    xlabel: str, panel_width: float = 4.3):
     """One panel per baseline: baseline median time / version median time against rows, for
@@ -432,14 +446,7 @@ def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], 
     fig, axes = plt.subplots(1, len(baselines), figsize=(panel_width * len(baselines), 4.3),
                              squeeze=False)
     for ax, b in zip(axes[0], baselines):
-        base = table[table["version"] == b].set_index("rows")["median_us"]
-        for v in order:
-            if v == b:
-                continue
-            d = table[table["version"] == v].set_index("rows")["median_us"]
-            s = (base / d).dropna().sort_index()
-            if len(s):
-                ax.plot(s.index, s.values, label=label(v), **style[v])
+        plot_ratios(ax, table, order, b, "rows", label, style, speedup=True)
         ax.axhline(1.0, color="#444444", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_xlabel(xlabel)

@@ -44,6 +44,13 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Both flash kernels' launch: one block per `rows` query rows of one (head, batch) pair, and
+// the softmax scale 1 / sqrt(kD) folded with log2(e) for exp2.
+inline dim3 head_grid(int tokens, int heads, int batch, int rows) {
+  return dim3((tokens + rows - 1) / rows, heads, batch);
+}
+inline float scale_log2() { return 1.4426950408889634f / std::sqrt(static_cast<float>(kD)); }
+
 // Where this block's head (blockIdx.y = head, blockIdx.z = batch) lives: its Q, K and V columns
 // in the packed [batch*tokens, 3 * heads * kD] QKV buffer (row stride `stride`), and its output
 // columns in the [batch*tokens, heads * kD] output (row stride `width`).

@@ -12,7 +12,6 @@
 // go through 3 shared-memory stages filled by cp.async, two tiles ahead of the products.
 // Tiles are 128-byte rows, 1024-byte aligned, in the 128-byte swizzle wgmma's descriptors
 // name (the same XOR layout v7_flash_mma uses for ldmatrix).
-#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include "attention.hpp"
@@ -192,9 +191,8 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const dim3 grid((p.tokens + kRows - 1) / kRows, p.heads, p.batch);
-  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(kD));
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2);
+  const dim3 grid = head_grid(p.tokens, p.heads, p.batch, kRows);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2());
   LAUNCH_CHECK();
 }
 

@@ -12,7 +12,6 @@
 // rows are XOR-swizzled in 16-byte chunks so the 8 rows an ldmatrix phase reads hit 8 bank
 // groups. 4 warps x 2 m-tiles and lazy rescaling were the fastest of the variants measured
 // (NOTES.md).
-#include <cmath>
 #include <cstdint>
 #include "attention.hpp"
 #include "check.hpp"
@@ -165,9 +164,8 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const dim3 grid((p.tokens + kRows - 1) / kRows, p.heads, p.batch);
-  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(kD));
-  kernel<<<grid, kThreads, 0, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2);
+  const dim3 grid = head_grid(p.tokens, p.heads, p.batch, kRows);
+  kernel<<<grid, kThreads, 0, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2());
   LAUNCH_CHECK();
 }
 

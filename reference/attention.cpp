@@ -18,9 +18,11 @@ void attention(const std::vector<float>& qkv, int batch, int tokens, int heads, 
   out.assign(rows * width, 0.f);
 
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-  std::vector<double> p(tokens);
+  // (batch, head) pairs are independent: threads change nothing but the wall time.
+#pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < batch; ++b) {
     for (int h = 0; h < heads; ++h) {
+      std::vector<double> p(tokens);
       // Element d of head h for token t: row (b*tokens + t), column block*width + h*head_dim + d.
       auto at = [&](int t, int block, int d) {
         return static_cast<double>(

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""PyTorch whole-ViT anchors (timm), in the study's CSV schema and with the benches' timing method.
+
+  pytorch_timm                 timm's VisionTransformer in fp16, eager: one Python forward per
+                               repeat, so the row includes PyTorch's host overhead.
+  pytorch_timm_graph           the same forward captured once in a CUDA graph and replayed.
+  pytorch_timm_compile_graph   torch.compile(mode="max-autotune-no-cudagraphs"), then captured
+                               in a CUDA graph and replayed (compiling takes minutes).
+
+Problem as stages/encoder: `batch` images of `image_size` px through timm's
+vit_{tiny,small,base,large}_patch16 (the study's vit_ti/s/b/l) with seeded random weights
+(timm's own init; no pretrained download) and 1000 classes, logits out. The check compares
+the fp16 logits of the first and the last image with the same model run in float64.
+Example:
+  python3 experiments/anchors/torch_vit.py --version pytorch_timm_graph --batch 32 --csv out.csv
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
+
+FAMILY = "encoder"
+VERSIONS = ("pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph")
+TIMM_NAMES = {"vit_ti": "vit_tiny_patch16_224", "vit_s": "vit_small_patch16_224",
+              "vit_b": "vit_base_patch16_224", "vit_l": "vit_large_patch16_224"}
+NUM_CLASSES = 1000
+CONV_K = 3 * common.PATCH * common.PATCH
+
+
+def add_args(p):
+    pass
+
+
+def identity(args):
+    hidden, heads, _ = common.MODELS[args.model]
+    return {"tokens": args.tokens, "hidden": hidden, "heads": heads, "head_dim": hidden // heads,
+            "rows": args.batch * args.tokens, "host_syncs": 0}
+
+
+def weight_count(model, tokens):
+    """Parameters of a timm ViT with 1000 classes: what stages/encoder's bytes() counts."""
+    d, _, depth = common.MODELS[model]
+    per_block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+    return (CONV_K * d + d) + d + tokens * d + depth * per_block + 2 * d + (d * NUM_CLASSES + NUM_CLASSES)
+
+
+def bytes_moved(model, batch, image_size, tokens):
+    # Weights once, images in, logits out (fp16): the floor of one forward.
+    return 2 * (weight_count(model, tokens) + batch * 3 * image_size * image_size + batch * NUM_CLASSES)
+
+
+def flops(model, batch, tokens):
+    # Per block 24 T d^2 (QKV, projection, fc1, fc2) + 4 T^2 d (Q K^T and P V); patch
+    # embedding 2 P 768 d; head on the cls row 2 d classes. ViT-B/16 at 224: 35.1 GFLOP/image.
+    d, _, depth = common.MODELS[model]
+    per_block = 24 * tokens * d * d + 4 * tokens * tokens * d
+    return batch * (depth * per_block + 2 * (tokens - 1) * CONV_K * d + 2 * d * NUM_CLASSES)
+
+
+def build(torch, args):
+    if args.streams != 1:
+        raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
+    import timm
+    dev = torch.device("cuda", args.device)
+    torch.manual_seed(args.seed)
+    model = timm.create_model(TIMM_NAMES[args.model], pretrained=False, img_size=args.image_size,
+                              num_classes=NUM_CLASSES)
+    model = model.eval().to(dev)
+    reference = None
+    if args.check:  # float64 twin with the same weights, before the fp16 cast
+        import copy
+        reference = copy.deepcopy(model).double()
+    model = model.half()
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed + 1)
+    images = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=gen,
+                         device=dev, dtype=torch.float32).half()
+
+    net = model
+    if args.version == "pytorch_timm_compile_graph":
+        net = torch.compile(model, mode="max-autotune-no-cudagraphs")
+
+    def forward():
+        with torch.inference_mode():
+            return net(images)
+
+    launches, launch_note = common.count_kernels(torch, forward, dev)
+    run, result, note = common.eager_or_graph(torch, forward, dev, args.version != "pytorch_timm")
+
+    def check():
+        got = result().clone()
+        torch.cuda.synchronize(dev)
+        nonfinite = int((~torch.isfinite(got)).sum().item())
+        picks = sorted({0, args.batch - 1})
+        with torch.inference_mode():
+            ref = reference(images[picks].double())
+        err = common.ErrorSum(torch)
+        err.add(got[picks], ref)
+        max_abs, rel = err.result()
+        return max_abs, rel, nonfinite
+
+    return common.Problem(run=run, check=check,
+                          bytes_moved=bytes_moved(args.model, args.batch, args.image_size, args.tokens),
+                          flops=flops(args.model, args.batch, args.tokens), launches=launches,
+                          host_syncs=0,
+                          note=f"timm {timm.__version__} {TIMM_NAMES[args.model]} "
+                               f"img_size={args.image_size}; {{check}} (logits of images "
+                               f"0 and {args.batch - 1} vs float64); {note}{launch_note}")
+
+
+def main(argv=None):
+    return common.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
+                             build, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,6 +5,11 @@ checks the C++ reference against code nobody in this project wrote.
 Run from anywhere on a machine with torch and timm (no GPU needed; it runs on the CPU in fp32):
 
     python3 reference/export_timm_fixture.py
+    python3 reference/export_timm_fixture.py --model vit_b --image-size 384 --out vit_b_384.safetensors
+
+The second form exports a full-size timm ViT (vit_ti/s/b/l, any image size) with timm's own
+seeded random init (no pretrained download) as a state dict the encoder bench loads with
+--weights; experiments/timm_parity.py uses it.
 
 It writes reference/fixtures/tiny_vit.safetensors (the timm state dict, F32),
 reference/fixtures/tiny_vit_io.safetensors (tensors `input` [2,3,32,32] and `logits` [2,10])
@@ -163,6 +168,24 @@ def save_safetensors(tensors, path, metadata):
     return "written by export_timm_fixture.py (safetensors package not installed)"
 
 
+TIMM_NAMES = {"vit_ti": "vit_tiny_patch16_224", "vit_s": "vit_small_patch16_224",
+              "vit_b": "vit_base_patch16_224", "vit_l": "vit_large_patch16_224"}
+
+
+def timm_vit(model, image_size, seed, num_classes=1000):
+    """timm's vit_*_patch16 at `image_size` with its own init for `seed`, checked to hold
+    exactly the tensors the C++ loader expects (a plain ViT, nothing else)."""
+    torch.manual_seed(seed)
+    m = timm.create_model(TIMM_NAMES[model], pretrained=False, img_size=image_size,
+                          num_classes=num_classes).eval()
+    keys = set(m.state_dict().keys())
+    want = expected_keys(len(m.blocks))
+    if keys != want:
+        sys.exit(f"{TIMM_NAMES[model]}: state dict keys differ: extra {sorted(keys - want)}, "
+                 f"missing {sorted(want - keys)}")
+    return m
+
+
 def sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -171,7 +194,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "fixtures")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", choices=sorted(TIMM_NAMES), help="export a full-size timm ViT instead")
+    ap.add_argument("--image-size", type=int, default=224)
+    ap.add_argument("--out", type=Path, help="with --model: the safetensors file to write")
     args = ap.parse_args()
+    if args.model:
+        if not args.out:
+            ap.error("--model needs --out")
+        m = timm_vit(args.model, args.image_size, args.seed)
+        save_safetensors(m.state_dict(), args.out, {"source": "reference/export_timm_fixture.py",
+                                                    "timm": timm.__version__, "model": TIMM_NAMES[args.model],
+                                                    "img_size": str(args.image_size), "seed": str(args.seed)})
+        print(f"wrote {args.out} ({args.out.stat().st_size} B)")
+        return
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
     torch.manual_seed(args.seed)

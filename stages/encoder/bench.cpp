@@ -1,0 +1,202 @@
+// One bench for every encoder ladder step (built once per step, STAGE_VERSION names it): the
+// whole ViT forward, its logits checked against the CPU reference, then timed; one CSV row.
+// Per-component flags turn the step into a custom mix, whose row names every choice.
+#include <unistd.h>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include "bench.hpp"
+#include "encoder/harness.hpp"
+#include "gpu.hpp"
+#include "launches.hpp"
+#include "random.hpp"
+#include "safetensors.hpp"
+#include "timing.hpp"
+
+namespace {
+
+// Beside the executable, so every bench of one build shares the reference logits it computed.
+std::string default_cache_dir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  std::string exe(buf, static_cast<std::size_t>(n));
+  return exe.substr(0, exe.find_last_of('/')) + "/reference_cache";
+}
+
+std::string join_breakdown(const encoder::Breakdown& b) {
+  std::string s;
+  char buf[96];
+  for (const auto& [name, us] : b.us) {
+    std::snprintf(buf, sizeof buf, "%s%s=%.1f", s.empty() ? "" : " ", name.c_str(), us);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return study::bench_main("encoder_" STAGE_VERSION, [&](study::BenchReport& report) {
+    study::CommonOptions o;
+    std::string pe, ln, attn, mlp, weights, images_path, logits_out, breakdown_csv, cache_dir = default_cache_dir();
+    int classes = 1000, layers = 0;
+    study::Cli cli("encoder_" STAGE_VERSION,
+                   "Whole ViT forward (patch embedding, blocks, head): check the logits, time, one CSV row.");
+    cli.add_common(o);
+    cli.add_string("--patch-embed", &pe, "patch-embedding version (a custom mix; default the step's)");
+    cli.add_string("--layernorm", &ln, "LayerNorm version (a custom mix)");
+    cli.add_string("--attention", &attn, "attention version (a custom mix)");
+    cli.add_string("--mlp", &mlp, "MLP version (a custom mix)");
+    cli.add_string("--weights", &weights, "timm state dict as safetensors (default: seeded random weights)");
+    cli.add_int("--classes", &classes, "classifier outputs (default 1000)");
+    cli.add_int("--layers", &layers, "blocks (default the model's; fewer for quick checks)");
+    cli.add_string("--images", &images_path, "safetensors file with `images` [batch, 3, S, S] (default: seeded)");
+    cli.add_string("--logits-out", &logits_out, "write the logits of the checked forward here (safetensors)");
+    cli.add_string("--breakdown", &breakdown_csv, "append per-component times of one eager forward to this CSV");
+    cli.add_string("--ref-cache", &cache_dir, "folder for cached CPU reference logits (default: beside the executable)");
+    cli.parse(argc, argv);
+
+    encoder::Problem p;
+    p.model = study::find_model(o.model);
+    if (layers > 0) p.model.layers = layers;
+    p.batch = o.batch;
+    p.image_size = o.image_size;
+    p.num_classes = classes;
+    if (auto why = encoder::check_problem(p); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, why);
+
+    // The step, or the step with some family versions swapped (a custom mix).
+    encoder::Composition c = encoder::find_step(STAGE_VERSION);
+    const bool custom = !pe.empty() || !ln.empty() || !attn.empty() || !mlp.empty();
+    if (!pe.empty()) c.patch_embed = pe;
+    if (!ln.empty()) c.layernorm = ln;
+    if (!attn.empty()) c.attention = attn;
+    if (!mlp.empty()) c.mlp = mlp;
+    const bool stream_step = std::string(STAGE_VERSION) == "e4_streams";
+    if (cli.given("--streams")) {
+      if (!stream_step && !custom && o.streams > 1)
+        throw study::StudyError(study::ErrorKind::Usage, "encoder " STAGE_VERSION " runs on one stream; "
+                                "--streams is for e4_streams and custom mixes");
+      c.streams = o.streams;
+    }
+    o.streams = c.streams;  // the row records the streams used
+    std::string resolved;
+    if (std::string(STAGE_VERSION) == "e6_best") encoder::best_composition(&resolved);
+    const std::string version = custom ? c.describe() : std::string(STAGE_VERSION);
+
+    report.open(o);
+    report.row = study::base_row(o, "encoder", version);
+    report.row.set("tokens", p.tokens()).set("hidden", p.model.hidden).set("heads", p.model.heads);
+    report.row.set("head_dim", p.model.head_dim()).set("host_syncs", 0);
+    study::require_gpu(o.device);
+    if (auto why = encoder::why_unavailable(c); !why.empty()) {
+      report.write("skipped", why);
+      return 0;
+    }
+    const std::string mix = "pe=" + c.patch_embed + " ln=" + c.layernorm + " attn=" + c.attention +
+                            " mlp=" + c.mlp + (resolved.empty() ? "" : " (best: " + resolved + ")") +
+                            (layers > 0 ? " layers=" + std::to_string(layers) : "");
+
+    std::vector<float> images;
+    if (!images_path.empty()) {
+      const ref::SafetensorsFile f(images_path);
+      images = f.floats("images", {p.batch, study::kChannels, p.image_size, p.image_size});
+      study::round_to_half(images);
+      cache_dir.clear();  // the cache keys on seeded images only
+    } else {
+      images = encoder::make_images(p.batch, p.image_size, o.seed);
+    }
+    const ref::VitWeights w = encoder::make_weights(p, o.seed, weights);
+    const encoder::DeviceWeights dw(w);
+    auto d_images = study::to_device(study::to_half(images));
+    study::DeviceBuffer<__half> d_logits(static_cast<std::size_t>(p.batch) * p.num_classes);
+    std::unique_ptr<encoder::Forward> fwd;
+    try {
+      fwd = std::make_unique<encoder::Forward>(p, c, dw);
+    } catch (const study::StudyError& e) {
+      if (e.kind != study::ErrorKind::Usage) throw;
+      report.write("skipped", e.what());  // a component refuses this problem
+      return 0;
+    }
+
+    std::string check_note = "not checked (--no-check)";
+    if (o.check || !logits_out.empty()) {
+      study::poison(d_logits);
+      fwd->run(d_images.get(), d_logits.get(), nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const auto got = study::to_float(study::to_host(d_logits));
+      std::size_t nonfinite = 0;
+      for (float v : got) nonfinite += !std::isfinite(v);
+      if (!logits_out.empty())
+        ref::write_safetensors(logits_out, {{"logits", {p.batch, p.num_classes}, got}});
+      if (o.check) {
+        const std::vector<int> which = p.batch > 1 ? std::vector<int>{0, p.batch - 1} : std::vector<int>{0};
+        const auto want = encoder::reference_logits(w, images, which, encoder::weights_id(o.seed, weights), o.seed,
+                                                    cache_dir);
+        std::vector<float> g, r;
+        for (std::size_t k = 0; k < which.size(); ++k) {
+          g.insert(g.end(), got.begin() + static_cast<std::ptrdiff_t>(which[k]) * p.num_classes,
+                   got.begin() + static_cast<std::ptrdiff_t>(which[k] + 1) * p.num_classes);
+          r.insert(r.end(), want[k].begin(), want[k].end());
+        }
+        const auto cmp = study::compare(g, r, encoder::kLogitsRelTol);
+        report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
+        if (!cmp.ok || nonfinite) {
+          report.write("failed", mix + "; logits check failed: " + cmp.summary() + ", " +
+                                     std::to_string(nonfinite) + " non-finite logits in the batch");
+          return 1;
+        }
+        check_note = "logits of image" + std::string(which.size() > 1 ? "s 0 and " + std::to_string(p.batch - 1) : " 0") +
+                     " checked, every logit finite";
+      }
+    }
+
+    const __half* x = d_images.get();
+    __half* y = d_logits.get();
+    fwd->run_eager(x, y, nullptr);  // plans and first-call costs before counting
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const int launches = fwd->capturable()
+                             ? study::count_kernel_launches([&](cudaStream_t s) { fwd->run_eager(x, y, s); })
+                             : -1;
+    if (launches >= 0) report.row.set("launches", launches);
+    study::TimingOptions t;
+    t.warmup = o.warmup;
+    t.iters = o.iters;
+    t.flush_l2 = o.flush_l2;
+    t.label = "encoder_" STAGE_VERSION;
+    study::set_timing(report.row, study::time_region([&](cudaStream_t s) { fwd->run(x, y, s); }, t),
+                      encoder::bytes(p), encoder::flops(p));
+
+    // Host to host: images up from pinned memory, the forward, logits down.
+    study::PinnedBuffer<__half> h_images(d_images.size()), h_logits(d_logits.size());
+    const auto half_images = study::to_half(images);
+    std::copy(half_images.begin(), half_images.end(), h_images.get());
+    const auto routine = study::time_routine(
+        [&] {
+          CUDA_CHECK(cudaMemcpyAsync(d_images.get(), h_images.get(), d_images.bytes(), cudaMemcpyHostToDevice, nullptr));
+          fwd->run(x, y, nullptr);
+          CUDA_CHECK(cudaMemcpyAsync(h_logits.get(), d_logits.get(), d_logits.bytes(), cudaMemcpyDeviceToHost, nullptr));
+          CUDA_CHECK(cudaStreamSynchronize(nullptr));
+        },
+        2, std::max(3, o.iters / 2));
+    report.row.set("routine_us", routine.median);
+
+    const encoder::Breakdown parts = fwd->breakdown(x, y, nullptr);
+    if (!breakdown_csv.empty()) {
+      const bool fresh = access(breakdown_csv.c_str(), F_OK) != 0;
+      std::ofstream f(breakdown_csv, std::ios::app);
+      if (!f) throw study::StudyError(study::ErrorKind::Usage, "cannot write breakdown file '" + breakdown_csv + "'");
+      if (fresh) f << "version,model,batch,image_size,streams,component,us\n";
+      for (const auto& [name, us] : parts.us)
+        f << version << ',' << o.model << ',' << p.batch << ',' << p.image_size << ',' << c.streams << ',' << name
+          << ',' << us << '\n';
+    }
+    char extra[160];
+    std::snprintf(extra, sizeof extra, "; activations %.1f MB, weights %.1f MB; %.1f launches per layer",
+                  fwd->activation_bytes() / 1e6, dw.bytes() / 1e6,
+                  launches >= 0 ? static_cast<double>(launches) / p.model.layers : NAN);
+    report.write("ok", mix + "; " + check_note + "; " + (c.graph ? "cuda-graph replay" : "cuda events per call") +
+                           extra + "; eager breakdown us: " + join_breakdown(parts));
+    return 0;
+  });
+}

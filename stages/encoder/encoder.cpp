@@ -1,0 +1,167 @@
+#include "encoder/encoder.hpp"
+#include "attention/attention.hpp"
+#include "check.hpp"
+#include "layernorm/layernorm.hpp"
+#include "mlp/mlp.hpp"
+#include "patch_embed/patch_embed.hpp"
+
+namespace encoder {
+
+std::string Composition::describe() const {
+  std::string s = "custom:pe=" + patch_embed + ",ln=" + layernorm + ",attn=" + attention + ",mlp=" + mlp;
+  if (arena) s += ",reuse";
+  if (graph) s += ",graph";
+  if (streams > 1) s += ",streams=" + std::to_string(streams);
+  if (fused_residual) s += ",fused";
+  return s;
+}
+
+namespace {
+
+// What the original study composed: cuDNN for the convolution and attention, CUB for
+// LayerNorm, cuBLASLt (with its epilogues) for every GEMM.
+Composition library() {
+  Composition c;
+  c.patch_embed = "cudnn";
+  c.layernorm = "v2_cub";
+  c.attention = "cudnn_sdpa";
+  c.mlp = "fused_epilogue";
+  c.arena = false;
+  return c;
+}
+
+Composition with(Composition c, bool arena, bool graph, int streams, bool fused) {
+  c.arena = arena;
+  c.graph = graph;
+  c.streams = streams;
+  c.fused_residual = fused;
+  return c;
+}
+
+// Fastest first, as measured in the committed runs (report sections 1-4); versions this build
+// or GPU cannot run are passed over in order. mlp: cuBLASLt's epilogues are faster than our
+// ping-pong GEMM at every measured size.
+struct Preference {
+  const char* family;
+  std::vector<const char*> order;
+};
+const std::vector<Preference>& preferences() {
+  static const std::vector<Preference> p = {
+      {"patch_embed", {"v6_implicit_gemm", "v5_im2col_gemm", "cudnn"}},
+      {"layernorm", {"v5_unrolled", "v4_vectorized", "v2_cub"}},
+      {"attention", {"v7_flash", "v7_flash_mma", "cudnn_sdpa"}},
+      {"mlp", {"fused_epilogue", "pingpong_epilogue"}},
+  };
+  return p;
+}
+
+std::string why_unavailable(const std::string& family, const std::string& version) {
+  if (family == "patch_embed") return patch_embed::find_version(version).why_unavailable();
+  if (family == "layernorm") return layernorm::find_version(version).why_unavailable();
+  if (family == "attention") return attention::find_version(version).why_unavailable();
+  return mlp::find_version(version).why_unavailable();
+}
+
+}  // namespace
+
+std::string why_unavailable(const Composition& c) {
+  const std::pair<const char*, const std::string*> parts[] = {
+      {"patch_embed", &c.patch_embed}, {"layernorm", &c.layernorm}, {"attention", &c.attention}, {"mlp", &c.mlp}};
+  for (const auto& [family, version] : parts)
+    if (auto why = why_unavailable(family, *version); !why.empty())
+      return std::string(family) + " " + *version + ": " + why;
+  return {};
+}
+
+Composition best_composition(std::string* resolved) {
+  Composition c;
+  std::string log;
+  for (const auto& pref : preferences()) {
+    std::string chosen, passed;
+    for (const char* v : pref.order) {
+      const std::string why = why_unavailable(pref.family, v);
+      if (why.empty()) {
+        chosen = v;
+        break;
+      }
+      passed += std::string(passed.empty() ? "" : "; ") + v + ": " + why;
+    }
+    if (chosen.empty())
+      throw study::StudyError(study::ErrorKind::Usage, std::string("best: no ") + pref.family +
+                                                           " version can run here (" + passed + ")");
+    const std::string family = pref.family;
+    if (family == "patch_embed") c.patch_embed = chosen;
+    if (family == "layernorm") c.layernorm = chosen;
+    if (family == "attention") c.attention = chosen;
+    if (family == "mlp") c.mlp = chosen;
+    log += (log.empty() ? "" : " ") + family + "=" + chosen;
+    if (!passed.empty()) log += " (passed over " + passed + ")";
+  }
+  if (resolved) *resolved = log;
+  return with(c, true, true, 1, true);
+}
+
+const std::vector<Step>& ladder() {
+  static const std::vector<Step> steps = [] {
+    const Composition lib = library();
+    std::vector<Step> s = {
+        {"e1_library", "cuDNN conv and attention, CUB LayerNorm, cuBLASLt GEMMs; a buffer per intermediate",
+         lib},
+        {"e2_buffer_reuse", "one activation arena reused by every layer", with(lib, true, false, 1, false)},
+        {"e3_graph", "the whole forward captured once in a CUDA graph", with(lib, true, true, 1, false)},
+        {"e4_streams", "the batch split over streams (--streams, default 2), each a whole forward",
+         with(lib, true, true, 2, false)},
+        {"e5_fused", "projection bias + residual in its GEMM epilogue: no elementwise kernel left",
+         with(lib, true, true, 1, true)},
+        // Family versions resolved at run time (best_composition); this entry is a placeholder.
+        {"e6_best", "the fastest version of every family + e5's fusion + graph", with(lib, true, true, 1, true)},
+    };
+    return s;
+  }();
+  return steps;
+}
+
+Composition find_step(const std::string& name) {
+  if (name == "best" || name == "e6_best") return best_composition();
+  std::string known;
+  for (const auto& s : ladder()) {
+    if (name == s.name) return s.composition;
+    known += std::string(known.empty() ? "" : ", ") + s.name;
+  }
+  throw study::StudyError(study::ErrorKind::Usage,
+                          "unknown encoder version '" + name + "' (known: " + known + ", best)");
+}
+
+std::string check_problem(const Problem& p) {
+  if (p.batch <= 0) return "batch must be positive";
+  if (p.image_size <= 0 || p.image_size % study::kPatch)
+    return "image size " + std::to_string(p.image_size) + " is not a positive multiple of 16";
+  if (p.model.hidden <= 0 || p.model.heads <= 0 || p.model.layers <= 0) return "model sizes must be positive";
+  if (p.model.hidden % p.model.heads) return "hidden is not a multiple of heads";
+  if (p.num_classes <= 0) return "num_classes must be positive";
+  if (p.rows() * 4 * p.model.hidden >= (1LL << 31))
+    return "batch * tokens * 4 * hidden = " + std::to_string(p.rows() * 4 * p.model.hidden) +
+           " elements overflows 32-bit indexing";
+  return {};
+}
+
+double flops(const Problem& p) {
+  const double T = p.tokens(), d = p.model.hidden;
+  const double per_block = 24.0 * T * d * d + 4.0 * T * T * d;
+  const double k = study::kChannels * study::kPatch * study::kPatch;
+  return p.batch * (p.model.layers * per_block + 2.0 * (T - 1) * k * d + 2.0 * d * p.num_classes);
+}
+
+double weight_count(const Problem& p) {
+  const double d = p.model.hidden, T = p.tokens();
+  const double k = study::kChannels * study::kPatch * study::kPatch;
+  const double block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d);
+  return (k * d + d) + d + T * d + p.model.layers * block + 2 * d + (d * p.num_classes + p.num_classes);
+}
+
+double bytes(const Problem& p) {
+  const double images = static_cast<double>(p.batch) * study::kChannels * p.image_size * p.image_size;
+  return sizeof(__half) * (weight_count(p) + images + static_cast<double>(p.batch) * p.num_classes);
+}
+
+}  // namespace encoder

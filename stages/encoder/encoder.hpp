@@ -1,0 +1,122 @@
+// The whole ViT forward, composed from the families' versions: patch embedding (+ cls and
+// position) -> `layers` encoder blocks -> final LayerNorm -> classifier head on the cls rows.
+//   block: LN1 -> QKV GEMM (+bias) -> attention -> projection GEMM (+bias, +residual)
+//          -> LN2 -> MLP (fc1 + bias + GELU, fc2 + bias + residual)
+// Activations are row-major [batch*tokens, hidden] fp16, as every family's contract has them,
+// so one family's output is the next one's input with no transposes.
+//
+// A ladder version (e1_library ... e6_best) is a named Composition: which version of each
+// family, and which whole-forward techniques (buffer reuse, CUDA graph, streams, fusion).
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <memory>
+#include <string>
+#include <vector>
+#include "buffer.hpp"
+#include "vit_config.hpp"
+
+namespace ref { struct VitWeights; }
+
+namespace encoder {
+
+struct Composition {
+  std::string patch_embed, layernorm, attention, mlp;
+  bool arena = true;            // false: a separate buffer for every intermediate of every layer
+  bool graph = false;           // capture the forward once, replay it
+  int streams = 1;              // the batch split over this many streams
+  bool fused_residual = false;  // projection's residual in its GEMM epilogue (else an add kernel)
+  // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
+  // [,streams=N][,fused]", one fixed format.
+  std::string describe() const;
+};
+
+struct Step {
+  const char* name;
+  const char* what;  // one line: what the step changes
+  Composition composition;
+};
+
+// e1_library ... e6_best in ladder order. e6_best's family versions are resolved for this
+// build and GPU by best_composition().
+const std::vector<Step>& ladder();
+// A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
+Composition find_step(const std::string& name);
+
+// The fastest measured version of each family that this build and GPU can run, from a
+// committed preference list (fastest first). `resolved` says, per family, which one was taken
+// and what was passed over and why.
+Composition best_composition(std::string* resolved = nullptr);
+
+// Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
+// component version that is unavailable, named.
+std::string why_unavailable(const Composition& c);
+
+struct Problem {
+  study::ModelConfig model;
+  int batch = 0;
+  int image_size = 0;
+  int num_classes = 1000;
+  int tokens() const { return study::tokens_for_image(image_size); }
+  long long rows() const { return static_cast<long long>(batch) * tokens(); }
+};
+
+// Positive sizes, image a multiple of 16, heads dividing hidden, and 32-bit row indexing.
+std::string check_problem(const Problem& p);
+
+// Per image: 24 T d^2 per block (QKV, projection, fc1, fc2) + 4 T^2 d (Q K^T, P V), patch
+// embedding 2 P 768 d, head 2 d classes. ViT-B/16 at 224 px: 35.1 GFLOP.
+double flops(const Problem& p);
+// The floor of one forward: every weight once, images in, logits out (fp16).
+double bytes(const Problem& p);
+double weight_count(const Problem& p);
+
+// All weights in one device buffer (fp16), with a view per block. Uploaded once.
+struct BlockView {
+  const __half *ln1_g, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_g, *ln2_b, *fc1_w, *fc1_b,
+      *fc2_w, *fc2_b;
+};
+class DeviceWeights {
+ public:
+  explicit DeviceWeights(const ref::VitWeights& w);
+  const __half *patch_w, *patch_b, *cls_token, *pos_embed, *norm_g, *norm_b, *head_w, *head_b;
+  std::vector<BlockView> blocks;
+  std::size_t bytes() const { return buffer_.bytes(); }
+
+ private:
+  study::DeviceBuffer<__half> buffer_;
+};
+
+// Per-component device time of one eager forward, microseconds, summed over layers.
+struct Breakdown {
+  std::vector<std::pair<std::string, double>> us;  // in forward order
+};
+
+// One composition set up for one problem: every component's version resolved and asked
+// whether it computes its exact problem (a refusal throws StudyError(Usage) naming the
+// component), buffers allocated, plans made by a first eager run, the graph captured.
+class Forward {
+ public:
+  Forward(const Problem& p, const Composition& c, const DeviceWeights& w);
+  ~Forward();
+  Forward(const Forward&) = delete;
+  Forward& operator=(const Forward&) = delete;
+
+  // images [batch, 3, S, S] -> logits [batch, classes]; enqueued on `stream` (a graph replay
+  // when the composition captures one: the graph is made on the first call for these pointers).
+  void run(const __half* images, __half* logits, cudaStream_t stream);
+  // The same forward without the graph (kernel by kernel), for the graph's bit-identity test.
+  void run_eager(const __half* images, __half* logits, cudaStream_t stream);
+  // Events around every component of one eager forward (stream 0's share of the batch).
+  Breakdown breakdown(const __half* images, __half* logits, cudaStream_t stream);
+  // Device bytes of activations (the arena, or every layer's buffers) and scratch.
+  std::size_t activation_bytes() const;
+  // Whether a whole forward can be captured in a CUDA graph (no component syncs the host).
+  bool capturable() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace encoder

@@ -1,0 +1,429 @@
+// The encoder's forward: device weights, activation buffers, the per-layer sequence of family
+// versions, stream lanes, graph capture and the per-component breakdown.
+#include <map>
+#include "attention/attention.hpp"
+#include "buffer.hpp"
+#include "check.hpp"
+#include "encoder/encoder.hpp"
+#include "gemm.hpp"
+#include "layernorm/layernorm.hpp"
+#include "mlp/mlp.hpp"
+#include "nvtx.hpp"
+#include "patch_embed/patch_embed.hpp"
+#include "random.hpp"
+#include "reference.hpp"
+
+namespace encoder {
+
+namespace {
+
+// x_mid = x_in + proj, two halves per thread (hidden is even in every ViT; a tail is handled).
+__global__ void residual_add_kernel(const __half* __restrict__ a, const __half* __restrict__ b,
+                                    __half* __restrict__ out, long long n) {
+  const long long i = 2 * (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (i + 1 < n) {
+    const __half2 s = __hadd2(*reinterpret_cast<const __half2*>(a + i), *reinterpret_cast<const __half2*>(b + i));
+    *reinterpret_cast<__half2*>(out + i) = s;
+  } else if (i < n) {
+    out[i] = __hadd(a[i], b[i]);
+  }
+}
+
+// cls[b, :] = x[b * tokens, :]: the head only needs each image's cls row.
+__global__ void gather_cls_kernel(const __half* __restrict__ x, __half* __restrict__ cls, int tokens, int hidden) {
+  const int b = blockIdx.x;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+    cls[static_cast<long long>(b) * hidden + i] = x[static_cast<long long>(b) * tokens * hidden + i];
+}
+
+void residual_add(const __half* a, const __half* b, __half* out, long long n, cudaStream_t s) {
+  const int threads = 256;
+  const long long pairs = (n + 1) / 2;
+  residual_add_kernel<<<static_cast<unsigned>((pairs + threads - 1) / threads), threads, 0, s>>>(a, b, out, n);
+  LAUNCH_CHECK();
+}
+
+// Weights are packed at 256-byte boundaries: cuBLASLt and the vector loads of every family
+// get the alignment cudaMalloc would give each tensor on its own.
+constexpr std::size_t kAlignElems = 128;
+
+}  // namespace
+
+// ---- weights ---------------------------------------------------------------------------------
+
+DeviceWeights::DeviceWeights(const ref::VitWeights& w) {
+  std::vector<const std::vector<float>*> tensors = {&w.patch_w, &w.patch_b, &w.cls_token, &w.pos_embed,
+                                                    &w.norm_g,  &w.norm_b,  &w.head_w,    &w.head_b};
+  for (const auto& b : w.blocks)
+    for (auto* t : {&b.ln1_g, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_g, &b.ln2_b,
+                    &b.fc1_w, &b.fc1_b, &b.fc2_w, &b.fc2_b})
+      tensors.push_back(t);
+  std::vector<std::size_t> offset;
+  std::size_t total = 0;
+  for (auto* t : tensors) {
+    offset.push_back(total);
+    total += (t->size() + kAlignElems - 1) / kAlignElems * kAlignElems;
+  }
+  std::vector<__half> host(total, __float2half(0.f));
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto h = study::to_half(*tensors[i]);
+    std::copy(h.begin(), h.end(), host.begin() + static_cast<std::ptrdiff_t>(offset[i]));
+  }
+  buffer_ = study::DeviceBuffer<__half>(total);
+  CUDA_CHECK(cudaMemcpy(buffer_.get(), host.data(), buffer_.bytes(), cudaMemcpyHostToDevice));
+  const __half* base = buffer_.get();
+  std::size_t k = 0;
+  for (const __half** p : {&patch_w, &patch_b, &cls_token, &pos_embed, &norm_g, &norm_b, &head_w, &head_b})
+    *p = base + offset[k++];
+  for (std::size_t b = 0; b < w.blocks.size(); ++b) {
+    BlockView v{};
+    for (const __half** p : {&v.ln1_g, &v.ln1_b, &v.qkv_w, &v.qkv_b, &v.proj_w, &v.proj_b, &v.ln2_g, &v.ln2_b,
+                             &v.fc1_w, &v.fc1_b, &v.fc2_w, &v.fc2_b})
+      *p = base + offset[k++];
+    blocks.push_back(v);
+  }
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+
+namespace {
+
+// Where a component's events go when a breakdown is being taken.
+struct Recorder {
+  cudaStream_t stream = nullptr;
+  std::vector<std::pair<std::string, std::pair<cudaEvent_t, cudaEvent_t>>> marks;
+  ~Recorder() {
+    for (auto& m : marks) {
+      cudaEventDestroy(m.second.first);
+      cudaEventDestroy(m.second.second);
+    }
+  }
+};
+
+// The buffers one layer reads and writes. With the arena every layer gets the same ones
+// (x_in and x_out are one buffer: the MLP reads LN2's output and the residual x_mid, never
+// x_in, so it may overwrite it); without it, every intermediate of every layer is its own.
+struct LayerBuffers {
+  __half *x_in, *ln1, *qkv, *attn, *proj, *x_mid, *ln2, *h, *x_out;
+};
+
+// One stream's share of the batch, with everything it needs to run a whole forward.
+struct Lane {
+  int b0 = 0, batch = 0;
+  cudaStream_t stream = nullptr;  // owned; null for a single lane (runs on the caller's stream)
+  std::unique_ptr<study::Gemm> gemm;
+  std::vector<study::DeviceBuffer<__half>> owned;
+  std::vector<LayerBuffers> layers;
+  __half *cls = nullptr, *cls_norm = nullptr;
+  study::DeviceBuffer<char> pe_scratch;
+  patch_embed::Problem pe;
+  layernorm::Problem ln, ln_final;
+  attention::Problem attn;
+  mlp::Problem mlp;
+
+  __half* alloc(std::size_t n) {
+    owned.emplace_back(n);
+    return owned.back().get();
+  }
+};
+
+}  // namespace
+
+struct Forward::Impl {
+  Problem p;
+  Composition c;
+  const DeviceWeights& w;
+  const patch_embed::Version& pe;
+  const layernorm::Version& ln;
+  const attention::Version& attn;
+  const mlp::Version& mlp;
+  std::vector<Lane> lanes;
+  cudaEvent_t fork = nullptr;
+  std::vector<cudaEvent_t> joins;
+  cudaGraphExec_t graph = nullptr;
+  const __half* graph_images = nullptr;
+  __half* graph_logits = nullptr;
+  Recorder* recorder = nullptr;  // set while a breakdown is taken
+
+  Impl(const Problem& prob, const Composition& comp, const DeviceWeights& weights)
+      : p(prob), c(comp), w(weights),
+        pe(patch_embed::find_version(comp.patch_embed)),
+        ln(layernorm::find_version(comp.layernorm)),
+        attn(attention::find_version(comp.attention)),
+        mlp(mlp::find_version(comp.mlp)) {
+    if (auto why = check_problem(p); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, why);
+    if (static_cast<int>(w.blocks.size()) != p.model.layers)
+      throw study::StudyError(study::ErrorKind::Usage, "weights have " + std::to_string(w.blocks.size()) +
+                                                           " blocks, the model " + std::to_string(p.model.layers));
+    if (c.streams < 1 || c.streams > p.batch)
+      throw study::StudyError(study::ErrorKind::Usage, "streams = " + std::to_string(c.streams) +
+                                                           " must be between 1 and the batch (" +
+                                                           std::to_string(p.batch) + ")");
+    if (c.graph && !pe.capturable)
+      throw study::StudyError(study::ErrorKind::Usage, std::string("patch_embed ") + pe.name +
+                                                           " synchronizes the host, so the forward cannot be "
+                                                           "captured in a CUDA graph");
+    const int base = p.batch / c.streams, extra = p.batch % c.streams;
+    int b0 = 0;
+    for (int s = 0; s < c.streams; ++s) {
+      Lane lane;
+      lane.b0 = b0;
+      lane.batch = base + (s < extra ? 1 : 0);
+      b0 += lane.batch;
+      setup(lane);
+      if (c.streams > 1) CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+      lanes.push_back(std::move(lane));
+    }
+    if (c.streams > 1) {
+      CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+      joins.resize(c.streams);
+      for (auto& e : joins) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+  }
+
+  ~Impl() {
+    if (graph) cudaGraphExecDestroy(graph);
+    for (auto& l : lanes)
+      if (l.stream) cudaStreamDestroy(l.stream);
+    if (fork) cudaEventDestroy(fork);
+    for (auto e : joins) cudaEventDestroy(e);
+  }
+
+  // Every component asked about its exact problem before anything is allocated for it.
+  void setup(Lane& l) {
+    const int T = p.tokens(), D = p.model.hidden;
+    const int rows = l.batch * T;
+    l.pe = patch_embed::Problem{};
+    l.pe.batch = l.batch;
+    l.pe.image_size = p.image_size;
+    l.pe.hidden = D;
+    l.ln = layernorm::Problem{rows, D};
+    l.ln_final = layernorm::Problem{l.batch, D};
+    l.attn = attention::Problem{l.batch, T, p.model.heads, p.model.head_dim()};
+    l.mlp = mlp::Problem{rows, D, p.model.mlp()};
+    const std::pair<std::string, std::string> answers[] = {
+        {std::string("patch_embed ") + pe.name, pe.supports(l.pe)},
+        {std::string("layernorm ") + ln.name, ln.supports(l.ln)},
+        {std::string("layernorm ") + ln.name + " (final, cls rows)", ln.supports(l.ln_final)},
+        {std::string("attention ") + attn.name, attn.supports(l.attn)},
+        {std::string("mlp ") + mlp.name, mlp.supports(l.mlp)},
+    };
+    for (const auto& [who, why] : answers)
+      if (!why.empty()) throw study::StudyError(study::ErrorKind::Usage, who + " refuses batch " +
+                                                                              std::to_string(l.batch) + ": " + why);
+
+    l.gemm = std::make_unique<study::Gemm>();
+    const std::size_t act = static_cast<std::size_t>(rows) * D;
+    l.pe_scratch = study::DeviceBuffer<char>(patch_embed::scratch_bytes(l.pe));
+    auto fresh_set = [&](__half* x_in) {
+      LayerBuffers b{};
+      b.x_in = x_in;
+      b.ln1 = l.alloc(act);
+      b.qkv = l.alloc(3 * act);
+      b.attn = l.alloc(act);
+      b.proj = c.fused_residual ? nullptr : l.alloc(act);
+      b.x_mid = l.alloc(act);
+      b.ln2 = l.alloc(act);
+      b.h = l.alloc(4 * act);
+      return b;
+    };
+    __half* x = l.alloc(act);
+    if (c.arena) {
+      LayerBuffers b = fresh_set(x);
+      b.x_out = x;
+      l.layers.assign(p.model.layers, b);
+    } else {
+      for (int i = 0; i < p.model.layers; ++i) {
+        LayerBuffers b = fresh_set(x);
+        x = b.x_out = l.alloc(act);
+        l.layers.push_back(b);
+      }
+    }
+    l.cls = l.alloc(static_cast<std::size_t>(l.batch) * D);
+    l.cls_norm = l.alloc(static_cast<std::size_t>(l.batch) * D);
+  }
+
+  template <class F>
+  void component(const char* name, cudaStream_t s, F&& f) {
+    if (!recorder) {
+      f();
+      return;
+    }
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    recorder->marks.push_back({name, {a, b}});
+    CUDA_CHECK(cudaEventRecord(a, s));
+    f();
+    CUDA_CHECK(cudaEventRecord(b, s));
+  }
+
+  void lane_forward(Lane& l, const __half* images, __half* logits, cudaStream_t s) {
+    const int D = p.model.hidden, T = p.tokens();
+    const long long rows = static_cast<long long>(l.batch) * T;
+    const std::size_t image_elems = static_cast<std::size_t>(study::kChannels) * p.image_size * p.image_size;
+    study::Gemm& gemm = *l.gemm;
+    component("patch_embed", s, [&] {
+      patch_embed::Args a{};
+      a.images = images + l.b0 * image_elems;
+      a.conv_w = w.patch_w;
+      a.conv_b = w.patch_b;
+      a.cls_token = w.cls_token;
+      a.pos_embed = w.pos_embed;
+      a.out = l.layers[0].x_in;
+      a.scratch = l.pe_scratch.get();
+      a.gemm = &gemm;
+      pe.launch(l.pe, a, s);
+    });
+    for (int i = 0; i < p.model.layers; ++i) {
+      const LayerBuffers& b = l.layers[i];
+      const BlockView& v = w.blocks[i];
+      component("layernorm", s, [&] { ln.launch(l.ln, {b.x_in, v.ln1_g, v.ln1_b, b.ln1}, s); });
+      component("qkv", s, [&] {
+        study::GemmOperands op;
+        op.x = b.ln1;
+        op.w = v.qkv_w;
+        op.y = b.qkv;
+        op.bias = v.qkv_b;
+        gemm.run({static_cast<int>(rows), 3 * D, D}, study::Epilogue::Bias, op, s);
+      });
+      component("attention", s, [&] { attn.launch(l.attn, {b.qkv, b.attn}, s); });
+      component("projection", s, [&] {
+        study::GemmOperands op;
+        op.x = b.attn;
+        op.w = v.proj_w;
+        op.bias = v.proj_b;
+        op.y = c.fused_residual ? b.x_mid : b.proj;
+        if (c.fused_residual) op.residual = b.x_in;
+        gemm.run({static_cast<int>(rows), D, D}, study::Epilogue::Bias, op, s);
+      });
+      if (!c.fused_residual)
+        component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, rows * D, s); });
+      component("layernorm", s, [&] { ln.launch(l.ln, {b.x_mid, v.ln2_g, v.ln2_b, b.ln2}, s); });
+      component("mlp", s, [&] {
+        mlp::Args a{};
+        a.x = b.ln2;
+        a.residual = b.x_mid;
+        a.fc1_w = v.fc1_w;
+        a.fc1_b = v.fc1_b;
+        a.fc2_w = v.fc2_w;
+        a.fc2_b = v.fc2_b;
+        a.y = b.x_out;
+        a.h = b.h;
+        a.gemm = &gemm;
+        mlp.launch(l.mlp, a, s);
+      });
+    }
+    component("head", s, [&] {
+      gather_cls_kernel<<<l.batch, 256, 0, s>>>(l.layers.back().x_out, l.cls, T, D);
+      LAUNCH_CHECK();
+      ln.launch(l.ln_final, {l.cls, w.norm_g, w.norm_b, l.cls_norm}, s);
+      study::GemmOperands op;
+      op.x = l.cls_norm;
+      op.w = w.head_w;
+      op.bias = w.head_b;
+      op.y = logits + static_cast<std::size_t>(l.b0) * p.num_classes;
+      gemm.run({l.batch, p.num_classes, D}, study::Epilogue::Bias, op, s);
+    });
+  }
+
+  // All lanes: forked from `stream` and joined back, so events on `stream` enclose all of it.
+  void eager(const __half* images, __half* logits, cudaStream_t stream) {
+    study::NvtxRange range("encoder_forward");
+    if (lanes.size() == 1) {
+      lane_forward(lanes[0], images, logits, stream);
+      return;
+    }
+    CUDA_CHECK(cudaEventRecord(fork, stream));
+    for (std::size_t i = 0; i < lanes.size(); ++i) {
+      CUDA_CHECK(cudaStreamWaitEvent(lanes[i].stream, fork, 0));
+      lane_forward(lanes[i], images, logits, lanes[i].stream);
+      CUDA_CHECK(cudaEventRecord(joins[i], lanes[i].stream));
+    }
+    for (auto e : joins) CUDA_CHECK(cudaStreamWaitEvent(stream, e, 0));
+  }
+
+  void capture(const __half* images, __half* logits, cudaStream_t stream) {
+    if (graph) CUDA_CHECK(cudaGraphExecDestroy(graph));
+    graph = nullptr;
+    // One eager forward first: plans, algorithm choices and kernel attributes are made
+    // outside the capture, which must only record device work.
+    eager(images, logits, stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraph_t g = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      eager(images, logits, stream);
+    } catch (...) {
+      cudaStreamEndCapture(stream, &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    const cudaError_t e = cudaGraphInstantiate(&graph, g, 0);
+    cudaGraphDestroy(g);
+    CUDA_CHECK(e);
+    graph_images = images;
+    graph_logits = logits;
+  }
+};
+
+Forward::Forward(const Problem& p, const Composition& c, const DeviceWeights& w)
+    : impl_(std::make_unique<Impl>(p, c, w)) {}
+Forward::~Forward() = default;
+
+void Forward::run(const __half* images, __half* logits, cudaStream_t stream) {
+  if (!impl_->c.graph) {
+    impl_->eager(images, logits, stream);
+    return;
+  }
+  if (!impl_->graph || impl_->graph_images != images || impl_->graph_logits != logits)
+    impl_->capture(images, logits, stream);
+  CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
+}
+
+void Forward::run_eager(const __half* images, __half* logits, cudaStream_t stream) {
+  impl_->eager(images, logits, stream);
+}
+
+Breakdown Forward::breakdown(const __half* images, __half* logits, cudaStream_t stream) {
+  // Warm first, so that plans and first-call costs are not in the breakdown.
+  impl_->eager(images, logits, stream);
+  Recorder rec;
+  impl_->recorder = &rec;
+  try {
+    for (auto& l : impl_->lanes) impl_->lane_forward(l, images, logits, stream);
+  } catch (...) {
+    impl_->recorder = nullptr;
+    throw;
+  }
+  impl_->recorder = nullptr;
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  Breakdown out;
+  std::map<std::string, std::size_t> slot;
+  for (auto& [name, ev] : rec.marks) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, ev.first, ev.second));
+    auto it = slot.find(name);
+    if (it == slot.end()) {
+      slot[name] = out.us.size();
+      out.us.push_back({name, 0.0});
+      it = slot.find(name);
+    }
+    out.us[it->second].second += 1000.0 * ms;
+  }
+  return out;
+}
+
+std::size_t Forward::activation_bytes() const {
+  std::size_t n = 0;
+  for (const auto& l : impl_->lanes) {
+    for (const auto& b : l.owned) n += b.bytes();
+    n += l.pe_scratch.bytes();
+  }
+  return n;
+}
+
+bool Forward::capturable() const { return impl_->pe.capturable; }
+
+}  // namespace encoder

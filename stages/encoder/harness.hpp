@@ -1,0 +1,34 @@
+// Inputs, weights and the reference check of the encoder, shared by its bench and its test.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+#include "encoder/encoder.hpp"
+#include "reference.hpp"
+
+namespace encoder {
+
+// Logits of an fp16 forward against the CPU reference: fp16 activations through every block
+// (the reference keeps fp32 storage and double sums) and the tanh GELU of cuBLASLt's epilogue
+// give about 2e-3 on random timm-scale weights; 1e-2 is the bar a parity check with timm's own
+// fp16 forward uses too (stages/encoder/NOTES.md).
+constexpr double kLogitsRelTol = 1e-2;
+
+// Image i of a batch depends on (seed, i) alone, so the same image recurs at every batch size
+// and its reference logits can be reused. Values N(0, 1), rounded to fp16.
+std::vector<float> make_images(int batch, int image_size, std::uint64_t seed);
+
+// Weights rounded to fp16 (what the GPU holds): timm-scale random ones for a seed, or a timm
+// state dict saved as safetensors when `path` is not empty.
+ref::VitWeights make_weights(const Problem& p, std::uint64_t seed, const std::string& path);
+// Names the weights in the reference cache's keys: "seed=N" or the file's path and size.
+std::string weights_id(std::uint64_t seed, const std::string& path);
+
+// CPU logits of images `which` (indices into `images`, [n, 3, S, S]). A whole-ViT reference
+// costs ~35 GFLOP per image, so with a non-empty cache_dir each image's logits are kept in a
+// file keyed by model, image size, weights and image, and read back on the next call.
+std::vector<std::vector<float>> reference_logits(const ref::VitWeights& w, const std::vector<float>& images,
+                                                 const std::vector<int>& which, const std::string& weights,
+                                                 std::uint64_t image_seed, const std::string& cache_dir);
+
+}  // namespace encoder

@@ -1,0 +1,127 @@
+// GPU test of one encoder ladder step (STAGE_VERSION): whole-model logits against the CPU
+// reference on small configurations (a single block, then several), fresh random weights and
+// images every run, logits poisoned first; graph replay bit-identical to the eager forward.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include "encoder/harness.hpp"
+#include "gpu.hpp"
+#include "gpu_test_main.hpp"
+#include "random.hpp"
+
+using namespace encoder;
+
+namespace {
+
+Composition step() { return find_step(STAGE_VERSION); }
+
+Problem problem(const char* model, int layers, int batch, int image_size) {
+  Problem p;
+  p.model = study::find_model(model);
+  p.model.layers = layers;
+  p.batch = batch;
+  p.image_size = image_size;
+  p.num_classes = 10;
+  return p;
+}
+
+struct Run {
+  std::vector<float> images, logits;
+  ref::VitWeights weights;
+};
+
+// Every logit of the batch against the reference (the batches here are small).
+Run run_and_check(const Problem& p, const Composition& c) {
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  CAPTURE(p.model.name);
+  CAPTURE(p.model.layers);
+  CAPTURE(p.batch);
+  CAPTURE(p.image_size);
+  Run r{make_images(p.batch, p.image_size, seed), {}, make_weights(p, seed, "")};
+  const DeviceWeights dw(r.weights);
+  auto images = study::to_device(study::to_half(r.images));
+  study::DeviceBuffer<__half> logits(static_cast<std::size_t>(p.batch) * p.num_classes);
+  Composition fit = c;
+  fit.streams = std::min(c.streams, p.batch);  // e4's lanes need an image each
+  Forward f(p, fit, dw);
+  study::poison(logits);
+  f.run(images.get(), logits.get(), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  r.logits = study::to_float(study::to_host(logits));
+  const auto want = ref::vit_forward(r.images, p.batch, r.weights);
+  const auto cmp = study::compare(r.logits, want, kLogitsRelTol);
+  INFO(cmp.summary());
+  CHECK(cmp.ok);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("one block: logits match the CPU reference at odd token counts and batches") {
+  for (int batch : {1, 3})
+    for (int image : {16, 32, 224}) run_and_check(problem("vit_ti", 1, batch, image), step());
+}
+
+TEST_CASE("several blocks and a wider model") {
+  run_and_check(problem("vit_ti", 12, 2, 32), step());
+  run_and_check(problem("vit_b", 2, 1, 224), step());
+}
+
+TEST_CASE("graph replay is bit-identical to the eager forward") {
+  const Problem p = problem("vit_ti", 2, 3, 224);
+  Composition c = step();
+  c.graph = true;
+  c.streams = std::min(c.streams, p.batch);
+  const auto seed = study::fresh_seed();
+  const auto w = make_weights(p, seed, "");
+  const DeviceWeights dw(w);
+  auto images = study::to_device(study::to_half(make_images(p.batch, p.image_size, seed)));
+  study::DeviceBuffer<__half> a(static_cast<std::size_t>(p.batch) * p.num_classes), b(a.size());
+  Forward f(p, c, dw);
+  study::poison(a);
+  study::poison(b);
+  f.run_eager(images.get(), a.get(), nullptr);
+  f.run(images.get(), b.get(), nullptr);
+  f.run(images.get(), b.get(), nullptr);  // a replay, not the capture's own first forward
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto ha = study::to_host(a), hb = study::to_host(b);
+  CHECK(std::memcmp(ha.data(), hb.data(), ha.size() * sizeof(__half)) == 0);
+  std::size_t nonfinite = 0;
+  for (float v : study::to_float(ha)) nonfinite += !std::isfinite(v);
+  CHECK(nonfinite == 0);
+}
+
+TEST_CASE("the batch split over streams computes the same logits") {
+  Composition c = step();
+  c.streams = 3;
+  run_and_check(problem("vit_ti", 2, 5, 32), c);
+}
+
+TEST_CASE("bad compositions and problems are refused with the component named") {
+  const Problem p = problem("vit_ti", 1, 1, 32);
+  const auto w = make_weights(p, 1, "");
+  const DeviceWeights dw(w);
+  Composition c = step();
+  c.attention = "no_such_version";
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("no_such_version"), study::StudyError);
+  c = step();
+  c.streams = 2;  // more streams than images
+  CHECK_THROWS_AS(Forward(p, c, dw), study::StudyError);
+  Problem bad = p;
+  bad.image_size = 100;
+  CHECK_FALSE(check_problem(bad).empty());
+  bad = p;
+  bad.batch = 0;
+  CHECK_FALSE(check_problem(bad).empty());
+}
+
+int main(int argc, char** argv) {
+  // A step whose family versions this build or GPU cannot run (cuDNN not built, no sm_90a)
+  // skips with the reason instead of failing.
+  static std::string why;
+  if (study::gpu_count() > 0) why = why_unavailable(find_step(STAGE_VERSION));
+  return gpu_test_main(argc, argv, "encoder_" STAGE_VERSION, [] { return why; });
+}

@@ -391,7 +391,7 @@ if len(bd_versions):
             row["measured"] = at(v, b)
             rows.append(row)
     bt = pd.DataFrame(rows)
-    ctx.table("encoder_breakdown", sd.markdown_table(
+    ctx.table("encoder_components", sd.markdown_table(
         bt, {c: sd.fmt_us for c in components + ["sum", "measured"]} | {"batch": sd.fmt_int}),
         f"Device time per component of one eager forward (us, summed over the layers; median "
         f"of the rounds), its sum, and the measured forward (median us) at {where}; '-' = the "
@@ -400,7 +400,7 @@ else:
     why = ("no row's note carries an eager breakdown" if not len(parts) else
            f"no breakdown at {where}, batch 256 or 1")
     ctx.missing("figure", "encoder_breakdown", why)
-    ctx.missing("table", "encoder_breakdown", why)
+    ctx.missing("table", "encoder_components", why)
 
 # %% [markdown]
 # ## The ladder at batch 1, 32 and 256: time, throughput, speedups, ceiling share, launches, memory
@@ -506,7 +506,7 @@ if len(e4) and len(e3):
         row["fastest / e3"] = best / row["e3_graph ms"] if best_s else np.nan
         srows.append(row)
     st_tab = pd.DataFrame(srows)
-    ctx.table("encoder_streams", sd.markdown_table(st_tab, {
+    ctx.table("encoder_stream_counts", sd.markdown_table(st_tab, {
         c: (sd.fmt_int if c in ("batch", "fastest streams") else
             sd.fmt_ratio if c == "fastest / e3" else fmt_ms) for c in st_tab.columns}),
         f"e4_streams at every stream count against e3_graph on one stream, {where}: median "
@@ -516,7 +516,7 @@ else:
     why = (f"this run has no timed {E4} rows at {where}" if not len(e4) else
            f"this run has no timed {E3} rows on one stream at {where} to compare with")
     ctx.missing("figure", "encoder_streams", why)
-    ctx.missing("table", "encoder_streams", why)
+    ctx.missing("table", "encoder_stream_counts", why)
 
 # %% [markdown]
 # ## Every timed configuration (median ms)
@@ -625,6 +625,8 @@ if targets_apply and len(at_key):
     else:
         findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: cannot be judged, this "
                         f"run has no timed {E6} row at batch 1.")
+elif not len(t):
+    findings.append("This run has no timed encoder rows, so no target can be judged.")
 elif len(at_key):
     findings.append(f"This run has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px, where the "
                     f"study's targets are set; the numbers below are at {where}.")
@@ -686,7 +688,7 @@ if len(e4) and len(e3):
         d = e4[e4["batch"] == b]
         r = d.loc[d["median_us"].idxmin()]
         ratio.append((int(b), int(r["streams"]), r["median_us"] / e3["median_us"][b]))
-    helps = [f"{b} ({s} streams, {x:.2f}x)" for b, s, x in ratio if x < 1]
+    helps = [f"{b} ({s} stream{'s' if s != 1 else ''}, {x:.2f}x)" for b, s, x in ratio if x < 1]
     findings.append(f"Splitting the batch over streams (e4_streams at its fastest stream count, "
                     f"against e3_graph on one stream): "
                     + (f"faster at batch {join_and(helps)}" if helps else "faster at no batch")
@@ -704,7 +706,9 @@ if len(bd_versions):
         [f"{r['component']} takes {100 * r['us'] / total:.0f}%" for _, r in top.iterrows()])
         + f" of the {fmt_ms(total)} ms of component time.")
 elif len(at_key):
-    findings.append("No row carries a per-component breakdown, so none is shown.")
+    findings.append("No row's note carries a per-component breakdown, so none is shown." if
+                    not len(parts) else f"No row at {where}, batch 256 or 1 carries a "
+                    f"per-component breakdown, so none is shown.")
 
 n_skip = int((everything["status"] == "skipped").sum())
 n_fail = int((everything["status"] == "failed").sum())

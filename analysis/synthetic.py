@@ -408,8 +408,10 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
             if image not in image_sizes:
                 continue
             for v in ("pytorch_timm", "pytorch_timm_graph"):
-                configs.append((v, image, batch, 1))
-            if compile_anchor and image == 224 and batch in (1, 256):
+                if v in model:
+                    configs.append((v, image, batch, 1))
+            if (compile_anchor and "pytorch_timm_compile_graph" in model and image == 224
+                    and batch in (1, 256)):
                 configs.append(("pytorch_timm_compile_graph", image, batch, 1))
     for k in range(rounds):
         for i, (v, image, batch, s) in enumerate(configs):

@@ -323,6 +323,169 @@ class MlpTargetMissed(unittest.TestCase):
             self.assertRegex(readme, r"No committed run yet: .* family `layernorm`")
 
 
+ENCODER_TEMPLATE = REPO / "report" / "template.md"
+
+
+def encoder_markers():
+    """(kind, name) of every marker in the template's encoder block."""
+    import re
+    text = ENCODER_TEMPLATE.read_text()
+    block = re.search(r"<!--\s*family:encoder\s*-->(.*?)<!--\s*end:encoder\s*-->", text, re.S)
+    return re.findall(r"<!--\s*(figure|table|text):(\w+)\s*-->", block.group(1))
+
+
+class EncoderReport(unittest.TestCase):
+    """A full synthetic encoder run (ladder, e4 stream counts, a custom mix, every anchor,
+    two image sizes, three rounds, skipped and failed rows): every output the template names
+    is produced."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        cls.run_dir = synthetic.write_encoder_run(root / "results" / "enc")
+        cls.out = root / "out"
+        cls.res = build("--results", root / "results", "--out", cls.out)
+        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+        cls.text = ((cls.out / "text" / "encoder_findings.md").read_text()
+                    if cls.res.returncode == 0 else "")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_every_template_artifact(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")
+        markers = encoder_markers()
+        self.assertGreaterEqual(len(markers), 8)
+        for kind, name in markers:
+            self.assertNotIn(f"`{name}` not produced", self.readme, name)
+            if kind == "figure":
+                p = self.out / "figures" / f"{name}.png"
+                self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n", name)
+                self.assertIn(f"](figures/{name}.png)", self.readme)
+            elif kind == "table":
+                self.assertIn("|---", (self.out / "tables" / f"{name}.md").read_text(), name)
+            else:
+                self.assertTrue((self.out / "text" / f"{name}.md").read_text().strip(), name)
+        self.assertIn("run synthetic-encoder-run, commit abcdef012345", self.readme)
+
+    def test_median_of_rounds_in_ladder(self):
+        rows = [r for r in read_rows(self.run_dir / "encoder.csv")
+                if r["version"] == "e6_best" and r["batch"] == "256" and r["image_size"] == "224"
+                and r["status"] == "ok"]
+        self.assertEqual(len(rows), 3)
+        times = sorted(float(r["median_us"]) for r in rows)
+        ladder = (self.out / "tables" / "encoder_ladder.md").read_text()
+        ms = lambda us: f"{us / 1000:.1f}"  # noqa: E731  (above 10 ms: one decimal)
+        self.assertIn(f"| 256 | e6_best | - | {ms(times[1])} | {ms(times[0])}-{ms(times[2])} |",
+                      ladder)
+        self.assertIn("measured in 3 rounds", self.text)
+
+    def test_status_and_streams(self):
+        status = (self.out / "tables" / "encoder_status.md").read_text()
+        self.assertIn("| e1_library | 51 | 3 | 0 |", status)
+        self.assertIn("| custom A | 6 | 0 | 3 |", status)
+        self.assertIn("custom A = `pe=v5_im2col_gemm,ln=v4_vectorized", status)
+        streams = (self.out / "tables" / "encoder_stream_counts.md").read_text()
+        self.assertIn("| 2 streams ms | 4 streams ms | 8 streams ms |", streams)
+        self.assertIn("e6_best resolved its family versions to patch_embed=v5_im2col_gemm "
+                      "(passed over v6_implicit_gemm: not built in this tree; see its NOTES) "
+                      "layernorm=v5_unrolled attention=v7_flash mlp=fused_epilogue.", self.text)
+
+
+def hand_made_encoder(folder, e6_256=(17800.0, 18200.0)):
+    """e6_best and the three anchors at batch 1, 32, 256 with chosen times; e6 at batch 256
+    in two rounds (median 18 ms by default)."""
+    note = ("pe=v5_im2col_gemm ln=v5_unrolled attn=v7_flash mlp=fused_epilogue (best: "
+            "patch_embed=v5_im2col_gemm (passed over v6_implicit_gemm: not built; see (a) NOTES) "
+            "layernorm=v5_unrolled attention=v7_flash mlp=fused_epilogue); logits of image 0 "
+            "checked, every logit finite; cuda-graph replay; activations 3.6 MB, weights "
+            "172.3 MB; 7.1 launches per layer")
+    rows = [dict(version="e6_best", batch=1, median_us=410.0, note=note),
+            dict(version="e6_best", batch=32, median_us=2500.0, note=note)]
+    rows += [dict(version="e6_best", batch=256, median_us=t, note=note) for t in e6_256]
+    for version, times in (("pytorch_timm", (3030.0, 3460.0, 25700.0)),
+                           ("pytorch_timm_graph", (690.0, 3310.0, 26000.0)),
+                           ("pytorch_timm_compile_graph", (720.0, float("nan"), 23600.0))):
+        for b, t in zip((1, 32, 256), times):
+            if t == t:
+                rows.append(dict(version=version, batch=b, median_us=t,
+                                 note="timm; checked; cuda-graph replay"
+                                 if version != "pytorch_timm" else "timm; checked; eager"))
+    return synthetic.write_encoder_rows(folder, rows)
+
+
+class EncoderHandMade(unittest.TestCase):
+    def findings(self, run):
+        out = run.parent / "out"
+        res = build("--run", run, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return (out / "text" / "encoder_findings.md").read_text(), (out / "README.md").read_text()
+
+    def test_ratio_sentences(self):
+        with tempfile.TemporaryDirectory() as d:
+            text, readme = self.findings(hand_made_encoder(Path(d) / "r"))
+            # 23.6 / 18.0 = 1.311x; 256 / 18 ms = 14,222 img/s; 23.6 ms / 1.3 = 18.15 ms.
+            self.assertIn("Target 1.3x torch.compile's throughput at batch 256: met; e6_best "
+                          "takes 18.0 ms (14,222 img/s), 1.31x the throughput of timm "
+                          "torch.compile + CUDA graph (23.6 ms, 10,847 img/s); the target asks "
+                          "for at most 18.2 ms.", text)
+            self.assertIn("Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
+                          "met; batch 1: e6_best 0.410 ms against timm in a CUDA graph 0.690 ms "
+                          "(1.68x faster); batch 32: e6_best 2.50 ms against timm in a CUDA "
+                          "graph 3.31 ms (1.32x faster); batch 256: e6_best 18.0 ms against timm "
+                          "torch.compile + CUDA graph 23.6 ms (1.31x faster).", text)
+            self.assertIn("Target at most 0.4 ms at batch 1: missed; e6_best takes 0.410 ms.",
+                          text)
+            self.assertIn("batch 1: timm in a CUDA graph (0.690 ms, of timm eager, timm in a CUDA "
+                          "graph and timm torch.compile + CUDA graph); batch 32: timm in a CUDA "
+                          "graph (3.31 ms, of timm eager and timm in a CUDA graph)", text)
+            self.assertIn("(passed over v6_implicit_gemm: not built; see (a) NOTES) "
+                          "layernorm=v5_unrolled attention=v7_flash mlp=fused_epilogue.", text)
+            self.assertIn("measured in 1 to 2 rounds", text)
+            self.assertIn(text.splitlines()[0][2:], readme)
+            ladder = (Path(d) / "out" / "tables" / "encoder_ladder.md").read_text()
+            self.assertIn("| 256 | e6_best | - | 18.0 | 17.8-18.2 | 14,222 | - | 1.31x |", ladder)
+
+    def test_missed_targets(self):
+        with tempfile.TemporaryDirectory() as d:
+            text, _ = self.findings(hand_made_encoder(Path(d) / "r", e6_256=(25000.0,)))
+            self.assertIn("at batch 1, 32 and 256: missed (slower at batch 256); ", text)
+            self.assertIn("batch 256: e6_best 25.0 ms against timm torch.compile + CUDA graph "
+                          "23.6 ms (1.06x slower)", text)
+            self.assertIn("Target 1.3x torch.compile's throughput at batch 256: missed; e6_best "
+                          "takes 25.0 ms", text)
+
+    def test_without_anchors_or_breakdown(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = synthetic.write_encoder_run(Path(d) / "r", anchors=False, breakdown=False,
+                                              image_sizes=(224,), batches=(1, 32, 256),
+                                              rounds=1, custom=False, with_status_rows=False)
+            text, readme = self.findings(run)
+            self.assertIn("*Figure `encoder_breakdown` not produced: no row's note carries an "
+                          "eager breakdown.*", readme)
+            self.assertIn("Target 1.3x torch.compile's throughput at batch 256: cannot be "
+                          "judged", text)
+            self.assertIn("Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
+                          "cannot be judged from this run", text)
+            self.assertIn("This run has no PyTorch anchor rows at vit_b, 224 px", text)
+            self.assertIn("measured once (one round)", text)
+            self.assertIn("Every row passed its logits check and was timed.", text)
+            for name in ("encoder_throughput", "encoder_latency", "encoder_streams"):
+                self.assertTrue((Path(d) / "out" / "figures" / f"{name}.png").is_file(), name)
+
+    def test_only_failed_rows(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = synthetic.write_encoder_rows(Path(d) / "r", [
+                dict(version="e6_best", batch=1, status="failed", note="logits check failed"),
+                dict(version="e3_graph", batch=1, status="skipped", note="no CUDA device")])
+            text, readme = self.findings(run)
+            self.assertIn("This run has no timed encoder rows", text)
+            self.assertIn("| e6_best | 0 | 0 | 1 | failed x1: logits check failed |", readme)
+            self.assertIn("*Figure `encoder_throughput` not produced", readme)
+
 class BadInput(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()

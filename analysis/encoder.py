@@ -1,0 +1,724 @@
+# %% [markdown]
+# # The whole ViT: throughput, batch-1 latency, time per component, and the ladder's steps
+#
+# One forward of the ViT (patch embedding + cls + position, the encoder blocks, the final
+# LayerNorm and the classifier head on the cls rows) for a batch of images, as composed in
+# stages/encoder from the families' versions: e1_library (the library composition) through
+# buffer reuse, a CUDA graph of the whole forward, streams and more fusion to e6_best, against
+# timm's model in PyTorch (eager, replayed from a CUDA graph, and torch.compile replayed from a
+# CUDA graph). Figures of merit: images per second (batch / median time of one forward) and the
+# median time itself, the share of the fp16 GEMM ceiling measured in the same run, and kernels
+# per layer. Runs on its own (`MPLBACKEND=Agg /usr/bin/python3 analysis/encoder.py [--run DIR]
+# [--out DIR]`) or from `report/build.py`, which hands it `STUDY_CONTEXT`.
+#
+# What a row must hold: family `encoder`; version a ladder step, `custom:...` or `pytorch_*`;
+# model, batch, image_size, streams, median_us (one forward of the batch), and where measured
+# routine_us, tflops, launches. The note of an ok bench row carries
+# `pe=.. ln=.. attn=.. mlp=..` (with `(best: ...)` on e6_best), `activations X MB`,
+# `X launches per layer`, `cuda-graph replay` or not, and `eager breakdown us: name=us ...`;
+# anything missing there only leaves its cell or figure empty.
+
+# %%
+import re
+import sys
+from pathlib import Path
+
+import matplotlib
+import matplotlib.ticker
+
+if "STUDY_CONTEXT" not in globals():
+    matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
+import study_data as sd
+from common import MODELS  # experiments/anchors/common.py: name -> (hidden, heads, depth)
+
+ctx = sd.notebook_context("encoder", globals())
+run = ctx.run
+prov = ctx.provenance()
+sd.apply_style()
+
+KEY_MODEL, KEY_IMAGE = "vit_b", 224   # the study's targets are set at ViT-B/16, 224 px
+KEY_BATCHES = (1, 32, 256)
+LADDER = ["e1_library", "e2_buffer_reuse", "e3_graph", "e4_streams", "e5_fused", "e6_best"]
+E3, E4, E6 = "e3_graph", "e4_streams", "e6_best"
+EAGER, GRAPH, COMPILE = "pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph"
+ANCHORS = [EAGER, GRAPH, COMPILE]
+# The step each one changes (its NOTES.md): e5 builds on e3, e4 is a side branch kept with its
+# measurement; otherwise the previous step of the ladder that this run has.
+PREVIOUS = {"e5_fused": E3}
+TARGET_COMPILE = 1.3      # e6_best: 1.3x torch.compile's throughput at batch 256
+TARGET_B1_MS = 0.4        # e6_best: at most 0.4 ms at batch 1
+COMPONENTS = ["patch_embed", "layernorm", "qkv", "attention", "projection", "residual_add",
+              "mlp", "head"]
+LABEL = {EAGER: "timm eager", GRAPH: "timm in a CUDA graph",
+         COMPILE: "timm torch.compile + CUDA graph"}
+# Each anchor its own colour and marker; eager vs graph replay is the line style everywhere.
+ANCHOR_STYLE = {EAGER: dict(color="#000000", marker="x"),
+                GRAPH: dict(color="#d62728", marker="*", markersize=7),
+                COMPILE: dict(color="#8c6d31", marker="D")}
+EAGER_LINE, GRAPH_LINE = "--", "-"
+
+
+def join_and(items):
+    items = list(items)
+    if not items:
+        return ""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def fmt_ms(us):
+    """Milliseconds from microseconds: 3 significant digits below 10 ms."""
+    if us is None or not np.isfinite(us):
+        return "-"
+    ms = us / 1000
+    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 10 else f"{ms:.1f}"
+
+
+def fmt_rate(x):
+    return "-" if x is None or not np.isfinite(x) else f"{x:,.0f}"
+
+
+def fmt_mb(x):
+    return "-" if x is None or not np.isfinite(x) else f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def fmt_one(x):
+    return "-" if x is None or not np.isfinite(x) else f"{x:.1f}"
+
+
+# %% [markdown]
+# ## Reading the notes: family versions, what `best` resolved to, memory, launches, breakdown
+
+# %%
+def parse_breakdown(note):
+    """{component: us} from the text after 'eager breakdown us: ' (a repeated name adds up);
+    {} when the row has none."""
+    m = re.search(r"eager breakdown us:\s*([^;]*)", note)
+    if not m:
+        return {}
+    out = {}
+    for name, value in re.findall(r"([A-Za-z_]\w*)=([-+]?[0-9.]+(?:[eE][-+]?\d+)?|nan)",
+                                  m.group(1)):
+        v = float(value)
+        if np.isfinite(v):
+            out[name] = out.get(name, 0.0) + v
+    return out
+
+
+def best_resolved(note):
+    """The text inside '(best: ...)', parentheses balanced (passed-over reasons have their
+    own); None without one."""
+    start = note.find("(best: ")
+    if start < 0:
+        return None
+    depth, i = 0, start
+    for i, ch in enumerate(note[start:], start):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            break
+    return note[start + len("(best: "):i].strip()
+
+
+def mix_of(note):
+    m = re.match(r"\s*(pe=\S+ ln=\S+ attn=\S+ mlp=\S+)", note)
+    return m.group(1) if m else None
+
+
+def number(note, pattern):
+    m = re.search(pattern, note)
+    return float(m.group(1)) if m else np.nan
+
+
+everything = run.rows("encoder")
+ok = run.ok("encoder")
+note = ok["note"].astype(str)
+# Quick checks with fewer blocks (`--layers N`) are not the model the row names.
+short = note.str.contains(r"\blayers=\d+", regex=True)
+n_short = int(short.sum())
+ok = ok[~short]
+ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
+flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
+    flush, "L2 flush setting not recorded")
+note = ok["note"].astype(str)
+ok["streams"] = ok["streams"].fillna(1)
+ok["act_mb"] = note.map(lambda s: number(s, r"activations ([0-9.]+) MB"))
+depth = ok["model"].map(lambda m: MODELS.get(m, (0, 0, np.nan))[2]).astype(float)
+ok["lpl"] = note.map(lambda s: number(s, r"([0-9.]+) launches per layer"))
+ok["lpl"] = ok["lpl"].fillna(ok["launches"] / depth)
+ok["graph"] = note.str.contains("cuda-graph replay", regex=False)
+ceil = run.ceilings().gemm_tflops
+ok["gemm_pct"] = 100 * ok["tflops"] / ceil if ceil else np.nan
+
+KEYS = ["version", "model", "image_size", "batch", "streams"]
+# Interleaved rounds give one row per round: the median across them is the value, the range of
+# the rounds' medians its spread.
+t = (ok.groupby(KEYS, as_index=False)
+       .agg(median_us=("median_us", "median"), lo_us=("median_us", "min"),
+            hi_us=("median_us", "max"), n=("median_us", "size"),
+            routine_us=("routine_us", "median"), tflops=("tflops", "median"),
+            gemm_pct=("gemm_pct", "median"), lpl=("lpl", "median"), act_mb=("act_mb", "median")))
+t["img_s"] = t["batch"] / t["median_us"] * 1e6
+t["spread_pct"] = 100 * (t["hi_us"] - t["lo_us"]) / t["median_us"]
+
+# Per-component times, median across rounds.
+parts = []
+for (_, r), text in zip(ok.iterrows(), note):
+    for comp, us in parse_breakdown(text).items():
+        parts.append({**{k: r[k] for k in KEYS}, "component": comp, "us": us})
+parts = pd.DataFrame(parts, columns=KEYS + ["component", "us"])
+if len(parts):
+    parts = parts.groupby(KEYS + ["component"], as_index=False, sort=False)["us"].median()
+components = [c for c in COMPONENTS if c in set(parts["component"])] + \
+    [c for c in dict.fromkeys(parts["component"]) if c not in COMPONENTS]
+
+# One row per (version, model, image, batch) for the ladder views: e4 at its fastest stream
+# count there (the streams table shows every count), every other version on its one stream.
+lad = t.loc[t.groupby(["version", "model", "image_size", "batch"])["median_us"].idxmin()]
+order = sd.version_order(t["version"], LADDER + ANCHORS)
+customs = [v for v in order if v.startswith("custom:")]
+CUSTOM_LABEL = {v: f"custom {chr(ord('A') + i)}" if i < 26 else f"custom {i + 1}"
+                for i, v in enumerate(customs)}
+steps = [v for v in LADDER if v in order]   # the ladder steps this run has
+
+
+def label(v):
+    return LABEL.get(v, CUSTOM_LABEL.get(v, v))
+
+
+custom_key = "; ".join(f"{CUSTOM_LABEL[v]} = `{v.removeprefix('custom:')}`" for v in customs)
+graphed = ok.groupby("version")["graph"].any().to_dict()
+style = sd.styles(order)
+for v in order:
+    if v in ANCHOR_STYLE:
+        style[v] = dict(ANCHOR_STYLE[v])
+    is_graph = graphed.get(v, v in (GRAPH, COMPILE) or v in LADDER[2:] or ",graph" in v)
+    style[v]["linestyle"] = GRAPH_LINE if is_graph else EAGER_LINE
+
+models = list(dict.fromkeys(lad["model"]))
+key_model = KEY_MODEL if KEY_MODEL in models else (
+    lad["model"].value_counts().index[0] if len(lad) else KEY_MODEL)
+km = lad[lad["model"] == key_model]
+images = sorted(int(i) for i in set(km["image_size"]))
+key_image = KEY_IMAGE if KEY_IMAGE in images else (images[0] if images else KEY_IMAGE)
+at_key = km[km["image_size"] == key_image]
+targets_apply = key_model == KEY_MODEL and key_image == KEY_IMAGE
+where = f"{key_model}, {key_image} px"
+
+
+def at(version, batch, col="median_us", image=None, model=None):
+    """One value of the ladder view, NaN where that version has no timing there."""
+    d = lad[(lad["version"] == version) & (lad["batch"] == batch)
+            & (lad["model"] == (model or key_model))
+            & (lad["image_size"] == (image or key_image))]
+    return float(d[col].iloc[0]) if len(d) else np.nan
+
+
+def best_anchor(batch, image=None):
+    """(anchor, median us) of the fastest PyTorch anchor at this batch, or (None, nan)."""
+    times = {a: at(a, batch, image=image) for a in order if sd.is_anchor(a)}
+    times = {a: x for a, x in times.items() if np.isfinite(x)}
+    if not times:
+        return None, np.nan
+    a = min(times, key=times.get)
+    return a, times[a]
+
+
+def batch_axis(ax, batches):
+    """Log-2 batch axis with a tick at every measured batch, labelled as plain numbers."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(batches))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def plain_log_y(ax):
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:,.0f}"))
+    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def legend_below(fig, handles, bottom):
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3),
+               bbox_to_anchor=(0.5, 0.0), frameon=False)
+    fig.tight_layout(rect=(0, bottom, 1, 0.93))
+
+
+line_styles = ("eager runs dashed, graph replays solid; each PyTorch anchor its own colour and "
+               "marker")
+lad
+
+# %% [markdown]
+# ## Throughput vs batch (images per second), one panel per image size
+
+# %%
+if len(km):
+    fig, axes = plt.subplots(1, len(images), figsize=(5.2 * len(images), 4.6), squeeze=False)
+    handles = {}
+    for ax, image in zip(axes[0], images):
+        d0 = km[km["image_size"] == image]
+        for v in order:
+            d = d0[d0["version"] == v].sort_values("batch")
+            if not len(d):
+                continue
+            y = d["img_s"].to_numpy()
+            lo, hi = d["batch"] / d["hi_us"] * 1e6, d["batch"] / d["lo_us"] * 1e6
+            ax.errorbar(d["batch"], y, yerr=[y - lo.to_numpy(), hi.to_numpy() - y], capsize=2,
+                        elinewidth=0.7, **style[v])
+            handles[v] = plt.Line2D([], [], label=label(v), **style[v])
+        c = at(COMPILE, 256, image=image)
+        if image == KEY_IMAGE and key_model == KEY_MODEL and np.isfinite(c):
+            goal = TARGET_COMPILE * 256 / c * 1e6
+            ax.plot([256], [goal], linestyle="none", marker="_", markersize=22,
+                    markeredgewidth=2, color="#444444")
+            handles["_goal"] = plt.Line2D([], [], linestyle="none", marker="_", markersize=14,
+                                          markeredgewidth=2, color="#444444",
+                                          label=f"target at batch 256: {TARGET_COMPILE}x "
+                                                f"torch.compile's img/s")
+        batch_axis(ax, sorted(int(b) for b in set(d0["batch"])))
+        plain_log_y(ax)
+        ax.set_xlabel("batch (images per forward)")
+        ax.set_title(f"{key_model}, {image} px")
+    axes[0][0].set_ylabel("images per second (median of rounds)")
+    sd.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", prov)
+    legend_below(fig, list(handles.values()), 0.06 + 0.035 * ((len(handles) + 2) // 3))
+    ctx.figure("encoder_throughput", fig,
+               f"Images per second (batch / median time of one forward) against batch, "
+               f"{key_model}, one panel per image size, log axes; error bars span the rounds' "
+               f"medians; e4_streams at its fastest stream count per batch; {line_styles}"
+               + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "encoder_throughput", "this run has no timed encoder rows")
+
+# %% [markdown]
+# ## Batch-1 latency, ladder and anchors
+
+# %%
+b1 = at_key[at_key["batch"] == 1]
+b1_order = [v for v in order if v in set(b1["version"])]
+if b1_order:
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(b1_order) + 1.8))
+    for i, v in enumerate(b1_order):
+        r = b1[b1["version"] == v].iloc[0]
+        ms, lo, hi = r["median_us"] / 1e3, r["lo_us"] / 1e3, r["hi_us"] / 1e3
+        eager = style[v]["linestyle"] == EAGER_LINE
+        ax.barh(i, ms, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
+                edgecolor="white" if eager else style[v]["color"],
+                xerr=[[ms - lo], [hi - ms]], capsize=2, error_kw=dict(elinewidth=0.7))
+        ax.text(hi, i, f"  {fmt_ms(r['median_us'])} ms", va="center", fontsize=7)
+    ax.set_yticks(range(len(b1_order)), [label(v) for v in b1_order])
+    ax.invert_yaxis()
+    ax.set_xlabel("median time of one forward at batch 1 (ms)")
+    refs = []
+    if targets_apply:
+        refs.append(ax.axvline(TARGET_B1_MS, color="#444444", linewidth=0.9, linestyle=":",
+                               label=f"target for e6_best: {TARGET_B1_MS} ms"))
+    a, a_us = best_anchor(1)
+    if a:
+        refs.append(ax.axvline(a_us / 1e3, color=style[a]["color"], linewidth=0.8,
+                               linestyle="-.", label=f"fastest anchor: {label(a)}"))
+    ax.set_xlim(0, ax.get_xlim()[1] * 1.12)  # room for the value labels
+    refs.append(plt.Rectangle((0, 0), 1, 1, facecolor="#999999", hatch="//", edgecolor="white",
+                              label="eager (hatched); solid bars: graph replay"))
+    sd.titled(fig, f"Whole ViT forward at batch 1, {where}", prov)
+    fig.legend(handles=refs, loc="lower center", ncol=len(refs), frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.08, 1, 0.92))
+    ctx.figure("encoder_latency", fig,
+               f"Median time of one forward at batch 1, {where}: every ladder step and PyTorch "
+               f"anchor, error bars spanning the rounds' medians; hatched bars run eagerly, "
+               f"solid bars replay a CUDA graph" + (f"; {custom_key}" if custom_key else "")
+               + f". {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "encoder_latency", f"this run has no timed batch-1 rows at {where}")
+
+# %% [markdown]
+# ## Where the time goes: per-component device time of one eager forward
+
+# %%
+bd_batches = [b for b in (256, 1) if b in set(at_key["batch"])]
+bd = parts.merge(lad[KEYS], on=KEYS) if len(parts) else parts
+bd = bd[(bd["model"] == key_model) & (bd["image_size"] == key_image)
+        & bd["batch"].isin(bd_batches)] if len(bd) else bd
+bd_versions = [v for v in order if v in set(bd["version"])] if len(bd) else []
+comp_colors = dict(zip(components, plt.get_cmap("tab10").colors))
+if len(bd_versions):
+    panels = [b for b in bd_batches if b in set(bd["batch"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 4.6), squeeze=False)
+    for ax, b in zip(axes[0], panels):
+        vs = [v for v in bd_versions if len(bd[(bd["version"] == v) & (bd["batch"] == b)])]
+        bottom = np.zeros(len(vs))
+        for comp in components:
+            h = np.array([bd.loc[(bd["version"] == v) & (bd["batch"] == b)
+                                 & (bd["component"] == comp), "us"].sum() / 1e3 for v in vs])
+            ax.bar(range(len(vs)), h, bottom=bottom, color=comp_colors[comp], width=0.7)
+            bottom += h
+        measured = [at(v, b) / 1e3 for v in vs]
+        ax.plot(range(len(vs)), measured, linestyle="none", marker="_", markersize=20,
+                markeredgewidth=2, color="#000000")
+        ax.set_xticks(range(len(vs)), [label(v) for v in vs], rotation=30, ha="right")
+        ax.set_ylabel("ms")
+        ax.set_title(f"batch {b}")
+        ax.set_ylim(0, max(max(bottom), np.nanmax(measured + [0])) * 1.08)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=comp_colors[c], label=c) for c in components]
+    handles.append(plt.Line2D([], [], linestyle="none", marker="_", markersize=14,
+                              markeredgewidth=2, color="#000000",
+                              label="measured forward (median)"))
+    sd.titled(fig, f"Whole ViT forward: device time per component, {where}", prov)
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    ctx.figure("encoder_breakdown", fig,
+               f"Device time of each component in one eager forward (CUDA events around every "
+               f"component, summed over the layers; medians of the rounds), stacked per version "
+               f"at {where}, batch {' and '.join(map(str, panels))}; the black mark is the "
+               f"version's measured forward (a graph replay where the version replays one), so "
+               f"the gap is launch overhead the graph removes or event overhead. {prov}.")
+    rows = []
+    for b in panels:
+        for v in bd_versions:
+            d = bd[(bd["version"] == v) & (bd["batch"] == b)]
+            if not len(d):
+                continue
+            row = {"batch": b, "version": label(v)}
+            row.update({c: d.loc[d["component"] == c, "us"].sum() if c in set(d["component"])
+                        else np.nan for c in components})
+            row["sum"] = d["us"].sum()
+            row["measured"] = at(v, b)
+            rows.append(row)
+    bt = pd.DataFrame(rows)
+    ctx.table("encoder_components", sd.markdown_table(
+        bt, {c: sd.fmt_us for c in components + ["sum", "measured"]} | {"batch": sd.fmt_int}),
+        f"Device time per component of one eager forward (us, summed over the layers; median "
+        f"of the rounds), its sum, and the measured forward (median us) at {where}; '-' = the "
+        f"version has no such component. {prov}.")
+else:
+    why = ("no row's note carries an eager breakdown" if not len(parts) else
+           f"no breakdown at {where}, batch 256 or 1")
+    ctx.missing("figure", "encoder_breakdown", why)
+    ctx.missing("table", "encoder_components", why)
+
+# %% [markdown]
+# ## The ladder at batch 1, 32 and 256: time, throughput, speedups, ceiling share, launches, memory
+
+# %%
+def prev_step(v, b):
+    """The step v is measured against at batch b: the one it changes (PREVIOUS), else the
+    previous ladder step timed there; None for anchors, custom mixes and the first step."""
+    if np.isfinite(at(PREVIOUS.get(v), b)):
+        return PREVIOUS[v]
+    if v in steps and steps.index(v) > 0:
+        return next((p for p in reversed(steps[:steps.index(v)]) if np.isfinite(at(p, b))), None)
+    return None
+
+
+key_batches = [b for b in KEY_BATCHES if b in set(at_key["batch"])] or \
+    sorted(int(b) for b in set(at_key["batch"]))[:3]
+rows = []
+for b in key_batches:
+    anchor, anchor_us = best_anchor(b)
+    for v in order:
+        m = at(v, b)
+        if not np.isfinite(m):
+            continue
+        prev = prev_step(v, b)
+        rows.append({
+            "batch": b, "version": label(v),
+            "streams": at(v, b, "streams") if v == E4 else np.nan,
+            "ms": m, "rounds range ms": f"{fmt_ms(at(v, b, 'lo_us'))}-{fmt_ms(at(v, b, 'hi_us'))}",
+            "img/s": at(v, b, "img_s"),
+            "x prev": at(prev, b) / m if prev else np.nan,
+            "x best anchor": anchor_us / m if anchor else np.nan,
+            "% GEMM ceiling": at(v, b, "gemm_pct"),
+            "routine ms": at(v, b, "routine_us"),
+            "launches/layer": at(v, b, "lpl"),
+            "activations MB": at(v, b, "act_mb"),
+            "rounds": at(v, b, "n")})
+ladder = pd.DataFrame(rows)
+if len(ladder):
+    anchors_at = "; ".join(f"batch {b}: {label(best_anchor(b)[0])}" for b in key_batches
+                           if best_anchor(b)[0])
+    ctx.table("encoder_ladder", sd.markdown_table(ladder, {
+        "batch": sd.fmt_int, "streams": sd.fmt_int, "ms": fmt_ms, "img/s": fmt_rate,
+        "x prev": sd.fmt_ratio, "x best anchor": sd.fmt_ratio, "% GEMM ceiling": sd.fmt_pct,
+        "routine ms": fmt_ms, "launches/layer": fmt_one, "activations MB": fmt_mb,
+        "rounds": sd.fmt_int}),
+        f"The encoder ladder and the PyTorch anchors at {where}, batch "
+        f"{', '.join(map(str, key_batches))}: median time of one forward (ms) and the range of "
+        f"the rounds' medians, images per second, speedup over the previous ladder step (its "
+        f"time / this time; e5_fused against e3_graph, the step it changes), speedup over the fastest PyTorch anchor at that batch ("
+        f"{anchors_at or 'none measured'}; above 1 = faster), share of the fp16 GEMM ceiling "
+        f"of the same run ({fmt_rate(ceil) + ' TFLOP/s' if ceil else 'not measured'}), routine "
+        f"time (images up, forward, logits down), kernel launches per layer, activation memory "
+        f"(from the bench's note), and the number of rounds; e4_streams at its fastest stream "
+        f"count" + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+else:
+    ctx.missing("table", "encoder_ladder", f"this run has no timed rows at {where}")
+ladder
+
+# %% [markdown]
+# ## Streams (e4): the batch split over 2, 4, 8 streams against e3_graph on one stream
+
+# %%
+e4 = t[(t["version"] == E4) & (t["model"] == key_model) & (t["image_size"] == key_image)]
+e3 = t[(t["version"] == E3) & (t["model"] == key_model) & (t["image_size"] == key_image)
+       & (t["streams"] == 1)].set_index("batch")
+stream_counts = sorted(int(s) for s in set(e4["streams"]))
+if len(e4) and len(e3):
+    fig, ax = plt.subplots()
+    palette = plt.get_cmap("viridis")(np.linspace(0.1, 0.85, max(len(stream_counts), 1)))
+    handles = []
+    for s, color in zip(stream_counts, palette):
+        d = e4[e4["streams"] == s].set_index("batch")
+        r = (d["median_us"] / e3["median_us"]).dropna().sort_index()
+        if len(r):
+            ax.plot(r.index, r.values, color=color, marker="o", linestyle=GRAPH_LINE)
+            handles.append(plt.Line2D([], [], color=color, marker="o",
+                                      label=f"e4_streams, {s} stream{'s' if s > 1 else ''}"))
+    ref = ax.axhline(1.0, color="#444444", linewidth=0.9, linestyle=":",
+                     label="1x: e3_graph on one stream")
+    handles.append(ref)
+    batch_axis(ax, sorted(int(b) for b in set(e4["batch"]) & set(e3.index)))
+    ax.set_xlabel("batch (images per forward)")
+    ax.set_ylabel("e4 time / e3_graph time (below 1 = faster)")
+    sd.titled(fig, f"Streams: the batch split over streams, {where}", prov)
+    legend_below(fig, handles, 0.06 + 0.035 * ((len(handles) + 2) // 3))
+    ctx.figure("encoder_streams", fig,
+               f"Median time of e4_streams (the batch cut into one lane per stream, each a whole "
+               f"forward, all in one graph) divided by e3_graph's on one stream, against batch, "
+               f"{where}; a line at 1 marks no change. Stream counts with more lanes than "
+               f"images are not run (see the status table). {flush_text}. {prov}.")
+    srows = []
+    for b in sorted(set(e4["batch"]) | set(e3.index)):
+        row = {"batch": b, "e3_graph ms": e3["median_us"].get(b, np.nan)}
+        best_s, best = None, np.inf
+        for s in stream_counts:
+            x = e4.loc[(e4["streams"] == s) & (e4["batch"] == b), "median_us"]
+            x = float(x.iloc[0]) if len(x) else np.nan
+            row[f"{s} streams ms"] = x
+            if np.isfinite(x) and x < best:
+                best_s, best = s, x
+        row["fastest streams"] = best_s if best_s else np.nan
+        row["fastest / e3"] = best / row["e3_graph ms"] if best_s else np.nan
+        srows.append(row)
+    st_tab = pd.DataFrame(srows)
+    ctx.table("encoder_stream_counts", sd.markdown_table(st_tab, {
+        c: (sd.fmt_int if c in ("batch", "fastest streams") else
+            sd.fmt_ratio if c == "fastest / e3" else fmt_ms) for c in st_tab.columns}),
+        f"e4_streams at every stream count against e3_graph on one stream, {where}: median "
+        f"time of one forward (ms), the fastest stream count, and its time / e3's (below 1 = "
+        f"faster); '-' = not run or not timed. {prov}.")
+else:
+    why = (f"this run has no timed {E4} rows at {where}" if not len(e4) else
+           f"this run has no timed {E3} rows on one stream at {where} to compare with")
+    ctx.missing("figure", "encoder_streams", why)
+    ctx.missing("table", "encoder_stream_counts", why)
+
+# %% [markdown]
+# ## Every timed configuration (median ms)
+
+# %%
+if len(t):
+    sw = t.assign(col=[label(v) + (f" x{int(s)}" if v == E4 else "")
+                       for v, s in zip(t["version"], t["streams"])])
+    cols = list(dict.fromkeys(
+        c for v in order for c in sw.loc[sw["version"] == v].sort_values("streams")["col"]))
+    sweep = sw.pivot_table(index=["model", "image_size", "batch"], columns="col",
+                           values="median_us")
+    sweep = sweep[[c for c in cols if c in sweep.columns]].reset_index()
+    ctx.table("encoder_sweep", sd.markdown_table(
+        sweep, {c: (sd.fmt_int if c in ("image_size", "batch") else fmt_ms)
+                for c in sweep.columns if c != "model"}),
+        f"Median time of one forward (ms, median of the rounds) for every timed model x "
+        f"image size x batch x version (e4_streams per stream count: x2, x4, ...); '-' = not "
+        f"timed (see the status table)" + (f"; {custom_key}" if custom_key else "")
+        + f". {prov}.")
+else:
+    ctx.missing("table", "encoder_sweep", "this run has no timed encoder rows")
+
+# %% [markdown]
+# ## Status: what was timed, skipped or failed
+
+# %%
+st = sd.status_table(everything.assign(
+    _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
+    .sort_values(["_o", "version"], kind="stable"))
+st["version"] = st["version"].map(label)
+left_out = []
+if n_short:
+    left_out.append(f"{n_short} timed rows of a shortened model (--layers) are not shown")
+if flush_dropped:
+    left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not shown")
+ctx.table("encoder_status", sd.markdown_table(st),
+          "Encoder rows (ladder, custom mixes and PyTorch anchors, every round) per version and "
+          "status, with the reason of every row that was not timed"
+          + (f" ({'; '.join(left_out)})" if left_out else "")
+          + (f"; {custom_key}" if custom_key else "") + f". {prov}.")
+st
+
+# %% [markdown]
+# ## Findings, as sentences generated from the numbers above
+
+# %%
+findings = []
+rounds = sorted(int(n) for n in set(at_key["n"])) if len(at_key) else []
+if rounds:
+    if max(rounds) == 1:
+        findings.append("Every configuration was measured once (one round): the verdicts below "
+                        "rest on single rows, not on the median of three or more interleaved "
+                        "rounds.")
+    else:
+        counts = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}")
+        findings.append(f"Each configuration at {where} was measured in {counts} rounds; every "
+                        f"time below is the median across them (the ladder table gives the "
+                        f"range).")
+
+
+def vs_anchor(b):
+    """(sentence, met or None) for e6_best against the fastest anchor at batch b."""
+    m = at(E6, b)
+    a, a_us = best_anchor(b)
+    if not np.isfinite(m):
+        return f"batch {b}: no timed {E6} row", None
+    if not a:
+        return f"batch {b}: {E6} {fmt_ms(m)} ms, no PyTorch anchor measured", None
+    return (f"batch {b}: {E6} {fmt_ms(m)} ms against {label(a)} {fmt_ms(a_us)} ms "
+            f"({sd.faster_or_slower(a_us / m)})"), m < a_us
+
+
+if targets_apply and len(at_key):
+    findings.append(f"The study's targets for the whole ViT, judged at {where} on the median "
+                    f"time of one forward: {E6} faster than the fastest PyTorch anchor (of "
+                    f"{LABEL[EAGER]}, {LABEL[GRAPH]} and {LABEL[COMPILE]}) at batch 1, 32 and "
+                    f"256; {TARGET_COMPILE}x torch.compile's throughput at batch 256; at most "
+                    f"{TARGET_B1_MS} ms at batch 1.")
+    parts_ = [vs_anchor(b) for b in KEY_BATCHES]
+    verdicts = [m for _, m in parts_]
+    if all(v is not None for v in verdicts):
+        verdict = "met" if all(verdicts) else "missed (slower at batch " + join_and(
+            [str(b) for b, v in zip(KEY_BATCHES, verdicts) if not v]) + ")"
+    else:
+        verdict = "cannot be judged from this run"
+    findings.append(f"Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
+                    f"{verdict}; " + "; ".join(s for s, _ in parts_) + ".")
+    m, c = at(E6, 256), at(COMPILE, 256)
+    if np.isfinite(m) and np.isfinite(c):
+        findings.append(f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
+                        f"{'met' if c / m >= TARGET_COMPILE else 'missed'}; {E6} takes "
+                        f"{fmt_ms(m)} ms ({fmt_rate(256 / m * 1e6)} img/s), {c / m:.2f}x the "
+                        f"throughput of {LABEL[COMPILE]} ({fmt_ms(c)} ms, "
+                        f"{fmt_rate(256 / c * 1e6)} img/s); the target asks for at most "
+                        f"{fmt_ms(c / TARGET_COMPILE)} ms.")
+    else:
+        findings.append(f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
+                        f"cannot be judged, this run has no timed "
+                        f"{E6 if not np.isfinite(m) else COMPILE} row at batch 256.")
+    m = at(E6, 1)
+    if np.isfinite(m):
+        findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: "
+                        f"{'met' if m / 1e3 <= TARGET_B1_MS else 'missed'}; {E6} takes "
+                        f"{fmt_ms(m)} ms.")
+    else:
+        findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: cannot be judged, this "
+                        f"run has no timed {E6} row at batch 1.")
+elif not len(t):
+    findings.append("This run has no timed encoder rows, so no target can be judged.")
+elif len(at_key):
+    findings.append(f"This run has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px, where the "
+                    f"study's targets are set; the numbers below are at {where}.")
+
+# Which anchor is the fastest at each batch.
+anchor_batches = sorted(int(b) for b in set(at_key.loc[at_key["version"].map(sd.is_anchor),
+                                                       "batch"]))
+if anchor_batches:
+    best = [(b, *best_anchor(b)) for b in anchor_batches]
+    findings.append(f"The fastest PyTorch anchor at {where}: " + "; ".join(
+        f"batch {b}: {label(a)} ({fmt_ms(us)} ms"
+        + (f", of {join_and([label(x) for x in order if sd.is_anchor(x) and np.isfinite(at(x, b))])})"
+           if sum(np.isfinite(at(x, b)) for x in order if sd.is_anchor(x)) > 1 else ", the only one measured)")
+        for b, a, us in best) + ".")
+    if not any(np.isfinite(at(COMPILE, b)) for b in anchor_batches):
+        findings.append(f"This run has no {LABEL[COMPILE]} rows at {where}.")
+else:
+    findings.append(f"This run has no PyTorch anchor rows at {where}, so no ratio to PyTorch "
+                    f"is given.")
+
+# What `best` resolved to.
+e6_notes = ok.loc[ok["version"] == E6, "note"].astype(str)
+resolved = list(dict.fromkeys(x for x in e6_notes.map(best_resolved) if x))
+mixes = list(dict.fromkeys(x for x in e6_notes.map(mix_of) if x))
+if resolved:
+    findings.append(f"{E6} resolved its family versions to " + " | ".join(resolved)
+                    + (" (different rows resolved differently)" if len(resolved) > 1 else "")
+                    + ".")
+elif mixes:
+    findings.append(f"{E6} ran {' | '.join(mixes)} (its rows do not say what `best` passed "
+                    f"over).")
+
+# The ladder end to end and its largest step.
+for b in [b for b in (1, 256) if b in key_batches]:
+    timed_steps = [v for v in steps if np.isfinite(at(v, b))]
+    if len(timed_steps) >= 2:
+        first, last = timed_steps[0], timed_steps[-1]
+        gains = [(at(prev_step(v, b), b) / at(v, b), v, prev_step(v, b))
+                 for v in timed_steps[1:]]
+        g, v, p = max(gains)
+        findings.append(f"At batch {b}, {last} takes {fmt_ms(at(last, b))} ms against "
+                        f"{first}'s {fmt_ms(at(first, b))} ms ({sd.faster_or_slower(at(first, b) / at(last, b))}); "
+                        f"the largest single step is {v} ({sd.faster_or_slower(g)} than {p}).")
+
+# Memory: one arena against a buffer per intermediate.
+b_mem = max(key_batches) if key_batches else None
+if b_mem and all(np.isfinite(at(v, b_mem, "act_mb")) for v in ("e1_library", "e2_buffer_reuse")):
+    a1, a2 = at("e1_library", b_mem, "act_mb"), at("e2_buffer_reuse", b_mem, "act_mb")
+    findings.append(f"At batch {b_mem}, one reused activation arena (e2_buffer_reuse) holds "
+                    f"{fmt_mb(a2)} MB of activations against {fmt_mb(a1)} MB with a buffer for "
+                    f"every intermediate of every layer (e1_library), {a1 / a2:.1f}x less; its "
+                    f"time is {at('e2_buffer_reuse', b_mem) / at('e1_library', b_mem):.2f}x "
+                    f"e1's.")
+
+# Streams.
+if len(e4) and len(e3):
+    ratio = []
+    for b in sorted(set(e4["batch"]) & set(e3.index)):
+        d = e4[e4["batch"] == b]
+        r = d.loc[d["median_us"].idxmin()]
+        ratio.append((int(b), int(r["streams"]), r["median_us"] / e3["median_us"][b]))
+    helps = [f"{b} ({s} stream{'s' if s != 1 else ''}, {x:.2f}x)" for b, s, x in ratio if x < 1]
+    findings.append(f"Splitting the batch over streams (e4_streams at its fastest stream count, "
+                    f"against e3_graph on one stream): "
+                    + (f"faster at batch {join_and(helps)}" if helps else "faster at no batch")
+                    + (f"; at batch {ratio[-1][0]} {ratio[-1][2]:.2f}x e3's time" if ratio else "")
+                    + ".")
+
+# Where the time goes in e6 at the largest batch with a breakdown.
+if len(bd_versions):
+    v = E6 if E6 in bd_versions else bd_versions[-1]
+    b = int(max(set(bd.loc[bd["version"] == v, "batch"])))
+    d = bd[(bd["version"] == v) & (bd["batch"] == b)].sort_values("us", ascending=False)
+    total = d["us"].sum()
+    top = d.head(2)
+    findings.append(f"In one eager forward of {v} at batch {b}, " + join_and(
+        [f"{r['component']} takes {100 * r['us'] / total:.0f}%" for _, r in top.iterrows()])
+        + f" of the {fmt_ms(total)} ms of component time.")
+elif len(at_key):
+    findings.append("No row's note carries a per-component breakdown, so none is shown." if
+                    not len(parts) else f"No row at {where}, batch 256 or 1 carries a "
+                    f"per-component breakdown, so none is shown.")
+
+n_skip = int((everything["status"] == "skipped").sum())
+n_fail = int((everything["status"] == "failed").sum())
+if n_skip or n_fail:
+    who = ", ".join(sorted(set(label(v) for v in everything.loc[everything["status"] != "ok",
+                                                                "version"])))
+    findings.append(f"{n_skip} row{'s' if n_skip != 1 else ''} skipped and {n_fail} failed "
+                    f"({who}); the status table gives the reasons, and none of them is shown.")
+else:
+    findings.append("Every row passed its logits check and was timed.")
+
+ctx.text("encoder_findings", findings)
+print("\n".join(findings))

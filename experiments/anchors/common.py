@@ -19,13 +19,17 @@ import subprocess
 import sys
 
 # Column order of every CSV of the study; must equal csv_columns() in common/csv.cpp
-# (experiments/test_run_sweep.py checks that).
+# (experiments/test_run_sweep.py checks that). Columns after "note" were added later; files
+# written before them lack them (analysis/study_data.py reads such files as empty columns).
 COLUMNS = [
     "run_id", "utc", "commit", "gpu", "sm_count", "driver", "cuda", "cudnn", "cublas", "host",
     "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
     "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
     "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
-    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note"]
+    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note",
+    # Appended later, so that readers of older files keep their column positions: output rows
+    # of the call, and the host-to-host routine's split (copy up, preprocessing, copy down).
+    "rows", "h2d_us", "preprocess_us", "d2h_us"]
 
 # name -> (hidden, heads, depth), as common/vit_config.cpp.
 MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),

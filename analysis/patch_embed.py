@@ -119,6 +119,13 @@ def fmt_x(x):
     return f"{x:.1f}x" if x >= 10 else f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
 
 
+def faster_or_slower(ratio):
+    """sd.faster_or_slower, with ratios of 100x and more printed without decimals."""
+    if np.isfinite(ratio) and ratio > 0 and max(ratio, 1 / ratio) >= 100:
+        return f"{fmt_x(ratio)} faster" if ratio >= 1 else f"{fmt_x(1 / ratio)} slower"
+    return sd.faster_or_slower(ratio)
+
+
 def shape_text(model, image, batch):
     return f"{model}, {image} px, batch {batch}"
 
@@ -678,7 +685,7 @@ where = f"batch {CONV_BATCH}, {KEY_IMAGE} px ({MAIN_MODEL})"
 if f is not None and np.isfinite(conv):
     r = conv / f["median_us"]
     findings.append(f"At {where}, the fastest version, {f['version']} "
-                    f"({sd.fmt_us(f['median_us'])} us), is {sd.faster_or_slower(r)} than "
+                    f"({sd.fmt_us(f['median_us'])} us), is {faster_or_slower(r)} than "
                     f"{anchor_text(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)}: the target of at "
                     f"least {CONV_TARGET:.0f}x faster than F.conv2d is "
                     f"{'met' if r >= CONV_TARGET else 'not met'}.")
@@ -686,25 +693,28 @@ if f is not None and np.isfinite(conv):
     if fo is not None and fo["version"] != f["version"]:
         findings.append(f"The fastest version written here, {fo['version']} "
                         f"({sd.fmt_us(fo['median_us'])} us), is "
-                        f"{sd.faster_or_slower(conv / fo['median_us'])} than F.conv2d at {where}.")
+                        f"{faster_or_slower(conv / fo['median_us'])} than F.conv2d at {where}.")
 else:
     findings.append(f"This run has no {'F.conv2d row' if f is not None else 'timed version'} at "
                     f"{where}, so the {CONV_TARGET:.0f}x target over F.conv2d is not judged.")
 
 # The patchify + F.linear target: batch 32 and 256, 224 px.
-beats = []
+beats, unjudged = [], []
 for b in LINEAR_BATCHES:
     f = fastest(MAIN_MODEL, KEY_IMAGE, b)
     lin = at(LINEAR, MAIN_MODEL, KEY_IMAGE, b)
     if f is None or not np.isfinite(lin):
-        findings.append(f"This run has no {'patchify + F.linear row' if f is not None else 'timed version'} "
-                        f"at batch {b}, {KEY_IMAGE} px ({MAIN_MODEL}).")
+        unjudged.append((b, "patchify + F.linear row" if f is not None else "timed version"))
         continue
     beats.append(f["median_us"] < lin)
     findings.append(f"At batch {b}, {KEY_IMAGE} px, the fastest version, {f['version']} "
                     f"({sd.fmt_us(f['median_us'])} us), is "
-                    f"{sd.faster_or_slower(lin / f['median_us'])} than "
+                    f"{faster_or_slower(lin / f['median_us'])} than "
                     f"{anchor_text(LINEAR, MAIN_MODEL, KEY_IMAGE, b)}.")
+for what in dict.fromkeys(w for _, w in unjudged):
+    bs = [str(b) for b, w in unjudged if w == what]
+    findings.append(f"This run has no {what} at batch {' and '.join(bs)}, {KEY_IMAGE} px "
+                    f"({MAIN_MODEL}), so the target over patchify + F.linear is not judged there.")
 if len(beats) == len(LINEAR_BATCHES):
     findings.append(f"The target of beating patchify + F.linear at batch "
                     f"{' and '.join(map(str, LINEAR_BATCHES))} ({KEY_IMAGE} px) is "
@@ -747,10 +757,10 @@ for m, image, b in key_shapes:
     if not np.isfinite(c) or f is None or f["version"] == CPU:
         continue
     s = (f"At {shape_text(m, image, b)}, the fastest version, {f['version']}, is "
-         f"{sd.faster_or_slower(c / f['median_us'])} than {CPU} ({sd.fmt_us(c)} us on the CPU)")
+         f"{faster_or_slower(c / f['median_us'])} than {CPU} ({sd.fmt_us(c)} us on the CPU)")
     v1 = at(V1, m, image, b)
     if np.isfinite(v1) and f["version"] != V1:
-        s += f"; {V1} is {sd.faster_or_slower(c / v1)} than {CPU}"
+        s += f"; {V1} is {faster_or_slower(c / v1)} than {CPU}"
     findings.append(s + ".")
 
 # Where v4's routine goes, at the largest key shape with a split.

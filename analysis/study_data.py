@@ -25,11 +25,17 @@ REPORT_DIR = REPO / "report"
 # (experiments/anchors/common.py; experiments/test_run_sweep.py checks it against common/csv.cpp).
 sys.path.insert(0, str(REPO / "experiments" / "anchors"))
 from common import COLUMNS  # noqa: E402  (standard library only at module level)
+# Columns appended to the schema after "note": files written before them lack them and still
+# load, with the column empty.
+APPENDED_COLUMNS = COLUMNS[COLUMNS.index("note") + 1:]
 INT_COLUMNS = ["sm_count", "batch", "image_size", "tokens", "hidden", "heads", "head_dim",
                "streams", "warmup", "iters", "launches", "host_syncs", "device_bytes",
-               "host_bytes"]
+               "host_bytes", "rows"]
 FLOAT_COLUMNS = ["mean_us", "std_us", "median_us", "min_us", "max_us", "routine_us", "gbps",
-                 "tflops", "max_abs_err", "rel_l2_err"]
+                 "tflops", "max_abs_err", "rel_l2_err", "h2d_us", "preprocess_us", "d2h_us"]
+# A family's side table beside the sweep's CSVs in a run folder, in its own columns (e.g.
+# patch_embed_timeline.csv: per-launch timestamps); load_run leaves it to the family notebook.
+SIDE_TABLE_SUFFIXES = ("_timeline.csv",)
 STATUSES = ("ok", "skipped", "failed")
 CEILINGS = "ceilings"
 
@@ -82,7 +88,10 @@ def read_csv(path) -> pd.DataFrame:
                         f"study columns)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise DataError(f"{where}: not a readable CSV ({str(e).strip()})") from None
-    missing = [c for c in COLUMNS if c not in raw.columns]
+    missing = [c for c in COLUMNS if c not in raw.columns and c not in APPENDED_COLUMNS]
+    for c in APPENDED_COLUMNS:
+        if c not in raw.columns:
+            raw[c] = ""
     if missing:
         raise DataError(f"{where}: missing column{'s' if len(missing) > 1 else ''} "
                         f"{', '.join(repr(c) for c in missing)}")
@@ -143,16 +152,46 @@ def load_run(run_dir) -> "Run":
     """Every CSV directly inside one run folder (layernorm.csv, ceilings.csv, anchors, ...).
 
     Sub-folders are not read on purpose: a merged Slurm sweep may keep its shards beside it,
-    and reading both would count every row twice.
+    and reading both would count every row twice. Side tables (`*_timeline.csv`) are in
+    their own columns and left to the family notebook (side_table()).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise DataError(f"{show_path(run_dir)}: run folder not found")
-    files = sorted(run_dir.glob("*.csv"))
+    files = sorted(f for f in run_dir.glob("*.csv") if not f.name.endswith(SIDE_TABLE_SUFFIXES))
     if not files:
         raise DataError(f"{show_path(run_dir)}: no CSV files in this run folder")
     df = pd.concat([read_csv(f) for f in files], ignore_index=True)
     return Run(run_dir, df)
+
+
+def side_table(run_dir, name: str, columns: list[str], numeric: list[str]):
+    """A family's side table `<run>/<name>` (see SIDE_TABLE_SUFFIXES), or None when the run
+    has none. The columns must all be there and `numeric` ones must parse: a broken file is
+    a DataError naming it, like a broken sweep CSV."""
+    path = Path(run_dir) / name
+    if not path.is_file():
+        return None
+    where = show_path(path)
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{where}: empty file (expected the columns {', '.join(columns)})") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise DataError(f"{where}: not a readable CSV ({str(e).strip()})") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise DataError(f"{where}: missing column{'s' if len(missing) > 1 else ''} "
+                        f"{', '.join(repr(c) for c in missing)}")
+    df = df.fillna("").astype(str)
+    for c in numeric:
+        num = pd.to_numeric(df[c].str.strip(), errors="coerce")
+        if num.isna().any():
+            i = int(np.flatnonzero(num.isna().to_numpy())[0])
+            raise DataError(f"{where}:{i + 2}: column '{c}' has a non-numeric value "
+                            f"{df[c].iat[i]!r}")
+        df[c] = num.astype(float)
+    return df
 
 
 def run_folders(root=RESULTS_ROOT) -> list[Path]:

@@ -286,6 +286,9 @@ def estimate_device_bytes(cfg):
         return rows * 4 * hidden * h + cfg.batch * heads * tokens * tokens * 4
     if cfg.family == "mlp":  # x, 4x intermediate, y, residual and both weight matrices
         return rows * hidden * h * 7 + 8 * hidden * hidden * h
+    if cfg.family == "patch_embed":  # images twice (v4's second copy), token rows, weights
+        return (2 * cfg.batch * 3 * cfg.image_size ** 2 * h + rows * hidden * h
+                + (3 * PATCH * PATCH + 1 + tokens) * hidden * h)
     return None
 
 

@@ -413,6 +413,37 @@ class SweepTest(unittest.TestCase):
             self.assertEqual((row["status"], r.returncode), ("ok", 0), row["note"])
             self.assertLessEqual(float(row["rel_l2_err"]), 5e-3)
 
+    def test_patch_embed_anchors_write_one_schema_row_each(self):
+        for version in ("pytorch_conv2d", "pytorch_patchify_linear"):
+            csv_path = self.dir / f"{version}.csv"
+            r = subprocess.run([PY, str(HERE / "anchors" / "torch_patch_embed.py"), "--version",
+                                version, "--batch", "2", "--image-size", "64", "--model",
+                                "vit_ti", "--iters", "3", "--warmup", "1", "--csv",
+                                str(csv_path)], capture_output=True, text=True, timeout=300)
+            rows = self.rows(csv_path)
+            self.assertEqual(len(rows), 1)
+            row = rows[0]
+            self.assertEqual((row["family"], row["version"], row["tokens"], row["hidden"],
+                              row["rows"]), ("patch_embed", version, "17", "192", "32"))
+            if row["status"] == "skipped":
+                self.assertIn(row["note"], ("torch not installed", "no CUDA device"))
+                self.assertEqual(r.returncode, 2)
+            else:
+                self.assertEqual((row["status"], r.returncode), ("ok", 0), row["note"])
+                self.assertLessEqual(float(row["rel_l2_err"]), 5e-3)
+                self.assertRegex(row["note"], r"timed: (eager|cuda-graph replay) \(the faster; "
+                                              r"medians eager [0-9.e+]+ us, cuda-graph replay ")
+
+    def test_patch_embed_anchor_refuses_streams(self):
+        csv_path = self.dir / "streams.csv"
+        subprocess.run([PY, str(HERE / "anchors" / "torch_patch_embed.py"), "--version",
+                        "pytorch_conv2d", "--streams", "4", "--csv", str(csv_path)],
+                       capture_output=True, text=True, timeout=300)
+        row = self.rows(csv_path)[0]
+        self.assertEqual(row["status"], "skipped")
+        self.assertIn(row["note"], ("torch not installed", "no CUDA device",
+                                    "PyTorch anchors run on one stream (streams=1 only)"))
+
 
 if __name__ == "__main__":
     unittest.main()

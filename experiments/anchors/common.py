@@ -19,13 +19,17 @@ import subprocess
 import sys
 
 # Column order of every CSV of the study; must equal csv_columns() in common/csv.cpp
-# (experiments/test_run_sweep.py checks that).
+# (experiments/test_run_sweep.py checks that). Columns after "note" were added later; files
+# written before them lack them (analysis/study_data.py reads such files as empty columns).
 COLUMNS = [
     "run_id", "utc", "commit", "gpu", "sm_count", "driver", "cuda", "cudnn", "cublas", "host",
     "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
     "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
     "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
-    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note"]
+    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note",
+    # Appended later, so that readers of older files keep their column positions: output rows
+    # of the call, and the host-to-host routine's split (copy up, preprocessing, copy down).
+    "rows", "h2d_us", "preprocess_us", "d2h_us"]
 
 # name -> (hidden, heads, depth), as common/vit_config.cpp.
 MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),
@@ -330,13 +334,28 @@ class Problem:
     """What an anchor's build() returns. run: the callable to time. check(): runs the anchor
     once on poisoned outputs and returns (max_abs_err, rel_l2_err, nonfinite_count) vs a
     float64 computation. bytes/flops: the family's counts (flops None when not meaningful).
-    note: the row's note for an ok row, with "{check}" where "checked" / "not checked" goes."""
+    note: the row's note for an ok row, with "{check}" where "checked" / "not checked" goes.
+
+    variants: instead of one `run`, a list of (name, callable) timed one after the other by
+    the same method; the row keeps the faster (lower median) and "{timing}" in the note says
+    which, with every variant's median (e.g. eager vs CUDA-graph replay of one expression)."""
 
     def __init__(self, run, check, bytes_moved, flops=None, launches=None, host_syncs=0,
-                 note="", columns=None):
+                 note="", columns=None, variants=None):
         self.run, self.check, self.bytes, self.flops = run, check, bytes_moved, flops
         self.launches, self.host_syncs, self.note = launches, host_syncs, note
         self.columns = columns or {}
+        self.variants = list(variants or [])
+
+
+def time_faster(torch, variants, warmup, iters, flush_l2, device):
+    """Times every (name, fn) of `variants` with time_events and returns (stats of the one
+    with the lowest median, note text naming it and every variant's median)."""
+    timed = [(name, time_events(torch, fn, warmup, iters, flush_l2, device))
+             for name, fn in variants]
+    name, stats = min(timed, key=lambda t: t[1]["median_us"])
+    medians = ", ".join(f"{n} {fmt(s['median_us'])} us" for n, s in timed)
+    return stats, f"timed: {name} (the faster; medians {medians})"
 
 
 def _emit(args, row):
@@ -405,14 +424,21 @@ def run_anchor(family, versions, summary, add_args, identity, build, argv=None):
                               f"{prefix}reference check failed: rel_l2={rel_l2:.3g} "
                               f"max_abs={max_abs:.3g} nonfinite={nonfinite}", EXIT_FAILED)
             check_note = "checked"
-        stats = time_events(torch, problem.run, args.warmup, args.iters, args.flush_l2, args.device)
+        timing_note = ""
+        if problem.variants:
+            stats, timing_note = time_faster(torch, problem.variants, args.warmup, args.iters,
+                                             args.flush_l2, args.device)
+        else:
+            stats = time_events(torch, problem.run, args.warmup, args.iters, args.flush_l2,
+                                args.device)
         row.update(stats)
         if stats["median_us"] > 0:
             row["gbps"] = problem.bytes / (stats["median_us"] * 1e-6) / 1e9
             if problem.flops is not None:
                 row["tflops"] = problem.flops / (stats["median_us"] * 1e-6) / 1e12
         row["launches"], row["host_syncs"] = problem.launches, problem.host_syncs
-        return finish(torch, "ok", problem.note.replace("{check}", check_note), EXIT_OK)
+        return finish(torch, "ok", problem.note.replace("{check}", check_note)
+                      .replace("{timing}", timing_note), EXIT_OK)
     except Skip as e:
         return finish(torch, "skipped", str(e), EXIT_OK)
     except torch.cuda.OutOfMemoryError as e:

@@ -1,0 +1,794 @@
+# %% [markdown]
+# # Patch embedding: from one launch per dot product to tensor cores, and what streams buy
+#
+# The patch embedding is a convolution 3 -> hidden with a 16 x 16 kernel and stride 16, that
+# is a GEMM [B*P, 768] x [768, hidden] once the image is cut into its P = (S/16)^2 patches,
+# followed by the cls token and the position embedding. The ladder starts from the CPU
+# (cpu_baseline), goes through launch-bound versions (v1: one launch per 16-wide dot product,
+# v2: one per output element, both with a host sync after every launch; v3: v2's launches over
+# N streams, also replayed from a CUDA graph), one copy of the whole batch (v4), and ends on
+# tensor cores (v5 im2col + GEMM, v6 implicit GEMM) against cuDNN and two PyTorch anchors
+# (F.conv2d, what timm runs, and patchify + F.linear). v1-v3 run only at small sizes on ViT-Ti
+# (their launch counts explode); the rest on ViT-B at 224/384/512 px. Runs on its own
+# (`MPLBACKEND=Agg /usr/bin/python3 analysis/patch_embed.py [--run DIR] [--out DIR]`) or from
+# `report/build.py`, which hands it `STUDY_CONTEXT`.
+
+# %%
+import re
+import sys
+from pathlib import Path
+
+import matplotlib
+
+if "STUDY_CONTEXT" not in globals():
+    matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
+import study_data as sd
+
+FAMILY = "patch_embed"
+ctx = sd.notebook_context(FAMILY, globals())
+run = ctx.run
+prov = ctx.provenance()
+sd.apply_style()
+
+CPU, V1, V2 = "cpu_baseline", "v1_single_channel", "v2_unified_channel"
+V3, V3G, V4 = "v3_streams", "v3_streams_graph", "v4_one_copy"
+CUDNN = "cudnn"
+CONV, LINEAR = "pytorch_conv2d", "pytorch_patchify_linear"
+LADDER = [CPU, V1, V2, V3, V3G, V4, "v5_im2col_gemm", "v6_implicit_gemm", CUDNN, CONV, LINEAR]
+STREAM_VERSIONS = [V3, V3G]
+ROUTINE_VERSIONS = [V1, V2, V3, V3G, V4]     # the versions that copy from and to the host
+GEMM_FROM = V4                               # time vs batch on ViT-B: v4 onward + anchors
+MAIN_MODEL = "vit_b"
+KEY_IMAGE, KEY_BATCHES = 224, (1, 32, 256)   # the targets' sizes
+CONV_BATCH, CONV_TARGET = 256, 10.0          # fastest version >= 10x F.conv2d at batch 256
+LINEAR_BATCHES = (32, 256)                   # ... and faster than patchify + F.linear there
+KNEE = 0.10                                  # "more streams stop helping": within 10% of best
+TIMELINE_FILE = f"{FAMILY}_timeline.csv"
+TIMELINE_COLUMNS = ["version", "batch", "image_size", "hidden", "streams", "stream", "launch",
+                    "start_us", "end_us"]
+LABEL = {CONV: "PyTorch F.conv2d", LINEAR: "PyTorch patchify + F.linear"}
+SHORT = {CONV: "F.conv2d", LINEAR: "patchify + F.linear"}
+
+
+def label(v):
+    return LABEL.get(v, v)
+
+
+# %% [markdown]
+# ## Data: timed rows, one L2 setting, duplicates merged; v3's best stream count per shape
+
+# %%
+everything = run.rows(FAMILY)
+ok = run.ok(FAMILY)
+ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
+ok["streams"] = ok["streams"].fillna(1)
+# Which way an anchor row was timed (the faster of eager and CUDA-graph replay, see
+# experiments/anchors/torch_patch_embed.py): "eager" or "cuda-graph replay".
+ok["how"] = ok["note"].astype(str).str.extract(r"timed: (eager|cuda-graph replay)")[0]
+KEYS = ["version", "model", "hidden", "image_size", "batch", "streams"]
+TIMES = ["median_us", "routine_us", "h2d_us", "preprocess_us", "d2h_us"]
+t = (ok.groupby(KEYS, as_index=False)
+       .agg(**{c: (c, "median") for c in TIMES},
+            device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
+            launches=("launches", "first"), host_syncs=("host_syncs", "first"),
+            how=("how", "first"), n=("median_us", "size")))
+# One row per version and shape: the stream versions at their fastest stream count.
+best = (t.sort_values("median_us", kind="stable")
+         .drop_duplicates(["version", "model", "hidden", "image_size", "batch"])
+         .reset_index(drop=True))
+order = sd.version_order(t["version"], LADDER)
+style = sd.styles(order)
+# Each anchor its own colour and marker (filled where the CUDA graph was the faster, hollow
+# where eager was), apart from every version's.
+style.update({CONV: dict(color="#000000", marker="h", linestyle="--", markersize=6),
+              LINEAR: dict(color="#8c8c8c", marker="p", linestyle="--", markersize=6)})
+flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
+    flush, "L2 flush setting not recorded")
+sm_counts = sorted({int(x) for x in run.rows(FAMILY)["sm_count"].dropna() if x > 0})
+hidden_of = {m: int(h) for m, h in t.groupby("model")["hidden"].first().items()}
+models = sorted(hidden_of, key=lambda m: hidden_of[m])
+
+
+def at(version, model, image, batch, col="median_us", table=None):
+    """One value of `best` (or `table`), NaN when that version has no timing there."""
+    d = best if table is None else table
+    s = d[(d["version"] == version) & (d["model"] == model) & (d["image_size"] == image)
+          & (d["batch"] == batch)][col]
+    return float(s.iloc[0]) if len(s) and pd.notna(s.iloc[0]) else np.nan
+
+
+def how(version, model, image, batch):
+    """'eager' / 'CUDA graph' for an anchor at a shape, '' when unknown."""
+    s = best[(best["version"] == version) & (best["model"] == model)
+             & (best["image_size"] == image) & (best["batch"] == batch)]["how"]
+    h = s.iloc[0] if len(s) else None
+    return {"eager": "eager", "cuda-graph replay": "CUDA graph"}.get(h, "")
+
+
+def fmt_x(x):
+    """A ratio over orders of magnitude: 0.0024x, 0.64x, 61.5x, 7,176x."""
+    if x is None or not np.isfinite(x):
+        return "-"
+    if x >= 100:
+        return f"{x:,.0f}x"
+    return f"{x:.1f}x" if x >= 10 else f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
+
+
+def faster_or_slower(ratio):
+    """sd.faster_or_slower, with ratios of 100x and more printed without decimals."""
+    if np.isfinite(ratio) and ratio > 0 and max(ratio, 1 / ratio) >= 100:
+        return f"{fmt_x(ratio)} faster" if ratio >= 1 else f"{fmt_x(1 / ratio)} slower"
+    return sd.faster_or_slower(ratio)
+
+
+def shape_text(model, image, batch):
+    return f"{model}, {image} px, batch {batch}"
+
+
+def stream_label(n):
+    n = int(n)
+    return f"{n} streams (one per SM)" if n in sm_counts and n > 32 else \
+        f"{n} stream{'s' if n != 1 else ''}"
+
+
+def pow2_ticks(ax, values, axis="x"):
+    """Log-2 axis with ticks at exactly the measured values, printed as plain numbers."""
+    values = sorted({int(v) for v in values})
+    getattr(ax, f"set_{axis}scale")("log", base=2)
+    getattr(ax, f"set_{axis}ticks")(values)
+    getattr(ax, f"set_{axis}ticklabels")([str(v) for v in values])
+    getattr(ax, f"{axis}axis").set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def plot_version(ax, d, v, x, y="median_us", **extra):
+    """A version's line; an anchor's markers filled where its CUDA graph was the faster."""
+    d = d.sort_values(x)
+    st = dict(style[v], **extra)
+    if not sd.is_anchor(v):
+        ax.plot(d[x], d[y], **st)
+        return
+    ax.plot(d[x], d[y], **dict(st, marker=None))
+    for mode, face in (("cuda-graph replay", st["color"]), ("eager", "none")):
+        e = d[d["how"] == mode] if mode == "cuda-graph replay" else d[d["how"] != "cuda-graph replay"]
+        if len(e):
+            ax.plot(e[x], e[y], linestyle="none", marker=st["marker"], color=st["color"],
+                    markerfacecolor=face, markersize=st.get("markersize", 6))
+
+
+def legend_handles(versions, anchors_note=True):
+    h = [plt.Line2D([], [], label=label(v), **style[v]) for v in versions]
+    if anchors_note and any(sd.is_anchor(v) for v in versions):
+        h.append(plt.Line2D([], [], linestyle="none", marker="h", color="#000000",
+                            markerfacecolor="none",
+                            label="anchors: hollow = eager faster, filled = CUDA graph faster"))
+    return h
+
+
+def shared_legend(fig, handles, bottom=0.16, ncol=4):
+    fig.legend(handles=handles, loc="lower center", ncol=min(ncol, len(handles)),
+               bbox_to_anchor=(0.5, -0.02), fontsize=7)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+
+
+t
+
+# %% [markdown]
+# ## Key shapes: where the ladder is compared
+
+# %%
+def small_shape():
+    """The shape (off the main model) timed by the most ladder versions: v1-v3 only run at
+    small sizes, so this is where the early steps meet; ties go to the larger problem."""
+    d = best[(best["model"] != MAIN_MODEL) & ~best["version"].map(sd.is_anchor)]
+    if d.empty:
+        return None
+    c = (d.groupby(["model", "image_size", "batch"]).agg(n=("version", "nunique"))
+          .reset_index().sort_values(["n", "image_size", "batch"], ascending=False))
+    r = c.iloc[0]
+    return (r["model"], int(r["image_size"]), int(r["batch"]))
+
+
+def main_shapes():
+    d = best[best["model"] == MAIN_MODEL]
+    if d.empty:
+        return []
+    shapes = [(MAIN_MODEL, KEY_IMAGE, b) for b in KEY_BATCHES
+              if len(d[(d["image_size"] == KEY_IMAGE) & (d["batch"] == b)])]
+    if not shapes:  # a sweep without the target sizes: its smallest and largest batch
+        image = int(d["image_size"].min())
+        bs = sorted({int(b) for b in d.loc[d["image_size"] == image, "batch"]})
+        shapes = [(MAIN_MODEL, image, b) for b in dict.fromkeys([bs[0], bs[-1]])]
+    return shapes
+
+
+key_shapes = ([small_shape()] if small_shape() else []) + main_shapes()
+key_shapes
+
+# %% [markdown]
+# ## Time per call vs image size at batch 1, every version (log y)
+
+# %%
+b1 = best[best["batch"] == 1]
+panels = [m for m in models if len(b1[b1["model"] == m])]
+if panels:
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.4), squeeze=False)
+    shown = []
+    for ax, m in zip(axes[0], panels):
+        d0 = b1[b1["model"] == m]
+        for v in order:
+            d = d0[d0["version"] == v]
+            if len(d):
+                plot_version(ax, d, v, "image_size")
+                shown.append(v)
+        pow2_ticks(ax, d0["image_size"])
+        ax.set_yscale("log")
+        ax.set_xlabel(f"image size (px), {m} (hidden {hidden_of[m]})")
+        ax.set_title(f"{m}, batch 1")
+    axes[0][0].set_ylabel("median time per call (us)")
+    shown = [v for v in order if v in shown]
+    sd.titled(fig, f"Patch embedding: time per call vs image size, batch 1 ({flush_text})", prov)
+    shared_legend(fig, legend_handles(shown), bottom=0.2)
+    ctx.figure(f"{FAMILY}_image_size", fig,
+               f"Patch embedding median time per call vs image size at batch 1, log y, one panel "
+               f"per model (v1-v3 run only at small sizes: their launch counts grow as batch x "
+               f"hidden x patches); v3 versions at their fastest stream count; cpu_baseline is CPU "
+               f"time, every other version device time; anchors dashed. {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_image_size", "this run has no timed rows at batch 1")
+
+# %% [markdown]
+# ## Streams: v3 vs batch with the stream count varied, v1/v2 on one stream beside it
+
+# %%
+s3 = t[t["version"].isin(STREAM_VERSIONS)]
+stream_shape = None
+if len(s3):
+    c = (s3.groupby(["model", "image_size"]).size().reset_index(name="n")
+           .sort_values(["n", "image_size"], ascending=False))
+    stream_shape = (c.iloc[0]["model"], int(c.iloc[0]["image_size"]))
+    sm, simage = stream_shape
+    sv = [v for v in STREAM_VERSIONS if v in set(s3["version"])]
+    sd3 = s3[(s3["model"] == sm) & (s3["image_size"] == simage)]
+    counts = sorted({int(n) for n in sd3["streams"]})
+    cmap = plt.get_cmap("viridis")
+    colors = {n: cmap(i / max(1, len(counts) - 1) * 0.9) for i, n in enumerate(counts)}
+    markers = dict(zip(counts, ["o", "s", "^", "D", "v", "P", "X", "<", ">"] * 3))
+    fig, axes = plt.subplots(1, len(sv), figsize=(4.8 * len(sv), 4.4), squeeze=False,
+                             sharey=True)
+    side = [v for v in (V1, V2) if v in set(t["version"])]
+    for ax, v in zip(axes[0], sv):
+        for n in counts:
+            d = sd3[(sd3["version"] == v) & (sd3["streams"] == n)].sort_values("batch")
+            if len(d):
+                ax.plot(d["batch"], d["median_us"], color=colors[n], marker=markers[n],
+                        linestyle="-", label=stream_label(n))
+        for w in side:
+            d = t[(t["version"] == w) & (t["model"] == sm) & (t["image_size"] == simage)]
+            if len(d):
+                plot_version(ax, d, w, "batch", linestyle=":")
+        pow2_ticks(ax, sd3["batch"])
+        ax.set_yscale("log")
+        ax.set_xlabel(f"batch ({sm}, {simage} px)")
+        ax.set_title(v)
+    axes[0][0].set_ylabel("median time per call (us)")
+    handles = [plt.Line2D([], [], color=colors[n], marker=markers[n], label=stream_label(n))
+               for n in counts]
+    handles += [plt.Line2D([], [], label=f"{w} (1 stream, host sync per launch)",
+                           **dict(style[w], linestyle=":")) for w in side]
+    sd.titled(fig, f"Patch embedding: v3 time per call vs batch, stream count varied "
+                   f"({sm}, {simage} px)", prov)
+    shared_legend(fig, handles, bottom=0.2)
+    ctx.figure(f"{FAMILY}_streams", fig,
+               f"Median time per call of {' and '.join(sv)} vs batch at {sm}, {simage} px, one "
+               f"line per stream count (the count the bench used), with "
+               f"{' and '.join(side) or 'no v1/v2 rows'} on one stream (dotted) for comparison; "
+               f"log y. {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_streams", f"this run has no timed {V3} or {V3G} rows")
+
+# %% [markdown]
+# ## Where more streams stop helping: time vs stream count, one line per batch
+
+# %%
+def knee(d):
+    """(knee streams, its time, best streams, best time) of one version and shape's rows:
+    the smallest stream count within KNEE of the fastest."""
+    d = d.sort_values("streams")
+    m = d["median_us"].min()
+    k = d[d["median_us"] <= (1 + KNEE) * m].iloc[0]
+    b = d.loc[d["median_us"].idxmin()]
+    return int(k["streams"]), float(k["median_us"]), int(b["streams"]), float(m)
+
+
+knees = {}
+if stream_shape is not None and len(counts) > 1:
+    fig, axes = plt.subplots(1, len(sv), figsize=(4.8 * len(sv), 4.4), squeeze=False,
+                             sharey=True)
+    batches3 = sorted({int(b) for b in sd3["batch"]})
+    bcolors = {b: plt.get_cmap("plasma")(i / max(1, len(batches3) - 1) * 0.85)
+               for i, b in enumerate(batches3)}
+    for ax, v in zip(axes[0], sv):
+        for b in batches3:
+            d = sd3[(sd3["version"] == v) & (sd3["batch"] == b)].sort_values("streams")
+            if len(d) < 2:
+                continue
+            ax.plot(d["streams"], d["median_us"], color=bcolors[b], marker="o",
+                    label=f"batch {b}")
+            k, kt, _, _ = knees.setdefault((v, b), knee(d))
+            ax.plot([k], [kt], linestyle="none", marker="o", markersize=11,
+                    markerfacecolor="none", color=bcolors[b])
+        pow2_ticks(ax, counts)
+        ax.set_yscale("log")
+        ax.set_xlabel(f"streams ({sm}, {simage} px)")
+        ax.set_title(v)
+    axes[0][0].set_ylabel("median time per call (us)")
+    handles = [plt.Line2D([], [], color=bcolors[b], marker="o", label=f"batch {b}")
+               for b in batches3]
+    handles.append(plt.Line2D([], [], linestyle="none", marker="o", markersize=11,
+                              markerfacecolor="none", color="#444444",
+                              label=f"knee: fewest streams within {KNEE:.0%} of the fastest"))
+    sd.titled(fig, f"Patch embedding: v3 time per call vs stream count ({sm}, {simage} px)", prov)
+    shared_legend(fig, handles, bottom=0.18, ncol=5)
+    ctx.figure(f"{FAMILY}_streams_count", fig,
+               f"Median time per call of {' and '.join(sv)} vs the number of streams at {sm}, "
+               f"{simage} px, one line per batch; the circled point of each line is where more "
+               f"streams stop helping (the fewest streams within {KNEE:.0%} of that line's "
+               f"fastest). {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_streams_count",
+                "this run times the stream versions at fewer than two stream counts")
+
+# %% [markdown]
+# ## Time vs batch on ViT-B: v4 onward against cuDNN and the two PyTorch anchors
+
+# %%
+gemm_versions = [v for v in order if v in LADDER[LADDER.index(GEMM_FROM):] or
+                 (v not in LADDER and not sd.is_anchor(v))]
+mb = best[(best["model"] == MAIN_MODEL) & best["version"].isin(gemm_versions)]
+images = sorted({int(i) for i in mb["image_size"]})
+if images and mb["batch"].nunique() > 1:
+    fig, axes = plt.subplots(1, len(images), figsize=(4.2 * len(images), 4.4), squeeze=False)
+    shown = []
+    for ax, image in zip(axes[0], images):
+        d0 = mb[mb["image_size"] == image]
+        for v in gemm_versions:
+            d = d0[d0["version"] == v]
+            if len(d):
+                plot_version(ax, d, v, "batch")
+                shown.append(v)
+        pow2_ticks(ax, d0["batch"])
+        ax.set_yscale("log")
+        ax.set_xlabel("batch")
+        ax.set_title(f"{MAIN_MODEL}, {image} px ({(image // 16) ** 2} patches)")
+    axes[0][0].set_ylabel("median time per call (us)")
+    sd.titled(fig, f"Patch embedding: time per call vs batch, {MAIN_MODEL} ({flush_text})", prov)
+    shared_legend(fig, legend_handles([v for v in gemm_versions if v in shown]), bottom=0.2)
+    ctx.figure(f"{FAMILY}_batch", fig,
+               f"Median time per call vs batch on {MAIN_MODEL} (hidden {hidden_of.get(MAIN_MODEL, 768)}), "
+               f"one panel per image size, log-log: {', '.join(v for v in gemm_versions if not sd.is_anchor(v))} "
+               f"against {label(CONV)} and {label(LINEAR)} (each the faster of eager and "
+               f"CUDA-graph replay; the anchors do not add the cls token and position embedding "
+               f"that the versions do). {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_batch",
+                f"this run has no {MAIN_MODEL} rows of v4 onward at two or more batch sizes")
+
+# %% [markdown]
+# ## The ladder: time, speedup over the previous step and over cpu_baseline, ratio to cuDNN
+# ## and to the faster anchor, at the key shapes
+
+# %%
+own_order = [v for v in order if sd.is_own(v)]
+ladder_rows = []
+for m, image, b in key_shapes:
+    present = [v for v in order if np.isfinite(at(v, m, image, b))]
+    steps = [v for v in own_order if v in present]
+    anchors_here = {a: at(a, m, image, b) for a in (CONV, LINEAR) if a in present}
+    best_anchor = min(anchors_here, key=anchors_here.get) if anchors_here else None
+    for v in present:
+        us = at(v, m, image, b)
+        prev = steps[steps.index(v) - 1] if v in steps and steps.index(v) > 0 else None
+        ladder_rows.append({
+            "shape": shape_text(m, image, b), "version": v,
+            "streams": at(v, m, image, b, "streams") if v in STREAM_VERSIONS else np.nan,
+            "median us": us,
+            "previous step": prev or "-",
+            "x previous": at(prev, m, image, b) / us if prev else np.nan,
+            f"x {CPU}": at(CPU, m, image, b) / us if v != CPU else np.nan,
+            f"time / {CUDNN}": us / at(CUDNN, m, image, b) if v != CUDNN else np.nan,
+            "time / faster anchor": (us / anchors_here[best_anchor]
+                                     if best_anchor and v != best_anchor else np.nan),
+            "faster anchor": SHORT.get(best_anchor, "-")})
+ladder = pd.DataFrame(ladder_rows)
+if len(ladder):
+    ladder = ladder.dropna(axis=1, how="all")
+    fmts = {"streams": sd.fmt_int, "median us": sd.fmt_us, "x previous": fmt_x,
+            f"x {CPU}": fmt_x, f"time / {CUDNN}": fmt_x, "time / faster anchor": fmt_x}
+    ctx.table(f"{FAMILY}_ladder", sd.markdown_table(ladder, {k: f for k, f in fmts.items()
+                                                             if k in ladder.columns}),
+              f"The patch-embedding ladder at its key shapes: median time per call (us; "
+              f"cpu_baseline CPU time, the rest device time), speedup over the previous step "
+              f"present at that shape (its time / this time), speedup over {CPU}, and time as "
+              f"a ratio to {CUDNN} and to the faster of the two PyTorch anchors there (below 1 "
+              f"= faster); v3 versions at their fastest stream count (streams). "
+              f"{flush_text}. {prov}.")
+else:
+    ctx.missing("table", f"{FAMILY}_ladder", "no timed rows at any key shape")
+ladder
+
+# %% [markdown]
+# ## Speedup over cpu_baseline and over the previous step, per key shape
+
+# %%
+if len(ladder) and ladder["version"].map(sd.is_own).any():
+    steps_all = [v for v in order if not sd.is_anchor(v) and v in set(ladder["version"])]
+    xpos = {v: i for i, v in enumerate(steps_all)}
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.6), squeeze=False)
+    shape_colors = plt.get_cmap("tab10")
+    for i, sh in enumerate(dict.fromkeys(ladder["shape"])):
+        d = ladder[(ladder["shape"] == sh) & ladder["version"].isin(steps_all)]
+        for ax, col in zip(axes[0], (f"x {CPU}", "x previous")):
+            if col not in d:
+                continue
+            e = d[np.isfinite(d[col].astype(float))]
+            if len(e):
+                ax.plot(e["version"].map(xpos), e[col], marker="o", color=shape_colors(i),
+                        label=sh)
+    for ax, title in zip(axes[0], (f"speedup over {CPU}", "speedup over the previous step")):
+        ax.axhline(1.0, color="#444444", linewidth=0.8)
+        ax.annotate("1x: no change", xy=(0, 1.0), xycoords=("axes fraction", "data"),
+                    xytext=(2, 2), textcoords="offset points", fontsize=7, color="#444444")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(steps_all)))
+        ax.set_xticklabels(steps_all, rotation=35, ha="right", fontsize=7)
+        ax.set_title(title)
+    axes[0][0].set_ylabel("baseline time / version time")
+    handles = [plt.Line2D([], [], color=shape_colors(i), marker="o", label=sh)
+               for i, sh in enumerate(dict.fromkeys(ladder["shape"]))]
+    sd.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", prov)
+    shared_legend(fig, handles, bottom=0.14)
+    ctx.figure(f"{FAMILY}_speedup", fig,
+               f"Speedup of each version over {CPU} (left) and over the previous step present at "
+               f"the same shape (right), one line per key shape ({'; '.join(dict.fromkeys(ladder['shape']))}); "
+               f"v3 versions at their fastest stream count; the numbers are in the ladder table. "
+               f"{prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_speedup", "no version of the ladder timed at a key shape")
+
+# %% [markdown]
+# ## Device and host memory per version
+
+# %%
+mem_shapes = list(dict.fromkeys(
+    [s for s in key_shapes[:1]] + ([max(main_shapes(), key=lambda s: s[2])] if main_shapes() else [])))
+mem_shapes = [s for s in mem_shapes if s is not None]
+mem = best[np.isfinite(best["device_bytes"]) | np.isfinite(best["host_bytes"])]
+mem_panels = [s for s in mem_shapes if len(mem[(mem["model"] == s[0]) & (mem["image_size"] == s[1])
+                                               & (mem["batch"] == s[2])])]
+if mem_panels:
+    fig, axes = plt.subplots(1, len(mem_panels), figsize=(5.2 * len(mem_panels), 4.4),
+                             squeeze=False)
+    for ax, (m, image, b) in zip(axes[0], mem_panels):
+        d = mem[(mem["model"] == m) & (mem["image_size"] == image) & (mem["batch"] == b)]
+        vs = [v for v in order if v in set(d["version"])]
+        x = np.arange(len(vs))
+        dev = [at(v, m, image, b, "device_bytes") / 2**20 for v in vs]
+        host = [at(v, m, image, b, "host_bytes") / 2**20 for v in vs]
+        ax.bar(x - 0.2, np.nan_to_num(dev), 0.4, color="#1f77b4", label="device")
+        ax.bar(x + 0.2, np.nan_to_num(host), 0.4, color="#ff7f0e", label="host (pinned)")
+        ax.set_xticks(x)
+        ax.set_xticklabels(vs, rotation=35, ha="right", fontsize=7)
+        ax.set_title(shape_text(m, image, b))
+        ax.set_ylabel("MiB allocated")
+    handles = [matplotlib.patches.Patch(color="#1f77b4", label="device memory"),
+               matplotlib.patches.Patch(color="#ff7f0e", label="host memory (pinned buffers)")]
+    sd.titled(fig, "Patch embedding: memory allocated per version", prov)
+    shared_legend(fig, handles, bottom=0.1)
+    ctx.figure(f"{FAMILY}_memory", fig,
+               f"Device and host memory each version allocates (device_bytes, host_bytes of its "
+               f"row) at {' and at '.join(shape_text(*s) for s in mem_panels)}; {V4} holds the "
+               f"batch twice on the device; the anchors' device bytes are everything PyTorch had "
+               f"allocated. {prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_memory", "no timed row records device or host bytes")
+
+# %% [markdown]
+# ## The host-to-host routine of v1-v4: copy up, preprocessing, kernels, copy down
+
+# %%
+rt = best[best["version"].isin(ROUTINE_VERSIONS) & np.isfinite(best["routine_us"])].copy()
+split_cols = ["h2d_us", "preprocess_us", "d2h_us"]
+has_split = np.isfinite(rt[split_cols]).all(axis=1)
+rt["rest_us"] = (rt["routine_us"] - rt[split_cols].sum(axis=1)).where(has_split).clip(lower=0)
+rt["unsplit_us"] = rt["routine_us"].where(~has_split)
+rt_panels = []
+for s in reversed(key_shapes):  # per model, the largest key shape with routine rows
+    if s[0] in [p[0] for p in rt_panels]:
+        continue
+    if len(rt[(rt["model"] == s[0]) & (rt["image_size"] == s[1]) & (rt["batch"] == s[2])]):
+        rt_panels.append(s)
+rt_panels = [s for s in key_shapes if s in rt_panels]
+if not rt_panels and len(rt):
+    r0 = rt.sort_values(["image_size", "batch"]).iloc[-1]
+    rt_panels = [(r0["model"], int(r0["image_size"]), int(r0["batch"]))]
+SEGMENTS = [("h2d_us", "copy up (H2D)", "#1f77b4"), ("preprocess_us", "preprocessing", "#2ca02c"),
+            ("rest_us", "kernels, launches and syncs", "#ff7f0e"), ("d2h_us", "copy down (D2H)", "#9467bd"),
+            ("unsplit_us", "routine (no split recorded)", "#bbbbbb")]
+if rt_panels:
+    fig, axes = plt.subplots(1, len(rt_panels), figsize=(4.8 * len(rt_panels), 4.4),
+                             squeeze=False)
+    for ax, (m, image, b) in zip(axes[0], rt_panels):
+        d = rt[(rt["model"] == m) & (rt["image_size"] == image) & (rt["batch"] == b)]
+        d = d.set_index("version").loc[[v for v in order if v in set(d["version"])]]
+        x = np.arange(len(d))
+        bottom = np.zeros(len(d))
+        total = d["routine_us"].to_numpy()
+        for col, _, color in SEGMENTS:
+            share = 100 * np.nan_to_num(d[col].to_numpy(dtype=float)) / total
+            ax.bar(x, share, 0.6, bottom=bottom, color=color)
+            bottom += share
+        for xi, tot in zip(x, total):
+            ax.text(xi, 101, f"{sd.fmt_us(tot)} us", ha="center", va="bottom", fontsize=7)
+        ax.set_ylim(0, 112)
+        ax.set_xlim(-0.75, max(len(d), 3) - 0.25)  # one bar stays a bar, not a wall
+        ax.set_xticks(x)
+        ax.set_xticklabels(d.index, rotation=35, ha="right", fontsize=7)
+        ax.set_title(shape_text(m, image, b))
+        ax.set_ylabel("share of the routine (%)")
+    used = [s for s in SEGMENTS if np.nansum(rt[s[0]].to_numpy(dtype=float)) > 0]
+    sd.titled(fig, "Patch embedding: where the host-to-host routine goes", prov)
+    shared_legend(fig, [matplotlib.patches.Patch(color=c, label=l) for _, l, c in used],
+                  bottom=0.12, ncol=5)
+    ctx.figure(f"{FAMILY}_routine", fig,
+               f"The host-to-host routine (pinned images up, preprocessing, kernels, token rows "
+               f"down) of {', '.join(v for v in ROUTINE_VERSIONS if v in set(rt['version']))} as "
+               f"shares of its time (total above each bar); 'kernels, launches and syncs' is the "
+               f"routine minus the three measured parts; v3 versions at their fastest stream "
+               f"count. {prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_routine",
+                f"no timed row of {', '.join(ROUTINE_VERSIONS)} records a host-to-host routine time")
+
+# %% [markdown]
+# ## Timeline of v3: one lane per stream, one stream against many (per-launch CUDA events)
+
+# %%
+timeline = sd.side_table(run.path, TIMELINE_FILE, TIMELINE_COLUMNS,
+                         ["batch", "image_size", "hidden", "streams", "stream", "launch",
+                          "start_us", "end_us"])
+tl_sentence = None
+if timeline is None or timeline.empty:
+    why = (f"this run has no {TIMELINE_FILE} (the per-launch timestamps of {V3})"
+           if timeline is None else f"{TIMELINE_FILE} has no rows")
+    ctx.missing("figure", f"{FAMILY}_timeline", why)
+    tl_sentence = f"No streams timeline: {why}, so the Gantt chart is not drawn."
+else:
+    tl_version = next((v for v in STREAM_VERSIONS if v in set(timeline["version"])),
+                      timeline["version"].iloc[0])
+    tv = timeline[timeline["version"] == tl_version]
+    # The shape with the most stream counts recorded; ties go to the larger problem.
+    c = (tv.groupby(["batch", "image_size", "hidden"])["streams"].nunique().reset_index(name="n")
+           .sort_values(["n", "image_size", "batch"], ascending=False))
+    tb, ti, th = (int(c.iloc[0][k]) for k in ("batch", "image_size", "hidden"))
+    at_shape = timeline[(timeline["batch"] == tb) & (timeline["image_size"] == ti)
+                        & (timeline["hidden"] == th)]
+    counts_tl = sorted({int(n) for n in at_shape.loc[at_shape["version"] == tl_version, "streams"]})
+    lanes = [(tl_version, counts_tl[0])]
+    if len(counts_tl) > 1:
+        lanes.append((tl_version, counts_tl[-1]))
+    for v in STREAM_VERSIONS:
+        if v != tl_version and len(at_shape[at_shape["version"] == v]):
+            lanes.append((v, int(at_shape.loc[at_shape["version"] == v, "streams"].max())))
+
+    def overlap(d):
+        """Most launches running at once (start/end sweep)."""
+        ev = sorted([(s, 1) for s in d["start_us"]] + [(e, -1) for e in d["end_us"]],
+                    key=lambda x: (x[0], x[1]))
+        cur = peak = 0
+        for _, step in ev:
+            cur += step
+            peak = max(peak, cur)
+        return peak
+
+    fig, axes = plt.subplots(1, len(lanes), figsize=(4.6 * len(lanes), 4.4), squeeze=False,
+                             sharex=True)
+    spans = []
+    for ax, (v, n) in zip(axes[0], lanes):
+        d = at_shape[(at_shape["version"] == v) & (at_shape["streams"] == n)]
+        t0 = d["start_us"].min()
+        palette = plt.get_cmap("tab20")
+        for s, g in d.groupby("stream"):
+            ax.broken_barh(list(zip(g["start_us"] - t0, g["end_us"] - g["start_us"])),
+                           (s - 0.4, 0.8), facecolors=palette(int(s) % 20), linewidth=0)
+        span = float(d["end_us"].max() - t0)
+        spans.append((v, n, span, len(d), overlap(d)))
+        n_lanes = int(d["stream"].nunique())
+        ax.set_ylim(-0.6, max(n_lanes, 1) - 0.4)
+        ax.invert_yaxis()
+        if n_lanes <= 16:
+            ax.set_yticks(sorted(d["stream"].unique()))
+        ax.set_xlabel("time since the first launch (us)")
+        ax.set_title(f"{v}, {stream_label(n)}\n{len(d)} launches in {sd.fmt_us(span)} us, "
+                     f"at most {spans[-1][4]} at once", fontsize=8)
+        ax.grid(axis="y", visible=False)
+    axes[0][0].set_ylabel("stream (one lane each)")
+    sd.titled(fig, f"Patch embedding: per-launch timeline of v3 (batch {tb}, {ti} px, hidden {th})",
+              prov)
+    fig.tight_layout()
+    ctx.figure(f"{FAMILY}_timeline", fig,
+               f"Gantt chart of every launch of {', '.join(dict.fromkeys(v for v, _ in lanes))} "
+               f"at batch {tb}, {ti} px, hidden {th}, from per-stream CUDA event timestamps "
+               f"({TIMELINE_FILE}): one lane per stream, one bar per launch, shared time axis; "
+               f"{' vs '.join(stream_label(n) for _, n in lanes)}. {prov}.")
+    one, many = spans[0], spans[1] if len(spans) > 1 else None
+    tl_sentence = (f"The timeline of {one[0]} at batch {tb}, {ti} px, hidden {th}: on "
+                   f"{stream_label(one[1])} its {one[3]} launches take {sd.fmt_us(one[2])} us "
+                   f"with at most {one[4]} running at once")
+    if many:
+        tl_sentence += (f"; on {stream_label(many[1])} they take {sd.fmt_us(many[2])} us "
+                        f"({one[2] / many[2]:.1f}x shorter) with up to {many[4]} running at once")
+    tl_sentence += "."
+
+# %% [markdown]
+# ## Every timed configuration (median us), and the status of every row
+
+# %%
+sweep = t.pivot_table(index=["model", "image_size", "batch", "streams"], columns="version",
+                      values="median_us")
+sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
+ctx.table(f"{FAMILY}_sweep", sd.markdown_table(
+    sweep, {c: (sd.fmt_int if c in ("image_size", "batch", "streams") else sd.fmt_us)
+            for c in sweep.columns if c != "model"}),
+    f"Patch-embedding median time per call (us) for every timed model x image size x batch x "
+    f"streams x version; '-' = not timed (see the status table). {flush_text}. {prov}.")
+
+st = sd.status_table(everything.assign(
+    _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
+    .sort_values(["_o", "version"], kind="stable"))
+left_out = [f"{flush_dropped} timed rows with the other L2 flush setting are not plotted"] \
+    if flush_dropped else []
+ctx.table(f"{FAMILY}_status", sd.markdown_table(st),
+          "Patch-embedding rows per version and status, with the reason of every row that was "
+          "not timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
+st
+
+# %% [markdown]
+# ## Findings, as sentences generated from the numbers above
+
+# %%
+findings = []
+
+
+def fastest(model, image, batch, own_only=False):
+    """Fastest version shown at a shape (libraries included unless own_only), or None."""
+    d = best[(best["model"] == model) & (best["image_size"] == image) & (best["batch"] == batch)
+             & ~best["version"].map(sd.is_anchor)]
+    if own_only:
+        d = d[d["version"].map(sd.is_own)]
+    return d.loc[d["median_us"].idxmin()] if len(d) else None
+
+
+def anchor_text(a, model, image, batch):
+    h = how(a, model, image, batch)
+    return f"{SHORT[a]} ({sd.fmt_us(at(a, model, image, batch))} us{', ' + h if h else ''})"
+
+
+# The F.conv2d target: batch 256, 224 px, ViT-B.
+f = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
+conv = at(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
+where = f"batch {CONV_BATCH}, {KEY_IMAGE} px ({MAIN_MODEL})"
+if f is not None and np.isfinite(conv):
+    r = conv / f["median_us"]
+    findings.append(f"At {where}, the fastest version, {f['version']} "
+                    f"({sd.fmt_us(f['median_us'])} us), is {faster_or_slower(r)} than "
+                    f"{anchor_text(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)}: the target of at "
+                    f"least {CONV_TARGET:.0f}x faster than F.conv2d is "
+                    f"{'met' if r >= CONV_TARGET else 'not met'}.")
+    fo = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH, own_only=True)
+    if fo is not None and fo["version"] != f["version"]:
+        findings.append(f"The fastest version written here, {fo['version']} "
+                        f"({sd.fmt_us(fo['median_us'])} us), is "
+                        f"{faster_or_slower(conv / fo['median_us'])} than F.conv2d at {where}.")
+else:
+    findings.append(f"This run has no {'F.conv2d row' if f is not None else 'timed version'} at "
+                    f"{where}, so the {CONV_TARGET:.0f}x target over F.conv2d is not judged.")
+
+# The patchify + F.linear target: batch 32 and 256, 224 px.
+beats, unjudged = [], []
+for b in LINEAR_BATCHES:
+    f = fastest(MAIN_MODEL, KEY_IMAGE, b)
+    lin = at(LINEAR, MAIN_MODEL, KEY_IMAGE, b)
+    if f is None or not np.isfinite(lin):
+        unjudged.append((b, "patchify + F.linear row" if f is not None else "timed version"))
+        continue
+    beats.append(f["median_us"] < lin)
+    findings.append(f"At batch {b}, {KEY_IMAGE} px, the fastest version, {f['version']} "
+                    f"({sd.fmt_us(f['median_us'])} us), is "
+                    f"{faster_or_slower(lin / f['median_us'])} than "
+                    f"{anchor_text(LINEAR, MAIN_MODEL, KEY_IMAGE, b)}.")
+for what in dict.fromkeys(w for _, w in unjudged):
+    bs = [str(b) for b, w in unjudged if w == what]
+    findings.append(f"This run has no {what} at batch {' and '.join(bs)}, {KEY_IMAGE} px "
+                    f"({MAIN_MODEL}), so the target over patchify + F.linear is not judged there.")
+if len(beats) == len(LINEAR_BATCHES):
+    findings.append(f"The target of beating patchify + F.linear at batch "
+                    f"{' and '.join(map(str, LINEAR_BATCHES))} ({KEY_IMAGE} px) is "
+                    f"{'met' if all(beats) else 'not met'}.")
+
+# Where more streams stop helping.
+if stream_shape is not None:
+    for v in sv:
+        d = sd3[sd3["version"] == v]
+        per_batch = {int(b): knee(g) for b, g in d.groupby("batch") if g["streams"].nunique() > 1}
+        if not per_batch:
+            findings.append(f"{v} is timed at one stream count only ({stream_label(d['streams'].iloc[0])}), "
+                            f"so this run does not show where more streams stop helping.")
+            continue
+        b = max(per_batch)
+        k, kt, bs, bt = per_batch[b]
+        one = at(v, sm, simage, b, table=t[t["streams"] == 1])
+        start = (f"on 1 stream it takes {sd.fmt_us(one)} us, " if np.isfinite(one) else "")
+        most = int(d["streams"].max())
+        most_t = at(v, sm, simage, b, table=t[(t["version"] == v) & (t["streams"] == most)])
+        findings.append(
+            f"More streams stop helping {v} at {stream_label(k)} ({shape_text(sm, simage, b)}): "
+            f"{start}{sd.fmt_us(kt)} us on {stream_label(k)}, and no stream count is more than "
+            f"{KNEE:.0%} faster (the fastest, {sd.fmt_us(bt)} us, at {stream_label(bs)}; "
+            f"{sd.fmt_us(most_t)} us at {stream_label(most)}).")
+        if len(per_batch) > 1:
+            ks = ", ".join(f"batch {bb}: {per_batch[bb][0]}" for bb in sorted(per_batch))
+            findings.append(f"The knee of {v} (fewest streams within {KNEE:.0%} of the fastest) "
+                            f"per batch at {sm}, {simage} px: {ks}.")
+else:
+    findings.append(f"This run has no timed {V3} or {V3G} rows, so it does not show what streams "
+                    f"buy.")
+if tl_sentence:
+    findings.append(tl_sentence)
+
+# The ladder against the CPU, and v1 (the first GPU step) against it.
+for m, image, b in key_shapes:
+    c = at(CPU, m, image, b)
+    f = fastest(m, image, b)
+    if not np.isfinite(c) or f is None or f["version"] == CPU:
+        continue
+    s = (f"At {shape_text(m, image, b)}, the fastest version, {f['version']}, is "
+         f"{faster_or_slower(c / f['median_us'])} than {CPU} ({sd.fmt_us(c)} us on the CPU)")
+    v1 = at(V1, m, image, b)
+    if np.isfinite(v1) and f["version"] != V1:
+        s += f"; {V1} is {faster_or_slower(c / v1)} than {CPU}"
+    findings.append(s + ".")
+
+# Where v4's routine goes, at the largest key shape with a split.
+for m, image, b in reversed(key_shapes):
+    r = rt[(rt["version"] == V4) & (rt["model"] == m) & (rt["image_size"] == image)
+           & (rt["batch"] == b)]
+    if len(r) and np.isfinite(r[split_cols].iloc[0]).all():
+        r = r.iloc[0]
+        copies = r["h2d_us"] + r["d2h_us"]
+        findings.append(f"At {shape_text(m, image, b)}, {V4}'s host-to-host routine takes "
+                        f"{sd.fmt_us(r['routine_us'])} us, {100 * copies / r['routine_us']:.0f}% "
+                        f"of it in the two copies ({sd.fmt_us(r['h2d_us'])} us up, "
+                        f"{sd.fmt_us(r['d2h_us'])} us down), against {sd.fmt_us(r['median_us'])} us "
+                        f"of device time.")
+        break
+
+missing_versions = [v for v in LADDER if v not in set(everything["version"])]
+if missing_versions:
+    findings.append(f"This run has no rows of {', '.join(missing_versions)}.")
+n_skip = int((everything["status"] == "skipped").sum())
+n_fail = int((everything["status"] == "failed").sum())
+if n_skip or n_fail:
+    who = ", ".join(sorted(set(everything.loc[everything["status"] != "ok", "version"])))
+    findings.append(f"{n_skip} configuration{'s' if n_skip != 1 else ''} skipped and {n_fail} "
+                    f"failed ({who}); the status table gives the reasons, and none of them is "
+                    f"plotted.")
+else:
+    findings.append("Every configuration passed the correctness check and was timed.")
+
+ctx.text(f"{FAMILY}_findings", findings)
+print("\n".join(findings))

@@ -12,7 +12,8 @@ const std::vector<std::string>& csv_columns() {
       "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
       "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
       "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
-      "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note"};
+      "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note", "h2d_us", "preprocess_us",
+      "d2h_us", "rows"};
   return c;
 }
 

@@ -25,7 +25,8 @@ COLUMNS = [
     "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
     "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
     "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
-    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note"]
+    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note", "h2d_us",
+    "preprocess_us", "d2h_us", "rows"]
 
 # name -> (hidden, heads, depth), as common/vit_config.cpp.
 MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),

@@ -487,6 +487,7 @@ class EncoderHandMade(unittest.TestCase):
             self.assertIn("| e6_best | 0 | 0 | 1 | failed x1: logits check failed |", readme)
             self.assertIn("*Figure `encoder_throughput` not produced", readme)
 
+
 def pe_timings(run_dir):
     """Patch-embedding timings {(version, model, image, batch, streams): median_us} straight
     from the run's CSVs with the csv module, independent of the pandas code."""

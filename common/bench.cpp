@@ -18,7 +18,9 @@ void BenchReport::write(const std::string& status, const std::string& note) {
 Row base_row(const CommonOptions& o, const std::string& family, const std::string& version) {
   Row r;
   r.set("family", family).set("version", version).set("model", o.model).set("batch", o.batch);
-  r.set("image_size", o.image_size).set("streams", o.streams).set("warmup", o.warmup);
+  r.set("image_size", o.image_size).set("warmup", o.warmup);
+  // "sm" (0) is not a count yet: the column stays empty until resolve_streams() knows it.
+  if (o.streams > 0) r.set("streams", o.streams);
   r.set("iters", o.iters).set("flush_l2", o.flush_l2);
   return r;
 }
@@ -41,6 +43,45 @@ void measure(BenchReport& report, const CommonOptions& o, const std::string& lab
   t.flush_l2 = o.flush_l2;
   t.label = label;
   set_timing(report.row, time_region(run, t), bytes, flops);
+}
+
+std::string measure_uncaptured(BenchReport& report, const CommonOptions& o, const std::string& label,
+                               const std::function<void(cudaStream_t)>& run, double bytes, double flops,
+                               double launches, double host_syncs) {
+  report.row.set("launches", static_cast<long long>(launches))
+      .set("host_syncs", static_cast<long long>(host_syncs));
+  TimingOptions t;
+  t.warmup = o.warmup;
+  t.iters = o.iters;
+  t.flush_l2 = o.flush_l2;
+  t.label = label;
+  set_timing(report.row, time_region(run, t), bytes, flops);
+  return "timed as a host-driven routine (cuda events around each whole call, not captured); "
+         "launches and host syncs counted analytically";
+}
+
+void set_routine(Row& row, const RoutineTimes& t, bool has_preprocess) {
+  row.set("routine_us", t.total.median).set("h2d_us", t.h2d.median).set("d2h_us", t.d2h.median);
+  if (has_preprocess) row.set("preprocess_us", t.preprocess.median);
+}
+
+std::string resolve_streams(CommonOptions& o, Row& row) {
+  if (o.streams > 0) {
+    row.set("streams", o.streams);
+    return {};
+  }
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, o.device));
+  o.streams = sms;
+  row.set("streams", o.streams);
+  return "streams=sm: " + std::to_string(sms) + " (the device's SM count)";
+}
+
+bool refuse_streams(BenchReport& report, const CommonOptions& o, const std::string& bench) {
+  if (o.streams == 1) return false;
+  report.write("skipped", "the " + bench + " bench runs on one stream (--streams 1 only, got " +
+                              (o.streams > 0 ? std::to_string(o.streams) : std::string("sm")) + ")");
+  return true;
 }
 
 int bench_main(const char* program, const std::function<int(BenchReport&)>& body) {

@@ -8,6 +8,7 @@
 #include "cli.hpp"
 #include "csv.hpp"
 #include "stats.hpp"
+#include "timing.hpp"
 
 namespace study {
 
@@ -30,6 +31,27 @@ void set_timing(Row& row, const Stats& s, double bytes, double flops);
 // columns.
 void measure(BenchReport& report, const CommonOptions& o, const std::string& label,
              const std::function<void(cudaStream_t)>& run, double bytes, double flops);
+
+// Times a version that cannot be captured into a CUDA graph (it synchronizes the host, or
+// launches too many kernels to capture): CUDA events around each whole host-driven call, the
+// launch and host-sync counts given analytically. Fills the same columns as measure() and
+// returns the note part that says how the row was timed.
+std::string measure_uncaptured(BenchReport& report, const CommonOptions& o, const std::string& label,
+                               const std::function<void(cudaStream_t)>& run, double bytes, double flops,
+                               double launches, double host_syncs);
+
+// Fills routine_us (median host-to-host time) and its h2d_us / preprocess_us / d2h_us split
+// (medians); preprocess_us stays empty when the routine has no preprocessing phase.
+void set_routine(Row& row, const RoutineTimes& t, bool has_preprocess);
+
+// `--streams sm`: after require_gpu, sets o.streams to the device's SM count (and the row's
+// streams column); a number given on the command line is kept. Returns the note part that
+// says how the count was chosen (empty for a plain number).
+std::string resolve_streams(CommonOptions& o, Row& row);
+
+// For benches whose versions run on one stream: unless --streams is 1, writes a `skipped` row
+// saying so and returns true, so that no row claims streams it did not use.
+bool refuse_streams(BenchReport& report, const CommonOptions& o, const std::string& bench);
 
 // Runs body; errors become one stderr line and an exit code as in run_main, and, once the
 // report is open, a row: `skipped` with "no CUDA device", else `failed` with the message.

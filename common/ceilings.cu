@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
     report.open(o);
     report.row = ceiling_row(o, "copy");
     study::require_gpu(o.device);
+    // The ceilings are measured on one stream; a row must not claim streams it did not use.
+    if (study::refuse_streams(report, o, "ceilings")) {
+      report.row = ceiling_row(o, "gemm_fp16");
+      report.write("skipped", "the ceilings bench runs on one stream (--streams 1 only)");
+      return 0;
+    }
     measure_copy(report, o, copy_mib);
     // A failure from here on is the GEMM row's, not the copy's.
     report.row = ceiling_row(o, "gemm_fp16");

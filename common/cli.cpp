@@ -50,7 +50,17 @@ void Cli::add_common(CommonOptions& o) {
   add_int("--batch", &o.batch, "images per batch (default 1)");
   add_int("--image-size", &o.image_size, "image side in pixels, a multiple of 16 (default 224)");
   add_string("--model", &o.model, "vit_ti | vit_s | vit_b | vit_l (default vit_b)");
-  add_int("--streams", &o.streams, "CUDA streams (default 1)");
+  opts_.push_back({"--streams", "CUDA streams, or 'sm' for one per SM of the device (default 1)", "int|sm",
+                   [&o](const std::string& v) {
+                     if (v == "sm") {
+                       o.streams = 0;  // resolved once the device is known
+                       return;
+                     }
+                     long long x = parse_integer(v, "--streams");
+                     if (x < 1) throw StudyError(ErrorKind::Usage, "--streams must be >= 1 or 'sm', got " + v);
+                     if (x > 4096) throw StudyError(ErrorKind::Usage, "--streams must be <= 4096, got " + v);
+                     o.streams = static_cast<int>(x);
+                   }});
   add_int("--warmup", &o.warmup, "untimed runs before timing (default 5)", 0);
   add_int("--iters", &o.iters, "timed runs (default 10)");
   opts_.push_back({"--seed", "random seed for inputs and weights (default 1234)", "int",

@@ -12,6 +12,8 @@ struct CommonOptions {
   int batch = 1;
   int image_size = 224;
   std::string model = "vit_b";
+  // CUDA streams; 0 stands for "sm" (one per SM of the device) until resolve_streams() sets
+  // the number, so no row can record a stream count that was not used.
   int streams = 1;
   int warmup = 5;
   int iters = 10;

@@ -20,6 +20,17 @@ struct TimingOptions {
 // Returns per-repeat times in microseconds.
 Stats time_region(const std::function<void(cudaStream_t)>& fn, const TimingOptions& opt);
 
+// A host-to-host routine on one stream, timed by CUDA events between its phases: host-to-device
+// copy, preprocessing (may be empty), the computation, device-to-host copy. The host waits for
+// the copy back after every repeat, as a caller that needs its output does.
+struct RoutinePhases {
+  std::function<void(cudaStream_t)> h2d, preprocess, compute, d2h;
+};
+struct RoutineTimes {
+  Stats total, h2d, preprocess, compute, d2h;  // microseconds per repeat
+};
+RoutineTimes time_routine_phases(const RoutinePhases& phases, const TimingOptions& opt);
+
 // Wall-clock time of a whole host routine (transfers and host syncs included), microseconds.
 Stats time_routine(const std::function<void()>& fn, int warmup, int iters);
 

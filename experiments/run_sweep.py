@@ -45,6 +45,10 @@ NO_DEVICE = "no CUDA device"  # the benches' and anchors' note when there is no 
 # The CSV schema has no column for a configuration's extra arguments, yet they are part of its
 # identity; the runner records them at the end of the row's note, in this form.
 EXTRA_RE = re.compile(r"\s*\[extra: (.*)\]$")
+# `streams = ["sm"]`: the bench writes the resolved count in the streams column; the runner
+# tags the row's note so that the row keeps the configuration's identity ("sm").
+STREAMS_SM = "sm"
+STREAMS_SM_TAG = "[streams: sm]"
 
 
 class SpecError(Exception):
@@ -129,7 +133,15 @@ def load_spec(path):
     for size in _need_list_of(s, "image_sizes", int, positive=True):
         if size % PATCH:
             raise SpecError(f"'image_sizes' value {size} is not a multiple of the patch size 16")
-    _need_list_of(s, "streams", int, positive=True)
+    # "sm": one stream per SM of the GPU, which the bench resolves and records as a number.
+    streams = s["streams"]
+    if not isinstance(streams, list) or not streams:
+        raise SpecError("'streams' must be a non-empty list")
+    for v in streams:
+        if v != STREAMS_SM and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+            raise SpecError(f"'streams' values must be positive integers or \"sm\", got {v!r}")
+    if len(set(map(repr, streams))) != len(streams):
+        raise SpecError("'streams' lists a value twice")
     if s["warmup"] < 0 or s["iters"] < 1 or s["seed"] < 0:
         raise SpecError("'warmup' must be >= 0, 'iters' >= 1 and 'seed' >= 0")
     if s["timeout_s"] <= 0:
@@ -195,9 +207,11 @@ def _norm_int(v):
 
 
 def row_key(row):
-    m = EXTRA_RE.search(row.get("note", "") or "")
+    note = row.get("note", "") or ""
+    m = EXTRA_RE.search(note)
+    streams = STREAMS_SM if STREAMS_SM_TAG in note else row.get("streams", "")
     return make_key(row.get("family", ""), row.get("version", ""), row.get("model", ""),
-                    row.get("batch", ""), row.get("image_size", ""), row.get("streams", ""),
+                    row.get("batch", ""), row.get("image_size", ""), streams,
                     row.get("flush_l2", ""), m.group(1) if m else "")
 
 
@@ -284,6 +298,9 @@ def estimate_device_bytes(cfg):
         return 2 * rows * hidden * h + 2 * hidden * h
     if cfg.family == "attention":  # packed QKV + output, plus a materialized fp32 score matrix
         return rows * 4 * hidden * h + cfg.batch * heads * tokens * tokens * 4
+    if cfg.family == "patch_embed":  # images, their patch-major copy, GEMM product, token rows
+        images = cfg.batch * 3 * cfg.image_size ** 2 * h
+        return 2 * images + 2 * rows * hidden * h + hidden * 768 * h
     if cfg.family == "mlp":  # x, 4x intermediate, y, residual and both weight matrices
         return rows * hidden * h * 7 + 8 * hidden * hidden * h
     if cfg.family == "patch_embed":  # images twice (v4's second copy), token rows, weights
@@ -421,7 +438,8 @@ def runner_row(cfg, version, status, note, prov):
         hidden = ""
     row = {"family": cfg.family, "version": version, "model": cfg.model, "batch": cfg.batch,
            "image_size": cfg.image_size, "tokens": (cfg.image_size // PATCH) ** 2 + 1,
-           "hidden": hidden, "streams": cfg.streams, "warmup": cfg.warmup, "iters": cfg.iters,
+           "hidden": hidden, "streams": "" if cfg.streams == STREAMS_SM else cfg.streams,
+           "warmup": cfg.warmup, "iters": cfg.iters,
            "flush_l2": "1" if cfg.flush_l2 else "0", "status": status, "note": note}
     if cfg.shapeless:
         row.update(model="", batch="", image_size="", tokens="", hidden="")
@@ -431,6 +449,10 @@ def runner_row(cfg, version, status, note, prov):
 
 
 def with_extra_note(row, cfg):
+    if cfg.streams == STREAMS_SM and STREAMS_SM_TAG not in (row.get("note", "") or ""):
+        m = EXTRA_RE.search(row.get("note", "") or "")
+        note = EXTRA_RE.sub("", row.get("note", "") or "")
+        row["note"] = (note + " " if note else "") + STREAMS_SM_TAG + (m.group(0) if m else "")
     if cfg.extra:
         note = EXTRA_RE.sub("", row.get("note", "") or "")
         row["note"] = (note + " " if note else "") + f"[extra: {extra_text(cfg.extra)}]"

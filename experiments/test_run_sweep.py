@@ -67,7 +67,7 @@ FAKE = textwrap.dedent('''\
         r = dict.fromkeys(COLUMNS, "")
         r.update(run_id=os.environ.get("STUDY_RUN_ID", ""), commit=os.environ.get("STUDY_COMMIT", ""),
                  family=os.path.basename(os.path.dirname(sys.argv[0])), version=v, model=a.model, batch=a.batch, image_size=a.image_size,
-                 streams=a.streams, warmup=a.warmup, iters=a.iters,
+                 streams="132" if a.streams == "sm" else a.streams, warmup=a.warmup, iters=a.iters,
                  flush_l2="1" if a.flush_l2 else "0", median_us=median, status=status,
                  note="rows=%s" % a.rows if a.rows else "")
         if os.environ.get("FAKE_SHAPELESS") == "1":
@@ -311,6 +311,21 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(sorted(r["note"] for r in rows), ["", "rows=64 [extra: --rows 64]"])
         self.assertEqual(self.keys(rows), self.expected_keys(spec))
         self.assertIn("0 to run", self.run_sweep(spec).stdout)
+
+    def test_streams_sm_is_resolved_by_the_bench_and_keeps_its_identity(self):
+        spec = self.spec(streams='[1, "sm"]', batches="[1]")
+        self.run_sweep(spec)
+        rows = self.rows()
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        sm = [r for r in rows if rs.STREAMS_SM_TAG in r["note"]]
+        self.assertEqual(len(sm), 3)
+        self.assertTrue(all(r["streams"] == "132" for r in sm))  # the count used, not "sm"
+        r = self.run_sweep(spec)  # resume: nothing left to run, nothing duplicated
+        self.assertIn("0 to run", r.stdout)
+        self.assertEqual(len(self.rows()), 6)
+        for bad in ('["SM"]', '[0]', '["sm", "sm"]', '[]'):
+            with self.assertRaises(rs.SpecError):
+                rs.load_spec(self.spec(name="bad.toml", streams=bad))
 
     def test_one_invocation_many_rows(self):
         spec = self.spec(versions=None, binary='"stages/fake/fake_two"',

@@ -19,6 +19,8 @@ BAD = [
     (["--frobnicate"], "unknown option '--frobnicate'"),
     (["--batch"], "--batch needs a value"),
     (["--csv", "/nonexistent-dir/out.csv"], "cannot write CSV file"),
+    (["--streams", "0"], "--streams must be >= 1 or 'sm'"),
+    (["--streams", "many"], "expects an integer"),
 ]
 
 
@@ -40,6 +42,11 @@ def main(exes):
         extra = []
         if name.startswith(("layernorm_", "mlp_")):
             extra = [(["--rows", "0"], "--rows must be >= 1"), (["--hidden", "-1"], "--hidden must be >= 1")]
+        if name.startswith("patch_embed_"):
+            extra = [(["--hidden", "0"], "--hidden must be >= 1"),
+                     (["--timeline", "/nonexistent-dir/t.csv"],
+                      "cannot write timeline file" if name.startswith("patch_embed_v3_")
+                      else "--timeline is for the stream versions")]
         if name.startswith("attention_"):
             extra = [(["--tokens", "0"], "--tokens must be >= 1"), (["--heads", "-1"], "--heads must be >= 1"),
                      (["--head-dim", "0"], "--head-dim must be >= 1")]

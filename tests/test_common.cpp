@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include "check.hpp"
+#include "bench.hpp"
 #include "cli.hpp"
 #include "compare.hpp"
 #include "csv.hpp"
@@ -91,6 +92,22 @@ TEST_CASE("command line parsing") {
   CHECK(rejects({"--flush-l2=1"}));
   CHECK(rejects({"--seed", "-4"}));
   CHECK(rejects({"--batch", "4294967296"}));
+  CHECK(rejects({"--streams", "0"}));
+  CHECK(rejects({"--streams", "SM"}));
+  CHECK(rejects({"--streams", "sm2"}));
+}
+
+TEST_CASE("--streams takes a count or 'sm', left unresolved (0) until the device is known") {
+  for (const char* value : {"sm", "8"}) {
+    CommonOptions o;
+    Cli cli("t", "test");
+    cli.add_common(o);
+    const char* argv[] = {"t", "--streams", value};
+    cli.parse(3, const_cast<char**>(argv));
+    CHECK(o.streams == (std::string(value) == "sm" ? 0 : 8));
+    // An unresolved "sm" leaves the streams column empty: no row records a count not used.
+    CHECK(base_row(o, "f", "v").get("streams") == (std::string(value) == "sm" ? "" : "8"));
+  }
 }
 
 TEST_CASE("comparison: NaN never passes, tolerance is relative L2") {

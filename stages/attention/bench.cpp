@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     report.row.set("tokens", p.tokens).set("heads", p.heads).set("head_dim", p.head_dim);
     report.row.set("hidden", static_cast<long long>(p.heads) * p.head_dim).set("host_syncs", 0);
     study::require_gpu(o.device);
+    if (study::refuse_streams(report, o, "attention")) return 0;  // no row claims unused streams
     const std::string shape_note = "B=" + std::to_string(p.batch) + " T=" + std::to_string(p.tokens) +
                                    " H=" + std::to_string(p.heads) + " D=" + std::to_string(p.head_dim);
     if (auto why = version.supports(p); !why.empty()) {

@@ -25,7 +25,7 @@
 #include <string>
 #include <utility>
 #include "check.hpp"
-#include "implicit_gemm.hpp"
+#include "patch_embed/patch_embed.hpp"
 #include "vit_config.hpp"
 
 namespace patch_embed {
@@ -298,8 +298,6 @@ void require_aligned(const void* ptr, const char* what) {
                                 " is not 16-byte aligned (the kernel moves 16-byte vectors)");
 }
 
-}  // namespace
-
 std::string implicit_gemm_supports(int batch, int image_size, int hidden) {
   if (batch <= 0) return "batch " + std::to_string(batch) + " is not positive";
   if (image_size <= 0 || image_size % kPatch)
@@ -349,5 +347,25 @@ void implicit_gemm_launch(const __half* images, const __half* conv_w, const __ha
     launch_tile<64>(p, stream);
   }
 }
+
+std::string supports(const Problem& p) {
+  if (auto why = check_common(p); !why.empty()) return why;
+  return implicit_gemm_supports(p.batch, p.image_size, p.hidden);
+}
+
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  implicit_gemm_launch(a.images, a.conv_w, a.conv_b, a.cls_token, a.pos_embed, a.out, p.batch, p.image_size,
+                       p.hidden, stream);
+}
+
+}  // namespace
+
+extern const Version v6_implicit_gemm = [] {
+  Version v{};
+  v.name = "v6_implicit_gemm";
+  v.supports = supports;
+  v.launch = launch;
+  return v;
+}();
 
 }  // namespace patch_embed

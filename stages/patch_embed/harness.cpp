@@ -1,0 +1,78 @@
+#include "patch_embed/harness.hpp"
+#include <cmath>
+#include "gpu.hpp"
+#include "random.hpp"
+#include "reference.hpp"
+
+namespace patch_embed {
+
+HostInputs make_inputs(const Problem& p, std::uint64_t seed) {
+  const std::size_t H = p.hidden, T = tokens(p);
+  HostInputs in;
+  in.images = study::random_uniform(static_cast<std::size_t>(p.batch) * kChannels * p.image_size * p.image_size, seed);
+  // Weight std 0.02 as timm's init would give a dot of 768 products a std of ~0.3; the
+  // larger weights here keep outputs of order 1 so fp16 rounding is tested where it bites.
+  in.conv_w = study::random_normal(H * kPatchElems, seed + 1, 0.f, 0.05f);
+  in.conv_b = study::random_normal(H, seed + 2, 0.f, 0.5f);
+  in.cls_token = study::random_normal(H, seed + 3, 0.f, 0.5f);
+  in.pos_embed = study::random_normal(T * H, seed + 4, 0.f, 0.5f);
+  for (auto* v : {&in.images, &in.conv_w, &in.conv_b, &in.cls_token, &in.pos_embed}) study::round_to_half(*v);
+  return in;
+}
+
+DeviceProblem::DeviceProblem(const Problem& p, const Version& v, const HostInputs& in)
+    : images(study::to_device(study::to_half(in.images))),
+      conv_w(study::to_device(study::to_half(in.conv_w))),
+      conv_b(study::to_device(study::to_half(in.conv_b))),
+      cls_token(study::to_device(study::to_half(in.cls_token))),
+      pos_embed(study::to_device(study::to_half(in.pos_embed))),
+      out(static_cast<std::size_t>(p.batch) * tokens(p) * p.hidden),
+      scratch(v.scratch ? v.scratch(p) : 0) {
+  if (v.multi_stream) streams = std::make_unique<study::StreamSet>(p.streams);
+  if (v.uses_gemm) gemm = std::make_unique<study::Gemm>();
+}
+
+Args DeviceProblem::args(Timeline* timeline) const {
+  return {images.get(), conv_w.get(), conv_b.get(), cls_token.get(), pos_embed.get(), out.get(),
+          scratch.get(), gemm.get(), streams.get(), timeline};
+}
+
+std::string CheckResult::summary() const {
+  std::string s = cmp.summary() + " over " + std::to_string(images_checked) + "/" +
+                  std::to_string(images_total) + " images";
+  if (nonfinite) s += "; " + std::to_string(nonfinite) + " NaN/Inf elements in the whole output";
+  return s;
+}
+
+CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in, DeviceProblem& dev) {
+  study::poison(dev.out);
+  v.launch(p, dev.args(), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> got = study::to_float(study::to_host(dev.out));
+
+  CheckResult r;
+  r.images_total = p.batch;
+  for (float x : got)
+    if (!std::isfinite(x)) ++r.nonfinite;
+  std::vector<int> picked;
+  if (p.batch <= 4) {
+    for (int b = 0; b < p.batch; ++b) picked.push_back(b);
+  } else {
+    picked = {0, p.batch - 1};
+  }
+  r.images_checked = static_cast<int>(picked.size());
+  const std::size_t image_elems = static_cast<std::size_t>(kChannels) * p.image_size * p.image_size;
+  const std::size_t out_elems = static_cast<std::size_t>(tokens(p)) * p.hidden;
+  std::vector<float> images, mine;
+  for (int b : picked) {
+    images.insert(images.end(), in.images.begin() + b * image_elems, in.images.begin() + (b + 1) * image_elems);
+    mine.insert(mine.end(), got.begin() + b * out_elems, got.begin() + (b + 1) * out_elems);
+  }
+  std::vector<float> want;
+  ref::patch_embed(images, r.images_checked, p.image_size, p.hidden, in.conv_w, in.conv_b, in.cls_token,
+                   in.pos_embed, want);
+  r.cmp = study::compare(mine, want);
+  return r;
+}
+
+}  // namespace patch_embed

@@ -1,0 +1,129 @@
+// GPU test of one patch-embedding version (STAGE_VERSION) against ref::patch_embed: fresh
+// random inputs every run, the output poisoned before each launch, the cls row and the
+// position embedding checked with the convolution, at ViT's image sizes and hidden sizes and
+// at odd ones. The slow versions (v1-v3) run only at shapes within their work budget.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <string>
+#include "gpu_test_main.hpp"
+#include "patch_embed/harness.hpp"
+#include "random.hpp"
+
+using namespace patch_embed;
+
+namespace {
+
+const Version& version() { return find_version(STAGE_VERSION); }
+
+bool within_budget(const Problem& p) {
+  return version().bench_max_work <= 0 || work(version(), p) <= version().bench_max_work;
+}
+
+void check_shape(const Problem& p) {
+  const auto seed = study::fresh_seed();
+  CAPTURE(p.batch);
+  CAPTURE(p.image_size);
+  CAPTURE(p.hidden);
+  CAPTURE(p.streams);
+  CAPTURE(seed);
+  REQUIRE_MESSAGE(version().supports(p).empty(), version().supports(p));
+  const auto in = make_inputs(p, seed);
+  DeviceProblem dev(p, version(), in);
+  const auto c = run_and_check(version(), p, in, dev);
+  INFO(c.summary());
+  CHECK(c.images_checked == p.batch);
+  CHECK(c.ok());
+}
+
+}  // namespace
+
+TEST_CASE("matches the CPU reference at ViT's image and hidden sizes (within the work budget)") {
+  int checked = 0;
+  for (int hidden : {192, 768, 1024})
+    for (int image : {16, 32, 208, 224, 384})
+      for (int batch : {1, 3}) {
+        const Problem p{batch, image, hidden, 1};
+        // The launch-per-dot versions run at small images and vit_ti's hidden size only.
+        if (version().bench_max_work > 0 && !version().on_host && (hidden != 192 || image > 32)) continue;
+        if (!within_budget(p)) continue;
+        check_shape(p);
+        ++checked;
+      }
+  CHECK(checked >= 4);  // every version runs at least batch {1, 3} x image {16, 32}
+}
+
+TEST_CASE("the stream versions are correct for any stream count, a timeline included") {
+  if (!version().multi_stream) {
+    CHECK_FALSE(version().supports({1, 32, 192, 2}).empty());  // one stream only, and says so
+    CHECK(version().supports({1, 32, 192, 2}).find("one stream") != std::string::npos);
+    return;
+  }
+  for (int streams : {1, 3, 8}) check_shape({3, 32, 192, streams});
+  CHECK_FALSE(version().supports({1, 32, 192, 1025}).empty());
+
+  const Problem p{2, 32, 192, 4};
+  const auto in = make_inputs(p, study::fresh_seed());
+  DeviceProblem dev(p, version(), in);
+  const std::size_t n = static_cast<std::size_t>(version().launch_count(p) - 2);
+  Timeline tl(n);
+  study::poison(dev.out);
+  version().launch(p, dev.args(&tl), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  REQUIRE(tl.used == n);
+  for (std::size_t i = 0; i < n; i += 97) {
+    float start = 0, end = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&start, tl.origin, tl.start[i]));
+    CUDA_CHECK(cudaEventElapsedTime(&end, tl.origin, tl.end[i]));
+    CHECK(start >= 0.f);
+    CHECK(end >= start);
+    CHECK(tl.stream[i] == static_cast<int>(i % 4));
+  }
+  // The timeline's events do not change the result.
+  const auto c = run_and_check(version(), p, in, dev);
+  INFO(c.summary());
+  CHECK(c.ok());
+}
+
+TEST_CASE("an odd hidden size is computed or refused as declared") {
+  const Problem p{3, 32, 100, 1};
+  const std::string why = version().supports(p);
+  const std::string name = STAGE_VERSION;
+  if (name == "v5_im2col_gemm") {
+    CHECK(why.find("100") != std::string::npos);  // the reason names it: not a multiple of 8
+  } else if (name == "cudnn" && !why.empty()) {
+    MESSAGE("cuDNN refuses hidden 100: " << why);  // the library decides; a refusal says why
+  } else if (within_budget(p)) {
+    check_shape(p);
+  }
+}
+
+TEST_CASE("image sizes that are not a multiple of 16 and empty problems are refused") {
+  const std::string why = version().supports({1, 100, 192, 1});
+  CHECK(why.find("100") != std::string::npos);
+  CHECK_FALSE(version().supports({0, 224, 192, 1}).empty());
+  CHECK_FALSE(version().supports({1, 224, 0, 1}).empty());
+  CHECK_FALSE(version().supports({1, 0, 192, 1}).empty());
+  CHECK_FALSE(version().supports({1, 224, 192, 0}).empty());
+}
+
+TEST_CASE("the bench's work budget refuses ViT-B at batch 256 for the slow versions") {
+  const Problem big{256, 224, 768, 1};
+  const bool slow = version().bench_max_work > 0;
+  const std::string name = STAGE_VERSION;
+  CHECK(slow == (name == "cpu_baseline" || name.rfind("v1_", 0) == 0 || name.rfind("v2_", 0) == 0 ||
+                 name.rfind("v3_", 0) == 0));
+  if (!slow) return;
+  if (version().on_host) {
+    CHECK(work(version(), {256, 512, 768, 1}) > version().bench_max_work);
+  } else {
+    CHECK(work(version(), big) > version().bench_max_work);
+    CHECK(version().launch_count(big) > 3e7);  // millions of launches: why the budget exists
+    CHECK_FALSE(version().capturable);
+    const bool counts_syncs = version().host_sync_count != nullptr;
+    REQUIRE(counts_syncs);
+  }
+}
+
+int main(int argc, char** argv) {
+  return gpu_test_main(argc, argv, "patch_embed_" STAGE_VERSION, version().unavailable);
+}

@@ -1,0 +1,89 @@
+// v3_streams: v2's launches without a host wait, spread round-robin over problem.streams
+// streams forked from the caller's stream and joined back to it, so independent kernels may
+// run side by side and the host never waits. Results stay on the device.
+#include "check.hpp"
+#include "patch_embed/kernels.cuh"
+#include "streams.hpp"
+#include "patch_embed/v3_streams/v3_streams.hpp"
+
+namespace patch_embed {
+
+void v3_preprocess(const Problem& p, const Args& a, cudaStream_t stream) {
+  launch_patchify(p, a.images, static_cast<__half*>(a.scratch), stream);
+}
+
+void v3_compute(const Problem& p, const Args& a, cudaStream_t stream) {
+  if (!a.streams || a.streams->size() < p.streams)
+    throw study::StudyError(study::ErrorKind::Usage, "v3_streams needs Args::streams with at least " +
+                                                         std::to_string(p.streams) + " streams");
+  Timeline* tl = a.timeline;
+  const std::size_t n = static_cast<std::size_t>(p.batch) * p.hidden * patches_per_image(p);
+  if (tl && tl->start.size() < n)
+    throw study::StudyError(study::ErrorKind::Usage, "the timeline holds fewer events than launches");
+  launch_cls_rows(p, a, stream);
+  // External records: inside a stream capture (v3_streams_graph) they become event nodes of
+  // the graph instead of mere dependencies, so the replayed graph records them too.
+  if (tl) CUDA_CHECK(cudaEventRecordWithFlags(tl->origin, stream, cudaEventRecordExternal));
+  study::StreamSet& set = *a.streams;
+  set.fork(stream);  // every stream waits for the patch-major copy
+  const __half* patches = static_cast<const __half*>(a.scratch);
+  const int P = patches_per_image(p);
+  std::size_t i = 0;
+  for (int b = 0; b < p.batch; ++b)
+    for (int o = 0; o < p.hidden; ++o)
+      for (int patch = 0; patch < P; ++patch, ++i) {
+        const int s = static_cast<int>(i % static_cast<std::size_t>(p.streams));
+        if (tl) {
+          tl->stream[i] = s;
+          CUDA_CHECK(cudaEventRecordWithFlags(tl->start[i], set[s], cudaEventRecordExternal));
+        }
+        launch_patch_dot(p, a, patches, b, o, patch, set[s]);
+        if (tl) CUDA_CHECK(cudaEventRecordWithFlags(tl->end[i], set[s], cudaEventRecordExternal));
+      }
+  if (tl) tl->used = n;
+  set.join(stream);
+}
+
+void v3_enqueue(const Problem& p, const Args& a, cudaStream_t stream) {
+  v3_preprocess(p, a, stream);
+  v3_compute(p, a, stream);
+}
+
+double v3_launches(const Problem& p) {
+  return 2.0 + static_cast<double>(p.batch) * p.hidden * patches_per_image(p);
+}
+
+namespace {
+
+std::size_t scratch(const Problem& p) {  // the patch-major copy, as v2
+  return static_cast<std::size_t>(p.batch) * patches_per_image(p) * kPatchElems * sizeof(__half);
+}
+
+std::string supports(const Problem& p) {
+  if (auto r = check_common(p, true); !r.empty()) return r;
+  if (p.streams > 1024) return "streams above 1024 are refused (" + std::to_string(p.streams) + ")";
+  return {};
+}
+
+double no_syncs(const Problem&) { return 0; }
+
+}  // namespace
+
+extern const Version v3_streams = [] {
+  Version v{};
+  v.name = "v3_streams";
+  v.supports = supports;
+  v.launch = v3_enqueue;
+  v.capturable = false;  // capturable in principle, but not at millions of launches
+  v.launch_count = v3_launches;
+  v.host_sync_count = no_syncs;
+  v.scratch = scratch;
+  v.preprocess = v3_preprocess;
+  v.compute = v3_compute;
+  v.multi_stream = true;
+  // No host wait per launch: about 2-4 us each, so 1e6 launches are a few seconds per call.
+  v.bench_max_work = 1e6;
+  return v;
+}();
+
+}  // namespace patch_embed

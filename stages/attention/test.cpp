@@ -78,5 +78,5 @@ TEST_CASE("empty and oversized problems are refused") {
 }
 
 int main(int argc, char** argv) {
-  return gpu_test_main(argc, argv, "attention_" STAGE_VERSION, version().unavailable);
+  return gpu_test_main(argc, argv, "attention_" STAGE_VERSION, version());
 }

@@ -83,4 +83,4 @@ TEST_CASE("empty problems are refused") {
   CHECK_FALSE(version().supports({-1, 768}).empty());
 }
 
-int main(int argc, char** argv) { return gpu_test_main(argc, argv, "layernorm_" STAGE_VERSION); }
+int main(int argc, char** argv) { return gpu_test_main(argc, argv, "layernorm_" STAGE_VERSION, version()); }

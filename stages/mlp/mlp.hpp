@@ -10,6 +10,7 @@
 #include <vector>
 #include "compare.hpp"
 #include "gemm.hpp"
+#include "version.hpp"
 
 namespace mlp {
 
@@ -34,20 +35,14 @@ struct Args {
 // kernel): fp16's plus the 2e-3 that fused_epilogue's NOTES.md derives for tanh vs erf.
 constexpr double kTanhGeluRelTol = study::kFp16RelTol + 2e-3;
 
-struct Version {
-  const char* name;
-  // Empty when the version computes this problem; otherwise why it refuses it.
-  std::string (*supports)(const Problem&);
-  void (*launch)(const Problem&, const Args&, cudaStream_t);
+// The shared version record (common/version.hpp) plus what only the MLP's check needs.
+struct Version : study::VersionRecord<Problem, Args> {
   // Accepted rel L2 error against the exact-GELU reference; NOTES.md justifies anything above
   // fp16's default.
   double rel_tol = study::kFp16RelTol;
   // False for timing references whose output is not the MLP (gemm_only): they are run and
   // checked for NaN, never compared with the reference.
   bool computes_mlp = true;
-  // Why this build or this GPU cannot run the version at all (then its test suite is skipped,
-  // not failed); null or empty: it can. supports() refuses with the same reason.
-  std::string (*unavailable)() = nullptr;
 };
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.

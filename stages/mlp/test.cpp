@@ -101,5 +101,5 @@ TEST_CASE("empty problems are refused") {
 }
 
 int main(int argc, char** argv) {
-  return gpu_test_main(argc, argv, "mlp_" STAGE_VERSION, version().unavailable);
+  return gpu_test_main(argc, argv, "mlp_" STAGE_VERSION, version());
 }

@@ -198,6 +198,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version v7_flash{"v7_flash", supports, launch, 0, unavailable};
+extern const Version v7_flash{"v7_flash", supports, launch, unavailable};
 
 }  // namespace attention

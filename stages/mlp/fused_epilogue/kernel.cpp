@@ -17,6 +17,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version fused_epilogue{"fused_epilogue", supports, launch, kTanhGeluRelTol};
+extern const Version fused_epilogue{{"fused_epilogue", supports, launch}, kTanhGeluRelTol};
 
 }  // namespace mlp

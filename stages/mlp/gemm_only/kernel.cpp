@@ -14,6 +14,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version gemm_only{"gemm_only", supports, launch, study::kFp16RelTol, false};
+extern const Version gemm_only{{"gemm_only", supports, launch}, study::kFp16RelTol, false};
 
 }  // namespace mlp

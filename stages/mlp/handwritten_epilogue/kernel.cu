@@ -78,6 +78,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version handwritten_epilogue{"handwritten_epilogue", supports, launch};
+extern const Version handwritten_epilogue{{"handwritten_epilogue", supports, launch}};
 
 }  // namespace mlp

@@ -17,7 +17,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version pingpong_epilogue{"pingpong_epilogue", pingpong_supports_mlp, launch, kTanhGeluRelTol,
-                                       true, pingpong_unavailable};
+extern const Version pingpong_epilogue{{"pingpong_epilogue", pingpong_supports_mlp, launch, pingpong_unavailable},
+                                       kTanhGeluRelTol};
 
 }  // namespace mlp

@@ -16,7 +16,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version pingpong_gemm_only{"pingpong_gemm_only", pingpong_supports_mlp, launch, study::kFp16RelTol,
-                                        false, pingpong_unavailable};
+extern const Version pingpong_gemm_only{{"pingpong_gemm_only", pingpong_supports_mlp, launch, pingpong_unavailable},
+                                        study::kFp16RelTol, false};
 
 }  // namespace mlp

@@ -9,6 +9,6 @@ namespace {
 std::string supports(const Problem& p) { return check_common(p); }
 }  // namespace
 
-extern const Version unfused{"unfused", supports, unfused_sequence};
+extern const Version unfused{{"unfused", supports, unfused_sequence}};
 
 }  // namespace mlp

@@ -69,6 +69,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version unfused_graph{"unfused_graph", supports, launch};
+extern const Version unfused_graph{{"unfused_graph", supports, launch}};
 
 }  // namespace mlp

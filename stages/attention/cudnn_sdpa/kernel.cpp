@@ -81,7 +81,8 @@ extern const Version cudnn_sdpa{"cudnn_sdpa", supports, launch};
 
 namespace attention {
 using NotBuilt = study::CudnnNotBuilt<Problem, Args>;
-extern const Version cudnn_sdpa{"cudnn_sdpa", NotBuilt::supports, NotBuilt::launch};
+extern const Version cudnn_sdpa{"cudnn_sdpa", NotBuilt::supports, NotBuilt::launch,
+                                 NotBuilt::unavailable};
 }  // namespace attention
 
 #endif

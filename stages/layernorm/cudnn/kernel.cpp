@@ -72,7 +72,7 @@ extern const Version cudnn{"cudnn", supports, launch};
 
 namespace layernorm {
 using NotBuilt = study::CudnnNotBuilt<Problem, Args>;
-extern const Version cudnn{"cudnn", NotBuilt::supports, NotBuilt::launch};
+extern const Version cudnn{"cudnn", NotBuilt::supports, NotBuilt::launch, NotBuilt::unavailable};
 }  // namespace layernorm
 
 #endif

@@ -5,9 +5,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <string>
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "check.hpp"
-#include "layernorm.hpp"
+#include "layernorm/layernorm.hpp"
 
 #ifdef STUDY_HAVE_CUDNN
 #error "this test compiles the cuDNN versions as a build without cuDNN does"

@@ -7,7 +7,7 @@
 #include <doctest/doctest.h>
 #include <set>
 #include "gpu_test_main.hpp"
-#include "harness.hpp"
+#include "attention/harness.hpp"
 #include "random.hpp"
 
 using namespace attention;

@@ -1,4 +1,4 @@
-#include "harness.hpp"
+#include "mlp/harness.hpp"
 #include <algorithm>
 #include <cmath>
 #include "gpu.hpp"

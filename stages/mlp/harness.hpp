@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 #include "buffer.hpp"
-#include "mlp.hpp"
+#include "mlp/mlp.hpp"
 
 namespace mlp {
 

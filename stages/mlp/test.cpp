@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 #include <set>
 #include "gpu_test_main.hpp"
-#include "harness.hpp"
+#include "mlp/harness.hpp"
 #include "random.hpp"
 
 using namespace mlp;

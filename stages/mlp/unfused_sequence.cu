@@ -1,8 +1,8 @@
 // The pointwise kernels are written the obvious way, one thread per element with 2-byte
 // accesses and a modulo for the bias column: the baseline that handwritten_epilogue improves.
 #include "check.hpp"
-#include "gelu.cuh"
-#include "unfused_sequence.hpp"
+#include "mlp/gelu.cuh"
+#include "mlp/unfused_sequence.hpp"
 
 namespace mlp {
 namespace {

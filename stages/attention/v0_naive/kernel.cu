@@ -4,7 +4,7 @@
 // threads of a row, so the kernel does head_dim times the necessary work, on purpose: it is
 // the baseline that makes the cost of every later idea visible.
 #include <cmath>
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "check.hpp"
 
 namespace attention {

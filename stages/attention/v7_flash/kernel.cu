@@ -14,9 +14,9 @@
 // name (the same XOR layout v7_flash_mma uses for ldmatrix).
 #include <cstdint>
 #include <type_traits>
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "check.hpp"
-#include "flash.cuh"
+#include "attention/flash.cuh"
 #include "sm90.cuh"
 
 namespace attention {

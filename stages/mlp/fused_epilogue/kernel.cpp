@@ -1,7 +1,7 @@
 // fused_epilogue: bias and GELU run inside fc1's GEMM (cuBLASLt GELU_BIAS epilogue), bias and
 // residual inside fc2's (BIAS epilogue, residual as the C operand with beta = 1): two
 // launches, and h and y are each written once and never re-read by a pointwise pass.
-#include "mlp.hpp"
+#include "mlp/mlp.hpp"
 
 namespace mlp {
 namespace {

@@ -2,8 +2,8 @@
 // halves (16 bytes) per thread with the bias column computed once per vector, straight in the
 // row-major layout (no transpose, unlike the seed's column-major epilogue path).
 #include "check.hpp"
-#include "gelu.cuh"
-#include "mlp.hpp"
+#include "mlp/gelu.cuh"
+#include "mlp/mlp.hpp"
 #include "vec.cuh"
 
 namespace mlp {

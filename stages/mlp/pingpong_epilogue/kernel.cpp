@@ -2,8 +2,8 @@
 // with the epilogues fused and overlapped with the next tile's main loop: fc1 with bias and
 // GELU (tanh form, as cuBLASLt's epilogue), fc2 with bias and the residual. Two launches, no
 // cuBLASLt.
-#include "mlp.hpp"
-#include "pingpong_gemm.hpp"
+#include "mlp/mlp.hpp"
+#include "mlp/pingpong_gemm.hpp"
 
 namespace mlp {
 namespace {

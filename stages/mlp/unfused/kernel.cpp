@@ -1,6 +1,6 @@
 // unfused: the seed's first MLP. cuBLASLt GEMMs without epilogue, bias + GELU and
 // bias + residual as separate one-element-per-thread kernels (unfused_sequence.cu).
-#include "unfused_sequence.hpp"
+#include "mlp/unfused_sequence.hpp"
 
 namespace mlp {
 namespace {

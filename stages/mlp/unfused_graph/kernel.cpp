@@ -4,7 +4,7 @@
 #include <map>
 #include <tuple>
 #include "check.hpp"
-#include "unfused_sequence.hpp"
+#include "mlp/unfused_sequence.hpp"
 
 namespace mlp {
 namespace {

@@ -1,5 +1,7 @@
-// MLP family contract: y = x + fc2(GELU(fc1(x))), timm's Mlp plus the block's residual.
-// x, y: row-major [rows, hidden]; fc1_w [mlp_hidden, hidden], fc2_w [hidden, mlp_hidden]
+// MLP family contract: y = r + fc2(GELU(fc1(x))), timm's Mlp plus the block's residual r.
+// r is the MLP's own input x unless the caller gives another (in an encoder block x is LN2's
+// output and r the stream before LN2).
+// x, r, y: row-major [rows, hidden]; fc1_w [mlp_hidden, hidden], fc2_w [hidden, mlp_hidden]
 // (PyTorch Linear layout); biases [mlp_hidden], [hidden]; fp16 storage, fp32 accumulation.
 // h is the caller's [rows, mlp_hidden] scratch for the intermediate activation.
 // Every version implements exactly this; bench, test and encoder swap versions by name.
@@ -29,7 +31,12 @@ struct Args {
   __half* y;
   __half* h;           // scratch [rows, mlp_hidden]
   study::Gemm* gemm;   // cuBLASLt handle, workspace and plan cache for this stream
+  // [rows, hidden] added to the output, never the same buffer as y; null: x.
+  const __half* residual = nullptr;
 };
+
+// The residual a version adds: the caller's, or the MLP's own input.
+inline const __half* residual_of(const Args& a) { return a.residual ? a.residual : a.x; }
 
 // Tolerance of versions whose GELU is the tanh form (cuBLASLt's epilogue, our ping-pong
 // kernel): fp16's plus the 2e-3 that fused_epilogue's NOTES.md derives for tanh vs erf.

@@ -12,7 +12,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   a.gemm->run({p.rows, p.mlp_hidden, p.hidden}, study::Epilogue::GeluBias,
               {a.x, a.fc1_w, a.h, a.fc1_b}, stream);
   a.gemm->run({p.rows, p.hidden, p.mlp_hidden}, study::Epilogue::Bias,
-              {a.h, a.fc2_w, a.y, a.fc2_b, a.x}, stream);
+              {a.h, a.fc2_w, a.y, a.fc2_b, residual_of(a)}, stream);
 }
 
 }  // namespace

@@ -11,8 +11,8 @@ namespace {
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   pingpong_gemm(p.rows, p.mlp_hidden, p.hidden, PingpongEpilogue::BiasGelu, a.x, a.fc1_w, a.h, a.fc1_b, nullptr,
                 stream);
-  pingpong_gemm(p.rows, p.hidden, p.mlp_hidden, PingpongEpilogue::BiasResidual, a.h, a.fc2_w, a.y, a.fc2_b, a.x,
-                stream);
+  pingpong_gemm(p.rows, p.hidden, p.mlp_hidden, PingpongEpilogue::BiasResidual, a.h, a.fc2_w, a.y, a.fc2_b,
+                residual_of(a), stream);
 }
 
 }  // namespace

@@ -33,14 +33,23 @@ float gelu(float x) {
   return static_cast<float>(0.5 * xd * (1.0 + std::erf(xd / std::sqrt(2.0))));
 }
 
-void mlp(const std::vector<float>& x, int rows, int hidden, int mlp_hidden, const std::vector<float>& fc1_w,
-         const std::vector<float>& fc1_b, const std::vector<float>& fc2_w, const std::vector<float>& fc2_b,
-         std::vector<float>& y) {
+void mlp(const std::vector<float>& x, const std::vector<float>& residual, int rows, int hidden,
+         int mlp_hidden, const std::vector<float>& fc1_w, const std::vector<float>& fc1_b,
+         const std::vector<float>& fc2_w, const std::vector<float>& fc2_b, std::vector<float>& y) {
+  detail::expect_positive("mlp", "rows", rows);
+  detail::expect_positive("mlp", "hidden", hidden);
+  detail::expect_size("mlp", "residual", residual.size(), static_cast<std::size_t>(rows) * hidden);
   std::vector<float> h;
   linear(x, rows, hidden, fc1_w, fc1_b, mlp_hidden, h);
   for (auto& v : h) v = gelu(v);
   linear(h, rows, mlp_hidden, fc2_w, fc2_b, hidden, y);
-  for (std::size_t i = 0; i < y.size(); ++i) y[i] += x[i];
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] += residual[i];
+}
+
+void mlp(const std::vector<float>& x, int rows, int hidden, int mlp_hidden, const std::vector<float>& fc1_w,
+         const std::vector<float>& fc1_b, const std::vector<float>& fc2_w, const std::vector<float>& fc2_b,
+         std::vector<float>& y) {
+  mlp(x, x, rows, hidden, mlp_hidden, fc1_w, fc1_b, fc2_w, fc2_b, y);
 }
 
 }  // namespace ref

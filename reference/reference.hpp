@@ -33,11 +33,16 @@ float gelu(float x);
 void attention(const std::vector<float>& qkv, int batch, int tokens, int heads, int head_dim,
                std::vector<float>& out);
 
-// y = x + fc2(gelu(fc1(x))): the residual is of the MLP's own input, as the MLP stage computes it.
-// (The encoder block adds the MLP of ln2(x) to x, so it does not call this.)
+// y = x + fc2(gelu(fc1(x))): the residual is of the MLP's own input, as the MLP stage computes it
+// by default.
 void mlp(const std::vector<float>& x, int rows, int hidden, int mlp_hidden, const std::vector<float>& fc1_w,
          const std::vector<float>& fc1_b, const std::vector<float>& fc2_w, const std::vector<float>& fc2_b,
          std::vector<float>& y);
+// y = residual + fc2(gelu(fc1(x))), residual [rows, hidden]: the MLP stage given another residual
+// stream (in an encoder block x is ln2's output and the residual the stream before it).
+void mlp(const std::vector<float>& x, const std::vector<float>& residual, int rows, int hidden,
+         int mlp_hidden, const std::vector<float>& fc1_w, const std::vector<float>& fc1_b,
+         const std::vector<float>& fc2_w, const std::vector<float>& fc2_b, std::vector<float>& y);
 
 // 16x16 stride-16 convolution, flattened row-major over patches, cls token prepended, learned
 // position embedding added. images [B,3,S,S] NCHW; conv_w [hidden,3,16,16]; conv_b, cls_token

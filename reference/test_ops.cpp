@@ -91,6 +91,11 @@ TEST_CASE("mlp: x + fc2(gelu(fc1(x))), hand-sized") {
   // fc1(x) = [1, -1, 0.5]
   CHECK(y[0] == Approx(1 + exact_gelu(1) + exact_gelu(-1) + 0.1).epsilon(1e-6));
   CHECK(y[1] == Approx(-1 + 2 * exact_gelu(0.5) - 0.1).epsilon(1e-6));
+  // The same MLP with another residual stream adds that stream instead of x.
+  std::vector<float> yr;
+  ref::mlp(x, {10, 20}, 1, 2, 3, fc1_w, fc1_b, fc2_w, fc2_b, yr);
+  CHECK(yr[0] == Approx(10 + exact_gelu(1) + exact_gelu(-1) + 0.1).epsilon(1e-6));
+  CHECK(yr[1] == Approx(20 + 2 * exact_gelu(0.5) - 0.1).epsilon(1e-6));
 }
 
 TEST_CASE("attention with one token returns V") {
@@ -247,6 +252,7 @@ TEST_CASE("size mismatches are usage errors, not out-of-bounds reads") {
   CHECK_THROWS_WITH(ref::linear({1, 2, 3}, 1, 3, {1, 2}, {}, 1, y), "ref::linear: w has 2 elements, expected 3");
   CHECK(kind_of([&] { ref::linear({1, 2, 3}, 1, 3, {1, 2, 3}, {1, 2}, 1, y); }) == study::ErrorKind::Usage);
   CHECK(kind_of([&] { ref::layernorm({1, 2, 3}, {1, 1}, {0, 0}, 1, 3, 1e-6f, y); }) == study::ErrorKind::Usage);
+  CHECK(kind_of([&] { ref::mlp({1, 2}, {1}, 1, 2, 1, {1, 1}, {}, {1, 1}, {}, y); }) == study::ErrorKind::Usage);
   CHECK(kind_of([&] { ref::attention(std::vector<float>(17), 1, 1, 2, 3, y); }) == study::ErrorKind::Usage);
   CHECK(kind_of([&] { ref::attention({}, 1, 0, 2, 3, y); }) == study::ErrorKind::Usage);
   CHECK(kind_of([&] { ref::patch_embed({}, 1, 30, 4, {}, {}, {}, {}, y); }) == study::ErrorKind::Usage);

@@ -1,4 +1,4 @@
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include <cstdint>
 #include "check.hpp"
 #include "registry.hpp"

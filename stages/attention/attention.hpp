@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
+#include "version.hpp"
 
 namespace attention {
 
@@ -25,18 +26,10 @@ struct Args {
   __half* out;
 };
 
-struct Version {
-  const char* name;
-  // Empty when the version computes this problem; otherwise why it refuses it.
-  std::string (*supports)(const Problem&);
-  void (*launch)(const Problem&, const Args&, cudaStream_t);
-  // Work budget of the bench: above this many flops() it writes a `skipped` row unless
-  // --force, because the version would take minutes per call. 0: no budget.
-  double bench_max_flops = 0;
-  // Why this build or this GPU cannot run the version at all (then its test suite is skipped,
-  // not failed); null or empty: it can. supports() refuses with the same reason.
-  std::string (*unavailable)() = nullptr;
-};
+// The shared version record (common/version.hpp). Its bench_max_work is in flops (flops()
+// below): above it the bench writes a `skipped` row unless --force, because the version would
+// take minutes per call.
+using Version = study::VersionRecord<Problem, Args>;
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
 const std::vector<Version>& versions();

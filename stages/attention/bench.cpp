@@ -2,7 +2,7 @@
 // check against the CPU reference on the exact shape, then time, then one CSV row.
 #include "bench.hpp"
 #include "gpu.hpp"
-#include "harness.hpp"
+#include "attention/harness.hpp"
 #include "vit_config.hpp"
 
 int main(int argc, char** argv) {
@@ -40,11 +40,11 @@ int main(int argc, char** argv) {
       report.write("skipped", why);
       return 0;
     }
-    if (version.bench_max_flops > 0 && attention::flops(p) > version.bench_max_flops && !force) {
+    if (version.bench_max_work > 0 && attention::flops(p) > version.bench_max_work && !force) {
       char why[160];
       std::snprintf(why, sizeof why, "%s; %.3g flops is above this version's work budget of %.3g "
                     "(minutes per call); --force times it anyway", shape_note.c_str(),
-                    attention::flops(p), version.bench_max_flops);
+                    attention::flops(p), version.bench_max_work);
       report.write("skipped", why);
       return 0;
     }

@@ -1,4 +1,4 @@
-#include "harness.hpp"
+#include "attention/harness.hpp"
 #include <algorithm>
 #include <cmath>
 #include <random>

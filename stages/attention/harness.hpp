@@ -6,7 +6,7 @@
 #include <vector>
 #include "buffer.hpp"
 #include "compare.hpp"
-#include "attention.hpp"
+#include "attention/attention.hpp"
 
 namespace attention {
 

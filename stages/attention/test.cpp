@@ -7,7 +7,7 @@
 #include <doctest/doctest.h>
 #include <set>
 #include "gpu_test_main.hpp"
-#include "harness.hpp"
+#include "attention/harness.hpp"
 #include "random.hpp"
 
 using namespace attention;
@@ -78,5 +78,5 @@ TEST_CASE("empty and oversized problems are refused") {
 }
 
 int main(int argc, char** argv) {
-  return gpu_test_main(argc, argv, "attention_" STAGE_VERSION, version().unavailable);
+  return gpu_test_main(argc, argv, "attention_" STAGE_VERSION, version());
 }

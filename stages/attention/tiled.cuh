@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <cuda_fp16.h>
 #include <mma.h>
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "check.hpp"
 
 namespace attention::tiled {

@@ -1,4 +1,4 @@
-#include "harness.hpp"
+#include "layernorm/harness.hpp"
 #include "gpu.hpp"
 #include "random.hpp"
 #include "reference.hpp"

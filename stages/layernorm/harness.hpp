@@ -4,7 +4,7 @@
 #include <vector>
 #include "buffer.hpp"
 #include "compare.hpp"
-#include "layernorm.hpp"
+#include "layernorm/layernorm.hpp"
 
 namespace layernorm {
 

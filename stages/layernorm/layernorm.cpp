@@ -1,4 +1,4 @@
-#include "layernorm.hpp"
+#include "layernorm/layernorm.hpp"
 #include "check.hpp"
 #include "registry.hpp"
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
+#include "version.hpp"
 
 namespace layernorm {
 
@@ -22,12 +23,8 @@ struct Args {
   __half* y;
 };
 
-struct Version {
-  const char* name;
-  // Empty when the version computes this problem; otherwise why it refuses it.
-  std::string (*supports)(const Problem&);
-  void (*launch)(const Problem&, const Args&, cudaStream_t);
-};
+// The shared version record (common/version.hpp); LayerNorm needs no fields of its own.
+using Version = study::VersionRecord<Problem, Args>;
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
 const std::vector<Version>& versions();

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 #include <set>
 #include "gpu_test_main.hpp"
-#include "harness.hpp"
+#include "layernorm/harness.hpp"
 #include "random.hpp"
 
 using namespace layernorm;
@@ -83,4 +83,4 @@ TEST_CASE("empty problems are refused") {
   CHECK_FALSE(version().supports({-1, 768}).empty());
 }
 
-int main(int argc, char** argv) { return gpu_test_main(argc, argv, "layernorm_" STAGE_VERSION); }
+int main(int argc, char** argv) { return gpu_test_main(argc, argv, "layernorm_" STAGE_VERSION, version()); }

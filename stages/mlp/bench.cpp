@@ -2,7 +2,7 @@
 // against the CPU reference on the exact shape, then time, then one CSV row.
 #include "bench.hpp"
 #include "gpu.hpp"
-#include "harness.hpp"
+#include "mlp/harness.hpp"
 #include "vit_config.hpp"
 
 int main(int argc, char** argv) {

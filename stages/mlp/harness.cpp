@@ -1,4 +1,4 @@
-#include "harness.hpp"
+#include "mlp/harness.hpp"
 #include <algorithm>
 #include <cmath>
 #include "gpu.hpp"
@@ -22,6 +22,11 @@ HostInputs make_inputs(const Problem& p, std::uint64_t seed, WeightScale scale) 
   return in;
 }
 
+void add_residual(const Problem& p, HostInputs& in, std::uint64_t seed) {
+  in.residual = study::random_normal(static_cast<size_t>(p.rows) * p.hidden, seed + 5, 0.f, 1.f);
+  study::round_to_half(in.residual);
+}
+
 DeviceProblem::DeviceProblem(const Problem& p, const HostInputs& in)
     : x(study::to_device(study::to_half(in.x))),
       fc1_w(study::to_device(study::to_half(in.fc1_w))),
@@ -29,10 +34,13 @@ DeviceProblem::DeviceProblem(const Problem& p, const HostInputs& in)
       fc2_w(study::to_device(study::to_half(in.fc2_w))),
       fc2_b(study::to_device(study::to_half(in.fc2_b))),
       y(in.x.size()),
-      h(static_cast<size_t>(p.rows) * p.mlp_hidden) {}
+      h(static_cast<size_t>(p.rows) * p.mlp_hidden) {
+  if (!in.residual.empty()) residual = study::to_device(study::to_half(in.residual));
+}
 
 Args DeviceProblem::args(study::Gemm& gemm) const {
-  return {x.get(), fc1_w.get(), fc1_b.get(), fc2_w.get(), fc2_b.get(), y.get(), h.get(), &gemm};
+  return {x.get(), fc1_w.get(), fc1_b.get(), fc2_w.get(), fc2_b.get(), y.get(), h.get(), &gemm,
+          residual.size() ? residual.get() : nullptr};
 }
 
 std::vector<int> checked_rows(int rows) {
@@ -66,15 +74,18 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
   }
   const std::vector<int> rows = checked_rows(p.rows);
   const size_t hd = static_cast<size_t>(p.hidden);
-  std::vector<float> xs, gs;
+  const std::vector<float>& residual = in.residual.empty() ? in.x : in.residual;
+  std::vector<float> xs, rs, gs;
   xs.reserve(rows.size() * hd);
+  rs.reserve(rows.size() * hd);
   gs.reserve(rows.size() * hd);
   for (int row : rows) {
     xs.insert(xs.end(), in.x.begin() + row * hd, in.x.begin() + (row + 1) * hd);
+    rs.insert(rs.end(), residual.begin() + row * hd, residual.begin() + (row + 1) * hd);
     gs.insert(gs.end(), got.begin() + row * hd, got.begin() + (row + 1) * hd);
   }
   std::vector<float> want;
-  ref::mlp(xs, static_cast<int>(rows.size()), p.hidden, p.mlp_hidden, in.fc1_w, in.fc1_b, in.fc2_w,
+  ref::mlp(xs, rs, static_cast<int>(rows.size()), p.hidden, p.mlp_hidden, in.fc1_w, in.fc1_b, in.fc2_w,
            in.fc2_b, want);
   r.cmp = study::compare(gs, want, v.rel_tol);
   r.cmp.nonfinite = nonfinite;

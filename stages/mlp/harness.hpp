@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 #include "buffer.hpp"
-#include "mlp.hpp"
+#include "mlp/mlp.hpp"
 
 namespace mlp {
 
@@ -16,13 +16,17 @@ namespace mlp {
 enum class WeightScale { Timm, Unit };
 
 // x ~ N(0, 1); everything rounded to fp16 so the reference sees exactly what the GPU sees.
+// residual: empty, x is the residual (Args::residual null); else [rows, hidden], passed apart.
 struct HostInputs {
-  std::vector<float> x, fc1_w, fc1_b, fc2_w, fc2_b;
+  std::vector<float> x, fc1_w, fc1_b, fc2_w, fc2_b, residual;
 };
 HostInputs make_inputs(const Problem& p, std::uint64_t seed, WeightScale scale = WeightScale::Timm);
+// Gives `in` a residual stream of its own, ~ N(0, 1) and independent of x, as in an encoder
+// block (where the MLP's input is LN2's output and the residual the stream before LN2).
+void add_residual(const Problem& p, HostInputs& in, std::uint64_t seed);
 
 struct DeviceProblem {
-  study::DeviceBuffer<__half> x, fc1_w, fc1_b, fc2_w, fc2_b, y, h;
+  study::DeviceBuffer<__half> x, fc1_w, fc1_b, fc2_w, fc2_b, y, h, residual;  // residual may be empty
   DeviceProblem(const Problem& p, const HostInputs& in);
   Args args(study::Gemm& gemm) const;
 };
@@ -41,7 +45,7 @@ struct CheckResult {
 };
 
 // Poisons h and y with NaN, runs the version once, copies y back and compares it with
-// ref::mlp within the version's rel_tol. A version whose output is not the MLP (gemm_only)
+// ref::mlp (with in.residual when given) within the version's rel_tol. A version whose output is not the MLP (gemm_only)
 // is only checked to run and leave no NaN.
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in,
                           DeviceProblem& dev, study::Gemm& gemm);

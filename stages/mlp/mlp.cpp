@@ -1,4 +1,4 @@
-#include "mlp.hpp"
+#include "mlp/mlp.hpp"
 #include "check.hpp"
 #include "registry.hpp"
 

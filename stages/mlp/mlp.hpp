@@ -1,5 +1,7 @@
-// MLP family contract: y = x + fc2(GELU(fc1(x))), timm's Mlp plus the block's residual.
-// x, y: row-major [rows, hidden]; fc1_w [mlp_hidden, hidden], fc2_w [hidden, mlp_hidden]
+// MLP family contract: y = r + fc2(GELU(fc1(x))), timm's Mlp plus the block's residual r.
+// r is the MLP's own input x unless the caller gives another (in an encoder block x is LN2's
+// output and r the stream before LN2).
+// x, r, y: row-major [rows, hidden]; fc1_w [mlp_hidden, hidden], fc2_w [hidden, mlp_hidden]
 // (PyTorch Linear layout); biases [mlp_hidden], [hidden]; fp16 storage, fp32 accumulation.
 // h is the caller's [rows, mlp_hidden] scratch for the intermediate activation.
 // Every version implements exactly this; bench, test and encoder swap versions by name.
@@ -10,6 +12,7 @@
 #include <vector>
 #include "compare.hpp"
 #include "gemm.hpp"
+#include "version.hpp"
 
 namespace mlp {
 
@@ -28,26 +31,25 @@ struct Args {
   __half* y;
   __half* h;           // scratch [rows, mlp_hidden]
   study::Gemm* gemm;   // cuBLASLt handle, workspace and plan cache for this stream
+  // [rows, hidden] added to the output, never the same buffer as y; null: x.
+  const __half* residual = nullptr;
 };
+
+// The residual a version adds: the caller's, or the MLP's own input.
+inline const __half* residual_of(const Args& a) { return a.residual ? a.residual : a.x; }
 
 // Tolerance of versions whose GELU is the tanh form (cuBLASLt's epilogue, our ping-pong
 // kernel): fp16's plus the 2e-3 that fused_epilogue's NOTES.md derives for tanh vs erf.
 constexpr double kTanhGeluRelTol = study::kFp16RelTol + 2e-3;
 
-struct Version {
-  const char* name;
-  // Empty when the version computes this problem; otherwise why it refuses it.
-  std::string (*supports)(const Problem&);
-  void (*launch)(const Problem&, const Args&, cudaStream_t);
+// The shared version record (common/version.hpp) plus what only the MLP's check needs.
+struct Version : study::VersionRecord<Problem, Args> {
   // Accepted rel L2 error against the exact-GELU reference; NOTES.md justifies anything above
   // fp16's default.
   double rel_tol = study::kFp16RelTol;
   // False for timing references whose output is not the MLP (gemm_only): they are run and
   // checked for NaN, never compared with the reference.
   bool computes_mlp = true;
-  // Why this build or this GPU cannot run the version at all (then its test suite is skipped,
-  // not failed); null or empty: it can. supports() refuses with the same reason.
-  std::string (*unavailable)() = nullptr;
 };
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.

@@ -10,11 +10,11 @@
 //   a consumer starts tile i only after the other finished tile i - 1's main loop, which keeps
 //   the tensor cores busy with one main loop at a time and keeps every mbarrier wait at most one
 //   phase ahead (a parity wait cannot tell phase u from u - 2).
-#include "pingpong_gemm.hpp"
+#include "mlp/pingpong_gemm.hpp"
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include "check.hpp"
-#include "gelu.cuh"
+#include "mlp/gelu.cuh"
 #include "sm90.cuh"
 
 namespace mlp {

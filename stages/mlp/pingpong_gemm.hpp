@@ -7,7 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <string>
-#include "mlp.hpp"
+#include "mlp/mlp.hpp"
 
 namespace mlp {
 

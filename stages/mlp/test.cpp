@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 #include <set>
 #include "gpu_test_main.hpp"
-#include "harness.hpp"
+#include "mlp/harness.hpp"
 #include "random.hpp"
 
 using namespace mlp;
@@ -24,13 +24,16 @@ std::set<int> expected_refusals(const std::string& name) {
   return {};
 }
 
-void check(const Problem& p, study::Gemm& gemm, WeightScale scale = WeightScale::Timm) {
+void check(const Problem& p, study::Gemm& gemm, WeightScale scale = WeightScale::Timm,
+           bool own_residual = false) {
   const auto seed = study::fresh_seed();
   CAPTURE(p.rows);
   CAPTURE(p.hidden);
   CAPTURE(seed);
+  CAPTURE(own_residual);
   REQUIRE_MESSAGE(version().supports(p).empty(), version().supports(p));
-  const auto in = make_inputs(p, seed, scale);
+  auto in = make_inputs(p, seed, scale);
+  if (own_residual) add_residual(p, in, seed);
   DeviceProblem dev(p, in);
   const auto r = run_and_check(version(), p, in, dev, gemm);
   INFO(r.cmp.summary() << "; " << r.what);
@@ -55,6 +58,14 @@ TEST_CASE("unit-scale weights: GELU over its whole curve, branch as large as the
   for (int hidden : {192, 768}) check(shape(197, hidden), gemm, WeightScale::Unit);
 }
 
+TEST_CASE("a residual other than x (an encoder block's stream before LN2) is added instead of x") {
+  study::Gemm gemm;
+  for (int hidden : {192, 768})
+    for (int rows : {1, 197}) check(shape(rows, hidden), gemm, WeightScale::Timm, true);
+  check(shape(197, 384), gemm, WeightScale::Unit, true);
+  check(shape(50432, 768), gemm, WeightScale::Timm, true);
+}
+
 TEST_CASE("an unaligned hidden size is computed or refused as declared") {
   study::Gemm gemm;
   const Problem p = shape(197, kUnalignedHidden);
@@ -66,6 +77,7 @@ TEST_CASE("an unaligned hidden size is computed or refused as declared") {
     REQUIRE_MESSAGE(why.empty(), why);
     check(p, gemm);
     check(shape(3, kUnalignedHidden), gemm);
+    check(p, gemm, WeightScale::Timm, true);
   }
 }
 
@@ -79,6 +91,21 @@ TEST_CASE("new buffers of a cached shape are followed (plan and graph caches key
     INFO(r.cmp.summary());
     CHECK(r.cmp.ok);
   }
+  // One set of buffers whose residual is given, taken away and given again: only the residual
+  // pointer changes from call to call.
+  auto with_residual = in_a;
+  add_residual(p, with_residual, study::fresh_seed());
+  DeviceProblem c(p, with_residual);
+  auto check_c = [&](const HostInputs& in) {
+    const auto r = run_and_check(version(), p, in, c, gemm);
+    INFO(r.cmp.summary());
+    CHECK(r.cmp.ok);
+  };
+  check_c(with_residual);
+  auto residual = std::move(c.residual);
+  check_c(in_a);
+  c.residual = std::move(residual);
+  check_c(with_residual);
 }
 
 TEST_CASE("heuristic on every call and a zero workspace give correct results") {
@@ -101,5 +128,5 @@ TEST_CASE("empty problems are refused") {
 }
 
 int main(int argc, char** argv) {
-  return gpu_test_main(argc, argv, "mlp_" STAGE_VERSION, version().unavailable);
+  return gpu_test_main(argc, argv, "mlp_" STAGE_VERSION, version());
 }

@@ -1,7 +1,7 @@
 // The sequence `unfused` runs and `unfused_graph` captures, kept in one place so the two
 // versions differ only in how the launches reach the GPU.
 #pragma once
-#include "mlp.hpp"
+#include "mlp/mlp.hpp"
 
 namespace mlp {
 

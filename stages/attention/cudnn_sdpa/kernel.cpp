@@ -3,7 +3,7 @@
 // views of the packed QKV buffer, and O is written as a strided [B, H, T, D] view of the
 // [batch*tokens, heads*head_dim] output. The graph is validated, planned and built once per
 // shape and cached; a launch only binds pointers and executes.
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "check.hpp"
 
 #ifdef STUDY_HAVE_CUDNN
@@ -81,7 +81,8 @@ extern const Version cudnn_sdpa{"cudnn_sdpa", supports, launch};
 
 namespace attention {
 using NotBuilt = study::CudnnNotBuilt<Problem, Args>;
-extern const Version cudnn_sdpa{"cudnn_sdpa", NotBuilt::supports, NotBuilt::launch};
+extern const Version cudnn_sdpa{"cudnn_sdpa", NotBuilt::supports, NotBuilt::launch,
+                                 NotBuilt::unavailable};
 }  // namespace attention
 
 #endif

@@ -4,7 +4,7 @@
 // threads of a row, so the kernel does head_dim times the necessary work, on purpose: it is
 // the baseline that makes the cost of every later idea visible.
 #include <cmath>
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "check.hpp"
 
 namespace attention {
@@ -59,6 +59,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 }  // namespace
 
 // ~1e11 flops (batch 32 at 1025 tokens) already takes seconds per call: the bench stops there.
-extern const Version v0_naive{"v0_naive", check_common, launch, 1.1e11};
+extern const Version v0_naive{"v0_naive", check_common, launch, nullptr, 1.1e11};
 
 }  // namespace attention

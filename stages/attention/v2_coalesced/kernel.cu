@@ -1,6 +1,6 @@
 // v2_coalesced: v1 with the coalesced loader: 16 bytes per thread, 8 threads per 128-byte
 // row of Q, K or V.
-#include "tiled.cuh"
+#include "attention/tiled.cuh"
 
 namespace attention {
 namespace {

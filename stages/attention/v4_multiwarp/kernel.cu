@@ -1,6 +1,6 @@
 // v4_multiwarp: v3 with 4 warps per block (64 query rows): each K/V tile loaded
 // into shared memory serves 4 warps instead of 1.
-#include "tiled.cuh"
+#include "attention/tiled.cuh"
 
 namespace attention {
 namespace {

@@ -1,6 +1,6 @@
 // v5_large_tile: v4 with 8 warps per block (128 query rows): each K/V tile serves
 // 8 warps.
-#include "tiled.cuh"
+#include "attention/tiled.cuh"
 
 namespace attention {
 namespace {

@@ -14,9 +14,9 @@
 // name (the same XOR layout v7_flash_mma uses for ldmatrix).
 #include <cstdint>
 #include <type_traits>
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "check.hpp"
-#include "flash.cuh"
+#include "attention/flash.cuh"
 #include "sm90.cuh"
 
 namespace attention {
@@ -198,6 +198,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version v7_flash{"v7_flash", supports, launch, 0, unavailable};
+extern const Version v7_flash{"v7_flash", supports, launch, unavailable};
 
 }  // namespace attention

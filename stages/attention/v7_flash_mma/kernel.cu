@@ -13,9 +13,9 @@
 // groups. 4 warps x 2 m-tiles and lazy rescaling were the fastest of the variants measured
 // (NOTES.md).
 #include <cstdint>
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "check.hpp"
-#include "flash.cuh"
+#include "attention/flash.cuh"
 
 namespace attention {
 namespace {

@@ -1,7 +1,7 @@
 // cudnn: cuDNN's layer-norm forward (inference phase) through the C++ frontend graph API.
 // The graph is built, checked and planned once per shape and cached; a launch only binds
 // pointers and executes.
-#include "layernorm.hpp"
+#include "layernorm/layernorm.hpp"
 #include "check.hpp"
 
 #ifdef STUDY_HAVE_CUDNN
@@ -72,7 +72,7 @@ extern const Version cudnn{"cudnn", supports, launch};
 
 namespace layernorm {
 using NotBuilt = study::CudnnNotBuilt<Problem, Args>;
-extern const Version cudnn{"cudnn", NotBuilt::supports, NotBuilt::launch};
+extern const Version cudnn{"cudnn", NotBuilt::supports, NotBuilt::launch, NotBuilt::unavailable};
 }  // namespace layernorm
 
 #endif

@@ -2,8 +2,8 @@
 // (sum, sum of squares) pair: one reduction with warp shuffles and a single barrier stage.
 #include <cub/block/block_reduce.cuh>
 #include "check.hpp"
-#include "launch_util.hpp"
-#include "layernorm.hpp"
+#include "layernorm/launch_util.hpp"
+#include "layernorm/layernorm.hpp"
 
 namespace layernorm {
 namespace {

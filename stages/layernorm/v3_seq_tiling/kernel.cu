@@ -2,8 +2,8 @@
 // fp32 into shared memory once per tile and reused by all its rows; each warp normalizes
 // its rows alone (warp-shuffle reductions, no block barrier per row).
 #include "check.hpp"
-#include "launch_util.hpp"
-#include "layernorm.hpp"
+#include "layernorm/launch_util.hpp"
+#include "layernorm/layernorm.hpp"
 #include "reduce.cuh"
 
 namespace layernorm {

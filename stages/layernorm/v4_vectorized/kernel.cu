@@ -2,7 +2,7 @@
 // row stays in registers, so x is read once and y written once, and the variance is computed
 // in two passes over registers (exact, no E[x^2] - mean^2 cancellation).
 #include "check.hpp"
-#include "layernorm.hpp"
+#include "layernorm/layernorm.hpp"
 #include "reduce.cuh"
 #include "vec.cuh"
 

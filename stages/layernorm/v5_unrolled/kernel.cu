@@ -3,7 +3,7 @@
 // (16 bytes for 768/1024). No shared memory and no block barrier: a warp's row is
 // independent, so many rows' loads are in flight per SM.
 #include "check.hpp"
-#include "layernorm.hpp"
+#include "layernorm/layernorm.hpp"
 #include "reduce.cuh"
 #include "vec.cuh"
 

@@ -1,6 +1,6 @@
 // gemm_only: fc1's and fc2's GEMMs alone, no bias, GELU or residual. Not an MLP: a timing
 // reference for what the epilogues cost on top of the two GEMMs.
-#include "mlp.hpp"
+#include "mlp/mlp.hpp"
 
 namespace mlp {
 namespace {
@@ -14,6 +14,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version gemm_only{"gemm_only", supports, launch, study::kFp16RelTol, false};
+extern const Version gemm_only{{"gemm_only", supports, launch}, study::kFp16RelTol, false};
 
 }  // namespace mlp

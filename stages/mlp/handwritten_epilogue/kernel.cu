@@ -2,8 +2,8 @@
 // halves (16 bytes) per thread with the bias column computed once per vector, straight in the
 // row-major layout (no transpose, unlike the seed's column-major epilogue path).
 #include "check.hpp"
-#include "gelu.cuh"
-#include "mlp.hpp"
+#include "mlp/gelu.cuh"
+#include "mlp/mlp.hpp"
 #include "vec.cuh"
 
 namespace mlp {
@@ -33,13 +33,13 @@ __global__ void bias_gelu(__half* __restrict__ h, const __half* __restrict__ b, 
   out.store(p);
 }
 
-// y = y + b + x, one 16-byte vector per thread; cols8 = hidden / 8.
+// y = y + b + r, one 16-byte vector per thread; cols8 = hidden / 8; r is the residual.
 __global__ void bias_residual(__half* __restrict__ y, const __half* __restrict__ b,
-                              const __half* __restrict__ x, size_t vectors, int cols8) {
+                              const __half* __restrict__ r, size_t vectors, int cols8) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= vectors) return;
   __half* p = y + i * kVec;
-  const Vec v = load_rw(p), bias = Vec::load(b + (i % cols8) * kVec), res = Vec::load(x + i * kVec);
+  const Vec v = load_rw(p), bias = Vec::load(b + (i % cols8) * kVec), res = Vec::load(r + i * kVec);
   Vec out;
 #pragma unroll
   for (int k = 0; k < kVec; ++k) out.set(k, v.get(k) + bias.get(k) + res.get(k));
@@ -64,7 +64,7 @@ void require_aligned(const void* p, const char* what) {
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   const std::pair<const void*, const char*> ptrs[] = {
-      {a.x, "x"}, {a.y, "y"}, {a.h, "h"}, {a.fc1_b, "fc1_b"}, {a.fc2_b, "fc2_b"}};
+      {a.x, "x"}, {a.y, "y"}, {a.h, "h"}, {a.fc1_b, "fc1_b"}, {a.fc2_b, "fc2_b"}, {residual_of(a), "residual"}};
   for (const auto& [ptr, what] : ptrs) require_aligned(ptr, what);
   const size_t vh = static_cast<size_t>(p.rows) * p.mlp_hidden / kVec;
   const size_t vy = static_cast<size_t>(p.rows) * p.hidden / kVec;
@@ -72,12 +72,12 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   bias_gelu<<<blocks(vh), kThreads, 0, stream>>>(a.h, a.fc1_b, vh, p.mlp_hidden / kVec);
   LAUNCH_CHECK();
   a.gemm->run({p.rows, p.hidden, p.mlp_hidden}, study::Epilogue::None, {a.h, a.fc2_w, a.y}, stream);
-  bias_residual<<<blocks(vy), kThreads, 0, stream>>>(a.y, a.fc2_b, a.x, vy, p.hidden / kVec);
+  bias_residual<<<blocks(vy), kThreads, 0, stream>>>(a.y, a.fc2_b, residual_of(a), vy, p.hidden / kVec);
   LAUNCH_CHECK();
 }
 
 }  // namespace
 
-extern const Version handwritten_epilogue{"handwritten_epilogue", supports, launch};
+extern const Version handwritten_epilogue{{"handwritten_epilogue", supports, launch}};
 
 }  // namespace mlp

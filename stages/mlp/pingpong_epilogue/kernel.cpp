@@ -2,8 +2,8 @@
 // with the epilogues fused and overlapped with the next tile's main loop: fc1 with bias and
 // GELU (tanh form, as cuBLASLt's epilogue), fc2 with bias and the residual. Two launches, no
 // cuBLASLt.
-#include "mlp.hpp"
-#include "pingpong_gemm.hpp"
+#include "mlp/mlp.hpp"
+#include "mlp/pingpong_gemm.hpp"
 
 namespace mlp {
 namespace {
@@ -11,13 +11,13 @@ namespace {
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   pingpong_gemm(p.rows, p.mlp_hidden, p.hidden, PingpongEpilogue::BiasGelu, a.x, a.fc1_w, a.h, a.fc1_b, nullptr,
                 stream);
-  pingpong_gemm(p.rows, p.hidden, p.mlp_hidden, PingpongEpilogue::BiasResidual, a.h, a.fc2_w, a.y, a.fc2_b, a.x,
-                stream);
+  pingpong_gemm(p.rows, p.hidden, p.mlp_hidden, PingpongEpilogue::BiasResidual, a.h, a.fc2_w, a.y, a.fc2_b,
+                residual_of(a), stream);
 }
 
 }  // namespace
 
-extern const Version pingpong_epilogue{"pingpong_epilogue", pingpong_supports_mlp, launch, kTanhGeluRelTol,
-                                       true, pingpong_unavailable};
+extern const Version pingpong_epilogue{{"pingpong_epilogue", pingpong_supports_mlp, launch, pingpong_unavailable},
+                                       kTanhGeluRelTol};
 
 }  // namespace mlp

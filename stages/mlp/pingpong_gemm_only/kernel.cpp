@@ -1,8 +1,8 @@
 // pingpong_gemm_only: fc1's and fc2's GEMMs alone on the ping-pong kernel, no bias, GELU or
 // residual. Not an MLP: the timing reference of pingpong_epilogue, as gemm_only is of the
 // cuBLASLt versions.
-#include "mlp.hpp"
-#include "pingpong_gemm.hpp"
+#include "mlp/mlp.hpp"
+#include "mlp/pingpong_gemm.hpp"
 
 namespace mlp {
 namespace {
@@ -16,7 +16,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version pingpong_gemm_only{"pingpong_gemm_only", pingpong_supports_mlp, launch, study::kFp16RelTol,
-                                        false, pingpong_unavailable};
+extern const Version pingpong_gemm_only{{"pingpong_gemm_only", pingpong_supports_mlp, launch, pingpong_unavailable},
+                                        study::kFp16RelTol, false};
 
 }  // namespace mlp

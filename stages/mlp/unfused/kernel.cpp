@@ -1,6 +1,6 @@
 // unfused: the seed's first MLP. cuBLASLt GEMMs without epilogue, bias + GELU and
 // bias + residual as separate one-element-per-thread kernels (unfused_sequence.cu).
-#include "unfused_sequence.hpp"
+#include "mlp/unfused_sequence.hpp"
 
 namespace mlp {
 namespace {
@@ -9,6 +9,6 @@ namespace {
 std::string supports(const Problem& p) { return check_common(p); }
 }  // namespace
 
-extern const Version unfused{"unfused", supports, unfused_sequence};
+extern const Version unfused{{"unfused", supports, unfused_sequence}};
 
 }  // namespace mlp

@@ -4,7 +4,7 @@
 #include <map>
 #include <tuple>
 #include "check.hpp"
-#include "unfused_sequence.hpp"
+#include "mlp/unfused_sequence.hpp"
 
 namespace mlp {
 namespace {
@@ -12,10 +12,10 @@ namespace {
 // A graph bakes in every pointer and size it was captured with, including the GEMM layer's
 // workspace, so all of them form the key.
 using Key = std::tuple<const void*, const void*, const void*, const void*, const void*, const void*,
-                       const void*, const void*, int, int, int>;
+                       const void*, const void*, const void*, int, int, int>;
 
 Key key_of(const Problem& p, const Args& a) {
-  return {a.x, a.fc1_w, a.fc1_b, a.fc2_w, a.fc2_b, a.y, a.h, a.gemm->workspace(),
+  return {a.x, a.fc1_w, a.fc1_b, a.fc2_w, a.fc2_b, a.y, a.h, residual_of(a), a.gemm->workspace(),
           p.rows, p.hidden, p.mlp_hidden};
 }
 
@@ -69,6 +69,6 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version unfused_graph{"unfused_graph", supports, launch};
+extern const Version unfused_graph{{"unfused_graph", supports, launch}};
 
 }  // namespace mlp

@@ -45,7 +45,7 @@ ok = run.ok("layernorm")
 other_hidden = int((ok["hidden"] != HIDDEN).sum())
 ok = ok[ok["hidden"] == HIDDEN]
 ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
-ok["rows"] = ok["batch"] * ok["tokens"]
+ok["rows"] = sd.rows_of(ok)
 
 # Bytes the kernel must move (same count as stages/layernorm bytes()); fills GB/s for any
 # anchor row that did not record it, so every version is measured against the same bytes.

@@ -66,9 +66,8 @@ everything = run.rows("mlp")
 ok = run.ok("mlp")
 note = ok["note"].astype(str)
 ok["extra"] = note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
-# Rows from the note (the bench's and anchors' own count; --rows may override batch x tokens).
-ok["rows"] = pd.to_numeric(note.str.extract(r"\brows=(\d+)")[0], errors="coerce")
-ok["rows"] = ok["rows"].fillna(ok["batch"] * ok["tokens"])
+# The problem's rows (--rows may override batch x tokens); older files give them in the note.
+ok["rows"] = sd.rows_of(ok)
 ws_note = pd.to_numeric(note.str.extract(r"workspace (\d+) MiB")[0], errors="coerce")
 ws_extra = pd.to_numeric(ok["extra"].str.extract(r"--workspace-mib[ =](\d+)")[0],
                          errors="coerce")
@@ -298,7 +297,7 @@ def side_experiment(name):
     d = d[d["status"] == "ok"].copy()
     n = d["note"].astype(str)
     d["extra"] = n.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
-    d["rows"] = pd.to_numeric(n.str.extract(r"\brows=(\d+)")[0], errors="coerce")
+    d["rows"] = sd.rows_of(d)
     return d
 
 

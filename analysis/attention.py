@@ -28,11 +28,11 @@ run = ctx.run
 prov = ctx.provenance()
 sd.apply_style()
 
-HEADS, HEAD_DIM = 12, 64          # ViT-B; TARGETS.md's attention shapes
+HEADS, HEAD_DIM = 12, 64          # ViT-B; the attention targets' shapes (docs/method.md)
 KEY_BATCH = 32                    # the batch of the targets
 KEY_TOKENS = (197, 577, 1025)     # 224 / 384 / 512 px
 CUDNN = "cudnn_sdpa"
-FASTEST_TARGET = 1.0              # TARGETS.md: fastest version <= 1.0x cuDNN SDPA (stretch 0.8x)
+FASTEST_TARGET = 1.0              # target: fastest version <= 1.0x cuDNN SDPA (stretch 0.8x)
 V6, V6_TARGET = "v6_coalesced_k", 4.0   # ... and v6 within 4x of cuDNN
 LADDER = ["v0_naive", "v1_smem_tiling", "v2_coalesced", "v3_wmma", "v4_multiwarp",
           "v5_large_tile", "v6_coalesced_k", "v7_flash_mma", "v7_flash", CUDNN,

@@ -27,8 +27,8 @@ prov = ctx.provenance()
 sd.apply_style()
 
 HIDDEN = 768                  # ViT-B; the sweep's rows are batch x tokens at this width
-KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): TARGETS.md sizes
-TARGET_FRACTION = 0.80        # TARGETS.md: >= 80% of copy bandwidth at 50432 x 768
+KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes
+TARGET_FRACTION = 0.80        # target: >= 80% of copy bandwidth at 50432 x 768 (docs/method.md)
 V1 = "v1_shared"
 GRAPH = "pytorch_layer_norm_graph"
 EAGER = "pytorch_layer_norm"

@@ -142,6 +142,19 @@ class ReportBuild(unittest.TestCase):
         self.assertIn("copy bandwidth of 3,000 GB/s", self.readme)
         self.assertIn("720 TFLOP/s", self.readme)
 
+    def test_results_index(self):
+        index = (self.out / "results_index.md").read_text()
+        runs = index.split("## Runs")[1].split("## Which run")[0]
+        old = next(l for l in runs.splitlines() if l.startswith("| [a_old]"))
+        new = next(l for l in runs.splitlines() if l.startswith("| [b_new]"))
+        self.assertIn("NVIDIA H100 80GB HBM3 (synthetic)", new)
+        # Full hashes; these synthetic commits do not exist in this clone, and it says so.
+        self.assertIn("0123456789abcdef0123456789abcdef01234567 (not in this clone)", new)
+        self.assertRegex(new, r"\| layernorm \| - \|$")          # used for, superseded for
+        self.assertRegex(old, r"\| - \| layernorm \(by b_new\) \|$")
+        self.assertIn("| layernorm | b_new | a_old |", index)
+        self.assertNotIn("ceilings (", index)  # ceilings is part of each run, not a family
+
     def test_run_option_selects_folder(self):
         out = Path(self.tmp.name) / "out_old"
         res = build("--results", self.results, "--run", "a_old", "--out", out)

@@ -167,6 +167,21 @@ class ReportBuild(unittest.TestCase):
                       f"bandwidth", readme)
 
 
+class FastestIncludesLibraries(unittest.TestCase):
+    def test_library_faster_than_every_own_version_is_named_fastest(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = dict(synthetic.MODEL, cudnn=(0.95, 1.0))
+            run = synthetic.write_run(Path(d) / "r", configs=synthetic.SMALL_CONFIGS,
+                                      model=model)
+            res = build("--run", run, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            text = (Path(d) / "out" / "text" / "layernorm_findings.md").read_text()
+            self.assertIn("At 6304 x 768, the fastest version is the library version cudnn", text)
+            self.assertIn("At 6304 x 768, our fastest version, v5_unrolled", text)
+            self.assertIn("The fastest version, cudnn (a library version), reaches", text)
+            self.assertNotIn("the fastest version, v5_unrolled", text)
+
+
 class TargetMissed(unittest.TestCase):
     def test_sentence_follows_data(self):
         with tempfile.TemporaryDirectory() as d:

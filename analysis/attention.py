@@ -28,11 +28,11 @@ run = ctx.run
 prov = ctx.provenance()
 sd.apply_style()
 
-HEADS, HEAD_DIM = 12, 64          # ViT-B; TARGETS.md's attention shapes
+HEADS, HEAD_DIM = 12, 64          # ViT-B; the attention targets' shapes (docs/method.md)
 KEY_BATCH = 32                    # the batch of the targets
 KEY_TOKENS = (197, 577, 1025)     # 224 / 384 / 512 px
 CUDNN = "cudnn_sdpa"
-FASTEST_TARGET = 1.0              # TARGETS.md: fastest version <= 1.0x cuDNN SDPA (stretch 0.8x)
+FASTEST_TARGET = 1.0              # target: fastest version <= 1.0x cuDNN SDPA (stretch 0.8x)
 V6, V6_TARGET = "v6_coalesced_k", 4.0   # ... and v6 within 4x of cuDNN
 LADDER = ["v0_naive", "v1_smem_tiling", "v2_coalesced", "v3_wmma", "v4_multiwarp",
           "v5_large_tile", "v6_coalesced_k", "v7_flash_mma", "v7_flash", CUDNN,
@@ -304,7 +304,7 @@ for n in key_tokens:
     if np.isfinite(c):
         ratio = b["median_us"] / c
         met_fastest.append(ratio <= FASTEST_TARGET)
-        findings.append(f"At {n} tokens (batch {key_batch}), the fastest version, {b['version']}, "
+        findings.append(f"At {n} tokens (batch {key_batch}), our fastest version, {b['version']}, "
                         f"takes {sd.fmt_us(b['median_us'])} us ({fmt_tflops(b['tflops'])} "
                         f"TFLOP/s): {ratio:.2f}x the time of {CUDNN} ({sd.fmt_us(c)} us).")
         v6 = at(V6, n)
@@ -313,7 +313,7 @@ for n in key_tokens:
             findings.append(f"At {n} tokens, {V6} takes {sd.fmt_us(v6)} us, {v6 / c:.1f}x "
                             f"{CUDNN}.")
     else:
-        findings.append(f"At {n} tokens the fastest version, {b['version']}, takes "
+        findings.append(f"At {n} tokens our fastest version, {b['version']}, takes "
                         f"{sd.fmt_us(b['median_us'])} us; this run has no {CUDNN} row there.")
     for anchor in ("pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph"):
         a = at(anchor, n)
@@ -322,7 +322,7 @@ for n in key_tokens:
                             f"{sd.faster_or_slower(a / b['median_us'])} than {label(anchor)} "
                             f"({sd.fmt_us(a)} us).")
 if met_fastest and key_batch == KEY_BATCH and key_tokens == list(KEY_TOKENS):
-    findings.append(f"The target of the fastest version at most {FASTEST_TARGET:.1f}x {CUDNN} "
+    findings.append(f"The target of our fastest version at most {FASTEST_TARGET:.1f}x {CUDNN} "
                     f"at 197, 577 and 1025 tokens is {'met' if all(met_fastest) else 'not met'}.")
 if met_v6 and key_batch == KEY_BATCH and len(met_v6) == len(KEY_TOKENS):
     findings.append(f"The target of {V6} within {V6_TARGET:.0f}x of {CUDNN} is "

@@ -27,8 +27,8 @@ prov = ctx.provenance()
 sd.apply_style()
 
 HIDDEN = 768                  # ViT-B; the sweep's rows are batch x tokens at this width
-KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): TARGETS.md sizes
-TARGET_FRACTION = 0.80        # TARGETS.md: >= 80% of copy bandwidth at 50432 x 768
+KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes
+TARGET_FRACTION = 0.80        # target: >= 80% of copy bandwidth at 50432 x 768 (docs/method.md)
 V1 = "v1_shared"
 GRAPH = "pytorch_layer_norm_graph"
 EAGER = "pytorch_layer_norm"
@@ -45,7 +45,7 @@ ok = run.ok("layernorm")
 other_hidden = int((ok["hidden"] != HIDDEN).sum())
 ok = ok[ok["hidden"] == HIDDEN]
 ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
-ok["rows"] = ok["batch"] * ok["tokens"]
+ok["rows"] = sd.rows_of(ok)
 
 # Bytes the kernel must move (same count as stages/layernorm bytes()); fills GB/s for any
 # anchor row that did not record it, so every version is measured against the same bytes.
@@ -205,29 +205,44 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
+def fastest(rows):
+    """The fastest of every version shown at this size, library versions included (the
+    PyTorch anchors are what it is compared with, so they are not candidates)."""
+    d = t[(t["rows"] == rows) & ~t["version"].map(sd.is_anchor)]
+    return d.loc[d["median_us"].idxmin()] if len(d) else None
+
+
 def fastest_own(rows):
     d = t[(t["rows"] == rows) & t["version"].map(sd.is_own)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
+def named(v):
+    return f"{v} (a library version)" if sd.is_library(v) else v
+
+
 findings = []
 big = max(key_rows)
-best = fastest_own(big)
+best = fastest(big)
 if best is not None:
     v, m, g = best["version"], best["median_us"], best["gbps"]
     shape = f"{big} x {HIDDEN}"
     if copy:
         pct = 100 * g / copy
         findings.append(
-            f"The fastest version, {v}, reaches {pct:.0f}% of the measured copy bandwidth at "
+            f"The fastest version, {named(v)}, reaches {pct:.0f}% of the measured copy bandwidth at "
             f"{shape} ({sd.fmt_gbps(g)} of {sd.fmt_gbps(copy)} GB/s, {sd.fmt_us(m)} us per "
             f"call).")
-        if big == KEY_ROWS[1]:
-            met = "met" if pct >= 100 * TARGET_FRACTION else "not met"
+        own = t[(t["rows"] == big) & t["version"].map(sd.is_own)]
+        if big == KEY_ROWS[1] and len(own):
+            # The target is for the study's own kernels, whatever a library reaches.
+            mine = own.loc[own["median_us"].idxmin()]
+            met = "met" if 100 * mine["gbps"] / copy >= 100 * TARGET_FRACTION else "not met"
+            by = "" if mine["version"] == v else f" by our fastest version, {mine['version']}"
             findings.append(f"The target of at least {TARGET_FRACTION:.0%} of copy bandwidth "
-                            f"at {shape} is {met}.")
+                            f"at {shape} is {met}{by}.")
     else:
-        findings.append(f"The fastest version at {shape}, {v}, takes {sd.fmt_us(m)} us "
+        findings.append(f"The fastest version at {shape}, {named(v)}, takes {sd.fmt_us(m)} us "
                         f"({sd.fmt_gbps(g)} GB/s); this run has no copy ceiling to compare "
                         f"with.")
     if v != V1 and np.isfinite(at(V1, big)):
@@ -236,9 +251,13 @@ if best is not None:
 
 beats = []
 for r in key_rows:
-    b = fastest_own(r)
+    b, first = fastest_own(r), fastest(r)
     if b is None:
         continue
+    if sd.is_library(first["version"]):
+        findings.append(f"At {r} x {HIDDEN}, the fastest version is the library version "
+                        f"{first['version']} ({sd.fmt_us(first['median_us'])} us); our fastest, "
+                        f"{b['version']}, takes {sd.fmt_us(b['median_us'])} us.")
     parts = []
     for anchor, how in ((GRAPH, "replayed as a CUDA graph"), (EAGER, "called eagerly")):
         a = at(anchor, r)
@@ -246,7 +265,8 @@ for r in key_rows:
             parts.append(f"{sd.faster_or_slower(a / b['median_us'])} than F.layer_norm {how} "
                          f"({sd.fmt_us(a)} us)")
     if parts:
-        findings.append(f"At {r} x {HIDDEN}, the fastest version, {b['version']} "
+        which = "our fastest version" if sd.is_library(first["version"]) else "the fastest version"
+        findings.append(f"At {r} x {HIDDEN}, {which}, {b['version']} "
                         f"({sd.fmt_us(b['median_us'])} us), is {' and '.join(parts)}.")
     if np.isfinite(at(GRAPH, r)):
         beats.append(b["median_us"] < at(GRAPH, r))

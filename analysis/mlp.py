@@ -32,9 +32,9 @@ prov = ctx.provenance()
 sd.apply_style()
 
 HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
-KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): TARGETS.md sizes
+KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes
 KEY_BATCH = 32                # the batch of the width comparison (mlp_models.toml)
-TARGET_GEMM_RATIO = 1.05      # TARGETS.md: fused path <= 1.05x the GEMM pair
+TARGET_GEMM_RATIO = 1.05      # target: fused path <= 1.05x the GEMM pair (docs/method.md)
 UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilogue",
                                        "handwritten_epilogue", "gemm_only")
 GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
@@ -66,9 +66,8 @@ everything = run.rows("mlp")
 ok = run.ok("mlp")
 note = ok["note"].astype(str)
 ok["extra"] = note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
-# Rows from the note (the bench's and anchors' own count; --rows may override batch x tokens).
-ok["rows"] = pd.to_numeric(note.str.extract(r"\brows=(\d+)")[0], errors="coerce")
-ok["rows"] = ok["rows"].fillna(ok["batch"] * ok["tokens"])
+# The problem's rows (--rows may override batch x tokens); older files give them in the note.
+ok["rows"] = sd.rows_of(ok)
 ws_note = pd.to_numeric(note.str.extract(r"workspace (\d+) MiB")[0], errors="coerce")
 ws_extra = pd.to_numeric(ok["extra"].str.extract(r"--workspace-mib[ =](\d+)")[0],
                          errors="coerce")
@@ -298,7 +297,7 @@ def side_experiment(name):
     d = d[d["status"] == "ok"].copy()
     n = d["note"].astype(str)
     d["extra"] = n.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
-    d["rows"] = pd.to_numeric(n.str.extract(r"\brows=(\d+)")[0], errors="coerce")
+    d["rows"] = sd.rows_of(d)
     return d
 
 
@@ -470,7 +469,7 @@ st
 # %%
 findings = []
 
-# The two targets of TARGETS.md, judged on fused_epilogue at 6304 and 50432 rows.
+# The two MLP targets (docs/method.md), judged on fused_epilogue at 6304 and 50432 rows.
 for r in key_rows:
     f = at(FUSED, r)
     if not np.isfinite(f):
@@ -509,8 +508,8 @@ if all(np.isfinite(gemm_ratios)):
     findings.append(f"The target of {FUSED} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at "
                     f"{KEY_ROWS[0]} and {KEY_ROWS[1]} rows is {'met' if met else 'not met'} "
                     f"({' and '.join(sd.fmt_ratio(x) for x in gemm_ratios)}); {GEMM} has no bias "
-                    f"at all, so this is slightly stricter than the bias-only GEMM pair of "
-                    f"TARGETS.md.")
+                    f"at all, so this is slightly stricter than the bias-only GEMM pair the "
+                    f"target names.")
 else:
     findings.append(f"The target of {FUSED} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
                     f"cannot be judged from this run: it lacks a timing of {FUSED} or {GEMM} at "

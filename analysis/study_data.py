@@ -21,16 +21,16 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS_ROOT = REPO / "experiments" / "results"
 REPORT_DIR = REPO / "report"
 
-# The CSV contract of DESIGN.md: the one column list that run_sweep.py and the anchors write
+# The CSV schema (docs/method.md): the one column list that run_sweep.py and the anchors write
 # (experiments/anchors/common.py; experiments/test_run_sweep.py checks it against common/csv.cpp).
 sys.path.insert(0, str(REPO / "experiments" / "anchors"))
 from common import COLUMNS  # noqa: E402  (standard library only at module level)
-# Columns appended to the schema after "note": files written before them lack them and still
-# load, with the column empty.
-APPENDED_COLUMNS = COLUMNS[COLUMNS.index("note") + 1:]
+# Columns appended to the schema after the first runs were committed: a file without them is
+# read with them empty. Every column up to `note` must be there.
+LATER_COLUMNS = COLUMNS[COLUMNS.index("note") + 1:]
 INT_COLUMNS = ["sm_count", "batch", "image_size", "tokens", "hidden", "heads", "head_dim",
                "streams", "warmup", "iters", "launches", "host_syncs", "device_bytes",
-               "host_bytes", "rows"]
+               "host_bytes", "rows", "sm_clock_mhz", "mem_clock_mhz", "power_limit_w"]
 FLOAT_COLUMNS = ["mean_us", "std_us", "median_us", "min_us", "max_us", "routine_us", "gbps",
                  "tflops", "max_abs_err", "rel_l2_err", "h2d_us", "preprocess_us", "d2h_us"]
 # A family's side table beside the sweep's CSVs in a run folder, in its own columns (e.g.
@@ -88,8 +88,8 @@ def read_csv(path) -> pd.DataFrame:
                         f"study columns)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise DataError(f"{where}: not a readable CSV ({str(e).strip()})") from None
-    missing = [c for c in COLUMNS if c not in raw.columns and c not in APPENDED_COLUMNS]
-    for c in APPENDED_COLUMNS:
+    missing = [c for c in COLUMNS if c not in raw.columns and c not in LATER_COLUMNS]
+    for c in LATER_COLUMNS:
         if c not in raw.columns:
             raw[c] = ""
     if missing:
@@ -146,6 +146,14 @@ def read_csv(path) -> pd.DataFrame:
         if bad.any():
             fail(bad, c, "must be a positive number on a status 'ok' row, got")
     return df
+
+
+def rows_of(df: pd.DataFrame) -> pd.Series:
+    """The `rows` column; where a file predates it, the count the row's note gives
+    ("rows=N", written by the layernorm and MLP benches and anchors), else batch x tokens."""
+    from_note = pd.to_numeric(df["note"].astype(str).str.extract(r"\brows=(\d+)")[0],
+                              errors="coerce")
+    return df["rows"].fillna(from_note).fillna(df["batch"] * df["tokens"])
 
 
 def load_run(run_dir) -> "Run":
@@ -576,11 +584,14 @@ def notebook_context(family: str, namespace: dict) -> Context:
     p = argparse.ArgumentParser(description=f"{family} analysis notebook")
     p.add_argument("--run", help="run folder (path or name under the results root)")
     p.add_argument("--results", default=str(RESULTS_ROOT), help="results root")
-    p.add_argument("--out", default=str(REPORT_DIR), help="output folder (figures/, tables/)")
+    p.add_argument("--out", help="output folder (figures/, tables/); default report/, or with "
+                                 "--run the run's DIR/report/")
     args, _ = p.parse_known_args()
     try:
         if args.run:
-            run = load_run(resolve_run_dir(args.run, args.results))
+            run_dir = resolve_run_dir(args.run, args.results)
+            args.out = args.out or str(run_dir / "report")
+            run = load_run(run_dir)
         else:
             run = pick_run(load_runs(args.results), family)
         if run is None or run.rows(family).empty:
@@ -590,4 +601,4 @@ def notebook_context(family: str, namespace: dict) -> Context:
         # The same one line and exit code 2 that report/build.py gives.
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    return Context(family, run, Path(args.out))
+    return Context(family, run, Path(args.out or REPORT_DIR))

@@ -26,7 +26,7 @@ from study_data import COLUMNS  # noqa: E402
 HIDDEN = 768
 TOKENS = {224: 197, 384: 577, 512: 1025}
 # (image size, batch) pairs; rows = batch * tokens. Batch 32/256 at 224 are the 6304/50432
-# rows of TARGETS.md.
+# rows of the study's targets (docs/method.md).
 CONFIGS = [(224, b) for b in (1, 8, 32, 64, 128, 256)] + [(384, 1), (384, 32),
                                                          (512, 1), (512, 32), (512, 256)]
 SMALL_CONFIGS = [(224, 1), (224, 32), (224, 256), (512, 1), (512, 256)]  # with the status rows

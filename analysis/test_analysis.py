@@ -143,6 +143,19 @@ class ReportBuild(unittest.TestCase):
         self.assertIn("copy bandwidth of 3,000 GB/s", self.readme)
         self.assertIn("720 TFLOP/s", self.readme)
 
+    def test_results_index(self):
+        index = (self.out / "results_index.md").read_text()
+        runs = index.split("## Runs")[1].split("## Which run")[0]
+        old = next(l for l in runs.splitlines() if l.startswith("| [a_old]"))
+        new = next(l for l in runs.splitlines() if l.startswith("| [b_new]"))
+        self.assertIn("NVIDIA H100 80GB HBM3 (synthetic)", new)
+        # Full hashes; these synthetic commits do not exist in this clone, and it says so.
+        self.assertIn("0123456789abcdef0123456789abcdef01234567 (not in this clone)", new)
+        self.assertRegex(new, r"\| layernorm \| - \|$")          # used for, superseded for
+        self.assertRegex(old, r"\| - \| layernorm \(by b_new\) \|$")
+        self.assertIn("| layernorm | b_new | a_old |", index)
+        self.assertNotIn("ceilings (", index)  # ceilings is part of each run, not a family
+
     def test_run_option_selects_folder(self):
         out = Path(self.tmp.name) / "out_old"
         res = build("--results", self.results, "--run", "a_old", "--out", out)
@@ -153,6 +166,21 @@ class ReportBuild(unittest.TestCase):
         best, pct, _, _ = expected_findings(self.old)
         self.assertIn(f"The fastest version, {best}, reaches {pct:.0f}% of the measured copy "
                       f"bandwidth", readme)
+
+
+class FastestIncludesLibraries(unittest.TestCase):
+    def test_library_faster_than_every_own_version_is_named_fastest(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = dict(synthetic.MODEL, cudnn=(0.95, 1.0))
+            run = synthetic.write_run(Path(d) / "r", configs=synthetic.SMALL_CONFIGS,
+                                      model=model)
+            res = build("--run", run, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            text = (Path(d) / "out" / "text" / "layernorm_findings.md").read_text()
+            self.assertIn("At 6304 x 768, the fastest version is the library version cudnn", text)
+            self.assertIn("At 6304 x 768, our fastest version, v5_unrolled", text)
+            self.assertIn("The fastest version, cudnn (a library version), reaches", text)
+            self.assertNotIn("the fastest version, v5_unrolled", text)
 
 
 class TargetMissed(unittest.TestCase):
@@ -751,6 +779,87 @@ class BadInput(unittest.TestCase):
                             "<!-- end:layernorm -->\n")
         self.assert_exit2("t.md", "figure:layernorm_nosuch",
                           args=["--run", self.run, "--template", template])
+
+
+def rewrite_csv(path, fn):
+    """Apply fn to the rows (list of dicts) of a CSV; the header follows the first row's keys."""
+    rows = fn(read_rows(path))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+class RowsColumn(unittest.TestCase):
+    """`rows` is a column of the schema: the analysis reads it instead of rebuilding it from
+    batch x tokens, and CSVs written before it (and the other appended columns) still load."""
+
+    def test_rows_column_wins_over_batch_times_tokens(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = synthetic.write_run(Path(d) / "r", configs=synthetic.SMALL_CONFIGS)
+            best, pct, _, _ = expected_findings(run)
+
+            # As a `--rows` sweep writes them: batch 1, the problem's rows in their column.
+            def as_rows_run(rows):
+                for r in rows:
+                    if r["family"] == "layernorm":
+                        r["rows"] = str(int(r["batch"]) * int(r["tokens"]))
+                        r["batch"], r["note"] = "1", ""
+                return rows
+            for name in ("layernorm.csv", "anchors.csv"):
+                rewrite_csv(run / name, as_rows_run)
+            res = build("--run", run, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            readme = (Path(d) / "out" / "README.md").read_text()
+            self.assertIn(f"The fastest version, {best}, reaches {pct:.0f}% of the measured "
+                          f"copy bandwidth", readme)
+            self.assertIn("50432", (Path(d) / "out" / "tables" / "layernorm_summary.md")
+                          .read_text())
+
+    def test_csv_without_later_columns_loads(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = synthetic.write_run(Path(d) / "r", configs=[(224, 32)])
+            for f in run.glob("*.csv"):
+                rewrite_csv(f, lambda rows: [{k: v for k, v in r.items()
+                                              if k not in sd.LATER_COLUMNS} for r in rows])
+            self.assertNotIn("rows", (run / "layernorm.csv").read_text().splitlines()[0])
+            df = sd.read_csv(run / "layernorm.csv")
+            for c in sd.LATER_COLUMNS:
+                self.assertTrue(df[c].isna().all(), c)
+            self.assertEqual(set(sd.rows_of(df)), {32 * 197})
+            res = build("--run", run, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+
+    def test_schema_appends_new_columns_after_note(self):
+        self.assertEqual(sd.COLUMNS[:sd.COLUMNS.index("note") + 1][-1], "note")
+        self.assertEqual(sd.LATER_COLUMNS, ["rows", "h2d_us", "preprocess_us", "d2h_us",
+                                            "sm_clock_mhz", "mem_clock_mhz", "power_limit_w"])
+
+
+def tree_bytes(folder):
+    return {str(f.relative_to(folder)): f.read_bytes()
+            for f in sorted(Path(folder).rglob("*")) if f.is_file()}
+
+
+class RunReport(unittest.TestCase):
+    """The report of one run is written inside its run folder; the committed report/ (built
+    from every committed run) is never touched by it."""
+
+    def test_run_report_leaves_report_folder_identical(self):
+        before = tree_bytes(REPO / "report")
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            run = synthetic.write_run(results / "r1", configs=[(224, 32)])
+            res = build("--run", run)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assertEqual(tree_bytes(REPO / "report"), before)
+            readme = (run / "report" / "README.md").read_text()
+            self.assertIn("the CSVs of run folder", readme)
+            self.assertTrue(any((run / "report" / "figures").glob("layernorm_*.png")))
+            # The run's report/ is not mistaken for a run or for data of the run.
+            self.assertEqual(sd.run_folders(results), [run])
+            res = build("--results", results, "--out", Path(d) / "all")
+            self.assertEqual(res.returncode, 0, res.stderr)
 
 
 class Helpers(unittest.TestCase):

@@ -66,7 +66,7 @@ SPEC_KEYS = {
     "binary": str, "row_versions": list, "models": list, "batches": list, "image_sizes": list,
     "streams": list, "warmup": int, "iters": int, "seed": int, "flush_l2": (bool, list),
     "check": bool, "timeout_s": (int, float), "extra_args": list, "max_device_gib": (int, float),
-    "shapeless": bool,
+    "shapeless": bool, "side_experiment": bool,
 }
 DEFAULT_BINARY = "stages/{family}/{family}_{version}"
 
@@ -104,6 +104,9 @@ def load_spec(path):
     # shapeless: the rows leave model, batch and image_size empty (ceilings measures the GPU,
     # not a ViT shape), so those columns are not part of a row's identity.
     s.setdefault("shapeless", False)
+    # side_experiment: its rows go into their own sub-folder of a run folder (--run-dir), so
+    # they never merge into the family's main sweep when the run is read.
+    s.setdefault("side_experiment", False)
     if s["shapeless"]:
         for key, default in (("models", ["vit_b"]), ("batches", [1]), ("image_sizes", [224])):
             if len(s.setdefault(key, default)) != 1:
@@ -175,6 +178,15 @@ def load_spec(path):
     if clash:
         raise SpecError(f"'versions' and 'anchors' both list {sorted(clash)}")
     return s
+
+
+def output_name(spec_path, spec):
+    """Where a spec's rows go inside a run folder: <name>.csv, or <name>/<name>.csv for a side
+    experiment; <name> is the spec's file name without `.toml` and without `_quick` (a quick
+    sweep lands where its full sweep would)."""
+    name = Path(spec_path).stem
+    name = name[:-len("_quick")] if name.endswith("_quick") else name
+    return Path(name, name + ".csv") if spec["side_experiment"] else Path(name + ".csv")
 
 
 def find_spec(name):
@@ -321,6 +333,19 @@ def format_row(row):
     return buf.getvalue()
 
 
+def header_difference(line):
+    """What separates a header line from the schema's, in words (as common/csv.cpp says it)."""
+    got = next(csv.reader([line]), [])
+    missing = [c for c in COLUMNS if c not in got]
+    extra = [c or "(empty)" for c in got if c not in COLUMNS]
+    parts = []
+    if missing:
+        parts.append("lacks column(s) " + ", ".join(missing))
+    if extra:
+        parts.append("has unknown column(s) " + ", ".join(extra))
+    return "header " + ("; ".join(parts) if parts else "has the same columns in another order")
+
+
 def parse_csv_text(text, source):
     """Rows of a study CSV as dicts. Returns (rows, problems): lines that are not rows of the
     schema are reported, not used. A text not ending in a newline has a truncated last line,
@@ -336,8 +361,9 @@ def parse_csv_text(text, source):
     if not lines:
         return [], problems
     if lines[0] != HEADER_LINE:
-        raise UsageError(f"{source}: header is not the study's CSV schema (first line: "
-                         f"{lines[0][:80]!r}); use a new output file")
+        raise UsageError(f"{source}: {header_difference(lines[0])} of the study's CSV schema; "
+                         "rows appended to it would land in the wrong columns: use a new "
+                         "output file")
     rows = []
     for n, fields in enumerate(csv.reader(lines[1:]), start=2):
         if len(fields) != len(COLUMNS):
@@ -441,8 +467,13 @@ def runner_row(cfg, version, status, note, prov):
            "hidden": hidden, "streams": "" if cfg.streams == STREAMS_SM else cfg.streams,
            "warmup": cfg.warmup, "iters": cfg.iters,
            "flush_l2": "1" if cfg.flush_l2 else "0", "status": status, "note": note}
+    try:
+        row["rows"] = _extra_value(cfg.extra, "--rows") or cfg.batch * (
+            _extra_value(cfg.extra, "--tokens") or row["tokens"])
+    except ValueError:
+        row["rows"] = ""
     if cfg.shapeless:
-        row.update(model="", batch="", image_size="", tokens="", hidden="")
+        row.update(model="", batch="", image_size="", tokens="", hidden="", rows="")
     row.update(prov)
     row["utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return row
@@ -541,6 +572,9 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", required=True, help="spec file, or a name in experiments/specs/")
     p.add_argument("--out", help="output CSV (appended to; resumed when it has rows)")
+    p.add_argument("--run-dir", help="run folder: the output is RUN_DIR/<spec name>.csv, or "
+                                     "RUN_DIR/<spec name>/<spec name>.csv for a side experiment "
+                                     "(instead of --out)")
     p.add_argument("--build-dir", default=str(REPO / "build"), help="meson build dir (default: build)")
     p.add_argument("--shard", type=int, default=0, help="run configurations i with i %% n == shard")
     p.add_argument("--num-shards", type=int, default=1)
@@ -563,8 +597,10 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.num_shards < 1 or not 0 <= a.shard < a.num_shards:
         raise UsageError(f"need 0 <= --shard < --num-shards, got {a.shard} and {a.num_shards}")
-    if not (a.dry_run or a.check_only) and not a.out:
-        raise UsageError("--out is required (unless --dry-run or --check-only)")
+    if a.out and a.run_dir:
+        raise UsageError("give --out or --run-dir, not both")
+    if not (a.dry_run or a.check_only) and not (a.out or a.run_dir):
+        raise UsageError("--out or --run-dir is required (unless --dry-run or --check-only)")
     if a.timeout is not None and a.timeout <= 0:
         raise UsageError("--timeout must be positive")
     a.retry = [s for s in a.retry.split(",") if s]
@@ -636,6 +672,8 @@ def main(argv=None):
         spec = load_spec(spec_path)
     except SpecError as e:
         raise UsageError(f"bad spec {spec_path}: {e}")
+    if args.run_dir:
+        args.out = str(Path(args.run_dir) / output_name(spec_path, spec))
     build_dir = Path(args.build_dir).resolve()
     configs, commands = select_configs(spec, build_dir, args.python, args.shard,
                                        args.num_shards, args.skip_unbuilt, args.dry_run)

@@ -201,6 +201,42 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("header", r.stderr)
 
+    def test_older_schema_is_refused_naming_the_difference(self):
+        # An output written before the appended columns: rows of the current schema would
+        # land under the wrong header.
+        self.out.parent.mkdir(parents=True)
+        old = ",".join(rs.COLUMNS[:rs.COLUMNS.index("note") + 1])
+        self.out.write_text(old + "\n")
+        r = self.run_sweep(self.spec(), check=False)
+        self.assertEqual(r.returncode, 2)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(str(self.out), lines[0])
+        self.assertIn("lacks column(s) rows, h2d_us, preprocess_us", lines[0])
+        self.assertEqual(self.out.read_text(), old + "\n")  # left as it was
+
+    def test_runner_rows_record_the_problem_rows(self):
+        spec = self.spec(versions='["norow"]', batches="[2]", extra_args='[[], ["--rows", "64"]]')
+        self.run_sweep(spec)
+        rows = sorted(r["rows"] for r in self.rows())
+        self.assertEqual(rows, ["10", "64"])  # 2 x 5 tokens of a 32 px image; --rows 64
+
+    def test_run_dir_keeps_side_experiments_apart(self):
+        run = self.dir / "run"
+        main = self.spec("fam_quick.toml", batches="[1]")
+        side = self.spec("side.toml", batches="[1]", side_experiment="true")
+        for spec in (main, side):
+            r = subprocess.run([PY, str(RUNNER), "--spec", str(spec), "--build-dir",
+                                str(self.build), "--run-dir", str(run), "--run-id", "t"],
+                               capture_output=True, text=True, env=self.env, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(str(p.relative_to(run)) for p in run.rglob("*.csv")),
+                         ["fam.csv", "side/side.csv"])
+        self.assertEqual(len(self.rows(run / "side" / "side.csv")), 3)
+        r = self.run_sweep(main, "--run-dir", str(run), check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not both", r.stderr)
+
     # ---- failures become rows ------------------------------------------------------------
 
     def test_crash_and_missing_row_become_failed_rows(self):
@@ -422,7 +458,8 @@ class SweepTest(unittest.TestCase):
         self.assertEqual((row["family"], row["version"], row["tokens"], row["hidden"]),
                          ("layernorm", "pytorch_layer_norm", "17", "768"))
         if row["status"] == "skipped":
-            self.assertIn(row["note"], ("torch not installed", "no CUDA device"))
+            self.assertTrue(row["note"].startswith(("torch not installed", "no CUDA device")),
+                            row["note"])
             self.assertEqual(r.returncode, 2)
         else:
             self.assertEqual((row["status"], r.returncode), ("ok", 0), row["note"])

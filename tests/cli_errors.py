@@ -23,6 +23,12 @@ BAD = [
     (["--streams", "many"], "expects an integer"),
 ]
 
+# The header of CSVs written before the `rows` column and the ones after it were appended.
+OLD_HEADER = ("run_id,utc,commit,gpu,sm_count,driver,cuda,cudnn,cublas,host,family,version,model,"
+              "batch,image_size,tokens,hidden,heads,head_dim,streams,warmup,iters,flush_l2,"
+              "mean_us,std_us,median_us,min_us,max_us,routine_us,gbps,tflops,launches,"
+              "host_syncs,device_bytes,host_bytes,max_abs_err,rel_l2_err,status,note")
+
 
 def run(exe, args):
     return subprocess.run([exe] + args, capture_output=True, text=True, timeout=120)
@@ -57,6 +63,18 @@ def main(exes):
             print(f"{'ok  ' if ok else 'FAIL'} {name} {' '.join(args)} -> rc={r.returncode} {lines}")
             if not ok:
                 failures.append((name, args))
+        with tempfile.TemporaryDirectory() as d:
+            # A CSV of the schema before `rows` was appended: refused before anything runs.
+            old = os.path.join(d, "old.csv")
+            header = OLD_HEADER + "\n"
+            open(old, "w").write(header)
+            r = run(exe, ["--csv", old])
+            lines = [l for l in r.stderr.splitlines() if l.strip()]
+            ok = (r.returncode == 2 and len(lines) == 1 and old in lines[0]
+                  and "lacks column(s) rows" in lines[0] and open(old).read() == header)
+            print(f"{'ok  ' if ok else 'FAIL'} {name} --csv <older schema> -> rc={r.returncode} {lines}")
+            if not ok:
+                failures.append((name, ["--csv", "older schema"]))
         if not has_gpu():
             with tempfile.TemporaryDirectory() as d:
                 csv = os.path.join(d, "rows.csv")

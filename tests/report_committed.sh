@@ -12,4 +12,7 @@ MPLBACKEND=Agg "$py" "$root/report/build.py" --out "$out" > "$out/build.log" 2>&
 if ! diff <(sed "s#$out#report#g" "$out/README.md") "$root/report/README.md" > "$out/diff.txt"; then
   echo "report/README.md is stale: run ./study report and commit it"; head -20 "$out/diff.txt"; exit 1
 fi
-echo "report builds from the committed CSVs and matches report/README.md"
+if ! diff "$out/results_index.md" "$root/experiments/results/README.md" > "$out/diff.txt"; then
+  echo "experiments/results/README.md is stale: run ./study report and commit it"; head -20 "$out/diff.txt"; exit 1
+fi
+echo "report builds from the committed CSVs and matches report/README.md and experiments/results/README.md"

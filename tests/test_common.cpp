@@ -1,7 +1,10 @@
 // CPU tests of the shared harness: statistics, CSV, command line, ViT shapes, comparison.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include <unistd.h>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include "check.hpp"
 #include "bench.hpp"
@@ -44,14 +47,48 @@ TEST_CASE("CSV escaping and schema") {
   CHECK(csv_escape("plain") == "plain");
   CHECK(csv_escape("a,b") == "\"a,b\"");
   CHECK(csv_escape("say \"hi\"") == "\"say \"\"hi\"\"\"");
-  CHECK(csv_columns().size() == 43);
+  CHECK(csv_columns().size() == 46);
   CHECK(csv_columns().front() == "run_id");
   CHECK(csv_columns()[38] == "note");  // new columns are appended after it
-  CHECK(csv_columns().back() == "d2h_us");
+  CHECK(csv_columns().back() == "power_limit_w");
   Row r;
   CHECK_THROWS(r.set("no_such_column", 1));
   r.set("mean_us", std::numeric_limits<double>::quiet_NaN());
   CHECK(r.get("mean_us") == "nan");
+}
+
+TEST_CASE("a CSV of another schema is never appended to") {
+  char dir[] = "/tmp/test_common_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string old_csv = std::string(dir) + "/old.csv", same = std::string(dir) + "/same.csv";
+  {  // the schema before `rows` and the columns after it were added
+    std::FILE* f = std::fopen(old_csv.c_str(), "w");
+    std::string header;
+    for (size_t i = 0; i < 39; ++i) header += (i ? "," : "") + csv_columns()[i];
+    std::fprintf(f, "%s\nrow\n", header.c_str());
+    std::fclose(f);
+  }
+  try {
+    CsvWriter w(old_csv);
+    FAIL("appending to a file of another schema must be refused");
+  } catch (const StudyError& e) {
+    CHECK(e.kind == ErrorKind::Usage);
+    const std::string what = e.what();
+    CHECK(what.find(old_csv) != std::string::npos);
+    CHECK(what.find("lacks column(s) rows, h2d_us") != std::string::npos);
+  }
+  CHECK(header_difference("a," + csv_header()).find("unknown column(s) a") != std::string::npos);
+  CHECK(header_difference(csv_header()).empty());
+  { CsvWriter w(same); }  // new file: header written
+  { CsvWriter w(same); }  // same schema: appending is fine
+  std::FILE* f = std::fopen(same.c_str(), "r");
+  char line[1024] = {0};
+  REQUIRE(std::fgets(line, sizeof line, f) != nullptr);
+  std::fclose(f);
+  CHECK(std::string(line) == csv_header() + "\n");
+  std::remove(old_csv.c_str());
+  std::remove(same.c_str());
+  rmdir(dir);
 }
 
 TEST_CASE("command line parsing") {

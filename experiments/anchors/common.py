@@ -27,9 +27,10 @@ COLUMNS = [
     "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
     "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
     "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note",
-    # Appended later, so that readers of older files keep their column positions: output rows
-    # of the call, and the host-to-host routine's split (copy up, preprocessing, copy down).
-    "rows", "h2d_us", "preprocess_us", "d2h_us"]
+    # Appended later, so that readers of older files keep their column positions; files
+    # written before them simply lack them (the analysis reads them as empty).
+    "rows", "h2d_us", "preprocess_us", "d2h_us", "sm_clock_mhz", "mem_clock_mhz",
+    "power_limit_w"]
 
 # name -> (hidden, heads, depth), as common/vit_config.cpp.
 MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),
@@ -243,6 +244,40 @@ def _driver_version():
     return "none"
 
 
+def _cublaslt_version():
+    """cuBLASLt's version number (as cublasLtGetVersion() in the C++ provenance) of the
+    library torch loaded, else of one the loader finds; None when there is none."""
+    candidates = []
+    try:
+        with open("/proc/self/maps") as f:
+            candidates += sorted({line.split()[-1] for line in f if "libcublasLt.so" in line})
+    except OSError:
+        pass
+    candidates += ["libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"]
+    for name in candidates:
+        try:
+            fn = ctypes.CDLL(name).cublasLtGetVersion
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_size_t
+        return str(fn())
+    return None
+
+
+def _package_versions(torch):
+    """'torch X (CUDA Y), timm Z' for the note: which framework produced the anchor row."""
+    parts = [f"torch {torch.__version__} (CUDA {torch.version.cuda or 'none'})"]
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            parts.append(f"timm {version('timm')}")
+        except PackageNotFoundError:
+            parts.append("timm not installed")
+    except ImportError:
+        pass
+    return ", ".join(parts)
+
+
 def provenance(torch=None, device=0):
     now = datetime.datetime.now(datetime.timezone.utc)
     host = socket.gethostname()
@@ -251,17 +286,40 @@ def provenance(torch=None, device=0):
         "utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": os.environ.get("STUDY_COMMIT") or _git_commit(),
         "gpu": "none", "sm_count": "0", "driver": _driver_version(),
-        "cuda": "none", "cudnn": "none", "cublas": "torch", "host": host,
+        "cuda": "none", "cudnn": "none", "cublas": "none", "host": host,
     }
     if torch is not None:
         p["cuda"] = torch.version.cuda or "none"
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         p["cudnn"] = str(cudnn) if cudnn else "none"
+        p["cublas"] = _cublaslt_version() or "unknown"
         if torch.cuda.is_available() and device < torch.cuda.device_count():
             prop = torch.cuda.get_device_properties(device)
             p["gpu"] = prop.name
             p["sm_count"] = str(prop.multi_processor_count)
+            p.update(_clocks(device))
     return p
+
+
+def _clocks(device):
+    """Current SM and memory clocks (MHz) and the enforced power limit (W), as the C++
+    provenance reads them through NVML; empty where nvidia-smi cannot tell."""
+    out = {"sm_clock_mhz": "", "mem_clock_mhz": "", "power_limit_w": ""}
+    try:
+        r = subprocess.run(["nvidia-smi", "-i", str(device),
+                            "--query-gpu=clocks.sm,clocks.mem,enforced.power.limit",
+                            "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return out
+    fields = [f.strip() for f in r.stdout.strip().splitlines()[0].split(",")] if (
+        r.returncode == 0 and r.stdout.strip()) else []
+    for key, value in zip(out, fields):
+        try:
+            out[key] = str(int(float(value)))
+        except ValueError:
+            pass
+    return out
 
 
 # ---- checking -----------------------------------------------------------------------------------
@@ -389,6 +447,8 @@ def run_anchor(family, versions, summary, add_args, identity, build, argv=None):
 
     def finish(torch, status, note, code):
         row.update(provenance(torch, args.device))
+        if torch is not None:  # the framework's own version, which "cudnn"/"cublas" cannot say
+            note = f"{note}; {_package_versions(torch)}" if note else _package_versions(torch)
         row["status"], row["note"] = status, note
         _emit(args, row)
         if code not in (EXIT_OK,):

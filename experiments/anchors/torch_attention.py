@@ -48,7 +48,8 @@ def shape(args):
 def identity(args):
     # As stages/attention/bench.cpp: the problem's tokens, heads and head_dim; hidden = H * D.
     b, t, h, d = shape(args)
-    return {"tokens": t, "heads": h, "head_dim": d, "hidden": h * d, "host_syncs": 0}
+    return {"tokens": t, "heads": h, "head_dim": d, "hidden": h * d, "rows": b * t,
+            "host_syncs": 0}
 
 
 def bytes_moved(b, t, h, d):

@@ -35,7 +35,7 @@ def shape(args):
 def identity(args):
     # As stages/layernorm/bench.cpp: tokens of the image, hidden of the problem, no heads.
     rows, hidden = shape(args)
-    return {"tokens": args.tokens, "hidden": hidden, "host_syncs": 0}
+    return {"tokens": args.tokens, "hidden": hidden, "rows": rows, "host_syncs": 0}
 
 
 def bytes_moved(rows, hidden):

@@ -36,8 +36,8 @@ def shape(args):
 
 def identity(args):
     # As stages/mlp/bench.cpp: tokens of the image, hidden of the problem, no heads.
-    _, hidden, _ = shape(args)
-    return {"tokens": args.tokens, "hidden": hidden, "host_syncs": 0}
+    rows, hidden, _ = shape(args)
+    return {"tokens": args.tokens, "hidden": hidden, "rows": rows, "host_syncs": 0}
 
 
 def bytes_moved(rows, hidden, mlp):

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     report.row = study::base_row(o, "attention", version.name);
     report.row.set("tokens", p.tokens).set("heads", p.heads).set("head_dim", p.head_dim);
     report.row.set("hidden", static_cast<long long>(p.heads) * p.head_dim).set("host_syncs", 0);
+    report.row.set("rows", static_cast<long long>(p.batch) * p.tokens);
     study::require_gpu(o.device);
     if (study::refuse_streams(report, o, "attention")) return 0;  // no row claims unused streams
     const std::string shape_note = "B=" + std::to_string(p.batch) + " T=" + std::to_string(p.tokens) +

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
 
     report.open(o);
     report.row = study::base_row(o, "layernorm", version.name);
-    report.row.set("tokens", tokens).set("hidden", p.hidden).set("host_syncs", 0);
+    report.row.set("tokens", tokens).set("hidden", p.hidden).set("host_syncs", 0).set("rows", p.rows);
     study::require_gpu(o.device);
     if (study::refuse_streams(report, o, "layernorm")) return 0;  // no row claims unused streams
     const std::string shape_note = "rows=" + std::to_string(p.rows);

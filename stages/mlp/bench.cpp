@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
 
     report.open(o);
     report.row = study::base_row(o, "mlp", version.name);
-    report.row.set("tokens", tokens).set("hidden", p.hidden).set("host_syncs", 0);
+    report.row.set("tokens", tokens).set("hidden", p.hidden).set("host_syncs", 0).set("rows", p.rows);
     study::require_gpu(o.device);
     const std::string setup = "rows=" + std::to_string(p.rows) + " mlp_hidden=" +
                               std::to_string(p.mlp_hidden) + "; workspace " +

@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
     report.open(o);
     report.row = study::base_row(o, "patch_embed", version.name);
     report.row.set("tokens", tokens).set("hidden", p.hidden);
+    report.row.set("rows", static_cast<long long>(p.batch) * tokens);  // token rows written
     study::require_gpu(o.device);
     std::string note = "B=" + std::to_string(p.batch) + " S=" + std::to_string(p.image_size) +
                        " hidden=" + std::to_string(p.hidden);

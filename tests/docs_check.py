@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""The project's documents stand alone and its README's commands work as shown:
+- no tracked file cites notes that are not in the repository (planning notes kept elsewhere);
+- the README's `./study slurm` example gives --results, and `./study slurm` without it is
+  refused with one usage line naming it (before any build);
+- the README says where the executables are.
+Usage: docs_check.py REPO_ROOT"""
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+# Names of planning notes that live outside the repository.
+OUTSIDE = re.compile(r"\b(DESIGN|TARGETS|STUDY|TOOLING|STYLE)\.md\b|\bDESIGN\b")
+
+
+def main(root):
+    root = Path(root).resolve()
+    failures = []
+    files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout.split()
+    for f in files:
+        path = root / f
+        if f == "tests/docs_check.py" or not path.is_file() or path.suffix in (
+                ".png", ".safetensors", ".bin", ".csv"):
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            if OUTSIDE.search(line):
+                failures.append(f"{f}:{n}: cites a note that is not in the repository: {line.strip()[:100]}")
+
+    readme = (root / "README.md").read_text()
+    slurm = [l for l in readme.splitlines() if l.strip().startswith("./study slurm")]
+    if not slurm:
+        failures.append("README.md: no `./study slurm` example")
+    failures += [f"README.md: `./study slurm` example without --results: {l.strip()}"
+                 for l in slurm if "--results" not in l]
+    # Refused before anything is built: a script that starts building instead is stopped
+    # (with everything it started) after a few seconds.
+    proc = subprocess.Popen([str(root / "study"), "slurm", "layernorm_quick", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=20)
+        lines = err.strip().splitlines()
+        if proc.returncode != 2 or len(lines) != 1 or "--results DIR" not in lines[0]:
+            failures.append(f"./study slurm without --results: rc={proc.returncode}, "
+                            f"stderr={lines}")
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        failures.append("./study slurm without --results did not refuse at once (it went on "
+                        "to build)")
+    for where in ("build/stages/<family>/<family>_<version>", "build/common/ceilings"):
+        if where not in readme:
+            failures.append(f"README.md does not say where the executables are ({where})")
+
+    for f in failures:
+        print("FAIL " + f)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

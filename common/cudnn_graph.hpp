@@ -2,6 +2,7 @@
 // (validate, heuristic plans, support check, build) with cuDNN's reason kept when it refuses.
 // Included only by cuDNN versions, inside #ifdef STUDY_HAVE_CUDNN.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -36,6 +37,12 @@ inline std::string build_cudnn_graph(cudnn_frontend::graph::Graph& g, DeviceBuff
 
 // What a cuDNN version caches per shape: the built graph and its workspace, or why cuDNN
 // refused the shape. A family's plan adds the graph's tensors.
+//
+// Streams that may run one plan at the same time (the encoder's lanes) must not share its
+// workspace: the first stream to execute the plan uses `workspace`, every other stream gets its
+// own on first use. A stream first seen while it is being captured (a graph that only counts
+// kernels, on a fresh stream) cannot allocate and shares `workspace`; the encoder runs every
+// lane eagerly before it captures them, so its lanes never take that path.
 struct CudnnPlan {
   cudnn_frontend::graph::Graph graph;
   DeviceBuffer<char> workspace;
@@ -45,8 +52,27 @@ struct CudnnPlan {
   // Binds each tensor to its device pointer and runs the graph on `stream`.
   void execute(std::unordered_map<Tensor, void*> pack, cudaStream_t stream) {
     CUDNN_CHECK(cudnnSetStream(cudnn_handle(), stream));
-    CUDNN_FE_CHECK(graph.execute(cudnn_handle(), pack, workspace.get()));
+    CUDNN_FE_CHECK(graph.execute(cudnn_handle(), pack, workspace_for(stream)));
   }
+
+ private:
+  void* workspace_for(cudaStream_t stream) {
+    if (workspace.bytes() == 0) return nullptr;
+    if (!first_used) {
+      first_used = true;
+      first_stream = stream;
+    }
+    if (stream == first_stream) return workspace.get();
+    auto it = per_stream.find(stream);
+    if (it != per_stream.end()) return it->second.get();
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return workspace.get();
+    return per_stream.emplace(stream, DeviceBuffer<char>(workspace.size())).first->second.get();
+  }
+  bool first_used = false;
+  cudaStream_t first_stream = nullptr;
+  std::map<cudaStream_t, DeviceBuffer<char>> per_stream;
 };
 
 }  // namespace study

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     report.open(o);
     report.row = study::base_row(o, "encoder", version);
     report.row.set("tokens", p.tokens()).set("hidden", p.model.hidden).set("heads", p.model.heads);
-    report.row.set("head_dim", p.model.head_dim()).set("host_syncs", 0);
+    report.row.set("head_dim", p.model.head_dim()).set("host_syncs", 0).set("rows", p.rows());
     study::require_gpu(o.device);
     if (auto why = encoder::why_unavailable(c); !why.empty()) {
       report.write("skipped", why);

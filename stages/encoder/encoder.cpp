@@ -135,7 +135,7 @@ Composition find_step(const std::string& name) {
 std::string check_problem(const Problem& p) {
   if (p.batch <= 0) return "batch must be positive";
   if (p.image_size <= 0 || p.image_size % study::kPatch)
-    return "image size " + std::to_string(p.image_size) + " is not a positive multiple of 16";
+    return "image size " + std::to_string(p.image_size) + " is not a positive multiple of the patch size 16";
   if (p.model.hidden <= 0 || p.model.heads <= 0 || p.model.layers <= 0) return "model sizes must be positive";
   if (p.model.hidden % p.model.heads) return "hidden is not a multiple of heads";
   if (p.num_classes <= 0) return "num_classes must be positive";

@@ -141,6 +141,7 @@ struct Forward::Impl {
   cudaEvent_t fork = nullptr;
   std::vector<cudaEvent_t> joins;
   cudaGraphExec_t graph = nullptr;
+  cudaStream_t capture_stream = nullptr;  // the legacy default stream cannot be captured
   const __half* graph_images = nullptr;
   __half* graph_logits = nullptr;
   Recorder* recorder = nullptr;  // set while a breakdown is taken
@@ -183,6 +184,7 @@ struct Forward::Impl {
 
   ~Impl() {
     if (graph) cudaGraphExecDestroy(graph);
+    if (capture_stream) cudaStreamDestroy(capture_stream);
     for (auto& l : lanes)
       if (l.stream) cudaStreamDestroy(l.stream);
     if (fork) cudaEventDestroy(fork);
@@ -350,16 +352,17 @@ struct Forward::Impl {
     // outside the capture, which must only record device work.
     eager(images, logits, stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (!capture_stream) CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking));
     cudaGraph_t g = nullptr;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    CUDA_CHECK(cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeThreadLocal));
     try {
-      eager(images, logits, stream);
+      eager(images, logits, capture_stream);
     } catch (...) {
-      cudaStreamEndCapture(stream, &g);
+      cudaStreamEndCapture(capture_stream, &g);
       if (g) cudaGraphDestroy(g);
       throw;
     }
-    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    CUDA_CHECK(cudaStreamEndCapture(capture_stream, &g));
     const cudaError_t e = cudaGraphInstantiate(&graph, g, 0);
     cudaGraphDestroy(g);
     CUDA_CHECK(e);

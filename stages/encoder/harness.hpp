@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include "compare.hpp"
 #include "encoder/encoder.hpp"
 #include "reference.hpp"
 

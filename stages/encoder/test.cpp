@@ -121,7 +121,5 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
 int main(int argc, char** argv) {
   // A step whose family versions this build or GPU cannot run (cuDNN not built, no sm_90a)
   // skips with the reason instead of failing.
-  static std::string why;
-  if (study::gpu_count() > 0) why = why_unavailable(find_step(STAGE_VERSION));
-  return gpu_test_main(argc, argv, "encoder_" STAGE_VERSION, [] { return why; });
+  return gpu_test_main(argc, argv, "encoder_" STAGE_VERSION, [] { return why_unavailable(step()); });
 }

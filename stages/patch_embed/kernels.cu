@@ -71,6 +71,50 @@ void launch_patchify(const Problem& p, const __half* images, __half* dst, cudaSt
   LAUNCH_CHECK();
 }
 
+namespace {
+
+// Two features per thread (hidden is even in every ViT; supports() of the callers checks it).
+__global__ void token_rows_kernel(const __half* __restrict__ prod, const __half* __restrict__ bias,
+                                  const __half* __restrict__ cls, const __half* __restrict__ pos,
+                                  __half* __restrict__ out, int batch, int tokens, int hidden, bool channels_last) {
+  const int patches = tokens - 1, h2 = hidden / 2;
+  const std::size_t n = static_cast<std::size_t>(batch) * tokens * h2;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const int o = 2 * static_cast<int>(i % h2);
+    const std::size_t row = i / h2;
+    const int token = static_cast<int>(row % tokens);
+    const std::size_t image = row / tokens;
+    float2 x;
+    if (token == 0) {
+      x = __half22float2(*reinterpret_cast<const __half2*>(cls + o));
+    } else if (channels_last) {
+      x = __half22float2(*reinterpret_cast<const __half2*>(prod + (image * patches + token - 1) * hidden + o));
+    } else {
+      const std::size_t src = (image * hidden + o) * patches + token - 1;
+      x = make_float2(__half2float(prod[src]), __half2float(prod[src + patches]));
+    }
+    if (token != 0 && bias) {
+      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(bias + o));
+      x.x += b.x;
+      x.y += b.y;
+    }
+    const float2 pe = __half22float2(*reinterpret_cast<const __half2*>(pos + static_cast<std::size_t>(token) * hidden + o));
+    reinterpret_cast<__half2*>(out)[i] = __floats2half2_rn(x.x + pe.x, x.y + pe.y);
+  }
+}
+
+}  // namespace
+
+void launch_token_rows(const Problem& p, const Args& a, const __half* prod, bool add_bias, bool channels_last,
+                       cudaStream_t stream) {
+  const std::size_t n = static_cast<std::size_t>(p.batch) * tokens(p) * (p.hidden / 2);
+  token_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(prod, add_bias ? a.conv_b : nullptr, a.cls_token,
+                                                          a.pos_embed, a.out, p.batch, tokens(p), p.hidden,
+                                                          channels_last);
+  LAUNCH_CHECK();
+}
+
 void launch_cls_rows(const Problem& p, const Args& a, cudaStream_t stream) {
   const std::size_t n = static_cast<std::size_t>(p.batch) * p.hidden;
   cls_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(a.cls_token, a.pos_embed, a.out, p.batch, tokens(p),

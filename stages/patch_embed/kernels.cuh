@@ -16,6 +16,13 @@ void launch_patchify(const Problem& p, const __half* images, __half* dst, cudaSt
 // out[b*tokens] = cls_token + pos_embed[0] for every image b.
 void launch_cls_rows(const Problem& p, const Args& a, cudaStream_t stream);
 
+// The token rows from a product of the patches with the conv weight that is not written in
+// place: out[b*tokens] = cls_token + pos_embed[0], out[b*tokens + 1 + p][o] = prod(b, p, o)
+// (+ conv_b[o] when add_bias) + pos_embed[1 + p][o]. prod(b, p, o) is prod[(b*P + p)*hidden + o]
+// when channels_last (a GEMM's [B*P, hidden] rows), else prod[(b*hidden + o)*P + p] (NCHW).
+void launch_token_rows(const Problem& p, const Args& a, const __half* prod, bool add_bias, bool channels_last,
+                       cudaStream_t stream);
+
 // One output element from a patch-major row: out[b*tokens + 1 + patch][o] =
 // dot(patch row, w[o]) + conv_b[o] + pos_embed[1 + patch][o], one block of 256 threads over
 // the 768 products. `patches` is the patch-major copy launch_patchify wrote.

@@ -21,9 +21,13 @@ void v3_compute(const Problem& p, const Args& a, cudaStream_t stream) {
   if (tl && tl->start.size() < n)
     throw study::StudyError(study::ErrorKind::Usage, "the timeline holds fewer events than launches");
   launch_cls_rows(p, a, stream);
-  // External records: inside a stream capture (v3_streams_graph) they become event nodes of
-  // the graph instead of mere dependencies, so the replayed graph records them too.
-  if (tl) CUDA_CHECK(cudaEventRecordWithFlags(tl->origin, stream, cudaEventRecordExternal));
+  // Inside a stream capture (v3_streams_graph) the records are external, so they become event
+  // nodes of the graph instead of mere dependencies and the replayed graph records them too;
+  // outside one the flag is not allowed.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  const unsigned record_flags = capturing == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : 0;
+  if (tl) CUDA_CHECK(cudaEventRecordWithFlags(tl->origin, stream, record_flags));
   study::StreamSet& set = *a.streams;
   set.fork(stream);  // every stream waits for the patch-major copy
   const __half* patches = static_cast<const __half*>(a.scratch);
@@ -35,10 +39,10 @@ void v3_compute(const Problem& p, const Args& a, cudaStream_t stream) {
         const int s = static_cast<int>(i % static_cast<std::size_t>(p.streams));
         if (tl) {
           tl->stream[i] = s;
-          CUDA_CHECK(cudaEventRecordWithFlags(tl->start[i], set[s], cudaEventRecordExternal));
+          CUDA_CHECK(cudaEventRecordWithFlags(tl->start[i], set[s], record_flags));
         }
         launch_patch_dot(p, a, patches, b, o, patch, set[s]);
-        if (tl) CUDA_CHECK(cudaEventRecordWithFlags(tl->end[i], set[s], cudaEventRecordExternal));
+        if (tl) CUDA_CHECK(cudaEventRecordWithFlags(tl->end[i], set[s], record_flags));
       }
   if (tl) tl->used = n;
   set.join(stream);

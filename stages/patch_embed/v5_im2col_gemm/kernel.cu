@@ -13,7 +13,6 @@
 namespace patch_embed {
 namespace {
 
-constexpr int kThreads = 256;
 
 std::size_t patch_bytes(const Problem& p) {
   return static_cast<std::size_t>(p.batch) * patches_per_image(p) * kPatchElems * sizeof(__half);
@@ -31,29 +30,6 @@ __half* product(const Problem& p, const Args& a) {
 
 // One thread per two channels of one token row: cls + pos[0] for row 0 of each image,
 // product + pos for the patch rows. half2 accesses need an even hidden size (supports()).
-__global__ void tokens_kernel(const __half* __restrict__ prod, const __half* __restrict__ cls,
-                              const __half* __restrict__ pos, __half* __restrict__ out, int batch, int tokens,
-                              int hidden) {
-  const int h2 = hidden / 2;
-  const std::size_t n = static_cast<std::size_t>(batch) * tokens * h2;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(i % h2);
-    const std::size_t row = i / h2;
-    const int token = static_cast<int>(row % tokens);
-    const std::size_t image = row / tokens;
-    const float2 pe = __half22float2(reinterpret_cast<const __half2*>(pos)[static_cast<std::size_t>(token) * h2 + c]);
-    float2 x;
-    if (token == 0) {
-      x = __half22float2(reinterpret_cast<const __half2*>(cls)[c]);
-    } else {
-      const std::size_t src = (image * (tokens - 1) + token - 1) * h2 + c;
-      x = __half22float2(reinterpret_cast<const __half2*>(prod)[src]);
-    }
-    reinterpret_cast<__half2*>(out)[i] = __floats2half2_rn(x.x + pe.x, x.y + pe.y);
-  }
-}
-
 std::string supports(const Problem& p) {
   if (auto r = check_common(p); !r.empty()) return r;
   // cuBLASLt's fp16 tensor-core kernels want 16-byte rows; the tokens kernel moves half2.
@@ -74,11 +50,7 @@ void compute(const Problem& p, const Args& a, cudaStream_t stream) {
   op.bias = a.conv_b;
   op.y = product(p, a);
   a.gemm->run({rows, p.hidden, kPatchElems}, study::Epilogue::Bias, op, stream);
-  const std::size_t n = static_cast<std::size_t>(p.batch) * tokens(p) * (p.hidden / 2);
-  const std::size_t blocks = (n + kThreads - 1) / kThreads;
-  tokens_kernel<<<static_cast<int>(blocks < 65536 ? blocks : 65536), kThreads, 0, stream>>>(
-      op.y, a.cls_token, a.pos_embed, a.out, p.batch, tokens(p), p.hidden);
-  LAUNCH_CHECK();
+  launch_token_rows(p, a, op.y, /*add_bias=*/false, /*channels_last=*/true, stream);
 }
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {

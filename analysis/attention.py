@@ -66,9 +66,13 @@ ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
 ok["flops"] = 4.0 * ok["batch"] * HEADS * ok["tokens"] ** 2 * HEAD_DIM
 ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
 
-t = (ok.groupby(["version", "batch", "tokens"], as_index=False)
-       .agg(median_us=("median_us", "median"), tflops=("tflops", "median"),
-            n=("median_us", "size")))
+# Interleaved rounds count once: their median, with the rounds' range as spread.
+t = sd.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "median"))
+rounds = sd.multi_round(t)
+rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
+                  else "")
+rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
+                if rounds else "")
 order = sd.version_order(t["version"], LADDER)
 style = sd.styles(order)
 flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
@@ -178,6 +182,8 @@ for v in order:
     for n in key_tokens:
         m = at(v, n)
         row[f"{n}: us"] = m
+        if rounds:
+            row[f"{n}: range"] = sd.fmt_spread(at(v, n, col="lo_us"), at(v, n, col="hi_us"))
         row[f"{n}: x prev"] = at(prev, n) / m if prev else np.nan
         row[f"{n}: / {CUDNN}"] = m / at(CUDNN, n)
     if any(np.isfinite(row[f"{n}: us"]) for n in key_tokens):
@@ -190,7 +196,8 @@ if len(summary):
                         f"{n}: / {CUDNN}": sd.fmt_ratio})
     ctx.table("attention_summary", sd.markdown_table(summary, formats),
         f"The attention ladder at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}, at "
-        f"{', '.join(map(str, key_tokens))} tokens: median time per call (us), speedup over the "
+        f"{', '.join(map(str, key_tokens))} tokens: median time per call (us){rounds_caption}, "
+        f"speedup over the "
         f"previous step of the ladder (x prev: its time / this time), and time as a ratio to "
         f"{CUDNN} in the same run (below 1 = faster); '-' = not timed. {flush_text}. {prov}.")
 else:
@@ -228,11 +235,10 @@ lessons
 # ## Every timed configuration (median us)
 
 # %%
-sweep = t.pivot_table(index=["tokens", "batch"], columns="version", values="median_us")
-sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
-ctx.table("attention_sweep", sd.markdown_table(
-    sweep, {c: (sd.fmt_int if c in ("tokens", "batch") else sd.fmt_us) for c in sweep.columns}),
-    f"Attention median time per call (us) for every timed tokens x batch x version; '-' = not "
+ctx.table("attention_sweep", sd.sweep_table(t, ["tokens", "batch"], "version", order, sd.fmt_us,
+                                            {"tokens": sd.fmt_int, "batch": sd.fmt_int}),
+    f"Attention median time per call (us) for every timed tokens x batch x version"
+    f"{rounds_cells}; '-' = not "
     f"timed (see the status table). {prov}.")
 
 # %% [markdown]
@@ -287,7 +293,7 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = []
+findings = [s for s in [sd.rounds_sentence(t)] if s]
 
 
 def fastest_own(n):

@@ -52,10 +52,15 @@ ok["rows"] = sd.rows_of(ok)
 ok["bytes"] = 2.0 * ok["rows"] * HIDDEN * 2 + 2.0 * HIDDEN * 2
 ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
 
-# Repeated configurations (a re-run appended to the same folder) count once, by their median.
-t = (ok.groupby(["version", "rows"], as_index=False)
-       .agg(median_us=("median_us", "median"), gbps=("gbps", "median"),
-            batch=("batch", "first"), tokens=("tokens", "first"), n=("median_us", "size")))
+# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
+# with the range of the rounds' medians as its spread (lo_us, hi_us).
+t = sd.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
+                       batch=("batch", "first"), tokens=("tokens", "first"))
+rounds = sd.multi_round(t)
+rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
+                  else "")
+rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
+                if rounds else "")
 order = sd.version_order(t["version"], LADDER)
 style = sd.styles(order)
 ceil = run.ceilings()
@@ -150,7 +155,10 @@ for r in key_rows:
         if not np.isfinite(m):
             continue
         summary.append({
-            "rows": r, "version": v, "median us": m, "GB/s": at(v, r, "gbps"),
+            "rows": r, "version": v, "median us": m,
+            **({sd.SPREAD_COLUMN: sd.fmt_spread(at(v, r, "lo_us"), at(v, r, "hi_us"))}
+               if rounds else {}),
+            "GB/s": at(v, r, "gbps"),
             "% of copy": 100 * at(v, r, "gbps") / copy if copy else np.nan,
             f"speedup vs {V1}": at(V1, r) / m,
             "time / PyTorch graph": m / at(GRAPH, r),
@@ -163,7 +171,8 @@ if len(summary):
         "rows": sd.fmt_int, "median us": sd.fmt_us, "GB/s": sd.fmt_gbps,
         "% of copy": sd.fmt_pct, f"speedup vs {V1}": sd.fmt_ratio,
         "time / PyTorch graph": sd.fmt_ratio, "time / PyTorch eager": sd.fmt_ratio}),
-        f"LayerNorm at {' and '.join(str(r) for r in key_rows)} rows x {HIDDEN}: median time, "
+        f"LayerNorm at {' and '.join(str(r) for r in key_rows)} rows x {HIDDEN}: median time"
+        f"{rounds_caption}, "
         f"achieved bandwidth, share of the measured copy bandwidth"
         f"{f' ({copy:,.0f} GB/s)' if copy else ' (not measured in this run)'}, speedup over "
         f"{V1}, and time as a ratio to PyTorch F.layer_norm (below 1 = faster). {prov}.")
@@ -175,11 +184,10 @@ summary
 # ## Every timed configuration (median us)
 
 # %%
-sweep = t.pivot_table(index="rows", columns="version", values="median_us")
-sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
-ctx.table("layernorm_sweep", sd.markdown_table(
-    sweep, {c: (sd.fmt_int if c == "rows" else sd.fmt_us) for c in sweep.columns}),
-    f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}; "
+ctx.table("layernorm_sweep", sd.sweep_table(t, ["rows"], "version", order, sd.fmt_us,
+                                            {"rows": sd.fmt_int}),
+    f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}"
+    f"{rounds_cells}; "
     f"'-' = not timed (see the status table). {prov}.")
 
 # %% [markdown]
@@ -221,7 +229,7 @@ def named(v):
     return f"{v} (a library version)" if sd.is_library(v) else v
 
 
-findings = []
+findings = [s for s in [sd.rounds_sentence(t)] if s]
 big = max(key_rows)
 best = fastest(big)
 if best is not None:

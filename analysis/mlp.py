@@ -88,11 +88,15 @@ flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between re
     flush, "L2 flush setting not recorded")
 
 KEYS = ["version", "hidden", "image_size", "batch", "rows"]
-# Repeated configurations (a re-run appended to the same folder) count once, by their median.
-t = (main.groupby(KEYS, as_index=False, dropna=False)
-         .agg(model=("model", "first"), median_us=("median_us", "median"),
-              tflops=("tflops", "median"), launches=("launches", "median"),
-              n=("median_us", "size")))
+# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
+# with the range of the rounds' medians as its spread (lo_us, hi_us).
+t = sd.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
+                       launches=("launches", "median"))
+rounds = sd.multi_round(t)
+rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
+                  else "")
+rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
+                if rounds else "")
 vb = t[t["hidden"] == HIDDEN]
 order = sd.version_order(t["version"], LADDER)
 style = sd.styles(order)
@@ -220,7 +224,11 @@ def summary_rows(rows_list, hidden=HIDDEN, **where_):
             if not np.isfinite(m):
                 continue
             tf = at(v, r, "tflops", hidden=hidden, **where_)
-            out.append({"rows": r, "version": v, "median us": m, "TFLOP/s": tf,
+            out.append({"rows": r, "version": v, "median us": m,
+                        **({sd.SPREAD_COLUMN: sd.fmt_spread(
+                            at(v, r, "lo_us", hidden=hidden, **where_),
+                            at(v, r, "hi_us", hidden=hidden, **where_))} if rounds else {}),
+                        "TFLOP/s": tf,
                         "% of GEMM ceiling": 100 * tf / gemm_ceiling if gemm_ceiling else np.nan,
                         "launches": at(v, r, "launches", hidden=hidden, **where_),
                         "time / gemm_only": m / at(GEMM, r, hidden=hidden, **where_),
@@ -239,7 +247,7 @@ summary = summary_rows(key_rows).dropna(axis=1, how="all")
 if len(summary):
     ctx.table("mlp_summary", sd.markdown_table(summary, SUMMARY_FORMATS),
               f"MLP at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median time per "
-              f"call, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
+              f"call{rounds_caption}, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
               f"(counted by capturing one call into a CUDA graph; PyTorch: by its profiler), and "
               f"time as a ratio to gemm_only (the two GEMMs without epilogue) and to PyTorch's "
               f"F.linear -> gelu -> F.linear as a CUDA-graph replay and eagerly (below 1 = "
@@ -427,14 +435,11 @@ else:
 
 # %%
 if len(vb):
-    sweep = vb.pivot_table(index=["image_size", "batch", "rows"], columns="version",
-                           values="median_us")
-    sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
-    ctx.table("mlp_sweep", sd.markdown_table(sweep, {
-        c: (sd.fmt_int if c in ("image_size", "batch", "rows") else sd.fmt_us)
-        for c in sweep.columns}),
+    ctx.table("mlp_sweep", sd.sweep_table(
+        vb, ["image_size", "batch", "rows"], "version", order, sd.fmt_us,
+        {c: sd.fmt_int for c in ("image_size", "batch", "rows")}),
         f"MLP median time per call (us) for every timed image size x batch x version at hidden "
-        f"{HIDDEN}; '-' = not timed (see the status table); {flush_text}. {prov}.")
+        f"{HIDDEN}{rounds_cells}; '-' = not timed (see the status table); {flush_text}. {prov}.")
 else:
     ctx.missing("table", "mlp_sweep", f"no timed MLP rows at hidden {HIDDEN}")
 
@@ -467,7 +472,7 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = []
+findings = [s for s in [sd.rounds_sentence(t)] if s]
 
 # The two MLP targets (docs/method.md), judged on fused_epilogue at 6304 and 50432 rows.
 for r in key_rows:

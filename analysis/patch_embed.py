@@ -72,11 +72,17 @@ ok["streams"] = ok["streams"].fillna(1)
 ok["how"] = ok["note"].astype(str).str.extract(r"timed: (eager|cuda-graph replay)")[0]
 KEYS = ["version", "model", "hidden", "image_size", "batch", "streams"]
 TIMES = ["median_us", "routine_us", "h2d_us", "preprocess_us", "d2h_us"]
-t = (ok.groupby(KEYS, as_index=False)
-       .agg(**{c: (c, "median") for c in TIMES},
-            device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
-            launches=("launches", "first"), host_syncs=("host_syncs", "first"),
-            how=("how", "first"), n=("median_us", "size")))
+# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
+# with the range of the rounds' medians as its spread (lo_us, hi_us).
+t = sd.collapse_rounds(ok, KEYS, **{c: (c, "median") for c in TIMES[1:]},
+                       device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
+                       launches=("launches", "first"), host_syncs=("host_syncs", "first"),
+                       how=("how", "first"))
+rounds = sd.multi_round(t)
+rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
+                  else "")
+rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
+                if rounds else "")
 # One row per version and shape: the stream versions at their fastest stream count.
 best = (t.sort_values("median_us", kind="stable")
          .drop_duplicates(["version", "model", "hidden", "image_size", "batch"])
@@ -397,6 +403,8 @@ for m, image, b in key_shapes:
             "shape": shape_text(m, image, b), "version": v,
             "streams": at(v, m, image, b, "streams") if v in STREAM_VERSIONS else np.nan,
             "median us": us,
+            **({sd.SPREAD_COLUMN: sd.fmt_spread(at(v, m, image, b, "lo_us"),
+                                                at(v, m, image, b, "hi_us"))} if rounds else {}),
             "previous step": prev or "-",
             "x previous": at(prev, m, image, b) / us if prev else np.nan,
             f"x {CPU}": at(CPU, m, image, b) / us if v != CPU else np.nan,
@@ -412,7 +420,7 @@ if len(ladder):
     ctx.table(f"{FAMILY}_ladder", sd.markdown_table(ladder, {k: f for k, f in fmts.items()
                                                              if k in ladder.columns}),
               f"The patch-embedding ladder at its key shapes: median time per call (us; "
-              f"cpu_baseline CPU time, the rest device time), speedup over the previous step "
+              f"cpu_baseline CPU time, the rest device time){rounds_caption}, speedup over the previous step "
               f"present at that shape (its time / this time), speedup over {CPU}, and time as "
               f"a ratio to {CUDNN} and to the faster of the two PyTorch anchors there (below 1 "
               f"= faster); v3 versions at their fastest stream count (streams). "
@@ -638,14 +646,11 @@ else:
 # ## Every timed configuration (median us), and the status of every row
 
 # %%
-sweep = t.pivot_table(index=["model", "image_size", "batch", "streams"], columns="version",
-                      values="median_us")
-sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
-ctx.table(f"{FAMILY}_sweep", sd.markdown_table(
-    sweep, {c: (sd.fmt_int if c in ("image_size", "batch", "streams") else sd.fmt_us)
-            for c in sweep.columns if c != "model"}),
+ctx.table(f"{FAMILY}_sweep", sd.sweep_table(
+    t, ["model", "image_size", "batch", "streams"], "version", order, sd.fmt_us,
+    {c: sd.fmt_int for c in ("image_size", "batch", "streams")}),
     f"Patch-embedding median time per call (us) for every timed model x image size x batch x "
-    f"streams x version; '-' = not timed (see the status table). {flush_text}. {prov}.")
+    f"streams x version{rounds_cells}; '-' = not timed (see the status table). {flush_text}. {prov}.")
 
 st = sd.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
@@ -661,7 +666,7 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = []
+findings = [s for s in [sd.rounds_sentence(t)] if s]
 
 
 def fastest(model, image, batch, own_only=False):

@@ -329,6 +329,82 @@ def version_order(present, preferred) -> list[str]:
     return [v for v in order if not is_anchor(v)] + [v for v in order if is_anchor(v)]
 
 
+# The sweep runner's tag of a multi-round sweep (experiments/run_sweep.py --rounds): each row
+# of round k ends its note with "[round: k]"; a row without it is round 1.
+ROUND_RE = re.compile(r"\[round: (\d+)\]")
+
+
+def round_of(df: pd.DataFrame) -> pd.Series:
+    """The round each row was measured in (1 where the note has no `[round: k]`)."""
+    return (pd.to_numeric(df["note"].astype(str).str.extract(ROUND_RE)[0], errors="coerce")
+            .fillna(1).astype(int))
+
+
+def collapse_rounds(df: pd.DataFrame, keys: list[str], value: str = "median_us",
+                    **agg) -> pd.DataFrame:
+    """One row per configuration (`keys`). Rows that repeat a configuration, the interleaved
+    rounds of a multi-round sweep or a re-run appended to the same folder, collapse to the
+    median of their `value` (each row's own median over its timed calls): that median is the
+    number every table, figure and target uses. `lo_us` and `hi_us` are the smallest and
+    largest of the rounds' values (the spread), `n` how many rows were collapsed. Further
+    columns by named aggregation (`tflops=("tflops", "median")`). A single-round run gets
+    lo_us = hi_us = its value and n = 1."""
+    named = {value: (value, "median"), "lo_us": (value, "min"), "hi_us": (value, "max"),
+             "n": (value, "size")}
+    named.update(agg)
+    return df.groupby(keys, as_index=False, dropna=False).agg(**named)
+
+
+def multi_round(t: pd.DataFrame) -> bool:
+    """Whether any configuration of a collapsed table was measured more than once."""
+    return "n" in t and bool((t["n"] > 1).any())
+
+
+def fmt_spread(lo, hi, fmt=None) -> str:
+    """The rounds' range as 'lo-hi' ('-' where not timed)."""
+    fmt = fmt or fmt_us
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return "-"
+    return f"{fmt(lo)}-{fmt(hi)}"
+
+
+SPREAD_COLUMN = "rounds' range us"
+
+
+def rounds_sentence(t: pd.DataFrame) -> str | None:
+    """A findings sentence saying that times are medians across rounds; None for a run where
+    every configuration was measured once (its report reads as a single-round report)."""
+    if not multi_round(t):
+        return None
+    ns = sorted({int(n) for n in t["n"]})
+    counts = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]} to {ns[-1]}"
+    return (f"Each configuration was measured {counts} times (interleaved rounds: every "
+            f"version of a shape, then all of them again); every time, ratio and target verdict "
+            f"here is on the median across them, and the tables give the range of the rounds' "
+            f"medians.")
+
+
+def sweep_table(t: pd.DataFrame, index: list[str], columns: str, order: list[str],
+                fmt=None, index_formats: dict | None = None, value: str = "median_us") -> str:
+    """Markdown pivot of `value` (index x columns, columns in `order`). With more than one
+    round, a cell reads 'median (min-max)' over the rounds; a single-round run gets plain
+    numbers."""
+    fmt = fmt or fmt_us
+    if multi_round(t):
+        d = t.copy()
+        d["_cell"] = [fmt(m) if n <= 1 or lo == hi else f"{fmt(m)} ({fmt_spread(lo, hi, fmt)})"
+                      for m, lo, hi, n in zip(d[value], d["lo_us"], d["hi_us"], d["n"])]
+        p = d.pivot_table(index=index, columns=columns, values="_cell", aggfunc="first")
+        cell = lambda x: x if isinstance(x, str) else "-"  # noqa: E731
+    else:
+        p = t.pivot_table(index=index, columns=columns, values=value)
+        cell = fmt
+    p = p[[c for c in order if c in p.columns]].reset_index()
+    formats = {c: cell for c in p.columns if c not in index}
+    formats.update({c: f for c, f in (index_formats or {}).items() if c in p.columns})
+    return markdown_table(p, formats)
+
+
 def one_setting(df: pd.DataFrame, column: str = "flush_l2"):
     """Keep the most common value of a harness setting so that every compared timing used the
     same one (ratios between different L2 states mean nothing). Returns the kept rows, the

@@ -862,6 +862,87 @@ class RunReport(unittest.TestCase):
             self.assertEqual(res.returncode, 0, res.stderr)
 
 
+class Rounds(unittest.TestCase):
+    """Every family's run written once as a single-round sweep and once in three interleaved
+    rounds (times x0.9, x1.0, x1.3: the median is the single round). The multi-round report
+    shows the median and the rounds' range in its tables and judges every target on the
+    median: its findings are the single round's, plus one sentence saying so."""
+
+    WRITERS = {"layernorm": (synthetic.write_run, "layernorm_summary"),
+               "mlp": (synthetic.write_mlp_run, "mlp_summary"),
+               "attention": (synthetic.write_attention_run, "attention_summary"),
+               "patch_embed": (synthetic.write_patch_embed_run, "patch_embed_ladder")}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        cls.out, cls.res = {}, {}
+        for kind in ("one", "three"):
+            results = root / kind
+            for family, (write, _) in cls.WRITERS.items():
+                folder = write(results / family)
+                if kind == "three":
+                    synthetic.as_rounds(folder)
+            cls.out[kind] = root / f"out_{kind}"
+            cls.res[kind] = build("--results", results, "--out", cls.out[kind])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def read(self, kind, sub, name):
+        return (self.out[kind] / sub / f"{name}.md").read_text()
+
+    def test_builds(self):
+        for kind, res in self.res.items():
+            self.assertEqual(res.returncode, 0, f"{kind}: {res.stderr}")
+
+    def test_findings_are_judged_on_the_median(self):
+        for family in self.WRITERS:
+            one = self.read("one", "text", f"{family}_findings").splitlines()
+            three = self.read("three", "text", f"{family}_findings").splitlines()
+            self.assertFalse([x for x in one if "rounds" in x], family)
+            self.assertIn("- Each configuration was measured 3 times (interleaved rounds", three[0],
+                          family)
+            self.assertEqual(three[1:], one, family)
+
+    def test_tables_show_median_and_range(self):
+        # LayerNorm at 50432 rows, v5_unrolled: the table's median is the middle round.
+        rows = [r for r in read_rows(self.out["one"].parent / "three" / "layernorm" / "layernorm.csv")
+                if r["version"] == "v5_unrolled" and r["batch"] == "256" and r["image_size"] == "224"]
+        times = sorted(float(r["median_us"]) for r in rows)
+        self.assertEqual(len(times), 3)
+        summary = self.read("three", "tables", "layernorm_summary")
+        self.assertIn("| rows | version | median us | rounds' range us | GB/s |", summary)
+        self.assertIn(f"| 50432 | v5_unrolled | {sd.fmt_us(times[1])} | "
+                      f"{sd.fmt_us(times[0])}-{sd.fmt_us(times[2])} |", summary)
+        sweep = self.read("three", "tables", "layernorm_sweep")
+        self.assertIn(f"{sd.fmt_us(times[1])} ({sd.fmt_us(times[0])}-{sd.fmt_us(times[2])})", sweep)
+        for family, (_, table) in self.WRITERS.items():
+            self.assertNotIn("range", self.read("one", "tables", table), family)
+            self.assertIn("range", self.read("three", "tables", table), family)
+            self.assertNotIn("(", self.read("one", "tables", f"{family}_sweep").split("\n", 3)[3],
+                             family)
+            self.assertRegex(self.read("three", "tables", f"{family}_sweep"),
+                             r"\| [0-9.,]+ \([0-9.,]+-[0-9.,]+\) \|", family)
+
+    def test_collapse_rounds_helper(self):
+        import pandas as pd
+        df = pd.DataFrame({"version": ["a"] * 3 + ["b"], "median_us": [3.0, 1.0, 2.0, 5.0],
+                           "note": ["[round: 1]", "[round: 2]", "x [round: 3] [extra: --y]", ""],
+                           "gbps": [1.0, 3.0, 2.0, 4.0]})
+        self.assertEqual(list(sd.round_of(df)), [1, 2, 3, 1])
+        t = sd.collapse_rounds(df, ["version"], gbps=("gbps", "median"))
+        self.assertEqual(t.to_dict("list"), {"version": ["a", "b"], "median_us": [2.0, 5.0],
+                                             "lo_us": [1.0, 5.0], "hi_us": [3.0, 5.0],
+                                             "n": [3, 1], "gbps": [2.0, 4.0]})
+        self.assertTrue(sd.multi_round(t))
+        self.assertFalse(sd.multi_round(t[t["version"] == "b"]))
+        self.assertIsNone(sd.rounds_sentence(t[t["version"] == "b"]))
+        self.assertEqual(sd.fmt_spread(1.0, 3.0), "1.00-3.00")
+
+
 class Helpers(unittest.TestCase):
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})

@@ -51,10 +51,14 @@ ok["rows"] = sd.rows_of(ok)
 # anchor row that did not record it, so every version is measured against the same bytes.
 ok["bytes"] = 2.0 * ok["rows"] * HIDDEN * 2 + 2.0 * HIDDEN * 2
 ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
+# FLOPs (stages/layernorm flops(): 8 per element), for the roofline.
+ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]),
+                                  8.0 * ok["rows"] * HIDDEN / ok["median_us"] / 1e6)
 
 # Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
 # with the range of the rounds' medians as its spread (lo_us, hi_us).
 t = sd.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
+                       tflops=("tflops", "median"),
                        batch=("batch", "first"), tokens=("tokens", "first"))
 rounds = sd.multi_round(t)
 rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
@@ -93,11 +97,12 @@ ax.set_xscale("log")
 ax.set_yscale("log")
 ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
 ax.set_ylabel("median time per call (us)")
-ax.legend(ncol=2)
+sd.legend_outside(ax)
 sd.titled(fig, f"LayerNorm: median time per call vs rows ({flush_text})", prov)
 ctx.figure("layernorm_time", fig,
            f"LayerNorm median time per call vs rows (batch x tokens) at hidden {HIDDEN}, "
-           f"log-log; PyTorch anchors dashed; {flush_text}. {prov}.")
+           f"log-log; PyTorch F.layer_norm eager dashed, its CUDA-graph replay dotted; "
+           f"{flush_text}. {prov}.")
 
 # %% [markdown]
 # ## Achieved bandwidth vs rows, against the measured copy ceiling
@@ -117,7 +122,7 @@ ax.set_xscale("log")
 ax.set_ylim(bottom=0)
 ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
 ax.set_ylabel("achieved GB/s (bytes read + written / median time)")
-ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
+sd.legend_outside(ax)  # right of the axes: the curves fill the whole plot
 sd.titled(fig, "LayerNorm: achieved bandwidth vs rows", prov)
 ceiling_text = (f"lines at the measured device copy bandwidth ({copy:,.0f} GB/s) and "
                 f"{TARGET_FRACTION:.0%} of it" if copy else
@@ -179,6 +184,45 @@ if len(summary):
 else:
     ctx.missing("table", "layernorm_summary", "no timed LayerNorm rows at hidden 768")
 summary
+
+# %% [markdown]
+# ## The ladder at the target sizes: time, speedup over the previous step, ratio to cuDNN
+
+# %%
+LIBRARY = next((v for v in order if sd.is_library(v)), None)
+steps = [v for v in order if sd.is_own(v)]
+ladder, ladder_formats = sd.ladder_table(order, steps, key_rows, at, LIBRARY,
+                                         size_label=lambda r: f"{r} rows", spread=rounds)
+if len(ladder):
+    ctx.table("layernorm_ladder", sd.markdown_table(ladder, ladder_formats),
+              f"The LayerNorm ladder at {' and '.join(map(str, key_rows))} rows x {HIDDEN}: "
+              f"median time per call (us){rounds_caption}, speedup over the previous step of "
+              f"the ladder (x prev: its time / this time)"
+              + (f", and time as a ratio to the library version {LIBRARY} in the same run "
+                 f"(below 1 = faster)" if LIBRARY else
+                 ", (this run has no library version to compare with)")
+              + f"; '-' = not timed. {flush_text}. {prov}.")
+else:
+    ctx.missing("table", "layernorm_ladder", "no timed LayerNorm rows at hidden 768")
+
+# %% [markdown]
+# ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
+
+# %%
+rl = sd.roofline_points(t[t["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
+if len(rl) and np.isfinite(rl["ai"]).any():
+    fig, caption = sd.roofline_figure(rl, order, style, label, ceil,
+                                      f"LayerNorm: roofline at hidden {HIDDEN}", prov,
+                                      headline=f"{max(key_rows)} rows")
+    ctx.figure("layernorm_roofline", fig,
+               f"LayerNorm roofline at {' and '.join(map(str, key_rows))} rows x {HIDDEN} "
+               f"(filled: {max(key_rows)}): every version at its arithmetic intensity "
+               f"(LayerNorm's flops, 8 per element, over the bytes it must move, x read and y "
+               f"written once) and its achieved TFLOP/s, under {caption}; at a few flops per "
+               f"byte LayerNorm sits far left of the ridge, where only bandwidth counts. "
+               f"{flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "layernorm_roofline", "no timed row records GB/s and TFLOP/s")
 
 # %% [markdown]
 # ## Every timed configuration (median us)

@@ -91,6 +91,7 @@ KEYS = ["version", "hidden", "image_size", "batch", "rows"]
 # Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
 # with the range of the rounds' medians as its spread (lo_us, hi_us).
 t = sd.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
+                       gbps=("gbps", "median"),
                        launches=("launches", "median"))
 rounds = sd.multi_round(t)
 rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
@@ -255,6 +256,45 @@ if len(summary):
 else:
     ctx.missing("table", "mlp_summary", f"no timed MLP rows at hidden {HIDDEN}")
 summary
+
+# %% [markdown]
+# ## The ladder at the target sizes: time, speedup over the previous step, ratio to gemm_only
+#
+# The MLP has no library version of its own; its reference is gemm_only, cuBLASLt's two GEMMs
+# without bias, GELU or residual: what any MLP built on the library's GEMMs cannot beat.
+
+# %%
+steps = [v for v in order if sd.is_own(v) and v != GEMM]
+ladder, ladder_formats = sd.ladder_table(
+    order, steps, key_rows, lambda v, r, col: at(v, r, col), GEMM if GEMM in order else None,
+    size_label=lambda r: f"{r} rows", spread=rounds)
+if len(ladder):
+    ctx.table("mlp_ladder", sd.markdown_table(ladder, ladder_formats),
+              f"The MLP ladder at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median "
+              f"time per call (us){rounds_caption}, speedup over the previous step of the "
+              f"ladder ({' -> '.join(steps)}; x prev: its time / this time), and time as a "
+              f"ratio to {GEMM}, the same two cuBLASLt GEMMs without bias, GELU or residual "
+              f"(the MLP has no library version; below 1 = faster); '-' = not timed. "
+              f"{flush_text}. {prov}.")
+else:
+    ctx.missing("table", "mlp_ladder", f"no timed MLP rows at hidden {HIDDEN}")
+
+# %% [markdown]
+# ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
+
+# %%
+rl = sd.roofline_points(vb[vb["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
+if len(rl) and np.isfinite(rl["ai"]).any():
+    fig, caption = sd.roofline_figure(rl, order, style, label, ceil,
+                                      f"MLP: roofline at hidden {HIDDEN}", prov,
+                                      headline=f"{max(key_rows)} rows")
+    ctx.figure("mlp_roofline", fig,
+               f"MLP roofline at {' and '.join(map(str, key_rows))} rows x {HIDDEN} (filled: "
+               f"{max(key_rows)}): every version at its arithmetic intensity (the two GEMMs' "
+               f"flops over the bytes the MLP must move: x, both weight matrices and y) and its "
+               f"achieved TFLOP/s, under {caption}. {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "mlp_roofline", "no timed row records GB/s and TFLOP/s")
 
 # %% [markdown]
 # ## The ViT widths at batch 32, 224 px (hidden 384, 768, 1024)

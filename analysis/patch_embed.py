@@ -77,7 +77,8 @@ TIMES = ["median_us", "routine_us", "h2d_us", "preprocess_us", "d2h_us"]
 t = sd.collapse_rounds(ok, KEYS, **{c: (c, "median") for c in TIMES[1:]},
                        device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
                        launches=("launches", "first"), host_syncs=("host_syncs", "first"),
-                       how=("how", "first"))
+                       how=("how", "first"), gbps=("gbps", "median"),
+                       tflops=("tflops", "median"))
 rounds = sd.multi_round(t)
 rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
                   else "")
@@ -467,6 +468,31 @@ if len(ladder) and ladder["version"].map(sd.is_own).any():
                f"{prov}.")
 else:
     ctx.missing("figure", f"{FAMILY}_speedup", "no version of the ladder timed at a key shape")
+
+# %% [markdown]
+# ## Roofline: every GPU version at its arithmetic intensity against the run's ceilings
+
+# %%
+rl_shapes = main_shapes()
+rl = best[best["version"] != CPU]
+rl = rl[[(m, int(i), int(b)) in rl_shapes for m, i, b in
+         zip(rl["model"], rl["image_size"], rl["batch"])]]
+rl = sd.roofline_points(rl, lambda r: shape_text(r["model"], int(r["image_size"]), int(r["batch"])))
+if len(rl) and np.isfinite(rl["ai"]).any():
+    head = shape_text(*max(rl_shapes, key=lambda s: s[2]))
+    fig, caption = sd.roofline_figure(rl, order, style, label, run.ceilings(),
+                                      f"Patch embedding: roofline on {MAIN_MODEL}", prov,
+                                      headline=head)
+    ctx.figure(f"{FAMILY}_roofline", fig,
+               f"Patch-embedding roofline at {'; '.join(shape_text(*s) for s in rl_shapes)} "
+               f"(filled: {head}): every GPU version and anchor at its arithmetic intensity (the "
+               f"convolution's flops over the bytes it must move: images, weights and token "
+               f"rows) and its achieved TFLOP/s (device time), under {caption}; "
+               f"{CPU} runs on the CPU and v1-v3 only at small ViT-Ti shapes, so they are not "
+               f"placed. {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_roofline",
+                f"no timed {MAIN_MODEL} row records GB/s and TFLOP/s")
 
 # %% [markdown]
 # ## Device and host memory per version

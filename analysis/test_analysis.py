@@ -943,6 +943,98 @@ class Rounds(unittest.TestCase):
         self.assertEqual(sd.fmt_spread(1.0, 3.0), "1.00-3.00")
 
 
+class Figures(unittest.TestCase):
+    """Anchors told apart, ticks at the measured sizes, labelled reference lines, legends off
+    the data, the per-step ladder tables and one roofline per family."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        results = root / "results"
+        cls.ln = synthetic.write_run(results / "ln")
+        synthetic.write_mlp_run(results / "mlp")
+        synthetic.write_attention_run(results / "attn")
+        synthetic.write_patch_embed_run(results / "pe")
+        cls.out = root / "out"
+        cls.res = build("--results", results, "--out", cls.out)
+        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_every_anchor_its_own_colour_and_marker(self):
+        order = sd.version_order(list(synthetic.ATTN_MODEL), [])
+        st = sd.styles(order)
+        anchors = [v for v in order if sd.is_anchor(v)]
+        pairs = {sd.anchor_base(v): (st[v]["color"], st[v]["marker"]) for v in anchors}
+        self.assertEqual(len(pairs), 4)
+        self.assertEqual(len(set(pairs.values())), 4)
+        others = {(st[v]["color"], st[v]["marker"]) for v in order if not sd.is_anchor(v)}
+        self.assertFalse(set(pairs.values()) & others)
+        for v in anchors:  # eager and graph: same colour and marker, another line style
+            self.assertEqual((st[v]["color"], st[v]["marker"]), pairs[sd.anchor_base(v)])
+            self.assertEqual(st[v]["linestyle"], ":" if v.endswith("_graph") else "--")
+
+    def test_ticks_reference_line_and_legend_helpers(self):
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots()
+        ax.plot([197, 577, 1025], [1, 2, 3], label="a")
+        sd.measured_ticks(ax, [197, 577, 1025, 577])
+        line = sd.reference_line(ax, 1.0, "1x: same time")
+        leg = sd.legend_outside(ax)
+        fig.canvas.draw()
+        self.assertEqual(list(ax.get_xticks()), [197, 577, 1025])
+        self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["197", "577", "1,025"])
+        self.assertEqual(line.get_label(), "1x: same time")
+        self.assertIn("1x: same time", [t.get_text() for t in leg.get_texts()])
+        r = fig.canvas.get_renderer()
+        self.assertGreaterEqual(leg.get_window_extent(r).x0, ax.get_window_extent(r).x1)
+        plt.close(fig)
+
+    def test_attention_figures_and_withdrawn_target(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        self.assertIn("ticks at the measured token counts; the line at 1x is the target",
+                      self.readme)
+        self.assertNotIn("target of v6_coalesced_k", self.readme)  # the withdrawn 4x line
+        findings = (self.out / "text" / "attention_findings.md").read_text()
+        self.assertNotIn("within 4x", findings)
+        self.assertIn("v6_coalesced_k takes", findings)
+
+    def test_ladder_tables(self):
+        rows = read_rows(self.ln / "layernorm.csv") + read_rows(self.ln / "anchors.csv")
+        t = {r["version"]: float(r["median_us"]) for r in rows
+             if r["batch"] == "256" and r["image_size"] == "224" and r["status"] == "ok"}
+        ladder = (self.out / "tables" / "layernorm_ladder.md").read_text()
+        self.assertIn("| version | 6304 rows: us | 6304 rows: x prev | 6304 rows: / cudnn |",
+                      ladder)
+        self.assertIn(f"| v2_cub | ", ladder)
+        line = next(x for x in ladder.splitlines() if x.startswith("| v5_unrolled |"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        self.assertEqual(cells[4:7], [sd.fmt_us(t["v5_unrolled"]),
+                                      sd.fmt_ratio(t["v4_vectorized"] / t["v5_unrolled"]),
+                                      sd.fmt_ratio(t["v5_unrolled"] / t["cudnn"])])
+        mlp = (self.out / "tables" / "mlp_ladder.md").read_text()
+        self.assertIn("6304 rows: / gemm_only", mlp)
+        self.assertIn("unfused -> unfused_graph -> fused_epilogue", mlp)
+        for name in ("layernorm_ladder", "mlp_ladder"):
+            self.assertIn(f"{name}.md", str(list((self.out / "tables").iterdir())))
+
+    def test_rooflines(self):
+        for family in ("layernorm", "attention", "mlp", "patch_embed"):
+            name = f"{family}_roofline"
+            p = self.out / "figures" / f"{name}.png"
+            self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n", name)
+            self.assertIn(f"](figures/{name}.png)", self.readme)
+        self.assertIn("under the copy bandwidth measured in the same run (3,000 GB/s) and the "
+                      "fp16 GEMM rate measured in the same run (720 TFLOP/s)", self.readme)
+        import pandas as pd
+        p = sd.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0],
+                                             "rows": [10]}), lambda r: "s")
+        self.assertAlmostEqual(float(p["ai"].iloc[0]), 0.5)
+
+
 class Helpers(unittest.TestCase):
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})

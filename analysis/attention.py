@@ -379,4 +379,17 @@ else:
     findings.append("Every configuration passed the correctness check and was timed.")
 
 ctx.text("attention_findings", findings)
+
+# README's headline line: the fastest version of all at batch 32, 197 tokens (ViT-B, 224 px).
+head_tokens = KEY_TOKENS[0] if KEY_TOKENS[0] in key_tokens else (key_tokens[0] if key_tokens else None)
+top = kb[(kb["tokens"] == head_tokens) & ~kb["version"].map(sd.is_anchor)] if head_tokens else kb.iloc[:0]
+if len(top):
+    top = top.loc[top["median_us"].idxmin()]
+    ctx.headline(family="Attention", shape=f"batch {key_batch}, {head_tokens} tokens, {HEADS} "
+                                            f"heads x {HEAD_DIM}",
+                 fastest=top["version"], fastest_us=float(top["median_us"]),
+                 library=CUDNN if CUDNN in order else None, library_us=at(CUDNN, head_tokens),
+                 anchors=[(label(a), at(a, head_tokens))
+                          for a in ("pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph")
+                          if np.isfinite(at(a, head_tokens))])
 print("\n".join(findings))

@@ -356,4 +356,13 @@ else:
     findings.append("Every configuration passed the correctness check and was timed.")
 
 ctx.text("layernorm_findings", findings)
+
+# README's headline line: the fastest version of all at the largest target size.
+top = fastest(big)
+if top is not None:
+    ctx.headline(family="LayerNorm", shape=f"{big} x {HIDDEN} (rows x hidden)",
+                 fastest=top["version"], fastest_us=float(top["median_us"]),
+                 library=LIBRARY, library_us=at(LIBRARY, big) if LIBRARY else np.nan,
+                 anchors=[(label(a), at(a, big)) for a in (GRAPH, EAGER)
+                          if np.isfinite(at(a, big))])
 print("\n".join(findings))

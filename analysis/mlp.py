@@ -759,4 +759,17 @@ else:
     findings.append("Every configuration passed the correctness check and was timed.")
 
 ctx.text("mlp_findings", findings)
+
+# README's headline line: the fastest MLP (gemm_only computes none) at the largest target size;
+# the MLP has no library version, so its reference is cuBLASLt's two GEMMs alone.
+if key_rows:
+    big = max(key_rows)
+    d = vb[(vb["rows"] == big) & ~vb["version"].map(sd.is_anchor) & (vb["version"] != GEMM)]
+    if len(d):
+        top = d.loc[d["median_us"].idxmin()]
+        ctx.headline(family="MLP", shape=f"{big} x {HIDDEN} (rows x hidden), mlp {4 * HIDDEN}",
+                     fastest=top["version"], fastest_us=float(top["median_us"]),
+                     library=f"{GEMM} (cuBLASLt's GEMMs alone)", library_us=at(GEMM, big),
+                     anchors=[(label(a), at(a, big)) for a in (GRAPH, EAGER)
+                              if np.isfinite(at(a, big))])
 print("\n".join(findings))

@@ -822,4 +822,19 @@ else:
     findings.append("Every configuration passed the correctness check and was timed.")
 
 ctx.text(f"{FAMILY}_findings", findings)
+
+# README's headline line: the fastest version of all at batch 256, 224 px on ViT-B.
+top = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
+if top is not None:
+    def anchor_name(a):
+        h = how(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
+        return f"{label(a)} ({h})" if h else label(a)
+    ctx.headline(family="Patch embedding",
+                 shape=f"{MAIN_MODEL}, batch {CONV_BATCH}, {KEY_IMAGE} px",
+                 fastest=top["version"], fastest_us=float(top["median_us"]),
+                 library=CUDNN if CUDNN in order else None,
+                 library_us=at(CUDNN, MAIN_MODEL, KEY_IMAGE, CONV_BATCH),
+                 anchors=[(anchor_name(a), at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH))
+                          for a in (CONV, LINEAR)
+                          if np.isfinite(at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH))])
 print("\n".join(findings))

@@ -759,6 +759,21 @@ class Artifact:
 
 
 @dataclass
+class Headline:
+    """A family's line of README's headline table: the fastest version of all (libraries
+    included, anchors not) at the family's headline shape, against its library version and its
+    PyTorch anchors there, all from one run."""
+    family: str                       # as the table names it ("LayerNorm")
+    shape: str                        # the headline shape, in words
+    fastest: str
+    fastest_us: float
+    library: str | None = None        # the library version (or reference) compared with
+    library_us: float = float("nan")
+    anchors: list = field(default_factory=list)   # [(label, median us)]
+    unit: str = "us"                  # "us" or "ms" for the printed times
+
+
+@dataclass
 class Context:
     """Handed to a notebook by report/build.py (as STUDY_CONTEXT), or built from the command
     line when the notebook runs on its own. The notebook writes through it, and build.py reads
@@ -767,6 +782,11 @@ class Context:
     run: Run
     out_dir: Path
     artifacts: dict = field(default_factory=dict)
+    headline_entry: Headline | None = None
+
+    def headline(self, **kw):
+        """The family's line of README's headline table (report/build.py writes the table)."""
+        self.headline_entry = Headline(**kw)
 
     def _path(self, sub: str, name: str, ext: str) -> Path:
         # Family-prefixed names let build.py clean a family's stale outputs safely.

@@ -1035,6 +1035,77 @@ class Figures(unittest.TestCase):
         self.assertAlmostEqual(float(p["ai"].iloc[0]), 0.5)
 
 
+class HeadlineTable(unittest.TestCase):
+    """README's headline table: written between its markers by the full build, one line per
+    family (the fastest of all versions against library and anchors, the run named), and
+    --check-readme fails on a stale one."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        cls.results = root / "results"
+        cls.ln = synthetic.write_run(cls.results / "ln_run")
+        synthetic.write_attention_run(cls.results / "attn_run")
+        synthetic.write_encoder_run(cls.results / "enc_run", rounds=1)
+        cls.readme = root / "README.md"
+        cls.readme.write_text("# Title\n\nFirst paragraph.\n\n<!-- headline:start -->\nold\n"
+                              "<!-- headline:end -->\n\n## More\n")
+        cls.out = root / "out"
+        cls.res = build("--results", cls.results, "--out", cls.out, "--readme", cls.readme)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def table(self):
+        text = self.readme.read_text()
+        return text[text.index("<!-- headline:start -->"):text.index("<!-- headline:end -->")]
+
+    def test_written_between_markers(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        text = self.readme.read_text()
+        self.assertTrue(text.startswith("# Title\n\nFirst paragraph.\n\n<!-- headline:start -->\n"))
+        self.assertTrue(text.endswith("<!-- headline:end -->\n\n## More\n"))
+        self.assertNotIn("\nold\n", text)
+        self.assertEqual((self.out / "headline.md").read_text(),
+                         self.table().removeprefix("<!-- headline:start -->\n"))
+
+    def test_one_line_per_family_from_the_csv(self):
+        rows = read_rows(self.ln / "layernorm.csv") + read_rows(self.ln / "anchors.csv")
+        t = {r["version"]: float(r["median_us"]) for r in rows
+             if r["batch"] == "256" and r["image_size"] == "224" and r["status"] == "ok"}
+        best = min((v for v in t if not v.startswith("pytorch_")), key=t.get)
+        line = next(x for x in self.table().splitlines() if x.startswith("| LayerNorm |"))
+        self.assertIn(f"| {best}: {sd.fmt_us(t[best])} us |", line)
+        self.assertIn(f"{sd.faster_or_slower(t['cudnn'] / t[best])} than cudnn "
+                      f"({sd.fmt_us(t['cudnn'])} us)", line)
+        self.assertIn(f"{sd.faster_or_slower(t['pytorch_layer_norm_graph'] / t[best])} than "
+                      f"PyTorch F.layer_norm (CUDA graph)", line)
+        self.assertIn("[`ln_run`](experiments/results/ln_run/)", line)
+        self.assertIn("| Attention | batch 32, 197 tokens", self.table())
+        vit = next(x for x in self.table().splitlines() if x.startswith("| Whole ViT |"))
+        self.assertIn("| vit_b, 224 px, batch 256 | e6_best: ", vit)
+        self.assertIn("than timm torch.compile + CUDA graph (", vit)
+        self.assertIn("[`enc_run`]", vit)
+
+    def test_check_readme(self):
+        ok = build("--results", self.results, "--out", self.out, "--readme", self.readme,
+                   "--check-readme")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        text = self.readme.read_text()
+        stale = self.readme.parent / "stale.md"
+        stale.write_text(text.replace("| LayerNorm |", "| LayerNorm (old) |"))
+        r = build("--results", self.results, "--out", self.out, "--readme", stale,
+                  "--check-readme")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("headline table is not what the committed CSVs give", r.stderr)
+        stale.write_text("# no markers\n")
+        r = build("--results", self.results, "--out", self.out, "--readme", stale)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("headline:start", r.stderr)
+
+
 class Helpers(unittest.TestCase):
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})

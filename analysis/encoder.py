@@ -157,11 +157,9 @@ ok["gemm_pct"] = 100 * ok["tflops"] / ceil if ceil else np.nan
 KEYS = ["version", "model", "image_size", "batch", "streams"]
 # Interleaved rounds give one row per round: the median across them is the value, the range of
 # the rounds' medians its spread.
-t = (ok.groupby(KEYS, as_index=False)
-       .agg(median_us=("median_us", "median"), lo_us=("median_us", "min"),
-            hi_us=("median_us", "max"), n=("median_us", "size"),
-            routine_us=("routine_us", "median"), tflops=("tflops", "median"),
-            gemm_pct=("gemm_pct", "median"), lpl=("lpl", "median"), act_mb=("act_mb", "median")))
+t = sd.collapse_rounds(ok, KEYS, routine_us=("routine_us", "median"),
+                       tflops=("tflops", "median"), gemm_pct=("gemm_pct", "median"),
+                       lpl=("lpl", "median"), act_mb=("act_mb", "median"))
 t["img_s"] = t["batch"] / t["median_us"] * 1e6
 t["spread_pct"] = 100 * (t["hi_us"] - t["lo_us"]) / t["median_us"]
 
@@ -527,13 +525,14 @@ if len(t):
                        for v, s in zip(t["version"], t["streams"])])
     cols = list(dict.fromkeys(
         c for v in order for c in sw.loc[sw["version"] == v].sort_values("streams")["col"]))
-    sweep = sw.pivot_table(index=["model", "image_size", "batch"], columns="col",
-                           values="median_us")
-    sweep = sweep[[c for c in cols if c in sweep.columns]].reset_index()
-    ctx.table("encoder_sweep", sd.markdown_table(
-        sweep, {c: (sd.fmt_int if c in ("image_size", "batch") else fmt_ms)
-                for c in sweep.columns if c != "model"}),
-        f"Median time of one forward (ms, median of the rounds) for every timed model x "
+    spread_cells = ("; in parentheses the range of the rounds' medians" if sd.multi_round(t)
+                    else "")
+    ctx.table("encoder_sweep", sd.sweep_table(
+        sw, ["model", "image_size", "batch"], "col", cols, fmt_ms,
+        {"image_size": sd.fmt_int, "batch": sd.fmt_int}),
+        f"Median time of one forward (ms, median of the rounds"
+        f"{spread_cells}) "
+        f"for every timed model x "
         f"image size x batch x version (e4_streams per stream count: x2, x4, ...); '-' = not "
         f"timed (see the status table)" + (f"; {custom_key}" if custom_key else "")
         + f". {prov}.")
@@ -721,4 +720,15 @@ else:
     findings.append("Every row passed its logits check and was timed.")
 
 ctx.text("encoder_findings", findings)
+
+# README's headline line: the fastest whole-ViT version at batch 256 (else the largest batch)
+# against timm eager, in a CUDA graph and under torch.compile.
+head_batch = 256 if 256 in set(at_key["batch"]) else (int(at_key["batch"].max()) if len(at_key) else None)
+cands = [v for v in order if not sd.is_anchor(v) and head_batch and np.isfinite(at(v, head_batch))]
+if cands:
+    top = min(cands, key=lambda v: at(v, head_batch))
+    ctx.headline(family="Whole ViT", shape=f"{where}, batch {head_batch}", fastest=label(top),
+                 fastest_us=at(top, head_batch), unit="ms",
+                 anchors=[(label(a), at(a, head_batch)) for a in ANCHORS
+                          if np.isfinite(at(a, head_batch))])
 print("\n".join(findings))

@@ -51,11 +51,20 @@ ok["rows"] = sd.rows_of(ok)
 # anchor row that did not record it, so every version is measured against the same bytes.
 ok["bytes"] = 2.0 * ok["rows"] * HIDDEN * 2 + 2.0 * HIDDEN * 2
 ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
+# FLOPs (stages/layernorm flops(): 8 per element), for the roofline.
+ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]),
+                                  8.0 * ok["rows"] * HIDDEN / ok["median_us"] / 1e6)
 
-# Repeated configurations (a re-run appended to the same folder) count once, by their median.
-t = (ok.groupby(["version", "rows"], as_index=False)
-       .agg(median_us=("median_us", "median"), gbps=("gbps", "median"),
-            batch=("batch", "first"), tokens=("tokens", "first"), n=("median_us", "size")))
+# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
+# with the range of the rounds' medians as its spread (lo_us, hi_us).
+t = sd.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
+                       tflops=("tflops", "median"),
+                       batch=("batch", "first"), tokens=("tokens", "first"))
+rounds = sd.multi_round(t)
+rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
+                  else "")
+rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
+                if rounds else "")
 order = sd.version_order(t["version"], LADDER)
 style = sd.styles(order)
 ceil = run.ceilings()
@@ -88,11 +97,12 @@ ax.set_xscale("log")
 ax.set_yscale("log")
 ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
 ax.set_ylabel("median time per call (us)")
-ax.legend(ncol=2)
+sd.legend_outside(ax)
 sd.titled(fig, f"LayerNorm: median time per call vs rows ({flush_text})", prov)
 ctx.figure("layernorm_time", fig,
            f"LayerNorm median time per call vs rows (batch x tokens) at hidden {HIDDEN}, "
-           f"log-log; PyTorch anchors dashed; {flush_text}. {prov}.")
+           f"log-log; PyTorch F.layer_norm eager dashed, its CUDA-graph replay dotted; "
+           f"{flush_text}. {prov}.")
 
 # %% [markdown]
 # ## Achieved bandwidth vs rows, against the measured copy ceiling
@@ -112,7 +122,7 @@ ax.set_xscale("log")
 ax.set_ylim(bottom=0)
 ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
 ax.set_ylabel("achieved GB/s (bytes read + written / median time)")
-ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
+sd.legend_outside(ax)  # right of the axes: the curves fill the whole plot
 sd.titled(fig, "LayerNorm: achieved bandwidth vs rows", prov)
 ceiling_text = (f"lines at the measured device copy bandwidth ({copy:,.0f} GB/s) and "
                 f"{TARGET_FRACTION:.0%} of it" if copy else
@@ -150,7 +160,10 @@ for r in key_rows:
         if not np.isfinite(m):
             continue
         summary.append({
-            "rows": r, "version": v, "median us": m, "GB/s": at(v, r, "gbps"),
+            "rows": r, "version": v, "median us": m,
+            **({sd.SPREAD_COLUMN: sd.fmt_spread(at(v, r, "lo_us"), at(v, r, "hi_us"))}
+               if rounds else {}),
+            "GB/s": at(v, r, "gbps"),
             "% of copy": 100 * at(v, r, "gbps") / copy if copy else np.nan,
             f"speedup vs {V1}": at(V1, r) / m,
             "time / PyTorch graph": m / at(GRAPH, r),
@@ -163,7 +176,8 @@ if len(summary):
         "rows": sd.fmt_int, "median us": sd.fmt_us, "GB/s": sd.fmt_gbps,
         "% of copy": sd.fmt_pct, f"speedup vs {V1}": sd.fmt_ratio,
         "time / PyTorch graph": sd.fmt_ratio, "time / PyTorch eager": sd.fmt_ratio}),
-        f"LayerNorm at {' and '.join(str(r) for r in key_rows)} rows x {HIDDEN}: median time, "
+        f"LayerNorm at {' and '.join(str(r) for r in key_rows)} rows x {HIDDEN}: median time"
+        f"{rounds_caption}, "
         f"achieved bandwidth, share of the measured copy bandwidth"
         f"{f' ({copy:,.0f} GB/s)' if copy else ' (not measured in this run)'}, speedup over "
         f"{V1}, and time as a ratio to PyTorch F.layer_norm (below 1 = faster). {prov}.")
@@ -172,14 +186,52 @@ else:
 summary
 
 # %% [markdown]
+# ## The ladder at the target sizes: time, speedup over the previous step, ratio to cuDNN
+
+# %%
+LIBRARY = next((v for v in order if sd.is_library(v)), None)
+steps = [v for v in order if sd.is_own(v)]
+ladder, ladder_formats = sd.ladder_table(order, steps, key_rows, at, LIBRARY,
+                                         size_label=lambda r: f"{r} rows", spread=rounds)
+if len(ladder):
+    ctx.table("layernorm_ladder", sd.markdown_table(ladder, ladder_formats),
+              f"The LayerNorm ladder at {' and '.join(map(str, key_rows))} rows x {HIDDEN}: "
+              f"median time per call (us){rounds_caption}, speedup over the previous step of "
+              f"the ladder (x prev: its time / this time)"
+              + (f", and time as a ratio to the library version {LIBRARY} in the same run "
+                 f"(below 1 = faster)" if LIBRARY else
+                 ", (this run has no library version to compare with)")
+              + f"; '-' = not timed. {flush_text}. {prov}.")
+else:
+    ctx.missing("table", "layernorm_ladder", "no timed LayerNorm rows at hidden 768")
+
+# %% [markdown]
+# ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
+
+# %%
+rl = sd.roofline_points(t[t["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
+if len(rl) and np.isfinite(rl["ai"]).any():
+    fig, caption = sd.roofline_figure(rl, order, style, label, ceil,
+                                      f"LayerNorm: roofline at hidden {HIDDEN}", prov,
+                                      headline=f"{max(key_rows)} rows")
+    ctx.figure("layernorm_roofline", fig,
+               f"LayerNorm roofline at {' and '.join(map(str, key_rows))} rows x {HIDDEN} "
+               f"(filled: {max(key_rows)}): every version at its arithmetic intensity "
+               f"(LayerNorm's flops, 8 per element, over the bytes it must move, x read and y "
+               f"written once) and its achieved TFLOP/s, under {caption}; at a few flops per "
+               f"byte LayerNorm sits far left of the ridge, where only bandwidth counts. "
+               f"{flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "layernorm_roofline", "no timed row records GB/s and TFLOP/s")
+
+# %% [markdown]
 # ## Every timed configuration (median us)
 
 # %%
-sweep = t.pivot_table(index="rows", columns="version", values="median_us")
-sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
-ctx.table("layernorm_sweep", sd.markdown_table(
-    sweep, {c: (sd.fmt_int if c == "rows" else sd.fmt_us) for c in sweep.columns}),
-    f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}; "
+ctx.table("layernorm_sweep", sd.sweep_table(t, ["rows"], "version", order, sd.fmt_us,
+                                            {"rows": sd.fmt_int}),
+    f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}"
+    f"{rounds_cells}; "
     f"'-' = not timed (see the status table). {prov}.")
 
 # %% [markdown]
@@ -221,7 +273,7 @@ def named(v):
     return f"{v} (a library version)" if sd.is_library(v) else v
 
 
-findings = []
+findings = [s for s in [sd.rounds_sentence(t)] if s]
 big = max(key_rows)
 best = fastest(big)
 if best is not None:
@@ -304,4 +356,13 @@ else:
     findings.append("Every configuration passed the correctness check and was timed.")
 
 ctx.text("layernorm_findings", findings)
+
+# README's headline line: the fastest version of all at the largest target size.
+top = fastest(big)
+if top is not None:
+    ctx.headline(family="LayerNorm", shape=f"{big} x {HIDDEN} (rows x hidden)",
+                 fastest=top["version"], fastest_us=float(top["median_us"]),
+                 library=LIBRARY, library_us=at(LIBRARY, big) if LIBRARY else np.nan,
+                 anchors=[(label(a), at(a, big)) for a in (GRAPH, EAGER)
+                          if np.isfinite(at(a, big))])
 print("\n".join(findings))

@@ -88,11 +88,16 @@ flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between re
     flush, "L2 flush setting not recorded")
 
 KEYS = ["version", "hidden", "image_size", "batch", "rows"]
-# Repeated configurations (a re-run appended to the same folder) count once, by their median.
-t = (main.groupby(KEYS, as_index=False, dropna=False)
-         .agg(model=("model", "first"), median_us=("median_us", "median"),
-              tflops=("tflops", "median"), launches=("launches", "median"),
-              n=("median_us", "size")))
+# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
+# with the range of the rounds' medians as its spread (lo_us, hi_us).
+t = sd.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
+                       gbps=("gbps", "median"),
+                       launches=("launches", "median"))
+rounds = sd.multi_round(t)
+rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
+                  else "")
+rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
+                if rounds else "")
 vb = t[t["hidden"] == HIDDEN]
 order = sd.version_order(t["version"], LADDER)
 style = sd.styles(order)
@@ -220,7 +225,11 @@ def summary_rows(rows_list, hidden=HIDDEN, **where_):
             if not np.isfinite(m):
                 continue
             tf = at(v, r, "tflops", hidden=hidden, **where_)
-            out.append({"rows": r, "version": v, "median us": m, "TFLOP/s": tf,
+            out.append({"rows": r, "version": v, "median us": m,
+                        **({sd.SPREAD_COLUMN: sd.fmt_spread(
+                            at(v, r, "lo_us", hidden=hidden, **where_),
+                            at(v, r, "hi_us", hidden=hidden, **where_))} if rounds else {}),
+                        "TFLOP/s": tf,
                         "% of GEMM ceiling": 100 * tf / gemm_ceiling if gemm_ceiling else np.nan,
                         "launches": at(v, r, "launches", hidden=hidden, **where_),
                         "time / gemm_only": m / at(GEMM, r, hidden=hidden, **where_),
@@ -239,7 +248,7 @@ summary = summary_rows(key_rows).dropna(axis=1, how="all")
 if len(summary):
     ctx.table("mlp_summary", sd.markdown_table(summary, SUMMARY_FORMATS),
               f"MLP at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median time per "
-              f"call, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
+              f"call{rounds_caption}, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
               f"(counted by capturing one call into a CUDA graph; PyTorch: by its profiler), and "
               f"time as a ratio to gemm_only (the two GEMMs without epilogue) and to PyTorch's "
               f"F.linear -> gelu -> F.linear as a CUDA-graph replay and eagerly (below 1 = "
@@ -247,6 +256,45 @@ if len(summary):
 else:
     ctx.missing("table", "mlp_summary", f"no timed MLP rows at hidden {HIDDEN}")
 summary
+
+# %% [markdown]
+# ## The ladder at the target sizes: time, speedup over the previous step, ratio to gemm_only
+#
+# The MLP has no library version of its own; its reference is gemm_only, cuBLASLt's two GEMMs
+# without bias, GELU or residual: what any MLP built on the library's GEMMs cannot beat.
+
+# %%
+steps = [v for v in order if sd.is_own(v) and v != GEMM]
+ladder, ladder_formats = sd.ladder_table(
+    order, steps, key_rows, lambda v, r, col: at(v, r, col), GEMM if GEMM in order else None,
+    size_label=lambda r: f"{r} rows", spread=rounds)
+if len(ladder):
+    ctx.table("mlp_ladder", sd.markdown_table(ladder, ladder_formats),
+              f"The MLP ladder at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median "
+              f"time per call (us){rounds_caption}, speedup over the previous step of the "
+              f"ladder ({' -> '.join(steps)}; x prev: its time / this time), and time as a "
+              f"ratio to {GEMM}, the same two cuBLASLt GEMMs without bias, GELU or residual "
+              f"(the MLP has no library version; below 1 = faster); '-' = not timed. "
+              f"{flush_text}. {prov}.")
+else:
+    ctx.missing("table", "mlp_ladder", f"no timed MLP rows at hidden {HIDDEN}")
+
+# %% [markdown]
+# ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
+
+# %%
+rl = sd.roofline_points(vb[vb["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
+if len(rl) and np.isfinite(rl["ai"]).any():
+    fig, caption = sd.roofline_figure(rl, order, style, label, ceil,
+                                      f"MLP: roofline at hidden {HIDDEN}", prov,
+                                      headline=f"{max(key_rows)} rows")
+    ctx.figure("mlp_roofline", fig,
+               f"MLP roofline at {' and '.join(map(str, key_rows))} rows x {HIDDEN} (filled: "
+               f"{max(key_rows)}): every version at its arithmetic intensity (the two GEMMs' "
+               f"flops over the bytes the MLP must move: x, both weight matrices and y) and its "
+               f"achieved TFLOP/s, under {caption}. {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "mlp_roofline", "no timed row records GB/s and TFLOP/s")
 
 # %% [markdown]
 # ## The ViT widths at batch 32, 224 px (hidden 384, 768, 1024)
@@ -427,14 +475,11 @@ else:
 
 # %%
 if len(vb):
-    sweep = vb.pivot_table(index=["image_size", "batch", "rows"], columns="version",
-                           values="median_us")
-    sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
-    ctx.table("mlp_sweep", sd.markdown_table(sweep, {
-        c: (sd.fmt_int if c in ("image_size", "batch", "rows") else sd.fmt_us)
-        for c in sweep.columns}),
+    ctx.table("mlp_sweep", sd.sweep_table(
+        vb, ["image_size", "batch", "rows"], "version", order, sd.fmt_us,
+        {c: sd.fmt_int for c in ("image_size", "batch", "rows")}),
         f"MLP median time per call (us) for every timed image size x batch x version at hidden "
-        f"{HIDDEN}; '-' = not timed (see the status table); {flush_text}. {prov}.")
+        f"{HIDDEN}{rounds_cells}; '-' = not timed (see the status table); {flush_text}. {prov}.")
 else:
     ctx.missing("table", "mlp_sweep", f"no timed MLP rows at hidden {HIDDEN}")
 
@@ -467,7 +512,7 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = []
+findings = [s for s in [sd.rounds_sentence(t)] if s]
 
 # The two MLP targets (docs/method.md), judged on fused_epilogue at 6304 and 50432 rows.
 for r in key_rows:
@@ -714,4 +759,17 @@ else:
     findings.append("Every configuration passed the correctness check and was timed.")
 
 ctx.text("mlp_findings", findings)
+
+# README's headline line: the fastest MLP (gemm_only computes none) at the largest target size;
+# the MLP has no library version, so its reference is cuBLASLt's two GEMMs alone.
+if key_rows:
+    big = max(key_rows)
+    d = vb[(vb["rows"] == big) & ~vb["version"].map(sd.is_anchor) & (vb["version"] != GEMM)]
+    if len(d):
+        top = d.loc[d["median_us"].idxmin()]
+        ctx.headline(family="MLP", shape=f"{big} x {HIDDEN} (rows x hidden), mlp {4 * HIDDEN}",
+                     fastest=top["version"], fastest_us=float(top["median_us"]),
+                     library=f"{GEMM} (cuBLASLt's GEMMs alone)", library_us=at(GEMM, big),
+                     anchors=[(label(a), at(a, big)) for a in (GRAPH, EAGER)
+                              if np.isfinite(at(a, big))])
 print("\n".join(findings))

@@ -72,11 +72,18 @@ ok["streams"] = ok["streams"].fillna(1)
 ok["how"] = ok["note"].astype(str).str.extract(r"timed: (eager|cuda-graph replay)")[0]
 KEYS = ["version", "model", "hidden", "image_size", "batch", "streams"]
 TIMES = ["median_us", "routine_us", "h2d_us", "preprocess_us", "d2h_us"]
-t = (ok.groupby(KEYS, as_index=False)
-       .agg(**{c: (c, "median") for c in TIMES},
-            device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
-            launches=("launches", "first"), host_syncs=("host_syncs", "first"),
-            how=("how", "first"), n=("median_us", "size")))
+# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
+# with the range of the rounds' medians as its spread (lo_us, hi_us).
+t = sd.collapse_rounds(ok, KEYS, **{c: (c, "median") for c in TIMES[1:]},
+                       device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
+                       launches=("launches", "first"), host_syncs=("host_syncs", "first"),
+                       how=("how", "first"), gbps=("gbps", "median"),
+                       tflops=("tflops", "median"))
+rounds = sd.multi_round(t)
+rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
+                  else "")
+rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
+                if rounds else "")
 # One row per version and shape: the stream versions at their fastest stream count.
 best = (t.sort_values("median_us", kind="stable")
          .drop_duplicates(["version", "model", "hidden", "image_size", "batch"])
@@ -397,6 +404,8 @@ for m, image, b in key_shapes:
             "shape": shape_text(m, image, b), "version": v,
             "streams": at(v, m, image, b, "streams") if v in STREAM_VERSIONS else np.nan,
             "median us": us,
+            **({sd.SPREAD_COLUMN: sd.fmt_spread(at(v, m, image, b, "lo_us"),
+                                                at(v, m, image, b, "hi_us"))} if rounds else {}),
             "previous step": prev or "-",
             "x previous": at(prev, m, image, b) / us if prev else np.nan,
             f"x {CPU}": at(CPU, m, image, b) / us if v != CPU else np.nan,
@@ -412,7 +421,7 @@ if len(ladder):
     ctx.table(f"{FAMILY}_ladder", sd.markdown_table(ladder, {k: f for k, f in fmts.items()
                                                              if k in ladder.columns}),
               f"The patch-embedding ladder at its key shapes: median time per call (us; "
-              f"cpu_baseline CPU time, the rest device time), speedup over the previous step "
+              f"cpu_baseline CPU time, the rest device time){rounds_caption}, speedup over the previous step "
               f"present at that shape (its time / this time), speedup over {CPU}, and time as "
               f"a ratio to {CUDNN} and to the faster of the two PyTorch anchors there (below 1 "
               f"= faster); v3 versions at their fastest stream count (streams). "
@@ -459,6 +468,31 @@ if len(ladder) and ladder["version"].map(sd.is_own).any():
                f"{prov}.")
 else:
     ctx.missing("figure", f"{FAMILY}_speedup", "no version of the ladder timed at a key shape")
+
+# %% [markdown]
+# ## Roofline: every GPU version at its arithmetic intensity against the run's ceilings
+
+# %%
+rl_shapes = main_shapes()
+rl = best[best["version"] != CPU]
+rl = rl[[(m, int(i), int(b)) in rl_shapes for m, i, b in
+         zip(rl["model"], rl["image_size"], rl["batch"])]]
+rl = sd.roofline_points(rl, lambda r: shape_text(r["model"], int(r["image_size"]), int(r["batch"])))
+if len(rl) and np.isfinite(rl["ai"]).any():
+    head = shape_text(*max(rl_shapes, key=lambda s: s[2]))
+    fig, caption = sd.roofline_figure(rl, order, style, label, run.ceilings(),
+                                      f"Patch embedding: roofline on {MAIN_MODEL}", prov,
+                                      headline=head)
+    ctx.figure(f"{FAMILY}_roofline", fig,
+               f"Patch-embedding roofline at {'; '.join(shape_text(*s) for s in rl_shapes)} "
+               f"(filled: {head}): every GPU version and anchor at its arithmetic intensity (the "
+               f"convolution's flops over the bytes it must move: images, weights and token "
+               f"rows) and its achieved TFLOP/s (device time), under {caption}; "
+               f"{CPU} runs on the CPU and v1-v3 only at small ViT-Ti shapes, so they are not "
+               f"placed. {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", f"{FAMILY}_roofline",
+                f"no timed {MAIN_MODEL} row records GB/s and TFLOP/s")
 
 # %% [markdown]
 # ## Device and host memory per version
@@ -638,14 +672,11 @@ else:
 # ## Every timed configuration (median us), and the status of every row
 
 # %%
-sweep = t.pivot_table(index=["model", "image_size", "batch", "streams"], columns="version",
-                      values="median_us")
-sweep = sweep[[v for v in order if v in sweep.columns]].reset_index()
-ctx.table(f"{FAMILY}_sweep", sd.markdown_table(
-    sweep, {c: (sd.fmt_int if c in ("image_size", "batch", "streams") else sd.fmt_us)
-            for c in sweep.columns if c != "model"}),
+ctx.table(f"{FAMILY}_sweep", sd.sweep_table(
+    t, ["model", "image_size", "batch", "streams"], "version", order, sd.fmt_us,
+    {c: sd.fmt_int for c in ("image_size", "batch", "streams")}),
     f"Patch-embedding median time per call (us) for every timed model x image size x batch x "
-    f"streams x version; '-' = not timed (see the status table). {flush_text}. {prov}.")
+    f"streams x version{rounds_cells}; '-' = not timed (see the status table). {flush_text}. {prov}.")
 
 st = sd.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
@@ -661,7 +692,7 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = []
+findings = [s for s in [sd.rounds_sentence(t)] if s]
 
 
 def fastest(model, image, batch, own_only=False):
@@ -791,4 +822,19 @@ else:
     findings.append("Every configuration passed the correctness check and was timed.")
 
 ctx.text(f"{FAMILY}_findings", findings)
+
+# README's headline line: the fastest version of all at batch 256, 224 px on ViT-B.
+top = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
+if top is not None:
+    def anchor_name(a):
+        h = how(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
+        return f"{label(a)} ({h})" if h else label(a)
+    ctx.headline(family="Patch embedding",
+                 shape=f"{MAIN_MODEL}, batch {CONV_BATCH}, {KEY_IMAGE} px",
+                 fastest=top["version"], fastest_us=float(top["median_us"]),
+                 library=CUDNN if CUDNN in order else None,
+                 library_us=at(CUDNN, MAIN_MODEL, KEY_IMAGE, CONV_BATCH),
+                 anchors=[(anchor_name(a), at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH))
+                          for a in (CONV, LINEAR)
+                          if np.isfinite(at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH))])
 print("\n".join(findings))

@@ -329,6 +329,110 @@ def version_order(present, preferred) -> list[str]:
     return [v for v in order if not is_anchor(v)] + [v for v in order if is_anchor(v)]
 
 
+# The sweep runner's tag of a multi-round sweep (experiments/run_sweep.py --rounds): each row
+# of round k ends its note with "[round: k]"; a row without it is round 1.
+ROUND_RE = re.compile(r"\[round: (\d+)\]")
+
+
+def round_of(df: pd.DataFrame) -> pd.Series:
+    """The round each row was measured in (1 where the note has no `[round: k]`)."""
+    return (pd.to_numeric(df["note"].astype(str).str.extract(ROUND_RE)[0], errors="coerce")
+            .fillna(1).astype(int))
+
+
+def collapse_rounds(df: pd.DataFrame, keys: list[str], value: str = "median_us",
+                    **agg) -> pd.DataFrame:
+    """One row per configuration (`keys`). Rows that repeat a configuration, the interleaved
+    rounds of a multi-round sweep or a re-run appended to the same folder, collapse to the
+    median of their `value` (each row's own median over its timed calls): that median is the
+    number every table, figure and target uses. `lo_us` and `hi_us` are the smallest and
+    largest of the rounds' values (the spread), `n` how many rows were collapsed. Further
+    columns by named aggregation (`tflops=("tflops", "median")`). A single-round run gets
+    lo_us = hi_us = its value and n = 1."""
+    named = {value: (value, "median"), "lo_us": (value, "min"), "hi_us": (value, "max"),
+             "n": (value, "size")}
+    named.update(agg)
+    return df.groupby(keys, as_index=False, dropna=False).agg(**named)
+
+
+def multi_round(t: pd.DataFrame) -> bool:
+    """Whether any configuration of a collapsed table was measured more than once."""
+    return "n" in t and bool((t["n"] > 1).any())
+
+
+def fmt_spread(lo, hi, fmt=None) -> str:
+    """The rounds' range as 'lo-hi' ('-' where not timed)."""
+    fmt = fmt or fmt_us
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return "-"
+    return f"{fmt(lo)}-{fmt(hi)}"
+
+
+SPREAD_COLUMN = "rounds' range us"
+
+
+def rounds_sentence(t: pd.DataFrame) -> str | None:
+    """A findings sentence saying that times are medians across rounds; None for a run where
+    every configuration was measured once (its report reads as a single-round report)."""
+    if not multi_round(t):
+        return None
+    ns = sorted({int(n) for n in t["n"]})
+    counts = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]} to {ns[-1]}"
+    return (f"Each configuration was measured {counts} times (interleaved rounds: every "
+            f"version of a shape, then all of them again); every time, ratio and target verdict "
+            f"here is on the median across them, and the tables give the range of the rounds' "
+            f"medians.")
+
+
+def sweep_table(t: pd.DataFrame, index: list[str], columns: str, order: list[str],
+                fmt=None, index_formats: dict | None = None, value: str = "median_us") -> str:
+    """Markdown pivot of `value` (index x columns, columns in `order`). With more than one
+    round, a cell reads 'median (min-max)' over the rounds; a single-round run gets plain
+    numbers."""
+    fmt = fmt or fmt_us
+    if multi_round(t):
+        d = t.copy()
+        d["_cell"] = [fmt(m) if n <= 1 or lo == hi else f"{fmt(m)} ({fmt_spread(lo, hi, fmt)})"
+                      for m, lo, hi, n in zip(d[value], d["lo_us"], d["hi_us"], d["n"])]
+        p = d.pivot_table(index=index, columns=columns, values="_cell", aggfunc="first")
+        cell = lambda x: x if isinstance(x, str) else "-"  # noqa: E731
+    else:
+        p = t.pivot_table(index=index, columns=columns, values=value)
+        cell = fmt
+    p = p[[c for c in order if c in p.columns]].reset_index()
+    formats = {c: cell for c in p.columns if c not in index}
+    formats.update({c: f for c, f in (index_formats or {}).items() if c in p.columns})
+    return markdown_table(p, formats)
+
+
+def ladder_table(order: list[str], steps: list[str], sizes: list, at, reference: str | None,
+                 size_label=str, spread: bool = False):
+    """The per-step ladder table: one row per version of `order`, and per size the median time,
+    (with `spread`, the rounds' range), the speedup over the previous step of `steps` (its time
+    / this time) and the time as a ratio to `reference` (below 1 = faster). `at(version, size,
+    col)` looks a value up (NaN where not timed). Returns the table and its formats; versions
+    timed at none of the sizes are left out."""
+    rows, formats = [], {}
+    for v in order:
+        row = {"version": v}
+        prev = steps[steps.index(v) - 1] if v in steps and steps.index(v) > 0 else None
+        for n in sizes:
+            key = size_label(n)
+            m = at(v, n, "median_us")
+            row[f"{key}: us"] = m
+            formats[f"{key}: us"] = fmt_us
+            if spread:
+                row[f"{key}: range"] = fmt_spread(at(v, n, "lo_us"), at(v, n, "hi_us"))
+            row[f"{key}: x prev"] = at(prev, n, "median_us") / m if prev else np.nan
+            formats[f"{key}: x prev"] = fmt_ratio
+            if reference:
+                row[f"{key}: / {reference}"] = m / at(reference, n, "median_us")
+                formats[f"{key}: / {reference}"] = fmt_ratio
+        if any(np.isfinite(row[f"{size_label(n)}: us"]) for n in sizes):
+            rows.append(row)
+    return pd.DataFrame(rows), formats
+
+
 def one_setting(df: pd.DataFrame, column: str = "flush_l2"):
     """Keep the most common value of a harness setting so that every compared timing used the
     same one (ratios between different L2 states mean nothing). Returns the kept rows, the
@@ -425,8 +529,17 @@ _OWN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
                "#bcbd22", "#7f7f7f"]
 _OWN_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">"]
 _LIB_COLORS = ["#d62728", "#ff9896"]
-_ANCHOR_COLORS = ["#000000", "#555555", "#999999"]
-_ANCHOR_MARKERS = ["x", "+", "1"]
+# PyTorch anchors: dark colours apart from the versions', one colour and marker per anchor
+# (its eager run and its CUDA-graph replay share them and differ by line style).
+_ANCHOR_COLORS = ["#000000", "#b8860b", "#556b2f", "#c71585", "#3a3a8c", "#843c39"]
+_ANCHOR_MARKERS = ["x", "P", "h", "d", "p", "8"]
+ANCHOR_EAGER_LINE, ANCHOR_GRAPH_LINE = "--", ":"
+GRAPH_SUFFIX = "_graph"
+
+
+def anchor_base(version: str) -> str:
+    """The anchor an eager or CUDA-graph row belongs to (`pytorch_x_graph` -> `pytorch_x`)."""
+    return str(version).removesuffix(GRAPH_SUFFIX)
 
 
 def apply_style():
@@ -452,13 +565,17 @@ def apply_style():
 
 def styles(order: list[str]) -> dict[str, dict]:
     """Line style per version, fixed by the family's version order so one version looks the
-    same in every figure of the family. Anchors are dashed."""
-    out, own, lib, anc = {}, 0, 0, 0
+    same in every figure of the family. Each PyTorch anchor has its own colour and marker; its
+    eager run is dashed and its CUDA-graph replay dotted."""
+    out, own, lib = {}, 0, 0
+    bases = list(dict.fromkeys(anchor_base(v) for v in order if is_anchor(v)))
     for v in order:
         if is_anchor(v):
-            out[v] = dict(color=_ANCHOR_COLORS[anc % 3], marker=_ANCHOR_MARKERS[anc % 3],
-                          linestyle="--")
-            anc += 1
+            i = bases.index(anchor_base(v))
+            out[v] = dict(color=_ANCHOR_COLORS[i % len(_ANCHOR_COLORS)],
+                          marker=_ANCHOR_MARKERS[i % len(_ANCHOR_MARKERS)],
+                          linestyle=ANCHOR_GRAPH_LINE if v.endswith(GRAPH_SUFFIX)
+                          else ANCHOR_EAGER_LINE)
         elif is_library(v):
             out[v] = dict(color=_LIB_COLORS[lib % 2], marker="*", linestyle="-.",
                           markersize=7)
@@ -506,6 +623,123 @@ def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], 
     return fig
 
 
+def measured_ticks(ax, values, axis: str = "x", base: float = 10):
+    """Log axis with a tick at every measured value (197, 577, 1025 tokens; batch 1 ... 256),
+    printed as plain numbers, and no minor ticks."""
+    import matplotlib.ticker as mt
+    values = sorted({float(v) for v in values if np.isfinite(v)})
+    a = getattr(ax, f"{axis}axis")
+    getattr(ax, f"set_{axis}scale")("log", base=base)
+    a.set_major_locator(mt.FixedLocator(values))
+    a.set_major_formatter(mt.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    a.set_minor_locator(mt.NullLocator())
+
+
+def reference_line(ax, y: float, label: str, **kw):
+    """A horizontal reference line that names itself in the legend."""
+    kw = {"color": "#444444", "linewidth": 0.9, "linestyle": "-", **kw}
+    return ax.axhline(y, label=label, **kw)
+
+
+def legend_outside(ax, **kw):
+    """The legend right of the axes, where it covers no data."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                     frameon=False, **kw)
+
+
+def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, ceilings,
+                    what: str, provenance: str, headline: str | None = None):
+    """The roofline of one family: every version at its arithmetic intensity (the family's
+    flops over its bytes, the counts behind the row's TFLOP/s and GB/s) and its achieved
+    TFLOP/s, under the run's measured ceilings: the copy bandwidth line (TFLOP/s = intensity x
+    GB/s / 1000) and the fp16 GEMM rate. `points` holds version, shape (text), ai (flop/byte)
+    and tflops; rows of the `headline` shape are filled, other shapes hollow. An anchor timed
+    both eagerly and as a CUDA-graph replay is shown by its replay (GPU time, the same work).
+    Returns the figure and a caption fragment naming the ceilings drawn."""
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker as mt
+    p = points[np.isfinite(points["ai"]) & np.isfinite(points["tflops"])
+               & (points["ai"] > 0) & (points["tflops"] > 0)]
+    present = set(p["version"])
+    order = [v for v in order if not (is_anchor(v) and not v.endswith(GRAPH_SUFFIX)
+                                      and v + GRAPH_SUFFIX in present)]
+    fig, ax = plt.subplots(figsize=(8.6, 4.8))
+    handles = []
+    for v in order:
+        d = p[p["version"] == v]
+        if not len(d):
+            continue
+        st = {k: val for k, val in style[v].items() if k != "linestyle"}
+        st["markersize"] = max(st.get("markersize", 0), 6)
+        if st.get("marker") == ".":
+            st["marker"] = "o"
+        filled = d[d["shape"] == headline] if headline else d
+        hollow = d[d["shape"] != headline] if headline else d.iloc[:0]
+        if len(filled):
+            ax.plot(filled["ai"], filled["tflops"], linestyle="none", **st)
+        if len(hollow):
+            ax.plot(hollow["ai"], hollow["tflops"], linestyle="none", markerfacecolor="none",
+                    **st)
+        handles.append(plt.Line2D([], [], linestyle="none", label=label(v), **st))
+    lo = p["ai"].min() / 3 if len(p) else 0.1
+    hi = p["ai"].max() * 3 if len(p) else 100.0
+    copy, gemm = ceilings.copy_gbps, ceilings.gemm_tflops
+    parts = []
+    if copy and gemm:
+        ridge = gemm * 1000 / copy
+        lo, hi = min(lo, ridge / 3), max(hi, ridge * 3)
+    x = np.geomspace(lo, hi, 200)
+    roof = np.full_like(x, np.inf)
+    if copy:
+        roof = np.minimum(roof, x * copy / 1000)
+        parts.append(f"the copy bandwidth measured in the same run ({copy:,.0f} GB/s)")
+    if gemm:
+        roof = np.minimum(roof, np.full_like(x, gemm))
+        parts.append(f"the fp16 GEMM rate measured in the same run ({gemm:,.0f} TFLOP/s)")
+    if parts:
+        ax.plot(x, roof, color="#444444", linewidth=1.2)
+        if copy:
+            handles.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
+                                      label=f"measured ceilings: copy {copy:,.0f} GB/s"
+                                      + (f", GEMM {gemm:,.0f} TFLOP/s" if gemm else "")))
+        else:
+            handles.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
+                                      label=f"measured GEMM ceiling {gemm:,.0f} TFLOP/s"))
+    if headline and (p["shape"] != headline).any():
+        shapes = ", ".join(dict.fromkeys(p.loc[p["shape"] != headline, "shape"]))
+        handles.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
+                                  label=f"filled: {headline}"))
+        handles.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
+                                  markerfacecolor="none", label=f"hollow: {shapes}"))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    top = max([p["tflops"].max() if len(p) else 1.0] + ([gemm] if gemm else []))
+    bottom = p["tflops"].min() if len(p) else top / 1e3
+    ax.set_ylim(bottom / 3, top * 2.5)
+    for a in (ax.xaxis, ax.yaxis):
+        a.set_major_locator(mt.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_minor_locator(mt.NullLocator())
+        a.set_major_formatter(mt.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    ax.set_xlabel("arithmetic intensity (flops / bytes the operation must move, flop/byte)")
+    ax.set_ylabel("achieved TFLOP/s (flops / median time)")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              frameon=False, fontsize=7)
+    titled(fig, what, provenance)
+    fig.tight_layout()
+    return fig, (" and ".join(parts) if parts else "no ceiling measured in this run")
+
+
+def roofline_points(t: pd.DataFrame, shape) -> pd.DataFrame:
+    """Roofline points of a collapsed table with median `tflops` and `gbps` columns: the
+    arithmetic intensity of a row is its flops over its bytes, tflops x 1000 / gbps (both from
+    the family's counts over the same median time). `shape` maps a row to its shape text."""
+    p = t.copy()
+    p["ai"] = 1000.0 * p["tflops"] / p["gbps"]
+    p["shape"] = [shape(r) for _, r in p.iterrows()]
+    return p
+
+
 def titled(fig, what: str, provenance: str):
     """Figure title: what is shown, then the provenance line required on every figure."""
     fig.suptitle(f"{what}\n{provenance}", fontsize=9)
@@ -525,6 +759,21 @@ class Artifact:
 
 
 @dataclass
+class Headline:
+    """A family's line of README's headline table: the fastest version of all (libraries
+    included, anchors not) at the family's headline shape, against its library version and its
+    PyTorch anchors there, all from one run."""
+    family: str                       # as the table names it ("LayerNorm")
+    shape: str                        # the headline shape, in words
+    fastest: str
+    fastest_us: float
+    library: str | None = None        # the library version (or reference) compared with
+    library_us: float = float("nan")
+    anchors: list = field(default_factory=list)   # [(label, median us)]
+    unit: str = "us"                  # "us" or "ms" for the printed times
+
+
+@dataclass
 class Context:
     """Handed to a notebook by report/build.py (as STUDY_CONTEXT), or built from the command
     line when the notebook runs on its own. The notebook writes through it, and build.py reads
@@ -533,6 +782,11 @@ class Context:
     run: Run
     out_dir: Path
     artifacts: dict = field(default_factory=dict)
+    headline_entry: Headline | None = None
+
+    def headline(self, **kw):
+        """The family's line of README's headline table (report/build.py writes the table)."""
+        self.headline_entry = Headline(**kw)
 
     def _path(self, sub: str, name: str, ext: str) -> Path:
         # Family-prefixed names let build.py clean a family's stale outputs safely.

@@ -10,6 +10,7 @@ and eager PyTorch bounded below by its host launch cost.
     /usr/bin/python3 analysis/synthetic.py --mlp /tmp/synthetic/mlp   # an MLP run (write_mlp_run)
     /usr/bin/python3 analysis/synthetic.py --encoder /tmp/synthetic/enc   # whole ViT (write_encoder_run)
     /usr/bin/python3 analysis/synthetic.py --patch-embed /tmp/synthetic/pe   # write_patch_embed_run
+    /usr/bin/python3 analysis/synthetic.py --attention /tmp/synthetic/attn   # write_attention_run
 """
 from __future__ import annotations
 
@@ -665,11 +666,126 @@ def write_patch_embed_run(folder, *, run_id="synthetic-pe-run", commit="00112233
     return folder
 
 
+# ---- Attention ---------------------------------------------------------------------------------
+# softmax(Q K^T / sqrt(d)) V on ViT-B's heads: time = fixed cost + flops / (share of the GEMM
+# ceiling), the share per version; eager anchors have a host floor.
+ATTN_HEADS, ATTN_HEAD_DIM = 12, 64
+ATTN_BATCHES = (1, 32)
+# version: (share of the GEMM ceiling on large problems, fixed us)
+ATTN_MODEL = {
+    "v0_naive": (0.004, 6.0), "v1_smem_tiling": (0.03, 5.0), "v2_coalesced": (0.04, 5.0),
+    "v3_wmma": (0.08, 5.0), "v4_multiwarp": (0.12, 5.0), "v5_large_tile": (0.14, 5.0),
+    "v6_coalesced_k": (0.16, 5.0), "v7_flash_mma": (0.40, 4.0), "v7_flash": (0.55, 4.0),
+    "cudnn_sdpa": (0.50, 4.0),
+    "pytorch_sdpa_cudnn_graph": (0.48, 5.0), "pytorch_sdpa_flash_graph": (0.40, 5.0),
+    "pytorch_sdpa_efficient_graph": (0.30, 5.0), "pytorch_sdpa_math_graph": (0.05, 8.0),
+    "pytorch_sdpa_cudnn": (0.48, 5.0), "pytorch_sdpa_flash": (0.40, 5.0),
+    "pytorch_sdpa_efficient": (0.30, 5.0), "pytorch_sdpa_math": (0.05, 8.0),
+}
+ATTN_EAGER_FLOOR_US = 30.0
+
+
+def attention_flops(batch, tokens, heads=ATTN_HEADS, head_dim=ATTN_HEAD_DIM) -> float:
+    """stages/attention flops(): Q K^T and P V."""
+    return 4.0 * batch * heads * tokens ** 2 * head_dim
+
+
+def attention_bytes(batch, tokens, heads=ATTN_HEADS, head_dim=ATTN_HEAD_DIM) -> float:
+    """stages/attention bytes(): the packed QKV read once, the output written once (fp16)."""
+    return 2.0 * batch * tokens * heads * head_dim * 4
+
+
+def write_attention_run(folder, *, run_id="synthetic-attention-run",
+                        commit="1234567890abcdef1234567890abcdef12345678",
+                        gpu="NVIDIA H200 (synthetic)", utc="2025-11-22T12:00:00Z",
+                        model=ATTN_MODEL, batches=ATTN_BATCHES, images=(224, 384, 512),
+                        seed=5) -> Path:
+    """attention.csv (every version and anchor at batch 1 and 32, 197/577/1025 tokens, v0 skipped
+    at 1025 tokens) and ceilings.csv."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    base = _base(run_id, commit, gpu, utc)
+    rows = []
+    for image in images:
+        tokens = TOKENS[image]
+        for batch in batches:
+            for version, (share, fixed) in model.items():
+                flops = attention_flops(batch, tokens)
+                r = dict(base, family="attention", version=version, batch=batch,
+                         image_size=image, tokens=tokens, hidden=ATTN_HEADS * ATTN_HEAD_DIM,
+                         heads=ATTN_HEADS, head_dim=ATTN_HEAD_DIM, rows=batch * tokens,
+                         launches=1, host_syncs=0, status="ok", note="checked")
+                if version == "v0_naive" and tokens == 1025:
+                    r.update(status="skipped", note="over the work budget")
+                else:
+                    median = fixed + flops / (share * GEMM_TFLOPS * 1e12) * 1e6
+                    if version.startswith("pytorch_") and not version.endswith("_graph"):
+                        median = max(median, ATTN_EAGER_FLOOR_US)
+                    median *= 1 + rng.uniform(-0.01, 0.01)
+                    r.update(_timing(median, rng),
+                             gbps=attention_bytes(batch, tokens) / (median * 1e-6) / 1e9,
+                             tflops=flops / (median * 1e-6) / 1e12, rel_l2_err=4e-4)
+                rows.append(r)
+    _write_csv(folder / "attention.csv", rows)
+    _write_csv(folder / "ceilings.csv", [
+        dict(base, family="ceilings", version="copy", batch="", status="ok", gbps=COPY_GBPS,
+             **_timing(2.0 * (1 << 30) / (COPY_GBPS * 1e9) * 1e6, rng), note="copy"),
+        dict(base, family="ceilings", version="gemm_fp16", batch="", status="ok",
+             tflops=GEMM_TFLOPS, **_timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
+             note="gemm")])
+    return folder
+
+
+# ---- Interleaved rounds ----------------------------------------------------------------------
+
+ROUND_FACTORS = (0.9, 1.0, 1.3)
+
+
+def as_rounds(folder, factors=ROUND_FACTORS, skip=("ceilings.csv",)):
+    """Rewrite every sweep CSV directly in `folder` as a multi-round sweep writes it: each timed
+    row k times, its note tagged `[round: i]` (before an `[extra: ...]`, as the runner does),
+    its times scaled by factors[i-1] and its GB/s and TFLOP/s by the inverse. With the default
+    factors the median of the rounds is the original row. Rows that were not timed stay single."""
+    import re
+    folder = Path(folder)
+    for path in sorted(folder.glob("*.csv")):
+        if path.name in skip or path.name.endswith("_timeline.csv"):
+            continue
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            fields, rows = reader.fieldnames, list(reader)
+        out = []
+        for i, factor in enumerate(factors, start=1):
+            for r in rows:
+                if r["status"] != "ok":
+                    if i == 1:
+                        out.append(r)
+                    continue
+                r = dict(r)
+                m = re.search(r"\s*\[extra: .*\]$", r["note"])
+                body = r["note"][:m.start()] if m else r["note"]
+                r["note"] = (body + " " if body else "") + f"[round: {i}]" + (m.group(0) if m else "")
+                for c in ("mean_us", "median_us", "min_us", "max_us", "routine_us"):
+                    if r.get(c):
+                        r[c] = f"{float(r[c]) * factor:.6g}"
+                for c in ("gbps", "tflops"):
+                    if r.get(c):
+                        r[c] = f"{float(r[c]) / factor:.6g}"
+                out.append(r)
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            w.writeheader()
+            w.writerows(out)
+    return folder
+
+
 if __name__ == "__main__":
     kinds = {"--mlp": write_mlp_run, "--patch-embed": write_patch_embed_run,
-             "--encoder": write_encoder_run}
+             "--encoder": write_encoder_run, "--attention": write_attention_run}
     args = [a for a in sys.argv[1:] if a not in kinds]
     if len(args) != 1:
-        sys.exit("usage: synthetic.py [--mlp | --patch-embed | --encoder] OUTPUT_RUN_FOLDER")
+        sys.exit("usage: synthetic.py [--mlp | --patch-embed | --encoder | --attention] "
+                 "OUTPUT_RUN_FOLDER")
     chosen = [kinds[a] for a in sys.argv[1:] if a in kinds]
     print((chosen[0] if chosen else write_run)(args[0]))

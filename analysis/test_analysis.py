@@ -862,6 +862,250 @@ class RunReport(unittest.TestCase):
             self.assertEqual(res.returncode, 0, res.stderr)
 
 
+class Rounds(unittest.TestCase):
+    """Every family's run written once as a single-round sweep and once in three interleaved
+    rounds (times x0.9, x1.0, x1.3: the median is the single round). The multi-round report
+    shows the median and the rounds' range in its tables and judges every target on the
+    median: its findings are the single round's, plus one sentence saying so."""
+
+    WRITERS = {"layernorm": (synthetic.write_run, "layernorm_summary"),
+               "mlp": (synthetic.write_mlp_run, "mlp_summary"),
+               "attention": (synthetic.write_attention_run, "attention_summary"),
+               "patch_embed": (synthetic.write_patch_embed_run, "patch_embed_ladder")}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        cls.out, cls.res = {}, {}
+        for kind in ("one", "three"):
+            results = root / kind
+            for family, (write, _) in cls.WRITERS.items():
+                folder = write(results / family)
+                if kind == "three":
+                    synthetic.as_rounds(folder)
+            cls.out[kind] = root / f"out_{kind}"
+            cls.res[kind] = build("--results", results, "--out", cls.out[kind])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def read(self, kind, sub, name):
+        return (self.out[kind] / sub / f"{name}.md").read_text()
+
+    def test_builds(self):
+        for kind, res in self.res.items():
+            self.assertEqual(res.returncode, 0, f"{kind}: {res.stderr}")
+
+    def test_findings_are_judged_on_the_median(self):
+        for family in self.WRITERS:
+            one = self.read("one", "text", f"{family}_findings").splitlines()
+            three = self.read("three", "text", f"{family}_findings").splitlines()
+            self.assertFalse([x for x in one if "rounds" in x], family)
+            self.assertIn("- Each configuration was measured 3 times (interleaved rounds", three[0],
+                          family)
+            self.assertEqual(three[1:], one, family)
+
+    def test_tables_show_median_and_range(self):
+        # LayerNorm at 50432 rows, v5_unrolled: the table's median is the middle round.
+        rows = [r for r in read_rows(self.out["one"].parent / "three" / "layernorm" / "layernorm.csv")
+                if r["version"] == "v5_unrolled" and r["batch"] == "256" and r["image_size"] == "224"]
+        times = sorted(float(r["median_us"]) for r in rows)
+        self.assertEqual(len(times), 3)
+        summary = self.read("three", "tables", "layernorm_summary")
+        self.assertIn("| rows | version | median us | rounds' range us | GB/s |", summary)
+        self.assertIn(f"| 50432 | v5_unrolled | {sd.fmt_us(times[1])} | "
+                      f"{sd.fmt_us(times[0])}-{sd.fmt_us(times[2])} |", summary)
+        sweep = self.read("three", "tables", "layernorm_sweep")
+        self.assertIn(f"{sd.fmt_us(times[1])} ({sd.fmt_us(times[0])}-{sd.fmt_us(times[2])})", sweep)
+        for family, (_, table) in self.WRITERS.items():
+            self.assertNotIn("range", self.read("one", "tables", table), family)
+            self.assertIn("range", self.read("three", "tables", table), family)
+            self.assertNotIn("(", self.read("one", "tables", f"{family}_sweep").split("\n", 3)[3],
+                             family)
+            self.assertRegex(self.read("three", "tables", f"{family}_sweep"),
+                             r"\| [0-9.,]+ \([0-9.,]+-[0-9.,]+\) \|", family)
+
+    def test_collapse_rounds_helper(self):
+        import pandas as pd
+        df = pd.DataFrame({"version": ["a"] * 3 + ["b"], "median_us": [3.0, 1.0, 2.0, 5.0],
+                           "note": ["[round: 1]", "[round: 2]", "x [round: 3] [extra: --y]", ""],
+                           "gbps": [1.0, 3.0, 2.0, 4.0]})
+        self.assertEqual(list(sd.round_of(df)), [1, 2, 3, 1])
+        t = sd.collapse_rounds(df, ["version"], gbps=("gbps", "median"))
+        self.assertEqual(t.to_dict("list"), {"version": ["a", "b"], "median_us": [2.0, 5.0],
+                                             "lo_us": [1.0, 5.0], "hi_us": [3.0, 5.0],
+                                             "n": [3, 1], "gbps": [2.0, 4.0]})
+        self.assertTrue(sd.multi_round(t))
+        self.assertFalse(sd.multi_round(t[t["version"] == "b"]))
+        self.assertIsNone(sd.rounds_sentence(t[t["version"] == "b"]))
+        self.assertEqual(sd.fmt_spread(1.0, 3.0), "1.00-3.00")
+
+
+class Figures(unittest.TestCase):
+    """Anchors told apart, ticks at the measured sizes, labelled reference lines, legends off
+    the data, the per-step ladder tables and one roofline per family."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        results = root / "results"
+        cls.ln = synthetic.write_run(results / "ln")
+        synthetic.write_mlp_run(results / "mlp")
+        synthetic.write_attention_run(results / "attn")
+        synthetic.write_patch_embed_run(results / "pe")
+        cls.out = root / "out"
+        cls.res = build("--results", results, "--out", cls.out)
+        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_every_anchor_its_own_colour_and_marker(self):
+        order = sd.version_order(list(synthetic.ATTN_MODEL), [])
+        st = sd.styles(order)
+        anchors = [v for v in order if sd.is_anchor(v)]
+        pairs = {sd.anchor_base(v): (st[v]["color"], st[v]["marker"]) for v in anchors}
+        self.assertEqual(len(pairs), 4)
+        self.assertEqual(len(set(pairs.values())), 4)
+        others = {(st[v]["color"], st[v]["marker"]) for v in order if not sd.is_anchor(v)}
+        self.assertFalse(set(pairs.values()) & others)
+        for v in anchors:  # eager and graph: same colour and marker, another line style
+            self.assertEqual((st[v]["color"], st[v]["marker"]), pairs[sd.anchor_base(v)])
+            self.assertEqual(st[v]["linestyle"], ":" if v.endswith("_graph") else "--")
+
+    def test_ticks_reference_line_and_legend_helpers(self):
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots()
+        ax.plot([197, 577, 1025], [1, 2, 3], label="a")
+        sd.measured_ticks(ax, [197, 577, 1025, 577])
+        line = sd.reference_line(ax, 1.0, "1x: same time")
+        leg = sd.legend_outside(ax)
+        fig.canvas.draw()
+        self.assertEqual(list(ax.get_xticks()), [197, 577, 1025])
+        self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["197", "577", "1,025"])
+        self.assertEqual(line.get_label(), "1x: same time")
+        self.assertIn("1x: same time", [t.get_text() for t in leg.get_texts()])
+        r = fig.canvas.get_renderer()
+        self.assertGreaterEqual(leg.get_window_extent(r).x0, ax.get_window_extent(r).x1)
+        plt.close(fig)
+
+    def test_attention_figures_and_withdrawn_target(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        self.assertIn("ticks at the measured token counts; the line at 1x is the target",
+                      self.readme)
+        self.assertNotIn("target of v6_coalesced_k", self.readme)  # the withdrawn 4x line
+        findings = (self.out / "text" / "attention_findings.md").read_text()
+        self.assertNotIn("within 4x", findings)
+        self.assertIn("v6_coalesced_k takes", findings)
+
+    def test_ladder_tables(self):
+        rows = read_rows(self.ln / "layernorm.csv") + read_rows(self.ln / "anchors.csv")
+        t = {r["version"]: float(r["median_us"]) for r in rows
+             if r["batch"] == "256" and r["image_size"] == "224" and r["status"] == "ok"}
+        ladder = (self.out / "tables" / "layernorm_ladder.md").read_text()
+        self.assertIn("| version | 6304 rows: us | 6304 rows: x prev | 6304 rows: / cudnn |",
+                      ladder)
+        self.assertIn(f"| v2_cub | ", ladder)
+        line = next(x for x in ladder.splitlines() if x.startswith("| v5_unrolled |"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        self.assertEqual(cells[4:7], [sd.fmt_us(t["v5_unrolled"]),
+                                      sd.fmt_ratio(t["v4_vectorized"] / t["v5_unrolled"]),
+                                      sd.fmt_ratio(t["v5_unrolled"] / t["cudnn"])])
+        mlp = (self.out / "tables" / "mlp_ladder.md").read_text()
+        self.assertIn("6304 rows: / gemm_only", mlp)
+        self.assertIn("unfused -> unfused_graph -> fused_epilogue", mlp)
+        for name in ("layernorm_ladder", "mlp_ladder"):
+            self.assertIn(f"{name}.md", str(list((self.out / "tables").iterdir())))
+
+    def test_rooflines(self):
+        for family in ("layernorm", "attention", "mlp", "patch_embed"):
+            name = f"{family}_roofline"
+            p = self.out / "figures" / f"{name}.png"
+            self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n", name)
+            self.assertIn(f"](figures/{name}.png)", self.readme)
+        self.assertIn("under the copy bandwidth measured in the same run (3,000 GB/s) and the "
+                      "fp16 GEMM rate measured in the same run (720 TFLOP/s)", self.readme)
+        import pandas as pd
+        p = sd.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0],
+                                             "rows": [10]}), lambda r: "s")
+        self.assertAlmostEqual(float(p["ai"].iloc[0]), 0.5)
+
+
+class HeadlineTable(unittest.TestCase):
+    """README's headline table: written between its markers by the full build, one line per
+    family (the fastest of all versions against library and anchors, the run named), and
+    --check-readme fails on a stale one."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        cls.results = root / "results"
+        cls.ln = synthetic.write_run(cls.results / "ln_run")
+        synthetic.write_attention_run(cls.results / "attn_run")
+        synthetic.write_encoder_run(cls.results / "enc_run", rounds=1)
+        cls.readme = root / "README.md"
+        cls.readme.write_text("# Title\n\nFirst paragraph.\n\n<!-- headline:start -->\nold\n"
+                              "<!-- headline:end -->\n\n## More\n")
+        cls.out = root / "out"
+        cls.res = build("--results", cls.results, "--out", cls.out, "--readme", cls.readme)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def table(self):
+        text = self.readme.read_text()
+        return text[text.index("<!-- headline:start -->"):text.index("<!-- headline:end -->")]
+
+    def test_written_between_markers(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        text = self.readme.read_text()
+        self.assertTrue(text.startswith("# Title\n\nFirst paragraph.\n\n<!-- headline:start -->\n"))
+        self.assertTrue(text.endswith("<!-- headline:end -->\n\n## More\n"))
+        self.assertNotIn("\nold\n", text)
+        self.assertEqual((self.out / "headline.md").read_text(),
+                         self.table().removeprefix("<!-- headline:start -->\n"))
+
+    def test_one_line_per_family_from_the_csv(self):
+        rows = read_rows(self.ln / "layernorm.csv") + read_rows(self.ln / "anchors.csv")
+        t = {r["version"]: float(r["median_us"]) for r in rows
+             if r["batch"] == "256" and r["image_size"] == "224" and r["status"] == "ok"}
+        best = min((v for v in t if not v.startswith("pytorch_")), key=t.get)
+        line = next(x for x in self.table().splitlines() if x.startswith("| LayerNorm |"))
+        self.assertIn(f"| {best}: {sd.fmt_us(t[best])} us |", line)
+        self.assertIn(f"{sd.faster_or_slower(t['cudnn'] / t[best])} than cudnn "
+                      f"({sd.fmt_us(t['cudnn'])} us)", line)
+        self.assertIn(f"{sd.faster_or_slower(t['pytorch_layer_norm_graph'] / t[best])} than "
+                      f"PyTorch F.layer_norm (CUDA graph)", line)
+        self.assertIn("[`ln_run`](experiments/results/ln_run/)", line)
+        self.assertIn("| Attention | batch 32, 197 tokens", self.table())
+        vit = next(x for x in self.table().splitlines() if x.startswith("| Whole ViT |"))
+        self.assertIn("| vit_b, 224 px, batch 256 | e6_best: ", vit)
+        self.assertIn("than timm torch.compile + CUDA graph (", vit)
+        self.assertIn("[`enc_run`]", vit)
+
+    def test_check_readme(self):
+        ok = build("--results", self.results, "--out", self.out, "--readme", self.readme,
+                   "--check-readme")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        text = self.readme.read_text()
+        stale = self.readme.parent / "stale.md"
+        stale.write_text(text.replace("| LayerNorm |", "| LayerNorm (old) |"))
+        r = build("--results", self.results, "--out", self.out, "--readme", stale,
+                  "--check-readme")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("headline table is not what the committed CSVs give", r.stderr)
+        stale.write_text("# no markers\n")
+        r = build("--results", self.results, "--out", self.out, "--readme", stale)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("headline:start", r.stderr)
+
+
 class Helpers(unittest.TestCase):
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})

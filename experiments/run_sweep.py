@@ -49,6 +49,14 @@ EXTRA_RE = re.compile(r"\s*\[extra: (.*)\]$")
 # tags the row's note so that the row keeps the configuration's identity ("sm").
 STREAMS_SM = "sm"
 STREAMS_SM_TAG = "[streams: sm]"
+# Interleaved rounds (`--rounds N`, spec key `rounds`): every configuration runs N times, all
+# versions of a shape once, then all again. Each row of a multi-round sweep is tagged with its
+# round in the note; a row without the tag is round 1 (a single-round sweep writes no tag).
+ROUND_RE = re.compile(r"\[round: (\d+)\]")
+
+
+def round_tag(k):
+    return f"[round: {k}]"
 
 
 class SpecError(Exception):
@@ -66,7 +74,7 @@ SPEC_KEYS = {
     "binary": str, "row_versions": list, "models": list, "batches": list, "image_sizes": list,
     "streams": list, "warmup": int, "iters": int, "seed": int, "flush_l2": (bool, list),
     "check": bool, "timeout_s": (int, float), "extra_args": list, "max_device_gib": (int, float),
-    "shapeless": bool, "side_experiment": bool,
+    "shapeless": bool, "side_experiment": bool, "rounds": int,
 }
 DEFAULT_BINARY = "stages/{family}/{family}_{version}"
 
@@ -127,6 +135,9 @@ def load_spec(path):
     s.setdefault("max_device_gib", 0)
     s.setdefault("binary", DEFAULT_BINARY)
     s.setdefault("row_versions", [])
+    s.setdefault("rounds", 1)
+    if s["rounds"] < 1:
+        raise SpecError(f"'rounds' must be >= 1, got {s['rounds']}")
     if not re.fullmatch(r"[a-z][a-z0-9_]*", s["family"]):
         raise SpecError(f"'family' must be a plain lower-case name, got {s['family']!r}")
     for m in _need_list_of(s, "models", str):
@@ -206,11 +217,13 @@ def extra_text(extra):
     return " ".join(shlex.quote(a) for a in extra)
 
 
-def make_key(family, version, model, batch, image_size, streams, flush_l2, extra=""):
-    """A configuration's identity; rows with equal keys are the same measurement."""
+def make_key(family, version, model, batch, image_size, streams, flush_l2, extra="", round_=1):
+    """A configuration's identity in one round; rows with equal keys are the same
+    measurement."""
     return (str(family).strip(), str(version).strip(), str(model).strip(),
             _norm_int(batch), _norm_int(image_size), _norm_int(streams),
-            "1" if str(flush_l2).strip().lower() in ("1", "true") else "0", str(extra).strip())
+            "1" if str(flush_l2).strip().lower() in ("1", "true") else "0", str(extra).strip(),
+            str(int(round_)))
 
 
 def _norm_int(v):
@@ -224,15 +237,23 @@ def row_key(row):
     streams = STREAMS_SM if STREAMS_SM_TAG in note else row.get("streams", "")
     return make_key(row.get("family", ""), row.get("version", ""), row.get("model", ""),
                     row.get("batch", ""), row.get("image_size", ""), streams,
-                    row.get("flush_l2", ""), m.group(1) if m else "")
+                    row.get("flush_l2", ""), m.group(1) if m else "", row_round(row))
+
+
+def row_round(row):
+    """The round a row was measured in: its note's `[round: k]`, else 1."""
+    m = ROUND_RE.search(row.get("note", "") or "")
+    return int(m.group(1)) if m else 1
 
 
 class Config:
     """One subprocess invocation; `expect` are the versions of the rows it must write."""
 
     def __init__(self, index, spec, kind, label, expect, model, batch, image_size, streams,
-                 flush_l2, extra):
+                 flush_l2, extra, round_=1, rounds=1):
         self.index, self.kind, self.label, self.expect = index, kind, label, tuple(expect)
+        # Round round_ of rounds; every round of a configuration shares its index (and shard).
+        self.round, self.rounds = round_, rounds
         self.family = spec["family"]
         self.model, self.batch, self.image_size = model, batch, image_size
         self.streams, self.flush_l2, self.extra = streams, flush_l2, tuple(extra)
@@ -243,13 +264,14 @@ class Config:
     def keys(self):
         shape = ("", "", "") if self.shapeless else (self.model, self.batch, self.image_size)
         return [make_key(self.family, v, *shape, self.streams, "1" if self.flush_l2 else "0",
-                         extra_text(self.extra))
+                         extra_text(self.extra), self.round)
                 for v in self.expect]
 
     def describe(self):
         s = (f"#{self.index} {self.label} model={self.model} batch={self.batch} "
              f"image_size={self.image_size} streams={self.streams} flush_l2={int(self.flush_l2)}")
-        return s + (f" extra={extra_text(self.extra)}" if self.extra else "")
+        s += f" extra={extra_text(self.extra)}" if self.extra else ""
+        return s + (f" round={self.round}/{self.rounds}" if self.rounds > 1 else "")
 
     def args(self, csv_path, device):
         a = ["--batch", str(self.batch), "--image-size", str(self.image_size),
@@ -263,24 +285,33 @@ class Config:
         return a + list(self.extra)
 
 
-def expand(spec):
+def expand(spec, rounds=None):
     """All configurations in a fixed order: shapes outside, versions inside, so the versions
     of one shape run close together in time (fairer comparisons), and index i is stable for
-    a given spec (sharding takes i % n)."""
+    a given spec (sharding takes i % n). With rounds > 1 (default: the spec's `rounds`) the
+    versions of a shape run once, then again, `rounds` times (interleaved rounds: a slow
+    moment of the machine lands on one round of every version, not on every round of one);
+    the rounds of a configuration share its index, so they stay in one shard."""
+    rounds = spec.get("rounds", 1) if rounds is None else rounds
     runs = [("bench", v, [v]) for v in spec["versions"]]
     if spec["row_versions"]:
         runs.append(("bench", "+".join(spec["row_versions"]), spec["row_versions"]))
     runs += [("anchor", a, [a]) for a in spec["anchors"]]
-    out = []
+    out, index = [], 0
     for model in spec["models"]:
         for image in spec["image_sizes"]:
             for batch in spec["batches"]:
                 for streams in spec["streams"]:
                     for flush in spec["flush_l2"]:
                         for extra in spec["extra_args"]:
-                            for kind, label, expect in runs:
-                                out.append(Config(len(out), spec, kind, label, expect, model,
-                                                  batch, image, streams, flush, extra))
+                            first = index
+                            for k in range(1, rounds + 1):
+                                index = first
+                                for kind, label, expect in runs:
+                                    out.append(Config(index, spec, kind, label, expect, model,
+                                                      batch, image, streams, flush, extra,
+                                                      k, rounds))
+                                    index += 1
     return out
 
 
@@ -480,10 +511,18 @@ def runner_row(cfg, version, status, note, prov):
 
 
 def with_extra_note(row, cfg):
-    if cfg.streams == STREAMS_SM and STREAMS_SM_TAG not in (row.get("note", "") or ""):
-        m = EXTRA_RE.search(row.get("note", "") or "")
-        note = EXTRA_RE.sub("", row.get("note", "") or "")
-        row["note"] = (note + " " if note else "") + STREAMS_SM_TAG + (m.group(0) if m else "")
+    """The runner's tags at the end of the note: `[streams: sm]`, `[round: k]` (multi-round
+    sweeps only), then `[extra: ...]`, which stays last."""
+    note = row.get("note", "") or ""
+    m = EXTRA_RE.search(note)
+    body = EXTRA_RE.sub("", note)
+    tags = []
+    if cfg.streams == STREAMS_SM and STREAMS_SM_TAG not in note:
+        tags.append(STREAMS_SM_TAG)
+    if cfg.rounds > 1 and not ROUND_RE.search(note):
+        tags.append(round_tag(cfg.round))
+    if tags:
+        row["note"] = " ".join(([body] if body else []) + tags) + (m.group(0) if m else "")
     if cfg.extra:
         note = EXTRA_RE.sub("", row.get("note", "") or "")
         row["note"] = (note + " " if note else "") + f"[extra: {extra_text(cfg.extra)}]"
@@ -578,6 +617,10 @@ def parse_args(argv):
     p.add_argument("--build-dir", default=str(REPO / "build"), help="meson build dir (default: build)")
     p.add_argument("--shard", type=int, default=0, help="run configurations i with i %% n == shard")
     p.add_argument("--num-shards", type=int, default=1)
+    p.add_argument("--rounds", type=int,
+                   help="interleaved rounds: every configuration N times, all versions of a "
+                        "shape, then all again (default: the spec's `rounds`, else 1); rows "
+                        "are tagged [round: k] in the note")
     p.add_argument("--dry-run", action="store_true", help="list the configurations, run nothing")
     p.add_argument("--check-only", action="store_true",
                    help="validate the spec and that every binary exists, then exit (submit.sh uses it)")
@@ -601,6 +644,8 @@ def parse_args(argv):
         raise UsageError("give --out or --run-dir, not both")
     if not (a.dry_run or a.check_only) and not (a.out or a.run_dir):
         raise UsageError("--out or --run-dir is required (unless --dry-run or --check-only)")
+    if a.rounds is not None and a.rounds < 1:
+        raise UsageError(f"--rounds must be >= 1, got {a.rounds}")
     if a.timeout is not None and a.timeout <= 0:
         raise UsageError("--timeout must be positive")
     a.retry = [s for s in a.retry.split(",") if s]
@@ -630,15 +675,17 @@ def varying(cfg, spec):
         parts.append(f"flush={int(cfg.flush_l2)}")
     if cfg.extra:
         parts.append(extra_text(cfg.extra))
+    if cfg.rounds > 1:
+        parts.append(f"round {cfg.round}/{cfg.rounds}")
     return "".join(" " + p for p in parts)
 
 
 def select_configs(spec, build_dir, python, shard=0, num_shards=1, skip_unbuilt=False,
-                   dry_run=False):
+                   dry_run=False, rounds=None):
     """This shard's configurations and their commands. Every binary must exist before anything
     runs (a sweep that dies an hour in on a missing version wastes the allocation), unless
     skip_unbuilt leaves those versions out, or dry_run only warns."""
-    configs = [c for c in expand(spec) if c.index % num_shards == shard]
+    configs = [c for c in expand(spec, rounds) if c.index % num_shards == shard]
     commands, missing = {}, {}
     for c in configs:
         cmd, path = command_for(c, spec, build_dir, python)
@@ -676,7 +723,8 @@ def main(argv=None):
         args.out = str(Path(args.run_dir) / output_name(spec_path, spec))
     build_dir = Path(args.build_dir).resolve()
     configs, commands = select_configs(spec, build_dir, args.python, args.shard,
-                                       args.num_shards, args.skip_unbuilt, args.dry_run)
+                                       args.num_shards, args.skip_unbuilt, args.dry_run,
+                                       args.rounds)
 
     if args.check_only:
         print(f"{spec_path}: {len(configs)} configurations in shard {args.shard} of "
@@ -715,7 +763,9 @@ def main(argv=None):
     timeout_s = args.timeout or spec["timeout_s"]
     budget = spec["max_device_gib"] * (1 << 30)
 
-    print(f"sweep {spec_path.name}: {len(configs)} configurations in shard {args.shard}/"
+    rounds = max((c.rounds for c in configs), default=1)
+    print(f"sweep {spec_path.name}: {len(configs)} configurations"
+          f"{f' ({rounds} interleaved rounds)' if rounds > 1 else ''} in shard {args.shard}/"
           f"{args.num_shards}, {len(configs) - len(todo)} already in {args.out}, "
           f"{len(todo)} to run; run {run_id}, commit {commit}", flush=True)
     counts = {s: 0 for s in STATUSES}

@@ -237,6 +237,78 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("not both", r.stderr)
 
+    # ---- interleaved rounds ----------------------------------------------------------------
+
+    def test_rounds_interleave_tag_and_resume(self):
+        spec = self.spec(batches="[1, 2]")
+        counter = self.dir / "counter"
+        # Killed during the 8th call: rounds 1 and 2 of batch 1 and round 3's a are on disk.
+        r = self.run_sweep(spec, "--rounds", "3",
+                           env={"FAKE_COUNTER": str(counter), "FAKE_KILL_PARENT_AT": "8"},
+                           check=False)
+        self.assertEqual(r.returncode, -signal.SIGKILL)
+        self.assertEqual(len(self.rows()), 7)
+        r = self.run_sweep(spec, "--rounds", "3")
+        self.assertIn("(3 interleaved rounds)", r.stdout)
+        self.assertIn("7 already in", r.stdout)
+        self.assertRegex(r.stdout, r"\[11/11\] c\s+b=2\s+img=32\s+round 3/3 -> ok")
+        rows = self.rows()
+        self.assertEqual(len(rows), 18)
+        self.assertEqual(self.keys(rows), self.expected_keys(spec, rounds=3))
+        self.assertTrue(all(n == 1 for n in self.keys(rows).values()))
+        # All versions of a shape, then all again: the order on disk.
+        self.assertEqual([(x["batch"], x["version"], rs.row_round(x)) for x in rows[:6]],
+                         [("1", v, k) for k in (1, 2, 3) for v in ("a", "b", "c")][:6])
+        self.assertEqual([x["note"] for x in rows[:4]],
+                         ["[round: 1]", "[round: 1]", "[round: 1]", "[round: 2]"])
+        # Round k of a configuration is done or not: a rerun appends nothing, and asking
+        # for 4 rounds runs round 4 of each configuration only.
+        before = self.out.read_bytes()
+        r = self.run_sweep(spec, "--rounds", "3")
+        self.assertIn("0 to run", r.stdout)
+        self.assertEqual(self.out.read_bytes(), before)
+        r = self.run_sweep(spec, "--rounds", "4")
+        self.assertIn("18 already in", r.stdout)
+        self.assertEqual([rs.row_round(x) for x in self.rows()[18:]], [4] * 6)
+
+    def test_rounds_spec_key_tags_before_extra_and_single_round_is_untagged(self):
+        spec = self.spec(versions='["a"]', batches="[1]", rounds="2",
+                         extra_args='[[], ["--rows", "64"]]')
+        self.run_sweep(spec)
+        notes = [x["note"] for x in self.rows()]
+        self.assertEqual(notes, ["[round: 1]", "[round: 2]", "rows=64 [round: 1] [extra: --rows 64]",
+                                 "rows=64 [round: 2] [extra: --rows 64]"])
+        self.assertEqual([rs.row_key(x)[-2:] for x in self.rows()],
+                         [("", "1"), ("", "2"), ("--rows 64", "1"), ("--rows 64", "2")])
+        # One round (the default) writes rows as before: no tag; such rows are round 1.
+        one = self.dir / "one.csv"
+        self.run_sweep(self.spec("one.toml", versions='["a"]', batches="[1]"), out=one)
+        self.assertEqual([(x["note"], rs.row_round(x)) for x in self.rows(one)], [("", 1)])
+
+    def test_rounds_stay_in_one_shard_and_merge_checks_every_round(self):
+        spec = self.spec(batches="[1, 2]", rounds="2")
+        res = self.dir / "res"
+        for i in range(2):
+            lines = self.run_sweep(spec, "--dry-run", "--shard", str(i), "--num-shards", "2").stdout.splitlines()
+            self.assertEqual(len(lines), 6)
+            self.assertEqual(collections.Counter(l.split()[0] for l in lines),
+                             {f"#{j}": 2 for j in range(6) if j % 2 == i})
+            self.run_sweep(spec, "--shard", str(i), "--num-shards", "2", out=res / f"shard_{i}.csv")
+        merged = res / "merged.csv"
+        r = subprocess.run([PY, str(MERGE), "--results", str(res), "--num-shards", "2",
+                            "--out", str(merged), "--spec", str(spec)],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("all 12 configurations", r.stdout)
+
+    def test_bad_rounds_are_refused(self):
+        r = self.run_sweep(self.spec(), "--rounds", "0", check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--rounds must be >= 1", r.stderr)
+        r = self.run_sweep(self.spec(rounds="0"), check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("'rounds' must be >= 1", r.stderr)
+
     # ---- failures become rows ------------------------------------------------------------
 
     def test_crash_and_missing_row_become_failed_rows(self):

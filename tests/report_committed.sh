@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The committed CSVs must still build the report (schema, notebooks and template agree), and
-# the committed report/README.md must be what they build: a stale report fails here.
+# the committed report/README.md, the results index and README.md's headline table must be
+# what they build: a stale one fails here.
 # Skips (77) when the Python lacks pandas or matplotlib.
 set -euo pipefail
 py=$1 root=$2
@@ -15,4 +16,9 @@ fi
 if ! diff "$out/results_index.md" "$root/experiments/results/README.md" > "$out/diff.txt"; then
   echo "experiments/results/README.md is stale: run ./study report and commit it"; head -20 "$out/diff.txt"; exit 1
 fi
-echo "report builds from the committed CSVs and matches report/README.md and experiments/results/README.md"
+# README.md opens with the headline table the committed CSVs give (between its headline markers).
+if ! diff <(sed -n '/<!-- headline:start -->/,/<!-- headline:end -->/p' "$root/README.md" | sed '1d;$d') \
+          "$out/headline.md" > "$out/diff.txt"; then
+  echo "README.md's headline table is stale: run ./study report and commit it"; head -20 "$out/diff.txt"; exit 1
+fi
+echo "report builds from the committed CSVs and matches report/README.md, experiments/results/README.md and README.md's headline table"

@@ -66,6 +66,8 @@ rounds_caption = (" (the median across rounds, and the range of the rounds' medi
 rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
                 if rounds else "")
 order = sd.version_order(t["version"], LADDER)
+# A run with no timings (every row skipped or failed) still gets its status table and findings.
+NOT_TIMED = f"no timed LayerNorm rows at hidden {HIDDEN} in this run (see the status table)"
 style = sd.styles(order)
 ceil = run.ceilings()
 copy = ceil.copy_gbps
@@ -89,47 +91,53 @@ t
 # ## Time per call vs rows (log-log)
 
 # %%
-fig, ax = plt.subplots()
-for v in order:
-    d = t[t["version"] == v].sort_values("rows")
-    ax.plot(d["rows"], d["median_us"], label=label(v), **style[v])
-ax.set_xscale("log")
-ax.set_yscale("log")
-ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
-ax.set_ylabel("median time per call (us)")
-sd.legend_outside(ax)
-sd.titled(fig, f"LayerNorm: median time per call vs rows ({flush_text})", prov)
-ctx.figure("layernorm_time", fig,
-           f"LayerNorm median time per call vs rows (batch x tokens) at hidden {HIDDEN}, "
-           f"log-log; PyTorch F.layer_norm eager dashed, its CUDA-graph replay dotted; "
-           f"{flush_text}. {prov}.")
+if len(t):
+    fig, ax = plt.subplots()
+    for v in order:
+        d = t[t["version"] == v].sort_values("rows")
+        ax.plot(d["rows"], d["median_us"], label=label(v), **style[v])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
+    ax.set_ylabel("median time per call (us)")
+    sd.legend_outside(ax)
+    sd.titled(fig, f"LayerNorm: median time per call vs rows ({flush_text})", prov)
+    ctx.figure("layernorm_time", fig,
+               f"LayerNorm median time per call vs rows (batch x tokens) at hidden {HIDDEN}, "
+               f"log-log; PyTorch F.layer_norm eager dashed, its CUDA-graph replay dotted; "
+               f"{flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "layernorm_time", NOT_TIMED)
 
 # %% [markdown]
 # ## Achieved bandwidth vs rows, against the measured copy ceiling
 
 # %%
-fig, ax = plt.subplots()
-for v in order:
-    d = t[t["version"] == v].sort_values("rows")
-    ax.plot(d["rows"], d["gbps"], label=label(v), **style[v])
-if copy:
-    ax.axhline(copy, color="#444444", linewidth=1.0)
-    ax.axhline(TARGET_FRACTION * copy, color="#444444", linewidth=0.8, linestyle=":")
-    ax.text(t["rows"].min(), copy, f" measured copy {copy:,.0f} GB/s", va="bottom", fontsize=8)
-    ax.text(t["rows"].min(), TARGET_FRACTION * copy,
-            f" {TARGET_FRACTION:.0%} of copy", va="bottom", fontsize=8)
-ax.set_xscale("log")
-ax.set_ylim(bottom=0)
-ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
-ax.set_ylabel("achieved GB/s (bytes read + written / median time)")
-sd.legend_outside(ax)  # right of the axes: the curves fill the whole plot
-sd.titled(fig, "LayerNorm: achieved bandwidth vs rows", prov)
-ceiling_text = (f"lines at the measured device copy bandwidth ({copy:,.0f} GB/s) and "
-                f"{TARGET_FRACTION:.0%} of it" if copy else
-                "this run has no copy ceiling row, so no ceiling line")
-ctx.figure("layernorm_gbps", fig,
-           f"LayerNorm achieved bandwidth vs rows at hidden {HIDDEN}; {ceiling_text}; "
-           f"{flush_text}. {prov}.")
+if len(t):
+    fig, ax = plt.subplots()
+    for v in order:
+        d = t[t["version"] == v].sort_values("rows")
+        ax.plot(d["rows"], d["gbps"], label=label(v), **style[v])
+    if copy:
+        ax.axhline(copy, color="#444444", linewidth=1.0)
+        ax.axhline(TARGET_FRACTION * copy, color="#444444", linewidth=0.8, linestyle=":")
+        ax.text(t["rows"].min(), copy, f" measured copy {copy:,.0f} GB/s", va="bottom", fontsize=8)
+        ax.text(t["rows"].min(), TARGET_FRACTION * copy,
+                f" {TARGET_FRACTION:.0%} of copy", va="bottom", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
+    ax.set_ylabel("achieved GB/s (bytes read + written / median time)")
+    sd.legend_outside(ax)  # right of the axes: the curves fill the whole plot
+    sd.titled(fig, "LayerNorm: achieved bandwidth vs rows", prov)
+    ceiling_text = (f"lines at the measured device copy bandwidth ({copy:,.0f} GB/s) and "
+                    f"{TARGET_FRACTION:.0%} of it" if copy else
+                    "this run has no copy ceiling row, so no ceiling line")
+    ctx.figure("layernorm_gbps", fig,
+               f"LayerNorm achieved bandwidth vs rows at hidden {HIDDEN}; {ceiling_text}; "
+               f"{flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "layernorm_gbps", NOT_TIMED)
 
 # %% [markdown]
 # ## Speedup vs v1_shared and vs PyTorch F.layer_norm (graph and eager)
@@ -151,7 +159,7 @@ else:
 
 # %%
 key_rows = [r for r in KEY_ROWS if r in set(t["rows"])]
-if not key_rows:  # a sweep without the batch 32/256 sizes: show its smallest and largest
+if not key_rows and len(t):  # a sweep without the batch 32/256 sizes: its smallest and largest
     key_rows = sorted({int(t["rows"].min()), int(t["rows"].max())})
 summary = []
 for r in key_rows:
@@ -228,11 +236,14 @@ else:
 # ## Every timed configuration (median us)
 
 # %%
-ctx.table("layernorm_sweep", sd.sweep_table(t, ["rows"], "version", order, sd.fmt_us,
-                                            {"rows": sd.fmt_int}),
-    f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}"
-    f"{rounds_cells}; "
-    f"'-' = not timed (see the status table). {prov}.")
+if len(t):
+    ctx.table("layernorm_sweep", sd.sweep_table(t, ["rows"], "version", order, sd.fmt_us,
+                                                {"rows": sd.fmt_int}),
+        f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}"
+        f"{rounds_cells}; "
+        f"'-' = not timed (see the status table). {prov}.")
+else:
+    ctx.missing("table", "layernorm_sweep", NOT_TIMED)
 
 # %% [markdown]
 # ## Status: what was timed, skipped or failed
@@ -273,9 +284,9 @@ def named(v):
     return f"{v} (a library version)" if sd.is_library(v) else v
 
 
-findings = [s for s in [sd.rounds_sentence(t)] if s]
-big = max(key_rows)
-best = fastest(big)
+findings = [s for s in [sd.rounds_sentence(t)] if s] if len(t) else []
+big = max(key_rows) if key_rows else None  # None: nothing timed in this run
+best = fastest(big) if key_rows else None
 if best is not None:
     v, m, g = best["version"], best["median_us"], best["gbps"]
     shape = f"{big} x {HIDDEN}"

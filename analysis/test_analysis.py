@@ -183,6 +183,37 @@ class FastestIncludesLibraries(unittest.TestCase):
             self.assertNotIn("the fastest version, v5_unrolled", text)
 
 
+class LayerNormNothingTimed(unittest.TestCase):
+    """A run whose LayerNorm rows were all skipped (a CPU-only cluster: no CUDA device, no
+    torch) still builds: status table and findings, and a reason at every figure and table."""
+
+    def test_only_skipped_rows(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = synthetic.write_run(Path(d) / "r", configs=synthetic.SMALL_CONFIGS)
+            for name in ("layernorm.csv", "anchors.csv", "ceilings.csv"):
+                path = run / name
+                if not path.is_file():
+                    continue
+                with open(path, newline="") as f:
+                    reader = csv.DictReader(f)
+                    fields, rows = reader.fieldnames, list(reader)
+                for r in rows:
+                    for c in ("mean_us", "std_us", "median_us", "min_us", "max_us", "gbps", "tflops"):
+                        r[c] = ""
+                    r.update(status="skipped", note="no CUDA device", gpu="none")
+                with open(path, "w", newline="") as f:
+                    w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+                    w.writeheader()
+                    w.writerows(rows)
+            res = build("--run", run)
+            self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+            readme = (run / "report" / "README.md").read_text()
+            self.assertIn("*Figure `layernorm_time` not produced: no timed LayerNorm rows", readme)
+            self.assertIn("*Table `layernorm_sweep` not produced: no timed LayerNorm rows", readme)
+            self.assertRegex(readme, r"\| v5_unrolled \| 0 \| \d+ \| 0 \| skipped x\d+: no CUDA device \|")
+            self.assertIn("skipped and 0 failed the correctness check", readme)
+
+
 class TargetMissed(unittest.TestCase):
     def test_sentence_follows_data(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1,17 +1,23 @@
 #!/usr/bin/python3
-"""Merges the shard CSVs of a sweep into one CSV: header once, every configuration once.
+"""Merges the shard CSVs of a sweep into a run folder: header once, every configuration once.
 
-  merge.py --results DIR --num-shards N --out DIR/merged.csv [--spec SPEC --build-dir B]
+  merge.py --results DIR --num-shards N --spec SPEC [--ceilings] [--build-dir B]
   merge.py --out merged.csv a.csv b.csv ...
 
-Shards are DIR/shard_<i>.csv for i in 0..N-1 (what sweep_array.sbatch writes); a missing or
-empty shard means its task never ran, and the merge fails (exit 1) rather than hand on a
-silently partial result. Rows are deduplicated on the sweep runner's configuration key
-(family, version, model, batch, image size, streams, L2 flush, extra arguments); of two rows
-with one key the better status (ok, then skipped, then failed) is kept, else the first.
-With --spec, the merged rows are also checked against the spec's configurations: a missing
-one fails the merge. The output is written to a temporary file and renamed, so a reader
-never sees half a merge.
+With --results, DIR is the run folder that sbatch/submit.sh lays out: the shards are
+DIR/shards/shard_<i>.csv for i in 0..N-1, and the merged sweep goes where ./study run puts it,
+DIR/<spec name>.csv (without `_quick`; DIR/<name>/<name>.csv for a side experiment), so that
+`./study report --run DIR` reads DIR as any run folder. With --ceilings, the ceilings job's
+DIR/shards/ceilings.csv is merged into DIR/ceilings.csv too (checked against the ceilings spec).
+
+A missing or empty shard means its task never ran, and the merge fails (exit 1) rather than
+hand on a silently partial result. So does a merge of rows measured on different GPU models
+(the `gpu` column): one run folder is one GPU, or its ratios and ceilings mean nothing; nothing
+is written then. Rows are deduplicated on the sweep runner's configuration key (family,
+version, model, batch, image size, streams, L2 flush, extra arguments); of two rows with one key
+the better status (ok, then skipped, then failed) is kept, else the first. With --spec, the
+merged rows are also checked against the spec's configurations: a missing one fails the merge.
+Each output is written to a temporary file and renamed, so a reader never sees half a merge.
 """
 
 import argparse
@@ -26,8 +32,43 @@ import run_sweep as rs  # noqa: E402  (one definition of the schema and of the k
 RANK = {"ok": 0, "skipped": 1, "failed": 2}
 
 
+SHARDS = "shards"  # sub-folder of the run folder: the report reads only the folder's own CSVs
+NO_GPU = {"", "none", "unknown"}
+
+
 def shard_path(results, i):
-    return Path(results) / f"shard_{i}.csv"
+    return Path(results) / SHARDS / f"shard_{i}.csv"
+
+
+def ceilings_shard(results):
+    return Path(results) / SHARDS / "ceilings.csv"
+
+
+def gpu_models(inputs):
+    """{GPU model: [files with rows of it]} over the rows that name a GPU (a row skipped for
+    want of a device names none)."""
+    models = {}
+    for p in inputs:
+        if not Path(p).is_file():
+            continue
+        rows, _ = rs.read_csv(p)
+        for g in dict.fromkeys(r["gpu"].strip() for r in rows):
+            if g.lower() not in NO_GPU:
+                models.setdefault(g, []).append(Path(p).name)
+    return models
+
+
+def check_one_gpu(inputs, log=print):
+    """0, or 1 with the reason when the inputs hold rows of more than one GPU model."""
+    models = gpu_models(inputs)
+    if len(models) <= 1:
+        return 0
+    log("merge: error: the rows come from " + str(len(models)) + " GPU models ("
+        + "; ".join(f"{g}: {', '.join(files)}" for g, files in sorted(models.items()))
+        + "). One run folder holds one GPU model, or its ratios and ceilings mean nothing: "
+        "nothing was merged. Pin the jobs to one model (e.g. --gres gpu:<type>:1 or "
+        "--sbatch-arg=--constraint=<feature>) and resubmit into a new --results folder.")
+    return 1
 
 
 def merge(inputs, out, expected=None, log=print):
@@ -80,39 +121,65 @@ def merge(inputs, out, expected=None, log=print):
     return 0
 
 
+def expected_keys(spec_name, build_dir, skip_unbuilt):
+    spec = rs.load_spec(rs.find_spec(spec_name))
+    configs, _ = rs.select_configs(spec, Path(build_dir).resolve(), sys.executable,
+                                   skip_unbuilt=skip_unbuilt, dry_run=True)
+    return [k for c in configs for k in c.keys()]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--results", help="folder with shard_<i>.csv")
+    p.add_argument("--results", help="run folder with shards/shard_<i>.csv (what submit.sh lays out)")
     p.add_argument("--num-shards", type=int, help="how many shards the sweep had")
-    p.add_argument("--out", required=True, help="merged CSV to write (replaced)")
+    p.add_argument("--out", help="merged CSV to write (replaced); default with --results and "
+                                 "--spec: DIR/<spec name>.csv, as in any run folder")
     p.add_argument("--spec", help="check that every configuration of this spec has a row")
+    p.add_argument("--ceilings", action="store_true",
+                   help="with --results: also merge DIR/shards/ceilings.csv into DIR/ceilings.csv")
     p.add_argument("--build-dir", default=str(rs.REPO / "build"),
                    help="with --spec and --skip-unbuilt: where the benches are")
     p.add_argument("--skip-unbuilt", action="store_true",
                    help="with --spec: expect no rows for versions that are not built (as the runner)")
     p.add_argument("inputs", nargs="*", help="more CSV files to merge")
     a = p.parse_args(argv)
+
+    def usage(msg):
+        print(f"merge: error: {msg}", file=sys.stderr)
+        return 2
+
     inputs = []
     if a.results or a.num_shards is not None:
         if not a.results or not a.num_shards or a.num_shards < 1:
-            print("merge: error: --results and --num-shards (>= 1) go together", file=sys.stderr)
-            return 2
+            return usage("--results and --num-shards (>= 1) go together")
         inputs += [shard_path(a.results, i) for i in range(a.num_shards)]
+    elif a.ceilings:
+        return usage("--ceilings needs --results")
     inputs += [Path(x) for x in a.inputs]
     if not inputs:
-        print("merge: error: nothing to merge (give --results/--num-shards or files)", file=sys.stderr)
-        return 2
-    if Path(a.out).resolve() in {Path(x).resolve() for x in inputs}:
-        print("merge: error: --out must not be one of the inputs", file=sys.stderr)
-        return 2
-    expected = None
+        return usage("nothing to merge (give --results/--num-shards or files)")
+    log = lambda m: print(m, flush=True)  # noqa: E731
     try:
-        if a.spec:
-            spec = rs.load_spec(rs.find_spec(a.spec))
-            configs, _ = rs.select_configs(spec, Path(a.build_dir).resolve(), sys.executable,
-                                           skip_unbuilt=a.skip_unbuilt, dry_run=True)
-            expected = [k for c in configs for k in c.keys()]
-        return merge(inputs, a.out, expected, log=lambda m: print(m, flush=True))
+        out = a.out
+        if out is None:
+            if not (a.results and a.spec):
+                return usage("--out is required (or --results with --spec: DIR/<spec name>.csv)")
+            spec_path = rs.find_spec(a.spec)
+            out = Path(a.results) / rs.output_name(spec_path, rs.load_spec(spec_path))
+        if Path(out).resolve() in {Path(x).resolve() for x in inputs}:
+            return usage("--out must not be one of the inputs")
+        ceilings = ceilings_shard(a.results) if a.ceilings else None
+        if check_one_gpu(inputs + ([ceilings] if ceilings else []), log):
+            return 1
+        expected = expected_keys(a.spec, a.build_dir, a.skip_unbuilt) if a.spec else None
+        rc = merge(inputs, out, expected, log=log)
+        if ceilings is not None:
+            # The GPU's copy bandwidth and GEMM rate, measured by a job of the same sweep.
+            rc = max(rc, merge([ceilings], Path(a.results) / "ceilings.csv",
+                               expected_keys("ceilings", a.build_dir, False), log=log))
+        if rc == 0 and a.results:
+            log(f"merge: run folder {a.results} is ready: ./study report --run {a.results}")
+        return rc
     except (rs.UsageError, rs.SpecError) as e:
         print(f"merge: error: {e}", file=sys.stderr)
         return 2

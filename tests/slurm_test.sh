@@ -1,9 +1,12 @@
 #!/bin/bash
-# End-to-end test of sbatch/: starts a throw-away single-node Slurm (slurm-wlm + munge, no
-# systemd, everything under one temp dir), submits the quick LayerNorm sweep as a 3-task job
-# array plus its merge job with --wait, and checks that every shard ran and the merged CSV
-# holds every configuration exactly once. Without a GPU every row is `skipped` (no CUDA
-# device / torch not installed): that is fine, the test is about the plumbing.
+# End-to-end test of a Slurm sweep as the README tells a user to run one: starts a throw-away
+# single-node Slurm (slurm-wlm + munge, no systemd, everything under one temp dir), then
+#   ./study slurm layernorm_quick 3 --results DIR     (job array of 3 shards, ceilings job, merge)
+#   ./study report --run DIR                           (the run's report, inside DIR/report/)
+# and checks that every shard and the ceilings job ran, that DIR is a run folder (DIR/layernorm.csv
+# with every configuration exactly once, DIR/ceilings.csv), that its report was written, and
+# that the committed report/ and results index are unchanged. Without a GPU every row is
+# `skipped` (no CUDA device / torch not installed): the pipeline still runs end to end.
 #
 #   tests/slurm_test.sh BUILD_DIR      (meson passes its build dir; run as root)
 # Exit 77 (meson: SKIP) when Slurm or munge is not installed or not root; KEEP=1 keeps the
@@ -27,6 +30,7 @@ for cmd in slurmctld slurmd munged mungekey sbatch sinfo scontrol; do
 done
 ((EUID == 0)) || skip "needs root (slurmd launches the jobs)"
 [[ -x "$py" ]] || skip "$py not found"
+"$py" -c 'import pandas, matplotlib' 2>/dev/null || skip "$py has no pandas/matplotlib (./study report needs them)"
 
 tmp=$(mktemp -d /tmp/slurm_test.XXXXXX)
 chmod 755 "$tmp"  # munged insists that the socket's directory be reachable by everyone
@@ -114,47 +118,68 @@ done
 [[ "$state" == idle ]] || fail "node not idle after 20 s (state '$state'): $(tail -3 "$tmp/slurmd.log")"
 say "node $host idle"
 
-# ---- the sweep ------------------------------------------------------------------------------
+# ---- the sweep, as README.md tells it ---------------------------------------------------------
 results="$tmp/results"
 # --skip-unbuilt: a build without cuDNN has no layernorm_cudnn; the expected count below
 # leaves out the same versions.
 expected=$("$py" "$repo/experiments/run_sweep.py" --spec "$spec" --build-dir "$build" \
   --skip-unbuilt --dry-run 2>/dev/null | wc -l)
 ((expected > 0)) || fail "dry run of $spec lists no configuration"
-say "submitting $spec ($expected configurations) as $shards shards + merge, --wait"
-STUDY_PYTHON=$py "$repo/sbatch/submit.sh" --spec "$spec" --shards "$shards" --results "$results" \
-  --build-dir "$build" --gres none --run-id slurm-test --wait -- --skip-unbuilt --timeout 120
+# The committed report and results index, to check that nothing below touches them.
+fingerprint() { (cd "$repo" && find report experiments/results/README.md -type f -print0 | sort -z | xargs -0 sha256sum); }
+before=$(fingerprint)
+say "./study slurm $spec $shards --results DIR ($expected configurations; a ceilings job; merge; --wait)"
+STUDY_BUILD_DIR=$build STUDY_PYTHON=$py STUDY_GRES=none "$repo/study" slurm "$spec" "$shards" \
+  --results "$results" --run-id slurm-test --wait -- --skip-unbuilt --timeout 120
 rc=$?
 # sbatch --wait's status alone is not trusted (a drained node can still return 0): check files.
 for ((i = 0; i < shards; i++)); do
-  f="$results/shard_$i.csv"
+  f="$results/shards/shard_$i.csv"
   [[ -s "$f" ]] || fail "shard $i did not run: $f missing or empty (log: $(tail -3 "$results/logs/shard_$i.out" 2>/dev/null))"
   grep -q '^done:' "$results/logs/shard_$i.out" || fail "shard $i did not finish: $(tail -3 "$results/logs/shard_$i.out")"
+  grep -q 'gpu_arch' "$results/logs/shard_$i.out" || fail "shard $i's log does not state the build's GPU arch"
   say "shard $i: $(($(wc -l < "$f") - 1)) rows"
 done
-((rc == 0)) || fail "submit.sh --wait returned $rc (merge log above)"
-[[ -s "$results/merged.csv" ]] || fail "no merged.csv"
+[[ -s "$results/shards/ceilings.csv" ]] && grep -q '^done:' "$results/logs/ceilings.out" ||
+  fail "the ceilings job did not run: $(tail -3 "$results/logs/ceilings.out" 2>/dev/null)"
+((rc == 0)) || fail "./study slurm --wait returned $rc (merge log above)"
+[[ -s "$results/layernorm.csv" ]] || fail "no layernorm.csv in the run folder: $(ls "$results")"
+[[ -s "$results/ceilings.csv" ]] || fail "no ceilings.csv in the run folder: $(ls "$results")"
+csvs=$(cd "$results" && ls *.csv | tr '\n' ' ')
+[[ "$csvs" == "ceilings.csv layernorm.csv " ]] || fail "the run folder holds other CSVs than the run's: $csvs"
 
-"$py" - "$repo" "$build" "$spec" "$results/merged.csv" "$expected" <<'EOF' || fail "merged CSV check"
+"$py" - "$repo" "$build" "$spec" "$results" "$expected" <<'EOF' || fail "run folder check"
 import collections, sys
 from pathlib import Path
-repo, build, spec, merged, expected = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+repo, build, spec, results, expected = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), int(sys.argv[5])
 sys.path.insert(0, repo + "/experiments")
 import run_sweep as rs
-rows, problems = rs.read_csv(merged)
-assert not problems, problems
-cfgs, _ = rs.select_configs(rs.load_spec(rs.find_spec(spec)), build, sys.executable, skip_unbuilt=True, dry_run=True)
-want = collections.Counter(k for c in cfgs for k in c.keys())
-got = collections.Counter(rs.row_key(r) for r in rows)
-dups = [k for k, n in got.items() if n > 1]
-lost = [k for k in want if k not in got]
-extra = [k for k in got if k not in want]
-assert not dups, f"duplicated rows: {dups[:3]}"
-assert not lost, f"configurations without a row: {lost[:3]}"
-assert not extra, f"rows of no configuration: {extra[:3]}"
-assert len(rows) == expected == sum(want.values()), (len(rows), expected)
-assert {r["run_id"] for r in rows} == {"slurm-test"}, {r["run_id"] for r in rows}
-status = collections.Counter((r["status"], r["note"].split(";")[0]) for r in rows)
-print(f"slurm_test: merged.csv: {len(rows)} rows, each configuration once; " + ", ".join(f"{s} '{n}': {c}" for (s, n), c in sorted(status.items())))
+for name, spec_name, skip in (("layernorm.csv", spec, True), ("ceilings.csv", "ceilings", False)):
+    rows, problems = rs.read_csv(results / name)
+    assert not problems, problems
+    cfgs, _ = rs.select_configs(rs.load_spec(rs.find_spec(spec_name)), build, sys.executable, skip_unbuilt=skip, dry_run=True)
+    want = collections.Counter(k for c in cfgs for k in c.keys())
+    got = collections.Counter(rs.row_key(r) for r in rows)
+    dups = [k for k, n in got.items() if n > 1]
+    lost = [k for k in want if k not in got]
+    extra = [k for k in got if k not in want]
+    assert not dups, f"{name}: duplicated rows: {dups[:3]}"
+    assert not lost, f"{name}: configurations without a row: {lost[:3]}"
+    assert not extra, f"{name}: rows of no configuration: {extra[:3]}"
+    if name == "layernorm.csv":
+        assert len(rows) == expected == sum(want.values()), (len(rows), expected)
+    assert {r["run_id"] for r in rows} == {"slurm-test"}, {r["run_id"] for r in rows}
+    status = collections.Counter((r["status"], r["note"].split(";")[0]) for r in rows)
+    print(f"slurm_test: {name}: {len(rows)} rows, each configuration once; " + ", ".join(f"{s} '{n}': {c}" for (s, n), c in sorted(status.items())))
 EOF
+
+# ---- the run's report, as README.md tells it ---------------------------------------------------
+say "./study report --run DIR"
+"$repo/study" report --run "$results" || fail "./study report --run DIR failed"
+[[ -s "$results/report/README.md" ]] || fail "no DIR/report/README.md"
+grep -q "slurm-test" "$results/report/README.md" || fail "the run's report does not name the run (slurm-test)"
+grep -q "LayerNorm\|layernorm" "$results/report/README.md" || fail "the run's report has no LayerNorm section"
+after=$(fingerprint)
+[[ "$before" == "$after" ]] || fail "the committed report/ or experiments/results/README.md changed: $(diff <(echo "$before") <(echo "$after") | head -5)"
+say "report written to DIR/report/; the committed report/ is unchanged"
 say "PASS"

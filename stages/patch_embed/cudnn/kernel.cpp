@@ -61,6 +61,7 @@ Plan& plan_for(const Problem& p) {
 }
 
 std::string supports(const Problem& p) {
+  if (auto why = study::cudnn_unavailable(); !why.empty()) return why;
   if (auto r = check_common(p); !r.empty()) return r;
   return plan_for(p).error;
 }
@@ -84,6 +85,7 @@ extern const Version cudnn = [] {
   v.name = "cudnn";
   v.supports = supports;
   v.launch = launch;
+  v.unavailable = study::cudnn_unavailable;
   return v;
 }();
 

@@ -1,4 +1,5 @@
-// What every cuDNN-frontend version shares: one handle per process, and building a graph once
+// What every cuDNN-frontend version shares: one handle per process (never created when the
+// loaded cuDNN is not the build's: see cudnn_unavailable()), and building a graph once
 // (validate, heuristic plans, support check, build) with cuDNN's reason kept when it refuses.
 // Included only by cuDNN versions, inside #ifdef STUDY_HAVE_CUDNN.
 #pragma once
@@ -14,6 +15,7 @@ namespace study {
 
 inline cudnnHandle_t cudnn_handle() {
   static cudnnHandle_t h = [] {
+    if (const auto why = cudnn_unavailable(); !why.empty()) throw StudyError(ErrorKind::Library, why);
     cudnnHandle_t created;
     CUDNN_CHECK(cudnnCreate(&created));
     return created;

@@ -9,6 +9,7 @@
 #include "csv.hpp"
 #ifdef STUDY_HAVE_CUDNN
 #include <cudnn.h>
+#include "cudnn_version.hpp"
 #endif
 
 namespace study {
@@ -91,7 +92,7 @@ const Provenance& provenance(int device) {
     r.cuda = cudaRuntimeGetVersion(&v) == cudaSuccess ? version_string(v, 1000, 10, 100) : "unknown";
     r.cublas = std::to_string(cublasLtGetVersion());
 #ifdef STUDY_HAVE_CUDNN
-    r.cudnn = std::to_string(cudnnGetVersion());
+    r.cudnn = cudnn_column(CUDNN_VERSION, static_cast<long>(cudnnGetVersion()));
 #else
     r.cudnn = "not built";
 #endif

@@ -1,4 +1,5 @@
-// CPU tests of the shared harness: statistics, CSV, command line, ViT shapes, comparison.
+// CPU tests of the shared harness: statistics, CSV, command line, ViT shapes, comparison, and
+// the cuDNN versions' check of the loaded cuDNN against the build's.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "cli.hpp"
 #include "compare.hpp"
 #include "csv.hpp"
+#include "cudnn_version.hpp"
 #include "random.hpp"
 #include "stats.hpp"
 #include "vit_config.hpp"
@@ -170,4 +172,19 @@ TEST_CASE("seeded random inputs are reproducible and fp16-representable after ro
   auto x = random_uniform(64, 3, -10.f, 10.f);
   round_to_half(x);
   for (float v : x) CHECK(__half2float(__float2half_rn(v)) == v);
+}
+
+TEST_CASE("cuDNN versions refuse a loaded cuDNN other than the build's, naming both") {
+  CHECK(cudnn_version_name(91900) == "9.19.0");
+  CHECK(cudnn_version_name(91401) == "9.14.1");
+  CHECK(cudnn_version_name(8907) == "8.9.7");  // cuDNN 8 numbered major*1000 + minor*100 + patch
+  CHECK(cudnn_mismatch(91900, 91900).empty());
+  const std::string why = cudnn_mismatch(91900, 91400);
+  REQUIRE_FALSE(why.empty());
+  CHECK(why.find("cuDNN 9.14.0 (91400) is loaded") != std::string::npos);
+  CHECK(why.find("the build used cuDNN 9.19.0 (91900)") != std::string::npos);
+  CHECK_FALSE(cudnn_mismatch(91900, 91901).empty());  // a patch level differs: another library
+  CHECK_FALSE(cudnn_mismatch(91400, 91900).empty());  // newer at run time is refused too
+  CHECK(cudnn_column(91900, 91900) == "91900");
+  CHECK(cudnn_column(91900, 91400) == "91400 (built against 91900: cuDNN versions refuse)");
 }

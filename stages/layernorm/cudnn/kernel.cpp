@@ -46,6 +46,7 @@ Plan& plan_for(const Problem& p) {
 }
 
 std::string supports(const Problem& p) {
+  if (auto why = study::cudnn_unavailable(); !why.empty()) return why;
   if (auto r = check_common(p); !r.empty()) return r;
   return plan_for(p).error;
 }
@@ -62,7 +63,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version cudnn{"cudnn", supports, launch};
+extern const Version cudnn{"cudnn", supports, launch, study::cudnn_unavailable};
 
 }  // namespace layernorm
 

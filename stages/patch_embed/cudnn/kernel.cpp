@@ -91,6 +91,7 @@ std::size_t scratch(const Problem& p) {
 }
 
 std::string supports(const Problem& p) {
+  if (auto why = study::cudnn_unavailable(); !why.empty()) return why;
   if (auto r = check_common(p); !r.empty()) return r;
   // The token-row kernel of graphs 2 and 3 moves two features at a time.
   if (p.hidden % 2) return "hidden " + std::to_string(p.hidden) + " is odd";
@@ -122,6 +123,7 @@ extern const Version cudnn = [] {
   v.supports = supports;
   v.launch = launch;
   v.scratch = scratch;
+  v.unavailable = study::cudnn_unavailable;
   return v;
 }();
 

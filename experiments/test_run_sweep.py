@@ -288,12 +288,14 @@ class SweepTest(unittest.TestCase):
     def test_rounds_stay_in_one_shard_and_merge_checks_every_round(self):
         spec = self.spec(batches="[1, 2]", rounds="2")
         res = self.dir / "res"
+        (res / "shards").mkdir(parents=True)  # the layout sbatch/submit.sh gives merge.py
         for i in range(2):
             lines = self.run_sweep(spec, "--dry-run", "--shard", str(i), "--num-shards", "2").stdout.splitlines()
             self.assertEqual(len(lines), 6)
             self.assertEqual(collections.Counter(l.split()[0] for l in lines),
                              {f"#{j}": 2 for j in range(6) if j % 2 == i})
-            self.run_sweep(spec, "--shard", str(i), "--num-shards", "2", out=res / f"shard_{i}.csv")
+            self.run_sweep(spec, "--shard", str(i), "--num-shards", "2",
+                           out=res / "shards" / f"shard_{i}.csv")
         merged = res / "merged.csv"
         r = subprocess.run([PY, str(MERGE), "--results", str(res), "--num-shards", "2",
                             "--out", str(merged), "--spec", str(spec)],

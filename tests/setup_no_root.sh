@@ -29,6 +29,17 @@ unshare -m true 2>/dev/null || skip "no mount namespaces here (unshare -m)"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [[ -x "$nvcc" ]] || skip "no CUDA toolkit here"
 cuda_bin=$(dirname "$(readlink -f "$nvcc")")
+# Every toolkit bin/ that ./study could find an nvcc in (PATH, $CUDA_HOME, /usr/local/cuda),
+# by its real directory: all of them are hidden for case 1. A system bin/ is never hidden
+# (the simulated PATH leaves nvcc out of those instead).
+nvcc_dirs=()
+for n in $(type -ap nvcc) ${CUDA_HOME:+$CUDA_HOME/bin/nvcc} ${CUDA_PATH:+$CUDA_PATH/bin/nvcc} /usr/local/cuda/bin/nvcc; do
+  [[ -x "$n" ]] || continue
+  for d in "$(dirname "$(readlink -f "$n")")" "$(readlink -f "$(dirname "$n")")"; do
+    case "$d" in /bin | /sbin | /usr/bin | /usr/sbin | /usr/local/bin | /usr/local/sbin) continue ;; esac
+    [[ " ${nvcc_dirs[*]} " == *" $d "* ]] || nvcc_dirs+=("$d")
+  done
+done
 [[ -f /usr/include/doctest/doctest.h ]] || skip "no system doctest to hide (the test copies it for case 3)"
 
 tmp=$(mktemp -d /tmp/setup_no_root.XXXXXX)
@@ -95,8 +106,11 @@ run() {  # run NAME PATH CMD... : output in $tmp/NAME.log, exit code in $rc
 }
 
 # 1. No nvcc anywhere (CUDA's bin/ hidden too): a clear error with the cluster hint.
-HIDE=$cuda_bin run no_nvcc "$tmp/bin_debian" ./study setup
-((rc == 2)) || fail "no nvcc: exit $rc, expected 2: $(tail -3 "$tmp/no_nvcc.log")"
+HIDE="${nvcc_dirs[*]}" run no_nvcc "$tmp/bin_debian" ./study setup
+if ((rc != 2)); then
+  seen=$(HIDE="${nvcc_dirs[*]}" as_user "$tmp/bin_debian" bash -c 'command -v nvcc; ls -l /usr/local/cuda/bin/nvcc' 2>&1)
+  fail "no nvcc: exit $rc, expected 2 (hidden: ${nvcc_dirs[*]}; the simulated user still sees: $seen): $(tail -3 "$tmp/no_nvcc.log")"
+fi
 grep -q "module load cuda" "$tmp/no_nvcc.log" || fail "no nvcc: no 'module load cuda' hint: $(cat "$tmp/no_nvcc.log")"
 
 # 2. Not Debian (no apt-get): meson and ninja from PyPI into .venv/, then doctest is missing.

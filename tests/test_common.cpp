@@ -166,6 +166,78 @@ TEST_CASE("comparison: NaN never passes, tolerance is relative L2") {
   CHECK_FALSE(compare(std::vector<float>{}, std::vector<float>{}).ok);
 }
 
+TEST_CASE("comparison: one wrong element or one wrong row among 50432 x 768 fails") {
+  constexpr std::size_t rows = 50432, hidden = 768;
+  // A LayerNorm-like output: values of order 1, exact copy first.
+  auto ref = random_normal(rows * hidden, 11);
+  round_to_half(ref);
+  std::vector<float> got = ref;
+  const auto exact = compare(got, ref);
+  CHECK(exact.ok);
+  CHECK(exact.outside == 0);
+  CHECK(exact.rel_l2 == 0);
+
+  // One element off by 0.1: invisible to the relative L2 error, outside its element bound.
+  const std::size_t planted = 31337 * hidden + 5;
+  got[planted] = ref[planted] + 0.1f;
+  const auto one = compare(got, ref);
+  CHECK(one.rel_l2 <= kFp16RelTol);
+  CHECK_FALSE(one.ok);
+  CHECK(one.outside == 1);
+  CHECK(one.worst_element == planted);
+  CHECK(one.summary().find("1 element(s) outside") != std::string::npos);
+  got[planted] = ref[planted];
+
+  // One whole row written as zeros: the relative L2 error is sqrt(1/50432) = 0.0045, within
+  // its 5e-3 tolerance; the element bound catches the row.
+  const std::size_t bad_row = 20000;
+  std::fill_n(got.begin() + bad_row * hidden, hidden, 0.f);
+  const auto row = compare(got, ref);
+  CHECK(row.rel_l2 <= kFp16RelTol);
+  CHECK_FALSE(row.ok);
+  CHECK(row.outside > hidden / 2);
+  CHECK(row.worst_element / hidden == bad_row);
+  // So is a row holding its neighbour's values (a row offset).
+  std::copy_n(ref.begin() + (bad_row + 1) * hidden, hidden, got.begin() + bad_row * hidden);
+  CHECK_FALSE(compare(got, ref).ok);
+  std::copy_n(ref.begin() + bad_row * hidden, hidden, got.begin() + bad_row * hidden);
+
+  // One row scaled by 1.01 (a wrong statistic): 1% of |ref| is outside atol + 2e-3 |ref| for
+  // the row's larger elements, far under any relative L2 tolerance.
+  for (std::size_t i = bad_row * hidden; i < (bad_row + 1) * hidden; ++i) got[i] = ref[i] * 1.01f;
+  const auto scaled = compare(got, ref);
+  CHECK(scaled.rel_l2 < 1e-4);
+  CHECK_FALSE(scaled.ok);
+  CHECK(scaled.worst_element / hidden == bad_row);
+  std::copy_n(ref.begin() + bad_row * hidden, hidden, got.begin() + bad_row * hidden);
+
+  // Errors of fp16 rounding (half an ulp) everywhere pass.
+  for (std::size_t i = 0; i < got.size(); i += 7) got[i] = ref[i] * (1.f + 4.8e-4f);
+  CHECK(compare(got, ref).ok);
+
+  // NaN anywhere fails, also where the element bound would not look.
+  got = ref;
+  got[rows * hidden - 1] = std::nanf("");
+  const auto nan = compare(got, ref);
+  CHECK_FALSE(nan.ok);
+  CHECK(nan.nonfinite == 1);
+}
+
+TEST_CASE("comparison: the element bound is atol + rtol |ref|, as torch.testing.assert_close") {
+  const Tolerance tol{1.0, 0.01, 0.1};  // rel L2 out of the way
+  const std::vector<float> ref = {0, 1, -10, 100};
+  CHECK(compare(std::vector<float>{0.0099f, 1.1f, -11.0f, 110.f}, ref, tol).ok);
+  CHECK_FALSE(compare(std::vector<float>{0.0101f, 1, -10, 100}, ref, tol).ok);   // atol alone at 0
+  CHECK_FALSE(compare(std::vector<float>{0, 1.12f, -10, 100}, ref, tol).ok);     // 0.12 > 0.11
+  CHECK_FALSE(compare(std::vector<float>{0, 1, -11.02f, 100}, ref, tol).ok);     // |ref| counts, not ref
+  const auto c = compare(std::vector<float>{0, 1, -10, 120}, ref, tol);
+  CHECK_FALSE(c.ok);
+  CHECK(c.worst_element == 3);
+  CHECK(c.worst_ratio == doctest::Approx(20.0 / 10.01));
+  // A NaN in the reference is never a match.
+  CHECK_FALSE(compare(std::vector<float>{0, 1, -10, 100}, std::vector<float>{0, 1, -10, std::nanf("")}, tol).ok);
+}
+
 TEST_CASE("seeded random inputs are reproducible and fp16-representable after rounding") {
   CHECK(random_normal(16, 7) == random_normal(16, 7));
   CHECK(random_normal(16, 7) != random_normal(16, 8));

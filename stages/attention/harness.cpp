@@ -46,9 +46,33 @@ std::vector<std::pair<int, int>> check_pairs(const Problem& p, std::uint64_t see
 }
 
 std::string CheckResult::summary() const {
-  return cmp.summary() + " over " + std::to_string(pairs_checked) + " of " + std::to_string(pairs_total) +
-         " (batch, head) pairs";
+  return cmp.summary() + (gpu_checked ? " over all " + std::to_string(pairs_total) + " (batch, head) pairs (" +
+                                            std::to_string(pairs_checked) + " of them also against the CPU reference)"
+                                      : " over " + std::to_string(pairs_checked) + " of " +
+                                            std::to_string(pairs_total) + " (batch, head) pairs");
 }
+
+namespace {
+
+// Elements of the pairs (b, h) of a [batch*tokens, heads*head_dim] output, pair after pair.
+std::vector<float> gather(const std::vector<float>& out, const Problem& p,
+                          const std::vector<std::pair<int, int>>& pairs) {
+  const std::size_t width = static_cast<std::size_t>(p.heads) * p.head_dim;
+  std::vector<float> v;
+  v.reserve(pairs.size() * p.tokens * p.head_dim);
+  for (const auto& [b, h] : pairs)
+    for (int t = 0; t < p.tokens; ++t) {
+      const auto first = out.begin() + (static_cast<std::size_t>(b) * p.tokens + t) * width +
+                         static_cast<std::size_t>(h) * p.head_dim;
+      v.insert(v.end(), first, first + p.head_dim);
+    }
+  return v;
+}
+
+// Both references work in double and store fp32: they agree to fp32 rounding.
+constexpr study::Tolerance kReferencesAgree{1e-5, 1e-5, 1e-5};
+
+}  // namespace
 
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in, DeviceProblem& dev,
                           std::uint64_t seed) {
@@ -59,10 +83,11 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
 
   const int T = p.tokens, D = p.head_dim;
   const size_t width = static_cast<size_t>(p.heads) * D;
-  std::vector<float> got, want, slice(static_cast<size_t>(T) * 3 * D), ref_out;
+  const auto pairs = check_pairs(p, seed);
+  std::vector<float> want, slice(static_cast<size_t>(T) * 3 * D), ref_out;
   CheckResult r;
   r.pairs_total = p.batch * p.heads;
-  for (const auto& [b, h] : check_pairs(p, seed)) {
+  for (const auto& [b, h] : pairs) {
     // Token t of pair (b, h): its q, k and v columns of the packed row become one row of a
     // batch-1, heads-1 packed buffer.
     for (int t = 0; t < T; ++t) {
@@ -73,13 +98,22 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
     }
     ref::attention(slice, 1, T, 1, D, ref_out);
     want.insert(want.end(), ref_out.begin(), ref_out.end());
-    for (int t = 0; t < T; ++t) {
-      const auto first = out.begin() + (static_cast<size_t>(b) * T + t) * width + static_cast<size_t>(h) * D;
-      got.insert(got.end(), first, first + D);
-    }
     ++r.pairs_checked;
   }
-  r.cmp = study::compare(got, want);
+  r.cmp = study::compare(gather(out, p, pairs), want, kTolerance);
+  if (r.pairs_checked < r.pairs_total) {
+    // A sample: every pair against the GPU reference, itself checked on the sample.
+    const std::vector<float> gref = gpu_reference(p, dev);
+    const auto agree = study::compare(gather(gref, p, pairs), want, kReferencesAgree);
+    if (!agree.ok)
+      throw study::StudyError(study::ErrorKind::Data,
+                              "the GPU attention reference disagrees with the CPU reference on the sampled "
+                              "pairs (a fault of the reference, not of the version): " + agree.summary());
+    if (r.cmp.ok) {
+      r.cmp = study::compare(out, gref, kTolerance);
+      r.gpu_checked = true;
+    }
+  }
   // Pairs outside the sample are still checked for being written (poison is NaN).
   const auto nonfinite = static_cast<size_t>(
       std::count_if(out.begin(), out.end(), [](float x) { return !std::isfinite(x); }));

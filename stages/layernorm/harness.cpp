@@ -29,7 +29,7 @@ study::Comparison run_and_check(const Version& v, const Problem& p, const HostIn
   const std::vector<float> got = study::to_float(study::to_host(dev.y));
   std::vector<float> want;
   ref::layernorm(in.x, in.gamma, in.beta, p.rows, p.hidden, p.eps, want);
-  return study::compare(got, want);
+  return study::compare(got, want, kTolerance);
 }
 
 }  // namespace layernorm

@@ -114,7 +114,11 @@ int main(int argc, char** argv) {
         report.write("failed", note + "; reference check failed: " + c.summary());
         return 1;
       }
-      check_note = "checked " + std::to_string(c.images_checked) + "/" + std::to_string(c.images_total) + " images";
+      check_note = c.gpu_checked ? "checked all " + std::to_string(c.images_total) +
+                                       " images against the GPU reference, " + std::to_string(c.images_checked) +
+                                       " also against the CPU reference"
+                                 : "checked " + std::to_string(c.images_checked) + "/" +
+                                       std::to_string(c.images_total) + " images";
     }
     note += "; " + check_note;
 

@@ -60,10 +60,10 @@ struct CheckResult {
   std::string what;       // which rows were compared, for the CSV note and test messages
 };
 
-// Poisons h and y with NaN, runs the version once, copies y back and compares it with ref::mlp
-// (with in.residual when given) within tolerance(v): sampled rows on the CPU and, above
-// kFullCheckRows rows, every row against gpu_reference(). A version whose output is not the
-// MLP (gemm_only) is only checked to run and leave no NaN.
+// Poisons h and y with NaN, runs the version once, copies y back and compares it with its
+// reference within tolerance(v): ref::mlp (with in.residual when given), or the two plain
+// GEMMs for a version whose output is not the MLP (gemm_only); sampled rows on the CPU and,
+// above kFullCheckRows rows, every row against gpu_reference().
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in,
                           DeviceProblem& dev, study::Gemm& gemm);
 

@@ -13,6 +13,7 @@
 #include "compare.hpp"
 #include "csv.hpp"
 #include "cudnn_version.hpp"
+#include "memory.hpp"
 #include "random.hpp"
 #include "stats.hpp"
 #include "vit_config.hpp"
@@ -236,6 +237,47 @@ TEST_CASE("comparison: the element bound is atol + rtol |ref|, as torch.testing.
   CHECK(c.worst_ratio == doctest::Approx(20.0 / 10.01));
   // A NaN in the reference is never a match.
   CHECK_FALSE(compare(std::vector<float>{0, 1, -10, 100}, std::vector<float>{0, 1, -10, std::nanf("")}, tol).ok);
+}
+
+TEST_CASE("memory: a need above what is free is refused with one line naming both") {
+  const double gib = 1024.0 * 1024 * 1024;
+  FreeMemory free;
+  free.device = 80 * gib;
+  free.host = 60 * gib;
+  MemoryNeed fits{10 * gib, 10 * gib};
+  CHECK(memory_refusal(fits, free, "x").empty());
+  // The reserve is kept on each side.
+  CHECK_FALSE(memory_refusal({80 * gib - kDeviceReserveBytes / 2, 0}, free, "x").empty());
+  CHECK(memory_refusal({80 * gib - kDeviceReserveBytes, 0}, free, "x").empty());
+
+  const std::string host = memory_refusal({1, 1211.8e9}, free, "layernorm v5_unrolled rows=394000000");
+  CHECK(host.find("out of host memory") == 0);
+  CHECK(host.find("layernorm v5_unrolled rows=394000000") != std::string::npos);
+  CHECK(host.find("(1211800000000 bytes)") != std::string::npos);  // needed
+  CHECK(host.find("(64424509440 bytes) free") != std::string::npos);  // free
+  CHECK(host.find('\n') == std::string::npos);
+
+  const std::string device = memory_refusal({100 * gib, 1}, free, "mlp");
+  CHECK(device.find("out of device memory") == 0);
+  CHECK(device.find("(107374182400 bytes)") != std::string::npos);
+  // Host is asked first: the host's OOM killer is what kills a bench without a word.
+  CHECK(memory_refusal({100 * gib, 100 * gib}, free, "mlp").find("host") != std::string::npos);
+  // A side whose free memory is unknown is not checked.
+  CHECK(memory_refusal({1e18, 1e18}, FreeMemory{}, "x").empty());
+}
+
+TEST_CASE("memory: MemAvailable and the cgroup limit are read as bytes") {
+  const std::string meminfo = "MemTotal:       24576000 kB\nMemFree:         1000 kB\n"
+                              "MemAvailable:   19000000 kB\nBuffers:  10 kB\n";
+  CHECK(parse_mem_available(meminfo) == 19000000.0 * 1024);
+  CHECK(parse_mem_available("MemTotal: 1 kB\n") < 0);
+  CHECK(parse_mem_available("") < 0);
+  CHECK(cgroup_room("8589934592\n", "1073741824\n") == 7516192768.0);
+  CHECK(cgroup_room("max\n", "1073741824\n") < 0);
+  CHECK(cgroup_room("100\n", "200\n") == 0);
+  CHECK(cgroup_room("", "") < 0);
+  // This machine's numbers are readable and positive.
+  CHECK(host_available_bytes() > 0);
 }
 
 TEST_CASE("seeded random inputs are reproducible and fp16-representable after rounding") {

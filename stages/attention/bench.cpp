@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
       return 0;
     }
 
+    study::require_memory(attention::memory_need(p, o.check), "attention_" STAGE_VERSION " at " + shape_note);
     const auto in = attention::make_inputs(p, o.seed);
     attention::DeviceProblem dev(p, in);
     std::string check_note = "not checked (--no-check)";

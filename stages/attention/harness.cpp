@@ -52,6 +52,22 @@ std::string CheckResult::summary() const {
                                             std::to_string(pairs_total) + " (batch, head) pairs");
 }
 
+study::MemoryNeed memory_need(const Problem& p, bool check) {
+  const double rows = static_cast<double>(p.batch) * p.tokens;
+  const double qkv = rows * 3 * p.heads * p.head_dim, out = rows * p.heads * p.head_dim;
+  // As check_pairs(): every pair when all of them fit the CPU reference's budget.
+  const bool sampled = static_cast<double>(p.batch) * p.heads * 4.0 * p.tokens * p.tokens * p.head_dim >
+                       kReferenceBudgetFlops;
+  study::MemoryNeed m;
+  m.device = (qkv + out) * sizeof(__half);
+  if (check && sampled) m.device += out * sizeof(float) + kGpuReferenceScores * sizeof(double);
+  // With check: out in fp32 beside its fp16 copy, then the GPU reference's out.
+  m.host = qkv * sizeof(float) + (check ? std::max(out * (sizeof(float) + sizeof(__half)),
+                                                   (sampled ? 2 : 1) * out * sizeof(float))
+                                        : qkv * sizeof(__half));
+  return m;
+}
+
 namespace {
 
 // Elements of the pairs (b, h) of a [batch*tokens, heads*head_dim] output, pair after pair.

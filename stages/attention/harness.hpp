@@ -7,6 +7,7 @@
 #include "buffer.hpp"
 #include "compare.hpp"
 #include "attention/attention.hpp"
+#include "memory.hpp"
 
 namespace attention {
 
@@ -50,6 +51,11 @@ std::vector<std::pair<int, int>> check_pairs(const Problem& p, std::uint64_t see
 // fp16 QKV (what the version read). Returns out [batch*tokens, heads*head_dim] on the host.
 constexpr double kGpuReferenceScores = 32.0 * (1 << 20);
 std::vector<float> gpu_reference(const Problem& p, const DeviceProblem& dev);
+
+// Bytes the bench holds at its peak for p (checked against free memory before any input is
+// built): device QKV and out and, with check, the GPU reference's output and scratch; host QKV
+// in fp32 with its fp16 staging copy and, with check, out copied back and the GPU reference's.
+study::MemoryNeed memory_need(const Problem& p, bool check);
 
 struct CheckResult {
   study::Comparison cmp;  // over every output element when the pairs were sampled (against the

@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
                             " mlp=" + c.mlp + (resolved.empty() ? "" : " (best: " + resolved + ")") +
                             (layers > 0 ? " layers=" + std::to_string(layers) : "");
 
+    study::require_memory(encoder::memory_need(p, c), "encoder " + version + " at batch " + std::to_string(p.batch) +
+                                                          " image " + std::to_string(p.image_size) + " " + o.model);
     std::vector<float> images;
     if (!images_path.empty()) {
       const ref::SafetensorsFile f(images_path);

@@ -60,10 +60,14 @@ int main(int argc, char** argv) {
       return 0;
     }
 
+    const std::size_t workspace_bytes = static_cast<std::size_t>(workspace_mib) << 20;
+    study::require_memory(mlp::memory_need(p, o.check, workspace_bytes),
+                          "mlp_" STAGE_VERSION " at rows=" + std::to_string(p.rows) + " hidden=" +
+                              std::to_string(p.hidden));
     const auto in = mlp::make_inputs(p, o.seed);
     mlp::DeviceProblem dev(p, in);
     study::GemmConfig gc;
-    gc.workspace_bytes = static_cast<std::size_t>(workspace_mib) << 20;
+    gc.workspace_bytes = workspace_bytes;
     gc.heuristic_every_call = heuristic_every_call;
     gc.autotune_candidates = autotune;
     gc.search_all = search_all;

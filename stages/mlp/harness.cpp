@@ -56,6 +56,23 @@ std::vector<int> checked_rows(int rows) {
 
 study::Tolerance tolerance(const Version& v) { return {v.rel_tol, kAtol, kRtol}; }
 
+study::MemoryNeed memory_need(const Problem& p, bool check, std::size_t workspace_bytes) {
+  const double n = static_cast<double>(p.rows) * p.hidden, nh = static_cast<double>(p.rows) * p.mlp_hidden;
+  const double weights = 2.0 * p.hidden * p.mlp_hidden + p.hidden + p.mlp_hidden;
+  const bool sampled = p.rows > kFullCheckRows;
+  const double ref_rows = std::min(p.rows, kGpuReferenceRows);
+  study::MemoryNeed m;
+  m.device = (2 * n + nh + weights) * sizeof(__half) + static_cast<double>(workspace_bytes);
+  if (check && sampled) m.device += ref_rows * (p.mlp_hidden + p.hidden) * sizeof(float);
+  const double inputs = (n + weights) * sizeof(float), staging = std::max(n, weights) * sizeof(__half);
+  // With check: y in fp32 beside its fp16 copy, then the GPU reference's y (the CPU's sampled
+  // rows are small next to it).
+  m.host = inputs + (check ? std::max(n * sizeof(float) + n * sizeof(__half),
+                                      (sampled ? 2 : 1) * n * sizeof(float))
+                           : staging);
+  return m;
+}
+
 namespace {
 
 // The reference a version is compared with, on `rows` rows of x and of the residual.

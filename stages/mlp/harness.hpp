@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 #include "buffer.hpp"
+#include "memory.hpp"
 #include "mlp/mlp.hpp"
 
 namespace mlp {
@@ -54,6 +55,12 @@ std::vector<int> checked_rows(int rows);
 // [rows, hidden] on the host.
 constexpr int kGpuReferenceRows = 4096;
 std::vector<float> gpu_reference(const Problem& p, const DeviceProblem& dev, bool mlp);
+
+// Bytes the bench holds at its peak for p (checked against free memory before any input is
+// built): device inputs, y, h, the GEMM workspace and, with check, the GPU reference's
+// buffers; host inputs in fp32 with their fp16 staging copies and, with check, y copied back
+// and the GPU reference's output.
+study::MemoryNeed memory_need(const Problem& p, bool check, std::size_t workspace_bytes);
 
 struct CheckResult {
   study::Comparison cmp;  // over every row (against the GPU reference when rows were sampled)

@@ -99,4 +99,24 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
   return r;
 }
 
+study::MemoryNeed memory_need(const Problem& p, const Version& v, bool check) {
+  const double image = static_cast<double>(p.batch) * kChannels * p.image_size * p.image_size;
+  const double out = static_cast<double>(p.batch) * tokens(p) * p.hidden;
+  const double weights = static_cast<double>(p.hidden) * (kPatchElems + 2 + tokens(p));
+  const bool sampled = p.batch > 4;
+  study::MemoryNeed m;
+  m.device = (image + out + weights) * sizeof(__half) + static_cast<double>(v.scratch ? v.scratch(p) : 0);
+  if (check && sampled) m.device += std::min(out, kGpuReferenceElems) * sizeof(float);
+  const double inputs = (image + weights) * sizeof(float);
+  // Pinned images and output of the routine, with the fp16 images staged beside them; the
+  // CPU version holds its fp32 output instead.
+  const double routine = v.on_host ? out * sizeof(float) : (2 * image + out) * sizeof(__half);
+  // With check: the output in fp32 beside its fp16 copy, then the GPU reference's output.
+  const double checking = check ? std::max(out * (sizeof(float) + sizeof(__half)),
+                                           (sampled ? 2 : 1) * out * sizeof(float))
+                                : 0;
+  m.host = inputs + std::max(routine, checking);
+  return m;
+}
+
 }  // namespace patch_embed

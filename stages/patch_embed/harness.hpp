@@ -8,6 +8,7 @@
 #include "buffer.hpp"
 #include "compare.hpp"
 #include "gemm.hpp"
+#include "memory.hpp"
 #include "patch_embed/patch_embed.hpp"
 #include "streams.hpp"
 
@@ -44,6 +45,13 @@ constexpr study::Tolerance kTolerance{study::kFp16RelTol, 5e-3, 2e-3};
 // [batch * tokens, hidden] on the host.
 constexpr double kGpuReferenceElems = 64.0 * (1 << 20);
 std::vector<float> gpu_reference(const Problem& p, const DeviceProblem& dev);
+
+// Bytes the bench holds at its peak for p and version v (checked against free memory before
+// any input is built): device inputs, output, v's scratch and, with check, the GPU reference's
+// output; host inputs in fp32 with their fp16 staging copy, the routine's pinned images and
+// output (cpu_baseline: its fp32 output instead) and, with check, the output copied back and
+// the GPU reference's.
+study::MemoryNeed memory_need(const Problem& p, const Version& v, bool check);
 
 struct CheckResult {
   study::Comparison cmp;    // over every image when the images were sampled (against the GPU

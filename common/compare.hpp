@@ -25,6 +25,10 @@ struct Tolerance {
   double rtol = kFp16Rtol;
 };
 
+// Two references that both sum in double and store fp32 (a CPU one and its GPU twin) agree to
+// fp32 rounding: anything above this is a fault of one of them.
+constexpr Tolerance kReferencesAgree{1e-5, 1e-5, 1e-5};
+
 struct Comparison {
   double max_abs = 0;   // max |got - ref| over finite elements
   double rel_l2 = 0;    // ||got - ref|| / ||ref||

@@ -49,8 +49,6 @@ TEST_CASE("matches the CPU reference at ViT token counts and odd ones") {
 }
 
 TEST_CASE("the GPU reference (every pair of a sampled shape) matches the CPU reference") {
-  // Both work in double and store fp32: they agree to fp32 rounding, far inside any tolerance.
-  const study::Tolerance agree{1e-5, 1e-5, 1e-5};
   const Problem shapes[] = {{1, 1, 1, 64}, {3, 17, 3, 64}, {2, 197, 12, 64}, {1, 50, 3, 80}, {1, 300, 2, 32},
                             {1, 1025, 1, 64}};
   for (const auto& p : shapes)
@@ -65,7 +63,7 @@ TEST_CASE("the GPU reference (every pair of a sampled shape) matches the CPU ref
       const DeviceProblem dev(p, in);
       std::vector<float> want;
       ref::attention(in.qkv, p.batch, p.tokens, p.heads, p.head_dim, want);
-      const auto c = study::compare(gpu_reference(p, dev), want, agree);
+      const auto c = study::compare(gpu_reference(p, dev), want, study::kReferencesAgree);
       INFO(c.summary());
       CHECK(c.ok);
     }

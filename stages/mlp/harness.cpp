@@ -95,10 +95,6 @@ std::string where(const study::Comparison& c, const std::vector<int>& rows, std:
          ", column " + std::to_string(i % hidden);
 }
 
-// The GPU reference must reproduce the CPU reference (both sum in double, store fp32): a
-// difference above fp32 rounding is a fault of the GPU reference, not of the version.
-constexpr study::Tolerance kReferencesAgree{1e-5, 1e-5, 1e-5};
-
 }  // namespace
 
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in,
@@ -147,7 +143,7 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
   std::vector<float> gref_rows;
   gref_rows.reserve(rows.size() * hd);
   for (int row : rows) gref_rows.insert(gref_rows.end(), gref.begin() + row * hd, gref.begin() + (row + 1) * hd);
-  const auto agree = study::compare(gref_rows, want, kReferencesAgree);
+  const auto agree = study::compare(gref_rows, want, study::kReferencesAgree);
   if (!agree.ok)
     throw study::StudyError(study::ErrorKind::Data,
                             "the GPU MLP reference disagrees with the CPU reference on the sampled rows (a fault "

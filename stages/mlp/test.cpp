@@ -55,8 +55,6 @@ TEST_CASE("batch 256 at 224 (50432 rows: sampled on the CPU, every row on the GP
 }
 
 TEST_CASE("the GPU reference (every row above 256) matches the CPU reference") {
-  // Both sum in double and store fp32: they agree to fp32 rounding, far inside any tolerance.
-  const study::Tolerance agree{1e-5, 1e-5, 1e-5};
   for (int hidden : {192, 768, kUnalignedHidden})
     for (int rows : {1, 197, 300}) {
       const Problem p = shape(rows, hidden);
@@ -80,7 +78,7 @@ TEST_CASE("the GPU reference (every row above 256) matches the CPU reference") {
             ref::linear(in.x, rows, p.hidden, in.fc1_w, {}, p.mlp_hidden, h);
             ref::linear(h, rows, p.mlp_hidden, in.fc2_w, {}, p.hidden, want);
           }
-          const auto c = study::compare(gpu_reference(p, dev, mlp), want, agree);
+          const auto c = study::compare(gpu_reference(p, dev, mlp), want, study::kReferencesAgree);
           INFO(c.summary());
           CHECK(c.ok);
         }
@@ -96,7 +94,7 @@ TEST_CASE("the GPU reference (every row above 256) matches the CPU reference") {
     std::vector<float> want;
     ref::mlp(x, 1, p.hidden, p.mlp_hidden, in.fc1_w, in.fc1_b, in.fc2_w, in.fc2_b, want);
     const std::vector<float> got(gref.begin() + row * 192, gref.begin() + (row + 1) * 192);
-    const auto c = study::compare(got, want, agree);
+    const auto c = study::compare(got, want, study::kReferencesAgree);
     INFO(c.summary());
     CHECK(c.ok);
   }

@@ -47,13 +47,6 @@ std::string CheckResult::summary() const {
   return s;
 }
 
-namespace {
-
-// Both references sum in double and store fp32: they agree to fp32 rounding.
-constexpr study::Tolerance kReferencesAgree{1e-5, 1e-5, 1e-5};
-
-}  // namespace
-
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in, DeviceProblem& dev) {
   study::poison(dev.out);
   v.launch(p, dev.args(), nullptr);
@@ -88,7 +81,7 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
     std::vector<float> gref_picked;
     for (int b : picked)
       gref_picked.insert(gref_picked.end(), gref.begin() + b * out_elems, gref.begin() + (b + 1) * out_elems);
-    const auto agree = study::compare(gref_picked, want, kReferencesAgree);
+    const auto agree = study::compare(gref_picked, want, study::kReferencesAgree);
     if (!agree.ok)
       throw study::StudyError(study::ErrorKind::Data,
                               "the GPU patch-embedding reference disagrees with the CPU reference on the sampled "

@@ -39,8 +39,6 @@ void check_shape(const Problem& p) {
 }  // namespace
 
 TEST_CASE("the GPU reference (every image above batch 4) matches the CPU reference") {
-  // Both sum in double and store fp32: they agree to fp32 rounding, far inside any tolerance.
-  const study::Tolerance agree{1e-5, 1e-5, 1e-5};
   for (int image_size : {32, 224})
     for (int hidden : {192, 768})
       for (int batch : {1, 3}) {
@@ -55,7 +53,7 @@ TEST_CASE("the GPU reference (every image above batch 4) matches the CPU referen
         std::vector<float> want;
         ref::patch_embed(in.images, batch, image_size, hidden, in.conv_w, in.conv_b, in.cls_token, in.pos_embed,
                          want);
-        const auto c = study::compare(gpu_reference(p, dev), want, agree);
+        const auto c = study::compare(gpu_reference(p, dev), want, study::kReferencesAgree);
         INFO(c.summary());
         CHECK(c.ok);
       }

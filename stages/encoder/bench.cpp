@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
                    got.begin() + static_cast<std::ptrdiff_t>(which[k] + 1) * p.num_classes);
           r.insert(r.end(), want[k].begin(), want[k].end());
         }
-        const auto cmp = study::compare(g, r, encoder::kLogitsTolerance);
+        const auto cmp = study::compare(g, r, encoder::logits_tolerance(r));
         report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
         if (!cmp.ok || nonfinite) {
           report.write("failed", mix + "; logits check failed: " + cmp.summary() + ", " +

@@ -5,6 +5,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "attention/harness.hpp"
+#include "encoder/encoder.hpp"
 #include "layernorm/harness.hpp"
 #include "memory.hpp"
 #include "mlp/harness.hpp"
@@ -106,4 +107,22 @@ TEST_CASE("patch_embed: the estimate covers images, weights, output, scratch and
                            2 * out * sizeof(float));
     CHECK(need.device >= (in.images.size() + out) * sizeof(__half) + (v.scratch ? v.scratch(p) : 0));
   }
+}
+
+TEST_CASE("encoder: the estimate covers weights and activations, one set per layer without the arena") {
+  encoder::Problem p;
+  p.model = study::find_model("vit_b");
+  p.batch = 32;
+  p.image_size = 224;
+  const auto per_layer = encoder::find_step("e1_library"), arena = encoder::find_step("e2_buffer_reuse");
+  REQUIRE_FALSE(per_layer.arena);
+  REQUIRE(arena.arena);
+  const double act = static_cast<double>(p.rows()) * 768 * sizeof(__half);  // one [rows, hidden] buffer
+  const auto need = encoder::memory_need(p, arena);
+  CHECK(need.device >= encoder::weight_count(p) * sizeof(__half) + 12 * act);  // LN, QKV, attention, ..., h
+  CHECK(need.host >= encoder::weight_count(p) * sizeof(float));
+  CHECK(encoder::memory_need(p, per_layer).device >= need.device + 11 * 12 * act);
+  CHECK(study::memory_refusal(need, machine(), "encoder").empty());
+  p.batch = 2000000;
+  CHECK(study::memory_refusal(encoder::memory_need(p, arena), machine(), "encoder").find("out of host memory") == 0);
 }

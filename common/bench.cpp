@@ -90,8 +90,11 @@ int bench_main(const char* program, const std::function<int(BenchReport&)>& body
     try {
       return body(report);
     } catch (const StudyError& e) {
+      // No GPU, or a problem larger than the memory free here: nothing about the version
+      // failed, the configuration cannot run on this machine.
+      const bool cannot_run = e.kind == ErrorKind::NoGpu || e.kind == ErrorKind::OutOfMemory;
       if (report.writer && !report.written && e.kind != ErrorKind::Usage)
-        report.write(e.kind == ErrorKind::NoGpu ? "skipped" : "failed", e.what());
+        report.write(cannot_run ? "skipped" : "failed", e.what());
       throw;
     }
   });

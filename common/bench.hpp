@@ -53,8 +53,10 @@ std::string resolve_streams(CommonOptions& o, Row& row);
 // saying so and returns true, so that no row claims streams it did not use.
 bool refuse_streams(BenchReport& report, const CommonOptions& o, const std::string& bench);
 
-// Runs body; errors become one stderr line and an exit code as in run_main, and, once the
-// report is open, a row: `skipped` with "no CUDA device", else `failed` with the message.
+// Runs body; errors become one stderr line and an exit code as in run_main (2 for usage and
+// no GPU, 3 for out of memory), and, once the report is open, a row: `skipped` with the
+// message for no GPU and out of memory (require_memory's refusal, or an allocation that
+// failed), else `failed` with the message.
 int bench_main(const char* program, const std::function<int(BenchReport&)>& body);
 
 }  // namespace study

@@ -85,6 +85,14 @@ FAKE = textwrap.dedent('''\
             f.flush()
             print("fake: no CUDA device", file=sys.stderr)
             sys.exit(2)
+        if version == "oom":  # a bench refusing a problem larger than the memory free
+            r = row(version, "skipped", median="")
+            r[COLUMNS.index("note")] = ("out of host memory: fake_oom needs 1128.6 GiB (1211827200000 bytes) "
+                                        "of host memory, 60.0 GiB (64424509440 bytes) free")
+            w.writerow(r)
+            f.flush()
+            print("fake_oom: error: out of host memory: needs 1128.6 GiB, 60.0 GiB free", file=sys.stderr)
+            sys.exit(3)
         if version == "two":
             w.writerow(row("copy"))
             if os.environ.get("FAKE_ONLY_ONE") != "1":
@@ -100,7 +108,7 @@ class SweepTest(unittest.TestCase):
         self.dir = Path(self.tmp.name)
         self.build = self.dir / "build"
         (self.build / "stages" / "fake").mkdir(parents=True)
-        for v in ("a", "b", "c", "crash", "hang", "norow", "two"):
+        for v in ("a", "b", "c", "crash", "hang", "norow", "two", "oom"):
             p = self.build / "stages" / "fake" / f"fake_{v}"
             p.write_text(FAKE.format(py=PY, anchors=str(HERE / "anchors")))
             p.chmod(p.stat().st_mode | stat.S_IXUSR)
@@ -332,6 +340,24 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("dropped 3 row(s)", r.stdout)
         self.assertEqual(len(self.rows()), 4)
+
+    def test_out_of_memory_row_is_recorded_and_the_sweep_goes_on(self):
+        # A bench that refuses a problem larger than the free memory exits 3 with its
+        # `skipped` row written: the runner keeps that row (no `failed` row of its own) and
+        # runs the next configurations; --strict does not count it as a failure.
+        spec = self.spec(versions='["a", "oom", "b"]', batches="[1, 2]")
+        r = self.run_sweep(spec, "--strict")
+        rows = self.rows()
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        oom = [x for x in rows if x["version"] == "oom"]
+        self.assertEqual(len(oom), 2)
+        for x in oom:
+            self.assertEqual(x["status"], "skipped")
+            self.assertIn("out of host memory", x["note"])
+            self.assertIn("(1211827200000 bytes)", x["note"])
+        self.assertEqual({x["status"] for x in rows if x["version"] != "oom"}, {"ok"})
+        self.assertIn("skipped 2", r.stdout)
+        self.assertIn("failed 0", r.stdout)
 
     def test_timeout_kills_the_bench(self):
         spec = self.spec(versions='["hang", "a"]', batches="[1]", timeout_s="1")

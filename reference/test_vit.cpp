@@ -164,7 +164,8 @@ TEST_CASE("vit_forward matches timm's logits on the committed fixture" *
   const auto want = io.floats("logits", {batch, classes});
 
   const auto got = ref::vit_forward(input, batch, w);
-  const auto c = study::compare(got, want, 1e-4);
+  // fp32 (timm) against double sums: rel L2 1e-4 and every logit within 1e-4 + 1e-4 |ref|.
+  const auto c = study::compare(got, want, {1e-4, 1e-4, 1e-4});
   INFO("reference vs timm (timm " << meta.at("versions").at("timm").get<std::string>() << "): " << c.summary());
   CHECK(c.ok);
 }

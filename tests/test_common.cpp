@@ -13,6 +13,7 @@
 #include "compare.hpp"
 #include "csv.hpp"
 #include "cudnn_version.hpp"
+#include "memory.hpp"
 #include "random.hpp"
 #include "stats.hpp"
 #include "vit_config.hpp"
@@ -164,6 +165,119 @@ TEST_CASE("comparison: NaN never passes, tolerance is relative L2") {
   std::vector<float> inf = {1, 2, INFINITY, 4};
   CHECK_FALSE(compare(inf, ref).ok);
   CHECK_FALSE(compare(std::vector<float>{}, std::vector<float>{}).ok);
+}
+
+TEST_CASE("comparison: one wrong element or one wrong row among 50432 x 768 fails") {
+  constexpr std::size_t rows = 50432, hidden = 768;
+  // A LayerNorm-like output: values of order 1, exact copy first.
+  auto ref = random_normal(rows * hidden, 11);
+  round_to_half(ref);
+  std::vector<float> got = ref;
+  const auto exact = compare(got, ref);
+  CHECK(exact.ok);
+  CHECK(exact.outside == 0);
+  CHECK(exact.rel_l2 == 0);
+
+  // One element off by 0.1: invisible to the relative L2 error, outside its element bound.
+  const std::size_t planted = 31337 * hidden + 5;
+  got[planted] = ref[planted] + 0.1f;
+  const auto one = compare(got, ref);
+  CHECK(one.rel_l2 <= kFp16RelTol);
+  CHECK_FALSE(one.ok);
+  CHECK(one.outside == 1);
+  CHECK(one.worst_element == planted);
+  CHECK(one.summary().find("1 element(s) outside") != std::string::npos);
+  got[planted] = ref[planted];
+
+  // One whole row written as zeros: the relative L2 error is sqrt(1/50432) = 0.0045, within
+  // its 5e-3 tolerance; the element bound catches the row.
+  const std::size_t bad_row = 20000;
+  std::fill_n(got.begin() + bad_row * hidden, hidden, 0.f);
+  const auto row = compare(got, ref);
+  CHECK(row.rel_l2 <= kFp16RelTol);
+  CHECK_FALSE(row.ok);
+  CHECK(row.outside > hidden / 2);
+  CHECK(row.worst_element / hidden == bad_row);
+  // So is a row holding its neighbour's values (a row offset).
+  std::copy_n(ref.begin() + (bad_row + 1) * hidden, hidden, got.begin() + bad_row * hidden);
+  CHECK_FALSE(compare(got, ref).ok);
+  std::copy_n(ref.begin() + bad_row * hidden, hidden, got.begin() + bad_row * hidden);
+
+  // One row scaled by 1.01 (a wrong statistic): 1% of |ref| is outside atol + 2e-3 |ref| for
+  // the row's larger elements, far under any relative L2 tolerance.
+  for (std::size_t i = bad_row * hidden; i < (bad_row + 1) * hidden; ++i) got[i] = ref[i] * 1.01f;
+  const auto scaled = compare(got, ref);
+  CHECK(scaled.rel_l2 < 1e-4);
+  CHECK_FALSE(scaled.ok);
+  CHECK(scaled.worst_element / hidden == bad_row);
+  std::copy_n(ref.begin() + bad_row * hidden, hidden, got.begin() + bad_row * hidden);
+
+  // Errors of fp16 rounding (half an ulp) everywhere pass.
+  for (std::size_t i = 0; i < got.size(); i += 7) got[i] = ref[i] * (1.f + 4.8e-4f);
+  CHECK(compare(got, ref).ok);
+
+  // NaN anywhere fails, also where the element bound would not look.
+  got = ref;
+  got[rows * hidden - 1] = std::nanf("");
+  const auto nan = compare(got, ref);
+  CHECK_FALSE(nan.ok);
+  CHECK(nan.nonfinite == 1);
+}
+
+TEST_CASE("comparison: the element bound is atol + rtol |ref|, as torch.testing.assert_close") {
+  const Tolerance tol{1.0, 0.01, 0.1};  // rel L2 out of the way
+  const std::vector<float> ref = {0, 1, -10, 100};
+  CHECK(compare(std::vector<float>{0.0099f, 1.1f, -11.0f, 110.f}, ref, tol).ok);
+  CHECK_FALSE(compare(std::vector<float>{0.0101f, 1, -10, 100}, ref, tol).ok);   // atol alone at 0
+  CHECK_FALSE(compare(std::vector<float>{0, 1.12f, -10, 100}, ref, tol).ok);     // 0.12 > 0.11
+  CHECK_FALSE(compare(std::vector<float>{0, 1, -11.02f, 100}, ref, tol).ok);     // |ref| counts, not ref
+  const auto c = compare(std::vector<float>{0, 1, -10, 120}, ref, tol);
+  CHECK_FALSE(c.ok);
+  CHECK(c.worst_element == 3);
+  CHECK(c.worst_ratio == doctest::Approx(20.0 / 10.01));
+  // A NaN in the reference is never a match.
+  CHECK_FALSE(compare(std::vector<float>{0, 1, -10, 100}, std::vector<float>{0, 1, -10, std::nanf("")}, tol).ok);
+}
+
+TEST_CASE("memory: a need above what is free is refused with one line naming both") {
+  const double gib = 1024.0 * 1024 * 1024;
+  FreeMemory free;
+  free.device = 80 * gib;
+  free.host = 60 * gib;
+  MemoryNeed fits{10 * gib, 10 * gib};
+  CHECK(memory_refusal(fits, free, "x").empty());
+  // The reserve is kept on each side.
+  CHECK_FALSE(memory_refusal({80 * gib - kDeviceReserveBytes / 2, 0}, free, "x").empty());
+  CHECK(memory_refusal({80 * gib - kDeviceReserveBytes, 0}, free, "x").empty());
+
+  const std::string host = memory_refusal({1, 1211.8e9}, free, "layernorm v5_unrolled rows=394000000");
+  CHECK(host.find("out of host memory") == 0);
+  CHECK(host.find("layernorm v5_unrolled rows=394000000") != std::string::npos);
+  CHECK(host.find("(1211800000000 bytes)") != std::string::npos);  // needed
+  CHECK(host.find("(64424509440 bytes) free") != std::string::npos);  // free
+  CHECK(host.find('\n') == std::string::npos);
+
+  const std::string device = memory_refusal({100 * gib, 1}, free, "mlp");
+  CHECK(device.find("out of device memory") == 0);
+  CHECK(device.find("(107374182400 bytes)") != std::string::npos);
+  // Host is asked first: the host's OOM killer is what kills a bench without a word.
+  CHECK(memory_refusal({100 * gib, 100 * gib}, free, "mlp").find("host") != std::string::npos);
+  // A side whose free memory is unknown is not checked.
+  CHECK(memory_refusal({1e18, 1e18}, FreeMemory{}, "x").empty());
+}
+
+TEST_CASE("memory: MemAvailable and the cgroup limit are read as bytes") {
+  const std::string meminfo = "MemTotal:       24576000 kB\nMemFree:         1000 kB\n"
+                              "MemAvailable:   19000000 kB\nBuffers:  10 kB\n";
+  CHECK(parse_mem_available(meminfo) == 19000000.0 * 1024);
+  CHECK(parse_mem_available("MemTotal: 1 kB\n") < 0);
+  CHECK(parse_mem_available("") < 0);
+  CHECK(cgroup_room("8589934592\n", "1073741824\n") == 7516192768.0);
+  CHECK(cgroup_room("max\n", "1073741824\n") < 0);
+  CHECK(cgroup_room("100\n", "200\n") == 0);
+  CHECK(cgroup_room("", "") < 0);
+  // This machine's numbers are readable and positive.
+  CHECK(host_available_bytes() > 0);
 }
 
 TEST_CASE("seeded random inputs are reproducible and fp16-representable after rounding") {

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
       return 0;
     }
 
+    study::require_memory(attention::memory_need(p, o.check), "attention_" STAGE_VERSION " at " + shape_note);
     const auto in = attention::make_inputs(p, o.seed);
     attention::DeviceProblem dev(p, in);
     std::string check_note = "not checked (--no-check)";
@@ -60,8 +61,11 @@ int main(int argc, char** argv) {
         report.write("failed", shape_note + "; reference check failed: " + c.summary());
         return 1;
       }
-      check_note = "checked " + std::to_string(c.pairs_checked) + "/" + std::to_string(c.pairs_total) +
-                   " (batch, head) pairs";
+      check_note = c.gpu_checked ? "checked all " + std::to_string(c.pairs_total) +
+                                       " (batch, head) pairs against the GPU reference, " +
+                                       std::to_string(c.pairs_checked) + " also against the CPU reference"
+                                 : "checked " + std::to_string(c.pairs_checked) + "/" +
+                                       std::to_string(c.pairs_total) + " (batch, head) pairs";
     }
     const auto args = dev.args();
     study::measure(report, o, "attention_" STAGE_VERSION, [&](cudaStream_t s) { version.launch(p, args, s); },

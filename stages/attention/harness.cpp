@@ -46,9 +46,46 @@ std::vector<std::pair<int, int>> check_pairs(const Problem& p, std::uint64_t see
 }
 
 std::string CheckResult::summary() const {
-  return cmp.summary() + " over " + std::to_string(pairs_checked) + " of " + std::to_string(pairs_total) +
-         " (batch, head) pairs";
+  return cmp.summary() + (gpu_checked ? " over all " + std::to_string(pairs_total) + " (batch, head) pairs (" +
+                                            std::to_string(pairs_checked) + " of them also against the CPU reference)"
+                                      : " over " + std::to_string(pairs_checked) + " of " +
+                                            std::to_string(pairs_total) + " (batch, head) pairs");
 }
+
+study::MemoryNeed memory_need(const Problem& p, bool check) {
+  const double rows = static_cast<double>(p.batch) * p.tokens;
+  const double qkv = rows * 3 * p.heads * p.head_dim, out = rows * p.heads * p.head_dim;
+  // As check_pairs(): every pair when all of them fit the CPU reference's budget.
+  const bool sampled = static_cast<double>(p.batch) * p.heads * 4.0 * p.tokens * p.tokens * p.head_dim >
+                       kReferenceBudgetFlops;
+  study::MemoryNeed m;
+  m.device = (qkv + out) * sizeof(__half);
+  if (check && sampled) m.device += out * sizeof(float) + kGpuReferenceScores * sizeof(double);
+  // With check: out in fp32 beside its fp16 copy, then the GPU reference's out.
+  m.host = qkv * sizeof(float) + (check ? std::max(out * (sizeof(float) + sizeof(__half)),
+                                                   (sampled ? 2 : 1) * out * sizeof(float))
+                                        : qkv * sizeof(__half));
+  return m;
+}
+
+namespace {
+
+// Elements of the pairs (b, h) of a [batch*tokens, heads*head_dim] output, pair after pair.
+std::vector<float> gather(const std::vector<float>& out, const Problem& p,
+                          const std::vector<std::pair<int, int>>& pairs) {
+  const std::size_t width = static_cast<std::size_t>(p.heads) * p.head_dim;
+  std::vector<float> v;
+  v.reserve(pairs.size() * p.tokens * p.head_dim);
+  for (const auto& [b, h] : pairs)
+    for (int t = 0; t < p.tokens; ++t) {
+      const auto first = out.begin() + (static_cast<std::size_t>(b) * p.tokens + t) * width +
+                         static_cast<std::size_t>(h) * p.head_dim;
+      v.insert(v.end(), first, first + p.head_dim);
+    }
+  return v;
+}
+
+}  // namespace
 
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in, DeviceProblem& dev,
                           std::uint64_t seed) {
@@ -59,10 +96,11 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
 
   const int T = p.tokens, D = p.head_dim;
   const size_t width = static_cast<size_t>(p.heads) * D;
-  std::vector<float> got, want, slice(static_cast<size_t>(T) * 3 * D), ref_out;
+  const auto pairs = check_pairs(p, seed);
+  std::vector<float> want, slice(static_cast<size_t>(T) * 3 * D), ref_out;
   CheckResult r;
   r.pairs_total = p.batch * p.heads;
-  for (const auto& [b, h] : check_pairs(p, seed)) {
+  for (const auto& [b, h] : pairs) {
     // Token t of pair (b, h): its q, k and v columns of the packed row become one row of a
     // batch-1, heads-1 packed buffer.
     for (int t = 0; t < T; ++t) {
@@ -73,13 +111,20 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
     }
     ref::attention(slice, 1, T, 1, D, ref_out);
     want.insert(want.end(), ref_out.begin(), ref_out.end());
-    for (int t = 0; t < T; ++t) {
-      const auto first = out.begin() + (static_cast<size_t>(b) * T + t) * width + static_cast<size_t>(h) * D;
-      got.insert(got.end(), first, first + D);
-    }
     ++r.pairs_checked;
   }
-  r.cmp = study::compare(got, want);
+  r.cmp = study::compare(gather(out, p, pairs), want, kTolerance);
+  if (r.pairs_checked < r.pairs_total && r.cmp.ok) {
+    // A sample: every pair against the GPU reference, itself checked on the sample.
+    const std::vector<float> gref = gpu_reference(p, dev);
+    const auto agree = study::compare(gather(gref, p, pairs), want, study::kReferencesAgree);
+    if (!agree.ok)
+      throw study::StudyError(study::ErrorKind::Data,
+                              "the GPU attention reference disagrees with the CPU reference on the sampled "
+                              "pairs (a fault of the reference, not of the version): " + agree.summary());
+    r.cmp = study::compare(out, gref, kTolerance);
+    r.gpu_checked = true;
+  }
   // Pairs outside the sample are still checked for being written (poison is NaN).
   const auto nonfinite = static_cast<size_t>(
       std::count_if(out.begin(), out.end(), [](float x) { return !std::isfinite(x); }));

@@ -7,6 +7,7 @@
 #include "buffer.hpp"
 #include "compare.hpp"
 #include "attention/attention.hpp"
+#include "memory.hpp"
 
 namespace attention {
 
@@ -36,17 +37,38 @@ struct DeviceProblem {
 // runs the unchanged reference on its slice of QKV (batch 1, heads 1).
 constexpr double kReferenceBudgetFlops = 1.5e9;
 
+// What the check accepts (docs/method.md, "Tolerances per family", says why): rel L2 5e-3 and,
+// element by element, |out - ref| <= 2e-3 + 2e-3 |ref|. Versions that round the softmax
+// probabilities to fp16 before P V carry that rounding besides the output's.
+constexpr study::Tolerance kTolerance{study::kFp16RelTol, 2e-3, 2e-3};
+
 std::vector<std::pair<int, int>> check_pairs(const Problem& p, std::uint64_t seed,
                                              double budget_flops = kReferenceBudgetFlops);
 
+// The reference on the GPU, for every (batch, head) pair: one block per query row, scores and
+// softmax in double as ref::attention has them (scores kept in a global scratch of
+// kGpuReferenceScores doubles, queries taken that many at a time), over the device problem's
+// fp16 QKV (what the version read). Returns out [batch*tokens, heads*head_dim] on the host.
+constexpr double kGpuReferenceScores = 32.0 * (1 << 20);
+std::vector<float> gpu_reference(const Problem& p, const DeviceProblem& dev);
+
+// Bytes the bench holds at its peak for p (checked against free memory before any input is
+// built): device QKV and out and, with check, the GPU reference's output and scratch; host QKV
+// in fp32 with its fp16 staging copy and, with check, out copied back and the GPU reference's.
+study::MemoryNeed memory_need(const Problem& p, bool check);
+
 struct CheckResult {
-  study::Comparison cmp;  // over the output elements of the compared pairs
-  int pairs_checked = 0;
+  study::Comparison cmp;  // over every output element when the pairs were sampled (against the
+                          // GPU reference), else over the compared pairs
+  int pairs_checked = 0;  // against the CPU reference
   int pairs_total = 0;
+  bool gpu_checked = false;  // every pair against the GPU reference
   std::string summary() const;
 };
 
-// Poisons out, runs the version once, and compares the pairs of check_pairs(p, seed).
+// Poisons out, runs the version once, and compares the pairs of check_pairs(p, seed) with the
+// CPU reference; when those are a sample, every pair with gpu_reference(), which must itself
+// match the CPU reference on the sampled pairs.
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in,
                           DeviceProblem& dev, std::uint64_t seed);
 

@@ -1,14 +1,15 @@
 // GPU test of one attention version (STAGE_VERSION) against the CPU reference: fresh random
 // inputs every run, the output poisoned (NaN) before each launch, ViT's token counts and odd
 // ones. Shapes whose full reference would cost more than kReferenceBudgetFlops are compared
-// on a sample of (batch, head) pairs (harness.hpp says how); every output element of every
-// shape is still checked for having been written.
+// on a sample of (batch, head) pairs (harness.hpp says how), and every pair against the GPU
+// reference, itself checked against the CPU reference.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <set>
 #include "gpu_test_main.hpp"
 #include "attention/harness.hpp"
 #include "random.hpp"
+#include "reference.hpp"
 
 using namespace attention;
 
@@ -45,6 +46,27 @@ TEST_CASE("matches the CPU reference at ViT token counts and odd ones") {
   for (int tokens : {1, 17, 50, 197, 577, 1025})
     for (int batch : {1, 3, 32})
       for (int heads : {3, 12, 16}) check_shape({batch, tokens, heads, 64});
+}
+
+TEST_CASE("the GPU reference (every pair of a sampled shape) matches the CPU reference") {
+  const Problem shapes[] = {{1, 1, 1, 64}, {3, 17, 3, 64}, {2, 197, 12, 64}, {1, 50, 3, 80}, {1, 300, 2, 32},
+                            {1, 1025, 1, 64}};
+  for (const auto& p : shapes)
+    for (Inputs kind : {Inputs::Normal, Inputs::LargeQK}) {
+      const auto seed = study::fresh_seed();
+      CAPTURE(p.batch);
+      CAPTURE(p.tokens);
+      CAPTURE(p.heads);
+      CAPTURE(p.head_dim);
+      CAPTURE(seed);
+      const auto in = make_inputs(p, seed, kind);
+      const DeviceProblem dev(p, in);
+      std::vector<float> want;
+      ref::attention(in.qkv, p.batch, p.tokens, p.heads, p.head_dim, want);
+      const auto c = study::compare(gpu_reference(p, dev), want, study::kReferencesAgree);
+      INFO(c.summary());
+      CHECK(c.ok);
+    }
 }
 
 TEST_CASE("large q and k (raw scores near 10^4) stay finite and correct") {

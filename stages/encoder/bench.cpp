@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
                             " mlp=" + c.mlp + (resolved.empty() ? "" : " (best: " + resolved + ")") +
                             (layers > 0 ? " layers=" + std::to_string(layers) : "");
 
+    study::require_memory(encoder::memory_need(p, c), "encoder " + version + " at batch " + std::to_string(p.batch) +
+                                                          " image " + std::to_string(p.image_size) + " " + o.model);
     std::vector<float> images;
     if (!images_path.empty()) {
       const ref::SafetensorsFile f(images_path);
@@ -139,7 +141,7 @@ int main(int argc, char** argv) {
                    got.begin() + static_cast<std::ptrdiff_t>(which[k] + 1) * p.num_classes);
           r.insert(r.end(), want[k].begin(), want[k].end());
         }
-        const auto cmp = study::compare(g, r, encoder::kLogitsRelTol);
+        const auto cmp = study::compare(g, r, encoder::logits_tolerance(r));
         report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
         if (!cmp.ok || nonfinite) {
           report.write("failed", mix + "; logits check failed: " + cmp.summary() + ", " +

@@ -164,4 +164,23 @@ double bytes(const Problem& p) {
   return sizeof(__half) * (weight_count(p) + images + static_cast<double>(p.batch) * p.num_classes);
 }
 
+study::MemoryNeed memory_need(const Problem& p, const Composition& c) {
+  const double d = p.model.hidden, rows = static_cast<double>(p.rows());
+  const double images = static_cast<double>(p.batch) * study::kChannels * p.image_size * p.image_size;
+  // One layer's activations: LN1, QKV (3), attention, projection, x_mid, LN2, h (4), x_out.
+  const double layer = 13 * rows * d;
+  const double sets = c.arena ? 1 : p.model.layers;
+  patch_embed::Problem pe;
+  pe.batch = p.batch;
+  pe.image_size = p.image_size;
+  pe.hidden = p.model.hidden;
+  pe.streams = 1;
+  study::MemoryNeed m;
+  m.device = sizeof(__half) * (weight_count(p) + images + static_cast<double>(p.batch) * p.num_classes +
+                               sets * layer + 2.0 * p.batch * d) +
+             static_cast<double>(patch_embed::scratch_bytes(pe)) + c.streams * 4.0 * (1 << 20);
+  m.host = weight_count(p) * (sizeof(float) + sizeof(__half)) + images * (sizeof(float) + 2 * sizeof(__half));
+  return m;
+}
+
 }  // namespace encoder

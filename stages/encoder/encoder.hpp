@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 #include "buffer.hpp"
+#include "memory.hpp"
 #include "vit_config.hpp"
 
 namespace ref { struct VitWeights; }
@@ -70,6 +71,12 @@ double flops(const Problem& p);
 // The floor of one forward: every weight once, images in, logits out (fp16).
 double bytes(const Problem& p);
 double weight_count(const Problem& p);
+// Bytes the bench holds at its peak for p and c (checked against free memory before any input
+// is built): device weights, images, logits, c's activations (one set, or one per layer
+// without the arena), patch-embedding scratch and one GEMM workspace per stream; host weights
+// in fp32 with their fp16 staging copy, images in fp32, fp16 and pinned. The CPU reference's
+// one or two images are small beside them.
+study::MemoryNeed memory_need(const Problem& p, const Composition& c);
 
 // All weights in one device buffer (fp16), with a view per block. Uploaded once.
 struct BlockView {

@@ -52,7 +52,7 @@ Run run_and_check(const Problem& p, const Composition& c) {
   CUDA_CHECK(cudaDeviceSynchronize());
   r.logits = study::to_float(study::to_host(logits));
   const auto want = ref::vit_forward(r.images, p.batch, r.weights);
-  const auto cmp = study::compare(r.logits, want, kLogitsRelTol);
+  const auto cmp = study::compare(r.logits, want, logits_tolerance(want));
   INFO(cmp.summary());
   CHECK(cmp.ok);
   return r;

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
       return 0;
     }
 
+    study::require_memory(layernorm::memory_need(p, o.check),
+                          "layernorm_" STAGE_VERSION " at " + shape_note + " hidden=" + std::to_string(p.hidden));
     const auto in = layernorm::make_inputs(p, o.seed);
     layernorm::DeviceProblem dev(in);
     std::string check_note = "not checked (--no-check)";

@@ -1,4 +1,5 @@
 #include "layernorm/harness.hpp"
+#include <algorithm>
 #include "gpu.hpp"
 #include "random.hpp"
 #include "reference.hpp"
@@ -21,6 +22,16 @@ DeviceProblem::DeviceProblem(const HostInputs& in)
       beta(study::to_device(study::to_half(in.beta))),
       y(in.x.size()) {}
 
+study::MemoryNeed memory_need(const Problem& p, bool check) {
+  const double n = static_cast<double>(p.rows) * p.hidden;
+  study::MemoryNeed m;
+  m.device = 2 * n * sizeof(__half) + 2.0 * p.hidden * sizeof(__half);
+  const double x = (n + 2.0 * p.hidden) * sizeof(float), staging = n * sizeof(__half);  // x, gamma, beta
+  // With check: x, the fp32 output next to its fp16 copy, then the reference's output.
+  m.host = check ? x + std::max(n * sizeof(float) + staging, 2 * n * sizeof(float)) : x + staging;
+  return m;
+}
+
 study::Comparison run_and_check(const Version& v, const Problem& p, const HostInputs& in,
                                 DeviceProblem& dev) {
   study::poison(dev.y);
@@ -29,7 +40,7 @@ study::Comparison run_and_check(const Version& v, const Problem& p, const HostIn
   const std::vector<float> got = study::to_float(study::to_host(dev.y));
   std::vector<float> want;
   ref::layernorm(in.x, in.gamma, in.beta, p.rows, p.hidden, p.eps, want);
-  return study::compare(got, want);
+  return study::compare(got, want, kTolerance);
 }
 
 }  // namespace layernorm

@@ -54,6 +54,49 @@ std::vector<int> checked_rows(int rows) {
   return r;
 }
 
+study::Tolerance tolerance(const Version& v) { return {v.rel_tol, kAtol, kRtol}; }
+
+study::MemoryNeed memory_need(const Problem& p, bool check, std::size_t workspace_bytes) {
+  const double n = static_cast<double>(p.rows) * p.hidden, nh = static_cast<double>(p.rows) * p.mlp_hidden;
+  const double weights = 2.0 * p.hidden * p.mlp_hidden + p.hidden + p.mlp_hidden;
+  const bool sampled = p.rows > kFullCheckRows;
+  const double ref_rows = std::min(p.rows, kGpuReferenceRows);
+  study::MemoryNeed m;
+  m.device = (2 * n + nh + weights) * sizeof(__half) + static_cast<double>(workspace_bytes);
+  if (check && sampled) m.device += ref_rows * (p.mlp_hidden + p.hidden) * sizeof(float);
+  const double inputs = (n + weights) * sizeof(float), staging = std::max(n, weights) * sizeof(__half);
+  // With check: y in fp32 beside its fp16 copy, then the GPU reference's y (the CPU's sampled
+  // rows are small next to it).
+  m.host = inputs + (check ? std::max(n * sizeof(float) + n * sizeof(__half),
+                                      (sampled ? 2 : 1) * n * sizeof(float))
+                           : staging);
+  return m;
+}
+
+namespace {
+
+// The reference a version is compared with, on `rows` rows of x and of the residual.
+std::vector<float> cpu_reference(const Version& v, const Problem& p, const HostInputs& in, int rows,
+                                 const std::vector<float>& x, const std::vector<float>& residual) {
+  std::vector<float> want;
+  if (v.computes_mlp) {
+    ref::mlp(x, residual, rows, p.hidden, p.mlp_hidden, in.fc1_w, in.fc1_b, in.fc2_w, in.fc2_b, want);
+  } else {
+    std::vector<float> h;
+    ref::linear(x, rows, p.hidden, in.fc1_w, {}, p.mlp_hidden, h);
+    ref::linear(h, rows, p.mlp_hidden, in.fc2_w, {}, p.hidden, want);
+  }
+  return want;
+}
+
+std::string where(const study::Comparison& c, const std::vector<int>& rows, std::size_t hidden) {
+  const std::size_t i = c.outside ? c.worst_element : c.worst_index;
+  return "; worst element in row " + std::to_string(rows.empty() ? i / hidden : rows[i / hidden]) +
+         ", column " + std::to_string(i % hidden);
+}
+
+}  // namespace
+
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in,
                           DeviceProblem& dev, study::Gemm& gemm) {
   study::poison(dev.h);
@@ -64,14 +107,6 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
   const size_t nonfinite =
       static_cast<size_t>(std::count_if(got.begin(), got.end(), [](float f) { return !std::isfinite(f); }));
 
-  CheckResult r;
-  if (!v.computes_mlp) {
-    r.cmp.nonfinite = nonfinite;
-    r.cmp.ok = nonfinite == 0;
-    r.what = "timing reference, not checked (ran; every output finite: " +
-             std::string(nonfinite ? "no" : "yes") + ")";
-    return r;
-  }
   const std::vector<int> rows = checked_rows(p.rows);
   const size_t hd = static_cast<size_t>(p.hidden);
   const std::vector<float>& residual = in.residual.empty() ? in.x : in.residual;
@@ -84,19 +119,39 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
     rs.insert(rs.end(), residual.begin() + row * hd, residual.begin() + (row + 1) * hd);
     gs.insert(gs.end(), got.begin() + row * hd, got.begin() + (row + 1) * hd);
   }
-  std::vector<float> want;
-  ref::mlp(xs, rs, static_cast<int>(rows.size()), p.hidden, p.mlp_hidden, in.fc1_w, in.fc1_b, in.fc2_w,
-           in.fc2_b, want);
-  r.cmp = study::compare(gs, want, v.rel_tol);
-  r.cmp.nonfinite = nonfinite;
-  r.cmp.ok = r.cmp.ok && nonfinite == 0;
-  r.what = rows.size() == static_cast<size_t>(p.rows)
-               ? "checked all " + std::to_string(p.rows) + " rows"
-               : "checked " + std::to_string(rows.size()) + " of " + std::to_string(p.rows) +
-                     " rows (evenly sampled), all elements finite-checked";
-  if (!r.cmp.ok && nonfinite == 0)
-    r.what += "; worst element in row " + std::to_string(rows[r.cmp.worst_index / hd]) + ", column " +
-              std::to_string(r.cmp.worst_index % hd);
+  const std::vector<float> want = cpu_reference(v, p, in, static_cast<int>(rows.size()), xs, rs);
+  const std::string what = v.computes_mlp ? "" : " (against the two plain GEMMs, no bias, GELU or residual)";
+  CheckResult r;
+  r.cmp = study::compare(gs, want, tolerance(v));
+  if (rows.size() == static_cast<size_t>(p.rows)) {
+    r.cmp.nonfinite = nonfinite;
+    r.cmp.ok = r.cmp.ok && nonfinite == 0;
+    r.what = "checked all " + std::to_string(p.rows) + " rows" + what;
+    if (!r.cmp.ok && nonfinite == 0) r.what += where(r.cmp, rows, hd);
+    return r;
+  }
+
+  r.what = "checked " + std::to_string(rows.size()) + " of " + std::to_string(p.rows) +
+           " rows (evenly sampled) against the CPU reference" + what;
+  if (!r.cmp.ok) {
+    r.cmp.nonfinite = std::max(r.cmp.nonfinite, nonfinite);
+    r.what += where(r.cmp, rows, hd);
+    return r;
+  }
+  // Rows were sampled: every row against the GPU reference, itself checked on the sample.
+  const std::vector<float> gref = gpu_reference(p, dev, v.computes_mlp);
+  std::vector<float> gref_rows;
+  gref_rows.reserve(rows.size() * hd);
+  for (int row : rows) gref_rows.insert(gref_rows.end(), gref.begin() + row * hd, gref.begin() + (row + 1) * hd);
+  const auto agree = study::compare(gref_rows, want, study::kReferencesAgree);
+  if (!agree.ok)
+    throw study::StudyError(study::ErrorKind::Data,
+                            "the GPU MLP reference disagrees with the CPU reference on the sampled rows (a fault "
+                            "of the reference, not of the version): " + agree.summary());
+  r.cmp = study::compare(got, gref, tolerance(v));
+  r.what = "checked all " + std::to_string(p.rows) + " rows against the GPU reference, " +
+           std::to_string(rows.size()) + " of them (evenly sampled) also against the CPU reference" + what;
+  if (!r.cmp.ok && r.cmp.nonfinite == 0) r.what += where(r.cmp, {}, hd);
   return r;
 }
 

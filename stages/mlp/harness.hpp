@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 #include "buffer.hpp"
+#include "memory.hpp"
 #include "mlp/mlp.hpp"
 
 namespace mlp {
@@ -31,22 +32,45 @@ struct DeviceProblem {
   Args args(study::Gemm& gemm) const;
 };
 
+// What the check accepts (docs/method.md, "Tolerances per family", says why): the version's
+// rel L2 and, element by element, |y - ref| <= kAtol + kRtol |ref|. h is stored in fp16
+// between the GEMMs, so y carries that rounding, spread over fc2's sum, besides its own.
+constexpr double kAtol = 5e-3;
+constexpr double kRtol = 2e-3;
+study::Tolerance tolerance(const Version& v);
+
 // The CPU reference costs 4 * rows * hidden * mlp_hidden flops in double (50432 x 768 x 3072
 // would take minutes), and rows are independent: above kFullCheckRows rows only kSampleRows
-// rows, spread evenly with the first and last included, are compared. Every element of y
-// is still checked for NaN (the poison) and Inf.
+// rows, spread evenly with the first and last included, are compared with it. Every row is
+// then compared with gpu_reference(), which must itself match the CPU reference on those
+// sampled rows.
 constexpr int kFullCheckRows = 256;
 constexpr int kSampleRows = 64;
 std::vector<int> checked_rows(int rows);
 
+// The reference on the GPU, for every row: plain kernels, one thread per output element, sums
+// in double and fp32 storage as ref::linear has them, over the device problem's fp16 inputs
+// (what the version read). mlp: ref::mlp with the device problem's residual (or x); else
+// the two plain GEMMs of gemm_only. Runs kGpuReferenceRows rows at a time; returns
+// [rows, hidden] on the host.
+constexpr int kGpuReferenceRows = 4096;
+std::vector<float> gpu_reference(const Problem& p, const DeviceProblem& dev, bool mlp);
+
+// Bytes the bench holds at its peak for p (checked against free memory before any input is
+// built): device inputs, y, h, the GEMM workspace and, with check, the GPU reference's
+// buffers; host inputs in fp32 with their fp16 staging copies and, with check, y copied back
+// and the GPU reference's output.
+study::MemoryNeed memory_need(const Problem& p, bool check, std::size_t workspace_bytes);
+
 struct CheckResult {
-  study::Comparison cmp;  // over the checked rows; nonfinite counts the whole of y
+  study::Comparison cmp;  // over every row (against the GPU reference when rows were sampled)
   std::string what;       // which rows were compared, for the CSV note and test messages
 };
 
-// Poisons h and y with NaN, runs the version once, copies y back and compares it with
-// ref::mlp (with in.residual when given) within the version's rel_tol. A version whose output is not the MLP (gemm_only)
-// is only checked to run and leave no NaN.
+// Poisons h and y with NaN, runs the version once, copies y back and compares it with its
+// reference within tolerance(v): ref::mlp (with in.residual when given), or the two plain
+// GEMMs for a version whose output is not the MLP (gemm_only); sampled rows on the CPU and,
+// above kFullCheckRows rows, every row against gpu_reference().
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in,
                           DeviceProblem& dev, study::Gemm& gemm);
 

@@ -47,8 +47,9 @@ struct Version : study::VersionRecord<Problem, Args> {
   // Accepted rel L2 error against the exact-GELU reference; NOTES.md justifies anything above
   // fp16's default.
   double rel_tol = study::kFp16RelTol;
-  // False for timing references whose output is not the MLP (gemm_only): they are run and
-  // checked for NaN, never compared with the reference.
+  // False for timing references whose output is not the MLP but the two plain GEMMs
+  // y = (x W1^T) W2^T, without bias, GELU or residual (gemm_only, pingpong_gemm_only): they
+  // are compared with that reference instead.
   bool computes_mlp = true;
 };
 

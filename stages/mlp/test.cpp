@@ -6,6 +6,7 @@
 #include "gpu_test_main.hpp"
 #include "mlp/harness.hpp"
 #include "random.hpp"
+#include "reference.hpp"
 
 using namespace mlp;
 
@@ -48,9 +49,55 @@ TEST_CASE("matches the CPU reference at ViT shapes") {
     for (int rows : {1, 197, 6304}) check(shape(rows, hidden), gemm);
 }
 
-TEST_CASE("batch 256 at 224 (50432 rows, sampled) matches") {
+TEST_CASE("batch 256 at 224 (50432 rows: sampled on the CPU, every row on the GPU) matches") {
   study::Gemm gemm;
   check(shape(50432, 768), gemm);
+}
+
+TEST_CASE("the GPU reference (every row above 256) matches the CPU reference") {
+  for (int hidden : {192, 768, kUnalignedHidden})
+    for (int rows : {1, 197, 300}) {
+      const Problem p = shape(rows, hidden);
+      for (bool own_residual : {false, true})
+        for (bool mlp : {true, false}) {
+          const auto seed = study::fresh_seed();
+          CAPTURE(rows);
+          CAPTURE(hidden);
+          CAPTURE(own_residual);
+          CAPTURE(mlp);
+          CAPTURE(seed);
+          auto in = make_inputs(p, seed, WeightScale::Unit);
+          if (own_residual) add_residual(p, in, seed);
+          const DeviceProblem dev(p, in);
+          std::vector<float> want;
+          if (mlp) {
+            ref::mlp(in.x, in.residual.empty() ? in.x : in.residual, rows, p.hidden, p.mlp_hidden, in.fc1_w,
+                     in.fc1_b, in.fc2_w, in.fc2_b, want);
+          } else {
+            std::vector<float> h;
+            ref::linear(in.x, rows, p.hidden, in.fc1_w, {}, p.mlp_hidden, h);
+            ref::linear(h, rows, p.mlp_hidden, in.fc2_w, {}, p.hidden, want);
+          }
+          const auto c = study::compare(gpu_reference(p, dev, mlp), want, study::kReferencesAgree);
+          INFO(c.summary());
+          CHECK(c.ok);
+        }
+    }
+  // More rows than one chunk of the GPU reference: rows on both sides of the boundary match.
+  const Problem p = shape(kGpuReferenceRows + 3, 192);
+  const auto in = make_inputs(p, study::fresh_seed());
+  const DeviceProblem dev(p, in);
+  const auto gref = gpu_reference(p, dev, true);
+  for (int row : {0, kGpuReferenceRows - 1, kGpuReferenceRows, kGpuReferenceRows + 2}) {
+    CAPTURE(row);
+    const std::vector<float> x(in.x.begin() + row * 192, in.x.begin() + (row + 1) * 192);
+    std::vector<float> want;
+    ref::mlp(x, 1, p.hidden, p.mlp_hidden, in.fc1_w, in.fc1_b, in.fc2_w, in.fc2_b, want);
+    const std::vector<float> got(gref.begin() + row * 192, gref.begin() + (row + 1) * 192);
+    const auto c = study::compare(got, want, study::kReferencesAgree);
+    INFO(c.summary());
+    CHECK(c.ok);
+  }
 }
 
 TEST_CASE("unit-scale weights: GELU over its whole curve, branch as large as the residual") {

@@ -74,7 +74,9 @@ void check_gemm(study::Gemm& gemm, const study::GemmShape& s, Epilogue e, bool w
   CUDA_CHECK(cudaDeviceSynchronize());
   auto got = study::to_float(study::to_host(dy));
   got.erase(got.begin(), got.begin() + offset);
-  const auto c = study::compare(got, expected(s, e, x, w, b, r));
+  // Element-wise: fp16 rounding of y (rtol) and, near y = 0, the epilogue's fp32 GELU, whose
+  // tanh cuBLASLt may evaluate with a fast approximation (~5e-4 of 0.5 |x|, atol 3e-3).
+  const auto c = study::compare(got, expected(s, e, x, w, b, r), {study::kFp16RelTol, 3e-3, study::kFp16Rtol});
   INFO(c.summary());
   CHECK(c.ok);
 }

@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
       throw study::StudyError(study::ErrorKind::Usage, "--timeline records at most 1e5 launches; this shape has " +
                                                            fmt("%.3g", work));
 
+    study::require_memory(patch_embed::memory_need(p, version, o.check), "patch_embed_" STAGE_VERSION " at " + note);
     const auto in = patch_embed::make_inputs(p, o.seed);
     patch_embed::DeviceProblem dev(p, version, in);
     std::string check_note = "not checked (--no-check)";
@@ -114,7 +115,11 @@ int main(int argc, char** argv) {
         report.write("failed", note + "; reference check failed: " + c.summary());
         return 1;
       }
-      check_note = "checked " + std::to_string(c.images_checked) + "/" + std::to_string(c.images_total) + " images";
+      check_note = c.gpu_checked ? "checked all " + std::to_string(c.images_total) +
+                                       " images against the GPU reference, " + std::to_string(c.images_checked) +
+                                       " also against the CPU reference"
+                                 : "checked " + std::to_string(c.images_checked) + "/" +
+                                       std::to_string(c.images_total) + " images";
     }
     note += "; " + check_note;
 

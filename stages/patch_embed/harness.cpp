@@ -1,4 +1,5 @@
 #include "patch_embed/harness.hpp"
+#include <algorithm>
 #include <cmath>
 #include "gpu.hpp"
 #include "random.hpp"
@@ -38,8 +39,10 @@ Args DeviceProblem::args(Timeline* timeline) const {
 }
 
 std::string CheckResult::summary() const {
-  std::string s = cmp.summary() + " over " + std::to_string(images_checked) + "/" +
-                  std::to_string(images_total) + " images";
+  std::string s = cmp.summary() + (gpu_checked ? " over all " + std::to_string(images_total) + " images (" +
+                                                     std::to_string(images_checked) + " also against the CPU reference)"
+                                               : " over " + std::to_string(images_checked) + "/" +
+                                                     std::to_string(images_total) + " images");
   if (nonfinite) s += "; " + std::to_string(nonfinite) + " NaN/Inf elements in the whole output";
   return s;
 }
@@ -71,8 +74,42 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
   std::vector<float> want;
   ref::patch_embed(images, r.images_checked, p.image_size, p.hidden, in.conv_w, in.conv_b, in.cls_token,
                    in.pos_embed, want);
-  r.cmp = study::compare(mine, want);
+  r.cmp = study::compare(mine, want, kTolerance);
+  if (r.images_checked < p.batch && r.cmp.ok) {
+    // A sample: every image against the GPU reference, itself checked on the sample.
+    const std::vector<float> gref = gpu_reference(p, dev);
+    std::vector<float> gref_picked;
+    for (int b : picked)
+      gref_picked.insert(gref_picked.end(), gref.begin() + b * out_elems, gref.begin() + (b + 1) * out_elems);
+    const auto agree = study::compare(gref_picked, want, study::kReferencesAgree);
+    if (!agree.ok)
+      throw study::StudyError(study::ErrorKind::Data,
+                              "the GPU patch-embedding reference disagrees with the CPU reference on the sampled "
+                              "images (a fault of the reference, not of the version): " + agree.summary());
+    r.cmp = study::compare(got, gref, kTolerance);
+    r.gpu_checked = true;
+  }
   return r;
+}
+
+study::MemoryNeed memory_need(const Problem& p, const Version& v, bool check) {
+  const double image = static_cast<double>(p.batch) * kChannels * p.image_size * p.image_size;
+  const double out = static_cast<double>(p.batch) * tokens(p) * p.hidden;
+  const double weights = static_cast<double>(p.hidden) * (kPatchElems + 2 + tokens(p));
+  const bool sampled = p.batch > 4;
+  study::MemoryNeed m;
+  m.device = (image + out + weights) * sizeof(__half) + static_cast<double>(v.scratch ? v.scratch(p) : 0);
+  if (check && sampled) m.device += std::min(out, kGpuReferenceElems) * sizeof(float);
+  const double inputs = (image + weights) * sizeof(float);
+  // Pinned images and output of the routine, with the fp16 images staged beside them; the
+  // CPU version holds its fp32 output instead.
+  const double routine = v.on_host ? out * sizeof(float) : (2 * image + out) * sizeof(__half);
+  // With check: the output in fp32 beside its fp16 copy, then the GPU reference's output.
+  const double checking = check ? std::max(out * (sizeof(float) + sizeof(__half)),
+                                           (sampled ? 2 : 1) * out * sizeof(float))
+                                : 0;
+  m.host = inputs + std::max(routine, checking);
+  return m;
 }
 
 }  // namespace patch_embed

@@ -8,6 +8,7 @@
 #include "gpu_test_main.hpp"
 #include "patch_embed/harness.hpp"
 #include "random.hpp"
+#include "reference.hpp"
 
 using namespace patch_embed;
 
@@ -36,6 +37,27 @@ void check_shape(const Problem& p) {
 }
 
 }  // namespace
+
+TEST_CASE("the GPU reference (every image above batch 4) matches the CPU reference") {
+  for (int image_size : {32, 224})
+    for (int hidden : {192, 768})
+      for (int batch : {1, 3}) {
+        const Problem p{batch, image_size, hidden, 1};
+        const auto seed = study::fresh_seed();
+        CAPTURE(batch);
+        CAPTURE(image_size);
+        CAPTURE(hidden);
+        CAPTURE(seed);
+        const auto in = make_inputs(p, seed);
+        const DeviceProblem dev(p, version(), in);
+        std::vector<float> want;
+        ref::patch_embed(in.images, batch, image_size, hidden, in.conv_w, in.conv_b, in.cls_token, in.pos_embed,
+                         want);
+        const auto c = study::compare(gpu_reference(p, dev), want, study::kReferencesAgree);
+        INFO(c.summary());
+        CHECK(c.ok);
+      }
+}
 
 TEST_CASE("matches the CPU reference at ViT's image and hidden sizes (within the work budget)") {
   int checked = 0;

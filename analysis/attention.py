@@ -32,7 +32,11 @@ HEADS, HEAD_DIM = 12, 64          # ViT-B; the attention targets' shapes (docs/m
 KEY_BATCH = 32                    # the batch of the targets
 KEY_TOKENS = (197, 577, 1025)     # 224 / 384 / 512 px
 CUDNN = "cudnn_sdpa"
-FASTEST_TARGET = 1.0              # target: fastest version <= 1.0x cuDNN SDPA (stretch 0.8x)
+CUDNN_GRAPH = "pytorch_sdpa_cudnn_graph"  # PyTorch's cuDNN SDPA, possibly a newer cuDNN than ours
+# "The best cuDNN result" at a token count: the lower median of our cuDNN build and PyTorch's
+# cuDNN SDPA replayed from a CUDA graph, in the same run (docs/method.md).
+BEST_CUDNN = "the best cuDNN result"
+FASTEST_TARGET = 0.9              # target: fastest version <= 0.9x the best cuDNN result
 V6 = "v6_coalesced_k"             # the last step before the flash kernels
 LADDER = ["v0_naive", "v1_smem_tiling", "v2_coalesced", "v3_wmma", "v4_multiwarp",
           "v5_large_tile", "v6_coalesced_k", "v7_flash_mma", "v7_flash", CUDNN,
@@ -156,24 +160,38 @@ else:
 # ## Time as a ratio to cuDNN SDPA at the key batch
 
 # %%
-if CUDNN in order:
+def best_cudnn(tokens):
+    """(time, version) of the best cuDNN result at this token count; (NaN, None) without one."""
+    times = [(at(v, tokens), v) for v in (CUDNN, CUDNN_GRAPH)]
+    times = [(m, v) for m, v in times if np.isfinite(m)]
+    return min(times) if times else (np.nan, None)
+
+
+best_rows = pd.DataFrame([{"version": BEST_CUDNN, "tokens": n, "median_us": best_cudnn(n)[0]}
+                          for n in sorted(set(kb["tokens"]))])
+best_rows = best_rows[np.isfinite(best_rows["median_us"])] if len(best_rows) else best_rows
+if len(best_rows):
     fig, ax = plt.subplots()
-    sd.plot_ratios(ax, kb, order, CUDNN, "tokens", label, style, speedup=False)
-    sd.reference_line(ax, FASTEST_TARGET, f"1x: the time of {CUDNN} (target of the fastest "
-                                          f"version: at most this)")
+    sd.plot_ratios(ax, pd.concat([kb, best_rows]), order, BEST_CUDNN, "tokens", label, style,
+                   speedup=False)
+    sd.reference_line(ax, 1.0, f"1x: {BEST_CUDNN}")
+    sd.reference_line(ax, FASTEST_TARGET, f"{FASTEST_TARGET:g}x: target of the fastest version "
+                                          f"(at most this)", linestyle="--")
     sd.measured_ticks(ax, kb["tokens"])
     ax.set_yscale("log")
     ax.set_xlabel(f"tokens (batch {key_batch})")
-    ax.set_ylabel(f"time / {CUDNN} time (below 1 = faster)")
+    ax.set_ylabel(f"time / {BEST_CUDNN} (below 1 = faster)")
     sd.legend_outside(ax, fontsize=7)
-    sd.titled(fig, f"Attention: time relative to {CUDNN}", prov)
+    sd.titled(fig, f"Attention: time relative to {BEST_CUDNN}", prov)
     ctx.figure("attention_vs_cudnn", fig,
-               f"Attention time per call divided by {CUDNN}'s in the same run at batch "
-               f"{key_batch}, ticks at the measured token counts; the line at 1x is the target "
-               f"of the fastest version (at most {CUDNN}'s time); each PyTorch anchor its own "
-               f"colour and marker, eager dashed and CUDA-graph replay dotted. {prov}.")
+               f"Attention time per call divided by {BEST_CUDNN} at batch {key_batch} (per token "
+               f"count, the lower median of {CUDNN} and {label(CUDNN_GRAPH)} in the same run), "
+               f"ticks at the measured token counts; the line at 1x is {BEST_CUDNN}, the dashed "
+               f"line at {FASTEST_TARGET:g}x the target of the fastest version (at most that); each "
+               f"PyTorch anchor its own colour and marker, eager dashed and CUDA-graph replay "
+               f"dotted. {prov}.")
 else:
-    ctx.missing("figure", "attention_vs_cudnn", f"no {CUDNN} rows in this run")
+    ctx.missing("figure", "attention_vs_cudnn", f"no {CUDNN} or {CUDNN_GRAPH} rows in this run")
 
 # %% [markdown]
 # ## The ladder at the target shapes: time, speedup over the previous step, ratio to cuDNN
@@ -191,7 +209,7 @@ for v in order:
         if rounds:
             row[f"{n}: range"] = sd.fmt_spread(at(v, n, col="lo_us"), at(v, n, col="hi_us"))
         row[f"{n}: x prev"] = at(prev, n) / m if prev else np.nan
-        row[f"{n}: / {CUDNN}"] = m / at(CUDNN, n)
+        row[f"{n}: / best cuDNN"] = m / best_cudnn(n)[0]
     if any(np.isfinite(row[f"{n}: us"]) for n in key_tokens):
         summary.append(row)
 summary = pd.DataFrame(summary)
@@ -199,13 +217,14 @@ if len(summary):
     formats = {}
     for n in key_tokens:
         formats.update({f"{n}: us": sd.fmt_us, f"{n}: x prev": sd.fmt_ratio,
-                        f"{n}: / {CUDNN}": sd.fmt_ratio})
+                        f"{n}: / best cuDNN": sd.fmt_ratio})
     ctx.table("attention_summary", sd.markdown_table(summary, formats),
         f"The attention ladder at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}, at "
         f"{', '.join(map(str, key_tokens))} tokens: median time per call (us){rounds_caption}, "
         f"speedup over the "
         f"previous step of the ladder (x prev: its time / this time), and time as a ratio to "
-        f"{CUDNN} in the same run (below 1 = faster); '-' = not timed. {flush_text}. {prov}.")
+        f"{BEST_CUDNN} (the lower median of {CUDNN} and {label(CUDNN_GRAPH)} in the same run; "
+        f"below 1 = faster); '-' = not timed. {flush_text}. {prov}.")
 else:
     ctx.missing("table", "attention_summary", "no timed attention rows at ViT-B's head shape")
 summary
@@ -332,7 +351,7 @@ def fastest_own(n):
 
 met_fastest = []
 for n in key_tokens:
-    c = at(CUDNN, n)
+    c, c_source = best_cudnn(n)
     b = fastest_own(n)
     if b is None:
         continue
@@ -341,23 +360,26 @@ for n in key_tokens:
         met_fastest.append(ratio <= FASTEST_TARGET)
         findings.append(f"At {n} tokens (batch {key_batch}), our fastest version, {b['version']}, "
                         f"takes {sd.fmt_us(b['median_us'])} us ({fmt_tflops(b['tflops'])} "
-                        f"TFLOP/s): {ratio:.2f}x the time of {CUDNN} ({sd.fmt_us(c)} us).")
+                        f"TFLOP/s): {ratio:.2f}x {BEST_CUDNN} ({sd.fmt_us(c)} us, "
+                        f"{label(c_source)}).")
         v6 = at(V6, n)
         if np.isfinite(v6) and b["version"] != V6:
             findings.append(f"At {n} tokens, {V6} takes {sd.fmt_us(v6)} us, {v6 / c:.1f}x "
-                            f"{CUDNN}.")
+                            f"{BEST_CUDNN}.")
     else:
         findings.append(f"At {n} tokens our fastest version, {b['version']}, takes "
-                        f"{sd.fmt_us(b['median_us'])} us; this run has no {CUDNN} row there.")
-    for anchor in ("pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph"):
+                        f"{sd.fmt_us(b['median_us'])} us; this run has neither {CUDNN} nor "
+                        f"{label(CUDNN_GRAPH)} there.")
+    for anchor in (CUDNN, CUDNN_GRAPH, "pytorch_sdpa_flash_graph"):
         a = at(anchor, n)
         if np.isfinite(a):
             findings.append(f"At {n} tokens, {b['version']} is "
                             f"{sd.faster_or_slower(a / b['median_us'])} than {label(anchor)} "
                             f"({sd.fmt_us(a)} us).")
 if met_fastest and key_batch == KEY_BATCH and key_tokens == list(KEY_TOKENS):
-    findings.append(f"The target of our fastest version at most {FASTEST_TARGET:.1f}x {CUDNN} "
-                    f"at 197, 577 and 1025 tokens is {'met' if all(met_fastest) else 'not met'}.")
+    findings.append(f"The target of our fastest version at most {FASTEST_TARGET:g}x {BEST_CUDNN} "
+                    f"(per token count the lower median of {CUDNN} and {label(CUDNN_GRAPH)}) at "
+                    f"197, 577 and 1025 tokens is {'met' if all(met_fastest) else 'not met'}.")
 
 # Growth from the smallest to the largest token count against tokens^2.
 if len(key_tokens) >= 2:

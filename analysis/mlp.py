@@ -34,13 +34,17 @@ sd.apply_style()
 HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
 KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes
 KEY_BATCH = 32                # the batch of the width comparison (mlp_models.toml)
-TARGET_GEMM_RATIO = 1.05      # target: fused path <= 1.05x the GEMM pair (docs/method.md)
+TARGET_GEMM_RATIO = 1.05      # target: fastest fused version <= 1.05x the two plain GEMMs (docs/method.md)
 UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilogue",
                                        "handwritten_epilogue", "gemm_only")
 GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
 LADDER = [UNFUSED, GRAPHED, FUSED, HAND, GEMM, GRAPH, EAGER]
+# Versions that are not a fused MLP: the unfused steps, the epilogue as separate kernels, and the
+# timing references. Every other own version of the sweep is a fused MLP (bias + GELU after fc1,
+# bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
+NOT_FUSED = {UNFUSED, GRAPHED, HAND, GEMM, "pingpong_gemm_only"}
 LABEL = {GRAPH: "PyTorch MLP (CUDA graph)", EAGER: "PyTorch MLP (eager)",
-         GEMM: "gemm_only (GEMMs alone)"}
+         GEMM: "gemm_only (the two plain GEMMs)"}
 DEFAULT_SETTING = ("cached", 4)   # bench defaults: heuristic once per shape, 4 MiB workspace
 
 
@@ -203,7 +207,7 @@ if baselines:
     ctx.figure("mlp_speedup", fig,
                f"MLP speedup per rows at hidden {HIDDEN} against "
                f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "
-               f"median time, same run; gemm_only is the GEMMs alone, not an MLP). {prov}.")
+               f"median time, same run; gemm_only is the two plain GEMMs, not an MLP). {prov}.")
 else:
     ctx.missing("figure", "mlp_speedup",
                 f"no rows of {UNFUSED} or {GRAPH} at hidden {HIDDEN} to compare against")
@@ -250,7 +254,7 @@ if len(summary):
               f"MLP at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median time per "
               f"call{rounds_caption}, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
               f"(counted by capturing one call into a CUDA graph; PyTorch: by its profiler), and "
-              f"time as a ratio to gemm_only (the two GEMMs without epilogue) and to PyTorch's "
+              f"time as a ratio to gemm_only (the two plain GEMMs) and to PyTorch's "
               f"F.linear -> gelu -> F.linear as a CUDA-graph replay and eagerly (below 1 = "
               f"faster); {flush_text}. {prov}.")
 else:
@@ -273,7 +277,7 @@ if len(ladder):
               f"The MLP ladder at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median "
               f"time per call (us){rounds_caption}, speedup over the previous step of the "
               f"ladder ({' -> '.join(steps)}; x prev: its time / this time), and time as a "
-              f"ratio to {GEMM}, the same two cuBLASLt GEMMs without bias, GELU or residual "
+              f"ratio to {GEMM}, the two plain cuBLASLt GEMMs (no bias, GELU or residual) "
               f"(the MLP has no library version; below 1 = faster); '-' = not timed. "
               f"{flush_text}. {prov}.")
 else:
@@ -514,7 +518,17 @@ st
 # %%
 findings = [s for s in [sd.rounds_sentence(t)] if s]
 
-# The two MLP targets (docs/method.md), judged on fused_epilogue at 6304 and 50432 rows.
+# The two MLP targets (docs/method.md), judged on the fastest fused version at 6304 and 50432
+# rows; fused_epilogue's sentences stay beside it (the step the original study took).
+fused_versions = [v for v in order if sd.is_own(v) and v not in NOT_FUSED]
+
+
+def fastest_fused(r):
+    """(time, version) of the fastest fused MLP version at r rows; (NaN, None) without one."""
+    times = [(at(v, r), v) for v in fused_versions if np.isfinite(at(v, r))]
+    return min(times) if times else (np.nan, None)
+
+
 for r in key_rows:
     f = at(FUSED, r)
     if not np.isfinite(f):
@@ -531,34 +545,36 @@ for r in key_rows:
             comps.append(f"{sd.faster_or_slower(a / f)} than {how} ({sd.fmt_us(a)} us)")
     g = at(GEMM, r)
     if np.isfinite(g):
-        comps.append(f"{sd.fmt_ratio(f / g)} the time of {GEMM} ({sd.fmt_us(g)} us, the same "
-                     f"two GEMMs without bias, GELU or residual)")
+        comps.append(f"{sd.fmt_ratio(f / g)} the time of {GEMM} ({sd.fmt_us(g)} us, the two "
+                     f"plain GEMMs)")
     findings.append(f"At {r} x {HIDDEN} ({where(r)}), {FUSED} takes {sd.fmt_us(f)} us "
                     f"({sd.fmt_gbps(tf)} TFLOP/s{share})" +
                     (": " + join_and(comps) if comps else "") + ".")
 
-graph_met = [at(FUSED, r) < at(GRAPH, r) for r in KEY_ROWS
-             if np.isfinite(at(FUSED, r)) and np.isfinite(at(GRAPH, r))]
+best = {r: fastest_fused(r) for r in KEY_ROWS}
+names = sorted({v for _, v in best.values() if v})
+who = (f"the fastest fused version ({join_and(names)})" if names else "the fastest fused version")
+graph_met = [best[r][0] < at(GRAPH, r) for r in KEY_ROWS
+             if np.isfinite(best[r][0]) and np.isfinite(at(GRAPH, r))]
 if len(graph_met) == len(KEY_ROWS):
-    findings.append(f"The target of {FUSED} being faster than PyTorch's F.linear -> gelu -> "
+    findings.append(f"The target of {who} being faster than PyTorch's F.linear -> gelu -> "
                     f"F.linear replayed as a CUDA graph (the stricter anchor) at {KEY_ROWS[0]} "
                     f"and {KEY_ROWS[1]} rows is {'met' if all(graph_met) else 'not met'}.")
 else:
-    findings.append(f"The target of {FUSED} being faster than the PyTorch MLP at "
+    findings.append(f"The target of {who} being faster than the PyTorch MLP at "
                     f"{KEY_ROWS[0]} and {KEY_ROWS[1]} rows cannot be judged from this run: it "
-                    f"lacks a timing of {FUSED} or {GRAPH} at one of them.")
-gemm_ratios = [at(FUSED, r) / at(GEMM, r) for r in KEY_ROWS]
+                    f"lacks a timing of a fused version or {GRAPH} at one of them.")
+gemm_ratios = [best[r][0] / at(GEMM, r) for r in KEY_ROWS]
 if all(np.isfinite(gemm_ratios)):
     met = all(x <= TARGET_GEMM_RATIO for x in gemm_ratios)
-    findings.append(f"The target of {FUSED} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at "
-                    f"{KEY_ROWS[0]} and {KEY_ROWS[1]} rows is {'met' if met else 'not met'} "
-                    f"({' and '.join(sd.fmt_ratio(x) for x in gemm_ratios)}); {GEMM} has no bias "
-                    f"at all, so this is slightly stricter than the bias-only GEMM pair the "
-                    f"target names.")
+    findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} (the "
+                    f"two plain GEMMs) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is "
+                    f"{'met' if met else 'not met'} "
+                    f"({' and '.join(sd.fmt_ratio(x) for x in gemm_ratios)}).")
 else:
-    findings.append(f"The target of {FUSED} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
-                    f"cannot be judged from this run: it lacks a timing of {FUSED} or {GEMM} at "
-                    f"{KEY_ROWS[0]} or {KEY_ROWS[1]} rows.")
+    findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
+                    f"cannot be judged from this run: it lacks a timing of a fused version or "
+                    f"{GEMM} at {KEY_ROWS[0]} or {KEY_ROWS[1]} rows.")
 if algos is not None:
     searched = algos[algos["extra"] == "--search-all"].dropna(subset=["fused / gemm_only"])
     if len(searched):
@@ -769,7 +785,7 @@ if key_rows:
         top = d.loc[d["median_us"].idxmin()]
         ctx.headline(family="MLP", shape=f"{big} x {HIDDEN} (rows x hidden), mlp {4 * HIDDEN}",
                      fastest=top["version"], fastest_us=float(top["median_us"]),
-                     library=f"{GEMM} (cuBLASLt's GEMMs alone)", library_us=at(GEMM, big),
+                     library=f"{GEMM} (the two plain GEMMs)", library_us=at(GEMM, big),
                      anchors=[(label(a), at(a, big)) for a in (GRAPH, EAGER)
                               if np.isfinite(at(a, big))])
 print("\n".join(findings))

@@ -6,12 +6,31 @@
 #pragma once
 #include <cstdint>
 #include <cuda_runtime.h>
+#include <string>
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define STUDY_WGMMA 1
 #endif
 
 namespace sm90 {
+
+// Why a wgmma kernel cannot run in this build on this GPU; empty when it can. (STUDY_SM90A is
+// defined where the build targets sm_90a.)
+inline std::string wgmma_unavailable() {
+#ifndef STUDY_SM90A
+  return "needs wgmma: build with -Dgpu_arch=90a (the default)";
+#else
+  static const int major = [] {
+    int device = 0, cc = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+      return 0;
+    return cc;
+  }();
+  if (major != 9) return "needs wgmma, which only compute capability 9.0 (Hopper) has";
+  return {};
+#endif
+}
 
 // Shared-memory matrix descriptor of a swizzled tile (rows of 128 bytes, 8-row groups 1024
 // bytes apart, 128-byte swizzle). Both byte offsets are 1024: for K-major operands the leading

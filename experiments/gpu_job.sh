@@ -4,7 +4,8 @@
 # the ptxas resource reports. Everything is written under $OUT (default ./out) as it goes, so an
 # interrupted job keeps what it finished.
 # Usage: experiments/gpu_job.sh [spec ...]   (default: layernorm_quick)
-# STUDY_TESTS=0 skips the test suite, STUDY_ASM=0 the resource reports.
+# STUDY_TESTS=0 skips the test suite, STUDY_ASM=0 the resource reports, STUDY_SWEEPS=0 the
+# ceilings and sweeps.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 OUT=${OUT:-out}
@@ -15,8 +16,15 @@ mkdir -p "$RUN_DIR"
 log() { printf '[device] %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 log "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader)"
+py=$(command -v python3)
+# The cuDNN the build links: the one the PyTorch anchors load where there is one, else the newest
+# system cuDNN (the choice ./study makes, by the same script).
+cudnn=$($py common/find_cudnn.py --python "$py" --system "$(dirname "$(dirname "$(command -v nvcc)")")" \
+  --system /usr/local/cuda --system /usr)
+log "cuDNN: $(echo "$cudnn" | paste -sd ' ')"
 if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" -Dcudnn=enabled > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+  meson setup "$BUILD" -Dcudnn=enabled -Dcudnn_root="$(echo "$cudnn" | sed -n 1p)" > "$OUT/build.log" 2>&1 ||
+    { cat "$OUT/build.log"; exit 1; }
 fi
 log "building"
 ninja -C "$BUILD" -k 0 >> "$OUT/build.log" 2>&1 || { grep -E "FAILED|error" "$OUT/build.log" | head -20; log "some targets failed to build (build.log)"; }
@@ -37,7 +45,7 @@ done
 (cd "$BUILD" && tar czf "$OUT/asm.tgz" asm 2>/dev/null)
 fi
 
-py=$(command -v python3)
+[ "${STUDY_SWEEPS:-1}" = 1 ] || { log "done (no sweeps)"; exit 0; }
 specs=("$@")
 [ ${#specs[@]} -eq 0 ] && specs=(layernorm_quick)
 log "ceilings"

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cuda_fp16.h>
+#include "tiles.cuh"
 
 namespace attention::flash {
 
@@ -16,22 +17,14 @@ constexpr int kD = 64;           // head_dim: one 128-byte smem row
 constexpr int kKeys = 64;        // keys per K/V tile
 constexpr int kChunks = kD / 8;  // 16-byte chunks per row
 
-// Offset in halves of chunk c of row r in a swizzled [rows][64] tile: chunk c ^ (r % 8), the
-// 128-byte swizzle of Hopper's wgmma descriptors when the tile starts 1024-byte aligned, and
-// bank-conflict free for ldmatrix phases and 16-byte cp.async stores alike.
-__device__ __forceinline__ int swizzle(int r, int c) { return r * kD + ((c ^ (r & 7)) << 3); }
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared without passing through registers; src_bytes 0 writes zeros.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
+// Swizzled 128-byte tile rows and their cp.async fills (common/tiles.cuh); a K/V or Q row of
+// head_dim 64 is exactly one such row.
+static_assert(kD == study::tiles::kRowHalves, "one 128-byte smem row per head_dim row");
+using study::tiles::cp_async16;
+using study::tiles::cp_async_commit;
+using study::tiles::cp_async_wait;
+using study::tiles::smem_addr;
+using study::tiles::swizzle;
 
 __device__ __forceinline__ float exp2_approx(float x) {  // MUFU.EX2; exp2(-inf) = 0
   float y;

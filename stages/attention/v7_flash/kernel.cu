@@ -159,21 +159,7 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
 #endif
 }
 
-std::string unavailable() {
-#ifndef STUDY_SM90A
-  return "needs wgmma: build with -Dgpu_arch=90a (the default)";
-#else
-  static const int major = [] {
-    int device = 0, cc = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-      return 0;
-    return cc;
-  }();
-  if (major != 9) return "needs wgmma, which only compute capability 9.0 (Hopper) has";
-  return {};
-#endif
-}
+std::string unavailable() { return sm90::wgmma_unavailable(); }
 
 std::string supports(const Problem& p) {
   if (auto r = check_tiled(p); !r.empty()) return r;

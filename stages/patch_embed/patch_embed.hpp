@@ -80,6 +80,15 @@ struct Version : study::VersionRecord<Problem, Args> {
   double (*work)(const Problem&) = nullptr;
 };
 
+// The launch() of a version that splits into preprocess and compute: both, in order, on the
+// caller's stream (v.launch = staged<preprocess, compute>).
+using StageFn = void (*)(const Problem&, const Args&, cudaStream_t);
+template <StageFn kPreprocess, StageFn kCompute>
+void staged(const Problem& p, const Args& a, cudaStream_t stream) {
+  kPreprocess(p, a, stream);
+  kCompute(p, a, stream);
+}
+
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
 const std::vector<Version>& versions();
 const Version& find_version(const std::string& name);

@@ -32,11 +32,6 @@ void compute(const Problem& p, const Args& a, cudaStream_t stream) {
       }
 }
 
-void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  preprocess(p, a, stream);
-  compute(p, a, stream);
-}
-
 double launches(const Problem& p) {
   return 2.0 + static_cast<double>(p.batch) * p.hidden * patches_per_image(p);
 }
@@ -47,7 +42,7 @@ extern const Version v2_unified_channel = [] {
   Version v{};
   v.name = "v2_unified_channel";
   v.supports = supports;
-  v.launch = launch;
+  v.launch = staged<preprocess, compute>;
   v.capturable = false;  // host syncs inside, and millions of launches at ViT sizes
   v.launch_count = launches;
   v.host_sync_count = launches;  // one after every launch

@@ -90,18 +90,13 @@ void compute(const Problem& p, const Args& a, cudaStream_t stream) {
   LAUNCH_CHECK();
 }
 
-void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  preprocess(p, a, stream);
-  compute(p, a, stream);
-}
-
 }  // namespace
 
 extern const Version v4_one_copy = [] {
   Version v{};
   v.name = "v4_one_copy";
   v.supports = supports;
-  v.launch = launch;
+  v.launch = staged<preprocess, compute>;
   v.scratch = scratch;
   v.preprocess = preprocess;
   v.compute = compute;

@@ -53,18 +53,13 @@ void compute(const Problem& p, const Args& a, cudaStream_t stream) {
   launch_token_rows(p, a, op.y, /*add_bias=*/false, /*channels_last=*/true, stream);
 }
 
-void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  preprocess(p, a, stream);
-  compute(p, a, stream);
-}
-
 }  // namespace
 
 extern const Version v5_im2col_gemm = [] {
   Version v{};
   v.name = "v5_im2col_gemm";
   v.supports = supports;
-  v.launch = launch;
+  v.launch = staged<preprocess, compute>;
   v.scratch = scratch;
   v.preprocess = preprocess;
   v.compute = compute;

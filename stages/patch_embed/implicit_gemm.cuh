@@ -230,4 +230,22 @@ inline Params make_params(const char* version, const Problem& pr, const Args& a)
 
 inline long long m_tiles(const Params& p) { return (p.rows + kBM - 1) / kBM; }
 
+// Launches kKernel with one block per 128 x kBN tile of Y (1-D grid, the n tile fastest) and
+// kSmemBytes of dynamic shared memory; the attributes that allow more than 48 KB (and the
+// largest carveout) are set once per kernel.
+using Kernel = void (*)(Params);
+template <int kBN, Kernel kKernel, int kSmemBytes>
+void launch_tiles(Params p, cudaStream_t stream) {
+  static const bool configured = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)configured;
+  p.n_tiles = p.hidden / kBN;
+  kKernel<<<static_cast<unsigned>(m_tiles(p) * p.n_tiles), kThreads, kSmemBytes, stream>>>(p);
+  LAUNCH_CHECK();
+}
+
 }  // namespace patch_embed::implicit_gemm

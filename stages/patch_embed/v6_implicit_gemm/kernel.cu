@@ -127,22 +127,6 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Params p) {
   store_token_rows<kBN>(p, cs, m0, n0, tid);
 }
 
-template <int kBN>
-void launch_tile(Params p, cudaStream_t stream) {
-  using T = Smem<kBN, kStages>;
-  static const bool configured = [] {  // once per tile shape: > 48 KB dynamic shared memory
-    CUDA_CHECK(cudaFuncSetAttribute(kernel<kBN>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kBytes));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel<kBN>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
-  p.n_tiles = p.hidden / kBN;
-  const long long blocks = m_tiles(p) * p.n_tiles;
-  kernel<kBN><<<static_cast<unsigned>(blocks), kThreads, T::kBytes, stream>>>(p);
-  LAUNCH_CHECK();
-}
-
 std::string supports(const Problem& p) {
   if (auto why = check_common(p); !why.empty()) return why;
   return implicit_gemm::supports(p.batch, p.image_size, p.hidden);
@@ -151,9 +135,9 @@ std::string supports(const Problem& p) {
 void launch(const Problem& pr, const Args& a, cudaStream_t stream) {
   const Params p = make_params("v6_implicit_gemm", pr, a);
   if (p.hidden % 128 == 0)
-    launch_tile<128>(p, stream);
+    launch_tiles<128, kernel<128>, Smem<128, kStages>::kBytes>(p, stream);
   else
-    launch_tile<64>(p, stream);
+    launch_tiles<64, kernel<64>, Smem<64, kStages>::kBytes>(p, stream);
 }
 
 }  // namespace

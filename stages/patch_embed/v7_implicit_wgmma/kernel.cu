@@ -108,21 +108,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) kernel(const Params p)
 #endif
 }
 
+// + 1024: the kernel aligns the stages up to the next 1024 bytes.
 template <int kBN>
-void launch_tile(Params p, cudaStream_t stream) {
-  // + 1024: the kernel aligns the stages up to the next 1024 bytes.
-  constexpr int kBytes = Smem<kBN, kStages>::kBytes + 1024;
-  static const bool configured = [] {  // once per tile shape: > 48 KB dynamic shared memory
-    CUDA_CHECK(cudaFuncSetAttribute(kernel<kBN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel<kBN>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
-  p.n_tiles = p.hidden / kBN;
-  kernel<kBN><<<static_cast<unsigned>(m_tiles(p) * p.n_tiles), kThreads, kBytes, stream>>>(p);
-  LAUNCH_CHECK();
-}
+constexpr int kSmemBytes = Smem<kBN, kStages>::kBytes + 1024;
 
 std::string supports(const Problem& p) {
   if (auto why = check_common(p); !why.empty()) return why;
@@ -135,9 +123,9 @@ void launch(const Problem& pr, const Args& a, cudaStream_t stream) {
     throw study::StudyError(study::ErrorKind::Usage, "v7_implicit_wgmma: " + why);
   const Params p = make_params("v7_implicit_wgmma", pr, a);
   if (p.hidden % 128 == 0)
-    launch_tile<128>(p, stream);
+    launch_tiles<128, kernel<128>, kSmemBytes<128>>(p, stream);
   else
-    launch_tile<64>(p, stream);
+    launch_tiles<64, kernel<64>, kSmemBytes<64>>(p, stream);
 }
 
 }  // namespace

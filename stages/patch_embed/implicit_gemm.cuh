@@ -131,6 +131,8 @@ struct TileLoader {
 template <int kBN>
 __device__ __forceinline__ void store_token_rows(const Params& p, const float* cs, int m0, int n0, int tid) {
   constexpr int kLd = kBN + 8, kRowChunks = kBN / 8, kRows = kThreads / kRowChunks;
+  // A 96-wide tile has 12 pieces per row: 21 rows per pass, and the last 4 threads sit out.
+  if (tid >= kRows * kRowChunks) return;
   const int c = tid % kRowChunks, n = n0 + 8 * c;
   float bias[8];
   {

@@ -7,6 +7,7 @@
 #include <string>
 #include "gpu_test_main.hpp"
 #include "patch_embed/harness.hpp"
+#include "patch_embed/v8_balanced_tiles/n_tile.hpp"
 #include "random.hpp"
 #include "reference.hpp"
 
@@ -106,11 +107,44 @@ TEST_CASE("the stream versions are correct for any stream count, a timeline incl
   CHECK(c.ok());
 }
 
+TEST_CASE("v8_balanced_tiles is correct at every N tile it may pick") {
+  if (std::string(STAGE_VERSION) != "v8_balanced_tiles") return;
+  // The pick depends on the GPU's SM count: at test shapes it is mostly the narrowest, so every
+  // width is forced here, at hidden sizes it divides and at a partial last M tile (batch 3).
+  int checked = 0;
+  for (int n_tile : patch_embed::balanced_tiles::kWidths)
+    for (int hidden : {192, 768, 1024})
+      for (int image : {32, 224}) {
+        if (hidden % n_tile) continue;
+        const Problem p{3, image, hidden, 1};
+        const auto seed = study::fresh_seed();
+        CAPTURE(n_tile);
+        CAPTURE(hidden);
+        CAPTURE(image);
+        CAPTURE(seed);
+        const auto in = make_inputs(p, seed);
+        DeviceProblem dev(p, version(), in);
+        Version forced = version();
+        static int forced_tile;  // the launch pointer takes no state: the width goes through here
+        forced_tile = n_tile;
+        forced.launch = [](const Problem& q, const Args& a, cudaStream_t s) {
+          patch_embed::balanced_tiles::launch_with_n_tile(forced_tile, q, a, s);
+        };
+        const auto c = run_and_check(forced, p, in, dev);
+        INFO(c.summary());
+        CHECK(c.ok());
+        ++checked;
+      }
+  CHECK(checked == 14);  // 128: 2 hidden sizes, 96: 2, 64: 3; two images each
+  CHECK_THROWS(patch_embed::balanced_tiles::launch_with_n_tile(96, {1, 32, 1024, 1}, Args{}, nullptr));
+}
+
 TEST_CASE("an odd hidden size is computed or refused as declared") {
   const Problem p{3, 32, 100, 1};
   const std::string why = version().supports(p);
   const std::string name = STAGE_VERSION;
-  if (name == "v5_im2col_gemm" || name == "v6_implicit_gemm" || name == "v7_implicit_wgmma") {
+  if (name == "v5_im2col_gemm" || name == "v6_implicit_gemm" || name == "v7_implicit_wgmma" ||
+      name == "v8_balanced_tiles") {
     CHECK(why.find("100") != std::string::npos);  // the reason names it: not a multiple of 8 / 64
   } else if (name == "cudnn" && !why.empty()) {
     MESSAGE("cuDNN refuses hidden 100: " << why);  // the library decides; a refusal says why

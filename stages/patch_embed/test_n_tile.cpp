@@ -1,0 +1,37 @@
+// CPU test of v8_balanced_tiles' N-tile choice (v8_balanced_tiles/n_tile.hpp): the widest tile
+// unless a narrower one shortens the last wave, and only widths that divide hidden.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include "patch_embed/v8_balanced_tiles/n_tile.hpp"
+
+using patch_embed::balanced_tiles::pick;
+
+namespace {
+long long m_tiles(int batch, int image_size) {
+  const long long side = image_size / 16;
+  return (batch * side * side + 127) / 128;
+}
+}  // namespace
+
+TEST_CASE("vit_b at 224 px on 132 SMs: 96 where 128 leaves a third wave on 30 SMs, else 128") {
+  // Batch 32: 49 m tiles. 128 wide: 294 blocks, 3 per busiest SM = 384 columns; 96 wide: 392
+  // blocks, 3 per SM = 288 columns; 64 wide: 588 blocks, 5 per SM = 320 columns.
+  CHECK(m_tiles(32, 224) == 49);
+  CHECK(pick(49, 768, 132) == 96);
+  // Batch 256: 392 m tiles; 128 and 96 tie (18 x 128 = 24 x 96 = 36 x 64): the wider tile.
+  CHECK(pick(m_tiles(256, 224), 768, 132) == 128);
+  // Batch 1: 2 m tiles, every width a single wave: the narrowest, least work per block.
+  CHECK(pick(m_tiles(1, 224), 768, 132) == 64);
+}
+
+TEST_CASE("only widths that divide hidden are candidates") {
+  CHECK(pick(392, 1024, 132) == 128);  // vit_l: 96 does not divide 1024
+  CHECK(pick(392, 192, 132) != 128);   // vit_ti: 128 does not divide 192
+  CHECK(pick(392, 320, 132) == 64);    // only 64 divides 320
+  CHECK(pick(392, 100, 132) == 0);     // none: supports() refuses such a hidden size
+}
+
+TEST_CASE("a GPU with enough SMs for one wave gets the narrowest tile, a single SM the widest") {
+  CHECK(pick(49, 768, 10000) == 64);
+  CHECK(pick(49, 768, 1) == 128);  // all widths do the same work on one SM: the tie goes wide
+}

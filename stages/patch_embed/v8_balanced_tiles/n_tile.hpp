@@ -1,0 +1,38 @@
+// v8_balanced_tiles' N tile (the block's columns), picked per shape: host-only, so that the
+// CPU suite checks the choice and the GPU suite can run the kernel at every width it may pick.
+#pragma once
+#include <cuda_runtime.h>
+#include <initializer_list>
+#include "patch_embed/patch_embed.hpp"
+
+namespace patch_embed::balanced_tiles {
+
+// The widths the kernel is instantiated for, widest first.
+constexpr std::initializer_list<int> kWidths = {128, 96, 64};
+
+// Of the widths that divide `hidden`, the one whose busiest SM gets the least work when
+// m_tiles x (hidden / n) blocks are spread over `sms` SMs: ceil(blocks / sms) x n columns of
+// 128 rows. A wide tile needs fewer L2 bytes per FLOP, so ties go to the wider one. The model
+// assumes the SMs' rate does not depend on how many blocks share them (2 blocks per SM for
+// every width): it prices the wave tail, which is what separates the widths.
+// 0 when no width divides `hidden`.
+inline int pick(long long m_tiles, int hidden, int sms) {
+  int best = 0;
+  long long best_work = 0;
+  for (int n : kWidths) {
+    if (hidden % n) continue;
+    const long long blocks = m_tiles * (hidden / n);
+    const long long work = (blocks + sms - 1) / sms * n;
+    if (best == 0 || work < best_work) {
+      best = n;
+      best_work = work;
+    }
+  }
+  return best;
+}
+
+// v8's launch with a given N tile (one of kWidths dividing the problem's hidden size) instead of
+// pick()'s: what the GPU suite uses to check every width at small shapes.
+void launch_with_n_tile(int n_tile, const Problem& p, const Args& a, cudaStream_t stream);
+
+}  // namespace patch_embed::balanced_tiles

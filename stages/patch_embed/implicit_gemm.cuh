@@ -128,12 +128,18 @@ struct TileLoader {
 // rounded once to fp16, at row b * tokens + 1 + p. The block holding an image's first patch
 // (p = 0) also writes that image's cls row (cls_token + pos_embed[0]) for its columns: every
 // cls row is written exactly once per column tile.
-template <int kBN>
+//
+// A thread handles rows r0, r0 + kRows, ... of the tile. kPosFirst = false reads each row's
+// position embedding just before its store, one L2 round trip per row in sequence (v6, v7,
+// v8); true reads all of the thread's position-embedding pieces first, so that their round
+// trips overlap, then stores (v9).
+template <int kBN, bool kPosFirst = false>
 __device__ __forceinline__ void store_token_rows(const Params& p, const float* cs, int m0, int n0, int tid) {
   constexpr int kLd = kBN + 8, kRowChunks = kBN / 8, kRows = kThreads / kRowChunks;
+  constexpr int kRowsPerThread = (kBM + kRows - 1) / kRows;
   // A 96-wide tile has 12 pieces per row: 21 rows per pass, and the last 4 threads sit out.
   if (tid >= kRows * kRowChunks) return;
-  const int c = tid % kRowChunks, n = n0 + 8 * c;
+  const int c = tid % kRowChunks, n = n0 + 8 * c, r0 = tid / kRowChunks;
   float bias[8];
   {
     Half8 v;
@@ -148,10 +154,12 @@ __device__ __forceinline__ void store_token_rows(const Params& p, const float* c
   // The two float4 reads of a row piece, first the one at 4 s: with s = (c / 4) % 2 the 8
   // lanes of a 128-bit shared-memory phase hit 8 different 4-bank groups.
   const int s = (c >> 2) & 1;
-#pragma unroll 1
-  for (int r = tid / kRowChunks; r < kBM; r += kRows) {
+  auto pos_piece = [&](int m) {  // 8 halves of patch m's position-embedding row
+    const int pp = m % p.patches;
+    return __ldg(reinterpret_cast<const uint4*>(p.pos + static_cast<size_t>(1 + pp) * p.hidden + n));
+  };
+  auto store_row = [&](int r, uint4 pos_bits) {
     const int m = m0 + r;
-    if (m >= p.rows) break;
     const int b = m / p.patches, pp = m - b * p.patches;
     const float* src = cs + r * kLd + 8 * c;
     const float4 x = *reinterpret_cast<const float4*>(src + 4 * s);
@@ -159,7 +167,7 @@ __device__ __forceinline__ void store_token_rows(const Params& p, const float* c
     const float4 lo = s ? y : x, hi = s ? x : y;
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     Half8 pos, o;
-    pos.u = __ldg(reinterpret_cast<const uint4*>(p.pos + static_cast<size_t>(1 + pp) * p.hidden + n));
+    pos.u = pos_bits;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float2 e = __half22float2(pos.h[i]);
@@ -177,6 +185,25 @@ __device__ __forceinline__ void store_token_rows(const Params& p, const float* c
         t.h[i] = __floats2half2_rn(a.x + e.x, a.y + e.y);
       }
       *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(m + b) * p.hidden + n) = t.u;
+    }
+  };
+  if constexpr (kPosFirst) {
+    uint4 pos[kRowsPerThread];
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int r = r0 + i * kRows;
+      if (r < kBM && m0 + r < p.rows) pos[i] = pos_piece(m0 + r);
+    }
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int r = r0 + i * kRows;
+      if (r < kBM && m0 + r < p.rows) store_row(r, pos[i]);
+    }
+  } else {
+#pragma unroll 1
+    for (int r = r0; r < kBM; r += kRows) {
+      if (m0 + r >= p.rows) break;
+      store_row(r, pos_piece(m0 + r));
     }
   }
 }

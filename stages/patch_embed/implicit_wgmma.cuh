@@ -1,7 +1,7 @@
 // The wgmma main loop of the implicit-GEMM patch embeddings (v7_implicit_wgmma,
-// v8_balanced_tiles): implicit_gemm.cuh's loader and token-row epilogue around Hopper's
-// warpgroup MMA, for a 128 x kBN block tile (kBN = 128, 96 or 64). The versions differ only in
-// which kBN a shape gets.
+// v8_balanced_tiles, v9_pos_first): implicit_gemm.cuh's loader and token-row epilogue around
+// Hopper's warpgroup MMA, for a 128 x kBN block tile (kBN = 128, 96 or 64). The versions differ
+// in which kBN a shape gets and in the order of the epilogue's reads.
 //
 // The 8 warps are 2 warpgroups; warpgroup g owns rows 64 g..64 g + 63 of the block's 128 x kBN
 // tile and issues, per 64-wide K tile, 4 wgmma m64nkBNk16 that read A and B from shared memory
@@ -45,7 +45,9 @@ __device__ __forceinline__ void wgmma_step(float (&d)[kBN / 2], uint64_t a, uint
 }
 #endif
 
-template <int kBN>
+// kPosFirst: the epilogue's position-embedding reads all issued before its stores
+// (store_token_rows).
+template <int kBN, bool kPosFirst>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) kernel(const Params p) {
 #ifdef STUDY_WGMMA
   using T = Smem<kBN, kStages>;
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) kernel(const Params p)
     *reinterpret_cast<float2*>(c + 8 * T::kLd) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
   }
   __syncthreads();
-  store_token_rows<kBN>(p, cs, m0, n0, tid);
+  store_token_rows<kBN, kPosFirst>(p, cs, m0, n0, tid);
 #else
   __trap();  // built without sm_90a: supports() refuses before a launch gets here
 #endif
@@ -132,9 +134,34 @@ inline Params checked_params(const char* version, const Problem& pr, const Args&
   return make_params(version, pr, a);
 }
 
-template <int kBN>
+template <int kBN, bool kPosFirst = false>
 void launch(const Params& p, cudaStream_t stream) {
-  launch_tiles<kBN, kernel<kBN>, kSmemBytes<kBN>>(p, stream);
+  launch_tiles<kBN, kernel<kBN, kPosFirst>, kSmemBytes<kBN>>(p, stream);
+}
+
+// The launch at a given N tile (128, 96 or 64, dividing hidden), else StudyError(Usage)
+// naming `version`.
+template <bool kPosFirst>
+void launch_n_tile(const char* version, int n_tile, const Params& p, cudaStream_t stream) {
+  if (n_tile != 128 && n_tile != 96 && n_tile != 64)
+    throw study::StudyError(study::ErrorKind::Usage,
+                            std::string(version) + ": no " + std::to_string(n_tile) + "-wide N tile (128, 96 or 64)");
+  if (p.hidden % n_tile)
+    throw study::StudyError(study::ErrorKind::Usage, std::string(version) + ": hidden " + std::to_string(p.hidden) +
+                                                         " is not a multiple of the N tile " + std::to_string(n_tile));
+  if (n_tile == 128)
+    launch<128, kPosFirst>(p, stream);
+  else if (n_tile == 96)
+    launch<96, kPosFirst>(p, stream);
+  else
+    launch<64, kPosFirst>(p, stream);
+}
+
+inline int sm_count() {
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
 }
 
 }  // namespace

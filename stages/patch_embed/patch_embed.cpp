@@ -8,12 +8,14 @@ namespace patch_embed {
 
 // Each version's kernel file defines its Version object.
 extern const Version cpu_baseline, v1_single_channel, v2_unified_channel, v3_streams, v3_streams_graph,
-    v4_one_copy, v5_im2col_gemm, v6_implicit_gemm, v7_implicit_wgmma, v8_balanced_tiles, cudnn;
+    v4_one_copy, v5_im2col_gemm, v6_implicit_gemm, v7_implicit_wgmma, v8_balanced_tiles, v9_pos_first,
+    cudnn;
 
 const std::vector<Version>& versions() {
   static const std::vector<Version> all = {cpu_baseline, v1_single_channel, v2_unified_channel, v3_streams,
                                            v3_streams_graph, v4_one_copy, v5_im2col_gemm,
-                                           v6_implicit_gemm, v7_implicit_wgmma, v8_balanced_tiles, cudnn};
+                                           v6_implicit_gemm, v7_implicit_wgmma, v8_balanced_tiles,
+                                           v9_pos_first, cudnn};
   return all;
 }
 

@@ -107,8 +107,16 @@ TEST_CASE("the stream versions are correct for any stream count, a timeline incl
   CHECK(c.ok());
 }
 
-TEST_CASE("v8_balanced_tiles is correct at every N tile it may pick") {
-  if (std::string(STAGE_VERSION) != "v8_balanced_tiles") return;
+TEST_CASE("the balanced-tile versions are correct at every N tile they may pick") {
+  const std::string name = STAGE_VERSION;
+  using LaunchWithTile = void (*)(int, const Problem&, const Args&, cudaStream_t);
+  static LaunchWithTile launch_with_tile = nullptr;  // the launch pointer takes no state: through here
+  if (name == "v8_balanced_tiles")
+    launch_with_tile = patch_embed::balanced_tiles::launch_v8_with_n_tile;
+  else if (name == "v9_pos_first")
+    launch_with_tile = patch_embed::balanced_tiles::launch_v9_with_n_tile;
+  else
+    return;
   // The pick depends on the GPU's SM count: at test shapes it is mostly the narrowest, so every
   // width is forced here, at hidden sizes it divides and at a partial last M tile (batch 3).
   int checked = 0;
@@ -125,18 +133,17 @@ TEST_CASE("v8_balanced_tiles is correct at every N tile it may pick") {
         const auto in = make_inputs(p, seed);
         DeviceProblem dev(p, version(), in);
         Version forced = version();
-        static int forced_tile;  // the launch pointer takes no state: the width goes through here
+        static int forced_tile;
         forced_tile = n_tile;
-        forced.launch = [](const Problem& q, const Args& a, cudaStream_t s) {
-          patch_embed::balanced_tiles::launch_with_n_tile(forced_tile, q, a, s);
-        };
+        forced.launch = [](const Problem& q, const Args& a, cudaStream_t s) { launch_with_tile(forced_tile, q, a, s); };
         const auto c = run_and_check(forced, p, in, dev);
         INFO(c.summary());
         CHECK(c.ok());
         ++checked;
       }
   CHECK(checked == 14);  // 128: 2 hidden sizes, 96: 2, 64: 3; two images each
-  CHECK_THROWS(patch_embed::balanced_tiles::launch_with_n_tile(96, {1, 32, 1024, 1}, Args{}, nullptr));
+  CHECK_THROWS(launch_with_tile(96, {1, 32, 1024, 1}, Args{}, nullptr));
+  CHECK_THROWS(launch_with_tile(80, {1, 32, 960, 1}, Args{}, nullptr));
 }
 
 TEST_CASE("an odd hidden size is computed or refused as declared") {
@@ -144,7 +151,7 @@ TEST_CASE("an odd hidden size is computed or refused as declared") {
   const std::string why = version().supports(p);
   const std::string name = STAGE_VERSION;
   if (name == "v5_im2col_gemm" || name == "v6_implicit_gemm" || name == "v7_implicit_wgmma" ||
-      name == "v8_balanced_tiles") {
+      name == "v8_balanced_tiles" || name == "v9_pos_first") {
     CHECK(why.find("100") != std::string::npos);  // the reason names it: not a multiple of 8 / 64
   } else if (name == "cudnn" && !why.empty()) {
     MESSAGE("cuDNN refuses hidden 100: " << why);  // the library decides; a refusal says why

@@ -1,4 +1,4 @@
-// v8_balanced_tiles' N tile (the block's columns), picked per shape: host-only, so that the
+// The N tile (the block's columns) of v8_balanced_tiles and v9_pos_first, picked per shape: host-only, so that the
 // CPU suite checks the choice and the GPU suite can run the kernel at every width it may pick.
 #pragma once
 #include <cuda_runtime.h>
@@ -31,8 +31,10 @@ inline int pick(long long m_tiles, int hidden, int sms) {
   return best;
 }
 
-// v8's launch with a given N tile (one of kWidths dividing the problem's hidden size) instead of
-// pick()'s: what the GPU suite uses to check every width at small shapes.
-void launch_with_n_tile(int n_tile, const Problem& p, const Args& a, cudaStream_t stream);
+// The launches of v8_balanced_tiles and v9_pos_first with a given N tile (one of kWidths
+// dividing the problem's hidden size) instead of pick()'s: what the GPU suite uses to check
+// every width at small shapes.
+void launch_v8_with_n_tile(int n_tile, const Problem& p, const Args& a, cudaStream_t stream);
+void launch_v9_with_n_tile(int n_tile, const Problem& p, const Args& a, cudaStream_t stream);
 
 }  // namespace patch_embed::balanced_tiles

@@ -771,11 +771,15 @@ if stream_shape is not None:
         start = (f"on 1 stream it takes {sd.fmt_us(one)} us, " if np.isfinite(one) else "")
         most = int(d["streams"].max())
         most_t = at(v, sm, simage, b, table=t[(t["version"] == v) & (t["streams"] == most)])
-        findings.append(
-            f"More streams stop helping {v} at {stream_label(k)} ({shape_text(sm, simage, b)}): "
-            f"{start}{sd.fmt_us(kt)} us on {stream_label(k)}, and no stream count is more than "
-            f"{KNEE:.0%} faster (the fastest, {sd.fmt_us(bt)} us, at {stream_label(bs)}; "
-            f"{sd.fmt_us(most_t)} us at {stream_label(most)}).")
+        rest = (f"no stream count is more than {KNEE:.0%} faster (the fastest, {sd.fmt_us(bt)} us, "
+                f"at {stream_label(bs)}; {sd.fmt_us(most_t)} us at {stream_label(most)}).")
+        if k == 1:  # the knee is the single stream: say so once
+            findings.append(f"More streams do not help {v} ({shape_text(sm, simage, b)}): "
+                            f"{sd.fmt_us(kt)} us on 1 stream, and {rest}")
+        else:
+            findings.append(
+                f"More streams stop helping {v} at {stream_label(k)} ({shape_text(sm, simage, b)}): "
+                f"{start}{sd.fmt_us(kt)} us on {stream_label(k)}, and {rest}")
         if len(per_batch) > 1:
             ks = ", ".join(f"batch {bb}: {per_batch[bb][0]}" for bb in sorted(per_batch))
             findings.append(f"The knee of {v} (fewest streams within {KNEE:.0%} of the fastest) "

@@ -16,6 +16,7 @@
 #pragma once
 #include <string>
 #include "patch_embed/implicit_gemm.cuh"
+#include "patch_embed/v8_balanced_tiles/n_tile.hpp"
 #include "sm90.cuh"
 
 namespace patch_embed::implicit_wgmma {
@@ -162,6 +163,25 @@ inline int sm_count() {
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return sms;
+}
+
+// v8_balanced_tiles and v9_pos_first: the N tile picked per shape (balanced_tiles::pick), or
+// forced (n_tile > 0, the GPU suite's launch_v8/v9_with_n_tile).
+template <bool kPosFirst>
+void launch_balanced(const char* version, const Problem& pr, const Args& a, cudaStream_t stream, int n_tile = 0) {
+  const Params p = checked_params(version, pr, a);
+  if (n_tile <= 0) n_tile = balanced_tiles::pick(m_tiles(p), p.hidden, sm_count());
+  launch_n_tile<kPosFirst>(version, n_tile, p, stream);
+}
+
+// The record of a Hopper-only version of this kernel.
+inline Version version_record(const char* name, void (*launch)(const Problem&, const Args&, cudaStream_t)) {
+  Version v{};
+  v.name = name;
+  v.supports = supports;
+  v.launch = launch;
+  v.unavailable = sm90::wgmma_unavailable;
+  return v;
 }
 
 }  // namespace

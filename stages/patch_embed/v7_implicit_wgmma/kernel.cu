@@ -18,13 +18,6 @@ void launch(const Problem& pr, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version v7_implicit_wgmma = [] {
-  Version v{};
-  v.name = "v7_implicit_wgmma";
-  v.supports = implicit_wgmma::supports;
-  v.launch = launch;
-  v.unavailable = sm90::wgmma_unavailable;
-  return v;
-}();
+extern const Version v7_implicit_wgmma = implicit_wgmma::version_record("v7_implicit_wgmma", launch);
 
 }  // namespace patch_embed

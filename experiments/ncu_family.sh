@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nsight Compute metrics of every version of a family (attention or mlp) at batch 32, 224 px
+# Nsight Compute metrics of every version of a family (attention, mlp or patch_embed) at batch 32, 224 px
 # (197 tokens), ViT-B: launch shape, registers, shared memory, achieved occupancy, SM, memory,
 # L2 and DRAM throughput, issue activity and kernel time, one CSV row per kernel launch, tagged
 # with the version. NCU_EXTRA_METRICS (comma-separated) adds metrics.
@@ -9,8 +9,8 @@
 # Keep OUT outside a results run folder's top level (e.g. <run>/ncu/FAMILY.csv): that
 # folder's *.csv files must all be in the study's row schema.
 set -euo pipefail
-family=${1:?usage: ncu_family.sh attention|mlp OUT.csv [BUILD_DIR] [bench args...]}
-out=${2:?usage: ncu_family.sh attention|mlp OUT.csv [BUILD_DIR] [bench args...]}
+family=${1:?usage: ncu_family.sh attention|mlp|patch_embed OUT.csv [BUILD_DIR] [bench args...]}
+out=${2:?usage: ncu_family.sh attention|mlp|patch_embed OUT.csv [BUILD_DIR] [bench args...]}
 build=${3:-build}
 shift $(( $# >= 3 ? 3 : 2 ))
 case $family in
@@ -18,7 +18,10 @@ case $family in
                        v7_flash_mma v7_flash cudnn_sdpa) ;;
   mlp) versions=(unfused unfused_graph fused_epilogue handwritten_epilogue gemm_only pingpong_epilogue
                  pingpong_gemm_only) ;;
-  *) echo "ncu_family.sh: unknown family '$family' (attention or mlp)" >&2; exit 2 ;;
+  # The device-resident versions (v1-v3 launch a kernel per dot product: nothing to profile).
+  patch_embed) versions=(v4_one_copy v5_im2col_gemm v6_implicit_gemm v7_implicit_wgmma v8_balanced_tiles
+                         v9_pos_first cudnn) ;;
+  *) echo "ncu_family.sh: unknown family '$family' (attention, mlp or patch_embed)" >&2; exit 2 ;;
 esac
 metrics=launch__grid_size,launch__block_size,launch__registers_per_thread
 metrics+=,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static

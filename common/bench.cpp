@@ -1,6 +1,7 @@
 #include "bench.hpp"
 #include "buffer.hpp"
 #include "check.hpp"
+#include "gpu.hpp"
 #include "launches.hpp"
 #include "timing.hpp"
 
@@ -70,8 +71,7 @@ std::string resolve_streams(CommonOptions& o, Row& row) {
     row.set("streams", o.streams);
     return {};
   }
-  int sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, o.device));
+  const int sms = sm_count(o.device);
   o.streams = sms;
   row.set("streams", o.streams);
   return "streams=sm: " + std::to_string(sms) + " (the device's SM count)";

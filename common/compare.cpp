@@ -1,4 +1,5 @@
 #include "compare.hpp"
+#include "check.hpp"
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -49,6 +50,17 @@ std::string Comparison::summary() const {
                   "got %.6g, ref %.6g (%.3gx its bound)",
                   outside, tol.atol, tol.rtol, worst_element, worst_got, worst_ref, worst_ratio);
   return buf;
+}
+
+Comparison compare_via_gpu_reference(const std::vector<float>& got, const std::vector<float>& gref,
+                                     const std::vector<float>& gref_sample, const std::vector<float>& want,
+                                     const Tolerance& tol, const std::string& reference, const std::string& unit) {
+  const Comparison agree = compare(gref_sample, want, kReferencesAgree);
+  if (!agree.ok)
+    throw StudyError(ErrorKind::Data, "the GPU " + reference + " reference disagrees with the CPU reference on the "
+                                      "sampled " + unit + " (a fault of the reference, not of the version): " +
+                                      agree.summary());
+  return compare(got, gref, tol);
 }
 
 }  // namespace study

@@ -47,4 +47,12 @@ struct Comparison {
 
 Comparison compare(const std::vector<float>& got, const std::vector<float>& ref, const Tolerance& tol = {});
 
+// `got` against a GPU reference `gref` that covers every element, once the GPU reference itself
+// agrees with the CPU reference `want` where the CPU computed it (`gref_sample`: gref gathered as
+// want is). A disagreement there is a fault of the GPU reference, not of the version: it throws
+// StudyError(Data) naming the family's `reference` ("MLP") and the sampled `unit` ("rows").
+Comparison compare_via_gpu_reference(const std::vector<float>& got, const std::vector<float>& gref,
+                                     const std::vector<float>& gref_sample, const std::vector<float>& want,
+                                     const Tolerance& tol, const std::string& reference, const std::string& unit);
+
 }  // namespace study

@@ -9,6 +9,8 @@ namespace study {
 int gpu_count();  // 0 when there is no usable CUDA device (never throws)
 // Selects the device; throws StudyError(NoGpu) "no CUDA device" when there is none.
 void require_gpu(int device);
+// The SM count of `device` (the current device when -1), read from the driver once per device.
+int sm_count(int device = -1);
 
 template <typename T>
 DeviceBuffer<T> to_device(const std::vector<T>& host) {

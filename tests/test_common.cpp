@@ -239,6 +239,26 @@ TEST_CASE("comparison: the element bound is atol + rtol |ref|, as torch.testing.
   CHECK_FALSE(compare(std::vector<float>{0, 1, -10, 100}, std::vector<float>{0, 1, -10, std::nanf("")}, tol).ok);
 }
 
+TEST_CASE("comparison via a GPU reference: the reference is checked on the sample first") {
+  const std::vector<float> want = {1.f, 2.f, 3.f};                   // the CPU's sampled elements
+  const std::vector<float> gref = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};    // the GPU's, every element
+  const std::vector<float> sample(gref.begin(), gref.begin() + 3);
+  std::vector<float> got = gref;
+  CHECK(study::compare_via_gpu_reference(got, gref, sample, want, {}, "MLP", "rows").ok);
+  got[5] = 7.f;  // a wrong element outside the CPU's sample is caught through the GPU reference
+  CHECK_FALSE(study::compare_via_gpu_reference(got, gref, sample, want, {}, "MLP", "rows").ok);
+  std::vector<float> bad_sample = sample;
+  bad_sample[1] = 2.01f;  // a GPU reference off the CPU's: its fault, said as such
+  try {
+    study::compare_via_gpu_reference(gref, gref, bad_sample, want, {}, "MLP", "rows");
+    FAIL("a GPU reference that disagrees with the CPU reference must throw");
+  } catch (const study::StudyError& e) {
+    CHECK(e.kind == study::ErrorKind::Data);
+    CHECK(std::string(e.what()).find("the GPU MLP reference disagrees with the CPU reference on the sampled rows") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("memory: a need above what is free is refused with one line naming both") {
   const double gib = 1024.0 * 1024 * 1024;
   FreeMemory free;

@@ -143,12 +143,7 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
   std::vector<float> gref_rows;
   gref_rows.reserve(rows.size() * hd);
   for (int row : rows) gref_rows.insert(gref_rows.end(), gref.begin() + row * hd, gref.begin() + (row + 1) * hd);
-  const auto agree = study::compare(gref_rows, want, study::kReferencesAgree);
-  if (!agree.ok)
-    throw study::StudyError(study::ErrorKind::Data,
-                            "the GPU MLP reference disagrees with the CPU reference on the sampled rows (a fault "
-                            "of the reference, not of the version): " + agree.summary());
-  r.cmp = study::compare(got, gref, tolerance(v));
+  r.cmp = study::compare_via_gpu_reference(got, gref, gref_rows, want, tolerance(v), "MLP", "rows");
   r.what = "checked all " + std::to_string(p.rows) + " rows against the GPU reference, " +
            std::to_string(rows.size()) + " of them (evenly sampled) also against the CPU reference" + what;
   if (!r.cmp.ok && r.cmp.nonfinite == 0) r.what += where(r.cmp, {}, hd);

@@ -81,12 +81,7 @@ CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& 
     std::vector<float> gref_picked;
     for (int b : picked)
       gref_picked.insert(gref_picked.end(), gref.begin() + b * out_elems, gref.begin() + (b + 1) * out_elems);
-    const auto agree = study::compare(gref_picked, want, study::kReferencesAgree);
-    if (!agree.ok)
-      throw study::StudyError(study::ErrorKind::Data,
-                              "the GPU patch-embedding reference disagrees with the CPU reference on the sampled "
-                              "images (a fault of the reference, not of the version): " + agree.summary());
-    r.cmp = study::compare(got, gref, kTolerance);
+    r.cmp = study::compare_via_gpu_reference(got, gref, gref_picked, want, kTolerance, "patch-embedding", "images");
     r.gpu_checked = true;
   }
   return r;

@@ -15,6 +15,7 @@
 // kAhead + kInFlight + 1 <= kStages.
 #pragma once
 #include <string>
+#include "gpu.hpp"
 #include "patch_embed/implicit_gemm.cuh"
 #include "patch_embed/v8_balanced_tiles/n_tile.hpp"
 #include "sm90.cuh"
@@ -158,19 +159,12 @@ void launch_n_tile(const char* version, int n_tile, const Params& p, cudaStream_
     launch<64, kPosFirst>(p, stream);
 }
 
-inline int sm_count() {
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 // v8_balanced_tiles and v9_pos_first: the N tile picked per shape (balanced_tiles::pick), or
 // forced (n_tile > 0, the GPU suite's launch_v8/v9_with_n_tile).
 template <bool kPosFirst>
 void launch_balanced(const char* version, const Problem& pr, const Args& a, cudaStream_t stream, int n_tile = 0) {
   const Params p = checked_params(version, pr, a);
-  if (n_tile <= 0) n_tile = balanced_tiles::pick(m_tiles(p), p.hidden, sm_count());
+  if (n_tile <= 0) n_tile = balanced_tiles::pick(m_tiles(p), p.hidden, study::sm_count());
   launch_n_tile<kPosFirst>(version, n_tile, p, stream);
 }
 

@@ -21,17 +21,18 @@ bool within_budget(const Problem& p) {
   return version().bench_max_work <= 0 || work(version(), p) <= version().bench_max_work;
 }
 
-void check_shape(const Problem& p) {
+// `v`: the version under test, or a copy of it whose launch is replaced (the forced N tiles).
+void check_shape(const Problem& p, const Version& v = version()) {
   const auto seed = study::fresh_seed();
   CAPTURE(p.batch);
   CAPTURE(p.image_size);
   CAPTURE(p.hidden);
   CAPTURE(p.streams);
   CAPTURE(seed);
-  REQUIRE_MESSAGE(version().supports(p).empty(), version().supports(p));
+  REQUIRE_MESSAGE(v.supports(p).empty(), v.supports(p));
   const auto in = make_inputs(p, seed);
-  DeviceProblem dev(p, version(), in);
-  const auto c = run_and_check(version(), p, in, dev);
+  DeviceProblem dev(p, v, in);
+  const auto c = run_and_check(v, p, in, dev);
   INFO(c.summary());
   CHECK(c.images_checked == p.batch);
   CHECK(c.ok());
@@ -124,21 +125,12 @@ TEST_CASE("the balanced-tile versions are correct at every N tile they may pick"
     for (int hidden : {192, 768, 1024})
       for (int image : {32, 224}) {
         if (hidden % n_tile) continue;
-        const Problem p{3, image, hidden, 1};
-        const auto seed = study::fresh_seed();
         CAPTURE(n_tile);
-        CAPTURE(hidden);
-        CAPTURE(image);
-        CAPTURE(seed);
-        const auto in = make_inputs(p, seed);
-        DeviceProblem dev(p, version(), in);
         Version forced = version();
         static int forced_tile;
         forced_tile = n_tile;
         forced.launch = [](const Problem& q, const Args& a, cudaStream_t s) { launch_with_tile(forced_tile, q, a, s); };
-        const auto c = run_and_check(forced, p, in, dev);
-        INFO(c.summary());
-        CHECK(c.ok());
+        check_shape({3, image, hidden, 1}, forced);
         ++checked;
       }
   CHECK(checked == 14);  // 128: 2 hidden sizes, 96: 2, 64: 3; two images each

@@ -19,6 +19,7 @@
 # anything missing there only leaves its cell or figure empty.
 
 # %%
+import json
 import re
 import sys
 from pathlib import Path
@@ -159,7 +160,8 @@ KEYS = ["version", "model", "image_size", "batch", "streams"]
 # the rounds' medians its spread.
 t = sd.collapse_rounds(ok, KEYS, routine_us=("routine_us", "median"),
                        tflops=("tflops", "median"), gemm_pct=("gemm_pct", "median"),
-                       lpl=("lpl", "median"), act_mb=("act_mb", "median"))
+                       lpl=("lpl", "median"), act_mb=("act_mb", "median"),
+                       sm_mhz=("sm_clock_mhz", "median"))
 t["img_s"] = t["batch"] / t["median_us"] * 1e6
 t["spread_pct"] = 100 * (t["hi_us"] - t["lo_us"]) / t["median_us"]
 
@@ -431,6 +433,7 @@ for b in key_batches:
             "img/s": at(v, b, "img_s"),
             "x prev": at(prev, b) / m if prev else np.nan,
             "x best anchor": anchor_us / m if anchor else np.nan,
+            "SM MHz": at(v, b, "sm_mhz"),
             "% GEMM ceiling": at(v, b, "gemm_pct"),
             "routine ms": at(v, b, "routine_us"),
             "launches/layer": at(v, b, "lpl"),
@@ -442,14 +445,16 @@ if len(ladder):
                            if best_anchor(b)[0])
     ctx.table("encoder_ladder", sd.markdown_table(ladder, {
         "batch": sd.fmt_int, "streams": sd.fmt_int, "ms": fmt_ms, "img/s": fmt_rate,
-        "x prev": sd.fmt_ratio, "x best anchor": sd.fmt_ratio, "% GEMM ceiling": sd.fmt_pct,
+        "x prev": sd.fmt_ratio, "x best anchor": sd.fmt_ratio, "SM MHz": fmt_rate,
+        "% GEMM ceiling": sd.fmt_pct,
         "routine ms": fmt_ms, "launches/layer": fmt_one, "activations MB": fmt_mb,
         "rounds": sd.fmt_int}),
         f"The encoder ladder and the PyTorch anchors at {where}, batch "
         f"{', '.join(map(str, key_batches))}: median time of one forward (ms) and the range of "
         f"the rounds' medians, images per second, speedup over the previous ladder step (its "
         f"time / this time; e5_fused against e3_graph, the step it changes), speedup over the fastest PyTorch anchor at that batch ("
-        f"{anchors_at or 'none measured'}; above 1 = faster), share of the fp16 GEMM ceiling "
+        f"{anchors_at or 'none measured'}; above 1 = faster), the SM clock the rows recorded "
+        f"(median; below the top clock the GPU was throttled), share of the fp16 GEMM ceiling "
         f"of the same run ({fmt_rate(ceil) + ' TFLOP/s' if ceil else 'not measured'}), routine "
         f"time (images up, forward, logits down), kernel launches per layer, activation memory "
         f"(from the bench's note), and the number of rounds; e4_streams at its fastest stream "
@@ -540,6 +545,47 @@ else:
     ctx.missing("table", "encoder_sweep", "this run has no timed encoder rows")
 
 # %% [markdown]
+# ## Parity with timm: the same weights and images through timm and through the encoder
+#
+# experiments/timm_parity.py writes `<run>/timm_parity_<size>/parity.json`: logits against
+# timm's fp16 forward (rel L2, max abs difference, top-1 agreement) and timm's own fp16 against
+# its fp32, the scale of rounding the comparison is judged against.
+
+# %%
+parity = []
+for f in sorted(run.path.glob("timm_parity*/parity.json")):
+    try:
+        j = json.loads(f.read_text())
+        parity.append({
+            "image px": int(j["image_size"]), "images": int(j["images"]), "version": j["version"],
+            "rel L2 vs timm fp16": j["logits_rel_l2_vs_timm_fp16"],
+            "timm fp16 vs fp32": j["timm_fp16_vs_fp32_rel_l2"],
+            "max abs diff": j["max_abs_logit_difference"],
+            "top-1 (decisive images)": f"{100 * j['top1_agreement_decisive']:.1f}% of "
+                                       f"{int(j['decisive_images'])}",
+            "top-1 (all)": f"{100 * j['top1_agreement_all']:.1f}%",
+            "verdict": "passed" if j["passed"] else "failed",
+            "GPU": j["gpu"], "timm": j["timm"]})
+    except (ValueError, KeyError, TypeError) as e:
+        raise sd.DataError(f"{sd.show_path(f)}: not a parity result ({e})") from None
+if parity:
+    crit = json.loads(sorted(run.path.glob("timm_parity*/parity.json"))[0].read_text())["criteria"]
+    ctx.table("encoder_parity", sd.markdown_table(
+        pd.DataFrame(parity).sort_values("image px"),
+        {"image px": sd.fmt_int, "images": sd.fmt_int, "rel L2 vs timm fp16": lambda x: f"{x:.2e}",
+         "timm fp16 vs fp32": lambda x: f"{x:.2e}", "max abs diff": lambda x: f"{x:.4f}"}),
+        f"Logits of the encoder against timm's fp16 forward on the same weights (timm's seeded "
+        f"init exported to safetensors) and the same N(0, 1) images "
+        f"(experiments/timm_parity.py, in this run folder): relative L2 of the logits (passes at "
+        f"<= {crit['rel_l2_max']:g}), timm's own fp16 against its fp32 for scale, the largest "
+        f"absolute difference, and top-1 agreement over the images whose top-1/top-2 margin is "
+        f"more than {crit['margin_factor']:g}x that difference (passes at >= "
+        f"{100 * crit['agreement_min']:.0f}%) and over all images.")
+else:
+    ctx.missing("table", "encoder_parity", "this run folder has no timm_parity_*/parity.json "
+                "(experiments/timm_parity.py --out RUN/timm_parity_SIZE)")
+
+# %% [markdown]
 # ## Status: what was timed, skipped or failed
 
 # %%
@@ -586,7 +632,13 @@ def vs_anchor(b):
     if not a:
         return f"batch {b}: {E6} {fmt_ms(m)} ms, no PyTorch anchor measured", None
     return (f"batch {b}: {E6} {fmt_ms(m)} ms against {label(a)} {fmt_ms(a_us)} ms "
-            f"({sd.faster_or_slower(a_us / m)})"), m < a_us
+            f"({sd.faster_or_slower(a_us / m)}{clocks(E6, a, b)})"), m < a_us
+
+
+def clocks(v, a, b):
+    """', SM clock X / Y MHz' of two rows at batch b, where both recorded one."""
+    x, y = at(v, b, "sm_mhz"), at(a, b, "sm_mhz")
+    return f"; SM clock {x:,.0f} / {y:,.0f} MHz" if np.isfinite(x) and np.isfinite(y) else ""
 
 
 if targets_apply and len(at_key):
@@ -610,8 +662,8 @@ if targets_apply and len(at_key):
                         f"{'met' if c / m >= TARGET_COMPILE else 'missed'}; {E6} takes "
                         f"{fmt_ms(m)} ms ({fmt_rate(256 / m * 1e6)} img/s), {c / m:.2f}x the "
                         f"throughput of {LABEL[COMPILE]} ({fmt_ms(c)} ms, "
-                        f"{fmt_rate(256 / c * 1e6)} img/s); the target asks for at most "
-                        f"{fmt_ms(c / TARGET_COMPILE)} ms.")
+                        f"{fmt_rate(256 / c * 1e6)} img/s{clocks(E6, COMPILE, 256)}); the "
+                        f"target asks for at most {fmt_ms(c / TARGET_COMPILE)} ms.")
     else:
         findings.append(f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
                         f"cannot be judged, this run has no timed "

@@ -291,11 +291,40 @@ def short_commit(c: str) -> str:
     return m.group(1)[:12] + m.group(2) if m else c
 
 
-def pick_run(runs: list[Run], family: str) -> Run | None:
-    """Newest run with timings of this family; a run where the family only has skipped or
-    failed rows is used only when no run has timings (so its status table still shows)."""
+def gpu_of(run: Run) -> str:
+    """The GPU a run folder was measured on (the most common `gpu` value of its rows)."""
+    g = run.df["gpu"].astype(str).str.strip()
+    g = g[g != ""]
+    return g.value_counts().index[0] if len(g) else "unknown"
+
+
+def primary_gpu(runs: list[Run]) -> str | None:
+    """The GPU the report's family sections are measured on: the one with the most run
+    folders (a tie goes to the GPU of the newest run). Runs on other GPUs are compared with
+    it side by side (analysis/gpus.py), never mixed into its sections."""
+    if not runs:
+        return None
+    counts: dict[str, int] = {}
+    newest: dict[str, tuple] = {}
+    for r in runs:
+        g = gpu_of(r)
+        counts[g] = counts.get(g, 0) + 1
+        newest[g] = max(newest.get(g, (pd.Timestamp.min.tz_localize("UTC"), "")),
+                        (r.newest_utc(), r.name))
+    return max(counts, key=lambda g: (counts[g], newest[g]))
+
+
+def pick_run(runs: list[Run], family: str, gpu: str | None = None) -> Run | None:
+    """Newest run with timings of this family, on `gpu` when given and any run there has
+    timings of it (else on any GPU, so that a family measured elsewhere only still gets its
+    section); a run where the family only has skipped or failed rows is used only when no run
+    has timings (so its status table still shows)."""
     def key(r):
         return (r.newest_utc(family), r.name)
+    if gpu is not None:
+        on_gpu = [r for r in runs if gpu_of(r) == gpu]
+        if any(len(r.ok(family)) for r in on_gpu):
+            runs = on_gpu
     timed = [r for r in runs if len(r.ok(family))]
     seen = [r for r in runs if len(r.rows(family))]
     pool = timed or seen
@@ -779,10 +808,12 @@ class Context:
     line when the notebook runs on its own. The notebook writes through it, and build.py reads
     `artifacts` afterwards to fill the template markers."""
     family: str
-    run: Run
+    run: Run | None         # None for a notebook over every run (CROSS_RUN)
     out_dir: Path
     artifacts: dict = field(default_factory=dict)
     headline_entry: Headline | None = None
+    runs: list = field(default_factory=list)   # CROSS_RUN notebooks: every run folder...
+    used: dict = field(default_factory=dict)   # ...and the run each family section uses
 
     def headline(self, **kw):
         """The family's line of README's headline table (report/build.py writes the table)."""
@@ -828,6 +859,19 @@ class Context:
         self.artifacts[name] = Artifact(kind, name, None, reason=reason)
 
 
+# Notebooks that read every run folder instead of one (their template block is filled after
+# the families' blocks, with the runs those used).
+CROSS_RUN = ("gpus",)
+
+
+def sections_runs(runs: list[Run]) -> dict:
+    """The run each family's section of the report uses: per family the newest run with its
+    timings on the primary GPU (elsewhere only when the primary GPU has none)."""
+    gpu = primary_gpu(runs)
+    fams = sorted({f for r in runs for f in r.families()})
+    return {f: r for f in fams if (r := pick_run(runs, f, gpu)) is not None}
+
+
 def notebook_context(family: str, namespace: dict) -> Context:
     """The context build.py injected, or one from this notebook's own command line:
     `--run DIR`, `--results ROOT`, `--out DIR` (parse_known_args: Jupyter adds its own)."""
@@ -841,13 +885,23 @@ def notebook_context(family: str, namespace: dict) -> Context:
     p.add_argument("--out", help="output folder (figures/, tables/); default report/, or with "
                                  "--run the run's DIR/report/")
     args, _ = p.parse_known_args()
+    if family in CROSS_RUN:
+        try:
+            runs = [load_run(resolve_run_dir(args.run, args.results))] if args.run else \
+                load_runs(args.results)
+        except DataError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        return Context(family, None, Path(args.out or REPORT_DIR), runs=runs,
+                       used=sections_runs(runs))
     try:
         if args.run:
             run_dir = resolve_run_dir(args.run, args.results)
             args.out = args.out or str(run_dir / "report")
             run = load_run(run_dir)
         else:
-            run = pick_run(load_runs(args.results), family)
+            runs = load_runs(args.results)
+            run = pick_run(runs, family, primary_gpu(runs))
         if run is None or run.rows(family).empty:
             raise NoData(f"no committed run has rows with family '{family}' "
                          f"(looked in {show_path(Path(args.run or args.results))})")

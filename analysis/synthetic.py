@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import json
 import math
 import random
 import sys
@@ -462,7 +463,23 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
         dict(base, family="ceilings", version="gemm_fp16", batch="", status="ok",
              tflops=GEMM_TFLOPS, **_timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
              note="cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=8192")])
+    write_parity(folder, 224, gpu)
     return folder
+
+
+def write_parity(folder, image, gpu, rel_l2=1.8e-3, agreement=1.0):
+    """`<folder>/timm_parity_<image>/parity.json` as experiments/timm_parity.py writes it."""
+    d = Path(folder) / f"timm_parity_{image}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "parity.json").write_text(json.dumps({
+        "model": "vit_base_patch16_224", "image_size": image, "images": 256, "seed": 0,
+        "version": "e6_best", "timm": "1.0.20", "torch": "2.11.0", "gpu": gpu,
+        "logits_rel_l2_vs_timm_fp16": rel_l2, "max_abs_logit_difference": 0.0049,
+        "timm_fp16_vs_fp32_rel_l2": 1.7e-3, "decisive_images": 190,
+        "top1_agreement_decisive": agreement, "top1_agreement_all": agreement,
+        "criteria": {"rel_l2_max": 0.01, "agreement_min": 0.99, "margin_factor": 10.0,
+                     "images_min": 256},
+        "passed": rel_l2 <= 0.01 and agreement >= 0.99}, indent=2))
 
 
 # ---- patch embedding ---------------------------------------------------------------------------

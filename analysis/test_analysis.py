@@ -8,6 +8,7 @@ The report build runs as a subprocess, exactly as a user runs it, so exit codes 
 are tested too.
 """
 import csv
+import json
 import os
 import re
 import subprocess
@@ -594,7 +595,8 @@ class PatchEmbedReport(unittest.TestCase):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
         self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")
         self.assertNotRegex(self.readme, r"No committed run yet: .* family `patch_embed`")
-        self.assertNotIn("not produced", self.readme)
+        section = self.readme.split("## 1. Patch embedding")[1].split("\n## 2.")[0]
+        self.assertNotIn("not produced", section)
 
     def test_every_template_artifact_produced(self):
         markers = pe_template_markers()
@@ -1218,6 +1220,113 @@ class Helpers(unittest.TestCase):
     def test_short_commit_keeps_dirty_flag(self):
         self.assertEqual(sd.short_commit("0123456789abcdef0123456789abcdef01234567-dirty"),
                          "0123456789ab-dirty")
+
+
+def two_gpu_encoder_runs(root):
+    """Two run folders on GPU A (the older, a1, and a2) and a newer one on GPU B, with e6_best
+    and timm eager / graph at batch 1, 32, 256; A and B clocks recorded at batch 256."""
+    def rows(times, clock256):
+        out = []
+        for version, ts in times.items():
+            for b, t in zip((1, 32, 256), ts):
+                out.append(dict(version=version, batch=b, median_us=t, sm_clock_mhz=(
+                    clock256[version] if b == 256 else 1980), note="checked; cuda-graph replay"))
+        return out
+    a = {"e6_best": (410.0, 2500.0, 18000.0), "pytorch_timm_graph": (690.0, 3310.0, 26000.0),
+         "pytorch_timm": (3030.0, 3460.0, 25700.0)}
+    b = {"e6_best": (800.0, 2600.0, 20000.0), "pytorch_timm_graph": (700.0, 3442.4, 21000.0),
+         "pytorch_timm": (3100.0, 3500.0, 26000.0)}
+    for name, utc in (("a1", "2025-11-20T12:00:00Z"), ("a2", "2025-11-21T12:00:00Z")):
+        synthetic.write_encoder_rows(root / name, rows(a, {"e6_best": 1600, "pytorch_timm_graph": 1900,
+                                                            "pytorch_timm": 1700}),
+                                     gpu="GPU A (synthetic)", utc=utc, run_id=f"run-{name}")
+    synthetic.write_encoder_rows(root / "b", rows(b, {"e6_best": 1500, "pytorch_timm_graph": 1750,
+                                                      "pytorch_timm": 1650}),
+                                 gpu="GPU B (synthetic)", utc="2025-11-22T12:00:00Z", run_id="run-b")
+
+
+class AcrossGpus(unittest.TestCase):
+    """Runs on two GPUs: the sections use the GPU with more run folders (its newest run), and
+    the across-GPUs section compares speedups computed within each GPU's own run."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        two_gpu_encoder_runs(root / "results")
+        cls.out = root / "out"
+        cls.res = build("--results", root / "results", "--out", cls.out)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_sections_use_the_primary_gpu(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        runs = sd.load_runs(Path(self.tmp.name) / "results")
+        self.assertEqual(sd.primary_gpu(runs), "GPU A (synthetic)")
+        self.assertEqual(sd.pick_run(runs, "encoder", "GPU A (synthetic)").name, "a2")
+        self.assertEqual(sd.pick_run(runs, "encoder").name, "b")  # newest of all
+        # A family that the primary GPU never measured still gets its run from elsewhere.
+        self.assertEqual(sd.pick_run(runs, "encoder", "GPU C").name, "b")
+        ladder = (self.out / "tables" / "encoder_ladder.md").read_text()
+        self.assertIn("run-a2", ladder)
+        self.assertNotIn("run-b", ladder)
+
+    def test_speedups_within_each_run_and_whether_they_hold(self):
+        table = (self.out / "tables" / "gpus_ratios.md").read_text()
+        lines = [l for l in table.splitlines() if l.startswith("| encoder")]
+        # Batch 1 vs the graph: A 690 / 410 = 1.68x, B 700 / 800 = 0.88x: changes sides.
+        self.assertIn("| encoder | vit_b, 224 px, batch 1 | timm in a CUDA graph | GPU A (synthetic) | "
+                      "e6_best: 410 us | pytorch_timm_graph: 690 us | 1.68x | 1,980 / 1,980 | - |", lines)
+        self.assertIn("| encoder | vit_b, 224 px, batch 1 | timm in a CUDA graph | GPU B (synthetic) | "
+                      "e6_best: 800 us | pytorch_timm_graph: 700 us | 0.88x | 1,980 / 1,980 | "
+                      "no: faster on one GPU only |", lines)
+        # Batch 32: 3310 / 2500 = 1.324x on A, 3442.4 / 2600 = 1.324x on B: holds.
+        self.assertTrue(any("batch 32" in l and "GPU B (synthetic)" in l and l.endswith("| yes |")
+                            for l in lines), lines)
+        # Batch 256: 26000 / 18000 = 1.44x on A, 21000 / 20000 = 1.05x on B: direction only.
+        self.assertTrue(any("batch 256 | timm in a CUDA graph | GPU B" in l and "1.05x" in l
+                            and "1,500 / 1,750" in l and l.endswith("| direction only |")
+                            for l in lines), lines)
+        text = (self.out / "text" / "gpus_findings.md").read_text()
+        self.assertIn("Of 5 comparisons timed on both GPU A (synthetic) and GPU B (synthetic), ", text)
+        self.assertIn("recorded 1,600 MHz for e6_best and 1,900 MHz for timm in a CUDA graph on GPU A "
+                      "(synthetic), 1,500 and 1,750 MHz on GPU B (synthetic)", text)
+        self.assertTrue((self.out / "figures" / "gpus_speedups.png").is_file())
+
+    def test_one_gpu_only_says_so(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = hand_made_encoder(Path(d) / "results" / "r")
+            res = build("--results", run.parent, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            readme = (Path(d) / "out" / "README.md").read_text()
+            self.assertIn("*Table `gpus_ratios` not produced: every committed run was measured on "
+                          "one GPU (NVIDIA H200 (synthetic)).*", readme)
+
+
+class Parity(unittest.TestCase):
+    def test_parity_table_from_the_run_folder(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = hand_made_encoder(Path(d) / "r")
+            (run / "timm_parity_384").mkdir()
+            (run / "timm_parity_384" / "parity.json").write_text(json.dumps({
+                "image_size": 384, "images": 256, "version": "e6_best",
+                "logits_rel_l2_vs_timm_fp16": 0.00165, "timm_fp16_vs_fp32_rel_l2": 0.00152,
+                "max_abs_logit_difference": 0.00406, "decisive_images": 205,
+                "top1_agreement_decisive": 1.0, "top1_agreement_all": 0.996, "passed": True,
+                "gpu": "NVIDIA H200 (synthetic)", "timm": "1.0.29",
+                "criteria": {"rel_l2_max": 0.01, "agreement_min": 0.99, "margin_factor": 10.0}}))
+            out = Path(d) / "out"
+            res = build("--run", run, "--out", out)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            table = (out / "tables" / "encoder_parity.md").read_text()
+            self.assertIn("| 384 | 256 | e6_best | 1.65e-03 | 1.52e-03 | 0.0041 | 100.0% of 205 | "
+                          "99.6% | passed |", table)
+            (run / "timm_parity_384" / "parity.json").write_text("{}")
+            res = build("--run", run, "--out", out)
+            self.assertEqual(res.returncode, 2)
+            self.assertIn("timm_parity_384/parity.json: not a parity result", res.stderr)
 
 
 if __name__ == "__main__":

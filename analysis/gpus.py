@@ -1,0 +1,259 @@
+# %% [markdown]
+# # Across GPUs: which of the study's ratios hold on another GPU
+#
+# The family sections of the report are measured on one GPU (the one most run folders were
+# measured on, `study_data.primary_gpu`). Runs on other GPUs (for example `./study run` on an
+# H100) are set beside it here: for each of the study's key comparisons (a fastest version
+# against a library or PyTorch anchor, at one shape) the speedup is computed inside each GPU's
+# own run, then the speedups are compared. No ratio ever divides a time of one GPU by a time
+# of another. Runs on its own (`MPLBACKEND=Agg /usr/bin/python3 analysis/gpus.py [--results
+# ROOT] [--out DIR]`) or from `report/build.py`, which hands it `STUDY_CONTEXT`.
+
+# %%
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+if "STUDY_CONTEXT" not in globals():
+    matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
+import study_data as sd
+
+ctx = sd.notebook_context("gpus", globals())
+runs, used = ctx.runs, ctx.used
+sd.apply_style()
+
+HOLDS_WITHIN = 0.10   # a ratio "holds" on another GPU when it is within 10% and on the same side of 1
+HIDDEN = 768
+# Versions that do not compute the family's operation (timing references only).
+NOT_THE_OPERATION = {"gemm_only", "pingpong_gemm_only", "cpu_baseline"}
+
+
+@dataclass
+class Comparison:
+    family: str
+    shape: str            # in words
+    match: dict           # column -> value the rows must have (rows: sd.rows_of)
+    against: list         # the faster of these (present in both GPUs' runs) is the reference
+    against_label: str
+    ours: list | None = None   # None: the fastest own version that both runs timed there
+
+
+def vit_b_224(batch):
+    return dict(model="vit_b", image_size=224, batch=batch)
+
+
+COMPARISONS = (
+    [Comparison("patch_embed", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_patchify_linear"],
+                "PyTorch patchify + F.linear") for b in (1, 32)]
+    + [Comparison("patch_embed", "vit_b, 224 px, batch 32", vit_b_224(32), ["pytorch_conv2d"],
+                  "PyTorch F.conv2d")]
+    + [Comparison("layernorm", f"{r} x 768", dict(rows=r, hidden=HIDDEN), ["pytorch_layer_norm_graph"],
+                  "PyTorch F.layer_norm (graph)") for r in (6304, 50432)]
+    + [Comparison("layernorm", "50432 x 768", dict(rows=50432, hidden=HIDDEN), ["cudnn"], "cuDNN")]
+    + [Comparison("attention", f"batch 32, {n} tokens, 12 heads", dict(batch=32, tokens=n, heads=12),
+                  ["cudnn_sdpa", "pytorch_sdpa_cudnn_graph"], "the best cuDNN SDPA")
+       for n in (197, 577, 1025)]
+    + [Comparison("mlp", f"{r} x 768", dict(rows=r, hidden=HIDDEN), ["gemm_only"],
+                  "the two plain GEMMs (gemm_only)") for r in (6304, 50432)]
+    + [Comparison("mlp", f"{r} x 768", dict(rows=r, hidden=HIDDEN), ["pytorch_mlp_graph"],
+                  "PyTorch MLP (graph)") for r in (6304, 50432)]
+    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm_graph"],
+                  "timm in a CUDA graph", ours=["e6_best"]) for b in (1, 32, 256)]
+    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm"],
+                  "timm eager", ours=["e6_best"]) for b in (1, 256)]
+)
+
+
+def at_shape(run, c):
+    """The run's timed rows of the comparison's family at its shape (full models only)."""
+    d = run.ok(c.family)
+    if "rows" in c.match:
+        d = d.assign(rows=sd.rows_of(d))
+    for k, v in c.match.items():
+        d = d[d[k] == v]
+    if c.family == "encoder":
+        d = d[~d["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
+        d = d[d["streams"].fillna(1) == 1]
+    return d
+
+
+def medians(d):
+    """Median across rounds per version, and the median SM clock its rows recorded."""
+    if d.empty:
+        return pd.DataFrame(columns=["median_us", "sm_mhz"])
+    return d.groupby("version").agg(median_us=("median_us", "median"),
+                                    sm_mhz=("sm_clock_mhz", "median"))
+
+
+def compare(c, run_a, run_b):
+    """[(fastest, its us, reference, its us, speedup, sm_mhz)] for runs a and b, each within its
+    own run; None when either run lacks the versions at that shape. Both runs use one L2
+    setting (the first both have, flushed preferred) and the same candidate versions."""
+    da, db = at_shape(run_a, c), at_shape(run_b, c)
+    flushes = [f for f in (1.0, 0.0) if (da["flush_l2"] == f).any() and (db["flush_l2"] == f).any()]
+    if not flushes:
+        return None
+    ma = medians(da[da["flush_l2"] == flushes[0]])
+    mb = medians(db[db["flush_l2"] == flushes[0]])
+    both = set(ma.index) & set(mb.index)
+    refs = [v for v in c.against if v in both]
+    if c.ours is not None:
+        ours = [v for v in c.ours if v in both]
+    else:
+        ours = [v for v in both if sd.is_own(v) and v not in NOT_THE_OPERATION]
+    if not refs or not ours:
+        return None
+    out = []
+    for m in (ma, mb):
+        fastest = min(ours, key=lambda v: m.at[v, "median_us"])
+        ref = min(refs, key=lambda v: m.at[v, "median_us"])
+        out.append((fastest, m.at[fastest, "median_us"], ref, m.at[ref, "median_us"],
+                    m.at[ref, "median_us"] / m.at[fastest, "median_us"], m.at[fastest, "sm_mhz"],
+                    m.at[ref, "sm_mhz"]))
+    return out
+
+
+def holds(sa, sb):
+    if (sa >= 1) != (sb >= 1):
+        return "no: " + ("faster" if sa >= 1 else "slower") + " on one GPU only"
+    return "yes" if abs(sb / sa - 1) <= HOLDS_WITHIN else "direction only"
+
+
+def fmt_time(us):
+    return "-" if not np.isfinite(us) else (f"{us / 1000:.2f} ms" if us >= 1000 else f"{sd.fmt_us(us)} us")
+
+
+def short_gpu(g):
+    return g.removeprefix("NVIDIA ")
+
+
+# %% [markdown]
+# ## The comparisons on each GPU, side by side
+
+# %%
+primary = sd.primary_gpu(runs)
+gpus = sorted({sd.gpu_of(r) for r in runs} - {primary})
+KINDS = {"gpus_ratios": "table", "gpus_speedups": "figure", "gpus_findings": "text"}
+
+
+def mhz(a, b):
+    if not np.isfinite(a):
+        return "-"
+    return f"{a:,.0f} / {b:,.0f}" if np.isfinite(b) else f"{a:,.0f}"
+
+
+rows, used_runs = [], {}
+for g in gpus:
+    on_g = [r for r in runs if sd.gpu_of(r) == g]
+    for i, c in enumerate(COMPARISONS):
+        run_a, run_b = used.get(c.family), sd.pick_run(on_g, c.family)
+        if run_a is None or run_b is None or sd.gpu_of(run_a) != primary:
+            continue
+        res = compare(c, run_a, run_b)
+        if res is None:
+            continue
+        used_runs.setdefault(primary, {})[run_a.name] = run_a
+        used_runs.setdefault(g, {})[run_b.name] = run_b
+        for gpu, (fastest, t, ref, rt, speedup, clk, rclk) in zip((primary, g), res):
+            rows.append({"order": i, "pair": g, "gpu": gpu, "component": c.family, "shape": c.shape,
+                         "against": c.against_label, "fastest": f"{fastest}: {fmt_time(t)}",
+                         "reference": f"{ref}: {fmt_time(rt)}", "speedup": speedup,
+                         "SM MHz": mhz(clk, rclk), "clk": clk, "rclk": rclk})
+cmp_df = pd.DataFrame(rows)
+if not gpus or cmp_df.empty:
+    why = (f"every committed run was measured on one GPU ({primary})" if not gpus else
+           f"no comparison has rows on both {primary} and {', '.join(gpus)} at the same shape")
+    for name, kind in KINDS.items():
+        ctx.missing(kind, name, why)
+else:
+    # A comparison holds on another GPU when its speedup is on the same side of 1 there and
+    # within HOLDS_WITHIN of the primary GPU's.
+    base = cmp_df[cmp_df["gpu"] == primary].drop_duplicates("order").set_index("order")["speedup"]
+    cmp_df["holds"] = [("-" if gpu == primary else holds(base[o], s))
+                       for gpu, o, s in zip(cmp_df["gpu"], cmp_df["order"], cmp_df["speedup"])]
+    shown = cmp_df.drop_duplicates(["order", "gpu"]).sort_values(["order", "gpu"], key=lambda col: (
+        col if col.name != "gpu" else col.map(lambda x: (x != primary, x))))
+    provs = "; ".join(f"{short_gpu(g)}: " + ", ".join(f"run folder {n} ({r.provenance()})"
+                                                     for n, r in used_runs[g].items())
+                      for g in [primary] + [x for x in gpus if x in used_runs])
+    table = shown[["component", "shape", "against", "gpu", "fastest", "reference", "speedup",
+                   "SM MHz", "holds"]].assign(gpu=shown["gpu"].map(short_gpu))
+    ctx.table("gpus_ratios", sd.markdown_table(table, {"speedup": sd.fmt_ratio}),
+              f"The study's key comparisons on every GPU with committed runs, each computed inside "
+              f"one run of one GPU: the fastest version (of those both GPUs' runs timed at that "
+              f"shape; median across rounds) and its time, the reference and its time, the speedup "
+              f"(reference time / fastest time; above 1 = faster), and the median SM clock the two "
+              f"rows recorded (fastest / reference). 'holds' (on a GPU other than "
+              f"{short_gpu(primary)}, whose runs the report's sections use): the speedup is on the "
+              f"same side of 1 as on {short_gpu(primary)} and within {HOLDS_WITHIN:.0%} of it "
+              f"('direction only': same side, further apart). No ratio mixes two GPUs' rows. "
+              f"{provs}.")
+
+    order = [primary] + gpus
+    labels = [f"{c}: {s} vs {a}" for c, s, a in
+              shown.drop_duplicates("order")[["component", "shape", "against"]].itertuples(index=False)]
+    keys = list(shown.drop_duplicates("order")["order"])
+    y = np.arange(len(keys))
+    h = 0.8 / len(order)
+    fig, ax = plt.subplots(figsize=(8.5, 0.3 * len(keys) * max(1, len(order) / 2) + 1.8))
+    for j, g in enumerate(order):
+        s = shown[shown["gpu"] == g].set_index("order")["speedup"].reindex(keys)
+        ax.barh(y - 0.4 + h * (j + 0.5), s, height=h, label=short_gpu(g))
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup over the reference (reference time / fastest time, within one run)")
+    sd.legend_outside(ax)
+    sd.titled(fig, "Key speedups per GPU, each within one run", " vs ".join(map(short_gpu, order)))
+    fig.tight_layout()
+    ctx.figure("gpus_speedups", fig,
+               f"Speedup of the fastest version over its reference per comparison, one bar per "
+               f"GPU, each computed within that GPU's run (log x; the line at 1 marks parity). "
+               f"{provs}.")
+
+    sentences = []
+    p = short_gpu(primary)
+    for g in gpus:
+        d = cmp_df[cmp_df["gpu"] == g]
+        if d.empty:
+            continue
+        o = short_gpu(g)
+        n, n_yes = len(d), int((d["holds"] == "yes").sum())
+        n_dir = int((d["holds"] == "direction only").sum())
+        flips = d[d["holds"].str.startswith("no")]
+        sentences.append(
+            f"Of {n} comparisons timed on both {p} and {o}, {n_yes} hold within "
+            f"{HOLDS_WITHIN:.0%} on {o}, {n_dir} keep their direction only, and {len(flips)} "
+            f"change sides of 1.")
+        for _, r in flips.iterrows():
+            sentences.append(
+                f"{r['component']} at {r['shape']} against {r['against']}: "
+                f"{sd.faster_or_slower(base[r['order']])} on {p}, "
+                f"{sd.faster_or_slower(r['speedup'])} on {o}.")
+        apart = d[d["holds"] == "direction only"]
+        if len(apart):
+            sentences.append(f"Same direction on {o}, more than {HOLDS_WITHIN:.0%} apart: " + "; ".join(
+                f"{r['component']} at {r['shape']} against {r['against']} "
+                f"({sd.fmt_ratio(base[r['order']])} on {p}, {sd.fmt_ratio(r['speedup'])} on {o})"
+                for _, r in apart.iterrows()) + ".")
+        big = cmp_df[(cmp_df["pair"] == g) & (cmp_df["component"] == "encoder")
+                     & cmp_df["shape"].str.endswith("batch 256")
+                     & (cmp_df["against"] == "timm in a CUDA graph")]
+        clocks = {r["gpu"]: (r["clk"], r["rclk"]) for _, r in big.iterrows()}
+        if len(clocks) == 2 and all(np.isfinite(v).all() for v in clocks.values()):
+            (ca, cra), (cb, crb) = clocks[primary], clocks[g]
+            sentences.append(
+                f"At batch 256 the whole ViT runs below the top SM clock: the rows recorded "
+                f"{ca:,.0f} MHz for e6_best and {cra:,.0f} MHz for timm in a CUDA graph on {p}, "
+                f"{cb:,.0f} and {crb:,.0f} MHz on {o}. The clock depends on the code as well as the "
+                f"GPU, so the batch-256 speedups above carry their clocks beside them.")
+    ctx.text("gpus_findings", sentences)
+cmp_df

@@ -1,5 +1,5 @@
 // The wgmma main loop of the implicit-GEMM patch embeddings (v7_implicit_wgmma,
-// v8_balanced_tiles, v9_pos_first): implicit_gemm.cuh's loader and token-row epilogue around
+// v8_balanced_tiles, v9_pos_first, v10_round_tiles): implicit_gemm.cuh's loader and token-row epilogue around
 // Hopper's warpgroup MMA, for a 128 x kBN block tile (kBN = 128, 96 or 64). The versions differ
 // in which kBN a shape gets and in the order of the epilogue's reads.
 //
@@ -159,12 +159,15 @@ void launch_n_tile(const char* version, int n_tile, const Params& p, cudaStream_
     launch<64, kPosFirst>(p, stream);
 }
 
-// v8_balanced_tiles and v9_pos_first: the N tile picked per shape (balanced_tiles::pick), or
-// forced (n_tile > 0, the GPU suite's launch_v8/v9_with_n_tile).
+// v8_balanced_tiles, v9_pos_first and v10_round_tiles: the N tile picked per shape by `pick`
+// (balanced_tiles::pick or pick_by_rounds), or forced (n_tile > 0, the GPU suite's
+// launch_v*_with_n_tile).
+using TilePick = int (*)(long long m_tiles, int hidden, int sms);
 template <bool kPosFirst>
-void launch_balanced(const char* version, const Problem& pr, const Args& a, cudaStream_t stream, int n_tile = 0) {
+void launch_balanced(const char* version, const Problem& pr, const Args& a, cudaStream_t stream, int n_tile = 0,
+                     TilePick pick = balanced_tiles::pick) {
   const Params p = checked_params(version, pr, a);
-  if (n_tile <= 0) n_tile = balanced_tiles::pick(m_tiles(p), p.hidden, study::sm_count());
+  if (n_tile <= 0) n_tile = pick(m_tiles(p), p.hidden, study::sm_count());
   launch_n_tile<kPosFirst>(version, n_tile, p, stream);
 }
 

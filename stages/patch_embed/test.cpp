@@ -116,6 +116,8 @@ TEST_CASE("the balanced-tile versions are correct at every N tile they may pick"
     launch_with_tile = patch_embed::balanced_tiles::launch_v8_with_n_tile;
   else if (name == "v9_pos_first")
     launch_with_tile = patch_embed::balanced_tiles::launch_v9_with_n_tile;
+  else if (name == "v10_round_tiles")
+    launch_with_tile = patch_embed::balanced_tiles::launch_v10_with_n_tile;
   else
     return;
   // The pick depends on the GPU's SM count: at test shapes it is mostly the narrowest, so every
@@ -143,7 +145,7 @@ TEST_CASE("an odd hidden size is computed or refused as declared") {
   const std::string why = version().supports(p);
   const std::string name = STAGE_VERSION;
   if (name == "v5_im2col_gemm" || name == "v6_implicit_gemm" || name == "v7_implicit_wgmma" ||
-      name == "v8_balanced_tiles" || name == "v9_pos_first") {
+      name == "v8_balanced_tiles" || name == "v9_pos_first" || name == "v10_round_tiles") {
     CHECK(why.find("100") != std::string::npos);  // the reason names it: not a multiple of 8 / 64
   } else if (name == "cudnn" && !why.empty()) {
     MESSAGE("cuDNN refuses hidden 100: " << why);  // the library decides; a refusal says why

@@ -35,3 +35,25 @@ TEST_CASE("a GPU with enough SMs for one wave gets the narrowest tile, a single 
   CHECK(pick(49, 768, 10000) == 64);
   CHECK(pick(49, 768, 1) == 128);  // all widths do the same work on one SM: the tie goes wide
 }
+
+using patch_embed::balanced_tiles::pick_by_rounds;
+
+TEST_CASE("v10's pick counts rounds of 2 blocks per SM: the widest unless all fit in one round") {
+  // 132 SMs: 264 blocks per round. vit_b (hidden 768): 6 / 8 / 12 blocks per m tile.
+  // Batch 1-4 at 224 px (2-7 m tiles): every width one round: the narrowest.
+  CHECK(pick_by_rounds(m_tiles(1, 224), 768, 132) == 64);
+  CHECK(pick_by_rounds(m_tiles(4, 224), 768, 132) == 64);
+  // 224 px batch 16 (25 m tiles): 150 and 200 blocks are one round, 300 are two: 96.
+  CHECK(pick_by_rounds(m_tiles(16, 224), 768, 132) == 96);
+  // 224 px batch 32 (49): 294 / 392 / 588 blocks = 2 / 2 / 3 rounds: the widest of the two.
+  CHECK(pick_by_rounds(m_tiles(32, 224), 768, 132) == 128);
+  // Where v8's column count picked narrow and lost to 128 in the full sweep (v8's NOTES):
+  CHECK(pick_by_rounds(m_tiles(16, 384), 768, 132) == 128);   // v8: 64
+  CHECK(pick_by_rounds(m_tiles(256, 384), 768, 132) == 128);  // v8: 96 (27 vs 35 rounds)
+  CHECK(pick_by_rounds(m_tiles(256, 512), 768, 132) == 128);  // v8: 64 (47 vs 94 rounds)
+  CHECK(pick_by_rounds(m_tiles(64, 224), 768, 132) == 128);   // v8: 96 (3 rounds each)
+  // Only widths that divide hidden; none: 0.
+  CHECK(pick_by_rounds(392, 1024, 132) == 128);
+  CHECK(pick_by_rounds(2, 192, 132) == 64);  // vit_ti: 128 does not divide 192, one round: 64
+  CHECK(pick_by_rounds(392, 100, 132) == 0);
+}

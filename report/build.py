@@ -111,7 +111,7 @@ def build_cross_run(family: str, block: str, runs: list, used: dict, out_dir: Pa
 def build_family(family: str, block: str, runs: list, args, out_dir: Path):
     """Returns (markdown for the block, run used or None, the notebook's headline or None)."""
     clean_family_outputs(out_dir, family)
-    run = runs[0] if args.run_dir else sd.pick_run(runs, family, sd.primary_gpu(runs))
+    run = runs[0] if args.run_dir else sd.pick_run(runs, family, args.primary_gpu)
     if run is None or run.rows(family).empty:
         return no_data_note(family, args), None, None
     notebook = ANALYSIS / f"{family}.py"
@@ -324,6 +324,7 @@ def build(args) -> Path:
         runs = sd.load_runs(args.results)
         out_dir = Path(args.out or REPO / "report").resolve()
 
+    args.primary_gpu = sd.primary_gpu(runs)  # once: every family section picks its run on it
     used, pieces, pos, heads, cross = {}, [], 0, [], []
     for m in BLOCK.finditer(source):
         family, block = m.group(1), m.group(2)

@@ -99,17 +99,18 @@ struct Rows {
 // from overflow, and O and l share the stale reference, so the final O / l is unchanged.
 constexpr float kLazyLog2 = 8.f;
 
-// One 64-key tile of the online softmax: turns the scores s into P = exp2((s - m) * scale)
-// in place, updating the row maxima, the partial sums and (when a max grew) O. kRagged: the
-// sequence ends inside this tile after `valid` keys, the rest are masked to -inf.
-template <int kMTiles, bool kRagged>
-__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][8][4], Rows<kMTiles>& st, int valid,
+// One key tile of the online softmax (kNTiles n-tiles of 8 keys: 64 keys unless the tile is a
+// narrower last one): turns the scores s into P = exp2((s - m) * scale) in place, updating the
+// row maxima, the partial sums and (when a max grew) O. kRagged: the sequence ends inside this
+// tile after `valid` keys, the rest are masked to -inf.
+template <int kMTiles, bool kRagged, int kNTiles = 8>
+__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4], Rows<kMTiles>& st, int valid,
                                                float scale_log2, int lane) {
   if (kRagged) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < kNTiles; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           if (n * 8 + 2 * (lane & 3) + (i & 1) >= valid) s[mt][n][i] = -INFINITY;
@@ -123,7 +124,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kMTiles][8][4], Rows<k
     for (int hr = 0; hr < 2; ++hr) {
       float v = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < 8; ++n) v = fmaxf(v, fmaxf(s[mt][n][2 * hr], s[mt][n][2 * hr + 1]));
+      for (int n = 0; n < kNTiles; ++n) v = fmaxf(v, fmaxf(s[mt][n][2 * hr], s[mt][n][2 * hr + 1]));
       v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
       mx[mt][hr] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));  // finite: the tile has a valid key
     }
@@ -159,7 +160,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kMTiles][8][4], Rows<k
       const float shift = st.m[mt][hr] * scale_log2;
       float sum = 0.f;
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
+      for (int n = 0; n < kNTiles; ++n) {
         s[mt][n][2 * hr] = exp2_approx(fmaf(s[mt][n][2 * hr], scale_log2, -shift));
         s[mt][n][2 * hr + 1] = exp2_approx(fmaf(s[mt][n][2 * hr + 1], scale_log2, -shift));
         sum += s[mt][n][2 * hr] + s[mt][n][2 * hr + 1];
@@ -170,7 +171,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[kMTiles][8][4], Rows<k
 
 // P's A fragment (m16k16) for keys 16kk..16kk+15 of one m-tile: n-tiles 2kk and 2kk+1 of the
 // accumulator layout, packed to fp16.
-__device__ __forceinline__ void p_fragment(uint32_t (&a)[4], const float (&s)[8][4], int kk) {
+template <int kNTiles>
+__device__ __forceinline__ void p_fragment(uint32_t (&a)[4], const float (&s)[kNTiles][4], int kk) {
   a[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
   a[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
   a[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);

@@ -1,0 +1,240 @@
+// The flash kernel on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a) that v7_flash and
+// v8_exact_tail launch; they differ only in how wide the last key tile is computed.
+//
+// A block owns 128 query rows of one (batch, head): 2 warpgroups (4 warps each) of 64 rows.
+// Per 64-key tile and warpgroup, S = Q K^T is 4 wgmma m64n64k16 with both operands read by
+// the tensor cores straight from shared memory through descriptors (no ldmatrix, no operand
+// registers), the online softmax runs on the accumulators in registers exactly as in v7_flash_mma
+// (wgmma's per-warp accumulator layout is mma.sync's m16n8 layout), and O += P V is 4 wgmma
+// m64n64k16 with P from registers and V read transposed from shared memory. wgmma is
+// asynchronous: P V of tile j and S of tile j+1 are issued back to back and waited on once,
+// and the 4 warpgroups an SM holds interleave one's softmax with another's products. K and V
+// go through 3 shared-memory stages filled by cp.async, two tiles ahead of the products.
+// Tiles are 128-byte rows, 1024-byte aligned, in the 128-byte swizzle wgmma's descriptors
+// name (the same XOR layout v7_flash_mma uses for ldmatrix).
+//
+// The last key tile holds tokens - 64 * (tiles - 1) keys (5 of 64 at 197 tokens, 1 at 577 and
+// 1025). kTailKeys is the width its products run at: 64 computes it like every other tile
+// (v7_flash), 16/32/48 only the 16-key groups that hold a key (v8_exact_tail): S on a narrower
+// m64nN wgmma, and P V over fewer 16-key steps. Each width is its own instantiation, picked on
+// the host, so that no wgmma sits under a branch or leaves accumulators that only some paths
+// define (either makes ptxas serialize every wgmma of the kernel).
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <type_traits>
+#include "attention/attention.hpp"
+#include "attention/flash.cuh"
+#include "check.hpp"
+#include "sm90.cuh"
+
+namespace attention::flash_wgmma {
+
+using namespace flash;
+
+constexpr int kGroups = 2;                 // warpgroups per block
+constexpr int kGroupRows = 64;             // query rows per warpgroup: wgmma's M
+constexpr int kThreads = kGroups * 128, kRows = kGroups * kGroupRows;
+constexpr int kStages = 3;                 // K/V tiles in flight: j (P V), j+1 (S), j+2 (loading)
+constexpr int kTileBytes = kKeys * kD * 2;  // one 64 x 64 fp16 tile: 8 KB
+constexpr int kSmemBytes = (kGroups + 2 * kStages) * kTileBytes + 1024;  // +1024: alignment slack
+
+#ifdef STUDY_WGMMA
+// S = Q K^T for a tile of kN keys: 4 k-steps of 16 over head_dim (32 bytes along the swizzled
+// rows), one m64nN wgmma each.
+template <int kN>
+__device__ __forceinline__ void issue_scores(float (&s)[kN / 2], uint64_t q_desc, uint64_t k_desc) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) sm90::wgmma_ss<kN>(s, q_desc + 2 * ks, k_desc + 2 * ks, ks > 0);
+}
+
+// O += P V for a tile of kN keys: kN / 16 k-steps of 16 keys (2048 bytes of V rows each). Keys
+// of a ragged tile past the sequence end have P = 0 and zero-filled V rows. P's fragments are
+// packed before the caller's wgmma.fence.
+template <int kN>
+__device__ __forceinline__ void issue_values(float (&o)[32], const uint32_t (&p)[kN / 16][4], uint64_t v_desc) {
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk) sm90::wgmma_rs_n64_tb(o, p[kk], v_desc + kk * (2048 >> 4));
+}
+#endif  // STUDY_WGMMA
+
+// kOneTile: the sequence fits in one key tile (tokens <= 64), which is then the last one.
+// kExactTail names the version (v8_exact_tail or v7_flash), so that the two versions' kernels are
+// distinct symbols even where their widths agree.
+template <int kTailKeys, bool kOneTile, bool kExactTail>
+__global__ void __launch_bounds__(kThreads, 2)
+kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int heads, float scale_log2) {
+  static_assert(kTailKeys % 16 == 0 && kTailKeys >= 16 && kTailKeys <= kKeys, "16..64 keys by 16");
+#ifdef STUDY_WGMMA
+  using namespace sm90;
+  extern __shared__ unsigned char smem_raw[];
+  // Descriptors address the swizzle by absolute address bits: tiles must start 1024-aligned.
+  __half* smem = reinterpret_cast<__half*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
+  __half* q_s = smem;                          // [kGroups][64][64], later the output staging
+  __half* k_s = smem + kGroups * kKeys * kD;   // [kStages][64][64]
+  __half* v_s = k_s + kStages * kKeys * kD;    // [kStages][64][64]
+
+  // Warp-uniform by construction (a shuffle from lane 0): ptxas serializes every wgmma of a
+  // kernel that issues one under a branch it cannot prove uniform.
+  const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+  const HeadView head(qkv, out, tokens, heads);
+  const int stride = head.stride;
+  const __half *q_g = head.q, *k_g = head.k, *v_g = head.v;
+  const int row0 = blockIdx.x * kRows;
+  const int tiles = (tokens + kKeys - 1) / kKeys;
+  auto load_kv = [&](int j) {
+    load_tile<kKeys, kThreads>(k_s + j % kStages * kKeys * kD, k_g, stride, j * kKeys, tokens);
+    load_tile<kKeys, kThreads>(v_s + j % kStages * kKeys * kD, v_g, stride, j * kKeys, tokens);
+    cp_async_commit();
+  };
+  auto valid_keys = [&](int j) { return min(kKeys, tokens - j * kKeys); };
+
+  load_tile<kRows, kThreads>(q_s, q_g, stride, row0, tokens);
+  load_kv(0);  // one group with Q
+  if constexpr (kOneTile) {
+    cp_async_wait<0>();
+  } else {
+    load_kv(1);
+    cp_async_wait<1>();
+  }
+  fence_proxy_async();
+  __syncthreads();
+
+  // A warpgroup past the sequence end computes nothing but still loads and meets the barriers.
+  const int group_row0 = row0 + group * kGroupRows;
+  const bool active = group_row0 < tokens;
+  const uint64_t q_desc = tile_desc(smem_addr(q_s + group * kGroupRows * kD));
+  const uint64_t k_desc = tile_desc(smem_addr(k_s)), v_desc = tile_desc(smem_addr(v_s));
+  constexpr uint64_t kStageStep = kTileBytes >> 4;
+
+  float s[1][8][4];             // scores of a full tile
+  float s_tail[1][kTailKeys / 8][4];  // scores of the last tile
+  Rows<1> st;
+  st.init();
+  float(&s_flat)[32] = reinterpret_cast<float(&)[32]>(s);
+  float(&tail_flat)[kTailKeys / 2] = reinterpret_cast<float(&)[kTailKeys / 2]>(s_tail);
+  float(&o_flat)[32] = reinterpret_cast<float(&)[32]>(st.o);
+
+  if (active) {
+    wgmma_fence();
+    if constexpr (kOneTile)
+      issue_scores<kTailKeys>(tail_flat, q_desc, k_desc);
+    else
+      issue_scores<kKeys>(s_flat, q_desc, k_desc);
+    wgmma_commit();
+    wgmma_wait_all();
+    if constexpr (kOneTile)
+      reg_fence(tail_flat);
+    else
+      reg_fence(s_flat);
+  }
+
+  // One tile: softmax of its S `sc` (already complete), then its P V and, unless it is the last
+  // tile, the next tile's S, issued together and waited on once. kIsTail: this is the last
+  // tile (sc is s_tail, kTailKeys wide); kNextIsTail: the next one is (its S goes to s_tail).
+  auto step = [&](int j, auto& sc, auto is_tail, auto next_is_tail) {
+    constexpr bool kIsTail = decltype(is_tail)::value, kNextIsTail = decltype(next_is_tail)::value;
+    constexpr int kN = kIsTail ? kTailKeys : kKeys;
+    const int valid = valid_keys(j);
+    if (active) {
+      if (valid < kN)
+        online_softmax<1, true, kN / 8>(sc, st, valid, scale_log2, lane);
+      else
+        online_softmax<1, false, kN / 8>(sc, st, valid, scale_log2, lane);
+    }
+    if constexpr (!kIsTail) {
+      cp_async_wait<0>();  // tile j+1 (this thread's part)
+      fence_proxy_async();
+      __syncthreads();  // all of tile j+1 landed; every warpgroup is done with tile j-1
+      if (j + 2 < tiles) load_kv(j + 2);  // into tile j-1's stage
+    }
+    if (!active) return;
+    uint32_t p[kN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) p_fragment(p[kk], sc[0], kk);
+    reg_fence(o_flat);
+    wgmma_fence();  // P and the rescaled O were written (and S read) by ordinary instructions
+    issue_values<kN>(o_flat, p, v_desc + j % kStages * kStageStep);
+    wgmma_commit();
+    if constexpr (!kIsTail) {
+      if constexpr (kNextIsTail)
+        issue_scores<kTailKeys>(tail_flat, q_desc, k_desc + (j + 1) % kStages * kStageStep);
+      else
+        issue_scores<kKeys>(s_flat, q_desc, k_desc + (j + 1) % kStages * kStageStep);
+      wgmma_commit();
+    }
+    wgmma_wait_all();
+    if constexpr (kNextIsTail)
+      reg_fence(tail_flat);
+    else if constexpr (!kIsTail)
+      reg_fence(s_flat);
+    reg_fence(o_flat);
+  };
+  if constexpr (!kOneTile) {
+    for (int j = 0; j + 2 < tiles; ++j) step(j, s, std::false_type{}, std::false_type{});
+    step(tiles - 2, s, std::false_type{}, std::true_type{});
+  }
+  step(tiles - 1, s_tail, std::true_type{}, std::false_type{});
+  if (!active) return;
+
+  // Every wgmma of this warpgroup is complete; its Q rows become the output staging once all
+  // 4 warps are past their last wait.
+  if (group == 0)  // named barrier per warpgroup (0 is __syncthreads')
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else
+    asm volatile("bar.sync 2, 128;\n" ::: "memory");
+  const int warp_row0 = group * kGroupRows + 16 * warp;
+  store_rows(st, q_s + warp_row0 * kD, head.out, head.width, row0 + warp_row0, tokens, lane);
+#else
+  __trap();  // built without sm_90a: launch() refuses before getting here
+#endif
+}
+
+using Kernel = void (*)(const __half*, __half*, int, int, float);
+
+// The instantiation for a last tile of kTailKeys keys' width.
+template <int kTailKeys, bool kExactTail>
+Kernel pick(bool one_tile) {
+  return one_tile ? kernel<kTailKeys, true, kExactTail> : kernel<kTailKeys, false, kExactTail>;
+}
+
+inline std::string unavailable() { return sm90::wgmma_unavailable(); }
+
+inline std::string supports(const Problem& p) {
+  if (auto r = check_tiled(p); !r.empty()) return r;
+  return unavailable();
+}
+
+// Launches the kernel for problem p as version `name`, refusing what supports() refuses.
+// kExactTail: the last tile's products run at the width of its keys rounded up to 16
+// (v8_exact_tail); otherwise at 64 like every tile (v7_flash). Each version's file instantiates
+// only its own kernels.
+template <bool kExactTail>
+void launch(const Problem& p, const Args& a, cudaStream_t stream, const char* name) {
+  require_aligned(a, 16, name);
+  if (const auto why = supports(p); !why.empty())
+    throw study::StudyError(study::ErrorKind::Usage, std::string(name) + ": " + why);
+  const int tiles = (p.tokens + kKeys - 1) / kKeys;
+  const int tail = p.tokens - (tiles - 1) * kKeys;  // 1..64 keys
+  const int width = kExactTail ? (tail + 15) / 16 * 16 : kKeys;
+  const bool one_tile = tiles == 1;
+  Kernel k = pick<kKeys, kExactTail>(one_tile);
+  if constexpr (kExactTail) {
+    if (width == 16) k = pick<16, true>(one_tile);
+    if (width == 32) k = pick<32, true>(one_tile);
+    if (width == 48) k = pick<48, true>(one_tile);
+  }
+  // Each instantiation is its own kernel: its attributes are set once, on first use.
+  static std::once_flag configured[4][2];
+  std::call_once(configured[width / 16 - 1][one_tile], [k] {
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+  });
+  const dim3 grid = head_grid(p.tokens, p.heads, p.batch, kRows);
+  k<<<grid, kThreads, kSmemBytes, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2());
+  LAUNCH_CHECK();
+}
+
+}  // namespace attention::flash_wgmma

@@ -99,13 +99,16 @@ struct Rows {
 // from overflow, and O and l share the stale reference, so the final O / l is unchanged.
 constexpr float kLazyLog2 = 8.f;
 
-// One key tile of the online softmax (kNTiles n-tiles of 8 keys: 64 keys unless the tile is a
-// narrower last one): turns the scores s into P = exp2((s - m) * scale) in place, updating the
-// row maxima, the partial sums and (when a max grew) O. kRagged: the sequence ends inside this
-// tile after `valid` keys, the rest are masked to -inf.
+// One key tile of the online softmax, without touching O (kNTiles n-tiles of 8 keys: 64 keys
+// unless the tile is a narrower last one): turns the scores s into P = exp2((s - m) * scale) in
+// place and updates the row maxima and partial sums. Returns whether a reference max grew, in
+// which case O must still be scaled by `corr` (rescale_o) before the next P V adds to it; split
+// so that a kernel can run this while the previous tile's P V is still writing O. kRagged: the
+// sequence ends inside this tile after `valid` keys, the rest are masked to -inf.
 template <int kMTiles, bool kRagged, int kNTiles = 8>
-__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4], Rows<kMTiles>& st, int valid,
-                                               float scale_log2, int lane) {
+__device__ __forceinline__ bool softmax_scores(float (&s)[kMTiles][kNTiles][4], Rows<kMTiles>& st,
+                                               float (&corr)[kMTiles][2], int valid, float scale_log2,
+                                               int lane) {
   if (kRagged) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
@@ -129,26 +132,22 @@ __device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4], 
       mx[mt][hr] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));  // finite: the tile has a valid key
     }
 
-  // New reference maxima; O and the partial sums rescaled by exp2((m_old - m_new) * scale).
+  // New reference maxima; the partial sums (and later O) rescaled by exp2((m_old - m_new) * scale).
   bool grow = false;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) grow |= (mx[mt][hr] - st.m[mt][hr]) * scale_log2 > kLazyLog2;
-  if (__any_sync(0xffffffffu, grow)) {  // -inf reference on the first tile: always
+  const bool grew = __any_sync(0xffffffffu, grow);  // -inf reference on the first tile: always
+  if (grew) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
         const float m_new = fmaxf(st.m[mt][hr], mx[mt][hr]);
-        const float corr = exp2_approx((st.m[mt][hr] - m_new) * scale_log2);
+        corr[mt][hr] = exp2_approx((st.m[mt][hr] - m_new) * scale_log2);
         st.m[mt][hr] = m_new;
-        st.l[mt][hr] *= corr;
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          st.o[mt][n][2 * hr] *= corr;
-          st.o[mt][n][2 * hr + 1] *= corr;
-        }
+        st.l[mt][hr] *= corr[mt][hr];
       }
   }
 
@@ -167,6 +166,26 @@ __device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4], 
       }
       st.l[mt][hr] += sum;
     }
+  return grew;
+}
+
+// O *= corr, row by row: the rescale softmax_scores asked for.
+template <int kMTiles>
+__device__ __forceinline__ void rescale_o(Rows<kMTiles>& st, const float (&corr)[kMTiles][2]) {
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) st.o[mt][n][i] *= corr[mt][i / 2];
+}
+
+// One key tile of the online softmax: softmax_scores, then O rescaled where a max grew.
+template <int kMTiles, bool kRagged, int kNTiles = 8>
+__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4], Rows<kMTiles>& st, int valid,
+                                               float scale_log2, int lane) {
+  float corr[kMTiles][2];
+  if (softmax_scores<kMTiles, kRagged, kNTiles>(s, st, corr, valid, scale_log2, lane)) rescale_o(st, corr);
 }
 
 // P's A fragment (m16k16) for keys 16kk..16kk+15 of one m-tile: n-tiles 2kk and 2kk+1 of the

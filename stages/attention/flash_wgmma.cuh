@@ -1,5 +1,5 @@
-// The flash kernel on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a) that v7_flash and
-// v8_exact_tail launch; they differ only in how wide the last key tile is computed.
+// The flash kernel on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a) that v7_flash,
+// v8_exact_tail and v9_softmax_overlap launch (Variant below says how they differ).
 //
 // A block owns 128 query rows of one (batch, head): 2 warpgroups (4 warps each) of 64 rows.
 // Per 64-key tile and warpgroup, S = Q K^T is 4 wgmma m64n64k16 with both operands read by
@@ -58,10 +58,17 @@ __device__ __forceinline__ void issue_values(float (&o)[32], const uint32_t (&p)
 }
 #endif  // STUDY_WGMMA
 
-// kOneTile: the sequence fits in one key tile (tokens <= 64), which is then the last one.
-// kExactTail names the version (v8_exact_tail or v7_flash), so that the two versions' kernels are
-// distinct symbols even where their widths agree.
-template <int kTailKeys, bool kOneTile, bool kExactTail>
+// The versions built on this kernel, each a step on the one before.
+enum class Variant {
+  full_tail,       // v7_flash: every key tile computed 64 wide
+  exact_tail,      // v8_exact_tail: the last key tile at its own width
+  softmax_overlap  // v9_softmax_overlap: as v8, and a tile's softmax runs under the previous P V
+};
+constexpr bool exact_tail(Variant v) { return v != Variant::full_tail; }
+
+// kOneTile: the sequence fits in one key tile (tokens <= 64), which is then the last one. The
+// variant is a template parameter also so that each version's kernels are their own symbols.
+template <int kTailKeys, bool kOneTile, Variant kVariant>
 __global__ void __launch_bounds__(kThreads, 2)
 kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int heads, float scale_log2) {
   static_assert(kTailKeys % 16 == 0 && kTailKeys >= 16 && kTailKeys <= kKeys, "16..64 keys by 16");
@@ -131,17 +138,27 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
   }
 
   // One tile: softmax of its S `sc` (already complete), then its P V and, unless it is the last
-  // tile, the next tile's S, issued together and waited on once. kIsTail: this is the last
-  // tile (sc is s_tail, kTailKeys wide); kNextIsTail: the next one is (its S goes to s_tail).
+  // tile, the next tile's S. kIsTail: this is the last tile (sc is s_tail, kTailKeys wide);
+  // kNextIsTail: the next one is (its S goes to s_tail).
+  // v7/v8: the softmax runs with nothing of this warpgroup in flight, then P V(j) and S(j+1) are
+  // issued together and both waited on.
+  // v9: S(j+1) is issued first and only it is waited on, so P V(j) is still running when the
+  // softmax of tile j+1 starts; O's rescale (which P V writes) and P's registers (which P V
+  // reads) wait for it, as does the barrier after which tile j's K/V stage is refilled.
+  constexpr bool kOverlap = kVariant == Variant::softmax_overlap;
   auto step = [&](int j, auto& sc, auto is_tail, auto next_is_tail) {
     constexpr bool kIsTail = decltype(is_tail)::value, kNextIsTail = decltype(next_is_tail)::value;
     constexpr int kN = kIsTail ? kTailKeys : kKeys;
     const int valid = valid_keys(j);
     if (active) {
-      if (valid < kN)
-        online_softmax<1, true, kN / 8>(sc, st, valid, scale_log2, lane);
-      else
-        online_softmax<1, false, kN / 8>(sc, st, valid, scale_log2, lane);
+      float corr[1][2];
+      const bool grew = valid < kN ? softmax_scores<1, true, kN / 8>(sc, st, corr, valid, scale_log2, lane)
+                                   : softmax_scores<1, false, kN / 8>(sc, st, corr, valid, scale_log2, lane);
+      if constexpr (kOverlap) {
+        wgmma_wait_all();  // P V(j-1): done writing O and reading P and its V stage
+        reg_fence(o_flat);
+      }
+      if (grew) rescale_o(st, corr);
     }
     if constexpr (!kIsTail) {
       cp_async_wait<0>();  // tile j+1 (this thread's part)
@@ -155,21 +172,26 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
     for (int kk = 0; kk < kN / 16; ++kk) p_fragment(p[kk], sc[0], kk);
     reg_fence(o_flat);
     wgmma_fence();  // P and the rescaled O were written (and S read) by ordinary instructions
-    issue_values<kN>(o_flat, p, v_desc + j % kStages * kStageStep);
-    wgmma_commit();
-    if constexpr (!kIsTail) {
+    auto issue_next_scores = [&] {
       if constexpr (kNextIsTail)
         issue_scores<kTailKeys>(tail_flat, q_desc, k_desc + (j + 1) % kStages * kStageStep);
       else
         issue_scores<kKeys>(s_flat, q_desc, k_desc + (j + 1) % kStages * kStageStep);
       wgmma_commit();
-    }
-    wgmma_wait_all();
+    };
+    if constexpr (kOverlap && !kIsTail) issue_next_scores();
+    issue_values<kN>(o_flat, p, v_desc + j % kStages * kStageStep);
+    wgmma_commit();
+    if constexpr (!kOverlap && !kIsTail) issue_next_scores();
+    if constexpr (kOverlap && !kIsTail)
+      wgmma_wait<1>();  // S(j+1) only: P V(j) runs on under the next softmax
+    else
+      wgmma_wait_all();
     if constexpr (kNextIsTail)
       reg_fence(tail_flat);
     else if constexpr (!kIsTail)
       reg_fence(s_flat);
-    reg_fence(o_flat);
+    if constexpr (!kOverlap || kIsTail) reg_fence(o_flat);
   };
   if constexpr (!kOneTile) {
     for (int j = 0; j + 2 < tiles; ++j) step(j, s, std::false_type{}, std::false_type{});
@@ -194,9 +216,9 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
 using Kernel = void (*)(const __half*, __half*, int, int, float);
 
 // The instantiation for a last tile of kTailKeys keys' width.
-template <int kTailKeys, bool kExactTail>
+template <int kTailKeys, Variant kVariant>
 Kernel pick(bool one_tile) {
-  return one_tile ? kernel<kTailKeys, true, kExactTail> : kernel<kTailKeys, false, kExactTail>;
+  return one_tile ? kernel<kTailKeys, true, kVariant> : kernel<kTailKeys, false, kVariant>;
 }
 
 inline std::string unavailable() { return sm90::wgmma_unavailable(); }
@@ -207,23 +229,22 @@ inline std::string supports(const Problem& p) {
 }
 
 // Launches the kernel for problem p as version `name`, refusing what supports() refuses.
-// kExactTail: the last tile's products run at the width of its keys rounded up to 16
-// (v8_exact_tail); otherwise at 64 like every tile (v7_flash). Each version's file instantiates
-// only its own kernels.
-template <bool kExactTail>
+// With an exact tail the last tile's products run at the width of its keys rounded up to 16;
+// otherwise at 64 like every tile. Each version's file instantiates only its own kernels.
+template <Variant kVariant>
 void launch(const Problem& p, const Args& a, cudaStream_t stream, const char* name) {
   require_aligned(a, 16, name);
   if (const auto why = supports(p); !why.empty())
     throw study::StudyError(study::ErrorKind::Usage, std::string(name) + ": " + why);
   const int tiles = (p.tokens + kKeys - 1) / kKeys;
   const int tail = p.tokens - (tiles - 1) * kKeys;  // 1..64 keys
-  const int width = kExactTail ? (tail + 15) / 16 * 16 : kKeys;
+  const int width = exact_tail(kVariant) ? (tail + 15) / 16 * 16 : kKeys;
   const bool one_tile = tiles == 1;
-  Kernel k = pick<kKeys, kExactTail>(one_tile);
-  if constexpr (kExactTail) {
-    if (width == 16) k = pick<16, true>(one_tile);
-    if (width == 32) k = pick<32, true>(one_tile);
-    if (width == 48) k = pick<48, true>(one_tile);
+  Kernel k = pick<kKeys, kVariant>(one_tile);
+  if constexpr (exact_tail(kVariant)) {
+    if (width == 16) k = pick<16, kVariant>(one_tile);
+    if (width == 32) k = pick<32, kVariant>(one_tile);
+    if (width == 48) k = pick<48, kVariant>(one_tile);
   }
   // Each instantiation is its own kernel: its attributes are set once, on first use.
   static std::once_flag configured[4][2];

@@ -40,8 +40,9 @@ Composition with(Composition c, bool arena, bool graph, int streams, bool fused)
 
 // Fastest first, as measured in the committed runs (report sections 1-4); versions this build
 // or GPU cannot run are passed over in order. mlp: cuBLASLt's epilogues are faster than our
-// ping-pong GEMM at every measured size. patch_embed: v9_pos_first is the fastest version at
-// batch 1 and 256 and level with v8_balanced_tiles at 32.
+// ping-pong GEMM at every measured size. patch_embed: v10_round_tiles is level with v9_pos_first
+// at 224 px and up to 36% faster at 384 and 512 px (its NOTES). attention: v9_softmax_overlap is
+// the fastest at 197, 577 and 1025 tokens.
 struct Preference {
   const char* family;
   std::vector<const char*> order;
@@ -49,9 +50,10 @@ struct Preference {
 const std::vector<Preference>& preferences() {
   static const std::vector<Preference> p = {
       {"patch_embed",
-       {"v9_pos_first", "v8_balanced_tiles", "v7_implicit_wgmma", "v6_implicit_gemm", "v5_im2col_gemm", "cudnn"}},
+       {"v10_round_tiles", "v9_pos_first", "v8_balanced_tiles", "v7_implicit_wgmma", "v6_implicit_gemm",
+        "v5_im2col_gemm", "cudnn"}},
       {"layernorm", {"v5_unrolled", "v4_vectorized", "v2_cub"}},
-      {"attention", {"v7_flash", "v7_flash_mma", "cudnn_sdpa"}},
+      {"attention", {"v9_softmax_overlap", "v8_exact_tail", "v7_flash", "v7_flash_mma", "cudnn_sdpa"}},
       {"mlp", {"fused_epilogue", "pingpong_epilogue"}},
   };
   return p;

@@ -8,7 +8,7 @@ namespace attention {
 namespace {
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  flash_wgmma::launch</*kExactTail=*/false>(p, a, stream, "v7_flash");
+  flash_wgmma::launch<flash_wgmma::Variant::full_tail>(p, a, stream, "v7_flash");
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace attention {
 namespace {
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  flash_wgmma::launch</*kExactTail=*/true>(p, a, stream, "v8_exact_tail");
+  flash_wgmma::launch<flash_wgmma::Variant::exact_tail>(p, a, stream, "v8_exact_tail");
 }
 
 }  // namespace

@@ -1,0 +1,18 @@
+// v9_softmax_overlap: v8_exact_tail with each key tile's softmax run while the previous tile's
+// P V is still on the tensor cores: S(j+1) is issued before P V(j) and only it is waited on, and
+// the wait for P V(j) moves after the softmax of tile j+1 (flash_wgmma.cuh, Variant).
+#include "attention/flash_wgmma.cuh"
+
+namespace attention {
+namespace {
+
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  flash_wgmma::launch<flash_wgmma::Variant::softmax_overlap>(p, a, stream, "v9_softmax_overlap");
+}
+
+}  // namespace
+
+extern const Version v9_softmax_overlap{"v9_softmax_overlap", flash_wgmma::supports, launch,
+                                        flash_wgmma::unavailable};
+
+}  // namespace attention

@@ -28,7 +28,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 log "building"
 ninja -C "$BUILD" -k 0 >> "$OUT/build.log" 2>&1 || { grep -E "FAILED|error" "$OUT/build.log" | head -20; log "some targets failed to build (build.log)"; }
-grep -A6 "^  Study" "$OUT/build.log" || true
+grep -A8 "^  Study" "$OUT/build.log" || true
 
 if [ "${STUDY_TESTS:-1}" = 1 ]; then
   log "tests"

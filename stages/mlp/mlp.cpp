@@ -1,17 +1,18 @@
 #include "mlp/mlp.hpp"
 #include "check.hpp"
+#include "cutlass_gemm.hpp"
 #include "registry.hpp"
 
 namespace mlp {
 
 // Each version's kernel file defines its Version object.
 extern const Version unfused, unfused_graph, fused_epilogue, handwritten_epilogue, gemm_only,
-    pingpong_epilogue, pingpong_gemm_only;
+    pingpong_epilogue, pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf;
 
 const std::vector<Version>& versions() {
   static const std::vector<Version> all = {unfused, unfused_graph, fused_epilogue,
                                            handwritten_epilogue, gemm_only, pingpong_epilogue,
-                                           pingpong_gemm_only};
+                                           pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf};
   return all;
 }
 
@@ -32,6 +33,20 @@ std::string check_common(const Problem& p) {
   if (p.hidden <= 0) return "hidden must be positive";
   if (p.mlp_hidden <= 0) return "mlp_hidden must be positive";
   return {};
+}
+
+std::string cutlass_supports(const Problem& p) {
+  if (auto r = check_common(p); !r.empty()) return r;
+  if (p.hidden % 8 || p.mlp_hidden % 8) return "hidden and mlp_hidden must be multiples of 8 (16-byte rows for TMA)";
+  return study::cutlass_gemm::unavailable();
+}
+
+void cutlass_launch(const Problem& p, const Args& a, bool erf_gelu, cudaStream_t stream) {
+  namespace cg = study::cutlass_gemm;
+  cg::run({p.rows, p.mlp_hidden, p.hidden}, erf_gelu ? cg::Activation::GeluErf : cg::Activation::GeluTanh,
+          {a.x, a.fc1_w, a.h, a.fc1_b}, stream);
+  cg::run({p.rows, p.hidden, p.mlp_hidden}, cg::Activation::None, {a.h, a.fc2_w, a.y, a.fc2_b, residual_of(a)},
+          stream);
 }
 
 }  // namespace mlp

@@ -1,0 +1,337 @@
+// The CUTLASS GEMM layer: validation, the per-shape search over the compiled kernels, and the
+// in-memory and on-disk record of its choices (cutlass_gemm.hpp). Host code only; the kernels
+// live in cutlass_gemm_<epilogue>.cu.
+#include "cutlass_gemm.hpp"
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include "check.hpp"
+#include "cutlass_gemm_kernels.cuh"
+#include "gpu.hpp"
+#include "sm90.cuh"
+
+namespace study::cutlass_gemm {
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::None: return "none";
+    case Activation::GeluTanh: return "gelu_tanh";
+    case Activation::GeluErf: return "gelu_erf";
+  }
+  return "?";
+}
+
+namespace {
+
+bool parse_activation(const std::string& s, Activation& a) {
+  for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
+    if (s == activation_name(c)) {
+      a = c;
+      return true;
+    }
+  return false;
+}
+
+using detail::KernelEntry;
+using detail::Launch;
+
+const std::vector<KernelEntry>& kernels_for(Activation act, bool residual) {
+  if (residual) {
+    if (act != Activation::None)
+      throw StudyError(ErrorKind::Usage, "cutlass_gemm: a residual after an activation has no kernel "
+                                         "(the encoder adds residuals to a bias-only product)");
+    return detail::kernels_bias_residual();
+  }
+  switch (act) {
+    case Activation::GeluTanh: return detail::kernels_gelu_tanh();
+    case Activation::GeluErf: return detail::kernels_gelu_erf();
+    default: return detail::kernels_bias();
+  }
+}
+
+const KernelEntry* find_kernel(const std::vector<KernelEntry>& kernels, const std::string& name) {
+  for (const auto& k : kernels)
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
+std::string gpu_id(int device) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return std::string(prop.name) + "/" + std::to_string(prop.multiProcessorCount);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+std::string shape_text(const GemmShape& s) {
+  return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+}
+
+// Median of `reps` timed runs (after one warm-up), microseconds; infinity if a run fails.
+float time_kernel(const KernelEntry& k, const Launch& l, cudaStream_t stream, int reps) {
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> ms(reps);
+  bool ran = true;
+  for (int r = -1; r < reps && ran; ++r) {
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    ran = k.run(l, stream) == cudaSuccess;
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[r], start, stop));
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (!ran) {
+    (void)cudaGetLastError();  // a refused launch leaves no sticky error; clear the last one
+    return INFINITY;
+  }
+  std::sort(ms.begin(), ms.end());
+  return 1000.f * ms[reps / 2];
+}
+
+struct Plan {
+  const KernelEntry* kernel = nullptr;
+  Choice choice;
+};
+
+// One layer per device: its plans, the disk cache and what it has chosen.
+struct Layer {
+  int device = 0;
+  std::string gpu;
+  int sms = 0;
+  CutlassCache cache{CutlassCache::default_path()};
+  std::map<Key, Plan> plans;
+  std::set<const KernelEntry*> prepared;
+  std::vector<std::string> log;
+
+  void prepare(const KernelEntry& k) {
+    if (prepared.insert(&k).second) CUDA_CHECK(k.prepare());
+  }
+
+  Plan search(const Key& key, const std::vector<KernelEntry>& kernels, Launch l, cudaStream_t stream) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+      throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + shape_text(l.shape) + " " + activation_name(key.act) +
+                                             " has no kernel chosen yet, and the search cannot run inside a "
+                                             "graph capture: run the forward once eagerly first");
+    Plan best;
+    best.choice.us = INFINITY;
+    for (const auto& k : kernels) {
+      l.raster = 0;
+      l.swizzle = 1;
+      if (!k.implementable(l)) continue;
+      prepare(k);
+      for (int raster : {0, 1})
+        for (int swizzle : {1, 2, 4, 8}) {
+          l.raster = raster;
+          l.swizzle = swizzle;
+          const float us = time_kernel(k, l, stream, 5);
+          if (us < best.choice.us) best = {&k, {k.name, raster, swizzle, us}};
+        }
+    }
+    if (!best.kernel)
+      throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel can run " + shape_text(l.shape) +
+                                             " (n and k must be multiples of 8)");
+    cache.store(key, best.choice);
+    return best;
+  }
+};
+
+Layer& layer() {
+  static std::map<int, std::unique_ptr<Layer>> layers;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  auto& l = layers[device];
+  if (!l) {
+    l = std::make_unique<Layer>();
+    l->device = device;
+    l->gpu = gpu_id(device);
+    l->sms = sm_count(device);
+  }
+  return *l;
+}
+
+std::string describe(const Key& key, const Choice& c, const char* how) {
+  std::ostringstream s;
+  s.precision(1);
+  s << std::fixed << key.m << "x" << key.n << "x" << key.k << " " << activation_name(key.act)
+    << (key.residual ? "+residual" : "") << ": " << c.kernel << " raster " << (c.raster ? "N" : "M")
+    << " swizzle " << c.swizzle << ", " << c.us << " us (" << how << ")";
+  return s.str();
+}
+
+}  // namespace
+
+std::string unavailable() {
+  if (detail::kernels_bias().empty())
+    return "built without CUTLASS: ./study setup fetches its headers into .deps/cutlass, then reconfigure";
+  return sm90::wgmma_unavailable();
+}
+
+bool Key::operator<(const Key& o) const {
+  return std::tie(gpu, m, n, k, act, residual) < std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual);
+}
+
+std::string CutlassCache::default_path() {
+  if (const char* p = std::getenv("STUDY_CUTLASS_CACHE"); p && *p) return p;
+  std::filesystem::path dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    dir = x;
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    dir = std::filesystem::path(h) / ".cache";
+  else
+    dir = std::filesystem::temp_directory_path();
+  return (dir / "vit-cuda-study" / "cutlass_gemm.tsv").string();
+}
+
+CutlassCache::CutlassCache(std::string path) : path_(std::move(path)) {
+  std::ifstream in(path_);
+  std::string line;
+  Key key;
+  Choice choice;
+  while (std::getline(in, line))
+    if (parse_line(line, key, choice)) choices_[key] = choice;
+}
+
+std::optional<Choice> CutlassCache::find(const Key& key) const {
+  const auto it = choices_.find(key);
+  if (it == choices_.end()) return std::nullopt;
+  return it->second;
+}
+
+void CutlassCache::store(const Key& key, const Choice& choice) {
+  choices_[key] = choice;
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path_).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  std::ofstream out(path_, std::ios::app);
+  if (out << format_line(key, choice) << "\n") return;
+  if (!warned_)
+    std::cerr << "warning: cutlass_gemm: cannot write " << path_
+              << " (set STUDY_CUTLASS_CACHE): each process searches its shapes again\n";
+  warned_ = true;
+}
+
+std::string CutlassCache::format_line(const Key& key, const Choice& c) {
+  std::ostringstream s;
+  s << key.gpu << '\t' << key.m << '\t' << key.n << '\t' << key.k << '\t' << activation_name(key.act) << '\t'
+    << (key.residual ? 1 : 0) << '\t' << c.kernel << '\t' << c.raster << '\t' << c.swizzle << '\t' << c.us;
+  return s.str();
+}
+
+bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
+  std::vector<std::string> f;
+  std::stringstream s(line);
+  for (std::string field; std::getline(s, field, '\t');) f.push_back(field);
+  if (f.size() != 10) return false;
+  try {
+    Key k;
+    Choice ch;
+    std::size_t used = 0;
+    auto integer = [&used](const std::string& t) {
+      const int v = std::stoi(t, &used);
+      if (used != t.size()) throw std::invalid_argument(t);
+      return v;
+    };
+    k.gpu = f[0];
+    k.m = integer(f[1]);
+    k.n = integer(f[2]);
+    k.k = integer(f[3]);
+    if (!parse_activation(f[4], k.act)) return false;
+    const int residual = integer(f[5]);
+    k.residual = residual == 1;
+    ch.kernel = f[6];
+    ch.raster = integer(f[7]);
+    ch.swizzle = integer(f[8]);
+    ch.us = std::stof(f[9]);
+    if (k.gpu.empty() || k.m <= 0 || k.n <= 0 || k.k <= 0 || (residual != 0 && residual != 1) || ch.kernel.empty() ||
+        (ch.raster != 0 && ch.raster != 1) || ch.swizzle < 1)
+      return false;
+    key = k;
+    c = ch;
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+namespace {
+
+// What every call must satisfy, whichever kernel runs it.
+void validate(const GemmShape& s, const GemmOperands& op) {
+  if (const auto why = unavailable(); !why.empty()) throw StudyError(ErrorKind::Library, "cutlass_gemm: " + why);
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: sizes must be positive, got " + shape_text(s));
+  if (!op.x || !op.w || !op.y || !op.bias)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: x, w, y and bias are required");
+  if (op.residual == op.y)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: the residual must not be the output buffer");
+  for (const void* p : {static_cast<const void*>(op.x), static_cast<const void*>(op.w),
+                        static_cast<const void*>(op.y), static_cast<const void*>(op.bias),
+                        static_cast<const void*>(op.residual)})
+    if (p && !aligned16(p))
+      throw StudyError(ErrorKind::Usage, "cutlass_gemm: every operand must be 16-byte aligned (TMA)");
+}
+
+}  // namespace
+
+void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream) {
+  validate(s, op);
+  Layer& lay = layer();
+  const bool residual = op.residual != nullptr;
+  const auto& kernels = kernels_for(act, residual);
+  const Key key{lay.gpu, s.m, s.n, s.k, act, residual};
+  Launch l{s, op, 0, 1, lay.sms};
+
+  auto it = lay.plans.find(key);
+  if (it == lay.plans.end()) {
+    Plan plan;
+    const auto cached = lay.cache.find(key);
+    const KernelEntry* k = cached ? find_kernel(kernels, cached->kernel) : nullptr;
+    if (k && k->implementable(l)) {
+      lay.prepare(*k);
+      plan = {k, *cached};
+      lay.log.push_back(describe(key, plan.choice, "cached"));
+    } else {
+      plan = lay.search(key, kernels, l, stream);
+      lay.log.push_back(describe(key, plan.choice, "searched"));
+    }
+    it = lay.plans.emplace(key, plan).first;
+  }
+  l.raster = it->second.choice.raster;
+  l.swizzle = it->second.choice.swizzle;
+  CUDA_CHECK(it->second.kernel->run(l, stream));
+}
+
+void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,
+                const GemmOperands& op, cudaStream_t stream) {
+  validate(s, op);
+  Layer& lay = layer();
+  const KernelEntry* k = find_kernel(kernels_for(act, op.residual != nullptr), kernel);
+  if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel named '" + kernel + "'");
+  const Launch l{s, op, raster, swizzle, lay.sms};
+  if (!k->implementable(l))
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + kernel + " cannot run " + shape_text(s));
+  lay.prepare(*k);
+  CUDA_CHECK(k->run(l, stream));
+}
+
+std::vector<std::string> choices() { return layer().log; }
+
+std::vector<std::string> kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& k : detail::kernels_bias()) names.emplace_back(k.name);
+  return names;
+}
+
+}  // namespace study::cutlass_gemm

@@ -1,0 +1,95 @@
+// A second GEMM layer, on CUTLASS's Hopper kernels (warp-specialized, TMA, persistent; sm_90a),
+// for the encoder's four GEMMs with their epilogues fused through CUTLASS's epilogue visitor
+// trees: the same contract as study::Gemm (gemm.hpp),
+//   row-major Y[m, n] = act(X[m, k] W^T + bias[n]) (+ residual[m, n]),
+// W in PyTorch Linear layout [n, k]; fp16 storage, fp32 accumulation. act is none, GELU in its
+// tanh form (cuBLASLt's) or GELU in its erf form (timm's default). The bias is required.
+//
+// Each (tile, cluster, schedule) is its own compiled kernel (cutlass_gemm_kernels.cuh); the
+// raster order and swizzle are run-time arguments of the persistent tile scheduler. The first
+// call of a shape times every compiled kernel x raster x swizzle on the caller's operands and
+// keeps the fastest; the choice is cached in memory and on disk (CutlassCache below: one line per
+// GPU, shape and epilogue), so a later process reuses it without searching. A search cannot run
+// inside a CUDA graph capture: the caller runs each shape once eagerly first (the encoder does).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include "gemm.hpp"
+
+namespace study::cutlass_gemm {
+
+enum class Activation { None, GeluTanh, GeluErf };
+const char* activation_name(Activation a);
+
+// Empty when this build has CUTLASS kernels that run on this GPU; otherwise why not.
+std::string unavailable();
+
+// What the search keeps for one shape and epilogue: which compiled kernel, and the tile
+// scheduler's raster order (0: along M, 1: along N) and maximum swizzle.
+struct Choice {
+  std::string kernel;  // e.g. "128x256x64_c2x1_coop"
+  int raster = 0;
+  int swizzle = 1;
+  float us = 0.f;  // its median time when it was chosen
+};
+
+// The search's key: the GPU, the shape, the epilogue and whether a residual is added.
+struct Key {
+  std::string gpu;  // device name and SM count, e.g. "NVIDIA H200/132"
+  int m = 0, n = 0, k = 0;
+  Activation act = Activation::None;
+  bool residual = false;
+  bool operator<(const Key& o) const;
+};
+
+// The on-disk record of choices: a tab-separated text file, one choice per line
+//   gpu  m  n  k  activation  residual  kernel  raster  swizzle  us
+// Lines that do not parse, and kernels this build does not have, are ignored (a rebuild with
+// other kernels searches again); a later line for the same key wins.
+class CutlassCache {
+ public:
+  // The file: $STUDY_CUTLASS_CACHE, else $XDG_CACHE_HOME/vit-cuda-study/cutlass_gemm.tsv, else
+  // ~/.cache/vit-cuda-study/cutlass_gemm.tsv.
+  static std::string default_path();
+  explicit CutlassCache(std::string path);
+  std::optional<Choice> find(const Key& key) const;
+  // Adds the choice to memory and appends it to the file; a file that cannot be written costs
+  // only the reuse (one warning on stderr), never the run.
+  void store(const Key& key, const Choice& choice);
+  const std::string& path() const { return path_; }
+
+  static std::string format_line(const Key& key, const Choice& choice);
+  static bool parse_line(const std::string& line, Key& key, Choice& choice);
+
+ private:
+  std::string path_;
+  std::map<Key, Choice> choices_;
+  bool warned_ = false;
+};
+
+// Runs the GEMM on `stream` with the kernel the search chose for this shape (searching first
+// when neither memory nor the disk cache has a choice). Throws StudyError(Usage) for shapes no
+// compiled kernel can run (k or n not a multiple of 8, misaligned pointers), StudyError(Library)
+// when CUTLASS is unavailable, and StudyError(Usage) when a search would run inside a capture.
+void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream);
+
+// Runs one named compiled kernel (kernel_names()) with the given raster order (0: along M, 1:
+// along N) and maximum swizzle, without the search: what the GPU suite uses to check every
+// kernel. Throws StudyError(Usage) for an unknown name or a shape that kernel cannot run.
+void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,
+                const GemmOperands& op, cudaStream_t stream);
+
+// The choices this process has used, one line each ("6304x3072x768 gelu_tanh: 128x256x64_c2x1_coop
+// raster N swizzle 2, 101.2 us (searched)" or "(cached)"), for a row's note.
+std::vector<std::string> choices();
+
+// The names of the compiled kernels (empty without CUTLASS).
+std::vector<std::string> kernel_names();
+
+}  // namespace study::cutlass_gemm

@@ -1,0 +1,15 @@
+// The CUTLASS GEMM layer's kernels with the epilogue "bias_residual" (cutlass_gemm_kernels.cuh).
+#include "cutlass_gemm_kernels.cuh"
+
+namespace study::cutlass_gemm::detail {
+
+const std::vector<KernelEntry>& kernels_bias_residual() {
+#ifdef STUDY_HAVE_CUTLASS
+  static const std::vector<KernelEntry> kernels = all_kernels<Activation::None, true>();
+#else
+  static const std::vector<KernelEntry> kernels;
+#endif
+  return kernels;
+}
+
+}  // namespace study::cutlass_gemm::detail

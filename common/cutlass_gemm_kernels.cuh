@@ -1,0 +1,174 @@
+// The compiled CUTLASS kernels behind cutlass_gemm.hpp: one Hopper GEMM per (tile, cluster,
+// schedule, epilogue), built by CUTLASS's collective builders, each reduced to a KernelEntry the
+// layer can time and run without knowing its type. Included by the four kernel files
+// (cutlass_gemm_<epilogue>.cu), one per epilogue, so that the build compiles them in parallel.
+#pragma once
+#include <cuda_runtime.h>
+#include <type_traits>
+#include <vector>
+#include "cutlass_gemm.hpp"
+
+namespace study::cutlass_gemm::detail {
+
+// One call: the problem, the operands and the tile scheduler's run-time knobs.
+struct Launch {
+  GemmShape shape;
+  GemmOperands op;
+  int raster = 0;   // 0: along M, 1: along N
+  int swizzle = 1;  // 1, 2, 4 or 8
+  int sm_count = 0;
+};
+
+// One compiled kernel, type-erased.
+struct KernelEntry {
+  const char* name;
+  bool (*implementable)(const Launch&);  // CUTLASS's can_implement, and no workspace needed
+  cudaError_t (*prepare)();             // kernel attributes: once, outside any capture
+  cudaError_t (*run)(const Launch&, cudaStream_t);
+};
+
+// The kernels of each epilogue (one kernel file each; empty in a build without CUTLASS).
+const std::vector<KernelEntry>& kernels_bias();
+const std::vector<KernelEntry>& kernels_bias_residual();
+const std::vector<KernelEntry>& kernels_gelu_tanh();
+const std::vector<KernelEntry>& kernels_gelu_erf();
+
+}  // namespace study::cutlass_gemm::detail
+
+#ifdef STUDY_HAVE_CUTLASS
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/thread/activation.h>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+namespace study::cutlass_gemm::detail {
+
+using cute::Int;
+using cute::Shape;
+
+struct Cooperative {  // two consumer warpgroups share each tile
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  static constexpr const char* name = "coop";
+};
+struct Pingpong {  // each consumer warpgroup owns a tile; their mainloops and epilogues alternate
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+  static constexpr const char* name = "pingpong";
+};
+
+template <Activation kAct>
+struct ActivationOf;
+template <>
+struct ActivationOf<Activation::None> {
+  template <class T>
+  using Fn = cutlass::epilogue::thread::Identity<T>;
+};
+template <>
+struct ActivationOf<Activation::GeluTanh> {
+  template <class T>
+  using Fn = cutlass::epilogue::thread::GELU_taylor<T>;
+};
+template <>
+struct ActivationOf<Activation::GeluErf> {
+  template <class T>
+  using Fn = cutlass::epilogue::thread::GELU<T>;
+};
+
+// Y = act(X W^T + bias) (+ residual as C with beta = 1): X row-major [m, k] (K-major A), W
+// row-major [n, k] (K-major B), Y row-major [m, n]; 16-byte alignment (8 halves) everywhere.
+template <int kTileM, int kTileN, int kClusterM, int kClusterN, class Schedule, Activation kAct, bool kResidual>
+struct Kernel {
+  using T = cutlass::half_t;
+  using ElementC = std::conditional_t<kResidual, T, void>;  // void: no C operand is read
+  using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<64>>;
+  using ClusterShape = Shape<Int<kClusterM>, Int<kClusterN>, Int<1>>;
+  static constexpr int kAlign = 8;
+
+  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActivationOf<kAct>::template Fn, T, float,
+                                                                    T, ElementC, float>;
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, cutlass::layout::RowMajor, kAlign,
+      T, cutlass::layout::RowMajor, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, cutlass::layout::RowMajor, kAlign, T,
+      cutlass::layout::ColumnMajor, kAlign, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Schedule::Mainloop>::CollectiveOp;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                          CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  static typename Gemm::Arguments arguments(const Launch& l) {
+    const GemmShape& s = l.shape;
+    using StrideA = typename GemmKernel::StrideA;
+    using StrideB = typename GemmKernel::StrideB;
+    using StrideC = typename GemmKernel::StrideC;
+    using StrideD = typename GemmKernel::StrideD;
+    const auto stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(s.m, s.k, 1));
+    const auto stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(s.n, s.k, 1));
+    const auto stride_c = cutlass::make_cute_packed_stride(StrideC{}, cute::make_shape(s.m, s.n, 1));
+    const auto stride_d = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(s.m, s.n, 1));
+    const ElementC* c = nullptr;
+    if constexpr (kResidual) c = reinterpret_cast<const T*>(l.op.residual);
+    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                  {s.m, s.n, s.k, 1},
+                                  {reinterpret_cast<const T*>(l.op.x), stride_a,
+                                   reinterpret_cast<const T*>(l.op.w), stride_b},
+                                  {{}, c, stride_c, reinterpret_cast<T*>(l.op.y), stride_d}};
+    args.epilogue.thread.alpha = 1.f;
+    args.epilogue.thread.beta = kResidual ? 1.f : 0.f;
+    args.epilogue.thread.bias_ptr = reinterpret_cast<const T*>(l.op.bias);
+    args.hw_info.sm_count = l.sm_count;
+    using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+    args.scheduler.raster_order = l.raster ? Raster::AlongN : Raster::AlongM;
+    args.scheduler.max_swizzle_size = l.swizzle;
+    return args;
+  }
+
+  static bool implementable(const Launch& l) {
+    const auto args = arguments(l);
+    return Gemm::can_implement(args) == cutlass::Status::kSuccess && Gemm::get_workspace_size(args) == 0;
+  }
+
+  static cudaError_t prepare() {
+    constexpr int smem = GemmKernel::SharedStorageSize;
+    if (smem < (48 << 10)) return cudaSuccess;
+    return cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                smem);
+  }
+
+  // Parameters built on the host for each call, no workspace: safe to capture.
+  static cudaError_t run(const Launch& l, cudaStream_t stream) {
+    auto params = GemmKernel::to_underlying_arguments(arguments(l), nullptr);
+    if (Gemm::run(params, stream) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
+    return cudaGetLastError();
+  }
+
+  static KernelEntry entry(const char* name) { return {name, implementable, prepare, run}; }
+};
+
+// The kernels every epilogue gets: name "<tile M>x<tile N>x64_c<cluster>_<schedule>". Wide tiles
+// for the large-M GEMMs (batch 32 and 256), 2-CTA clusters to multicast the shared operand,
+// ping-pong to overlap one tile's epilogue with the next tile's mainloop, and a 64-row tile for
+// the 197-row GEMMs of batch 1.
+template <Activation kAct, bool kResidual>
+std::vector<KernelEntry> all_kernels() {
+  return {
+      Kernel<128, 128, 1, 1, Cooperative, kAct, kResidual>::entry("128x128x64_c1x1_coop"),
+      Kernel<128, 256, 1, 1, Cooperative, kAct, kResidual>::entry("128x256x64_c1x1_coop"),
+      Kernel<128, 256, 2, 1, Cooperative, kAct, kResidual>::entry("128x256x64_c2x1_coop"),
+      Kernel<256, 128, 1, 2, Cooperative, kAct, kResidual>::entry("256x128x64_c1x2_coop"),
+      Kernel<128, 128, 1, 1, Pingpong, kAct, kResidual>::entry("128x128x64_c1x1_pingpong"),
+      Kernel<64, 128, 1, 1, Pingpong, kAct, kResidual>::entry("64x128x64_c1x1_pingpong"),
+  };
+}
+
+}  // namespace study::cutlass_gemm::detail
+#endif  // STUDY_HAVE_CUTLASS

@@ -1,0 +1,17 @@
+// cutlass_epilogue_erf: cutlass_epilogue with GELU in its exact erf form (timm's default, and the
+// reference's) in fc1's epilogue instead of the tanh form: what exactness costs in time. Checked
+// at fp16's tolerance, not the tanh form's.
+#include "mlp/mlp.hpp"
+#include "cutlass_gemm.hpp"
+
+namespace mlp {
+namespace {
+
+void launch(const Problem& p, const Args& a, cudaStream_t stream) { cutlass_launch(p, a, /*erf_gelu=*/true, stream); }
+
+}  // namespace
+
+extern const Version cutlass_epilogue_erf{
+    {"cutlass_epilogue_erf", cutlass_supports, launch, study::cutlass_gemm::unavailable}};
+
+}  // namespace mlp

@@ -1,0 +1,156 @@
+// GPU test of the CUTLASS GEMM layer (common/cutlass_gemm.hpp): every compiled kernel with every
+// epilogue (bias, bias + residual, bias + GELU in both forms) against ref::linear at the encoder's
+// GEMM shapes and odd row counts, both raster orders; the search and its on-disk record; the
+// refusals (misaligned operands, a residual after GELU, a search inside a graph capture).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include "check.hpp"
+#include "compare.hpp"
+#include "cutlass_gemm.hpp"
+#include "gpu.hpp"
+#include "gpu_test_main.hpp"
+#include "random.hpp"
+#include "reference.hpp"
+
+namespace cg = study::cutlass_gemm;
+using cg::Activation;
+
+namespace {
+
+std::vector<float> rounded_normal(size_t n, std::uint64_t seed, float stddev) {
+  auto v = study::random_normal(n, seed, 0.f, stddev);
+  study::round_to_half(v);
+  return v;
+}
+
+double gelu(double x, Activation a) {
+  if (a == Activation::GeluTanh) return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+
+struct Case {
+  study::GemmShape s;
+  std::vector<float> x, w, b, r;
+  study::DeviceBuffer<__half> dx, dw, db, dr, dy;
+  std::vector<float> want;
+
+  Case(const study::GemmShape& shape, Activation act, bool residual) : s(shape) {
+    const auto seed = study::fresh_seed();
+    const size_t nx = size_t(s.m) * s.k, nw = size_t(s.n) * s.k, ny = size_t(s.m) * s.n;
+    x = rounded_normal(nx, seed, 1.f);
+    w = rounded_normal(nw, seed + 1, 1.f / std::sqrt(float(s.k)));
+    b = rounded_normal(s.n, seed + 2, 0.5f);
+    if (residual) r = rounded_normal(ny, seed + 3, 1.f);
+    dx = study::to_device(study::to_half(x));
+    dw = study::to_device(study::to_half(w));
+    db = study::to_device(study::to_half(b));
+    if (residual) dr = study::to_device(study::to_half(r));
+    dy = study::DeviceBuffer<__half>(ny);
+    ref::linear(x, s.m, s.k, w, b, s.n, want);
+    if (act != Activation::None)
+      for (auto& v : want) v = static_cast<float>(gelu(v, act));
+    for (size_t i = 0; i < r.size(); ++i) want[i] += r[i];
+  }
+  study::GemmOperands operands() {
+    return {dx.get(), dw.get(), dy.get(), db.get(), r.empty() ? nullptr : dr.get()};
+  }
+  study::Comparison check() {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const auto got = study::to_float(study::to_host(dy));
+    // fp16 rounding of y; near 0 the epilogue's fp32 GELU (CUTLASS's tanh form is a fast
+    // approximation too, as cuBLASLt's).
+    return study::compare(got, want, {study::kFp16RelTol, 3e-3, study::kFp16Rtol});
+  }
+};
+
+// The layer reads its disk cache's path once, at first use: point it at a file of this run's own
+// before any test runs, so that the test neither reads nor writes the user's cache.
+const std::filesystem::path kCachePath = [] {
+  auto p = std::filesystem::temp_directory_path() /
+           ("cutlass_gemm_test_" + std::to_string(study::fresh_seed()) + ".tsv");
+  setenv("STUDY_CUTLASS_CACHE", p.c_str(), 1);
+  return p;
+}();
+
+const study::GemmShape kShapes[] = {
+    {197, 2304, 768},  // QKV, batch 1
+    {591, 768, 3072},  // fc2, batch 3
+    {1, 3072, 768},    // a single row
+    {200, 136, 72},    // widths that are multiples of 8 but of no tile
+};
+
+}  // namespace
+
+TEST_CASE("every compiled kernel computes every epilogue") {
+  const auto names = cg::kernel_names();
+  REQUIRE(!names.empty());
+  for (const auto& name : names)
+    for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
+      for (bool residual : {false, true}) {
+        if (residual && act != Activation::None) continue;
+        for (const auto& s : kShapes)
+          for (int raster : {0, 1}) {
+            CAPTURE(name);
+            CAPTURE(cg::activation_name(act));
+            CAPTURE(residual);
+            CAPTURE(s.m);
+            CAPTURE(s.n);
+            CAPTURE(s.k);
+            CAPTURE(raster);
+            Case c(s, act, residual);
+            study::poison(c.dy);
+            cg::run_kernel(name, raster, 2, s, act, c.operands(), nullptr);
+            const auto r = c.check();
+            INFO(r.summary());
+            CHECK(r.ok);
+          }
+      }
+}
+
+TEST_CASE("the search picks a kernel, records it on disk, and a new cache reads it back") {
+  const auto& path = kCachePath;
+  Case c({6304, 768, 768}, Activation::None, true);
+  study::poison(c.dy);
+  cg::run(c.s, Activation::None, c.operands(), nullptr);
+  const auto r = c.check();
+  INFO(r.summary());
+  CHECK(r.ok);
+  const auto lines = cg::choices();
+  REQUIRE(!lines.empty());
+  CHECK(lines.back().find("(searched)") != std::string::npos);
+  cg::CutlassCache reread(path.string());
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const cg::Key key{std::string(prop.name) + "/" + std::to_string(prop.multiProcessorCount), 6304, 768, 768,
+                    Activation::None, true};
+  const auto found = reread.find(key);
+  REQUIRE(found.has_value());
+  const auto names = cg::kernel_names();
+  CHECK(std::find(names.begin(), names.end(), found->kernel) != names.end());
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("refusals: misaligned operands, a residual after GELU, a search inside a capture") {
+  Case c({197, 768, 768}, Activation::None, true);
+  auto op = c.operands();
+  op.x = op.x + 1;  // 2-byte aligned
+  CHECK_THROWS_AS(cg::run(c.s, Activation::None, op, nullptr), study::StudyError);
+  CHECK_THROWS_AS(cg::run(c.s, Activation::GeluTanh, c.operands(), nullptr), study::StudyError);
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  // A shape never run in this process: its search would have to run inside the capture.
+  CHECK_THROWS_AS(cg::run({197, 768, 776}, Activation::None, c.operands(), stream), study::StudyError);
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+int main(int argc, char** argv) {
+  return gpu_test_main(argc, argv, "cutlass_gemm", [] { return cg::unavailable(); });
+}

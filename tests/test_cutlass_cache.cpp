@@ -1,0 +1,101 @@
+// CPU test of the CUTLASS GEMM layer's on-disk record of its search (common/cutlass_gemm.hpp):
+// lines round-trip, malformed lines are ignored, a later line wins, an unwritable file costs
+// only the reuse, the path follows the environment; and the layer says why it cannot run here.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include "cutlass_gemm.hpp"
+
+namespace cg = study::cutlass_gemm;
+
+namespace {
+
+std::filesystem::path temp_file(const char* stem) {
+  std::random_device rd;
+  return std::filesystem::temp_directory_path() / (std::string(stem) + std::to_string(rd()) + ".tsv");
+}
+
+const cg::Key kKey{"NVIDIA H200/132", 50432, 3072, 768, cg::Activation::GeluTanh, false};
+const cg::Choice kChoice{"128x256x64_c2x1_coop", 1, 4, 312.5f};
+
+}  // namespace
+
+TEST_CASE("a choice survives format_line and parse_line") {
+  cg::Key k;
+  cg::Choice c;
+  REQUIRE(cg::CutlassCache::parse_line(cg::CutlassCache::format_line(kKey, kChoice), k, c));
+  CHECK(!(k < kKey));
+  CHECK(!(kKey < k));
+  CHECK(c.kernel == kChoice.kernel);
+  CHECK(c.raster == 1);
+  CHECK(c.swizzle == 4);
+  CHECK(c.us == doctest::Approx(312.5));
+}
+
+TEST_CASE("malformed lines are refused") {
+  cg::Key k;
+  cg::Choice c;
+  const std::string good = cg::CutlassCache::format_line(kKey, kChoice);
+  CHECK(cg::CutlassCache::parse_line(good, k, c));
+  for (const std::string bad :
+       {std::string(""), std::string("garbage"), good + "\textra", good.substr(0, good.rfind('\t')),
+        std::string("gpu\t0\t768\t768\tnone\t0\tk\t0\t1\t1.0"),        // m = 0
+        std::string("gpu\t8\t768\t768\tswish\t0\tk\t0\t1\t1.0"),       // unknown activation
+        std::string("gpu\t8\t768\t768\tnone\t2\tk\t0\t1\t1.0"),        // residual not 0/1
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t3\t1\t1.0"),        // raster not 0/1
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t0\t1.0"),        // swizzle 0
+        std::string("gpu\t8x\t768\t768\tnone\t0\tk\t0\t1\t1.0")}) {    // not an integer
+    CAPTURE(bad);
+    CHECK_FALSE(cg::CutlassCache::parse_line(bad, k, c));
+  }
+}
+
+TEST_CASE("stored choices are read back by a new cache; the later line of a key wins") {
+  const auto path = temp_file("cutlass_cache_");
+  {
+    cg::CutlassCache cache(path.string());
+    CHECK_FALSE(cache.find(kKey).has_value());
+    cache.store(kKey, kChoice);
+    cache.store(kKey, {"128x128x64_c1x1_coop", 0, 2, 300.f});
+    REQUIRE(cache.find(kKey).has_value());
+  }
+  std::ofstream(path, std::ios::app) << "not a choice\n";
+  cg::CutlassCache reread(path.string());
+  const auto found = reread.find(kKey);
+  REQUIRE(found.has_value());
+  CHECK(found->kernel == "128x128x64_c1x1_coop");
+  cg::Key other = kKey;
+  other.residual = true;
+  CHECK_FALSE(reread.find(other).has_value());
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("an unwritable cache file keeps the choice in memory and does not throw") {
+  cg::CutlassCache cache("/proc/no/such/dir/cutlass_gemm.tsv");
+  CHECK_NOTHROW(cache.store(kKey, kChoice));
+  CHECK(cache.find(kKey).has_value());
+}
+
+TEST_CASE("the cache path follows STUDY_CUTLASS_CACHE, then XDG_CACHE_HOME, then HOME") {
+  setenv("STUDY_CUTLASS_CACHE", "/tmp/explicit.tsv", 1);
+  CHECK(cg::CutlassCache::default_path() == "/tmp/explicit.tsv");
+  unsetenv("STUDY_CUTLASS_CACHE");
+  setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+  CHECK(cg::CutlassCache::default_path() == "/tmp/xdg/vit-cuda-study/cutlass_gemm.tsv");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/someone", 1);
+  CHECK(cg::CutlassCache::default_path() == "/home/someone/.cache/vit-cuda-study/cutlass_gemm.tsv");
+}
+
+TEST_CASE("the layer says why it cannot run here, and lists its kernels when built with them") {
+  // On a machine without a Hopper GPU (or a build without CUTLASS) the layer is unavailable, with
+  // a reason; its kernel list is empty exactly when the build has no CUTLASS.
+  const auto why = cg::unavailable();
+  const auto names = cg::kernel_names();
+  if (names.empty()) CHECK(why.find("CUTLASS") != std::string::npos);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) CHECK(!why.empty());
+}

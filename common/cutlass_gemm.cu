@@ -83,7 +83,7 @@ float time_kernel(const KernelEntry& k, const Launch& l, cudaStream_t stream, in
   bool ran = true;
   for (int r = -1; r < reps && ran; ++r) {
     CUDA_CHECK(cudaEventRecord(start, stream));
-    ran = k.run(l, stream) == cudaSuccess;
+    ran = k.run(l, stream, false) == cudaSuccess;
     CUDA_CHECK(cudaEventRecord(stop, stream));
     CUDA_CHECK(cudaEventSynchronize(stop));
     if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[r], start, stop));
@@ -285,7 +285,7 @@ void validate(const GemmShape& s, const GemmOperands& op) {
 
 }  // namespace
 
-void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream) {
+void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, bool pdl) {
   validate(s, op);
   Layer& lay = layer();
   const bool residual = op.residual != nullptr;
@@ -310,7 +310,7 @@ void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_
   }
   l.raster = it->second.choice.raster;
   l.swizzle = it->second.choice.swizzle;
-  CUDA_CHECK(it->second.kernel->run(l, stream));
+  CUDA_CHECK(it->second.kernel->run(l, stream, pdl));
 }
 
 void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,
@@ -323,7 +323,7 @@ void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmSh
   if (!k->implementable(l))
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + kernel + " cannot run " + shape_text(s));
   lay.prepare(*k);
-  CUDA_CHECK(k->run(l, stream));
+  CUDA_CHECK(k->run(l, stream, false));
 }
 
 std::vector<std::string> choices() { return layer().log; }

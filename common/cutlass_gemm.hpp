@@ -77,7 +77,10 @@ class CutlassCache {
 // when neither memory nor the disk cache has a choice). Throws StudyError(Usage) for shapes no
 // compiled kernel can run (k or n not a multiple of 8, misaligned pointers), StudyError(Library)
 // when CUTLASS is unavailable, and StudyError(Usage) when a search would run inside a capture.
-void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream);
+// pdl: launch with programmatic dependent launch, so that the kernel's prologue (barriers, TMA
+// descriptors) overlaps the tail of the previous kernel on the stream; it waits for that kernel
+// (griddepcontrol.wait) before its first read. The search itself times plain launches.
+void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, bool pdl = false);
 
 // Runs one named compiled kernel (kernel_names()) with the given raster order (0: along M, 1:
 // along N) and maximum swizzle, without the search: what the GPU suite uses to check every

@@ -24,7 +24,9 @@ struct KernelEntry {
   const char* name;
   bool (*implementable)(const Launch&);  // CUTLASS's can_implement, and no workspace needed
   cudaError_t (*prepare)();             // kernel attributes: once, outside any capture
-  cudaError_t (*run)(const Launch&, cudaStream_t);
+  // pdl: launch with programmatic dependent launch (the kernel may start before the previous
+  // kernel on the stream ends, and waits for it with griddepcontrol.wait before reading).
+  cudaError_t (*run)(const Launch&, cudaStream_t, bool pdl);
 };
 
 // The kernels of each epilogue (one kernel file each; empty in a build without CUTLASS).
@@ -36,6 +38,9 @@ const std::vector<KernelEntry>& kernels_gelu_erf();
 }  // namespace study::cutlass_gemm::detail
 
 #ifdef STUDY_HAVE_CUTLASS
+// The kernels wait on the previous grid (griddepcontrol.wait) before their first global read and
+// let the next one launch early: a no-op unless launched with programmatic dependent launch.
+#define CUTLASS_ENABLE_GDC_FOR_SM90 1
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -145,9 +150,9 @@ struct Kernel {
   }
 
   // Parameters built on the host for each call, no workspace: safe to capture.
-  static cudaError_t run(const Launch& l, cudaStream_t stream) {
+  static cudaError_t run(const Launch& l, cudaStream_t stream, bool pdl) {
     auto params = GemmKernel::to_underlying_arguments(arguments(l), nullptr);
-    if (Gemm::run(params, stream) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
+    if (Gemm::run(params, stream, nullptr, pdl) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
     return cudaGetLastError();
   }
 

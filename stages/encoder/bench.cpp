@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include "bench.hpp"
+#include "cutlass_gemm.hpp"
 #include "encoder/harness.hpp"
 #include "gpu.hpp"
 #include "launches.hpp"
@@ -82,6 +83,8 @@ int main(int argc, char** argv) {
     o.streams = c.streams;  // the row records the streams used
     std::string resolved;
     if (std::string(STAGE_VERSION) == "e6_best") encoder::best_composition(&resolved);
+    if (std::string(STAGE_VERSION) == "e7_cutlass_gemms" || std::string(STAGE_VERSION) == "e8_pdl")
+      encoder::cutlass_composition(&resolved);
     const std::string version = custom ? c.describe() : std::string(STAGE_VERSION);
 
     report.open(o);
@@ -94,7 +97,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     const std::string mix = "pe=" + c.patch_embed + " ln=" + c.layernorm + " attn=" + c.attention +
-                            " mlp=" + c.mlp + (resolved.empty() ? "" : " (best: " + resolved + ")") +
+                            " mlp=" + c.mlp + (c.cutlass_gemms ? " gemms=cutlass" : "") + (c.pdl ? " pdl" : "") +
+                            (resolved.empty() ? "" : " (best: " + resolved + ")") +
                             (layers > 0 ? " layers=" + std::to_string(layers) : "");
 
     study::require_memory(encoder::memory_need(p, c), "encoder " + version + " at batch " + std::to_string(p.batch) +
@@ -197,8 +201,11 @@ int main(int argc, char** argv) {
     std::snprintf(extra, sizeof extra, "; activations %.1f MB, weights %.1f MB; %.1f launches per layer",
                   fwd->activation_bytes() / 1e6, dw.bytes() / 1e6,
                   launches >= 0 ? static_cast<double>(launches) / p.model.layers : NAN);
+    std::string cutlass_kernels;  // the kernel each CUTLASS GEMM shape ran with
+    if (c.cutlass_gemms || c.mlp.rfind("cutlass", 0) == 0)
+      for (const auto& line : study::cutlass_gemm::choices()) cutlass_kernels += "; cutlass " + line;
     report.write("ok", mix + "; " + check_note + "; " + (c.graph ? "cuda-graph replay" : "cuda events per call") +
-                           extra + "; eager breakdown us: " + join_breakdown(parts));
+                           extra + "; eager breakdown us: " + join_breakdown(parts) + cutlass_kernels);
     return 0;
   });
 }

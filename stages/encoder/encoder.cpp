@@ -1,6 +1,7 @@
 #include "encoder/encoder.hpp"
 #include "attention/attention.hpp"
 #include "check.hpp"
+#include "cutlass_gemm.hpp"
 #include "layernorm/layernorm.hpp"
 #include "mlp/mlp.hpp"
 #include "patch_embed/patch_embed.hpp"
@@ -13,6 +14,8 @@ std::string Composition::describe() const {
   if (graph) s += ",graph";
   if (streams > 1) s += ",streams=" + std::to_string(streams);
   if (fused_residual) s += ",fused";
+  if (cutlass_gemms) s += ",cutlass";
+  if (pdl) s += ",pdl";
   return s;
 }
 
@@ -74,6 +77,8 @@ std::string why_unavailable(const Composition& c) {
   for (const auto& [family, version] : parts)
     if (auto why = why_unavailable(family, *version); !why.empty())
       return std::string(family) + " " + *version + ": " + why;
+  if (c.cutlass_gemms)
+    if (auto why = study::cutlass_gemm::unavailable(); !why.empty()) return "the CUTLASS GEMM layer: " + why;
   return {};
 }
 
@@ -117,16 +122,36 @@ const std::vector<Step>& ladder() {
          with(lib, true, true, 2, false)},
         {"e5_fused", "projection bias + residual in its GEMM epilogue: no elementwise kernel left",
          with(lib, true, true, 1, true)},
-        // Family versions resolved at run time (best_composition); this entry is a placeholder.
+        // Family versions resolved at run time (best_composition); these entries are placeholders.
         {"e6_best", "the fastest version of every family + e5's fusion + graph", with(lib, true, true, 1, true)},
+        {"e7_cutlass_gemms",
+         "e6_best with QKV, projection and MLP on the CUTLASS GEMM layer (epilogues fused, kernel searched per "
+         "shape)",
+         with(lib, true, true, 1, true)},
+        {"e8_pdl",
+         "e7 with every CUTLASS GEMM launched with programmatic dependent launch (its prologue under the "
+         "previous kernel's tail)",
+         with(lib, true, true, 1, true)},
     };
     return s;
   }();
   return steps;
 }
 
+// e6_best with the encoder's GEMMs on the CUTLASS layer: QKV and projection directly, the MLP
+// through its CUTLASS version (tanh GELU, as e6's cuBLASLt epilogue). The head stays on cuBLASLt.
+Composition cutlass_composition(std::string* resolved, bool pdl) {
+  Composition c = best_composition(resolved);
+  c.cutlass_gemms = true;
+  c.pdl = pdl;
+  c.mlp = "cutlass_epilogue";
+  return c;
+}
+
 Composition find_step(const std::string& name) {
   if (name == "best" || name == "e6_best") return best_composition();
+  if (name == "e7_cutlass_gemms") return cutlass_composition(nullptr);
+  if (name == "e8_pdl") return cutlass_composition(nullptr, true);
   std::string known;
   for (const auto& s : ladder()) {
     if (name == s.name) return s.composition;

@@ -27,8 +27,10 @@ struct Composition {
   bool graph = false;           // capture the forward once, replay it
   int streams = 1;              // the batch split over this many streams
   bool fused_residual = false;  // projection's residual in its GEMM epilogue (else an add kernel)
+  bool cutlass_gemms = false;   // QKV and projection on the CUTLASS GEMM layer (else cuBLASLt)
+  bool pdl = false;             // CUTLASS GEMMs launched with programmatic dependent launch
   // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
-  // [,streams=N][,fused]", one fixed format.
+  // [,streams=N][,fused][,cutlass][,pdl]", one fixed format.
   std::string describe() const;
 };
 
@@ -38,8 +40,8 @@ struct Step {
   Composition composition;
 };
 
-// e1_library ... e6_best in ladder order. e6_best's family versions are resolved for this
-// build and GPU by best_composition().
+// e1_library ... e8_pdl in ladder order. e6_best's, e7's and e8's family versions are resolved
+// for this build and GPU by best_composition().
 const std::vector<Step>& ladder();
 // A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
 Composition find_step(const std::string& name);
@@ -48,6 +50,10 @@ Composition find_step(const std::string& name);
 // committed preference list (fastest first). `resolved` says, per family, which one was taken
 // and what was passed over and why.
 Composition best_composition(std::string* resolved = nullptr);
+// e7_cutlass_gemms: best_composition() with QKV and projection on the CUTLASS GEMM layer and the
+// MLP version cutlass_epilogue.
+// e8_pdl: the same, with every CUTLASS GEMM launched with programmatic dependent launch.
+Composition cutlass_composition(std::string* resolved = nullptr, bool pdl = false);
 
 // Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
 // component version that is unavailable, named.

@@ -5,6 +5,7 @@
 #include "buffer.hpp"
 #include "check.hpp"
 #include "encoder/encoder.hpp"
+#include "cutlass_gemm.hpp"
 #include "gemm.hpp"
 #include "layernorm/layernorm.hpp"
 #include "mlp/mlp.hpp"
@@ -263,6 +264,15 @@ struct Forward::Impl {
     CUDA_CHECK(cudaEventRecord(b, s));
   }
 
+  // A block's QKV or projection GEMM (bias, and the residual when op has one) on the layer the
+  // composition names.
+  void block_gemm(const study::GemmShape& shape, const study::GemmOperands& op, study::Gemm& gemm, cudaStream_t s) {
+    if (c.cutlass_gemms)
+      study::cutlass_gemm::run(shape, study::cutlass_gemm::Activation::None, op, s, c.pdl);
+    else
+      gemm.run(shape, study::Epilogue::Bias, op, s);
+  }
+
   void lane_forward(Lane& l, const __half* images, __half* logits, cudaStream_t s) {
     const int D = p.model.hidden, T = p.tokens();
     const long long rows = static_cast<long long>(l.batch) * T;
@@ -290,7 +300,7 @@ struct Forward::Impl {
         op.w = v.qkv_w;
         op.y = b.qkv;
         op.bias = v.qkv_b;
-        gemm.run({static_cast<int>(rows), 3 * D, D}, study::Epilogue::Bias, op, s);
+        block_gemm({static_cast<int>(rows), 3 * D, D}, op, gemm, s);
       });
       component("attention", s, [&] { attn.launch(l.attn, {b.qkv, b.attn}, s); });
       component("projection", s, [&] {
@@ -300,7 +310,7 @@ struct Forward::Impl {
         op.bias = v.proj_b;
         op.y = c.fused_residual ? b.x_mid : b.proj;
         if (c.fused_residual) op.residual = b.x_in;
-        gemm.run({static_cast<int>(rows), D, D}, study::Epilogue::Bias, op, s);
+        block_gemm({static_cast<int>(rows), D, D}, op, gemm, s);
       });
       if (!c.fused_residual)
         component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, rows * D, s); });
@@ -316,6 +326,7 @@ struct Forward::Impl {
         a.y = b.x_out;
         a.h = b.h;
         a.gemm = &gemm;
+        a.pdl = c.pdl;
         mlp.launch(l.mlp, a, s);
       });
     }

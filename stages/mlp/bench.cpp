@@ -1,6 +1,7 @@
 // One bench for every MLP version (built once per version, STAGE_VERSION names it): check
 // against the CPU reference on the exact shape, then time, then one CSV row.
 #include "bench.hpp"
+#include "cutlass_gemm.hpp"
 #include "gpu.hpp"
 #include "mlp/harness.hpp"
 #include "vit_config.hpp"
@@ -89,6 +90,8 @@ int main(int argc, char** argv) {
     std::string chosen;  // which kernels the tuning settled on, the point of a tuned row
     if (autotune > 1 || search_all)
       for (const auto& line : gemm.choices()) chosen += "; " + line;
+    if (std::string(STAGE_VERSION).rfind("cutlass", 0) == 0)
+      for (const auto& line : study::cutlass_gemm::choices()) chosen += "; cutlass " + line;
     report.write("ok", setup + "; " + check_note + "; cuda events per call" + chosen);
     return 0;
   });

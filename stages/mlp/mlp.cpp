@@ -44,9 +44,9 @@ std::string cutlass_supports(const Problem& p) {
 void cutlass_launch(const Problem& p, const Args& a, bool erf_gelu, cudaStream_t stream) {
   namespace cg = study::cutlass_gemm;
   cg::run({p.rows, p.mlp_hidden, p.hidden}, erf_gelu ? cg::Activation::GeluErf : cg::Activation::GeluTanh,
-          {a.x, a.fc1_w, a.h, a.fc1_b}, stream);
+          {a.x, a.fc1_w, a.h, a.fc1_b}, stream, a.pdl);
   cg::run({p.rows, p.hidden, p.mlp_hidden}, cg::Activation::None, {a.h, a.fc2_w, a.y, a.fc2_b, residual_of(a)},
-          stream);
+          stream, a.pdl);
 }
 
 }  // namespace mlp

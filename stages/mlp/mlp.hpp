@@ -33,6 +33,9 @@ struct Args {
   study::Gemm* gemm;   // cuBLASLt handle, workspace and plan cache for this stream
   // [rows, hidden] added to the output, never the same buffer as y; null: x.
   const __half* residual = nullptr;
+  // Launch the version's kernels with programmatic dependent launch where they support it (the
+  // CUTLASS versions), so each kernel's prologue overlaps the previous kernel's tail.
+  bool pdl = false;
 };
 
 // The residual a version adds: the caller's, or the MLP's own input.

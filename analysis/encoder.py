@@ -404,6 +404,70 @@ else:
     ctx.missing("table", "encoder_components", why)
 
 # %% [markdown]
+# ## The GEMMs against the GPU's measured ceiling
+#
+# Each block's GEMMs from the same eager breakdown: the QKV and projection GEMMs and the MLP's
+# two GEMMs (with their fused epilogues), as achieved TFLOP/s and as a share of the run's
+# measured fp16 GEMM rate, beside the SM clock the row recorded (the forward is power-bound at
+# large batches, and the clock is part of the story).
+
+# %%
+# (component, N, K) per block for hidden D: the MLP counts its two GEMMs, 2 x D x 4D each.
+GEMM_COMPONENTS = {"qkv": lambda d: (3 * d, d), "projection": lambda d: (d, d),
+                   "mlp": lambda d: (4 * d, d)}
+gemm_ceiling = run.ceilings().gemm_tflops
+fused_steps = [v for v in steps if v not in ("e1_library", "e2_buffer_reuse", "e3_graph", E4)]
+gm = parts[parts["version"].isin(fused_steps) & (parts["model"] == key_model)
+           & (parts["image_size"] == key_image) & (parts["streams"] == 1)] if len(parts) else parts
+rows = []
+if len(gm):
+    hidden, _, depth = MODELS.get(key_model, (np.nan, 0, np.nan))
+    tokens = (key_image // 16) ** 2 + 1
+    for b in [b for b in KEY_BATCHES if b in set(gm["batch"])]:
+        for v in fused_steps:
+            d = gm[(gm["version"] == v) & (gm["batch"] == b)]
+            if not len(d):
+                continue
+            for comp, nk in GEMM_COMPONENTS.items():
+                us = d.loc[d["component"] == comp, "us"].sum()
+                if not us > 0:
+                    continue
+                n, k = nk(hidden)
+                m = b * tokens
+                flops = depth * 2.0 * m * n * k * (2 if comp == "mlp" else 1)
+                tf = flops / us / 1e6
+                rows.append({"batch": b, "version": label(v), "GEMM": comp,
+                             "m x n x k": f"{m:,} x {n:,} x {k:,}" + (f" and {m:,} x {k:,} x {n:,}"
+                                                                     if comp == "mlp" else ""),
+                             "us": us, "TFLOP/s": tf,
+                             "% of ceiling": 100 * tf / gemm_ceiling if gemm_ceiling else np.nan,
+                             "SM MHz": at(v, b, "sm_mhz")})
+gemm_finding = None
+if rows:
+    gt = pd.DataFrame(rows)
+    top = gt[gt["batch"] == gt["batch"].max()]
+    top = top[top["version"] == top["version"].iloc[-1]]
+    if gemm_ceiling and len(top):
+        gemm_finding = (f"At batch {int(top['batch'].iloc[0])}, {top['version'].iloc[0]}'s block GEMMs "
+                        "run at " + join_and(f"{r['GEMM']} {r['% of ceiling']:.0f}%" for _, r in top.iterrows())
+                        + f" of the measured GEMM rate ({gemm_ceiling:,.0f} TFLOP/s), with the SM clock at "
+                        f"{top['SM MHz'].iloc[0]:,.0f} MHz (eager breakdown; launch gaps included).")
+    ctx.table("encoder_gemms", sd.markdown_table(
+        gt, {"batch": sd.fmt_int, "us": sd.fmt_us, "TFLOP/s": lambda x: f"{x:,.0f}",
+             "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%",
+             "SM MHz": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"}),
+        f"The block GEMMs of one eager forward at {where}: device time summed over the layers "
+        f"(CUDA events around each component, so launch gaps count against it; the MLP's two "
+        f"GEMMs and epilogues are one component), achieved TFLOP/s and its share of the run's "
+        f"measured fp16 GEMM rate ({gemm_ceiling:,.0f} TFLOP/s), and the SM clock of the row "
+        f"(median of its rounds). {prov}." if gemm_ceiling else
+        f"The block GEMMs of one eager forward at {where} (this run has no GEMM ceiling "
+        f"measured). {prov}.")
+else:
+    ctx.missing("table", "encoder_gemms", "no fused ladder step's row carries an eager breakdown "
+                f"at {where}")
+
+# %% [markdown]
 # ## The ladder at batch 1, 32 and 256: time, throughput, speedups, ceiling share, launches, memory
 
 # %%
@@ -761,6 +825,9 @@ elif len(at_key):
     findings.append("No row's note carries a per-component breakdown, so none is shown." if
                     not len(parts) else f"No row at {where}, batch 256 or 1 carries a "
                     f"per-component breakdown, so none is shown.")
+
+if gemm_finding:
+    findings.append(gemm_finding)
 
 n_skip = int((everything["status"] == "skipped").sum())
 n_fail = int((everything["status"] == "failed").sum())

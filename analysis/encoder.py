@@ -302,6 +302,14 @@ else:
 # %%
 b1 = at_key[at_key["batch"] == 1]
 b1_order = [v for v in order if v in set(b1["version"])]
+# The floor of a batch-1 forward: reading every weight once at the run's measured copy bandwidth
+# (the weights' size from the rows' notes; the copy rate counts bytes read plus written, so a
+# read alone at that rate is a lower bound only in the same sense).
+weights_mb = note[ok["model"] == key_model].map(lambda x: number(x, r"weights ([0-9.]+) MB")).dropna()
+copy_gbps = run.ceilings().copy_gbps
+floor_us = (weights_mb.median() * 1e6 / (copy_gbps * 1e9) * 1e6
+            if len(weights_mb) and copy_gbps else np.nan)
+b1_depth = MODELS.get(key_model, (0, 0, np.nan))[2]
 if b1_order:
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(b1_order) + 1.8))
     for i, v in enumerate(b1_order):
@@ -311,7 +319,10 @@ if b1_order:
         ax.barh(i, ms, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
                 edgecolor="white" if eager else style[v]["color"],
                 xerr=[[ms - lo], [hi - ms]], capsize=2, error_kw=dict(elinewidth=0.7))
-        ax.text(hi, i, f"  {fmt_ms(r['median_us'])} ms", va="center", fontsize=7)
+        kernels = (r["lpl"] * b1_depth if v not in ANCHORS and np.isfinite(r.get("lpl", np.nan))
+                   else np.nan)  # the anchors' counts include work outside the forward
+        ax.text(hi, i, f"  {fmt_ms(r['median_us'])} ms" + (f", ~{kernels:.0f} kernels" if np.isfinite(kernels)
+                                                           else ""), va="center", fontsize=7)
     ax.set_yticks(range(len(b1_order)), [label(v) for v in b1_order])
     ax.invert_yaxis()
     ax.set_xlabel("median time of one forward at batch 1 (ms)")
@@ -323,18 +334,23 @@ if b1_order:
     if a:
         refs.append(ax.axvline(a_us / 1e3, color=style[a]["color"], linewidth=0.8,
                                linestyle="-.", label=f"fastest anchor: {label(a)}"))
-    ax.set_xlim(0, ax.get_xlim()[1] * 1.12)  # room for the value labels
+    if np.isfinite(floor_us):
+        refs.append(ax.axvline(floor_us / 1e3, color="#2ca02c", linewidth=1.0, linestyle="--",
+                               label=f"weight-read floor: {floor_us:.0f} us"))
+    ax.set_xlim(0, ax.get_xlim()[1] * 1.25)  # room for the value labels
     refs.append(plt.Rectangle((0, 0), 1, 1, facecolor="#999999", hatch="//", edgecolor="white",
                               label="eager (hatched); solid bars: graph replay"))
     sd.titled(fig, f"Whole ViT forward at batch 1, {where}", prov)
-    fig.legend(handles=refs, loc="lower center", ncol=len(refs), frameon=False,
+    fig.legend(handles=refs, loc="lower center", ncol=min(len(refs), 3), frameon=False,
                bbox_to_anchor=(0.5, 0.0))
-    fig.tight_layout(rect=(0, 0.08, 1, 0.92))
+    fig.tight_layout(rect=(0, 0.08 + 0.04 * (len(refs) > 3), 1, 0.92))
     ctx.figure("encoder_latency", fig,
                f"Median time of one forward at batch 1, {where}: every ladder step and PyTorch "
                f"anchor, error bars spanning the rounds' medians; hatched bars run eagerly, "
-               f"solid bars replay a CUDA graph" + (f"; {custom_key}" if custom_key else "")
-               + f". {flush_text}. {prov}.")
+               f"solid bars replay a CUDA graph; beside each of our steps the kernels of one "
+               f"forward (launches per layer from its row x the model's layers); the green line "
+               f"is the weight-read floor (the weights once at the run's measured copy bandwidth)"
+               + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
 else:
     ctx.missing("figure", "encoder_latency", f"this run has no timed batch-1 rows at {where}")
 
@@ -828,6 +844,14 @@ elif len(at_key):
 
 if gemm_finding:
     findings.append(gemm_finding)
+fast_b1 = [v for v in steps if np.isfinite(at(v, 1))]
+if fast_b1 and np.isfinite(floor_us):
+    v = min(fast_b1, key=lambda x: at(x, 1))
+    kernels = at(v, 1, "lpl") * b1_depth
+    findings.append(f"At batch 1 the fastest step, {v}, takes {fmt_ms(at(v, 1))} ms: "
+                    f"{at(v, 1) / floor_us:.1f}x the weight-read floor ({floor_us:.0f} us: "
+                    f"{weights_mb.median():.1f} MB of weights at the measured copy bandwidth)"
+                    + (f", in ~{kernels:.0f} kernels." if np.isfinite(kernels) else "."))
 
 n_skip = int((everything["status"] == "skipped").sum())
 n_fail = int((everything["status"] == "failed").sum())

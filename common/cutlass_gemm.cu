@@ -30,7 +30,12 @@ const char* activation_name(Activation a) {
 
 namespace {
 
-bool parse_activation(const std::string& s, Activation& a) {
+// "gelu_tanh" or, for a folded LayerNorm, "ln_gelu_tanh".
+std::string activation_field(Activation a, bool ln) { return (ln ? "ln_" : "") + std::string(activation_name(a)); }
+
+bool parse_activation(std::string s, Activation& a, bool& ln) {
+  ln = s.rfind("ln_", 0) == 0;
+  if (ln) s = s.substr(3);
   for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
     if (s == activation_name(c)) {
       a = c;
@@ -54,6 +59,12 @@ const std::vector<KernelEntry>& kernels_for(Activation act, bool residual) {
     case Activation::GeluErf: return detail::kernels_gelu_erf();
     default: return detail::kernels_bias();
   }
+}
+
+const std::vector<KernelEntry>& ln_kernels_for(Activation act) {
+  if (act == Activation::None) return detail::kernels_ln_bias();
+  if (act == Activation::GeluTanh) return detail::kernels_ln_gelu_tanh();
+  throw StudyError(ErrorKind::Usage, "cutlass_gemm: a folded LayerNorm has kernels for no activation and tanh GELU only");
 }
 
 const KernelEntry* find_kernel(const std::vector<KernelEntry>& kernels, const std::string& name) {
@@ -164,7 +175,7 @@ Layer& layer() {
 std::string describe(const Key& key, const Choice& c, const char* how) {
   std::ostringstream s;
   s.precision(1);
-  s << std::fixed << key.m << "x" << key.n << "x" << key.k << " " << activation_name(key.act)
+  s << std::fixed << key.m << "x" << key.n << "x" << key.k << " " << activation_field(key.act, key.ln)
     << (key.residual ? "+residual" : "") << ": " << c.kernel << " raster " << (c.raster ? "N" : "M")
     << " swizzle " << c.swizzle << ", " << c.us << " us (" << how << ")";
   return s.str();
@@ -179,7 +190,7 @@ std::string unavailable() {
 }
 
 bool Key::operator<(const Key& o) const {
-  return std::tie(gpu, m, n, k, act, residual) < std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual);
+  return std::tie(gpu, m, n, k, act, residual, ln) < std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln);
 }
 
 std::string CutlassCache::default_path() {
@@ -224,7 +235,7 @@ void CutlassCache::store(const Key& key, const Choice& choice) {
 
 std::string CutlassCache::format_line(const Key& key, const Choice& c) {
   std::ostringstream s;
-  s << key.gpu << '\t' << key.m << '\t' << key.n << '\t' << key.k << '\t' << activation_name(key.act) << '\t'
+  s << key.gpu << '\t' << key.m << '\t' << key.n << '\t' << key.k << '\t' << activation_field(key.act, key.ln) << '\t'
     << (key.residual ? 1 : 0) << '\t' << c.kernel << '\t' << c.raster << '\t' << c.swizzle << '\t' << c.us;
   return s.str();
 }
@@ -247,7 +258,7 @@ bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
     k.m = integer(f[1]);
     k.n = integer(f[2]);
     k.k = integer(f[3]);
-    if (!parse_activation(f[4], k.act)) return false;
+    if (!parse_activation(f[4], k.act, k.ln)) return false;
     const int residual = integer(f[5]);
     k.residual = residual == 1;
     ch.kernel = f[6];
@@ -268,11 +279,11 @@ bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
 namespace {
 
 // What every call must satisfy, whichever kernel runs it.
-void validate(const GemmShape& s, const GemmOperands& op) {
+void validate(const GemmShape& s, const GemmOperands& op, bool ln = false) {
   if (const auto why = unavailable(); !why.empty()) throw StudyError(ErrorKind::Library, "cutlass_gemm: " + why);
   if (s.m <= 0 || s.n <= 0 || s.k <= 0)
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: sizes must be positive, got " + shape_text(s));
-  if (!op.x || !op.w || !op.y || !op.bias)
+  if (!op.x || !op.w || !op.y || (!op.bias && !ln))
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: x, w, y and bias are required");
   if (op.residual == op.y)
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: the residual must not be the output buffer");
@@ -283,16 +294,9 @@ void validate(const GemmShape& s, const GemmOperands& op) {
       throw StudyError(ErrorKind::Usage, "cutlass_gemm: every operand must be 16-byte aligned (TMA)");
 }
 
-}  // namespace
-
-void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, bool pdl) {
-  validate(s, op);
+// The plan of l's key (searched or read from the cache on first use), then the launch.
+void run_planned(const Key& key, const std::vector<KernelEntry>& kernels, Launch l, cudaStream_t stream, bool pdl) {
   Layer& lay = layer();
-  const bool residual = op.residual != nullptr;
-  const auto& kernels = kernels_for(act, residual);
-  const Key key{lay.gpu, s.m, s.n, s.k, act, residual};
-  Launch l{s, op, 0, 1, lay.sms};
-
   auto it = lay.plans.find(key);
   if (it == lay.plans.end()) {
     Plan plan;
@@ -313,13 +317,36 @@ void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_
   CUDA_CHECK(it->second.kernel->run(l, stream, pdl));
 }
 
-void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,
-                const GemmOperands& op, cudaStream_t stream) {
+}  // namespace
+
+void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, bool pdl) {
   validate(s, op);
   Layer& lay = layer();
-  const KernelEntry* k = find_kernel(kernels_for(act, op.residual != nullptr), kernel);
+  const bool residual = op.residual != nullptr;
+  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, false}, kernels_for(act, residual),
+              {s, op, 0, 1, lay.sms, {}}, stream, pdl);
+}
+
+void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, const LnFold& ln, cudaStream_t stream,
+                   bool pdl) {
+  validate(s, op, /*ln=*/true);
+  if (op.residual) throw StudyError(ErrorKind::Usage, "cutlass_gemm: a folded LayerNorm takes no residual");
+  if (!ln.row_mean || !ln.row_rstd || !ln.col_sum || !ln.col_bias)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: a folded LayerNorm needs its four vectors");
+  for (const void* p : {static_cast<const void*>(ln.col_sum), static_cast<const void*>(ln.col_bias)})
+    if (!aligned16(p)) throw StudyError(ErrorKind::Usage, "cutlass_gemm: the per-column vectors must be 16-byte aligned");
+  Layer& lay = layer();
+  run_planned({lay.gpu, s.m, s.n, s.k, act, false, true}, ln_kernels_for(act), {s, op, 0, 1, lay.sms, ln}, stream,
+              pdl);
+}
+
+void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,
+                const GemmOperands& op, cudaStream_t stream, const LnFold* ln) {
+  validate(s, op, ln != nullptr);
+  Layer& lay = layer();
+  const KernelEntry* k = find_kernel(ln ? ln_kernels_for(act) : kernels_for(act, op.residual != nullptr), kernel);
   if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel named '" + kernel + "'");
-  const Launch l{s, op, raster, swizzle, lay.sms};
+  const Launch l{s, op, raster, swizzle, lay.sms, ln ? *ln : LnFold{}};
   if (!k->implementable(l))
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + kernel + " cannot run " + shape_text(s));
   lay.prepare(*k);
@@ -328,9 +355,9 @@ void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmSh
 
 std::vector<std::string> choices() { return layer().log; }
 
-std::vector<std::string> kernel_names() {
+std::vector<std::string> kernel_names(bool ln) {
   std::vector<std::string> names;
-  for (const auto& k : detail::kernels_bias()) names.emplace_back(k.name);
+  for (const auto& k : ln ? detail::kernels_ln_bias() : detail::kernels_bias()) names.emplace_back(k.name);
   return names;
 }
 

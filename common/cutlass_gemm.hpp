@@ -27,6 +27,18 @@ namespace study::cutlass_gemm {
 enum class Activation { None, GeluTanh, GeluErf };
 const char* activation_name(Activation a);
 
+// A LayerNorm folded into the GEMM that follows it, y = LN(x) W^T + b with LN(x) = (x - mu) rstd
+// gamma + beta: with W' = W diag(gamma) (fp16), colsum[n] = sum_k W'[n, k] and bias' = b + W beta
+// (fp32; fold_layernorm below), y = rstd[m] (x W'^T - mu[m] colsum[n]) + bias'[n]. The GEMM reads
+// the un-normalized x and takes the row statistics mu, rstd (fp32, one pass over x) and the two
+// per-column vectors in its epilogue: the LayerNorm's output is never written.
+struct LnFold {
+  const float* row_mean = nullptr;  // [m]
+  const float* row_rstd = nullptr;  // [m]
+  const float* col_sum = nullptr;   // [n]
+  const float* col_bias = nullptr;  // [n]: bias' (GemmOperands::bias is unused)
+};
+
 // Empty when this build has CUTLASS kernels that run on this GPU; otherwise why not.
 std::string unavailable();
 
@@ -45,11 +57,13 @@ struct Key {
   int m = 0, n = 0, k = 0;
   Activation act = Activation::None;
   bool residual = false;
+  bool ln = false;  // a LayerNorm folded in (LnFold)
   bool operator<(const Key& o) const;
 };
 
 // The on-disk record of choices: a tab-separated text file, one choice per line
 //   gpu  m  n  k  activation  residual  kernel  raster  swizzle  us
+// (activation prefixed "ln_" for the LayerNorm-folded kernels).
 // Lines that do not parse, and kernels this build does not have, are ignored (a rebuild with
 // other kernels searches again); a later line for the same key wins.
 class CutlassCache {
@@ -82,17 +96,33 @@ class CutlassCache {
 // (griddepcontrol.wait) before its first read. The search itself times plain launches.
 void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, bool pdl = false);
 
+// run() with a LayerNorm folded in (LnFold): act None or GeluTanh, no residual; op.bias is not
+// read (ln.col_bias is the bias). Searched and cached like run(), under its own key.
+void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, const LnFold& ln, cudaStream_t stream,
+                   bool pdl = false);
+
+// The folding, on the device, stream-ordered (ln_fold.cu): from a Linear's w [n, k] and b [n] and
+// the LayerNorm before it (gamma, beta [k]), w_folded = w diag(gamma) (fp16), col_sum[n] = the
+// row sums of w_folded (fp32, from the rounded fp16 values the GEMM multiplies), col_bias = b +
+// w beta (fp32). Once per weight set.
+void fold_layernorm(const __half* w, const __half* b, const __half* gamma, const __half* beta, int n, int k,
+                    __half* w_folded, float* col_sum, float* col_bias, cudaStream_t stream);
+// Per-row mean and 1 / sqrt(variance + eps) of x [rows, cols] (fp32, two passes over the row held
+// in registers: cols <= 1024 and a multiple of 8). One pass over x per forward and LayerNorm.
+void row_stats(const __half* x, int rows, int cols, float eps, float* mean, float* rstd, cudaStream_t stream);
+
 // Runs one named compiled kernel (kernel_names()) with the given raster order (0: along M, 1:
 // along N) and maximum swizzle, without the search: what the GPU suite uses to check every
-// kernel. Throws StudyError(Usage) for an unknown name or a shape that kernel cannot run.
+// kernel. Throws StudyError(Usage) for an unknown name or a shape that kernel cannot run. With
+// `ln`, the LayerNorm-folded kernel of that name.
 void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,
-                const GemmOperands& op, cudaStream_t stream);
+                const GemmOperands& op, cudaStream_t stream, const LnFold* ln = nullptr);
 
 // The choices this process has used, one line each ("6304x3072x768 gelu_tanh: 128x256x64_c2x1_coop
 // raster N swizzle 2, 101.2 us (searched)" or "(cached)"), for a row's note.
 std::vector<std::string> choices();
 
-// The names of the compiled kernels (empty without CUTLASS).
-std::vector<std::string> kernel_names();
+// The names of the compiled kernels (empty without CUTLASS); ln: of the LayerNorm-folded ones.
+std::vector<std::string> kernel_names(bool ln = false);
 
 }  // namespace study::cutlass_gemm

@@ -17,6 +17,7 @@ struct Launch {
   int raster = 0;   // 0: along M, 1: along N
   int swizzle = 1;  // 1, 2, 4 or 8
   int sm_count = 0;
+  LnFold ln;        // the LayerNorm-folded kernels' vectors (unused by the others)
 };
 
 // One compiled kernel, type-erased.
@@ -34,6 +35,8 @@ const std::vector<KernelEntry>& kernels_bias();
 const std::vector<KernelEntry>& kernels_bias_residual();
 const std::vector<KernelEntry>& kernels_gelu_tanh();
 const std::vector<KernelEntry>& kernels_gelu_erf();
+const std::vector<KernelEntry>& kernels_ln_bias();       // LayerNorm folded in, bias
+const std::vector<KernelEntry>& kernels_ln_gelu_tanh();  // LayerNorm folded in, bias, tanh GELU
 
 }  // namespace study::cutlass_gemm::detail
 
@@ -84,10 +87,46 @@ struct ActivationOf<Activation::GeluErf> {
   using Fn = cutlass::epilogue::thread::GELU<T>;
 };
 
+// The main loop of every kernel here: fp16 X (K-major) times fp16 W (K-major) into fp32
+// accumulators, with as many shared-memory stages as the epilogue leaves room for.
+template <class TileShape, class ClusterShape, class Schedule, class CollectiveEpilogue>
+using MainloopOf = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::half_t, cutlass::layout::RowMajor, 8,
+    cutlass::half_t, cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename CollectiveEpilogue::SharedStorage))>,
+    typename Schedule::Mainloop>::CollectiveOp;
+
+// What the layer needs of a compiled kernel, from its Gemm type and its arguments(): K derives
+// from Entry<K> and provides GemmKernel, Gemm and arguments(const Launch&).
+template <class K>
+struct Entry {
+  static bool implementable(const Launch& l) {
+    const auto args = K::arguments(l);
+    return K::Gemm::can_implement(args) == cutlass::Status::kSuccess && K::Gemm::get_workspace_size(args) == 0;
+  }
+
+  static cudaError_t prepare() {
+    constexpr int smem = K::GemmKernel::SharedStorageSize;
+    if (smem < (48 << 10)) return cudaSuccess;
+    return cudaFuncSetAttribute(cutlass::device_kernel<typename K::GemmKernel>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  }
+
+  // Parameters built on the host for each call, no workspace: safe to capture.
+  static cudaError_t run(const Launch& l, cudaStream_t stream, bool pdl) {
+    auto params = K::GemmKernel::to_underlying_arguments(K::arguments(l), nullptr);
+    if (K::Gemm::run(params, stream, nullptr, pdl) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
+    return cudaGetLastError();
+  }
+
+  static KernelEntry entry(const char* name) { return {name, implementable, prepare, run}; }
+};
+
 // Y = act(X W^T + bias) (+ residual as C with beta = 1): X row-major [m, k] (K-major A), W
 // row-major [n, k] (K-major B), Y row-major [m, n]; 16-byte alignment (8 halves) everywhere.
 template <int kTileM, int kTileN, int kClusterM, int kClusterN, class Schedule, Activation kAct, bool kResidual>
-struct Kernel {
+struct Kernel : Entry<Kernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAct, kResidual>> {
   using T = cutlass::half_t;
   using ElementC = std::conditional_t<kResidual, T, void>;  // void: no C operand is read
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<64>>;
@@ -100,12 +139,7 @@ struct Kernel {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, cutlass::layout::RowMajor, kAlign,
       T, cutlass::layout::RowMajor, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, cutlass::layout::RowMajor, kAlign, T,
-      cutlass::layout::ColumnMajor, kAlign, float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Schedule::Mainloop>::CollectiveOp;
+  using CollectiveMainloop = MainloopOf<TileShape, ClusterShape, Schedule, CollectiveEpilogue>;
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                                           CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
@@ -137,26 +171,77 @@ struct Kernel {
     return args;
   }
 
-  static bool implementable(const Launch& l) {
-    const auto args = arguments(l);
-    return Gemm::can_implement(args) == cutlass::Status::kSuccess && Gemm::get_workspace_size(args) == 0;
+};
+
+// Y = act(rstd[m] (X W'^T - mu[m] colsum[n]) + bias'[n]): the next LayerNorm folded into the GEMM
+// (cutlass_gemm.hpp, LnFold). X is the un-normalized residual stream; mu and rstd are its row
+// statistics, colsum and bias' the folded weights' per-column vectors, all fp32.
+template <class Tile, template <class> class Act>
+using LnFoldedEpilogue = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<Act, cutlass::half_t, float, cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90EVT<  // rstd * centered + bias'
+        cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, float, float,
+                                               cutlass::FloatRoundStyle::round_to_nearest>,
+        cutlass::epilogue::fusion::Sm90ColBroadcast<0, Tile, float, float, cute::Stride<Int<1>, Int<0>, int64_t>, 1>,
+        cutlass::epilogue::fusion::Sm90EVT<  // acc - mu * colsum
+            cutlass::epilogue::fusion::Sm90Compute<cutlass::minus, float, float,
+                                                   cutlass::FloatRoundStyle::round_to_nearest>,
+            cutlass::epilogue::fusion::Sm90AccFetch,
+            cutlass::epilogue::fusion::Sm90EVT<  // mu[m] * colsum[n]
+                cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
+                                                       cutlass::FloatRoundStyle::round_to_nearest>,
+                cutlass::epilogue::fusion::Sm90ColBroadcast<0, Tile, float, float,
+                                                            cute::Stride<Int<1>, Int<0>, int64_t>, 1>,
+                cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, float, float,
+                                                            cute::Stride<Int<0>, Int<1>, int64_t>, 4>>>,
+        cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, float, float, cute::Stride<Int<0>, Int<1>, int64_t>, 4>>>;
+
+template <int kTileM, int kTileN, int kClusterM, int kClusterN, class Schedule, Activation kAct>
+struct LnKernel : Entry<LnKernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAct>> {
+  using T = cutlass::half_t;
+  using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<64>>;
+  using ClusterShape = Shape<Int<kClusterM>, Int<kClusterN>, Int<1>>;
+  static constexpr int kAlign = 8;
+
+  using Callbacks = LnFoldedEpilogue<TileShape, ActivationOf<kAct>::template Fn>;
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, kAlign, T,
+      cutlass::layout::RowMajor, kAlign, typename Schedule::Epilogue, Callbacks>::CollectiveOp;
+  using CollectiveMainloop = MainloopOf<TileShape, ClusterShape, Schedule, CollectiveEpilogue>;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                          CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  static typename Gemm::Arguments arguments(const Launch& l) {
+    const GemmShape& s = l.shape;
+    const auto stride_a = cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, cute::make_shape(s.m, s.k, 1));
+    const auto stride_b = cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, cute::make_shape(s.n, s.k, 1));
+    const auto stride_c = cutlass::make_cute_packed_stride(typename GemmKernel::StrideC{}, cute::make_shape(s.m, s.n, 1));
+    const auto stride_d = cutlass::make_cute_packed_stride(typename GemmKernel::StrideD{}, cute::make_shape(s.m, s.n, 1));
+    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                  {s.m, s.n, s.k, 1},
+                                  {reinterpret_cast<const T*>(l.op.x), stride_a,
+                                   reinterpret_cast<const T*>(l.op.w), stride_b},
+                                  {{}, nullptr, stride_c, reinterpret_cast<T*>(l.op.y), stride_d}};
+    // The tree's arguments, children first, each node's own last (see LnFoldedEpilogue).
+    args.epilogue.thread = {
+        {                                        // rstd * centered + bias'
+         {l.ln.row_rstd, 0.f, {}},               // rstd[m]
+         {                                       // acc - mu * colsum
+          {},                                    // acc
+          {{l.ln.row_mean, 0.f, {}}, {l.ln.col_sum, 0.f, {}}, {}},  // mu[m] * colsum[n]
+          {}},
+         {l.ln.col_bias, 0.f, {}},               // bias'[n]
+         {}},
+        {}};                                     // the activation
+    args.hw_info.sm_count = l.sm_count;
+    using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+    args.scheduler.raster_order = l.raster ? Raster::AlongN : Raster::AlongM;
+    args.scheduler.max_swizzle_size = l.swizzle;
+    return args;
   }
 
-  static cudaError_t prepare() {
-    constexpr int smem = GemmKernel::SharedStorageSize;
-    if (smem < (48 << 10)) return cudaSuccess;
-    return cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                smem);
-  }
-
-  // Parameters built on the host for each call, no workspace: safe to capture.
-  static cudaError_t run(const Launch& l, cudaStream_t stream, bool pdl) {
-    auto params = GemmKernel::to_underlying_arguments(arguments(l), nullptr);
-    if (Gemm::run(params, stream, nullptr, pdl) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
-    return cudaGetLastError();
-  }
-
-  static KernelEntry entry(const char* name) { return {name, implementable, prepare, run}; }
 };
 
 // The kernels every epilogue gets: name "<tile M>x<tile N>x64_c<cluster>_<schedule>". Wide tiles
@@ -172,6 +257,17 @@ std::vector<KernelEntry> all_kernels() {
       Kernel<256, 128, 1, 2, Cooperative, kAct, kResidual>::entry("256x128x64_c1x2_coop"),
       Kernel<128, 128, 1, 1, Pingpong, kAct, kResidual>::entry("128x128x64_c1x1_pingpong"),
       Kernel<64, 128, 1, 1, Pingpong, kAct, kResidual>::entry("64x128x64_c1x1_pingpong"),
+  };
+}
+
+// The LayerNorm-folded kernels: fewer shapes (the QKV and fc1 GEMMs only), same names.
+template <Activation kAct>
+std::vector<KernelEntry> ln_kernels() {
+  return {
+      LnKernel<128, 128, 1, 1, Cooperative, kAct>::entry("128x128x64_c1x1_coop"),
+      LnKernel<128, 256, 2, 1, Cooperative, kAct>::entry("128x256x64_c2x1_coop"),
+      LnKernel<128, 128, 1, 1, Pingpong, kAct>::entry("128x128x64_c1x1_pingpong"),
+      LnKernel<64, 128, 1, 1, Pingpong, kAct>::entry("64x128x64_c1x1_pingpong"),
   };
 }
 

@@ -99,3 +99,17 @@ TEST_CASE("the layer says why it cannot run here, and lists its kernels when bui
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) CHECK(!why.empty());
 }
+
+TEST_CASE("a LayerNorm-folded choice is its own key and round-trips") {
+  cg::Key ln = kKey;
+  ln.ln = true;
+  cg::Key k;
+  cg::Choice c;
+  const auto line = cg::CutlassCache::format_line(ln, kChoice);
+  CHECK(line.find("\tln_gelu_tanh\t") != std::string::npos);
+  REQUIRE(cg::CutlassCache::parse_line(line, k, c));
+  CHECK(k.ln);
+  CHECK(!(k < ln));
+  CHECK(!(ln < k));
+  CHECK((kKey < ln || ln < kKey));
+}

@@ -83,8 +83,7 @@ int main(int argc, char** argv) {
     o.streams = c.streams;  // the row records the streams used
     std::string resolved;
     if (std::string(STAGE_VERSION) == "e6_best") encoder::best_composition(&resolved);
-    if (std::string(STAGE_VERSION) == "e7_cutlass_gemms" || std::string(STAGE_VERSION) == "e8_pdl")
-      encoder::cutlass_composition(&resolved);
+    if (c.cutlass_gemms) encoder::cutlass_composition(&resolved);
     const std::string version = custom ? c.describe() : std::string(STAGE_VERSION);
 
     report.open(o);
@@ -97,7 +96,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     const std::string mix = "pe=" + c.patch_embed + " ln=" + c.layernorm + " attn=" + c.attention +
-                            " mlp=" + c.mlp + (c.cutlass_gemms ? " gemms=cutlass" : "") + (c.pdl ? " pdl" : "") +
+                            " mlp=" + c.mlp + (c.cutlass_gemms ? " gemms=cutlass" : "") + (c.pdl ? " pdl" : "") + (c.ln_folded ? " lnfold" : "") +
                             (resolved.empty() ? "" : " (best: " + resolved + ")") +
                             (layers > 0 ? " layers=" + std::to_string(layers) : "");
 

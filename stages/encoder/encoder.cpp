@@ -16,6 +16,7 @@ std::string Composition::describe() const {
   if (fused_residual) s += ",fused";
   if (cutlass_gemms) s += ",cutlass";
   if (pdl) s += ",pdl";
+  if (ln_folded) s += ",lnfold";
   return s;
 }
 
@@ -132,6 +133,10 @@ const std::vector<Step>& ladder() {
          "e7 with every CUTLASS GEMM launched with programmatic dependent launch (its prologue under the "
          "previous kernel's tail)",
          with(lib, true, true, 1, true)},
+        {"e9_ln_folded",
+         "e8 with LN1 and LN2 folded into the QKV and fc1 GEMMs (row statistics pass + GEMM epilogue; no "
+         "normalized copy written)",
+         with(lib, true, true, 1, true)},
     };
     return s;
   }();
@@ -140,10 +145,11 @@ const std::vector<Step>& ladder() {
 
 // e6_best with the encoder's GEMMs on the CUTLASS layer: QKV and projection directly, the MLP
 // through its CUTLASS version (tanh GELU, as e6's cuBLASLt epilogue). The head stays on cuBLASLt.
-Composition cutlass_composition(std::string* resolved, bool pdl) {
+Composition cutlass_composition(std::string* resolved, bool pdl, bool ln_folded) {
   Composition c = best_composition(resolved);
   c.cutlass_gemms = true;
   c.pdl = pdl;
+  c.ln_folded = ln_folded;
   c.mlp = "cutlass_epilogue";
   return c;
 }
@@ -152,6 +158,7 @@ Composition find_step(const std::string& name) {
   if (name == "best" || name == "e6_best") return best_composition();
   if (name == "e7_cutlass_gemms") return cutlass_composition(nullptr);
   if (name == "e8_pdl") return cutlass_composition(nullptr, true);
+  if (name == "e9_ln_folded") return cutlass_composition(nullptr, true, true);
   std::string known;
   for (const auto& s : ladder()) {
     if (name == s.name) return s.composition;
@@ -209,6 +216,9 @@ study::MemoryNeed memory_need(const Problem& p, const Composition& c) {
                                sets * layer + 2.0 * p.batch * d) +
              static_cast<double>(patch_embed::scratch_bytes(pe)) + c.streams * 4.0 * (1 << 20);
   m.host = weight_count(p) * (sizeof(float) + sizeof(__half)) + images * (sizeof(float) + 2 * sizeof(__half));
+  if (c.ln_folded)  // the folded QKV and fc1 weights (fp16) with their fp32 vectors, and the row statistics
+    m.device += p.model.layers * (sizeof(__half) * (3 * d + p.model.mlp()) * d + sizeof(float) * 2 * (3 * d + p.model.mlp())) +
+                sizeof(float) * 2 * rows;
   return m;
 }
 

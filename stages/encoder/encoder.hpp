@@ -29,8 +29,9 @@ struct Composition {
   bool fused_residual = false;  // projection's residual in its GEMM epilogue (else an add kernel)
   bool cutlass_gemms = false;   // QKV and projection on the CUTLASS GEMM layer (else cuBLASLt)
   bool pdl = false;             // CUTLASS GEMMs launched with programmatic dependent launch
+  bool ln_folded = false;       // LN1 and LN2 folded into the QKV and fc1 GEMMs (needs cutlass_gemms)
   // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
-  // [,streams=N][,fused][,cutlass][,pdl]", one fixed format.
+  // [,streams=N][,fused][,cutlass][,pdl][,lnfold]", one fixed format.
   std::string describe() const;
 };
 
@@ -40,8 +41,8 @@ struct Step {
   Composition composition;
 };
 
-// e1_library ... e8_pdl in ladder order. e6_best's, e7's and e8's family versions are resolved
-// for this build and GPU by best_composition().
+// e1_library ... e9_ln_folded in ladder order. The family versions of e6_best and the steps
+// after it are resolved for this build and GPU by best_composition().
 const std::vector<Step>& ladder();
 // A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
 Composition find_step(const std::string& name);
@@ -52,8 +53,9 @@ Composition find_step(const std::string& name);
 Composition best_composition(std::string* resolved = nullptr);
 // e7_cutlass_gemms: best_composition() with QKV and projection on the CUTLASS GEMM layer and the
 // MLP version cutlass_epilogue.
-// e8_pdl: the same, with every CUTLASS GEMM launched with programmatic dependent launch.
-Composition cutlass_composition(std::string* resolved = nullptr, bool pdl = false);
+// e8_pdl: the same, with every CUTLASS GEMM launched with programmatic dependent launch;
+// e9_ln_folded: e8 with both LayerNorms of each block folded into the GEMM after them.
+Composition cutlass_composition(std::string* resolved = nullptr, bool pdl = false, bool ln_folded = false);
 
 // Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
 // component version that is unavailable, named.

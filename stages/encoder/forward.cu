@@ -121,6 +121,7 @@ struct Lane {
   layernorm::Problem ln, ln_final;
   attention::Problem attn;
   mlp::Problem mlp;
+  study::DeviceBuffer<float> row_mean, row_rstd;  // a folded LayerNorm's row statistics
 
   __half* alloc(std::size_t n) {
     owned.emplace_back(n);
@@ -146,6 +147,16 @@ struct Forward::Impl {
   const __half* graph_images = nullptr;
   __half* graph_logits = nullptr;
   Recorder* recorder = nullptr;  // set while a breakdown is taken
+  // With the LayerNorms folded in (c.ln_folded): each block's QKV and fc1 weights with LN1's and
+  // LN2's gamma folded in, and their per-column vectors (cutlass_gemm.hpp, LnFold).
+  struct FoldedLinear {
+    study::DeviceBuffer<__half> w;
+    study::DeviceBuffer<float> col_sum, col_bias;
+  };
+  struct FoldedBlock {
+    FoldedLinear qkv, fc1;
+  };
+  std::vector<FoldedBlock> folded;
 
   Impl(const Problem& prob, const Composition& comp, const DeviceWeights& weights)
       : p(prob), c(comp), w(weights),
@@ -176,6 +187,7 @@ struct Forward::Impl {
       if (c.streams > 1) CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
       lanes.push_back(std::move(lane));
     }
+    if (c.ln_folded) fold_layernorms();
     if (c.streams > 1) {
       CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
       joins.resize(c.streams);
@@ -190,6 +202,25 @@ struct Forward::Impl {
       if (l.stream) cudaStreamDestroy(l.stream);
     if (fork) cudaEventDestroy(fork);
     for (auto e : joins) cudaEventDestroy(e);
+  }
+
+  FoldedLinear fold(const __half* w_, const __half* b, const __half* gamma, const __half* beta, int n, int k) {
+    FoldedLinear f{study::DeviceBuffer<__half>(static_cast<std::size_t>(n) * k), study::DeviceBuffer<float>(n),
+                   study::DeviceBuffer<float>(n)};
+    study::cutlass_gemm::fold_layernorm(w_, b, gamma, beta, n, k, f.w.get(), f.col_sum.get(), f.col_bias.get(),
+                                        nullptr);
+    return f;
+  }
+
+  // Once per forward object, before any forward: the folded weights of every block.
+  void fold_layernorms() {
+    if (!c.cutlass_gemms)
+      throw study::StudyError(study::ErrorKind::Usage, "a folded LayerNorm runs on the CUTLASS GEMM layer only");
+    const int D = p.model.hidden;
+    for (const BlockView& v : w.blocks)
+      folded.push_back({fold(v.qkv_w, v.qkv_b, v.ln1_g, v.ln1_b, 3 * D, D),
+                        fold(v.fc1_w, v.fc1_b, v.ln2_g, v.ln2_b, p.model.mlp(), D)});
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
 
   // Every component asked about its exact problem before anything is allocated for it.
@@ -244,6 +275,32 @@ struct Forward::Impl {
     }
     l.cls = l.alloc(static_cast<std::size_t>(l.batch) * D);
     l.cls_norm = l.alloc(static_cast<std::size_t>(l.batch) * D);
+    if (c.ln_folded) {
+      l.row_mean = study::DeviceBuffer<float>(rows);
+      l.row_rstd = study::DeviceBuffer<float>(rows);
+    }
+  }
+
+  // A block's LayerNorm: into `out` (the family's version), or, folded, only the row statistics
+  // of x, which the next GEMM's epilogue applies.
+  void block_layernorm(Lane& l, const __half* x, const __half* gamma, const __half* beta, __half* out,
+                       cudaStream_t s) {
+    if (c.ln_folded)
+      study::cutlass_gemm::row_stats(x, l.ln.rows, l.ln.hidden, l.ln.eps, l.row_mean.get(), l.row_rstd.get(), s);
+    else
+      ln.launch(l.ln, {x, gamma, beta, out}, s);
+  }
+
+  // The GEMM after a folded LayerNorm: y = act(LN(x) W^T + b) from the un-normalized x.
+  void folded_gemm(Lane& l, const FoldedLinear& f, const study::GemmShape& shape, const __half* x, __half* y,
+                   study::cutlass_gemm::Activation act, cudaStream_t s) {
+    study::GemmOperands op;
+    op.x = x;
+    op.w = f.w.get();
+    op.y = y;
+    study::cutlass_gemm::run_ln_folded(shape, act, op,
+                                       {l.row_mean.get(), l.row_rstd.get(), f.col_sum.get(), f.col_bias.get()}, s,
+                                       c.pdl);
   }
 
   // One component's launches: an NVTX range named after it (Nsight Systems shows the forward by
@@ -293,8 +350,13 @@ struct Forward::Impl {
     for (int i = 0; i < p.model.layers; ++i) {
       const LayerBuffers& b = l.layers[i];
       const BlockView& v = w.blocks[i];
-      component("layernorm", s, [&] { ln.launch(l.ln, {b.x_in, v.ln1_g, v.ln1_b, b.ln1}, s); });
+      component("layernorm", s, [&] { block_layernorm(l, b.x_in, v.ln1_g, v.ln1_b, b.ln1, s); });
       component("qkv", s, [&] {
+        if (c.ln_folded) {
+          folded_gemm(l, folded[i].qkv, {static_cast<int>(rows), 3 * D, D}, b.x_in, b.qkv,
+                      study::cutlass_gemm::Activation::None, s);
+          return;
+        }
         study::GemmOperands op;
         op.x = b.ln1;
         op.w = v.qkv_w;
@@ -314,8 +376,15 @@ struct Forward::Impl {
       });
       if (!c.fused_residual)
         component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, rows * D, s); });
-      component("layernorm", s, [&] { ln.launch(l.ln, {b.x_mid, v.ln2_g, v.ln2_b, b.ln2}, s); });
+      component("layernorm", s, [&] { block_layernorm(l, b.x_mid, v.ln2_g, v.ln2_b, b.ln2, s); });
       component("mlp", s, [&] {
+        if (c.ln_folded) {  // fc1 with LN2 folded in, fc2 with bias and residual, both on CUTLASS
+          folded_gemm(l, folded[i].fc1, {static_cast<int>(rows), p.model.mlp(), D}, b.x_mid, b.h,
+                      study::cutlass_gemm::Activation::GeluTanh, s);
+          study::cutlass_gemm::run({static_cast<int>(rows), D, p.model.mlp()}, study::cutlass_gemm::Activation::None,
+                                   {b.h, v.fc2_w, b.x_out, v.fc2_b, b.x_mid}, s, c.pdl);
+          return;
+        }
         mlp::Args a{};
         a.x = b.ln2;
         a.residual = b.x_mid;

@@ -154,3 +154,69 @@ TEST_CASE("refusals: misaligned operands, a residual after GELU, a search inside
 int main(int argc, char** argv) {
   return gpu_test_main(argc, argv, "cutlass_gemm", [] { return cg::unavailable(); });
 }
+
+TEST_CASE("the LayerNorm-folded kernels match LayerNorm then the Linear") {
+  const auto names = cg::kernel_names(/*ln=*/true);
+  REQUIRE(!names.empty());
+  const int D = 768;
+  for (const study::GemmShape s : {study::GemmShape{197, 3 * D, D}, study::GemmShape{3, 4 * D, D}})
+    for (Activation act : {Activation::None, Activation::GeluTanh}) {
+      const auto seed = study::fresh_seed();
+      CAPTURE(seed);
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(cg::activation_name(act));
+      // A residual stream with a large per-row offset, so that the folded form's subtraction of
+      // mu * colsum is exercised where it cancels most.
+      auto x = rounded_normal(size_t(s.m) * s.k, seed, 1.f);
+      for (int r = 0; r < s.m; ++r)
+        for (int k = 0; k < s.k; ++k) x[size_t(r) * s.k + k] += 4.f * ((r % 5) - 2);
+      study::round_to_half(x);
+      auto gamma = rounded_normal(s.k, seed + 1, 0.2f);
+      for (auto& g : gamma) g += 1.f;
+      study::round_to_half(gamma);
+      const auto beta = rounded_normal(s.k, seed + 2, 0.2f);
+      const auto w = rounded_normal(size_t(s.n) * s.k, seed + 3, 1.f / std::sqrt(float(s.k)));
+      const auto b = rounded_normal(s.n, seed + 4, 0.5f);
+      // Reference: LayerNorm (eps 1e-6) in double, then the Linear and the activation.
+      std::vector<float> h(x.size());
+      for (int r = 0; r < s.m; ++r) {
+        double mu = 0, var = 0;
+        for (int k = 0; k < s.k; ++k) mu += x[size_t(r) * s.k + k];
+        mu /= s.k;
+        for (int k = 0; k < s.k; ++k) var += (x[size_t(r) * s.k + k] - mu) * (x[size_t(r) * s.k + k] - mu);
+        const double rstd = 1.0 / std::sqrt(var / s.k + 1e-6);
+        for (int k = 0; k < s.k; ++k)
+          h[size_t(r) * s.k + k] = static_cast<float>((x[size_t(r) * s.k + k] - mu) * rstd * gamma[k] + beta[k]);
+      }
+      std::vector<float> want;
+      ref::linear(h, s.m, s.k, w, b, s.n, want);
+      if (act != Activation::None)
+        for (auto& v : want) v = static_cast<float>(gelu(v, act));
+
+      auto dx = study::to_device(study::to_half(x)), dw = study::to_device(study::to_half(w));
+      auto db = study::to_device(study::to_half(b)), dg = study::to_device(study::to_half(gamma));
+      auto dbeta = study::to_device(study::to_half(beta));
+      study::DeviceBuffer<__half> wf(size_t(s.n) * s.k), dy(size_t(s.m) * s.n);
+      study::DeviceBuffer<float> col_sum(s.n), col_bias(s.n), mean(s.m), rstd(s.m);
+      cg::fold_layernorm(dw.get(), db.get(), dg.get(), dbeta.get(), s.n, s.k, wf.get(), col_sum.get(), col_bias.get(),
+                         nullptr);
+      cg::row_stats(dx.get(), s.m, s.k, 1e-6f, mean.get(), rstd.get(), nullptr);
+      const cg::LnFold ln{mean.get(), rstd.get(), col_sum.get(), col_bias.get()};
+      study::GemmOperands op;
+      op.x = dx.get();
+      op.w = wf.get();
+      op.y = dy.get();
+      for (const auto& name : names) {
+        CAPTURE(name);
+        study::poison(dy);
+        cg::run_kernel(name, 1, 2, s, act, op, nullptr, &ln);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const auto got = study::to_float(study::to_host(dy));
+        // fp16 rounding of y and of the folded weights (gamma multiplied in before rounding).
+        const auto r = study::compare(got, want, {study::kFp16RelTol, 5e-3, 2 * study::kFp16Rtol});
+        INFO(r.summary());
+        CHECK(r.ok);
+      }
+    }
+}

@@ -30,15 +30,23 @@ const char* activation_name(Activation a) {
 
 namespace {
 
-// "gelu_tanh" or, for a folded LayerNorm, "ln_gelu_tanh".
-std::string activation_field(Activation a, bool ln) { return (ln ? "ln_" : "") + std::string(activation_name(a)); }
+constexpr const char* kCublasLtSuffix = "+cublaslt";
 
-bool parse_activation(std::string s, Activation& a, bool& ln) {
-  ln = s.rfind("ln_", 0) == 0;
-  if (ln) s = s.substr(3);
+// "gelu_tanh"; for a folded LayerNorm "ln_gelu_tanh"; with cuBLASLt a candidate "gelu_tanh+cublaslt".
+std::string activation_field(const Key& k) {
+  return (k.ln ? "ln_" : "") + std::string(activation_name(k.act)) + (k.cublaslt ? kCublasLtSuffix : "");
+}
+
+// The inverse of activation_field: sets k.act, k.ln and k.cublaslt.
+bool parse_activation(std::string s, Key& k) {
+  k.ln = s.rfind("ln_", 0) == 0;
+  if (k.ln) s = s.substr(3);
+  const std::string suffix = kCublasLtSuffix;
+  k.cublaslt = s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (k.cublaslt) s.resize(s.size() - suffix.size());
   for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
     if (s == activation_name(c)) {
-      a = c;
+      k.act = c;
       return true;
     }
   return false;
@@ -65,6 +73,39 @@ const std::vector<KernelEntry>& ln_kernels_for(Activation act) {
   if (act == Activation::None) return detail::kernels_ln_bias();
   if (act == Activation::GeluTanh) return detail::kernels_ln_gelu_tanh();
   throw StudyError(ErrorKind::Usage, "cutlass_gemm: a folded LayerNorm has kernels for no activation and tanh GELU only");
+}
+
+// cuBLASLt as a candidate: the caller's Gemm with the same fused epilogue (RunOptions::cublaslt).
+// No scheduler knobs; a shape cuBLASLt has no algorithm for is timed as never finishing.
+cudaError_t run_cublaslt(const Launch& l, Epilogue e, cudaStream_t stream) {
+  try {
+    l.cublaslt->run(l.shape, e, l.op, stream);
+  } catch (const StudyError&) {
+    return cudaErrorNotSupported;
+  }
+  return cudaGetLastError();
+}
+bool cublaslt_given(const Launch& l) { return l.cublaslt != nullptr; }
+cudaError_t nothing_to_prepare() { return cudaSuccess; }
+const KernelEntry kCublasLtBias{
+    "cublaslt", cublaslt_given, nothing_to_prepare,
+    [](const Launch& l, cudaStream_t s, bool) { return run_cublaslt(l, Epilogue::Bias, s); }, false};
+const KernelEntry kCublasLtGelu{
+    "cublaslt", cublaslt_given, nothing_to_prepare,
+    [](const Launch& l, cudaStream_t s, bool) { return run_cublaslt(l, Epilogue::GeluBias, s); }, false};
+
+// The CUTLASS kernels of an epilogue, and cuBLASLt after them when asked (none for erf GELU).
+// Stable storage: plans keep pointers to these entries.
+const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool cublaslt) {
+  const std::vector<KernelEntry>& cutlass = kernels_for(act, residual);
+  if (!cublaslt || act == Activation::GeluErf) return cutlass;
+  static std::map<std::pair<Activation, bool>, std::vector<KernelEntry>> with_cublaslt;
+  auto& all = with_cublaslt[{act, residual}];
+  if (all.empty()) {
+    all = cutlass;
+    all.push_back(act == Activation::GeluTanh ? kCublasLtGelu : kCublasLtBias);
+  }
+  return all;
 }
 
 const KernelEntry* find_kernel(const std::vector<KernelEntry>& kernels, const std::string& name) {
@@ -144,6 +185,7 @@ struct Layer {
       prepare(k);
       for (int raster : {0, 1})
         for (int swizzle : {1, 2, 4, 8}) {
+          if (!k.scheduler_knobs && (raster != 0 || swizzle != 1)) continue;
           l.raster = raster;
           l.swizzle = swizzle;
           const float us = time_kernel(k, l, stream, 5);
@@ -175,7 +217,7 @@ Layer& layer() {
 std::string describe(const Key& key, const Choice& c, const char* how) {
   std::ostringstream s;
   s.precision(1);
-  s << std::fixed << key.m << "x" << key.n << "x" << key.k << " " << activation_field(key.act, key.ln)
+  s << std::fixed << key.m << "x" << key.n << "x" << key.k << " " << activation_field(key)
     << (key.residual ? "+residual" : "") << ": " << c.kernel << " raster " << (c.raster ? "N" : "M")
     << " swizzle " << c.swizzle << ", " << c.us << " us (" << how << ")";
   return s.str();
@@ -190,7 +232,8 @@ std::string unavailable() {
 }
 
 bool Key::operator<(const Key& o) const {
-  return std::tie(gpu, m, n, k, act, residual, ln) < std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln);
+  return std::tie(gpu, m, n, k, act, residual, ln, cublaslt) <
+         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.cublaslt);
 }
 
 std::string CutlassCache::default_path() {
@@ -235,7 +278,7 @@ void CutlassCache::store(const Key& key, const Choice& choice) {
 
 std::string CutlassCache::format_line(const Key& key, const Choice& c) {
   std::ostringstream s;
-  s << key.gpu << '\t' << key.m << '\t' << key.n << '\t' << key.k << '\t' << activation_field(key.act, key.ln) << '\t'
+  s << key.gpu << '\t' << key.m << '\t' << key.n << '\t' << key.k << '\t' << activation_field(key) << '\t'
     << (key.residual ? 1 : 0) << '\t' << c.kernel << '\t' << c.raster << '\t' << c.swizzle << '\t' << c.us;
   return s.str();
 }
@@ -258,7 +301,7 @@ bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
     k.m = integer(f[1]);
     k.n = integer(f[2]);
     k.k = integer(f[3]);
-    if (!parse_activation(f[4], k.act, k.ln)) return false;
+    if (!parse_activation(f[4], k)) return false;
     const int residual = integer(f[5]);
     k.residual = residual == 1;
     ch.kernel = f[6];
@@ -319,17 +362,20 @@ void run_planned(const Key& key, const std::vector<KernelEntry>& kernels, Launch
 
 }  // namespace
 
-void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, bool pdl) {
+void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, const RunOptions& opt) {
   validate(s, op);
   Layer& lay = layer();
   const bool residual = op.residual != nullptr;
-  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, false}, kernels_for(act, residual),
-              {s, op, 0, 1, lay.sms, {}}, stream, pdl);
+  // Erf GELU has no cuBLASLt candidate: its key records that none took part.
+  const bool cublaslt = opt.cublaslt && act != Activation::GeluErf;
+  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, false, cublaslt}, candidates(act, residual, cublaslt),
+              {s, op, 0, 1, lay.sms, {}, opt.cublaslt}, stream, opt.pdl);
 }
 
 void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, const LnFold& ln, cudaStream_t stream,
-                   bool pdl) {
+                   const RunOptions& opt) {
   validate(s, op, /*ln=*/true);
+  if (opt.cublaslt) throw StudyError(ErrorKind::Usage, "cutlass_gemm: a folded LayerNorm has no cuBLASLt candidate");
   if (op.residual) throw StudyError(ErrorKind::Usage, "cutlass_gemm: a folded LayerNorm takes no residual");
   if (!ln.row_mean || !ln.row_rstd || !ln.col_sum || !ln.col_bias)
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: a folded LayerNorm needs its four vectors");
@@ -337,7 +383,7 @@ void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, c
     if (!aligned16(p)) throw StudyError(ErrorKind::Usage, "cutlass_gemm: the per-column vectors must be 16-byte aligned");
   Layer& lay = layer();
   run_planned({lay.gpu, s.m, s.n, s.k, act, false, true}, ln_kernels_for(act), {s, op, 0, 1, lay.sms, ln}, stream,
-              pdl);
+              opt.pdl);
 }
 
 void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,

@@ -58,12 +58,14 @@ struct Key {
   Activation act = Activation::None;
   bool residual = false;
   bool ln = false;  // a LayerNorm folded in (LnFold)
+  bool cublaslt = false;  // cuBLASLt was a candidate too (RunOptions::cublaslt)
   bool operator<(const Key& o) const;
 };
 
 // The on-disk record of choices: a tab-separated text file, one choice per line
 //   gpu  m  n  k  activation  residual  kernel  raster  swizzle  us
-// (activation prefixed "ln_" for the LayerNorm-folded kernels).
+// (activation prefixed "ln_" for the LayerNorm-folded kernels, suffixed "+cublaslt" when
+// cuBLASLt was a candidate; kernel "cublaslt" when it won).
 // Lines that do not parse, and kernels this build does not have, are ignored (a rebuild with
 // other kernels searches again); a later line for the same key wins.
 class CutlassCache {
@@ -91,15 +93,24 @@ class CutlassCache {
 // when neither memory nor the disk cache has a choice). Throws StudyError(Usage) for shapes no
 // compiled kernel can run (k or n not a multiple of 8, misaligned pointers), StudyError(Library)
 // when CUTLASS is unavailable, and StudyError(Usage) when a search would run inside a capture.
-// pdl: launch with programmatic dependent launch, so that the kernel's prologue (barriers, TMA
-// descriptors) overlaps the tail of the previous kernel on the stream; it waits for that kernel
-// (griddepcontrol.wait) before its first read. The search itself times plain launches.
-void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, bool pdl = false);
+struct RunOptions {
+  // Launch with programmatic dependent launch, so that the kernel's prologue (barriers, TMA
+  // descriptors) overlaps the tail of the previous kernel on the stream; it waits for that kernel
+  // (griddepcontrol.wait) before its first read. The search itself times plain launches.
+  bool pdl = false;
+  // When set, cuBLASLt (this Gemm: its plans and workspace, with the same fused epilogue) is one
+  // more candidate of the search, chosen where it is faster (small M, where its split-K kernels
+  // fill the GPU), and runs through this Gemm. Not for erf GELU, which cuBLASLt has no epilogue
+  // for: the CUTLASS kernels alone are searched then.
+  Gemm* cublaslt = nullptr;
+};
+void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, const RunOptions& opt = {});
 
 // run() with a LayerNorm folded in (LnFold): act None or GeluTanh, no residual; op.bias is not
-// read (ln.col_bias is the bias). Searched and cached like run(), under its own key.
+// read (ln.col_bias is the bias). Searched and cached like run(), under its own key; CUTLASS
+// kernels only (opt.cublaslt must be null).
 void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, const LnFold& ln, cudaStream_t stream,
-                   bool pdl = false);
+                   const RunOptions& opt = {});
 
 // The folding, on the device, stream-ordered (ln_fold.cu): from a Linear's w [n, k] and b [n] and
 // the LayerNorm before it (gamma, beta [k]), w_folded = w diag(gamma) (fp16), col_sum[n] = the

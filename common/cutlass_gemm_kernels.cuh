@@ -18,6 +18,7 @@ struct Launch {
   int swizzle = 1;  // 1, 2, 4 or 8
   int sm_count = 0;
   LnFold ln;        // the LayerNorm-folded kernels' vectors (unused by the others)
+  Gemm* cublaslt = nullptr;  // the cuBLASLt candidate's Gemm (RunOptions::cublaslt)
 };
 
 // One compiled kernel, type-erased.
@@ -28,6 +29,7 @@ struct KernelEntry {
   // pdl: launch with programmatic dependent launch (the kernel may start before the previous
   // kernel on the stream ends, and waits for it with griddepcontrol.wait before reading).
   cudaError_t (*run)(const Launch&, cudaStream_t, bool pdl);
+  bool scheduler_knobs = true;  // raster and swizzle matter (false: the cuBLASLt candidate)
 };
 
 // The kernels of each epilogue (one kernel file each; empty in a build without CUTLASS).

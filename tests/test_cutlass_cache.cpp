@@ -113,3 +113,25 @@ TEST_CASE("a LayerNorm-folded choice is its own key and round-trips") {
   CHECK(!(ln < k));
   CHECK((kKey < ln || ln < kKey));
 }
+
+TEST_CASE("a choice searched with cuBLASLt among the candidates is its own key and round-trips") {
+  cg::Key lt = kKey;
+  lt.cublaslt = true;
+  cg::Choice won = kChoice;
+  won.kernel = "cublaslt";
+  cg::Key k;
+  cg::Choice c;
+  const auto line = cg::CutlassCache::format_line(lt, won);
+  CHECK(line.find("\tgelu_tanh+cublaslt\t") != std::string::npos);
+  REQUIRE(cg::CutlassCache::parse_line(line, k, c));
+  CHECK(k.cublaslt);
+  CHECK(!k.ln);
+  CHECK(k.act == kKey.act);
+  CHECK(c.kernel == "cublaslt");
+  CHECK((kKey < lt || lt < kKey));
+  // Both prefixes at once, and a suffix alone is no activation.
+  lt.ln = true;
+  REQUIRE(cg::CutlassCache::parse_line(cg::CutlassCache::format_line(lt, won), k, c));
+  CHECK((k.ln && k.cublaslt));
+  CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+cublaslt\t0\tk\t0\t1\t1.0", k, c));
+}

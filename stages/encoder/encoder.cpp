@@ -17,6 +17,7 @@ std::string Composition::describe() const {
   if (cutlass_gemms) s += ",cutlass";
   if (pdl) s += ",pdl";
   if (ln_folded) s += ",lnfold";
+  if (cublaslt_candidates) s += ",cublaslt";
   return s;
 }
 
@@ -137,6 +138,9 @@ const std::vector<Step>& ladder() {
          "e8 with LN1 and LN2 folded into the QKV and fc1 GEMMs (row statistics pass + GEMM epilogue; no "
          "normalized copy written)",
          with(lib, true, true, 1, true)},
+        {"e10_fastest_gemms",
+         "e8 with cuBLASLt one more candidate of each GEMM's search: every shape on the faster library",
+         with(lib, true, true, 1, true)},
     };
     return s;
   }();
@@ -145,12 +149,13 @@ const std::vector<Step>& ladder() {
 
 // e6_best with the encoder's GEMMs on the CUTLASS layer: QKV and projection directly, the MLP
 // through its CUTLASS version (tanh GELU, as e6's cuBLASLt epilogue). The head stays on cuBLASLt.
-Composition cutlass_composition(std::string* resolved, bool pdl, bool ln_folded) {
+Composition cutlass_composition(std::string* resolved, bool pdl, bool ln_folded, bool cublaslt_candidates) {
   Composition c = best_composition(resolved);
   c.cutlass_gemms = true;
   c.pdl = pdl;
   c.ln_folded = ln_folded;
-  c.mlp = "cutlass_epilogue";
+  c.cublaslt_candidates = cublaslt_candidates;
+  c.mlp = cublaslt_candidates ? "fastest_epilogue" : "cutlass_epilogue";
   return c;
 }
 
@@ -159,6 +164,7 @@ Composition find_step(const std::string& name) {
   if (name == "e7_cutlass_gemms") return cutlass_composition(nullptr);
   if (name == "e8_pdl") return cutlass_composition(nullptr, true);
   if (name == "e9_ln_folded") return cutlass_composition(nullptr, true, true);
+  if (name == "e10_fastest_gemms") return cutlass_composition(nullptr, true, false, true);
   std::string known;
   for (const auto& s : ladder()) {
     if (name == s.name) return s.composition;

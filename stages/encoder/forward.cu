@@ -298,9 +298,11 @@ struct Forward::Impl {
     op.x = x;
     op.w = f.w.get();
     op.y = y;
+    study::cutlass_gemm::RunOptions opt;
+    opt.pdl = c.pdl;  // no cuBLASLt candidate: it has no folded LayerNorm
     study::cutlass_gemm::run_ln_folded(shape, act, op,
                                        {l.row_mean.get(), l.row_rstd.get(), f.col_sum.get(), f.col_bias.get()}, s,
-                                       c.pdl);
+                                       opt);
   }
 
   // One component's launches: an NVTX range named after it (Nsight Systems shows the forward by
@@ -321,11 +323,19 @@ struct Forward::Impl {
     CUDA_CHECK(cudaEventRecord(b, s));
   }
 
+  // What the CUTLASS layer is told: PDL, and the lane's cuBLASLt Gemm as one more candidate.
+  study::cutlass_gemm::RunOptions cutlass_options(study::Gemm& gemm) const {
+    study::cutlass_gemm::RunOptions opt;
+    opt.pdl = c.pdl;
+    if (c.cublaslt_candidates) opt.cublaslt = &gemm;
+    return opt;
+  }
+
   // A block's QKV or projection GEMM (bias, and the residual when op has one) on the layer the
   // composition names.
   void block_gemm(const study::GemmShape& shape, const study::GemmOperands& op, study::Gemm& gemm, cudaStream_t s) {
     if (c.cutlass_gemms)
-      study::cutlass_gemm::run(shape, study::cutlass_gemm::Activation::None, op, s, c.pdl);
+      study::cutlass_gemm::run(shape, study::cutlass_gemm::Activation::None, op, s, cutlass_options(gemm));
     else
       gemm.run(shape, study::Epilogue::Bias, op, s);
   }
@@ -382,7 +392,7 @@ struct Forward::Impl {
           folded_gemm(l, folded[i].fc1, {static_cast<int>(rows), p.model.mlp(), D}, b.x_mid, b.h,
                       study::cutlass_gemm::Activation::GeluTanh, s);
           study::cutlass_gemm::run({static_cast<int>(rows), D, p.model.mlp()}, study::cutlass_gemm::Activation::None,
-                                   {b.h, v.fc2_w, b.x_out, v.fc2_b, b.x_mid}, s, c.pdl);
+                                   {b.h, v.fc2_w, b.x_out, v.fc2_b, b.x_mid}, s, cutlass_options(gemm));
           return;
         }
         mlp::Args a{};

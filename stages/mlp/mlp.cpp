@@ -7,12 +7,13 @@ namespace mlp {
 
 // Each version's kernel file defines its Version object.
 extern const Version unfused, unfused_graph, fused_epilogue, handwritten_epilogue, gemm_only,
-    pingpong_epilogue, pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf;
+    pingpong_epilogue, pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf, fastest_epilogue;
 
 const std::vector<Version>& versions() {
   static const std::vector<Version> all = {unfused, unfused_graph, fused_epilogue,
                                            handwritten_epilogue, gemm_only, pingpong_epilogue,
-                                           pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf};
+                                           pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf,
+                                           fastest_epilogue};
   return all;
 }
 
@@ -37,16 +38,21 @@ std::string check_common(const Problem& p) {
 
 std::string cutlass_supports(const Problem& p) {
   if (auto r = check_common(p); !r.empty()) return r;
-  if (p.hidden % 8 || p.mlp_hidden % 8) return "hidden and mlp_hidden must be multiples of 8 (16-byte rows for TMA)";
+  if (p.hidden % 8 || p.mlp_hidden % 8)
+    return "hidden " + std::to_string(p.hidden) + " and mlp_hidden " + std::to_string(p.mlp_hidden) +
+           " must be multiples of 8 (16-byte rows for TMA)";
   return study::cutlass_gemm::unavailable();
 }
 
-void cutlass_launch(const Problem& p, const Args& a, bool erf_gelu, cudaStream_t stream) {
+void cutlass_launch(const Problem& p, const Args& a, bool erf_gelu, bool with_cublaslt, cudaStream_t stream) {
   namespace cg = study::cutlass_gemm;
+  cg::RunOptions opt;
+  opt.pdl = a.pdl;
+  if (with_cublaslt) opt.cublaslt = a.gemm;
   cg::run({p.rows, p.mlp_hidden, p.hidden}, erf_gelu ? cg::Activation::GeluErf : cg::Activation::GeluTanh,
-          {a.x, a.fc1_w, a.h, a.fc1_b}, stream, a.pdl);
+          {a.x, a.fc1_w, a.h, a.fc1_b}, stream, opt);
   cg::run({p.rows, p.hidden, p.mlp_hidden}, cg::Activation::None, {a.h, a.fc2_w, a.y, a.fc2_b, residual_of(a)},
-          stream, a.pdl);
+          stream, opt);
 }
 
 }  // namespace mlp

@@ -1,7 +1,8 @@
 // GPU test of the CUTLASS GEMM layer (common/cutlass_gemm.hpp): every compiled kernel with every
 // epilogue (bias, bias + residual, bias + GELU in both forms) against ref::linear at the encoder's
 // GEMM shapes and odd row counts, both raster orders; the search and its on-disk record; the
-// refusals (misaligned operands, a residual after GELU, a search inside a graph capture).
+// search with cuBLASLt a candidate; the refusals (misaligned operands, a residual after GELU, a
+// search inside a graph capture).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <algorithm>
@@ -149,6 +150,44 @@ TEST_CASE("refusals: misaligned operands, a residual after GELU, a search inside
   CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
   CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("with cuBLASLt a candidate, whichever library wins computes the epilogue, under its own key") {
+  study::Gemm gemm;
+  cg::RunOptions opt;
+  opt.cublaslt = &gemm;
+  struct Want {
+    study::GemmShape s;
+    Activation act;
+    bool residual;
+  };
+  for (const Want& t : {Want{{197, 3072, 768}, Activation::GeluTanh, false}, Want{{197, 768, 3072}, Activation::None, true},
+                        Want{{6304, 768, 3072}, Activation::None, true}, Want{{3, 2304, 768}, Activation::None, false}})
+    for (int call = 0; call < 2; ++call) {  // searched, then from the plan
+      CAPTURE(t.s.m);
+      CAPTURE(t.s.n);
+      CAPTURE(cg::activation_name(t.act));
+      CAPTURE(call);
+      Case c(t.s, t.act, t.residual);
+      study::poison(c.dy);
+      cg::run(c.s, t.act, c.operands(), nullptr, opt);
+      const auto r = c.check();
+      INFO(r.summary());
+      CHECK(r.ok);
+      const std::string line = cg::choices().back();
+      INFO(line);
+      CHECK(line.find(std::to_string(t.s.m) + "x" + std::to_string(t.s.n)) == 0);
+      CHECK(line.find("+cublaslt") != std::string::npos);
+    }
+  // Erf GELU has no cuBLASLt epilogue: the CUTLASS kernels alone, under the CUTLASS-only key.
+  Case erf({197, 3072, 768}, Activation::GeluErf, false);
+  study::poison(erf.dy);
+  cg::run(erf.s, Activation::GeluErf, erf.operands(), nullptr, opt);
+  CHECK(erf.check().ok);
+  CHECK(cg::choices().back().find("+cublaslt") == std::string::npos);
+  CHECK(cg::choices().back().find("cublaslt") == std::string::npos);
+  // A folded LayerNorm has no cuBLASLt candidate.
+  CHECK_THROWS_AS(cg::run_ln_folded(erf.s, Activation::None, erf.operands(), {}, nullptr, opt), study::StudyError);
 }
 
 int main(int argc, char** argv) {

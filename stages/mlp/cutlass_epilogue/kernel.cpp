@@ -8,7 +8,9 @@
 namespace mlp {
 namespace {
 
-void launch(const Problem& p, const Args& a, cudaStream_t stream) { cutlass_launch(p, a, /*erf_gelu=*/false, stream); }
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  cutlass_launch(p, a, /*erf_gelu=*/false, /*with_cublaslt=*/false, stream);
+}
 
 }  // namespace
 

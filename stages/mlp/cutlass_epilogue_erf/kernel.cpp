@@ -7,7 +7,9 @@
 namespace mlp {
 namespace {
 
-void launch(const Problem& p, const Args& a, cudaStream_t stream) { cutlass_launch(p, a, /*erf_gelu=*/true, stream); }
+void launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  cutlass_launch(p, a, /*erf_gelu=*/true, /*with_cublaslt=*/false, stream);
+}
 
 }  // namespace
 

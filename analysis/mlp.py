@@ -38,7 +38,8 @@ TARGET_GEMM_RATIO = 1.05      # target: fastest fused version <= 1.05x the two p
 UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilogue",
                                        "handwritten_epilogue", "gemm_only")
 GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
-LADDER = [UNFUSED, GRAPHED, FUSED, HAND, "cutlass_epilogue", "cutlass_epilogue_erf", GEMM, GRAPH, EAGER]
+LADDER = [UNFUSED, GRAPHED, FUSED, HAND, "cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", GEMM, GRAPH,
+          EAGER]
 # Versions that are not a fused MLP: the unfused steps, the epilogue as separate kernels, and the
 # timing references. Every other own version of the sweep is a fused MLP (bias + GELU after fc1,
 # bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
@@ -339,13 +340,21 @@ ALGO_CHOICE = {"": "heuristic's first", "--autotune 16": "fastest of the heurist
                "--search-all": "fastest of every algorithm"}
 
 
-def side_experiment(name):
+def side_experiment(name, elsewhere=False):
     """Timed rows of a side experiment kept in the run's `name`/ sub-folder (`name`.csv), with
-    `extra` and `rows` parsed from the note; None when the run has none."""
+    `extra` and `rows` parsed from the note; None when the run has none. elsewhere: when the run
+    has none, the newest run folder on this run's GPU that has one (an MLP experiment measured
+    beside a later run of another family); d.attrs["folder"] says where the rows came from."""
     path = run.path / name / f"{name}.csv"
+    if not path.is_file() and elsewhere:
+        gpu = sd.gpu_of(run)
+        found = [p for p in sorted(sd.RESULTS_ROOT.glob(f"*/{name}/{name}.csv"))
+                 if gpu in set(sd.read_csv(p)["gpu"].astype(str))]
+        path = found[-1] if found else path
     if not path.is_file():
         return None
     d = sd.read_csv(path)
+    d.attrs["folder"] = path.parent
     d = d[d["status"] == "ok"].copy()
     n = d["note"].astype(str)
     d["extra"] = n.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
@@ -426,6 +435,43 @@ else:
     ctx.missing("table", "mlp_pingpong",
                 "this run has no mlp_pingpong/mlp_pingpong.csv "
                 "(experiments/specs/mlp_pingpong.toml writes it)")
+
+# %% [markdown]
+# ## The CUTLASS GEMM layer's MLPs against cuBLASLt's epilogues and the plain GEMMs
+#
+# experiments/specs/mlp_cutlass.toml, a side experiment (3 interleaved rounds): cutlass_epilogue
+# (tanh GELU) and cutlass_epilogue_erf on the CUTLASS layer (common/cutlass_gemm.hpp),
+# fastest_epilogue (each GEMM on the faster of CUTLASS and cuBLASLt), fused_epilogue, gemm_only
+# and PyTorch's MLP in a CUDA graph. Kept in this run's mlp_cutlass/ folder, or else beside the
+# newest run on this GPU that measured it.
+
+# %%
+CUTLASS_VERSIONS = ["cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", FUSED]
+cu = side_experiment("mlp_cutlass", elsewhere=True)
+if cu is not None and len(cu):
+    med = cu.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
+    clock = cu.groupby(["rows", "version"])["sm_clock_mhz"].median()
+    rows_ = []
+    for r in sorted(set(cu["rows"])):
+        g = med.loc[(r, GEMM), "median"] if (r, GEMM) in med.index else np.nan
+        for v in [x for x in CUTLASS_VERSIONS + [GEMM, GRAPH] if (r, x) in med.index]:
+            m = med.loc[(r, v)]
+            rows_.append({"rows": r, "version": v, "us": m["median"],
+                          "rounds range us": f"{sd.fmt_us(m['min'])}-{sd.fmt_us(m['max'])}",
+                          f"x {GEMM}": m["median"] / g, "SM MHz": clock.loc[(r, v)]})
+    show = pd.DataFrame(rows_)
+    where_cu = sd.show_path(cu.attrs["folder"])
+    ctx.table("mlp_cutlass", sd.markdown_table(show, {
+        "rows": sd.fmt_int, "us": sd.fmt_us, f"x {GEMM}": sd.fmt_ratio,
+        "SM MHz": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"}),
+        f"The MLP on the CUTLASS GEMM layer at hidden {HIDDEN} (experiments/specs/mlp_cutlass.toml, "
+        f"in {where_cu}): median time per call across 3 interleaved rounds and the rounds' range, "
+        f"the time over {GEMM}'s (the two plain cuBLASLt GEMMs, the target's yardstick: at most "
+        f"{TARGET_GEMM_RATIO:.2f}x), and the SM clock of the rows. "
+        f"{sd.Run(cu.attrs['folder'], cu).provenance()}.")
+else:
+    ctx.missing("table", "mlp_cutlass", "no run folder on this GPU has mlp_cutlass/mlp_cutlass.csv "
+                "(experiments/specs/mlp_cutlass.toml writes it)")
 
 # %% [markdown]
 # ## cuBLASLt choices: heuristic cached vs queried every call, workspace size
@@ -575,6 +621,21 @@ else:
     findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
                     f"cannot be judged from this run: it lacks a timing of a fused version or "
                     f"{GEMM} at {KEY_ROWS[0]} or {KEY_ROWS[1]} rows.")
+if cu is not None and len(cu):
+    keyed = cu.groupby(["rows", "version"])["median_us"].median()
+    ratios = {}
+    for r in KEY_ROWS:
+        times = {v: keyed[(r, v)] for v in CUTLASS_VERSIONS if (r, v) in keyed.index}
+        if times and (r, GEMM) in keyed.index:
+            v = min(times, key=times.get)
+            ratios[r] = (v, times[v] / keyed[(r, GEMM)])
+    if len(ratios) == len(KEY_ROWS):
+        met = all(x <= TARGET_GEMM_RATIO for _, x in ratios.values())
+        findings.append(
+            f"On the CUTLASS layer ({sd.show_path(cu.attrs['folder'])}, 3 rounds), the fastest "
+            f"fused MLP costs " + join_and(f"{sd.fmt_ratio(x)} {GEMM} at {r} rows ({v})"
+                                           for r, (v, x) in ratios.items())
+            + f": the {TARGET_GEMM_RATIO:.2f}x target is {'met' if met else 'not met'} there.")
 if algos is not None:
     searched = algos[algos["extra"] == "--search-all"].dropna(subset=["fused / gemm_only"])
     if len(searched):

@@ -16,6 +16,7 @@
 #include "cutlass_gemm_kernels.cuh"
 #include "gpu.hpp"
 #include "sm90.cuh"
+#include "timing.hpp"
 
 namespace study::cutlass_gemm {
 
@@ -126,7 +127,10 @@ std::string shape_text(const GemmShape& s) {
   return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
 }
 
-// Median of `reps` timed runs (after one warm-up), microseconds; infinity if a run fails.
+// Median of `reps` timed runs (after one warm-up), microseconds; infinity if a run fails. L2
+// is flushed before each run: in a forward every layer's weights come from DRAM once, and a
+// kernel timed back to back on the same small operands would find them in L2 instead, which
+// favours kernels with few CTAs and few loads in flight (the 197-row GEMMs of batch 1).
 float time_kernel(const KernelEntry& k, const Launch& l, cudaStream_t stream, int reps) {
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
@@ -134,6 +138,7 @@ float time_kernel(const KernelEntry& k, const Launch& l, cudaStream_t stream, in
   std::vector<float> ms(reps);
   bool ran = true;
   for (int r = -1; r < reps && ran; ++r) {
+    flush_l2(stream);
     CUDA_CHECK(cudaEventRecord(start, stream));
     ran = k.run(l, stream, false) == cudaSuccess;
     CUDA_CHECK(cudaEventRecord(stop, stream));

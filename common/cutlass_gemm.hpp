@@ -7,9 +7,10 @@
 //
 // Each (tile, cluster, schedule) is its own compiled kernel (cutlass_gemm_kernels.cuh); the
 // raster order and swizzle are run-time arguments of the persistent tile scheduler. The first
-// call of a shape times every compiled kernel x raster x swizzle on the caller's operands and
-// keeps the fastest; the choice is cached in memory and on disk (CutlassCache below: one line per
-// GPU, shape and epilogue), so a later process reuses it without searching. A search cannot run
+// call of a shape times every compiled kernel x raster x swizzle on the caller's operands (L2
+// flushed before each run, as a forward finds each layer's weights) and keeps the fastest; the
+// choice is cached in memory and on disk (CutlassCache below: one line per GPU, shape and
+// epilogue), so a later process reuses it without searching. A search cannot run
 // inside a CUDA graph capture: the caller runs each shape once eagerly first (the encoder does).
 #pragma once
 #include <cstdint>

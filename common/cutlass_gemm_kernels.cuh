@@ -248,8 +248,9 @@ struct LnKernel : Entry<LnKernel<kTileM, kTileN, kClusterM, kClusterN, Schedule,
 
 // The kernels every epilogue gets: name "<tile M>x<tile N>x64_c<cluster>_<schedule>". Wide tiles
 // for the large-M GEMMs (batch 32 and 256), 2-CTA clusters to multicast the shared operand,
-// ping-pong to overlap one tile's epilogue with the next tile's mainloop, and a 64-row tile for
-// the 197-row GEMMs of batch 1.
+// ping-pong to overlap one tile's epilogue with the next tile's mainloop, a 64-row tile for
+// the 197-row GEMMs of batch 1, and 64x192, whose tile counts at 6304 rows (99 row tiles) are
+// whole waves on 132 SMs for every encoder width: 3 for 768 columns, 9 for 2304, 12 for 3072.
 template <Activation kAct, bool kResidual>
 std::vector<KernelEntry> all_kernels() {
   return {
@@ -259,6 +260,7 @@ std::vector<KernelEntry> all_kernels() {
       Kernel<256, 128, 1, 2, Cooperative, kAct, kResidual>::entry("256x128x64_c1x2_coop"),
       Kernel<128, 128, 1, 1, Pingpong, kAct, kResidual>::entry("128x128x64_c1x1_pingpong"),
       Kernel<64, 128, 1, 1, Pingpong, kAct, kResidual>::entry("64x128x64_c1x1_pingpong"),
+      Kernel<64, 192, 1, 1, Pingpong, kAct, kResidual>::entry("64x192x64_c1x1_pingpong"),
   };
 }
 

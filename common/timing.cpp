@@ -20,6 +20,12 @@ DeviceBuffer<char>& flush_buffer() {
 }
 }  // namespace
 
+void flush_l2(cudaStream_t stream) {
+  static int fill = 0;  // a new value each time, so no write can be skipped as unchanged
+  auto& f = flush_buffer();
+  CUDA_CHECK(cudaMemsetAsync(f.get(), ++fill & 0xFF, f.bytes(), stream));
+}
+
 Stats time_region(const std::function<void(cudaStream_t)>& fn, const TimingOptions& opt) {
   NvtxRange range(opt.label.c_str());
   for (int i = 0; i < opt.warmup; ++i) fn(opt.stream);
@@ -30,10 +36,7 @@ Stats time_region(const std::function<void(cudaStream_t)>& fn, const TimingOptio
     CUDA_CHECK(cudaEventCreate(&stop[i]));
   }
   for (int i = 0; i < opt.iters; ++i) {
-    if (opt.flush_l2) {
-      auto& f = flush_buffer();
-      CUDA_CHECK(cudaMemsetAsync(f.get(), i & 0xFF, f.bytes(), opt.stream));
-    }
+    if (opt.flush_l2) flush_l2(opt.stream);
     CUDA_CHECK(cudaEventRecord(start[i], opt.stream));
     fn(opt.stream);
     CUDA_CHECK(cudaEventRecord(stop[i], opt.stream));
@@ -70,10 +73,7 @@ RoutineTimes time_routine_phases(const RoutinePhases& ph, const TimingOptions& o
   for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
   std::vector<double> total(opt.iters), h2d(opt.iters), pre(opt.iters), comp(opt.iters), d2h(opt.iters);
   for (int i = 0; i < opt.iters; ++i) {
-    if (opt.flush_l2) {
-      auto& f = flush_buffer();
-      CUDA_CHECK(cudaMemsetAsync(f.get(), i & 0xFF, f.bytes(), opt.stream));
-    }
+    if (opt.flush_l2) flush_l2(opt.stream);
     once(opt.stream, &ev[static_cast<std::size_t>(kMarks) * i]);
   }
   auto us = [&](int i, int a, int b) {

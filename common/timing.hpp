@@ -20,6 +20,10 @@ struct TimingOptions {
 // Returns per-repeat times in microseconds.
 Stats time_region(const std::function<void(cudaStream_t)>& fn, const TimingOptions& opt);
 
+// Evicts what L2 holds by writing a scratch buffer twice its size on `stream` (the flush
+// time_region does with flush_l2).
+void flush_l2(cudaStream_t stream);
+
 // A host-to-host routine on one stream, timed by CUDA events between its phases: host-to-device
 // copy, preprocessing (may be empty), the computation, device-to-host copy. The host waits for
 // the copy back after every repeat, as a caller that needs its output does.

@@ -205,11 +205,21 @@ struct Layer {
   }
 };
 
-Layer& layer() {
-  static std::map<int, std::unique_ptr<Layer>> layers;
+// The layers made so far, by device.
+std::map<int, std::unique_ptr<Layer>>& layers() {
+  static std::map<int, std::unique_ptr<Layer>> by_device;
+  return by_device;
+}
+
+int current_device() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  auto& l = layers[device];
+  return device;
+}
+
+Layer& layer() {
+  const int device = current_device();
+  auto& l = layers()[device];
   if (!l) {
     l = std::make_unique<Layer>();
     l->device = device;
@@ -404,7 +414,11 @@ void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmSh
   CUDA_CHECK(k->run(l, stream, false));
 }
 
-std::vector<std::string> choices() { return layer().log; }
+std::vector<std::string> choices() {
+  // Asking makes no layer: a process that never used it has nothing to say.
+  const auto it = layers().find(current_device());
+  return it == layers().end() ? std::vector<std::string>{} : it->second->log;
+}
 
 std::vector<std::string> kernel_names(bool ln) {
   std::vector<std::string> names;

@@ -130,8 +130,9 @@ void row_stats(const __half* x, int rows, int cols, float eps, float* mean, floa
 void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,
                 const GemmOperands& op, cudaStream_t stream, const LnFold* ln = nullptr);
 
-// The choices this process has used, one line each ("6304x3072x768 gelu_tanh: 128x256x64_c2x1_coop
-// raster N swizzle 2, 101.2 us (searched)" or "(cached)"), for a row's note.
+// The choices this process has used on the current device, one line each ("6304x3072x768
+// gelu_tanh: 128x256x64_c2x1_coop raster N swizzle 2, 101.2 us (searched)" or "(cached)"), for a
+// row's note; empty when the process has not used the layer there.
 std::vector<std::string> choices();
 
 // The names of the compiled kernels (empty without CUTLASS); ln: of the LayerNorm-folded ones.

@@ -123,6 +123,33 @@ struct Entry {
   }
 
   static KernelEntry entry(const char* name) { return {name, implementable, prepare, run}; }
+
+  // The arguments every kernel here shares: the problem, X [m, k] and W [n, k] (both K-major),
+  // C (the residual, or none: c of type const void*) and Y [m, n], all packed row-major, and the
+  // tile scheduler's knobs. The caller adds its epilogue's own arguments.
+  template <class ElementC>
+  static auto common_arguments(const Launch& l, const ElementC* c) {
+    using GK = typename K::GemmKernel;
+    using T = cutlass::half_t;
+    const GemmShape& s = l.shape;
+    typename K::Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {s.m, s.n, s.k, 1},
+        {reinterpret_cast<const T*>(l.op.x),
+         cutlass::make_cute_packed_stride(typename GK::StrideA{}, cute::make_shape(s.m, s.k, 1)),
+         reinterpret_cast<const T*>(l.op.w),
+         cutlass::make_cute_packed_stride(typename GK::StrideB{}, cute::make_shape(s.n, s.k, 1))},
+        {{},
+         c,
+         cutlass::make_cute_packed_stride(typename GK::StrideC{}, cute::make_shape(s.m, s.n, 1)),
+         reinterpret_cast<T*>(l.op.y),
+         cutlass::make_cute_packed_stride(typename GK::StrideD{}, cute::make_shape(s.m, s.n, 1))}};
+    args.hw_info.sm_count = l.sm_count;
+    using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+    args.scheduler.raster_order = l.raster ? Raster::AlongN : Raster::AlongM;
+    args.scheduler.max_swizzle_size = l.swizzle;
+    return args;
+  }
 };
 
 // Y = act(X W^T + bias) (+ residual as C with beta = 1): X row-major [m, k] (K-major A), W
@@ -147,32 +174,14 @@ struct Kernel : Entry<Kernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAc
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   static typename Gemm::Arguments arguments(const Launch& l) {
-    const GemmShape& s = l.shape;
-    using StrideA = typename GemmKernel::StrideA;
-    using StrideB = typename GemmKernel::StrideB;
-    using StrideC = typename GemmKernel::StrideC;
-    using StrideD = typename GemmKernel::StrideD;
-    const auto stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(s.m, s.k, 1));
-    const auto stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(s.n, s.k, 1));
-    const auto stride_c = cutlass::make_cute_packed_stride(StrideC{}, cute::make_shape(s.m, s.n, 1));
-    const auto stride_d = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(s.m, s.n, 1));
     const ElementC* c = nullptr;
     if constexpr (kResidual) c = reinterpret_cast<const T*>(l.op.residual);
-    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                  {s.m, s.n, s.k, 1},
-                                  {reinterpret_cast<const T*>(l.op.x), stride_a,
-                                   reinterpret_cast<const T*>(l.op.w), stride_b},
-                                  {{}, c, stride_c, reinterpret_cast<T*>(l.op.y), stride_d}};
+    typename Gemm::Arguments args = Entry<Kernel>::common_arguments(l, c);
     args.epilogue.thread.alpha = 1.f;
     args.epilogue.thread.beta = kResidual ? 1.f : 0.f;
     args.epilogue.thread.bias_ptr = reinterpret_cast<const T*>(l.op.bias);
-    args.hw_info.sm_count = l.sm_count;
-    using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
-    args.scheduler.raster_order = l.raster ? Raster::AlongN : Raster::AlongM;
-    args.scheduler.max_swizzle_size = l.swizzle;
     return args;
   }
-
 };
 
 // Y = act(rstd[m] (X W'^T - mu[m] colsum[n]) + bias'[n]): the next LayerNorm folded into the GEMM
@@ -216,16 +225,7 @@ struct LnKernel : Entry<LnKernel<kTileM, kTileN, kClusterM, kClusterN, Schedule,
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   static typename Gemm::Arguments arguments(const Launch& l) {
-    const GemmShape& s = l.shape;
-    const auto stride_a = cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, cute::make_shape(s.m, s.k, 1));
-    const auto stride_b = cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, cute::make_shape(s.n, s.k, 1));
-    const auto stride_c = cutlass::make_cute_packed_stride(typename GemmKernel::StrideC{}, cute::make_shape(s.m, s.n, 1));
-    const auto stride_d = cutlass::make_cute_packed_stride(typename GemmKernel::StrideD{}, cute::make_shape(s.m, s.n, 1));
-    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                  {s.m, s.n, s.k, 1},
-                                  {reinterpret_cast<const T*>(l.op.x), stride_a,
-                                   reinterpret_cast<const T*>(l.op.w), stride_b},
-                                  {{}, nullptr, stride_c, reinterpret_cast<T*>(l.op.y), stride_d}};
+    typename Gemm::Arguments args = Entry<LnKernel>::common_arguments(l, static_cast<const void*>(nullptr));
     // The tree's arguments, children first, each node's own last (see LnFoldedEpilogue).
     args.epilogue.thread = {
         {                                        // rstd * centered + bias'
@@ -237,13 +237,8 @@ struct LnKernel : Entry<LnKernel<kTileM, kTileN, kClusterM, kClusterN, Schedule,
          {l.ln.col_bias, 0.f, {}},               // bias'[n]
          {}},
         {}};                                     // the activation
-    args.hw_info.sm_count = l.sm_count;
-    using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
-    args.scheduler.raster_order = l.raster ? Raster::AlongN : Raster::AlongM;
-    args.scheduler.max_swizzle_size = l.swizzle;
     return args;
   }
-
 };
 
 // The kernels every epilogue gets: name "<tile M>x<tile N>x64_c<cluster>_<schedule>". Wide tiles

@@ -202,9 +202,8 @@ int main(int argc, char** argv) {
     std::snprintf(extra, sizeof extra, "; activations %.1f MB, weights %.1f MB; %.1f launches per layer",
                   fwd->activation_bytes() / 1e6, dw.bytes() / 1e6,
                   launches >= 0 ? static_cast<double>(launches) / p.model.layers : NAN);
-    std::string cutlass_kernels;  // the kernel each CUTLASS GEMM shape ran with
-    if (c.cutlass_gemms || c.mlp.rfind("cutlass", 0) == 0)
-      for (const auto& line : study::cutlass_gemm::choices()) cutlass_kernels += "; cutlass " + line;
+    std::string cutlass_kernels;  // the kernel each CUTLASS GEMM shape ran with (none: empty)
+    for (const auto& line : study::cutlass_gemm::choices()) cutlass_kernels += "; cutlass " + line;
     report.write("ok", mix + "; " + check_note + "; " + (c.graph ? "cuda-graph replay" : "cuda events per call") +
                            extra + "; eager breakdown us: " + join_breakdown(parts) + cutlass_kernels);
     return 0;

@@ -45,7 +45,7 @@ sd.apply_style()
 KEY_MODEL, KEY_IMAGE = "vit_b", 224   # the study's targets are set at ViT-B/16, 224 px
 KEY_BATCHES = (1, 32, 256)
 LADDER = ["e1_library", "e2_buffer_reuse", "e3_graph", "e4_streams", "e5_fused", "e6_best", "e7_cutlass_gemms",
-          "e8_pdl", "e9_ln_folded", "e10_fastest_gemms"]
+          "e8_pdl", "e9_ln_folded", "e10_fastest_gemms", "e11_split_gemms"]
 E3, E4, E6 = "e3_graph", "e4_streams", "e6_best"
 EAGER, GRAPH, COMPILE = "pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph"
 ANCHORS = [EAGER, GRAPH, COMPILE]

@@ -38,8 +38,8 @@ TARGET_GEMM_RATIO = 1.05      # target: fastest fused version <= 1.05x the two p
 UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilogue",
                                        "handwritten_epilogue", "gemm_only")
 GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
-LADDER = [UNFUSED, GRAPHED, FUSED, HAND, "cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", GEMM, GRAPH,
-          EAGER]
+LADDER = [UNFUSED, GRAPHED, FUSED, HAND, "cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue",
+          "split_epilogue", GEMM, GRAPH, EAGER]
 # Versions that are not a fused MLP: the unfused steps, the epilogue as separate kernels, and the
 # timing references. Every other own version of the sweep is a fused MLP (bias + GELU after fc1,
 # bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
@@ -446,7 +446,7 @@ else:
 # newest run on this GPU that measured it.
 
 # %%
-CUTLASS_VERSIONS = ["cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", FUSED]
+CUTLASS_VERSIONS = ["cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", "split_epilogue", FUSED]
 cu = side_experiment("mlp_cutlass", elsewhere=True)
 if cu is not None and len(cu):
     med = cu.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])

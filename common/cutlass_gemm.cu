@@ -32,19 +32,28 @@ const char* activation_name(Activation a) {
 namespace {
 
 constexpr const char* kCublasLtSuffix = "+cublaslt";
+constexpr const char* kSplitSuffix = "+split";
 
-// "gelu_tanh"; for a folded LayerNorm "ln_gelu_tanh"; with cuBLASLt a candidate "gelu_tanh+cublaslt".
+// "gelu_tanh"; for a folded LayerNorm "ln_gelu_tanh"; with cuBLASLt a candidate
+// "gelu_tanh+cublaslt", with the split kernels too "gelu_tanh+cublaslt+split".
 std::string activation_field(const Key& k) {
-  return (k.ln ? "ln_" : "") + std::string(activation_name(k.act)) + (k.cublaslt ? kCublasLtSuffix : "");
+  return (k.ln ? "ln_" : "") + std::string(activation_name(k.act)) + (k.cublaslt ? kCublasLtSuffix : "") +
+         (k.split ? kSplitSuffix : "");
 }
 
-// The inverse of activation_field: sets k.act, k.ln and k.cublaslt.
+// Removes `suffix` from the end of s; whether it was there (and s longer than it).
+bool strip_suffix(std::string& s, const std::string& suffix) {
+  if (s.size() <= suffix.size() || s.compare(s.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  s.resize(s.size() - suffix.size());
+  return true;
+}
+
+// The inverse of activation_field: sets k.act, k.ln, k.cublaslt and k.split.
 bool parse_activation(std::string s, Key& k) {
   k.ln = s.rfind("ln_", 0) == 0;
   if (k.ln) s = s.substr(3);
-  const std::string suffix = kCublasLtSuffix;
-  k.cublaslt = s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-  if (k.cublaslt) s.resize(s.size() - suffix.size());
+  k.split = strip_suffix(s, kSplitSuffix);
+  k.cublaslt = strip_suffix(s, kCublasLtSuffix);
   for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
     if (s == activation_name(c)) {
       k.act = c;
@@ -56,18 +65,30 @@ bool parse_activation(std::string s, Key& k) {
 using detail::KernelEntry;
 using detail::Launch;
 
+// Every compiled kernel of an epilogue: the persistent ones, then the split ones. Stable storage.
 const std::vector<KernelEntry>& kernels_for(Activation act, bool residual) {
-  if (residual) {
-    if (act != Activation::None)
-      throw StudyError(ErrorKind::Usage, "cutlass_gemm: a residual after an activation has no kernel "
-                                         "(the encoder adds residuals to a bias-only product)");
-    return detail::kernels_bias_residual();
+  if (residual && act != Activation::None)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: a residual after an activation has no kernel "
+                                       "(the encoder adds residuals to a bias-only product)");
+  static std::map<std::pair<Activation, bool>, std::vector<KernelEntry>> lists;
+  auto& list = lists[{act, residual}];
+  if (list.empty()) {
+    auto add = [&list](const std::vector<KernelEntry>& k) { list.insert(list.end(), k.begin(), k.end()); };
+    if (residual) {
+      add(detail::kernels_bias_residual());
+      add(detail::split_kernels_bias_residual());
+    } else if (act == Activation::GeluTanh) {
+      add(detail::kernels_gelu_tanh());
+      add(detail::split_kernels_gelu_tanh());
+    } else if (act == Activation::GeluErf) {
+      add(detail::kernels_gelu_erf());
+      add(detail::split_kernels_gelu_erf());
+    } else {
+      add(detail::kernels_bias());
+      add(detail::split_kernels_bias());
+    }
   }
-  switch (act) {
-    case Activation::GeluTanh: return detail::kernels_gelu_tanh();
-    case Activation::GeluErf: return detail::kernels_gelu_erf();
-    default: return detail::kernels_bias();
-  }
+  return list;
 }
 
 const std::vector<KernelEntry>& ln_kernels_for(Activation act) {
@@ -95,18 +116,18 @@ const KernelEntry kCublasLtGelu{
     "cublaslt", cublaslt_given, nothing_to_prepare,
     [](const Launch& l, cudaStream_t s, bool) { return run_cublaslt(l, Epilogue::GeluBias, s); }, false};
 
-// The CUTLASS kernels of an epilogue, and cuBLASLt after them when asked (none for erf GELU).
-// Stable storage: plans keep pointers to these entries.
-const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool cublaslt) {
-  const std::vector<KernelEntry>& cutlass = kernels_for(act, residual);
-  if (!cublaslt || act == Activation::GeluErf) return cutlass;
-  static std::map<std::pair<Activation, bool>, std::vector<KernelEntry>> with_cublaslt;
-  auto& all = with_cublaslt[{act, residual}];
-  if (all.empty()) {
-    all = cutlass;
-    all.push_back(act == Activation::GeluTanh ? kCublasLtGelu : kCublasLtBias);
+// The CUTLASS kernels of an epilogue (the split ones only when asked), and cuBLASLt after them
+// when asked (never for erf GELU). Stable storage: plans keep pointers to these entries.
+const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool cublaslt, bool split) {
+  cublaslt = cublaslt && act != Activation::GeluErf;
+  static std::map<std::tuple<Activation, bool, bool, bool>, std::vector<KernelEntry>> lists;
+  auto& list = lists[{act, residual, cublaslt, split}];
+  if (list.empty()) {
+    for (const auto& k : kernels_for(act, residual))
+      if (split || !k.splits_knob) list.push_back(k);
+    if (cublaslt) list.push_back(act == Activation::GeluTanh ? kCublasLtGelu : kCublasLtBias);
   }
-  return all;
+  return list;
 }
 
 const KernelEntry* find_kernel(const std::vector<KernelEntry>& kernels, const std::string& name) {
@@ -183,19 +204,30 @@ struct Layer {
                                              "graph capture: run the forward once eagerly first");
     Plan best;
     best.choice.us = INFINITY;
+    // Every timed candidate, in the cache's line format, when $STUDY_CUTLASS_SEARCH_LOG names a
+    // file (how far the runners-up were from the choice).
+    std::unique_ptr<std::ofstream> trials;
+    if (const char* p = std::getenv("STUDY_CUTLASS_SEARCH_LOG"); p && *p)
+      trials = std::make_unique<std::ofstream>(p, std::ios::app);
     for (const auto& k : kernels) {
       l.raster = 0;
       l.swizzle = 1;
-      if (!k.implementable(l)) continue;
+      l.splits = 1;
+      if (!k.splits_knob && !k.implementable(l)) continue;  // a split kernel: per split below
       prepare(k);
-      for (int raster : {0, 1})
-        for (int swizzle : {1, 2, 4, 8}) {
-          if (!k.scheduler_knobs && (raster != 0 || swizzle != 1)) continue;
-          l.raster = raster;
-          l.swizzle = swizzle;
-          const float us = time_kernel(k, l, stream, 5);
-          if (us < best.choice.us) best = {&k, {k.name, raster, swizzle, us}};
-        }
+      for (int splits : k.splits_knob ? std::vector<int>{0, 2, 3, 4, 6, 8} : std::vector<int>{1})
+        for (int raster : {0, 1})
+          for (int swizzle : {1, 2, 4, 8}) {
+            if (!k.scheduler_knobs && (raster != 0 || swizzle != 1)) continue;
+            l.raster = raster;
+            l.swizzle = swizzle;
+            l.splits = splits;
+            if (k.splits_knob && !k.implementable(l)) continue;  // its workspace depends on the split
+            const float us = time_kernel(k, l, stream, 5);
+            const Choice tried{k.name, raster, swizzle, splits, us};
+            if (trials) *trials << CutlassCache::format_line(key, tried) << "\n";
+            if (us < best.choice.us) best = {&k, tried};
+          }
     }
     if (!best.kernel)
       throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel can run " + shape_text(l.shape) +
@@ -234,7 +266,10 @@ std::string describe(const Key& key, const Choice& c, const char* how) {
   s.precision(1);
   s << std::fixed << key.m << "x" << key.n << "x" << key.k << " " << activation_field(key)
     << (key.residual ? "+residual" : "") << ": " << c.kernel << " raster " << (c.raster ? "N" : "M")
-    << " swizzle " << c.swizzle << ", " << c.us << " us (" << how << ")";
+    << " swizzle " << c.swizzle;
+  if (c.splits == 0) s << " stream-K";
+  if (c.splits >= 2) s << " split-K " << c.splits;
+  s << ", " << c.us << " us (" << how << ")";
   return s.str();
 }
 
@@ -247,8 +282,8 @@ std::string unavailable() {
 }
 
 bool Key::operator<(const Key& o) const {
-  return std::tie(gpu, m, n, k, act, residual, ln, cublaslt) <
-         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.cublaslt);
+  return std::tie(gpu, m, n, k, act, residual, ln, cublaslt, split) <
+         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.cublaslt, o.split);
 }
 
 std::string CutlassCache::default_path() {
@@ -294,7 +329,8 @@ void CutlassCache::store(const Key& key, const Choice& choice) {
 std::string CutlassCache::format_line(const Key& key, const Choice& c) {
   std::ostringstream s;
   s << key.gpu << '\t' << key.m << '\t' << key.n << '\t' << key.k << '\t' << activation_field(key) << '\t'
-    << (key.residual ? 1 : 0) << '\t' << c.kernel << '\t' << c.raster << '\t' << c.swizzle << '\t' << c.us;
+    << (key.residual ? 1 : 0) << '\t' << c.kernel << '\t' << c.raster << '\t' << c.swizzle << '\t' << c.splits
+    << '\t' << c.us;
   return s.str();
 }
 
@@ -302,7 +338,7 @@ bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
   std::vector<std::string> f;
   std::stringstream s(line);
   for (std::string field; std::getline(s, field, '\t');) f.push_back(field);
-  if (f.size() != 10) return false;
+  if (f.size() != 11) return false;
   try {
     Key k;
     Choice ch;
@@ -322,9 +358,10 @@ bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
     ch.kernel = f[6];
     ch.raster = integer(f[7]);
     ch.swizzle = integer(f[8]);
-    ch.us = std::stof(f[9]);
+    ch.splits = integer(f[9]);
+    ch.us = std::stof(f[10]);
     if (k.gpu.empty() || k.m <= 0 || k.n <= 0 || k.k <= 0 || (residual != 0 && residual != 1) || ch.kernel.empty() ||
-        (ch.raster != 0 && ch.raster != 1) || ch.swizzle < 1)
+        (ch.raster != 0 && ch.raster != 1) || ch.swizzle < 1 || ch.splits < 0)
       return false;
     key = k;
     c = ch;
@@ -360,6 +397,11 @@ void run_planned(const Key& key, const std::vector<KernelEntry>& kernels, Launch
     Plan plan;
     const auto cached = lay.cache.find(key);
     const KernelEntry* k = cached ? find_kernel(kernels, cached->kernel) : nullptr;
+    if (k) {
+      l.raster = cached->raster;
+      l.swizzle = cached->swizzle;
+      l.splits = k->splits_knob ? cached->splits : 1;
+    }
     if (k && k->implementable(l)) {
       lay.prepare(*k);
       plan = {k, *cached};
@@ -372,6 +414,7 @@ void run_planned(const Key& key, const std::vector<KernelEntry>& kernels, Launch
   }
   l.raster = it->second.choice.raster;
   l.swizzle = it->second.choice.swizzle;
+  l.splits = it->second.choice.splits;
   CUDA_CHECK(it->second.kernel->run(l, stream, pdl));
 }
 
@@ -383,8 +426,12 @@ void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_
   const bool residual = op.residual != nullptr;
   // Erf GELU has no cuBLASLt candidate: its key records that none took part.
   const bool cublaslt = opt.cublaslt && act != Activation::GeluErf;
-  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, false, cublaslt}, candidates(act, residual, cublaslt),
-              {s, op, 0, 1, lay.sms, {}, opt.cublaslt}, stream, opt.pdl);
+  const bool split = opt.workspace && opt.workspace_bytes > 0;
+  Launch l{s, op, 0, 1, lay.sms, {}, opt.cublaslt};
+  l.workspace = opt.workspace;
+  l.workspace_bytes = opt.workspace_bytes;
+  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, false, cublaslt, split},
+              candidates(act, residual, cublaslt, split), l, stream, opt.pdl);
 }
 
 void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, const LnFold& ln, cudaStream_t stream,
@@ -401,15 +448,19 @@ void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, c
               opt.pdl);
 }
 
-void run_kernel(const std::string& kernel, int raster, int swizzle, const GemmShape& s, Activation act,
-                const GemmOperands& op, cudaStream_t stream, const LnFold* ln) {
+void run_kernel(const Choice& c, const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream,
+                const RunOptions& opt, const LnFold* ln) {
   validate(s, op, ln != nullptr);
   Layer& lay = layer();
-  const KernelEntry* k = find_kernel(ln ? ln_kernels_for(act) : kernels_for(act, op.residual != nullptr), kernel);
-  if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel named '" + kernel + "'");
-  const Launch l{s, op, raster, swizzle, lay.sms, ln ? *ln : LnFold{}};
+  const KernelEntry* k = find_kernel(ln ? ln_kernels_for(act) : kernels_for(act, op.residual != nullptr), c.kernel);
+  if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel named '" + c.kernel + "'");
+  Launch l{s, op, c.raster, c.swizzle, lay.sms, ln ? *ln : LnFold{}};
+  l.splits = k->splits_knob ? c.splits : 1;
+  l.workspace = opt.workspace;
+  l.workspace_bytes = opt.workspace ? opt.workspace_bytes : 0;
   if (!k->implementable(l))
-    throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + kernel + " cannot run " + shape_text(s));
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + c.kernel + " cannot run " + shape_text(s) +
+                                           (k->splits_knob ? " (a split kernel: is the workspace given and large enough?)" : ""));
   lay.prepare(*k);
   CUDA_CHECK(k->run(l, stream, false));
 }
@@ -422,8 +473,14 @@ std::vector<std::string> choices() {
 
 std::vector<std::string> kernel_names(bool ln) {
   std::vector<std::string> names;
-  for (const auto& k : ln ? detail::kernels_ln_bias() : detail::kernels_bias()) names.emplace_back(k.name);
+  for (const auto& k : ln ? detail::kernels_ln_bias() : kernels_for(Activation::None, false))
+    names.emplace_back(k.name);
   return names;
+}
+
+bool is_split_kernel(const std::string& name) {
+  const KernelEntry* k = find_kernel(kernels_for(Activation::None, false), name);
+  return k && k->splits_knob;
 }
 
 }  // namespace study::cutlass_gemm

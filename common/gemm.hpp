@@ -66,6 +66,10 @@ class Gemm {
   const GemmConfig& config() const { return config_; }
   // Captured graphs bake this address in, so graph caches key on it.
   const void* workspace() const { return workspace_.get(); }
+  // The workspace lent to other kernels on this Gemm's stream between its calls (the CUTLASS
+  // layer's split kernels): stream order keeps their uses and cuBLASLt's apart.
+  void* lend_workspace() { return workspace_.get(); }
+  std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::size_t plan_count() const { return plans_.size(); }
   long long heuristic_queries() const { return heuristic_queries_; }
   // One line per plan: its shape and epilogue, the algorithm chosen (gemm_search.hpp's

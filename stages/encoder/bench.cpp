@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
     }
     const std::string mix = "pe=" + c.patch_embed + " ln=" + c.layernorm + " attn=" + c.attention +
                             " mlp=" + c.mlp + (c.cutlass_gemms ? " gemms=cutlass" : "") +
-                            (c.cublaslt_candidates ? "+cublaslt" : "") + (c.pdl ? " pdl" : "") +
+                            (c.cublaslt_candidates ? "+cublaslt" : "") + (c.split_gemms ? "+split" : "") +
+                            (c.pdl ? " pdl" : "") +
                             (c.ln_folded ? " lnfold" : "") +
                             (resolved.empty() ? "" : " (best: " + resolved + ")") +
                             (layers > 0 ? " layers=" + std::to_string(layers) : "");

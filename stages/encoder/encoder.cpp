@@ -18,6 +18,7 @@ std::string Composition::describe() const {
   if (pdl) s += ",pdl";
   if (ln_folded) s += ",lnfold";
   if (cublaslt_candidates) s += ",cublaslt";
+  if (split_gemms) s += ",split";
   return s;
 }
 
@@ -141,6 +142,10 @@ const std::vector<Step>& ladder() {
         {"e10_fastest_gemms",
          "e8 with cuBLASLt one more candidate of each GEMM's search: every shape on the faster library",
          with(lib, true, true, 1, true)},
+        {"e11_split_gemms",
+         "e10 with the CUTLASS split kernels (stream-K, split-K) candidates too: a small GEMM's few output "
+         "tiles shared out over more SMs",
+         with(lib, true, true, 1, true)},
     };
     return s;
   }();
@@ -148,14 +153,17 @@ const std::vector<Step>& ladder() {
 }
 
 // e6_best with the encoder's GEMMs on the CUTLASS layer: QKV and projection directly, the MLP
-// through its CUTLASS version (tanh GELU, as e6's cuBLASLt epilogue). The head stays on cuBLASLt.
-Composition cutlass_composition(std::string* resolved, bool pdl, bool ln_folded, bool cublaslt_candidates) {
+// through its CUTLASS version (tanh GELU, as e6's cuBLASLt epilogue) with the same candidates.
+// The head stays on cuBLASLt.
+Composition cutlass_composition(std::string* resolved, bool pdl, bool ln_folded, bool cublaslt_candidates,
+                                bool split_gemms) {
   Composition c = best_composition(resolved);
   c.cutlass_gemms = true;
   c.pdl = pdl;
   c.ln_folded = ln_folded;
   c.cublaslt_candidates = cublaslt_candidates;
-  c.mlp = cublaslt_candidates ? "fastest_epilogue" : "cutlass_epilogue";
+  c.split_gemms = split_gemms;
+  c.mlp = split_gemms ? "split_epilogue" : cublaslt_candidates ? "fastest_epilogue" : "cutlass_epilogue";
   return c;
 }
 
@@ -165,6 +173,7 @@ Composition find_step(const std::string& name) {
   if (name == "e8_pdl") return cutlass_composition(nullptr, true);
   if (name == "e9_ln_folded") return cutlass_composition(nullptr, true, true);
   if (name == "e10_fastest_gemms") return cutlass_composition(nullptr, true, false, true);
+  if (name == "e11_split_gemms") return cutlass_composition(nullptr, true, false, true, true);
   std::string known;
   for (const auto& s : ladder()) {
     if (name == s.name) return s.composition;

@@ -31,8 +31,9 @@ struct Composition {
   bool pdl = false;             // CUTLASS GEMMs launched with programmatic dependent launch
   bool ln_folded = false;       // LN1 and LN2 folded into the QKV and fc1 GEMMs (needs cutlass_gemms)
   bool cublaslt_candidates = false;  // the CUTLASS layer's search also times cuBLASLt, per shape
+  bool split_gemms = false;     // ... and the layer's split kernels (stream-K, split-K), per shape
   // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
-  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt]", one fixed format.
+  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split]", one fixed format.
   std::string describe() const;
 };
 
@@ -42,7 +43,7 @@ struct Step {
   Composition composition;
 };
 
-// e1_library ... e10_fastest_gemms in ladder order. The family versions of e6_best and the steps
+// e1_library ... e11_split_gemms in ladder order. The family versions of e6_best and the steps
 // after it are resolved for this build and GPU by best_composition().
 const std::vector<Step>& ladder();
 // A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
@@ -56,9 +57,10 @@ Composition best_composition(std::string* resolved = nullptr);
 // MLP version cutlass_epilogue.
 // e8_pdl: the same, with every CUTLASS GEMM launched with programmatic dependent launch;
 // e9_ln_folded: e8 with both LayerNorms of each block folded into the GEMM after them;
-// e10_fastest_gemms: e8 with cuBLASLt a candidate of every GEMM's search (the faster per shape).
+// e10_fastest_gemms: e8 with cuBLASLt a candidate of every GEMM's search (the faster per shape);
+// e11_split_gemms: e10 with the CUTLASS layer's split kernels candidates too (MLP split_epilogue).
 Composition cutlass_composition(std::string* resolved = nullptr, bool pdl = false, bool ln_folded = false,
-                                bool cublaslt_candidates = false);
+                                bool cublaslt_candidates = false, bool split_gemms = false);
 
 // Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
 // component version that is unavailable, named.

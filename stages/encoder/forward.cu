@@ -323,11 +323,16 @@ struct Forward::Impl {
     CUDA_CHECK(cudaEventRecord(b, s));
   }
 
-  // What the CUTLASS layer is told: PDL, and the lane's cuBLASLt Gemm as one more candidate.
+  // What the CUTLASS layer is told: PDL, the lane's cuBLASLt Gemm as one more candidate, and its
+  // workspace lent to the split kernels (the lane's stream orders every use of it).
   study::cutlass_gemm::RunOptions cutlass_options(study::Gemm& gemm) const {
     study::cutlass_gemm::RunOptions opt;
     opt.pdl = c.pdl;
     if (c.cublaslt_candidates) opt.cublaslt = &gemm;
+    if (c.split_gemms) {
+      opt.workspace = gemm.lend_workspace();
+      opt.workspace_bytes = gemm.workspace_bytes();
+    }
     return opt;
   }
 

@@ -39,7 +39,7 @@ UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilog
                                        "handwritten_epilogue", "gemm_only")
 GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
 LADDER = [UNFUSED, GRAPHED, FUSED, HAND, "cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue",
-          "split_epilogue", GEMM, GRAPH, EAGER]
+          "split_epilogue", "half_gelu_epilogue", GEMM, GRAPH, EAGER]
 # Versions that are not a fused MLP: the unfused steps, the epilogue as separate kernels, and the
 # timing references. Every other own version of the sweep is a fused MLP (bias + GELU after fc1,
 # bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
@@ -343,14 +343,16 @@ ALGO_CHOICE = {"": "heuristic's first", "--autotune 16": "fastest of the heurist
 def side_experiment(name, elsewhere=False):
     """Timed rows of a side experiment kept in the run's `name`/ sub-folder (`name`.csv), with
     `extra` and `rows` parsed from the note; None when the run has none. elsewhere: when the run
-    has none, the newest run folder on this run's GPU that has one (an MLP experiment measured
-    beside a later run of another family); d.attrs["folder"] says where the rows came from."""
+    has none, the run folder on this run's GPU whose rows of it are the newest (an MLP experiment
+    measured beside a later run of another family); d.attrs["folder"] says where the rows came
+    from."""
     path = run.path / name / f"{name}.csv"
     if not path.is_file() and elsewhere:
         gpu = sd.gpu_of(run)
-        found = [p for p in sorted(sd.RESULTS_ROOT.glob(f"*/{name}/{name}.csv"))
-                 if gpu in set(sd.read_csv(p)["gpu"].astype(str))]
-        path = found[-1] if found else path
+        # The newest by its rows' time: folders of one day do not sort by name.
+        found = sorted((pd.to_datetime(d["utc"]).max(), p) for p in sd.RESULTS_ROOT.glob(f"*/{name}/{name}.csv")
+                       for d in [sd.read_csv(p)] if gpu in set(d["gpu"].astype(str)))
+        path = found[-1][1] if found else path
     if not path.is_file():
         return None
     d = sd.read_csv(path)
@@ -446,7 +448,8 @@ else:
 # newest run on this GPU that measured it.
 
 # %%
-CUTLASS_VERSIONS = ["cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", "split_epilogue", FUSED]
+CUTLASS_VERSIONS = ["cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", "split_epilogue",
+                    "half_gelu_epilogue", FUSED]
 cu = side_experiment("mlp_cutlass", elsewhere=True)
 if cu is not None and len(cu):
     med = cu.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])

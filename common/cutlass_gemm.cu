@@ -25,6 +25,7 @@ const char* activation_name(Activation a) {
     case Activation::None: return "none";
     case Activation::GeluTanh: return "gelu_tanh";
     case Activation::GeluErf: return "gelu_erf";
+    case Activation::GeluTanhF16: return "gelu_tanh_f16";
   }
   return "?";
 }
@@ -54,7 +55,7 @@ bool parse_activation(std::string s, Key& k) {
   if (k.ln) s = s.substr(3);
   k.split = strip_suffix(s, kSplitSuffix);
   k.cublaslt = strip_suffix(s, kCublasLtSuffix);
-  for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
+  for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::GeluTanhF16})
     if (s == activation_name(c)) {
       k.act = c;
       return true;
@@ -83,6 +84,8 @@ const std::vector<KernelEntry>& kernels_for(Activation act, bool residual) {
     } else if (act == Activation::GeluErf) {
       add(detail::kernels_gelu_erf());
       add(detail::split_kernels_gelu_erf());
+    } else if (act == Activation::GeluTanhF16) {
+      add(detail::kernels_gelu_tanh_f16());
     } else {
       add(detail::kernels_bias());
       add(detail::split_kernels_bias());
@@ -125,7 +128,8 @@ const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool c
   if (list.empty()) {
     for (const auto& k : kernels_for(act, residual))
       if (split || !k.splits_knob) list.push_back(k);
-    if (cublaslt) list.push_back(act == Activation::GeluTanh ? kCublasLtGelu : kCublasLtBias);
+    // cuBLASLt's GELU epilogue is the tanh form (in fp32): a candidate for either tanh kernel set.
+    if (cublaslt) list.push_back(act == Activation::None ? kCublasLtBias : kCublasLtGelu);
   }
   return list;
 }
@@ -475,6 +479,12 @@ std::vector<std::string> kernel_names(bool ln) {
   std::vector<std::string> names;
   for (const auto& k : ln ? detail::kernels_ln_bias() : kernels_for(Activation::None, false))
     names.emplace_back(k.name);
+  return names;
+}
+
+std::vector<std::string> kernel_names(Activation act) {
+  std::vector<std::string> names;
+  for (const auto& k : kernels_for(act, false)) names.emplace_back(k.name);
   return names;
 }
 

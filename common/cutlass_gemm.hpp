@@ -3,7 +3,8 @@
 // trees: the same contract as study::Gemm (gemm.hpp),
 //   row-major Y[m, n] = act(X[m, k] W^T + bias[n]) (+ residual[m, n]),
 // W in PyTorch Linear layout [n, k]; fp16 storage, fp32 accumulation. act is none, GELU in its
-// tanh form (cuBLASLt's) or GELU in its erf form (timm's default). The bias is required.
+// tanh form (cuBLASLt's) computed in fp32 or in fp16 pairs, or GELU in its erf form (timm's
+// default). The bias is required.
 //
 // Each (tile, cluster, schedule, tile scheduler) is its own compiled kernel
 // (cutlass_gemm_kernels.cuh); the raster order, swizzle and, for the split kernels, how K is
@@ -27,7 +28,9 @@
 
 namespace study::cutlass_gemm {
 
-enum class Activation { None, GeluTanh, GeluErf };
+// GeluTanhF16: the tanh form with the epilogue (bias add and GELU) in fp16 pairs, one
+// tanh.approx.f16x2 per two outputs instead of one tanh.approx.f32 per output.
+enum class Activation { None, GeluTanh, GeluErf, GeluTanhF16 };
 const char* activation_name(Activation a);
 
 // A LayerNorm folded into the GEMM that follows it, y = LN(x) W^T + b with LN(x) = (x - mu) rstd
@@ -152,6 +155,8 @@ std::vector<std::string> choices();
 
 // The names of the compiled kernels (empty without CUTLASS); ln: of the LayerNorm-folded ones.
 std::vector<std::string> kernel_names(bool ln = false);
+// The names of the compiled kernels of one activation (GeluTanhF16 has fewer tiles).
+std::vector<std::string> kernel_names(Activation act);
 // Whether the compiled kernel of that name is a split kernel (takes Choice::splits, needs a workspace).
 bool is_split_kernel(const std::string& name);
 

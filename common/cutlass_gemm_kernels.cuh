@@ -44,6 +44,7 @@ const std::vector<KernelEntry>& kernels_bias();
 const std::vector<KernelEntry>& kernels_bias_residual();
 const std::vector<KernelEntry>& kernels_gelu_tanh();
 const std::vector<KernelEntry>& kernels_gelu_erf();
+const std::vector<KernelEntry>& kernels_gelu_tanh_f16();  // GeluTanhF16: the fc1 tiles only
 // The split kernels of each epilogue (cutlass_gemm_split_<epilogue>.cu: STUDY_CUTLASS_SPLIT_TU).
 const std::vector<KernelEntry>& split_kernels_bias();
 const std::vector<KernelEntry>& split_kernels_bias_residual();
@@ -109,6 +110,16 @@ struct ActivationOf<Activation::GeluErf> {
   template <class T>
   using Fn = cutlass::epilogue::thread::GELU<T>;
 };
+template <>
+struct ActivationOf<Activation::GeluTanhF16> {  // the same functor; its epilogue computes in fp16
+  template <class T>
+  using Fn = cutlass::epilogue::thread::GELU_taylor<T>;
+};
+
+// The epilogue's compute type: fp32, or fp16 for GeluTanhF16 (CUTLASS's GELU_taylor on fp16
+// arrays runs tanh.approx.f16x2 and half2 FMAs: half the XU and FMA work per output).
+template <Activation kAct>
+using ComputeOf = std::conditional_t<kAct == Activation::GeluTanhF16, cutlass::half_t, float>;
 
 // The main loop of every kernel here: fp16 X (K-major) times fp16 W (K-major) into fp32
 // accumulators, with as many shared-memory stages as the epilogue leaves room for.
@@ -214,8 +225,8 @@ struct Kernel : Entry<Kernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAc
   using ClusterShape = Shape<Int<kClusterM>, Int<kClusterN>, Int<1>>;
   static constexpr int kAlign = 8;
 
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActivationOf<kAct>::template Fn, T, float,
-                                                                    T, ElementC, float>;
+  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActivationOf<kAct>::template Fn, T,
+                                                                    ComputeOf<kAct>, T, ElementC, float>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, cutlass::layout::RowMajor, kAlign,
@@ -311,6 +322,18 @@ std::vector<KernelEntry> all_kernels() {
       Kernel<64, 128, 1, 1, Pingpong, kAct, kResidual>::entry("64x128x64_c1x1_pingpong"),
       Kernel<64, 192, 1, 1, Pingpong, kAct, kResidual>::entry("64x192x64_c1x1_pingpong"),
       Kernel<64, 256, 1, 1, Pingpong, kAct, kResidual>::entry("64x256x64_c1x1_pingpong"),
+  };
+}
+
+// GeluTanhF16's kernels: the tiles the search chose for fc1 (3,072 columns) at 197, 6304 and
+// 50432 rows, and the wide cooperative tile.
+template <Activation kAct>
+std::vector<KernelEntry> fc1_kernels() {
+  return {
+      Kernel<128, 256, 2, 1, Cooperative, kAct, false>::entry("128x256x64_c2x1_coop"),
+      Kernel<128, 128, 1, 1, Pingpong, kAct, false>::entry("128x128x64_c1x1_pingpong"),
+      Kernel<64, 128, 1, 1, Pingpong, kAct, false>::entry("64x128x64_c1x1_pingpong"),
+      Kernel<64, 256, 1, 1, Pingpong, kAct, false>::entry("64x256x64_c1x1_pingpong"),
   };
 }
 

@@ -17,7 +17,8 @@ case $family in
   attention) versions=(v0_naive v1_smem_tiling v2_coalesced v3_wmma v4_multiwarp v5_large_tile v6_coalesced_k
                        v7_flash_mma v7_flash v8_exact_tail v9_softmax_overlap cudnn_sdpa) ;;
   mlp) versions=(unfused unfused_graph fused_epilogue handwritten_epilogue gemm_only pingpong_epilogue
-                 pingpong_gemm_only cutlass_epilogue cutlass_epilogue_erf fastest_epilogue split_epilogue) ;;
+                 pingpong_gemm_only cutlass_epilogue cutlass_epilogue_erf fastest_epilogue split_epilogue
+                 half_gelu_epilogue) ;;
   # The device-resident versions (v1-v3 launch a kernel per dot product: nothing to profile).
   patch_embed) versions=(v4_one_copy v5_im2col_gemm v6_implicit_gemm v7_implicit_wgmma v8_balanced_tiles
                          v9_pos_first v10_round_tiles cudnn) ;;

@@ -160,3 +160,17 @@ TEST_CASE("a split choice keeps its split, under a key of its own") {
   CHECK(c.splits == 0);
   CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+split\t0\tk\t0\t1\t1\t1.0", k, c));
 }
+
+TEST_CASE("the fp16-epilogue GELU is an activation of its own") {
+  cg::Key f16 = kKey;
+  f16.act = cg::Activation::GeluTanhF16;
+  f16.cublaslt = true;
+  cg::Key k;
+  cg::Choice c;
+  const auto line = cg::CutlassCache::format_line(f16, kChoice);
+  CHECK(line.find("\tgelu_tanh_f16+cublaslt\t") != std::string::npos);
+  REQUIRE(cg::CutlassCache::parse_line(line, k, c));
+  CHECK(k.act == cg::Activation::GeluTanhF16);
+  CHECK(k.cublaslt);
+  CHECK((f16 < kKey || kKey < f16));
+}

@@ -8,13 +8,14 @@ namespace mlp {
 // Each version's kernel file defines its Version object.
 extern const Version unfused, unfused_graph, fused_epilogue, handwritten_epilogue, gemm_only,
     pingpong_epilogue, pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf, fastest_epilogue,
-    split_epilogue;
+    split_epilogue,
+    half_gelu_epilogue;
 
 const std::vector<Version>& versions() {
   static const std::vector<Version> all = {unfused, unfused_graph, fused_epilogue,
                                            handwritten_epilogue, gemm_only, pingpong_epilogue,
                                            pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf,
-                                           fastest_epilogue, split_epilogue};
+                                           fastest_epilogue, split_epilogue, half_gelu_epilogue};
   return all;
 }
 
@@ -45,8 +46,8 @@ std::string cutlass_supports(const Problem& p) {
   return study::cutlass_gemm::unavailable();
 }
 
-void cutlass_launch(const Problem& p, const Args& a, bool erf_gelu, bool with_cublaslt, cudaStream_t stream,
-                    bool with_split) {
+void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activation gelu, bool with_cublaslt,
+                    cudaStream_t stream, bool with_split) {
   namespace cg = study::cutlass_gemm;
   cg::RunOptions opt;
   opt.pdl = a.pdl;
@@ -55,8 +56,7 @@ void cutlass_launch(const Problem& p, const Args& a, bool erf_gelu, bool with_cu
     opt.workspace = a.gemm->lend_workspace();
     opt.workspace_bytes = a.gemm->workspace_bytes();
   }
-  cg::run({p.rows, p.mlp_hidden, p.hidden}, erf_gelu ? cg::Activation::GeluErf : cg::Activation::GeluTanh,
-          {a.x, a.fc1_w, a.h, a.fc1_b}, stream, opt);
+  cg::run({p.rows, p.mlp_hidden, p.hidden}, gelu, {a.x, a.fc1_w, a.h, a.fc1_b}, stream, opt);
   cg::run({p.rows, p.hidden, p.mlp_hidden}, cg::Activation::None, {a.h, a.fc2_w, a.y, a.fc2_b, residual_of(a)},
           stream, opt);
 }

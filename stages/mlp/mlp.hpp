@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 #include "compare.hpp"
+#include "cutlass_gemm.hpp"
 #include "gemm.hpp"
 #include "version.hpp"
 
@@ -70,13 +71,14 @@ double flops(const Problem& p);
 std::string check_common(const Problem& p);
 
 // The versions on the CUTLASS GEMM layer (cutlass_epilogue, cutlass_epilogue_erf,
-// fastest_epilogue, split_epilogue): check_common, widths the layer's 16-byte rows allow, and a
-// build and GPU with its kernels. Their launch: fc1 with bias and the given GELU form, fc2 with
-// bias and the residual, on common/cutlass_gemm.hpp; with_cublaslt: a.gemm (cuBLASLt's fused
-// epilogues) is one more candidate of each GEMM's search; with_split: the layer's split kernels
-// are candidates too, in a.gemm's workspace (lent: same stream).
+// fastest_epilogue, split_epilogue, half_gelu_epilogue): check_common, widths the layer's 16-byte
+// rows allow, and a build and GPU with its kernels. Their launch: fc1 with bias and the given
+// GELU (a GELU activation of the layer), fc2 with bias and the residual, on
+// common/cutlass_gemm.hpp; with_cublaslt: a.gemm (cuBLASLt's fused epilogues) is one more
+// candidate of each GEMM's search; with_split: the layer's split kernels are candidates too, in
+// a.gemm's workspace (lent: same stream).
 std::string cutlass_supports(const Problem& p);
-void cutlass_launch(const Problem& p, const Args& a, bool erf_gelu, bool with_cublaslt, cudaStream_t stream,
-                    bool with_split = false);
+void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activation gelu, bool with_cublaslt,
+                    cudaStream_t stream, bool with_split = false);
 
 }  // namespace mlp

@@ -9,7 +9,7 @@ namespace mlp {
 namespace {
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  cutlass_launch(p, a, /*erf_gelu=*/false, /*with_cublaslt=*/false, stream);
+  cutlass_launch(p, a, study::cutlass_gemm::Activation::GeluTanh, /*with_cublaslt=*/false, stream);
 }
 
 }  // namespace

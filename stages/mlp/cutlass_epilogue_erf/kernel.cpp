@@ -8,7 +8,7 @@ namespace mlp {
 namespace {
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  cutlass_launch(p, a, /*erf_gelu=*/true, /*with_cublaslt=*/false, stream);
+  cutlass_launch(p, a, study::cutlass_gemm::Activation::GeluErf, /*with_cublaslt=*/false, stream);
 }
 
 }  // namespace

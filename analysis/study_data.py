@@ -139,7 +139,7 @@ def read_csv(path) -> pd.DataFrame:
     need = pd.Series("median_us", index=df.index)
     need[df["family"] == CEILINGS] = ""
     need[(df["family"] == CEILINGS) & (df["version"] == "copy")] = "gbps"
-    need[(df["family"] == CEILINGS) & (df["version"] == "gemm_fp16")] = "tflops"
+    need[(df["family"] == CEILINGS) & df["version"].isin(["gemm_fp16", "gemm_fp8"])] = "tflops"
     for c in ("median_us", "gbps", "tflops"):
         values = df[c]
         bad = ok & (need == c) & ~(np.isfinite(values) & (values > 0))
@@ -228,9 +228,11 @@ def resolve_run_dir(arg, root=RESULTS_ROOT) -> Path:
 @dataclass
 class Ceilings:
     """The physical limits measured in the same run: device copy bandwidth (bytes read plus
-    written) and fp16 tensor-core GEMM throughput. None where the run did not measure them."""
+    written), fp16 and FP8 (E4M3) tensor-core GEMM throughput. None where the run did not
+    measure them (runs before the FP8 row have none)."""
     copy_gbps: float | None
     gemm_tflops: float | None
+    gemm_fp8_tflops: float | None = None
 
 
 @dataclass(eq=False)  # identity, so a run can key a dict (report/build.py groups by run)
@@ -264,8 +266,10 @@ class Run:
         c = self.ok(CEILINGS)
         copy = c.loc[c["version"] == "copy", "gbps"]
         gemm = c.loc[c["version"] == "gemm_fp16", "tflops"]
+        fp8 = c.loc[c["version"] == "gemm_fp8", "tflops"]
         return Ceilings(float(copy.max()) if len(copy) else None,
-                        float(gemm.max()) if len(gemm) else None)
+                        float(gemm.max()) if len(gemm) else None,
+                        float(fp8.max()) if len(fp8) else None)
 
     def provenance(self, family: str | None = None) -> str:
         """'GPU <gpu>, run <run_id>, commit <commit>' of the rows shown (a family and its

@@ -1,9 +1,13 @@
 // This GPU's ceilings, measured with the study's own harness so every roofline and "% of
 // peak" in the report divides by numbers from the same run: device-to-device copy bandwidth
-// (bytes read + written) and the fp16 tensor-core GEMM rate through the GEMM layer (n^3, no
-// epilogue). Two CSV rows, family `ceilings`, versions `copy` (gbps) and `gemm_fp16` (tflops).
+// (bytes read + written), the fp16 tensor-core GEMM rate through the GEMM layer (n^3, no
+// epilogue) and the FP8 (E4M3) tensor-core GEMM rate through cuBLASLt (fp16 output, fp32
+// accumulation with Hopper's fast FP8 accumulation, unit scales). Three CSV rows, family
+// `ceilings`, versions `copy` (gbps), `gemm_fp16` and `gemm_fp8` (tflops).
 #include <algorithm>
 #include <cmath>
+#include <cublasLt.h>
+#include <cuda_fp8.h>
 #include "memory.hpp"
 #include "bench.hpp"
 #include "compare.hpp"
@@ -80,16 +84,119 @@ void measure_gemm(study::BenchReport& report, const study::CommonOptions& o, int
                          " MiB; " + check_note);
 }
 
+// The FP8 GEMM of the ceiling, in cuBLASLt's terms (column-major): D [n, n] = A^T B with A and B
+// E4M3 [k = n, n], D fp16, the "TN" layout FP8 requires; our row-major Y = X W^T is the same
+// product. Unit scales for A and B; fast accumulation, as inference FP8 GEMMs use it.
+class Fp8Gemm {
+ public:
+  Fp8Gemm(int n, std::size_t workspace_bytes) : workspace_(workspace_bytes), one_(1) {
+    const float one = 1.f;
+    CUDA_CHECK(cudaMemcpy(one_.get(), &one, sizeof(float), cudaMemcpyHostToDevice));
+    CUBLAS_CHECK(cublasLtCreate(&handle_));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const int8_t fast = 1;
+    const float* scale = one_.get();
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof(scale)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale, sizeof(scale)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, n, n, n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, n, n, n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16F, n, n, n));
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &workspace_bytes, sizeof(workspace_bytes)));
+    int found = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(handle_, desc_, a_, b_, d_, d_, pref, 1, &heuristic_, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+      throw study::StudyError(study::ErrorKind::Library, "cuBLASLt has no FP8 (E4M3) GEMM algorithm on this GPU");
+  }
+  ~Fp8Gemm() {
+    cublasLtMatrixLayoutDestroy(d_);
+    cublasLtMatrixLayoutDestroy(b_);
+    cublasLtMatrixLayoutDestroy(a_);
+    cublasLtMatmulDescDestroy(desc_);
+    cublasLtDestroy(handle_);
+  }
+  Fp8Gemm(const Fp8Gemm&) = delete;
+  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
+
+  // y [n, n] row-major fp16 = x [n, n] w [n, n]^T, both row-major E4M3.
+  void run(const __nv_fp8_e4m3* x, const __nv_fp8_e4m3* w, __half* y, cudaStream_t s) {
+    const float alpha = 1.f, beta = 0.f;
+    CUBLAS_CHECK(cublasLtMatmul(handle_, desc_, &alpha, w, a_, x, b_, &beta, y, d_, y, d_, &heuristic_.algo,
+                                workspace_.get(), workspace_.bytes(), s));
+  }
+
+ private:
+  study::DeviceBuffer<char> workspace_;
+  study::DeviceBuffer<float> one_;
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulHeuristicResult_t heuristic_{};
+};
+
+void measure_gemm_fp8(study::BenchReport& report, const study::CommonOptions& o, int n, int workspace_mib) {
+  const std::size_t count = static_cast<std::size_t>(n) * n;
+  // Random U(-1, 1) inputs rounded to E4M3 (zeros would flatter the ceiling, as for fp16).
+  std::vector<__nv_fp8_e4m3> x(count), w(count);
+  {
+    const auto xf = study::random_uniform(count, o.seed + 2, -1.f, 1.f);
+    for (std::size_t i = 0; i < count; ++i) x[i] = __nv_fp8_e4m3(xf[i]);
+    const auto wf = study::random_uniform(count, o.seed + 3, -1.f, 1.f);
+    for (std::size_t i = 0; i < count; ++i) w[i] = __nv_fp8_e4m3(wf[i]);
+  }
+  auto dx = study::to_device(x), dw = study::to_device(w);
+  study::DeviceBuffer<__half> dy(count);
+  Fp8Gemm gemm(n, static_cast<std::size_t>(workspace_mib) << 20);
+  const auto run = [&](cudaStream_t s) { gemm.run(dx.get(), dw.get(), dy.get(), s); };
+  std::string check_note = "not checked (--no-check)";
+  if (o.check) {
+    study::poison(dy);
+    run(nullptr);
+    const auto y = study::to_float(study::to_host(dy));
+    std::vector<float> got, want;
+    for (int i = 0; i < 16; ++i) {
+      const std::size_t r = (i * 7919ull) % n, c = (i * 104729ull) % n;
+      double acc = 0;
+      for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k)
+        acc += static_cast<double>(float(x[r * n + k])) * float(w[c * n + k]);
+      got.push_back(y[r * n + c]);
+      want.push_back(static_cast<float>(acc));
+    }
+    // Products of E4M3 values are exact in fp32; fast accumulation promotes partial sums to fp32
+    // less often (a few 1e-3 of |y| at worst); the fp16 output rounds by 2^-11 |y|.
+    const auto cmp = study::compare(got, want, {2e-2, 5e-2, 1e-2});
+    report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
+    if (!cmp.ok) {
+      report.write("failed", "FP8 GEMM output check failed: " + cmp.summary());
+      return;
+    }
+    check_note = "16 sampled outputs checked";
+  }
+  study::measure(report, o, "ceilings_gemm_fp8", run, 2.0 * count + count * sizeof(__half), 2.0 * n * count);
+  report.row.set("gbps", "");
+  report.write("ok", "cuBLASLt E4M3 in, fp16 out, fp32 accumulate (fast accumulation), unit scales, M=N=K=" +
+                         std::to_string(n) + ", heuristic algorithm, workspace " + std::to_string(workspace_mib) +
+                         " MiB; " + check_note);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return study::bench_main("ceilings", [&](study::BenchReport& report) {
     study::CommonOptions o;
     int copy_mib = 1024, gemm_n = 8192, workspace_mib = 4;
-    study::Cli cli("ceilings", "Measures this GPU's copy bandwidth and fp16 GEMM rate: two CSV rows.");
+    study::Cli cli("ceilings", "Measures this GPU's copy bandwidth and fp16 and FP8 GEMM rates: three CSV rows.");
     cli.add_common(o);
     cli.add_int("--copy-mib", &copy_mib, "bytes copied per repeat, in MiB (default 1024)");
-    cli.add_int("--gemm-size", &gemm_n, "M = N = K of the GEMM (default 8192)");
+    cli.add_int("--gemm-size", &gemm_n, "M = N = K of the GEMMs (default 8192)");
     cli.add_int("--workspace-mib", &workspace_mib, "cuBLASLt workspace in MiB (default 4)", 0);
     cli.parse(argc, argv);
     study::validate_common(o);
@@ -136,6 +243,10 @@ int main(int argc, char** argv) {
     report.row = ceiling_row(o, "gemm_fp16");
     report.written = false;
     measure_gemm(report, o, gemm_n, workspace_mib);
-    return report.row.get("status") == "ok" ? 0 : 1;
+    const bool fp16_ok = report.row.get("status") == "ok";
+    report.row = ceiling_row(o, "gemm_fp8");
+    report.written = false;
+    measure_gemm_fp8(report, o, gemm_n, workspace_mib);
+    return fp16_ok && report.row.get("status") == "ok" ? 0 : 1;
   });
 }

@@ -483,7 +483,8 @@ class SweepTest(unittest.TestCase):
         ceil = {c: "" for c in rs.COLUMNS}
         ceil.update(run_id="test", family="ceilings", streams="1", flush_l2="0", status="ok",
                     gpu="NVIDIA H200")
-        rows = [dict(ceil, version="copy", gbps="4000"), dict(ceil, version="gemm_fp16", tflops="700")]
+        rows = [dict(ceil, version="copy", gbps="4000"), dict(ceil, version="gemm_fp16", tflops="700"),
+                dict(ceil, version="gemm_fp8", tflops="1400")]
         (res / "shards" / "ceilings.csv").write_text(
             rs.HEADER_LINE + "\n" + "".join(rs.format_row(r) for r in rows))
         cmd = [PY, str(MERGE), "--results", str(res), "--num-shards", "1", "--spec", str(spec),
@@ -493,7 +494,7 @@ class SweepTest(unittest.TestCase):
         # A quick sweep lands where its full sweep would: fake.csv, as ./study run writes it.
         self.assertEqual(sorted(p.name for p in res.glob("*.csv")), ["ceilings.csv", "fake.csv"])
         self.assertEqual(len(self.rows(res / "fake.csv")), 9)
-        self.assertEqual([r["version"] for r in self.rows(res / "ceilings.csv")], ["copy", "gemm_fp16"])
+        self.assertEqual([r["version"] for r in self.rows(res / "ceilings.csv")], ["copy", "gemm_fp16", "gemm_fp8"])
         self.assertIn("./study report --run", r.stdout)
         # Ceilings measured on another GPU model than the sweep: refused.
         self.set_gpu(res / "shards" / "shard_0.csv", "NVIDIA A100-SXM4-80GB", only_ok=True)

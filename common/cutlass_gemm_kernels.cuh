@@ -1,7 +1,8 @@
 // The compiled CUTLASS kernels behind cutlass_gemm.hpp: one Hopper GEMM per (tile, cluster,
 // schedule, epilogue), built by CUTLASS's collective builders, each reduced to a KernelEntry the
-// layer can time and run without knowing its type. Included by the four kernel files
-// (cutlass_gemm_<epilogue>.cu), one per epilogue, so that the build compiles them in parallel.
+// layer can time and run without knowing its type. Included by the kernel files
+// (cutlass_gemm_<epilogue>.cu, cutlass_gemm_split_<epilogue>.cu), one per epilogue and
+// scheduler, so that the build compiles them in parallel.
 #pragma once
 #include <cstddef>
 #include <cuda_runtime.h>
@@ -117,7 +118,7 @@ struct ActivationOf<Activation::GeluTanhF16> {  // the same functor; its epilogu
 };
 
 // The epilogue's compute type: fp32, or fp16 for GeluTanhF16 (CUTLASS's GELU_taylor on fp16
-// arrays runs tanh.approx.f16x2 and half2 FMAs: half the XU and FMA work per output).
+// arrays runs tanh.approx.f16x2 and half2 FMAs, two outputs per instruction).
 template <Activation kAct>
 using ComputeOf = std::conditional_t<kAct == Activation::GeluTanhF16, cutlass::half_t, float>;
 
@@ -155,6 +156,8 @@ struct Entry {
     void* workspace = nullptr;
     if constexpr (K::kSplit) {
       workspace = l.workspace;
+      // A plan made with a larger workspace, called with a smaller one: refuse, never overrun.
+      if (!workspace || K::Gemm::get_workspace_size(args) > l.workspace_bytes) return cudaErrorInvalidValue;
       if (K::GemmKernel::initialize_workspace(args, workspace, stream) != cutlass::Status::kSuccess)
         return cudaErrorLaunchFailure;
     }

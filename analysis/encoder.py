@@ -19,6 +19,7 @@
 # anything missing there only leaves its cell or figure empty.
 
 # %%
+import io
 import json
 import re
 import sys
@@ -355,6 +356,83 @@ if b1_order:
                + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
 else:
     ctx.missing("figure", "encoder_latency", f"this run has no timed batch-1 rows at {where}")
+
+# %% [markdown]
+# ## A batch-1 forward kernel by kernel (Nsight Compute)
+#
+# experiments/small_m_probe.sh profiles every kernel of e6_best's eager batch-1 forward
+# (caches flushed before each kernel, as a forward finds each layer's weights) into
+# `<run>/small_m_probe/ncu_forward_b1.csv`, beside the rows it times (`rows.csv`, whose GPU
+# column says where it ran). The newest such folder on this run's GPU, among the run folders
+# beside this one, is used.
+
+# %%
+def ncu_kernels(path: Path) -> pd.DataFrame:
+    """Nsight Compute's raw CSV page: one row per kernel, the metrics as numbers."""
+    lines = path.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        raise sd.DataError(f"{sd.show_path(path)}: no Nsight Compute table (no \"ID\" header)")
+    d = pd.read_csv(io.StringIO("\n".join(lines[start:])), low_memory=False)
+    d = d[pd.to_numeric(d["ID"], errors="coerce").notna()].copy()  # drops the units row
+    for c in d.columns:
+        if "__" in c:
+            d[c] = pd.to_numeric(d[c].astype(str).str.replace(",", ""), errors="coerce")
+    return d
+
+
+def kernel_kind(name: str) -> str:
+    name = str(name)
+    if "splitKreduce" in name:
+        return "GEMM split-K reduction (cuBLASLt)"
+    if "nvjet" in name or "GemmUniversal" in name or "gemm" in name.lower():
+        return "GEMM"
+    for key, kind in (("attention", "attention"), ("layernorm", "LayerNorm"), ("patch_embed", "patch embedding")):
+        if key in name:
+            return kind
+    return "other"
+
+
+b1_probes = []
+for b1_f in sorted(run.path.parent.glob("*/small_m_probe/ncu_forward_b1.csv")):  # this results root
+    b1_rows_csv = b1_f.parent / "rows.csv"
+    if b1_rows_csv.is_file():
+        b1_rows = sd.read_csv(b1_rows_csv)
+        if sd.gpu_of(run) in set(b1_rows["gpu"].astype(str)):
+            b1_probes.append((pd.to_datetime(b1_rows["utc"]).max(), b1_f))
+if b1_probes:
+    b1_probe = sorted(b1_probes)[-1][1]
+    b1_k = ncu_kernels(b1_probe)
+    b1_k["kind"] = b1_k["Kernel Name"].map(kernel_kind)
+    # The profile holds several identical eager forwards: the first, from its patch embedding up
+    # to the next one.
+    b1_starts = [i for i, kind in enumerate(b1_k["kind"]) if kind == "patch embedding"] + [len(b1_k)]
+    b1_one = b1_k.iloc[b1_starts[0]:b1_starts[1]] if len(b1_starts) > 1 else b1_k
+    b1_g = b1_one.groupby("kind").agg(
+        kernels=("kind", "size"), us=("gpu__time_duration.sum", "sum"), mb=("dram__bytes_read.sum", "sum"),
+        dram=("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "mean"))
+    b1_g["us"] /= 1e3
+    b1_g["mb"] /= 1e6
+    b1_g = b1_g.sort_values("us", ascending=False)
+    b1_total_us = b1_g["us"].sum()
+    b1_table = pd.DataFrame({"kernels": b1_g.index, "count": b1_g["kernels"].astype(int),
+                             "us": b1_g["us"].map(lambda v: f"{v:.1f}"),
+                             "share": (100 * b1_g["us"] / b1_total_us).map(lambda v: f"{v:.0f}%"),
+                             "MB read": b1_g["mb"].map(lambda v: f"{v:.1f}"),
+                             "DRAM % of peak (mean)": b1_g["dram"].map(lambda v: f"{v:.1f}")})
+    b1_table.loc[len(b1_table)] = ["**total**", int(b1_g["kernels"].sum()), f"{b1_total_us:.1f}", "100%",
+                                   f"{b1_g['mb'].sum():.1f}", ""]
+    ctx.table("encoder_b1_kernels", sd.markdown_table(b1_table.reset_index(drop=True)),
+              f"Every kernel of one eager batch-1 forward of e6_best (vit_b, 224 px), from Nsight "
+              f"Compute (experiments/small_m_probe.sh, in {sd.show_path(b1_probe.parent)}): caches "
+              f"flushed before each kernel, clocks not locked; the durations add up to "
+              f"{b1_total_us:.0f} us, against the forward's graph replay in the ladder, where the "
+              f"activations stay in L2 and launches overlap. Every kernel runs at a small share of "
+              f"the DRAM bandwidth: a 197-row forward is a chain of latency-bound kernels "
+              f"(stages/encoder/NOTES.md, batch 1).")
+else:
+    ctx.missing("table", "encoder_b1_kernels", "no small_m_probe/ncu_forward_b1.csv on this run's GPU "
+                "(experiments/small_m_probe.sh RUN/small_m_probe)")
 
 # %% [markdown]
 # ## Where the time goes: per-component device time of one eager forward

@@ -464,7 +464,31 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
              tflops=GEMM_TFLOPS, **_timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
              note="cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=8192")])
     write_parity(folder, 224, gpu)
+    write_small_m_probe(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     return folder
+
+
+def write_small_m_probe(folder, gpu, *, run_id, commit, utc):
+    """`<folder>/small_m_probe/` as experiments/small_m_probe.sh writes the parts the report
+    reads: ncu_forward_b1.csv (Nsight Compute's raw page: a header, a units row, one row per
+    kernel; here two identical 2-layer forwards) and rows.csv (its GPU)."""
+    d = Path(folder) / "small_m_probe"
+    d.mkdir(parents=True, exist_ok=True)
+    cols = ["ID", "Kernel Name", "gpu__time_duration.sum", "dram__bytes_read.sum",
+            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"]
+    layer = [("layernorm::kernel<768, 8>", 3000, 300_000, 2.0), ("nvjet_sm90_hsh_64x72_bias", 6200, 3_900_000, 13.0),
+             ("attention::kernel<16, 0, 2>", 6700, 940_000, 2.9), ("nvjet_sm90_hsh_32x64_bias", 6000, 1_800_000, 6.3),
+             ("layernorm::kernel<768, 8>", 3000, 300_000, 2.0), ("nvjet_sm90_hsh_64x104_gelubias", 7400, 5_000_000, 14.3),
+             ("nvjet_sm90_hsh_64x40_splitK_bias", 7100, 5_900_000, 17.4),
+             ("cublasLt::splitKreduce_kernel", 4700, 1_500_000, 6.8)]
+    forward = [("patch_embed::kernel<64, 1>", 10_500, 1_800_000, 3.6)] + layer * 2
+    lines = [",".join(f'"{c}"' for c in cols), '"","","nsecond","byte","%"']
+    for i, (name, ns, b, pct) in enumerate(forward * 2):
+        lines.append(f'"{i}","{name}","{ns:,}","{b:,}","{pct}"')
+    (d / "ncu_forward_b1.csv").write_text("==PROF== Connected to process 1\n" + "\n".join(lines) + "\n")
+    _write_csv(d / "rows.csv", [dict(_base(run_id, commit, gpu, utc), family="encoder", version="e11_split_gemms",
+                                     model="vit_b", batch=1, image_size=224, status="ok", median_us=432.0,
+                                     note="synthetic")])
 
 
 def write_parity(folder, image, gpu, rel_l2=1.8e-3, agreement=1.0):

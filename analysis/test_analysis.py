@@ -867,7 +867,8 @@ class RowsColumn(unittest.TestCase):
     def test_schema_appends_new_columns_after_note(self):
         self.assertEqual(sd.COLUMNS[:sd.COLUMNS.index("note") + 1][-1], "note")
         self.assertEqual(sd.LATER_COLUMNS, ["rows", "h2d_us", "preprocess_us", "d2h_us",
-                                            "sm_clock_mhz", "mem_clock_mhz", "power_limit_w"])
+                                            "sm_clock_mhz", "mem_clock_mhz", "power_limit_w",
+                                            "precision"])
 
 
 def tree_bytes(folder):

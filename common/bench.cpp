@@ -23,6 +23,7 @@ Row base_row(const CommonOptions& o, const std::string& family, const std::strin
   // "sm" (0) is not a count yet: the column stays empty until resolve_streams() knows it.
   if (o.streams > 0) r.set("streams", o.streams);
   r.set("iters", o.iters).set("flush_l2", o.flush_l2);
+  r.set("precision", "fp16");  // the GEMM operands' type; FP8 versions say fp8_e4m3
   return r;
 }
 

@@ -16,7 +16,7 @@ const std::vector<std::string>& csv_columns() {
       "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note",
       // Appended later, so that readers of older files keep their column positions.
       "rows", "h2d_us", "preprocess_us", "d2h_us", "sm_clock_mhz", "mem_clock_mhz",
-      "power_limit_w"};
+      "power_limit_w", "precision"};
   return c;
 }
 

@@ -173,24 +173,12 @@ float Gemm::time_algorithm(Plan& plan, const cublasLtMatmulAlgo_t& algo, const G
                            cudaStream_t stream, int reps) {
   const float alpha = 1.f, beta = op.residual ? 1.f : 0.f;
   const __half* c = op.residual ? op.residual : op.y;
-  std::vector<float> ms(reps);
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  bool ran = true;
-  for (int r = -1; r < reps && ran; ++r) {  // r = -1: warm-up
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    ran = cublasLtMatmul(handle_, plan.desc, &alpha, op.w, plan.a, op.x, plan.b, &beta, c, plan.cd, op.y,
-                         plan.cd, &algo, workspace_.get(), workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[r], start, stop));
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (!ran) return INFINITY;
-  std::sort(ms.begin(), ms.end());
-  return 1000.f * ms[reps / 2];
+  return median_launch_us(
+      [&] {
+        return cublasLtMatmul(handle_, plan.desc, &alpha, op.w, plan.a, op.x, plan.b, &beta, c, plan.cd, op.y,
+                              plan.cd, &algo, workspace_.get(), workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
+      },
+      stream, reps);
 }
 
 std::vector<std::string> Gemm::choices() const {

@@ -1,4 +1,6 @@
 #include "gemm_search.hpp"
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include "check.hpp"
@@ -132,6 +134,26 @@ std::string describe_algorithm(const cublasLtMatmulAlgo_t& algo) {
          " custom " + std::to_string(config<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)) +
          " cluster " + std::to_string(config<std::uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)) +
          " inner " + std::to_string(config<std::uint16_t>(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID));
+}
+
+float median_launch_us(const std::function<bool()>& launch, cudaStream_t stream, int reps) {
+  std::vector<float> ms(static_cast<std::size_t>(reps));
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  bool ran = true;
+  for (int r = -1; r < reps && ran; ++r) {  // r = -1: warm-up
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    ran = launch();
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[static_cast<std::size_t>(r)], start, stop));
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (!ran) return INFINITY;
+  std::sort(ms.begin(), ms.end());
+  return 1000.f * ms[static_cast<std::size_t>(reps / 2)];
 }
 
 }  // namespace study

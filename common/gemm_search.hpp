@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 #include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <functional>
 
 namespace study {
 
@@ -28,5 +30,10 @@ std::vector<cublasLtMatmulAlgo_t> every_algorithm(cublasLtHandle_t handle, const
 std::string describe_algorithm(const cublasLtMatmulAlgo_t& algo);
 
 bool same_algorithm(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b);
+
+// Median device time of `reps` calls of `launch` on `stream` (after one untimed call),
+// microseconds, for plan-time algorithm choices; infinity when `launch` returns false (the
+// library refused the candidate). Not for a capturing stream.
+float median_launch_us(const std::function<bool()>& launch, cudaStream_t stream, int reps);
 
 }  // namespace study

@@ -30,7 +30,7 @@ COLUMNS = [
     # Appended later, so that readers of older files keep their column positions; files
     # written before them simply lack them (the analysis reads them as empty).
     "rows", "h2d_us", "preprocess_us", "d2h_us", "sm_clock_mhz", "mem_clock_mhz",
-    "power_limit_w"]
+    "power_limit_w", "precision"]
 
 # name -> (hidden, heads, depth), as common/vit_config.cpp.
 MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),
@@ -442,7 +442,7 @@ def run_anchor(family, versions, summary, add_args, identity, build, argv=None):
     row = {"family": family, "version": args.version, "model": args.model,
            "batch": args.batch, "image_size": args.image_size, "streams": args.streams,
            "warmup": args.warmup, "iters": args.iters, "flush_l2": bool(args.flush_l2),
-           "host_bytes": 0}
+           "host_bytes": 0, "precision": "fp16"}
     row.update(ident)
 
     def finish(torch, status, note, code):

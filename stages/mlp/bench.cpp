@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     report.open(o);
     report.row = study::base_row(o, "mlp", version.name);
     report.row.set("tokens", tokens).set("hidden", p.hidden).set("host_syncs", 0).set("rows", p.rows);
+    report.row.set("precision", version.precision());
     study::require_gpu(o.device);
     const std::string setup = "rows=" + std::to_string(p.rows) + " mlp_hidden=" +
                               std::to_string(p.mlp_hidden) + "; workspace " +
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
     gc.autotune_candidates = autotune;
     gc.search_all = search_all;
     study::Gemm gemm(gc);
+    dev.prepare_fp8(version, p, gemm);  // an FP8 version's weights and scales, outside the timing
 
     std::string check_note = "not checked (--no-check)";
     if (o.check) {
@@ -92,6 +94,11 @@ int main(int argc, char** argv) {
       for (const auto& line : gemm.choices()) chosen += "; " + line;
     // What the CUTLASS GEMM layer ran, if this version used it (empty otherwise).
     for (const auto& line : study::cutlass_gemm::choices()) chosen += "; cutlass " + line;
+    if (dev.fp8) {
+      chosen += std::string("; ") + study::fp8::scaling_name(version.scaling) + " weight scales, x scale " +
+                std::to_string(dev.fp8->x_scale.host_scale) + ", h scale " + std::to_string(dev.fp8->h_scale.host_scale);
+      for (const auto& line : dev.fp8->gemm.choices()) chosen += "; " + line;
+    }
     report.write("ok", setup + "; " + check_note + "; cuda events per call" + chosen);
     return 0;
   });

@@ -39,8 +39,41 @@ DeviceProblem::DeviceProblem(const Problem& p, const HostInputs& in)
 }
 
 Args DeviceProblem::args(study::Gemm& gemm) const {
-  return {x.get(), fc1_w.get(), fc1_b.get(), fc2_w.get(), fc2_b.get(), y.get(), h.get(), &gemm,
-          residual.size() ? residual.get() : nullptr};
+  Args a{x.get(), fc1_w.get(), fc1_b.get(), fc2_w.get(), fc2_b.get(), y.get(), h.get(), &gemm,
+         residual.size() ? residual.get() : nullptr};
+  if (fp8) a.fp8 = &fp8->args;
+  return a;
+}
+
+void DeviceProblem::prepare_fp8(const Version& v, const Problem& p, study::Gemm& gemm) {
+  if (!v.fp8 || (fp8 && fp8->fc1_w.scaling == v.scaling)) return;
+  namespace f8 = study::fp8;
+  const int rows = std::min(p.rows, kCalibrationRows);
+  auto cx = study::random_normal(static_cast<std::size_t>(rows) * p.hidden, kCalibrationSeed, 0.f, 1.f);
+  study::round_to_half(cx);
+  float x_amax = 0.f;
+  for (float v : cx) x_amax = std::max(x_amax, std::fabs(v));
+  const auto d_cx = study::to_device(study::to_half(cx));
+  study::DeviceBuffer<__half> ch(static_cast<std::size_t>(rows) * p.mlp_hidden);
+  study::GemmOperands op;
+  op.x = d_cx.get();
+  op.w = fc1_w.get();
+  op.y = ch.get();
+  op.bias = fc1_b.get();
+  gemm.run({rows, p.mlp_hidden, p.hidden}, study::Epilogue::GeluBias, op, nullptr);
+  study::DeviceBuffer<float> h_amax(1);
+  CUDA_CHECK(cudaMemset(h_amax.get(), 0, sizeof(float)));
+  f8::amax(ch.get(), static_cast<long long>(ch.size()), h_amax.get(), nullptr);
+  float h_max = 0.f;
+  CUDA_CHECK(cudaMemcpy(&h_max, h_amax.get(), sizeof(float), cudaMemcpyDeviceToHost));
+  fp8 = std::make_unique<Fp8Inputs>();
+  Fp8Inputs& f = *fp8;
+  f.fc1_w = f8::quantize_weight(fc1_w.get(), p.mlp_hidden, p.hidden, v.scaling, nullptr);
+  f.fc2_w = f8::quantize_weight(fc2_w.get(), p.hidden, p.mlp_hidden, v.scaling, nullptr);
+  f.x_scale = f8::ActivationScale(x_amax, f8::kCalibrationMargin);
+  f.h_scale = f8::ActivationScale(h_max, f8::kCalibrationMargin);
+  f.x8 = study::DeviceBuffer<f8::e4m3>(static_cast<std::size_t>(p.rows) * p.hidden);
+  f.args = {&f.fc1_w, &f.fc2_w, &f.x_scale, &f.h_scale, f.x8.get(), false, &f.gemm};
 }
 
 std::vector<int> checked_rows(int rows) {
@@ -54,7 +87,9 @@ std::vector<int> checked_rows(int rows) {
   return r;
 }
 
-study::Tolerance tolerance(const Version& v) { return {v.rel_tol, kAtol, kRtol}; }
+study::Tolerance tolerance(const Version& v) {
+  return v.fp8 ? study::Tolerance{v.rel_tol, kFp8Atol, kFp8Rtol} : study::Tolerance{v.rel_tol, kAtol, kRtol};
+}
 
 study::MemoryNeed memory_need(const Problem& p, bool check, std::size_t workspace_bytes) {
   const double n = static_cast<double>(p.rows) * p.hidden, nh = static_cast<double>(p.rows) * p.mlp_hidden;
@@ -99,6 +134,7 @@ std::string where(const study::Comparison& c, const std::vector<int>& rows, std:
 
 CheckResult run_and_check(const Version& v, const Problem& p, const HostInputs& in,
                           DeviceProblem& dev, study::Gemm& gemm) {
+  dev.prepare_fp8(v, p, gemm);
   study::poison(dev.h);
   study::poison(dev.y);
   v.launch(p, dev.args(gemm), nullptr);

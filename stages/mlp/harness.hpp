@@ -1,6 +1,7 @@
 // Inputs, device buffers and the reference check, shared by the MLP bench and test.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 #include "buffer.hpp"
@@ -26,9 +27,27 @@ HostInputs make_inputs(const Problem& p, std::uint64_t seed, WeightScale scale =
 // block (where the MLP's input is LN2's output and the residual the stream before LN2).
 void add_residual(const Problem& p, HostInputs& in, std::uint64_t seed);
 
+// An FP8 version's inputs besides the fp16 ones (mlp.hpp, Fp8Args), made offline: the weights
+// quantized with the version's scaling, and static scales from a calibration batch of
+// kCalibrationRows rows of fresh N(0, 1) x (not the checked or timed x): amax of x, and of
+// GELU(fc1(x)) through cuBLASLt's fp16 GEMM, each times kCalibrationMargin.
+constexpr int kCalibrationRows = 4096;
+constexpr std::uint64_t kCalibrationSeed = 0xca1b;
+struct Fp8Inputs {
+  study::fp8::Weight fc1_w, fc2_w;
+  study::fp8::ActivationScale x_scale, h_scale;
+  study::DeviceBuffer<study::fp8::e4m3> x8;
+  study::Fp8Gemm gemm;
+  Fp8Args args;
+};
+
 struct DeviceProblem {
   study::DeviceBuffer<__half> x, fc1_w, fc1_b, fc2_w, fc2_b, y, h, residual;  // residual may be empty
+  std::unique_ptr<Fp8Inputs> fp8;  // an FP8 version's (prepare_fp8)
   DeviceProblem(const Problem& p, const HostInputs& in);
+  // Quantizes the weights with v's scaling and calibrates the scales (once; again only when the
+  // scaling changes). Versions that are not FP8 need nothing.
+  void prepare_fp8(const Version& v, const Problem& p, study::Gemm& gemm);
   Args args(study::Gemm& gemm) const;
 };
 
@@ -37,6 +56,11 @@ struct DeviceProblem {
 // between the GEMMs, so y carries that rounding, spread over fc2's sum, besides its own.
 constexpr double kAtol = 5e-3;
 constexpr double kRtol = 2e-3;
+// FP8 versions, element by element: the branch's error is ~5% of its RMS (mlp.hpp, kFp8RelTol),
+// at most ~0.07 with unit-scale weights; 0.5 is ~7 of those, the largest of a few million
+// Gaussian errors staying under 5.5. A wrong row or column misses by the branch itself.
+constexpr double kFp8Atol = 0.5;
+constexpr double kFp8Rtol = 0.05;
 study::Tolerance tolerance(const Version& v);
 
 // The CPU reference costs 4 * rows * hidden * mlp_hidden flops in double (50432 x 768 x 3072
@@ -67,7 +91,7 @@ struct CheckResult {
   std::string what;       // which rows were compared, for the CSV note and test messages
 };
 
-// Poisons h and y with NaN, runs the version once, copies y back and compares it with its
+// Poisons h and y with NaN (prepares an FP8 version's inputs first), runs the version once, copies y back and compares it with its
 // reference within tolerance(v): ref::mlp (with in.residual when given), or the two plain
 // GEMMs for a version whose output is not the MLP (gemm_only); sampled rows on the CPU and,
 // above kFullCheckRows rows, every row against gpu_reference().

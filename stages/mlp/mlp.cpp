@@ -8,14 +8,14 @@ namespace mlp {
 // Each version's kernel file defines its Version object.
 extern const Version unfused, unfused_graph, fused_epilogue, handwritten_epilogue, gemm_only,
     pingpong_epilogue, pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf, fastest_epilogue,
-    split_epilogue,
-    half_gelu_epilogue;
+    split_epilogue, half_gelu_epilogue, fp8_tensor, fp8_channel;
 
 const std::vector<Version>& versions() {
   static const std::vector<Version> all = {unfused, unfused_graph, fused_epilogue,
                                            handwritten_epilogue, gemm_only, pingpong_epilogue,
                                            pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf,
-                                           fastest_epilogue, split_epilogue, half_gelu_epilogue};
+                                           fastest_epilogue, split_epilogue, half_gelu_epilogue,
+                                           fp8_tensor, fp8_channel};
   return all;
 }
 
@@ -59,6 +59,40 @@ void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activa
   cg::run({p.rows, p.mlp_hidden, p.hidden}, gelu, {a.x, a.fc1_w, a.h, a.fc1_b}, stream, opt);
   cg::run({p.rows, p.hidden, p.mlp_hidden}, cg::Activation::None, {a.h, a.fc2_w, a.y, a.fc2_b, residual_of(a)},
           stream, opt);
+}
+
+std::string fp8_supports(const Problem& p) {
+  if (auto r = check_common(p); !r.empty()) return r;
+  if (p.hidden % 16 || p.mlp_hidden % 16)
+    return "hidden " + std::to_string(p.hidden) + " and mlp_hidden " + std::to_string(p.mlp_hidden) +
+           " must be multiples of 16 (16-byte FP8 rows)";
+  return {};
+}
+
+void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream) {
+  if (!a.fp8)
+    throw study::StudyError(study::ErrorKind::Usage,
+                            "an FP8 MLP version needs quantized weights and calibrated scales (Args::fp8)");
+  const Fp8Args& f = *a.fp8;
+  if (!f.x_quantized)
+    study::fp8::quantize(a.x, static_cast<long long>(p.rows) * p.hidden, f.x_scale->inv_scale(), f.x8, stream);
+  auto* h8 = reinterpret_cast<study::fp8::e4m3*>(a.h);
+  study::Fp8Operands fc1;
+  fc1.x = f.x8;
+  fc1.x_scale = f.x_scale->scale();
+  fc1.w = f.fc1_w;
+  fc1.bias = a.fc1_b;
+  fc1.y8 = h8;
+  fc1.y_inv_scale = f.h_scale->inv_scale();
+  f.gemm->run({p.rows, p.mlp_hidden, p.hidden}, study::Epilogue::GeluBias, fc1, stream);
+  study::Fp8Operands fc2;
+  fc2.x = h8;
+  fc2.x_scale = f.h_scale->scale();
+  fc2.w = f.fc2_w;
+  fc2.bias = a.fc2_b;
+  fc2.residual = residual_of(a);
+  fc2.y = a.y;
+  f.gemm->run({p.rows, p.hidden, p.mlp_hidden}, study::Epilogue::Bias, fc2, stream);
 }
 
 }  // namespace mlp

@@ -12,6 +12,7 @@
 #include <vector>
 #include "compare.hpp"
 #include "cutlass_gemm.hpp"
+#include "fp8.hpp"
 #include "gemm.hpp"
 #include "version.hpp"
 
@@ -21,6 +22,20 @@ struct Problem {
   int rows = 0;
   int hidden = 0;
   int mlp_hidden = 0;  // 4 * hidden in every ViT
+};
+
+// What an FP8 version (fp8_tensor, fp8_channel) reads besides Args' fp16 tensors: the weights
+// quantized offline, the static scales of its two GEMM inputs (calibrated on another batch:
+// harness.hpp's DeviceProblem::prepare_fp8, or the encoder's calibration), an E4M3 buffer for x
+// and the FP8 GEMM layer. The E4M3 intermediate h lives in Args::h's first bytes.
+struct Fp8Args {
+  const study::fp8::Weight* fc1_w = nullptr;
+  const study::fp8::Weight* fc2_w = nullptr;
+  const study::fp8::ActivationScale* x_scale = nullptr;
+  const study::fp8::ActivationScale* h_scale = nullptr;
+  study::fp8::e4m3* x8 = nullptr;  // [rows, hidden]
+  bool x_quantized = false;        // x8 already holds x (the encoder's LayerNorm wrote it in E4M3)
+  study::Fp8Gemm* gemm = nullptr;
 };
 
 struct Args {
@@ -37,6 +52,8 @@ struct Args {
   // Launch the version's kernels with programmatic dependent launch where they support it (the
   // CUTLASS versions), so each kernel's prologue overlaps the previous kernel's tail.
   bool pdl = false;
+  // FP8 versions only (required by them, ignored by the others).
+  const Fp8Args* fp8 = nullptr;
 };
 
 // The residual a version adds: the caller's, or the MLP's own input.
@@ -45,6 +62,12 @@ inline const __half* residual_of(const Args& a) { return a.residual ? a.residual
 // Tolerance of versions whose GELU is the tanh form (cuBLASLt's epilogue, our ping-pong
 // kernel): fp16's plus the 2e-3 that fused_epilogue's NOTES.md derives for tanh vs erf.
 constexpr double kTanhGeluRelTol = study::kFp16RelTol + 2e-3;
+
+// Tolerance of the FP8 versions: y = r + branch, and the branch carries four E4M3 roundings (x,
+// W1, h, W2: 2^-4 relative at most, ~2.6% RMS each), ~5% of the branch's RMS in all; with
+// unit-scale weights the branch is as large as r, so ~4% of y. fp8_tensor's NOTES.md derives it
+// and compares it with what the runs measured.
+constexpr double kFp8RelTol = 0.08;
 
 // The shared version record (common/version.hpp) plus what only the MLP's check needs.
 struct Version : study::VersionRecord<Problem, Args> {
@@ -55,6 +78,11 @@ struct Version : study::VersionRecord<Problem, Args> {
   // y = (x W1^T) W2^T, without bias, GELU or residual (gemm_only, pingpong_gemm_only): they
   // are compared with that reference instead.
   bool computes_mlp = true;
+  // FP8 versions: E4M3 GEMMs with weights quantized with this scaling (the caller prepares
+  // Args::fp8); the rows' precision column says "fp8_e4m3".
+  bool fp8 = false;
+  study::fp8::Scaling scaling = study::fp8::Scaling::Tensor;
+  const char* precision() const { return fp8 ? "fp8_e4m3" : "fp16"; }
 };
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
@@ -80,5 +108,12 @@ std::string check_common(const Problem& p);
 std::string cutlass_supports(const Problem& p);
 void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activation gelu, bool with_cublaslt,
                     cudaStream_t stream, bool with_split = false);
+
+// The FP8 versions: check_common and widths of 16-byte FP8 rows (hidden a multiple of 16);
+// their launch: x quantized (unless Args::fp8 says it already is), fc1 + bias + GELU (tanh) with
+// an E4M3 output in h's scale, fc2 + bias + residual in fp16, both on study::Fp8Gemm. Throws
+// StudyError(Usage) without Args::fp8.
+std::string fp8_supports(const Problem& p);
+void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream);
 
 }  // namespace mlp

@@ -1,0 +1,301 @@
+// GPU test of the FP8 layer (common/fp8.hpp): amax, quantization of activations and weights
+// (per tensor and per channel), the LayerNorm that writes E4M3, and the FP8 GEMM with each
+// epilogue and output type, against references computed on the host from the very E4M3 values
+// the GPU multiplied (so a GEMM's error is its accumulation and output rounding alone).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include "compare.hpp"
+#include "fp8.hpp"
+#include "gpu.hpp"
+#include "gpu_test_main.hpp"
+#include "random.hpp"
+
+namespace f8 = study::fp8;
+using study::Epilogue;
+
+namespace {
+
+// E4M3 rounds to nearest with 3 mantissa bits: within 2^-4 of a normal value; below 2^-6 the
+// spacing is the subnormal step 2^-9, so within 2^-10 (times the scale).
+bool within_rounding(float got, float want, float scale) {
+  return std::fabs(got - want) <= std::ldexp(std::fabs(want), -4) + std::ldexp(scale, -10) * 1.0001f;
+}
+
+std::vector<float> rounded_normal(std::size_t n, std::uint64_t seed, float stddev) {
+  auto v = study::random_normal(n, seed, 0.f, stddev);
+  study::round_to_half(v);
+  return v;
+}
+
+template <class T>
+std::vector<T> host(const study::DeviceBuffer<T>& d) {
+  std::vector<T> h(d.size());
+  CUDA_CHECK(cudaMemcpy(h.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<float> dequantize(const std::vector<f8::e4m3>& q, int rows, int cols, const std::vector<float>& scale) {
+  std::vector<float> out(q.size());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r) * cols + c;
+      out[i] = f8::to_float(q[i]) * scale[scale.size() == 1 ? 0 : r];
+    }
+  return out;
+}
+
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+float host_amax(const std::vector<float>& v) {
+  float m = 0.f;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("amax and quantize: exact maximum, every value within E4M3 rounding, saturation instead of NaN") {
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  for (long long n : {8LL, 197LL * 768, 50432LL * 8}) {
+    CAPTURE(n);
+    auto x = rounded_normal(static_cast<std::size_t>(n), seed, 1.f);
+    const auto dx = study::to_device(study::to_half(x));
+    study::DeviceBuffer<float> amax(1);
+    CUDA_CHECK(cudaMemset(amax.get(), 0, sizeof(float)));
+    f8::amax(dx.get(), n, amax.get(), nullptr);
+    const float want_amax = host_amax(x);
+    CHECK(host(amax)[0] == want_amax);
+    // The scale of half the amax: the top half of the values saturate at 448 * scale.
+    const f8::ActivationScale s(want_amax, 0.5f);
+    study::DeviceBuffer<f8::e4m3> q(static_cast<std::size_t>(n));
+    CUDA_CHECK(cudaMemset(q.get(), 0x7f, q.bytes()));  // E4M3 NaN
+    f8::quantize(dx.get(), n, s.inv_scale(), q.get(), nullptr);
+    const auto got = dequantize(host(q), 1, static_cast<int>(n), {s.host_scale});
+    std::size_t bad = 0, saturated = 0;
+    for (long long i = 0; i < n; ++i) {
+      const float limit = f8::kE4M3Max * s.host_scale;
+      const float want = std::clamp(x[i], -limit, limit);
+      saturated += std::fabs(x[i]) > limit;
+      bad += !std::isfinite(got[i]) || !within_rounding(got[i], want, s.host_scale);
+    }
+    CHECK(bad == 0);
+    if (n > 8) CHECK(saturated > 0);
+  }
+  // amax keeps the larger of its old value and the tensor's (a calibration over batches).
+  const auto dx = study::to_device(study::to_half(std::vector<float>(64, 0.5f)));
+  study::DeviceBuffer<float> amax(1);
+  const float big = 3.f;
+  CUDA_CHECK(cudaMemcpy(amax.get(), &big, sizeof big, cudaMemcpyHostToDevice));
+  f8::amax(dx.get(), 64, amax.get(), nullptr);
+  CHECK(host(amax)[0] == big);
+  const f8::ActivationScale one(f8::kE4M3Max, 1.f);
+  study::DeviceBuffer<f8::e4m3> q(64);
+  CHECK_THROWS_AS(f8::quantize(dx.get(), 12, one.inv_scale(), q.get(), nullptr), std::invalid_argument);
+}
+
+TEST_CASE("weights: per-tensor and per-channel scales from the amax, values within E4M3 rounding") {
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  const int n = 96, k = 80;
+  auto w = rounded_normal(static_cast<std::size_t>(n) * k, seed, 0.02f);
+  for (int c = 0; c < k; ++c) w[5 * k + c] *= 40.f;  // an outlier row
+  for (int c = 0; c < k; ++c) w[7 * k + c] = 0.f;    // an all-zero row
+  study::round_to_half(w);
+  const auto dw = study::to_device(study::to_half(w));
+  for (auto scaling : {f8::Scaling::Tensor, f8::Scaling::Channel}) {
+    CAPTURE(f8::scaling_name(scaling));
+    const f8::Weight q = f8::quantize_weight(dw.get(), n, k, scaling, nullptr);
+    const auto scale = host(q.scale);
+    if (scaling == f8::Scaling::Tensor) {
+      REQUIRE(scale.size() == 1);
+      CHECK(scale[0] == host_amax(w) / f8::kE4M3Max);
+    } else {
+      REQUIRE(scale.size() == static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        const std::vector<float> row(w.begin() + r * k, w.begin() + (r + 1) * k);
+        CHECK(scale[r] == (r == 7 ? 1.f : host_amax(row) / f8::kE4M3Max));
+      }
+    }
+    const auto got = dequantize(host(q.q), n, k, scale);
+    std::size_t bad = 0;
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < k; ++c) {
+        const std::size_t i = static_cast<std::size_t>(r) * k + c;
+        bad += !within_rounding(got[i], w[i], scale[scale.size() == 1 ? 0 : r]);
+      }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("layernorm_quantize: LayerNorm in fp32 written in E4M3, at every ViT width and odd row counts") {
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  for (int hidden : {192, 384, 768, 1024})
+    for (int rows : {1, 197, 3 * 197}) {
+      CAPTURE(hidden);
+      CAPTURE(rows);
+      auto x = rounded_normal(static_cast<std::size_t>(rows) * hidden, seed, 1.f);
+      for (int r = 0; r < rows; ++r) x[static_cast<std::size_t>(r) * hidden] += 3.f * (r % 5);  // offset rows
+      study::round_to_half(x);
+      auto g = rounded_normal(hidden, seed + 1, 1.f), b = rounded_normal(hidden, seed + 2, 0.5f);
+      const float eps = 1e-6f;
+      std::vector<float> want(x.size());
+      for (int r = 0; r < rows; ++r) {
+        const float* xr = &x[static_cast<std::size_t>(r) * hidden];
+        double mean = 0, var = 0;
+        for (int c = 0; c < hidden; ++c) mean += xr[c];
+        mean /= hidden;
+        for (int c = 0; c < hidden; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+        const double rstd = 1.0 / std::sqrt(var / hidden + eps);
+        for (int c = 0; c < hidden; ++c)
+          want[static_cast<std::size_t>(r) * hidden + c] = static_cast<float>((xr[c] - mean) * rstd * g[c] + b[c]);
+      }
+      const f8::ActivationScale s(host_amax(want), 1.f);
+      const auto dx = study::to_device(study::to_half(x)), dg = study::to_device(study::to_half(g)),
+                 db = study::to_device(study::to_half(b));
+      study::DeviceBuffer<f8::e4m3> q(x.size());
+      CUDA_CHECK(cudaMemset(q.get(), 0x7f, q.bytes()));
+      f8::layernorm_quantize(dx.get(), dg.get(), db.get(), rows, hidden, eps, s.inv_scale(), q.get(), nullptr);
+      const auto got = dequantize(host(q), 1, static_cast<int>(x.size()), {s.host_scale});
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < x.size(); ++i)  // fp32 statistics: a little over the rounding alone
+        bad += !std::isfinite(got[i]) || !within_rounding(got[i], want[i] * (1 - 1e-5f), s.host_scale * 1.01f);
+      CHECK(bad == 0);
+    }
+  const f8::ActivationScale one(1.f, 1.f);
+  study::DeviceBuffer<__half> x(1100);
+  study::DeviceBuffer<f8::e4m3> q(1100);
+  CHECK_THROWS_AS(f8::layernorm_quantize(x.get(), x.get(), x.get(), 1, 1100, 1e-6f, one.inv_scale(), q.get(), nullptr),
+                  std::invalid_argument);
+}
+
+namespace {
+
+struct GemmCase {
+  study::GemmShape s;
+  Epilogue e;
+  bool residual, fp8_out;
+  f8::Scaling scaling;
+};
+
+// Runs one FP8 GEMM on fresh inputs; returns false (with the failure reported) on a mismatch.
+void check_gemm(study::Fp8Gemm& gemm, const GemmCase& c) {
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  CAPTURE(c.s.m);
+  CAPTURE(c.s.n);
+  CAPTURE(c.s.k);
+  CAPTURE(study::epilogue_name(c.e));
+  CAPTURE(c.residual);
+  CAPTURE(c.fp8_out);
+  CAPTURE(f8::scaling_name(c.scaling));
+  const std::size_t mk = static_cast<std::size_t>(c.s.m) * c.s.k, nk = static_cast<std::size_t>(c.s.n) * c.s.k,
+                    mn = static_cast<std::size_t>(c.s.m) * c.s.n;
+  const auto x = rounded_normal(mk, seed, 1.f);
+  auto w = rounded_normal(nk, seed + 1, 1.f / std::sqrt(static_cast<float>(c.s.k)));
+  for (int col = 0; col < c.s.k; ++col) w[static_cast<std::size_t>(3 % c.s.n) * c.s.k + col] *= 20.f;  // a large row
+  study::round_to_half(w);
+  const auto bias = rounded_normal(c.s.n, seed + 2, 0.5f), res = rounded_normal(mn, seed + 3, 1.f);
+  const auto dx = study::to_device(study::to_half(x)), dw = study::to_device(study::to_half(w)),
+             db = study::to_device(study::to_half(bias)), dr = study::to_device(study::to_half(res));
+  const f8::ActivationScale xs(host_amax(x), 1.f);
+  study::DeviceBuffer<f8::e4m3> x8(mk);
+  f8::quantize(dx.get(), static_cast<long long>(mk), xs.inv_scale(), x8.get(), nullptr);
+  const f8::Weight w8 = f8::quantize_weight(dw.get(), c.s.n, c.s.k, c.scaling, nullptr);
+  // The reference multiplies exactly what the GPU multiplies.
+  const auto xq = dequantize(host(x8), 1, static_cast<int>(mk), {xs.host_scale});
+  const auto wq = dequantize(host(w8.q), c.s.n, c.s.k, host(w8.scale));
+  std::vector<float> want(mn);
+  for (int i = 0; i < c.s.m; ++i)
+    for (int j = 0; j < c.s.n; ++j) {
+      double acc = bias[j];
+      for (int k = 0; k < c.s.k; ++k)
+        acc += static_cast<double>(xq[static_cast<std::size_t>(i) * c.s.k + k]) * wq[static_cast<std::size_t>(j) * c.s.k + k];
+      if (c.e == Epilogue::GeluBias) acc = gelu_tanh(acc);
+      if (c.residual) acc += res[static_cast<std::size_t>(i) * c.s.n + j];
+      want[static_cast<std::size_t>(i) * c.s.n + j] = static_cast<float>(acc);
+    }
+  study::Fp8Operands op;
+  op.x = x8.get();
+  op.x_scale = xs.scale();
+  op.w = &w8;
+  op.bias = db.get();
+  if (c.residual) op.residual = dr.get();
+  study::DeviceBuffer<__half> y(mn);
+  study::DeviceBuffer<f8::e4m3> y8(mn);
+  const f8::ActivationScale ys(host_amax(want), 1.f);
+  if (c.fp8_out) {
+    op.y8 = y8.get();
+    op.y_inv_scale = ys.inv_scale();
+    CUDA_CHECK(cudaMemset(y8.get(), 0x7f, y8.bytes()));
+  } else {
+    op.y = y.get();
+    study::poison(y);
+  }
+  gemm.run(c.s, c.e, op, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto got = c.fp8_out ? dequantize(host(y8), 1, static_cast<int>(mn), {ys.host_scale})
+                             : study::to_float(study::to_host(y));
+  // Products of E4M3 values are exact in fp32; fast accumulation keeps partial sums in fewer
+  // bits between promotions (a few 1e-3 of the sum's scale); then the output's rounding: 2^-11
+  // for fp16, 2^-4 (plus the subnormal step) for E4M3.
+  const double scale = std::sqrt(std::inner_product(want.begin(), want.end(), want.begin(), 0.0) / mn);
+  const study::Tolerance tol = c.fp8_out ? study::Tolerance{0.05, 1e-2 * scale + std::ldexp(ys.host_scale, -9), 0.07}
+                                         : study::Tolerance{1e-2, 1e-2 * scale, 1e-2};
+  const auto cmp = study::compare(got, want, tol);
+  INFO(cmp.summary());
+  CHECK(cmp.ok);
+}
+
+}  // namespace
+
+TEST_CASE("FP8 GEMM: bias, bias + residual, GELU with an E4M3 output, per-tensor and per-channel weights") {
+  study::Fp8Gemm gemm;
+  for (auto scaling : {f8::Scaling::Tensor, f8::Scaling::Channel}) {
+    // QKV, projection (+ residual), fc1 (GELU, E4M3 out), fc2 (+ residual) at batch 1 of ViT-B,
+    // then odd row counts: one token, three images of 197.
+    check_gemm(gemm, {{197, 2304, 768}, Epilogue::Bias, false, false, scaling});
+    check_gemm(gemm, {{197, 768, 768}, Epilogue::Bias, true, false, scaling});
+    check_gemm(gemm, {{197, 3072, 768}, Epilogue::GeluBias, false, true, scaling});
+    check_gemm(gemm, {{197, 768, 3072}, Epilogue::Bias, true, false, scaling});
+    check_gemm(gemm, {{1, 768, 768}, Epilogue::Bias, false, false, scaling});
+    check_gemm(gemm, {{3 * 197, 192, 768}, Epilogue::GeluBias, false, true, scaling});
+    check_gemm(gemm, {{3, 16, 32}, Epilogue::GeluBias, false, false, scaling});
+  }
+  CHECK(gemm.choices().size() >= 7);
+}
+
+TEST_CASE("FP8 GEMM: malformed calls are refused") {
+  study::Fp8Gemm gemm;
+  study::DeviceBuffer<f8::e4m3> x(64 * 64);
+  study::DeviceBuffer<__half> w(64 * 64), b(64), y(64 * 64);
+  const f8::Weight w8 = f8::quantize_weight(w.get(), 64, 64, f8::Scaling::Tensor, nullptr);
+  const f8::ActivationScale s(1.f, 1.f);
+  study::Fp8Operands op;
+  op.x = x.get();
+  op.x_scale = s.scale();
+  op.w = &w8;
+  op.bias = b.get();
+  op.y = y.get();
+  CHECK_THROWS_AS(gemm.run({64, 24, 64}, Epilogue::Bias, op, nullptr), std::invalid_argument);  // n % 16
+  CHECK_THROWS_AS(gemm.run({0, 64, 64}, Epilogue::Bias, op, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(gemm.run({64, 64, 64}, Epilogue::None, op, nullptr), std::invalid_argument);
+  study::Fp8Operands gelu_residual = op;
+  gelu_residual.residual = y.get();
+  CHECK_THROWS_AS(gemm.run({64, 64, 64}, Epilogue::GeluBias, gelu_residual, nullptr), std::invalid_argument);
+  study::Fp8Operands both = op;
+  both.y8 = x.get();
+  both.y_inv_scale = s.inv_scale();
+  CHECK_THROWS_AS(gemm.run({64, 64, 64}, Epilogue::Bias, both, nullptr), std::invalid_argument);
+  study::Fp8Operands no_bias = op;
+  no_bias.bias = nullptr;
+  CHECK_THROWS_AS(gemm.run({64, 64, 64}, Epilogue::Bias, no_bias, nullptr), std::invalid_argument);
+}
+
+int main(int argc, char** argv) { return gpu_test_main(argc, argv, "fp8_gemm", f8::unavailable); }

@@ -91,8 +91,9 @@ void Fp8Gemm::set_pointers(Plan& plan, const Fp8Operands& op) {
 bool Fp8Gemm::launch(Plan& plan, const cublasLtMatmulAlgo_t& algo, const Fp8Operands& op, cudaStream_t stream) {
   const float alpha = 1.f, beta = op.residual ? 1.f : 0.f;
   void* d = op.y8 ? static_cast<void*>(op.y8) : static_cast<void*>(op.y);
-  // beta = 0 never reads C; cuBLASLt still wants a pointer, and D's does.
-  const void* c = op.residual ? static_cast<const void*>(op.residual) : d;
+  // beta = 0 never reads C, so none is passed (D's pointer as C would declare an in-place
+  // product, which needs C's type to be D's).
+  const void* c = op.residual;
   return cublasLtMatmul(handle_, plan.desc, &alpha, op.w->q.get(), plan.a, op.x, plan.b, &beta, c, plan.c, d, plan.d,
                         &algo, workspace_.get(), workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
 }

@@ -184,7 +184,7 @@ struct GemmCase {
   f8::Scaling scaling;
 };
 
-// Runs one FP8 GEMM on fresh inputs; returns false (with the failure reported) on a mismatch.
+// Runs one FP8 GEMM on fresh inputs and compares it with the host's product.
 void check_gemm(study::Fp8Gemm& gemm, const GemmCase& c) {
   const auto seed = study::fresh_seed();
   CAPTURE(seed);
@@ -238,16 +238,25 @@ void check_gemm(study::Fp8Gemm& gemm, const GemmCase& c) {
     op.y = y.get();
     study::poison(y);
   }
-  gemm.run(c.s, c.e, op, nullptr);
+  try {
+    gemm.run(c.s, c.e, op, nullptr);
+  } catch (const study::StudyError& e) {  // each combination reported on its own
+    FAIL_CHECK(e.what());
+    return;
+  }
   CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = c.fp8_out ? dequantize(host(y8), 1, static_cast<int>(mn), {ys.host_scale})
                              : study::to_float(study::to_host(y));
   // Products of E4M3 values are exact in fp32; fast accumulation keeps partial sums in fewer
   // bits between promotions (a few 1e-3 of the sum's scale); then the output's rounding: 2^-11
   // for fp16, 2^-4 (plus the subnormal step) for E4M3.
-  const double scale = std::sqrt(std::inner_product(want.begin(), want.end(), want.begin(), 0.0) / mn);
-  const study::Tolerance tol = c.fp8_out ? study::Tolerance{0.05, 1e-2 * scale + std::ldexp(ys.host_scale, -9), 0.07}
-                                         : study::Tolerance{1e-2, 1e-2 * scale, 1e-2};
+  // The accumulation error scales with the partial sums, so the large row's column (~20x the
+  // others) errs ~20x more in absolute terms: atol takes 2e-3 of the largest output besides
+  // 1e-2 of the RMS.
+  const double rms = std::sqrt(std::inner_product(want.begin(), want.end(), want.begin(), 0.0) / mn);
+  const double atol = 1e-2 * rms + 2e-3 * host_amax(want);
+  const study::Tolerance tol = c.fp8_out ? study::Tolerance{0.05, atol + std::ldexp(ys.host_scale, -9), 0.07}
+                                         : study::Tolerance{1e-2, atol, 1e-2};
   const auto cmp = study::compare(got, want, tol);
   INFO(cmp.summary());
   CHECK(cmp.ok);
@@ -263,6 +272,7 @@ TEST_CASE("FP8 GEMM: bias, bias + residual, GELU with an E4M3 output, per-tensor
     check_gemm(gemm, {{197, 2304, 768}, Epilogue::Bias, false, false, scaling});
     check_gemm(gemm, {{197, 768, 768}, Epilogue::Bias, true, false, scaling});
     check_gemm(gemm, {{197, 3072, 768}, Epilogue::GeluBias, false, true, scaling});
+    check_gemm(gemm, {{197, 3072, 768}, Epilogue::GeluBias, false, false, scaling});
     check_gemm(gemm, {{197, 768, 3072}, Epilogue::Bias, true, false, scaling});
     check_gemm(gemm, {{1, 768, 768}, Epilogue::Bias, false, false, scaling});
     check_gemm(gemm, {{3 * 197, 192, 768}, Epilogue::GeluBias, false, true, scaling});

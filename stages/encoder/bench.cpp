@@ -40,7 +40,8 @@ std::string join_breakdown(const encoder::Breakdown& b) {
 int main(int argc, char** argv) {
   return study::bench_main("encoder_" STAGE_VERSION, [&](study::BenchReport& report) {
     study::CommonOptions o;
-    std::string pe, ln, attn, mlp, weights, images_path, logits_out, breakdown_csv, cache_dir = default_cache_dir();
+    std::string pe, ln, attn, mlp, weights, images_path, calibration_path, logits_out, breakdown_csv,
+        cache_dir = default_cache_dir();
     int classes = 1000, layers = 0;
     study::Cli cli("encoder_" STAGE_VERSION,
                    "Whole ViT forward (patch embedding, blocks, head): check the logits, time, one CSV row.");
@@ -53,6 +54,9 @@ int main(int argc, char** argv) {
     cli.add_int("--classes", &classes, "classifier outputs (default 1000)");
     cli.add_int("--layers", &layers, "blocks (default the model's; fewer for quick checks)");
     cli.add_string("--images", &images_path, "safetensors file with `images` [batch, 3, S, S] (default: seeded)");
+    cli.add_string("--calibration-images", &calibration_path,
+                   "FP8 steps: safetensors file with `images` [n, 3, S, S] to calibrate the activation scales on "
+                   "(default: 32 seeded images other than the timed ones)");
     cli.add_string("--logits-out", &logits_out, "write the logits of the checked forward here (safetensors)");
     cli.add_string("--breakdown", &breakdown_csv, "append per-component times of one eager forward to this CSV");
     cli.add_string("--ref-cache", &cache_dir, "folder for cached CPU reference logits (default: beside the executable)");
@@ -90,6 +94,7 @@ int main(int argc, char** argv) {
     report.row = study::base_row(o, "encoder", version);
     report.row.set("tokens", p.tokens()).set("hidden", p.model.hidden).set("heads", p.model.heads);
     report.row.set("head_dim", p.model.head_dim()).set("host_syncs", 0).set("rows", p.rows());
+    report.row.set("precision", c.fp8 ? "fp8_e4m3" : "fp16");
     study::require_gpu(o.device);
     if (auto why = encoder::why_unavailable(c); !why.empty()) {
       report.write("skipped", why);
@@ -99,7 +104,7 @@ int main(int argc, char** argv) {
                             " mlp=" + c.mlp + (c.cutlass_gemms ? " gemms=cutlass" : "") +
                             (c.cublaslt_candidates ? "+cublaslt" : "") + (c.split_gemms ? "+split" : "") +
                             (c.pdl ? " pdl" : "") +
-                            (c.ln_folded ? " lnfold" : "") +
+                            (c.ln_folded ? " lnfold" : "") + (c.fp8 ? " fp8" : "") +
                             (resolved.empty() ? "" : " (best: " + resolved + ")") +
                             (layers > 0 ? " layers=" + std::to_string(layers) : "");
 
@@ -115,11 +120,24 @@ int main(int argc, char** argv) {
       images = encoder::make_images(p.batch, p.image_size, o.seed);
     }
     const ref::VitWeights w = encoder::make_weights(p, o.seed, weights);
-    const encoder::DeviceWeights dw(w);
+    encoder::DeviceWeights dw(w);
+    std::vector<float> calibration;
+    if (!calibration_path.empty()) {
+      const ref::SafetensorsFile f(calibration_path);
+      const auto shape = f.info("images").shape;
+      if (shape.size() != 4 || shape[0] < 1 || shape[1] != study::kChannels || shape[2] != p.image_size ||
+          shape[3] != p.image_size)
+        throw study::StudyError(study::ErrorKind::Usage, "'" + calibration_path + "': `images` must be [n, 3, " +
+                                                             std::to_string(p.image_size) + ", " +
+                                                             std::to_string(p.image_size) + "]");
+      calibration = f.floats("images", shape);
+      study::round_to_half(calibration);
+    }
     auto d_images = study::to_device(study::to_half(images));
     study::DeviceBuffer<__half> d_logits(static_cast<std::size_t>(p.batch) * p.num_classes);
     std::unique_ptr<encoder::Forward> fwd;
     try {
+      encoder::calibrate_if_fp8(c, p, dw, calibration, o.seed);
       fwd = std::make_unique<encoder::Forward>(p, c, dw);
     } catch (const study::StudyError& e) {
       if (e.kind != study::ErrorKind::Usage) throw;
@@ -147,7 +165,7 @@ int main(int argc, char** argv) {
                    got.begin() + static_cast<std::ptrdiff_t>(which[k] + 1) * p.num_classes);
           r.insert(r.end(), want[k].begin(), want[k].end());
         }
-        const auto cmp = study::compare(g, r, encoder::logits_tolerance(r));
+        const auto cmp = study::compare(g, r, c.fp8 ? encoder::fp8_logits_tolerance(r) : encoder::logits_tolerance(r));
         report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
         if (!cmp.ok || nonfinite) {
           report.write("failed", mix + "; logits check failed: " + cmp.summary() + ", " +

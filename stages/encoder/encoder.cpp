@@ -2,6 +2,7 @@
 #include "attention/attention.hpp"
 #include "check.hpp"
 #include "cutlass_gemm.hpp"
+#include "fp8.hpp"
 #include "layernorm/layernorm.hpp"
 #include "mlp/mlp.hpp"
 #include "patch_embed/patch_embed.hpp"
@@ -19,6 +20,7 @@ std::string Composition::describe() const {
   if (ln_folded) s += ",lnfold";
   if (cublaslt_candidates) s += ",cublaslt";
   if (split_gemms) s += ",split";
+  if (fp8) s += ",fp8";
   return s;
 }
 
@@ -82,6 +84,8 @@ std::string why_unavailable(const Composition& c) {
       return std::string(family) + " " + *version + ": " + why;
   if (c.cutlass_gemms)
     if (auto why = study::cutlass_gemm::unavailable(); !why.empty()) return "the CUTLASS GEMM layer: " + why;
+  if (c.fp8)
+    if (auto why = study::fp8::unavailable(); !why.empty()) return "the FP8 GEMM layer: " + why;
   return {};
 }
 
@@ -146,6 +150,10 @@ const std::vector<Step>& ladder() {
          "e10 with the CUTLASS split kernels (stream-K, split-K) candidates too: a small GEMM's few output "
          "tiles shared out over more SMs",
          with(lib, true, true, 1, true)},
+        {"e12_fp8",
+         "e6_best with QKV, projection, fc1 and fc2 in FP8 E4M3 (cuBLASLt, per-tensor weight scales, static "
+         "activation scales); LayerNorms write E4M3",
+         with(lib, true, true, 1, true)},
     };
     return s;
   }();
@@ -167,6 +175,13 @@ Composition cutlass_composition(std::string* resolved, bool pdl, bool ln_folded,
   return c;
 }
 
+Composition fp8_composition(std::string* resolved) {
+  Composition c = best_composition(resolved);
+  c.fp8 = true;
+  c.mlp = "fp8_tensor";
+  return c;
+}
+
 Composition find_step(const std::string& name) {
   if (name == "best" || name == "e6_best") return best_composition();
   if (name == "e7_cutlass_gemms") return cutlass_composition(nullptr);
@@ -174,6 +189,7 @@ Composition find_step(const std::string& name) {
   if (name == "e9_ln_folded") return cutlass_composition(nullptr, true, true);
   if (name == "e10_fastest_gemms") return cutlass_composition(nullptr, true, false, true);
   if (name == "e11_split_gemms") return cutlass_composition(nullptr, true, false, true, true);
+  if (name == "e12_fp8") return fp8_composition(nullptr);
   std::string known;
   for (const auto& s : ladder()) {
     if (name == s.name) return s.composition;
@@ -234,6 +250,8 @@ study::MemoryNeed memory_need(const Problem& p, const Composition& c) {
   if (c.ln_folded)  // the folded QKV and fc1 weights (fp16) with their fp32 vectors, and the row statistics
     m.device += p.model.layers * (sizeof(__half) * (3 * d + p.model.mlp()) * d + sizeof(float) * 2 * (3 * d + p.model.mlp())) +
                 sizeof(float) * 2 * rows;
+  if (c.fp8)  // E4M3 weights of the four GEMMs, one E4M3 activation buffer per stream's share
+    m.device += p.model.layers * 12.0 * d * d + rows * d + c.streams * 32.0 * (1 << 20);
   return m;
 }
 

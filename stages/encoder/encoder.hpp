@@ -10,6 +10,7 @@
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,8 +33,12 @@ struct Composition {
   bool ln_folded = false;       // LN1 and LN2 folded into the QKV and fc1 GEMMs (needs cutlass_gemms)
   bool cublaslt_candidates = false;  // the CUTLASS layer's search also times cuBLASLt, per shape
   bool split_gemms = false;     // ... and the layer's split kernels (stream-K, split-K), per shape
+  // QKV, projection, fc1 and fc2 in FP8 E4M3 (common/fp8.hpp; the MLP version must be an FP8
+  // one): weights quantized per tensor when the forward is set up, activations with the static
+  // scales of the weights' Fp8Calibration; LayerNorms write E4M3, the residual stream stays fp16.
+  bool fp8 = false;
   // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
-  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split]", one fixed format.
+  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8]", one fixed format.
   std::string describe() const;
 };
 
@@ -43,7 +48,7 @@ struct Step {
   Composition composition;
 };
 
-// e1_library ... e11_split_gemms in ladder order. The family versions of e6_best and the steps
+// e1_library ... e12_fp8 in ladder order. The family versions of e6_best and the steps
 // after it are resolved for this build and GPU by best_composition().
 const std::vector<Step>& ladder();
 // A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
@@ -61,6 +66,9 @@ Composition best_composition(std::string* resolved = nullptr);
 // e11_split_gemms: e10 with the CUTLASS layer's split kernels candidates too (MLP split_epilogue).
 Composition cutlass_composition(std::string* resolved = nullptr, bool pdl = false, bool ln_folded = false,
                                 bool cublaslt_candidates = false, bool split_gemms = false);
+
+// e12_fp8: e6_best with the four GEMMs of every block in FP8 (MLP version fp8_tensor).
+Composition fp8_composition(std::string* resolved = nullptr);
 
 // Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
 // component version that is unavailable, named.
@@ -91,6 +99,15 @@ double weight_count(const Problem& p);
 // one or two images are small beside them.
 study::MemoryNeed memory_need(const Problem& p, const Composition& c);
 
+// The static activation scales of an FP8 forward: per block, the amax of its four GEMM inputs
+// (LN1's output, attention's output, LN2's output, GELU's output) over the images of a
+// calibration forward in fp16 (calibrate_fp8). Each scale is kCalibrationMargin * amax / 448.
+struct Fp8Calibration {
+  enum Input { Ln1, Attention, Ln2, Gelu, kInputs };
+  std::vector<std::array<float, kInputs>> amax;  // one entry per block
+  int images = 0;                                // the calibration batch
+};
+
 // All weights in one device buffer (fp16), with a view per block. Uploaded once.
 struct BlockView {
   const __half *ln1_g, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_g, *ln2_b, *fc1_w, *fc1_b,
@@ -101,6 +118,8 @@ class DeviceWeights {
   explicit DeviceWeights(const ref::VitWeights& w);
   const __half *patch_w, *patch_b, *cls_token, *pos_embed, *norm_g, *norm_b, *head_w, *head_b;
   std::vector<BlockView> blocks;
+  // Set by calibrate_fp8 before an FP8 forward is made (which refuses weights without it).
+  Fp8Calibration fp8_calibration;
   std::size_t bytes() const { return buffer_.bytes(); }
 
  private:
@@ -133,10 +152,18 @@ class Forward {
   std::size_t activation_bytes() const;
   // Whether a whole forward can be captured in a CUDA graph (no component syncs the host).
   bool capturable() const;
+  // One eager forward that records the amax of every block's four GEMM inputs (an fp16
+  // composition whose MLP writes GELU's output to h, one stream, nothing folded).
+  Fp8Calibration observe_gemm_inputs(const __half* images, __half* logits, cudaStream_t stream);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Fills w.fp8_calibration from `images` (device, [p.batch, 3, S, S]; p.batch is the calibration
+// batch) through an fp16 forward of best_composition() without its graph and with the cuBLASLt
+// MLP (fused_epilogue).
+void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images);
 
 }  // namespace encoder

@@ -6,6 +6,7 @@
 #include "check.hpp"
 #include "encoder/encoder.hpp"
 #include "cutlass_gemm.hpp"
+#include "fp8.hpp"
 #include "gemm.hpp"
 #include "layernorm/layernorm.hpp"
 #include "mlp/mlp.hpp"
@@ -122,6 +123,10 @@ struct Lane {
   attention::Problem attn;
   mlp::Problem mlp;
   study::DeviceBuffer<float> row_mean, row_rstd;  // a folded LayerNorm's row statistics
+  // FP8: the lane's FP8 GEMM layer, and one E4M3 buffer [rows, hidden] for the GEMM input of
+  // the moment (LN1's output, attention's output, LN2's output in turn).
+  std::unique_ptr<study::Fp8Gemm> fp8_gemm;
+  study::DeviceBuffer<study::fp8::e4m3> act8;
 
   __half* alloc(std::size_t n) {
     owned.emplace_back(n);
@@ -157,6 +162,13 @@ struct Forward::Impl {
     FoldedLinear qkv, fc1;
   };
   std::vector<FoldedBlock> folded;
+  // With c.fp8: each block's four weights in E4M3 and the static scales of their inputs.
+  struct Fp8Block {
+    study::fp8::Weight qkv, proj, fc1, fc2;
+    study::fp8::ActivationScale in[Fp8Calibration::kInputs];
+  };
+  std::vector<Fp8Block> fp8_blocks;
+  float* observe = nullptr;  // set while observe_gemm_inputs runs: [layers][kInputs] amax
 
   Impl(const Problem& prob, const Composition& comp, const DeviceWeights& weights)
       : p(prob), c(comp), w(weights),
@@ -188,6 +200,7 @@ struct Forward::Impl {
       lanes.push_back(std::move(lane));
     }
     if (c.ln_folded) fold_layernorms();
+    if (c.fp8) quantize_weights();
     if (c.streams > 1) {
       CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
       joins.resize(c.streams);
@@ -223,6 +236,34 @@ struct Forward::Impl {
     CUDA_CHECK(cudaDeviceSynchronize());
   }
 
+  // Once per forward object: every block's GEMM weights in E4M3 (per tensor) and the static
+  // activation scales from the weights' calibration.
+  void quantize_weights() {
+    const Fp8Calibration& cal = w.fp8_calibration;
+    if (static_cast<int>(cal.amax.size()) != p.model.layers)
+      throw study::StudyError(study::ErrorKind::Usage,
+                              "an FP8 forward needs the weights' calibration (encoder::calibrate_fp8) for its " +
+                                  std::to_string(p.model.layers) + " blocks; it has " +
+                                  std::to_string(cal.amax.size()));
+    if (!mlp.fp8)
+      throw study::StudyError(study::ErrorKind::Usage, std::string("an FP8 forward needs an FP8 MLP version, not ") +
+                                                           mlp.name);
+    const int D = p.model.hidden, H = p.model.mlp();
+    namespace f8 = study::fp8;
+    const auto scaling = f8::Scaling::Tensor;
+    for (std::size_t i = 0; i < w.blocks.size(); ++i) {
+      const BlockView& v = w.blocks[i];
+      Fp8Block b;
+      b.qkv = f8::quantize_weight(v.qkv_w, 3 * D, D, scaling, nullptr);
+      b.proj = f8::quantize_weight(v.proj_w, D, D, scaling, nullptr);
+      b.fc1 = f8::quantize_weight(v.fc1_w, H, D, scaling, nullptr);
+      b.fc2 = f8::quantize_weight(v.fc2_w, D, H, scaling, nullptr);
+      for (int k = 0; k < Fp8Calibration::kInputs; ++k)
+        b.in[k] = f8::ActivationScale(cal.amax[i][k], f8::kCalibrationMargin);
+      fp8_blocks.push_back(std::move(b));
+    }
+  }
+
   // Every component asked about its exact problem before anything is allocated for it.
   void setup(Lane& l) {
     const int T = p.tokens(), D = p.model.hidden;
@@ -245,6 +286,10 @@ struct Forward::Impl {
     for (const auto& [who, why] : answers)
       if (!why.empty()) throw study::StudyError(study::ErrorKind::Usage, who + " refuses batch " +
                                                                               std::to_string(l.batch) + ": " + why);
+    if (c.fp8 && (D % 16 || D > study::fp8::kLayerNormMaxHidden))
+      throw study::StudyError(study::ErrorKind::Usage, "the FP8 forward needs hidden a multiple of 16 and at most " +
+                                                           std::to_string(study::fp8::kLayerNormMaxHidden) + ", not " +
+                                                           std::to_string(D));
 
     l.gemm = std::make_unique<study::Gemm>();
     const std::size_t act = static_cast<std::size_t>(rows) * D;
@@ -279,13 +324,26 @@ struct Forward::Impl {
       l.row_mean = study::DeviceBuffer<float>(rows);
       l.row_rstd = study::DeviceBuffer<float>(rows);
     }
+    if (c.fp8) {
+      l.fp8_gemm = std::make_unique<study::Fp8Gemm>();
+      l.act8 = study::DeviceBuffer<study::fp8::e4m3>(act);
+    }
+  }
+
+  // While observe_gemm_inputs runs: max |x| of block `layer`'s GEMM input `which`.
+  void observe_input(int layer, Fp8Calibration::Input which, const __half* x, long long n, cudaStream_t s) {
+    if (observe) study::fp8::amax(x, n, observe + layer * Fp8Calibration::kInputs + which, s);
   }
 
   // A block's LayerNorm: into `out` (the family's version), or, folded, only the row statistics
   // of x, which the next GEMM's epilogue applies.
+  // FP8: LN(x) written in E4M3 (into the lane's act8) with the static scale `scale`.
   void block_layernorm(Lane& l, const __half* x, const __half* gamma, const __half* beta, __half* out,
-                       cudaStream_t s) {
-    if (c.ln_folded)
+                       cudaStream_t s, const study::fp8::ActivationScale* scale = nullptr) {
+    if (c.fp8)
+      study::fp8::layernorm_quantize(x, gamma, beta, l.ln.rows, l.ln.hidden, l.ln.eps, scale->inv_scale(),
+                                     l.act8.get(), s);
+    else if (c.ln_folded)
       study::cutlass_gemm::row_stats(x, l.ln.rows, l.ln.hidden, l.ln.eps, l.row_mean.get(), l.row_rstd.get(), s);
     else
       ln.launch(l.ln, {x, gamma, beta, out}, s);
@@ -303,6 +361,19 @@ struct Forward::Impl {
     study::cutlass_gemm::run_ln_folded(shape, act, op,
                                        {l.row_mean.get(), l.row_rstd.get(), f.col_sum.get(), f.col_bias.get()}, s,
                                        opt);
+  }
+
+  // An FP8 GEMM of a block: y = x W^T + bias (+ residual) in fp16, x the lane's act8 in scale x.
+  void fp8_gemm(Lane& l, const study::GemmShape& shape, const study::fp8::ActivationScale& x,
+                const study::fp8::Weight& w_, const __half* bias, const __half* residual, __half* y, cudaStream_t s) {
+    study::Fp8Operands op;
+    op.x = l.act8.get();
+    op.x_scale = x.scale();
+    op.w = &w_;
+    op.bias = bias;
+    op.residual = residual;
+    op.y = y;
+    l.fp8_gemm->run(shape, study::Epilogue::Bias, op, s);
   }
 
   // One component's launches: an NVTX range named after it (Nsight Systems shows the forward by
@@ -365,8 +436,17 @@ struct Forward::Impl {
     for (int i = 0; i < p.model.layers; ++i) {
       const LayerBuffers& b = l.layers[i];
       const BlockView& v = w.blocks[i];
-      component("layernorm", s, [&] { block_layernorm(l, b.x_in, v.ln1_g, v.ln1_b, b.ln1, s); });
+      using Cal = Fp8Calibration;
+      const Fp8Block* q = c.fp8 ? &fp8_blocks[i] : nullptr;
+      component("layernorm", s, [&] {
+        block_layernorm(l, b.x_in, v.ln1_g, v.ln1_b, b.ln1, s, q ? &q->in[Cal::Ln1] : nullptr);
+      });
+      observe_input(i, Cal::Ln1, b.ln1, rows * D, s);
       component("qkv", s, [&] {
+        if (q) {
+          fp8_gemm(l, {static_cast<int>(rows), 3 * D, D}, q->in[Cal::Ln1], q->qkv, v.qkv_b, nullptr, b.qkv, s);
+          return;
+        }
         if (c.ln_folded) {
           folded_gemm(l, folded[i].qkv, {static_cast<int>(rows), 3 * D, D}, b.x_in, b.qkv,
                       study::cutlass_gemm::Activation::None, s);
@@ -380,7 +460,14 @@ struct Forward::Impl {
         block_gemm({static_cast<int>(rows), 3 * D, D}, op, gemm, s);
       });
       component("attention", s, [&] { attn.launch(l.attn, {b.qkv, b.attn}, s); });
+      observe_input(i, Cal::Attention, b.attn, rows * D, s);
       component("projection", s, [&] {
+        if (q) {  // attention writes fp16: quantized by one pass before the GEMM
+          study::fp8::quantize(b.attn, rows * D, q->in[Cal::Attention].inv_scale(), l.act8.get(), s);
+          fp8_gemm(l, {static_cast<int>(rows), D, D}, q->in[Cal::Attention], q->proj, v.proj_b,
+                   c.fused_residual ? b.x_in : nullptr, c.fused_residual ? b.x_mid : b.proj, s);
+          return;
+        }
         study::GemmOperands op;
         op.x = b.attn;
         op.w = v.proj_w;
@@ -391,7 +478,10 @@ struct Forward::Impl {
       });
       if (!c.fused_residual)
         component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, rows * D, s); });
-      component("layernorm", s, [&] { block_layernorm(l, b.x_mid, v.ln2_g, v.ln2_b, b.ln2, s); });
+      component("layernorm", s, [&] {
+        block_layernorm(l, b.x_mid, v.ln2_g, v.ln2_b, b.ln2, s, q ? &q->in[Cal::Ln2] : nullptr);
+      });
+      observe_input(i, Cal::Ln2, b.ln2, rows * D, s);
       component("mlp", s, [&] {
         if (c.ln_folded) {  // fc1 with LN2 folded in, fc2 with bias and residual, both on CUTLASS
           folded_gemm(l, folded[i].fc1, {static_cast<int>(rows), p.model.mlp(), D}, b.x_mid, b.h,
@@ -411,8 +501,14 @@ struct Forward::Impl {
         a.h = b.h;
         a.gemm = &gemm;
         a.pdl = c.pdl;
+        mlp::Fp8Args f;  // LN2 wrote x in E4M3 already
+        if (q) {
+          f = {&q->fc1, &q->fc2, &q->in[Cal::Ln2], &q->in[Cal::Gelu], l.act8.get(), true, l.fp8_gemm.get()};
+          a.fp8 = &f;
+        }
         mlp.launch(l.mlp, a, s);
       });
+      observe_input(i, Cal::Gelu, b.h, rows * p.model.mlp(), s);
     }
     component("head", s, [&] {
       gather_cls_kernel<<<l.batch, 256, 0, s>>>(l.layers.back().x_out, l.cls, T, D);
@@ -526,5 +622,43 @@ std::size_t Forward::activation_bytes() const {
 }
 
 bool Forward::capturable() const { return impl_->pe.capturable; }
+
+Fp8Calibration Forward::observe_gemm_inputs(const __half* images, __half* logits, cudaStream_t stream) {
+  Impl& m = *impl_;
+  if (m.c.fp8 || m.c.ln_folded || m.lanes.size() != 1 || !m.mlp.computes_mlp)
+    throw study::StudyError(study::ErrorKind::Usage,
+                            "observing GEMM inputs needs an fp16 composition on one stream with nothing folded");
+  const int layers = m.p.model.layers;
+  study::DeviceBuffer<float> amax(static_cast<std::size_t>(layers) * Fp8Calibration::kInputs);
+  CUDA_CHECK(cudaMemsetAsync(amax.get(), 0, amax.bytes(), stream));
+  m.observe = amax.get();
+  try {
+    m.eager(images, logits, stream);
+  } catch (...) {
+    m.observe = nullptr;
+    throw;
+  }
+  m.observe = nullptr;
+  std::vector<float> host(amax.size());
+  CUDA_CHECK(cudaMemcpyAsync(host.data(), amax.get(), amax.bytes(), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  Fp8Calibration cal;
+  cal.images = m.p.batch;
+  for (int i = 0; i < layers; ++i) {
+    std::array<float, Fp8Calibration::kInputs> a{};
+    for (int k = 0; k < Fp8Calibration::kInputs; ++k) a[k] = host[static_cast<std::size_t>(i) * Fp8Calibration::kInputs + k];
+    cal.amax.push_back(a);
+  }
+  return cal;
+}
+
+void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images) {
+  Composition c = best_composition();
+  c.graph = false;
+  c.mlp = "fused_epilogue";  // cuBLASLt's GELU epilogue writes h, the fc2 input the FP8 MLP quantizes
+  study::DeviceBuffer<__half> logits(static_cast<std::size_t>(p.batch) * p.num_classes);
+  Forward f(p, c, w);
+  w.fp8_calibration = f.observe_gemm_inputs(images, logits.get(), nullptr);
+}
 
 }  // namespace encoder

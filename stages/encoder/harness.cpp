@@ -5,6 +5,7 @@
 #include <functional>
 #include <sys/stat.h>
 #include "check.hpp"
+#include "gpu.hpp"
 #include "random.hpp"
 
 namespace encoder {
@@ -14,6 +15,27 @@ study::Tolerance logits_tolerance(const std::vector<float>& ref) {
   for (float v : ref) sum2 += static_cast<double>(v) * v;
   const double rms = ref.empty() ? 0 : std::sqrt(sum2 / static_cast<double>(ref.size()));
   return {kLogitsRelTol, 5e-2 * rms, 1e-2};
+}
+
+study::Tolerance fp8_logits_tolerance(const std::vector<float>& ref) {
+  study::Tolerance t = logits_tolerance(ref);
+  // Element by element: 5x the fp16 bound; one image's logits in another's place still miss.
+  return {kFp8LogitsRelTol, 5 * t.atol, 5 * t.rtol};
+}
+
+std::vector<float> calibration_images(int image_size, std::uint64_t seed) {
+  return make_images(kCalibrationImages, image_size, seed ^ 0xca1b5eedull);
+}
+
+void calibrate_if_fp8(const Composition& c, const Problem& p, DeviceWeights& w, std::vector<float> images,
+                      std::uint64_t seed) {
+  if (!c.fp8) return;
+  if (images.empty()) images = calibration_images(p.image_size, seed);
+  const std::size_t per = static_cast<std::size_t>(study::kChannels) * p.image_size * p.image_size;
+  Problem cp = p;
+  cp.batch = static_cast<int>(images.size() / per);
+  const auto d = study::to_device(study::to_half(images));
+  calibrate_fp8(cp, w, d.get());
 }
 
 std::vector<float> make_images(int batch, int image_size, std::uint64_t seed) {

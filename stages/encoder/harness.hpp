@@ -20,6 +20,22 @@ constexpr double kLogitsRelTol = 1e-2;
 // that at worst over 1000 classes. One image's logits in another image's place, or a class
 // shifted, miss by about the RMS itself.
 study::Tolerance logits_tolerance(const std::vector<float>& ref);
+// An FP8 forward's logits (Composition::fp8): every block's four GEMM inputs and weights carry
+// E4M3's rounding (~2.6% RMS each), so the logits differ from the reference by several percent
+// of their RMS on random weights; stages/encoder/e12_fp8/NOTES.md derives the bound and
+// compares it with the runs. The real judge of FP8 is experiments/fp8_accuracy.py (top-1
+// agreement with timm on hundreds of images).
+constexpr double kFp8LogitsRelTol = 0.15;
+study::Tolerance fp8_logits_tolerance(const std::vector<float>& ref);
+
+// The calibration batch of an FP8 forward: kCalibrationImages images drawn like make_images but
+// from another seed than the checked and timed ones.
+constexpr int kCalibrationImages = 32;
+std::vector<float> calibration_images(int image_size, std::uint64_t seed);
+// Calibrates w for c when c is an FP8 composition (nothing otherwise): `images` host [n, 3, S, S]
+// (n = images.size() / image elements), or calibration_images(seed) when empty.
+void calibrate_if_fp8(const Composition& c, const Problem& p, DeviceWeights& w, std::vector<float> images,
+                      std::uint64_t seed);
 
 // Image i of a batch depends on (seed, i) alone, so the same image recurs at every batch size
 // and its reference logits can be reused. Values N(0, 1), rounded to fp16.

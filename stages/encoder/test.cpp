@@ -41,7 +41,8 @@ Run run_and_check(const Problem& p, const Composition& c) {
   CAPTURE(p.batch);
   CAPTURE(p.image_size);
   Run r{make_images(p.batch, p.image_size, seed), {}, make_weights(p, seed, "")};
-  const DeviceWeights dw(r.weights);
+  DeviceWeights dw(r.weights);
+  calibrate_if_fp8(c, p, dw, {}, seed);
   auto images = study::to_device(study::to_half(r.images));
   study::DeviceBuffer<__half> logits(static_cast<std::size_t>(p.batch) * p.num_classes);
   Composition fit = c;
@@ -52,7 +53,7 @@ Run run_and_check(const Problem& p, const Composition& c) {
   CUDA_CHECK(cudaDeviceSynchronize());
   r.logits = study::to_float(study::to_host(logits));
   const auto want = ref::vit_forward(r.images, p.batch, r.weights);
-  const auto cmp = study::compare(r.logits, want, logits_tolerance(want));
+  const auto cmp = study::compare(r.logits, want, c.fp8 ? fp8_logits_tolerance(want) : logits_tolerance(want));
   INFO(cmp.summary());
   CHECK(cmp.ok);
   return r;
@@ -77,7 +78,8 @@ TEST_CASE("graph replay is bit-identical to the eager forward") {
   c.streams = std::min(c.streams, p.batch);
   const auto seed = study::fresh_seed();
   const auto w = make_weights(p, seed, "");
-  const DeviceWeights dw(w);
+  DeviceWeights dw(w);
+  calibrate_if_fp8(c, p, dw, {}, seed);
   auto images = study::to_device(study::to_half(make_images(p.batch, p.image_size, seed)));
   study::DeviceBuffer<__half> a(static_cast<std::size_t>(p.batch) * p.num_classes), b(a.size());
   Forward f(p, c, dw);
@@ -98,6 +100,23 @@ TEST_CASE("the batch split over streams computes the same logits") {
   Composition c = step();
   c.streams = 3;
   run_and_check(problem("vit_ti", 2, 5, 32), c);
+}
+
+TEST_CASE("an FP8 forward refuses weights without a calibration, and calibration observes every block") {
+  const Problem p = problem("vit_ti", 3, 2, 32);
+  const auto w = make_weights(p, study::fresh_seed(), "");
+  DeviceWeights dw(w);
+  Composition c = step();
+  c.fp8 = true;
+  c.mlp = "fp8_tensor";
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("calibrat"), study::StudyError);
+  calibrate_if_fp8(c, p, dw, {}, 1);
+  REQUIRE(dw.fp8_calibration.amax.size() == 3);
+  CHECK(dw.fp8_calibration.images == kCalibrationImages);
+  for (const auto& block : dw.fp8_calibration.amax)
+    for (float a : block) CHECK((std::isfinite(a) && a > 0.f));
+  c.mlp = "fused_epilogue";  // an fp16 MLP cannot take E4M3 inputs
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("FP8 MLP"), study::StudyError);
 }
 
 TEST_CASE("bad compositions and problems are refused with the component named") {

@@ -70,6 +70,11 @@ __global__ void amax_kernel(const uint4* __restrict__ x, long long chunks, float
   if ((threadIdx.x & 31) == 0) atomic_max_nonneg(out, m);
 }
 
+__global__ void broadcast_kernel(const float* __restrict__ value, float* __restrict__ out, int n) {
+  const float v = *value;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = v;
+}
+
 __global__ void quantize_kernel(const uint4* __restrict__ x, long long chunks, const float* __restrict__ inv_scale,
                                 uint2* __restrict__ q) {
   const float s = *inv_scale;
@@ -209,6 +214,11 @@ Weight quantize_weight(const __half* w, int n, int k, Scaling scaling, cudaStrea
 void amax(const __half* x, long long n, float* out, cudaStream_t stream) {
   require_vectors(n, x, x, "fp8::amax");
   amax_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(x), n / 8, out);
+  LAUNCH_CHECK();
+}
+
+void broadcast(const float* value, float* out, int n, cudaStream_t stream) {
+  broadcast_kernel<<<grid_for(n), kThreads, 0, stream>>>(value, out, n);
   LAUNCH_CHECK();
 }
 

@@ -69,6 +69,9 @@ void layernorm_quantize(const __half* x, const __half* gamma, const __half* beta
 // Why this GPU cannot run cuBLASLt's FP8 GEMMs (compute capability below 8.9); empty: it can.
 std::string unavailable();
 
+// out[0..n) = *value: an activation's scalar scale as the per-row vector a per-channel GEMM takes.
+void broadcast(const float* value, float* out, int n, cudaStream_t stream);
+
 // E4M3 -> float on the host (tests and references).
 float to_float(e4m3 v);
 
@@ -102,6 +105,9 @@ class Fp8Gemm {
   // Epilogue Bias or GeluBias. Throws StudyError(Library) when cuBLASLt has no algorithm for
   // the combination (naming it), std::invalid_argument on a malformed call.
   void run(const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream);
+  // Why cuBLASLt has no algorithm for this combination (asked of its heuristic; nothing runs);
+  // empty when it has one. For versions to say "unavailable here" instead of failing.
+  std::string why_unsupported(const GemmShape& s, Epilogue e, bool fp8_out, fp8::Scaling scaling);
   // One line per plan: shape, epilogue, output, scaling and the chosen algorithm.
   std::vector<std::string> choices() const;
 
@@ -115,12 +121,16 @@ class Fp8Gemm {
   };
   struct Plan;
   std::unique_ptr<Plan> make_plan(const Key& key);
+  static std::string describe(const Key& key);
   void set_pointers(Plan& plan, const Fp8Operands& op);
   void choose_algorithm(Plan& plan, const Key& key, const Fp8Operands& op, cudaStream_t stream);
   bool launch(Plan& plan, const cublasLtMatmulAlgo_t& algo, const Fp8Operands& op, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<char> workspace_;
+  // Per-channel plans scale B (X) by an "outer vector" too, as cuBLASLt wants both operands in
+  // one scale mode: x's scalar scale broadcast over the rows, grown to the largest m.
+  DeviceBuffer<float> row_scale_;
   int candidates_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };

@@ -64,6 +64,7 @@ std::unique_ptr<Fp8Gemm::Plan> Fp8Gemm::make_plan(const Key& key) {
   if (key.scaling == fp8::Scaling::Channel) {
     const cublasLtMatmulMatrixScale_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec);
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec);
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, key.k, key.n, key.k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, key.k, key.m, key.k));
@@ -84,7 +85,8 @@ void Fp8Gemm::set_pointers(Plan& plan, const Fp8Operands& op) {
   };
   set_ptr(CUBLASLT_MATMUL_DESC_BIAS_POINTER, op.bias);
   set_ptr(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, op.w->scale.get());
-  set_ptr(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, op.x_scale);
+  const bool per_channel = op.w->scaling == fp8::Scaling::Channel;
+  set_ptr(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, per_channel ? static_cast<const float*>(row_scale_.get()) : op.x_scale);
   if (op.y8) set_ptr(CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, op.y_inv_scale);
 }
 
@@ -98,18 +100,31 @@ bool Fp8Gemm::launch(Plan& plan, const cublasLtMatmulAlgo_t& algo, const Fp8Oper
                         &algo, workspace_.get(), workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
 }
 
+std::string Fp8Gemm::describe(const Key& key) {
+  return "cuBLASLt has no FP8 (E4M3) algorithm for Y[" + std::to_string(key.m) + "," + std::to_string(key.n) +
+         "] = X[" + std::to_string(key.m) + "," + std::to_string(key.k) + "] W^T with epilogue " +
+         epilogue_name(key.epilogue) + (key.residual ? " + residual" : "") + ", " + (key.fp8_out ? "E4M3" : "fp16") +
+         " output, " + fp8::scaling_name(key.scaling) + " weight scales";
+}
+
+std::string Fp8Gemm::why_unsupported(const GemmShape& s, Epilogue e, bool fp8_out, fp8::Scaling scaling) {
+  const Key key{s.m, s.n, s.k, e, false, fp8_out, scaling};
+  const auto plan = make_plan(key);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->d,
+                                                           plan->pref, 1, &result, &found);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) return {};
+  return describe(key) + " (status " + std::to_string(static_cast<int>(st)) + ")";
+}
+
 void Fp8Gemm::choose_algorithm(Plan& plan, const Key& key, const Fp8Operands& op, cudaStream_t stream) {
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(candidates_));
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.d,
                                                            plan.pref, candidates_, results.data(), &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-    throw StudyError(ErrorKind::Library,
-                     "cuBLASLt has no FP8 (E4M3) algorithm for Y[" + std::to_string(key.m) + "," +
-                         std::to_string(key.n) + "] = X[" + std::to_string(key.m) + "," + std::to_string(key.k) +
-                         "] W^T with epilogue " + epilogue_name(key.epilogue) + (key.residual ? " + residual" : "") +
-                         ", " + (key.fp8_out ? "E4M3" : "fp16") + " output, " + fp8::scaling_name(key.scaling) +
-                         " weight scales (status " + std::to_string(static_cast<int>(st)) + ")");
+    throw StudyError(ErrorKind::Library, describe(key) + " (status " + std::to_string(static_cast<int>(st)) + ")");
   plan.algo = results[0].algo;
   plan.choice = "heuristic's first";
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -137,6 +152,17 @@ void Fp8Gemm::run(const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStr
   if (e == Epilogue::GeluBias && op.residual)
     throw std::invalid_argument("fp8 gemm: a residual cannot follow the GELU epilogue (cuBLASLt applies GELU to C too)");
   const Key key{s.m, s.n, s.k, e, op.residual != nullptr, op.y8 != nullptr, op.w->scaling};
+  if (key.scaling == fp8::Scaling::Channel) {
+    if (row_scale_.size() < static_cast<std::size_t>(s.m)) {  // a new plan's m: outside any capture
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+      if (capture != cudaStreamCaptureStatusNone)
+        throw std::logic_error("fp8 gemm: a per-channel shape first seen during a capture");
+      CUDA_CHECK(cudaStreamSynchronize(stream));  // the old vector may still be read
+      row_scale_ = DeviceBuffer<float>(static_cast<std::size_t>(s.m));
+    }
+    fp8::broadcast(op.x_scale, row_scale_.get(), s.m, stream);
+  }
   auto it = plans_.find(key);
   std::unique_ptr<Plan> fresh = it == plans_.end() ? make_plan(key) : nullptr;
   Plan& plan = fresh ? *fresh : *it->second;

@@ -19,8 +19,10 @@ study::Tolerance logits_tolerance(const std::vector<float>& ref) {
 
 study::Tolerance fp8_logits_tolerance(const std::vector<float>& ref) {
   study::Tolerance t = logits_tolerance(ref);
-  // Element by element: 5x the fp16 bound; one image's logits in another's place still miss.
-  return {kFp8LogitsRelTol, 5 * t.atol, 5 * t.rtol};
+  // Element by element, 10x the fp16 bound: atol 0.5 of the logits' RMS, ~5 standard deviations
+  // of an error whose rel L2 is 0.10 (measured at 12 blocks); one image's logits in another's
+  // place miss by ~1.4 RMS on average.
+  return {kFp8LogitsRelTol, 10 * t.atol, 10 * t.rtol};
 }
 
 std::vector<float> calibration_images(int image_size, std::uint64_t seed) {

@@ -241,7 +241,7 @@ void check_gemm(study::Fp8Gemm& gemm, const GemmCase& c) {
   try {
     gemm.run(c.s, c.e, op, nullptr);
   } catch (const study::StudyError& e) {  // each combination reported on its own
-    FAIL_CHECK(e.what());
+    FAIL_CHECK(std::string(e.what()));
     return;
   }
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -267,6 +267,15 @@ void check_gemm(study::Fp8Gemm& gemm, const GemmCase& c) {
 TEST_CASE("FP8 GEMM: bias, bias + residual, GELU with an E4M3 output, per-tensor and per-channel weights") {
   study::Fp8Gemm gemm;
   for (auto scaling : {f8::Scaling::Tensor, f8::Scaling::Channel}) {
+    // Per-tensor scales are cuBLASLt's FP8 baseline; outer-vector (per-channel) scales depend on
+    // the GPU and cuBLASLt release: where its heuristic has none, say so and test the rest.
+    if (scaling == f8::Scaling::Channel) {
+      const std::string why = gemm.why_unsupported({197, 768, 768}, Epilogue::Bias, false, scaling);
+      if (!why.empty()) {
+        MESSAGE("per-channel FP8 GEMMs not tested: " << why);
+        continue;
+      }
+    }
     // QKV, projection (+ residual), fc1 (GELU, E4M3 out), fc2 (+ residual) at batch 1 of ViT-B,
     // then odd row counts: one token, three images of 197.
     check_gemm(gemm, {{197, 2304, 768}, Epilogue::Bias, false, false, scaling});
@@ -278,7 +287,7 @@ TEST_CASE("FP8 GEMM: bias, bias + residual, GELU with an E4M3 output, per-tensor
     check_gemm(gemm, {{3 * 197, 192, 768}, Epilogue::GeluBias, false, true, scaling});
     check_gemm(gemm, {{3, 16, 32}, Epilogue::GeluBias, false, false, scaling});
   }
-  CHECK(gemm.choices().size() >= 7);
+  CHECK(gemm.choices().size() >= 8);
 }
 
 TEST_CASE("FP8 GEMM: malformed calls are refused") {

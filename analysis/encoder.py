@@ -988,3 +988,131 @@ if cands:
                  anchors=[(label(a), at(a, head_batch)) for a in ANCHORS
                           if np.isfinite(at(a, head_batch))])
 print("\n".join(findings))
+
+# %% [markdown]
+# ## FP8 (E4M3): e12_fp8 against the fastest fp16 steps, per GEMM, and its accuracy
+#
+# experiments/specs/encoder_fp8.toml (a side experiment: e6_best, e10_fastest_gemms, e12_fp8 and
+# timm in a CUDA graph, 3 interleaved rounds) and experiments/fp8_accuracy.py, each taken from
+# the newest run folder on this run's GPU that has them (this results root).
+
+# %%
+def newest_side(pattern):
+    """The newest file matching `pattern` under this results root whose rows (the CSV itself,
+    or the JSON's `gpu`) were measured on this run's GPU; None when there is none."""
+    gpu, found = sd.gpu_of(run), []
+    for f in run.path.parent.glob(pattern):
+        if f.suffix == ".csv":
+            d = sd.read_csv(f)
+            if gpu in set(d["gpu"].astype(str)):
+                found.append((pd.to_datetime(d["utc"]).max(), f))
+        else:
+            j = json.loads(f.read_text())
+            if j.get("gpu") == gpu:
+                found.append((pd.Timestamp(f.stat().st_mtime, unit="s", tz="UTC"), f))
+    return sorted(found)[-1][1] if found else None
+
+
+def fp8_ceiling_tflops():
+    """The FP8 GEMM ceiling (`ceilings`' gemm_fp8 row) measured on this run's GPU: this run's,
+    else the newest run folder's that has one."""
+    c = run.ceilings().gemm_fp8_tflops
+    if c:
+        return c
+    best = None
+    for f in run.path.parent.glob("**/ceilings.csv"):
+        d = sd.read_csv(f)
+        d = d[(d["version"] == "gemm_fp8") & (d["status"] == "ok") & (d["gpu"].astype(str) == sd.gpu_of(run))]
+        if len(d):
+            best = max(best or 0, float(d["tflops"].max()))
+    return best
+
+
+FP8_STEP = "e12_fp8"
+fp8_csv = newest_side("*/encoder_fp8/encoder_fp8.csv")
+if fp8_csv is not None:
+    f8 = sd.read_csv(fp8_csv)
+    f8 = f8[f8["status"] == "ok"].copy()
+    f8_med = f8.groupby(["version", "batch"])["median_us"].median()
+    f8_clock = f8.groupby(["version", "batch"])["sm_clock_mhz"].median()
+    f8_fp16 = [v for v in ("e6_best", "e10_fastest_gemms") if v in set(f8["version"])]
+    f8_rows = []
+    for b in sorted(set(f8["batch"])):
+        if (FP8_STEP, b) not in f8_med.index:
+            continue
+        best16 = min((f8_med[(v, b)] for v in f8_fp16 if (v, b) in f8_med.index), default=np.nan)
+        row = {"batch": b, f"{FP8_STEP} ms": f8_med[(FP8_STEP, b)] / 1e3}
+        for v in f8_fp16 + [a for a in ANCHORS if a in set(f8["version"])]:
+            if (v, b) in f8_med.index:
+                row[f"{label(v)} ms"] = f8_med[(v, b)] / 1e3
+        row["x fastest fp16 step"] = best16 / f8_med[(FP8_STEP, b)]
+        row["SM MHz (FP8)"] = f8_clock.get((FP8_STEP, b), np.nan)
+        f8_rows.append(row)
+    f8_show = pd.DataFrame(f8_rows)
+    f8_fmt = {c: (lambda x: "-" if not np.isfinite(x) else f"{x:.3f}") for c in f8_show.columns if c.endswith(" ms")}
+    f8_fmt.update({"batch": sd.fmt_int, "x fastest fp16 step": sd.fmt_ratio,
+                   "SM MHz (FP8)": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"})
+    ctx.table("encoder_fp8", sd.markdown_table(f8_show, f8_fmt),
+              f"The FP8 step (QKV, projection, fc1 and fc2 in E4M3 with per-tensor weight scales and "
+              f"static activation scales; stages/encoder/e12_fp8/NOTES.md) against the fastest fp16 "
+              f"steps and timm in a CUDA graph, {where}: medians of 3 interleaved rounds "
+              f"(experiments/specs/encoder_fp8.toml, in {sd.show_path(fp8_csv.parent)}); "
+              f"x fastest fp16 step = the faster fp16 step's time over e12_fp8's. "
+              f"{sd.Run(fp8_csv.parent, f8).provenance()}.")
+    # Per GEMM at the largest batch: component time of the median round's eager breakdown.
+    ceil8, ceil16 = fp8_ceiling_tflops(), run.ceilings().gemm_tflops
+    f8_big = int(f8["batch"].max())
+    hidden, _, depth = MODELS[key_model]
+    rows_big = f8_big * ((key_image // 16) ** 2 + 1)
+    gemm_flops = {"qkv": 2.0 * rows_big * 3 * hidden * hidden * depth,
+                  "projection": 2.0 * rows_big * hidden * hidden * depth,
+                  "mlp": 2.0 * 2 * rows_big * 4 * hidden * hidden * depth}
+    g_rows = []
+    for v, ceiling in ((FP8_STEP, ceil8), ("e6_best", ceil16)):
+        sel = f8[(f8["version"] == v) & (f8["batch"] == f8_big)].sort_values("median_us")
+        if not len(sel):
+            continue
+        parts_v = parse_breakdown(str(sel.iloc[len(sel) // 2]["note"]))
+        for comp, fl in gemm_flops.items():
+            if comp in parts_v:
+                t = fl / (parts_v[comp] * 1e-6) / 1e12
+                g_rows.append({"step": v, "GEMM": comp, "ms": parts_v[comp] / 1e3, "TFLOP/s": t,
+                               "% of ceiling": 100 * t / ceiling if ceiling else np.nan,
+                               "ceiling": "FP8" if v == FP8_STEP else "fp16"})
+    if g_rows:
+        ctx.table("encoder_fp8_gemms", sd.markdown_table(pd.DataFrame(g_rows), {
+            "ms": lambda x: f"{x:.2f}", "TFLOP/s": lambda x: f"{x:,.0f}",
+            "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
+            f"Per-GEMM throughput at batch {f8_big}, {where}, from the eager breakdown of the median "
+            f"round (summed over the layers; projection includes e12's quantizing pass over the "
+            f"attention output; MLP is fc1 + fc2): against the FP8 ceiling "
+            f"({fmt_rate(ceil8)} TFLOP/s, `ceilings`' gemm_fp8 row on this GPU) for e12_fp8 and "
+            f"the fp16 ceiling ({fmt_rate(ceil16)} TFLOP/s) for e6_best.")
+else:
+    ctx.missing("table", "encoder_fp8", "no run folder on this GPU has encoder_fp8/encoder_fp8.csv "
+                "(experiments/specs/encoder_fp8.toml writes it)")
+    ctx.missing("table", "encoder_fp8_gemms", "no encoder_fp8 rows on this GPU")
+
+acc_json = newest_side("*/fp8_accuracy/accuracy.json")
+if acc_json is not None:
+    acc = json.loads(acc_json.read_text())
+    acc_rows = pd.DataFrame(acc["rows"])
+    acc_rows["decisive"] = acc_rows.apply(
+        lambda r: f"{r['top1_agreement_decisive']:.1%} of {int(r['decisive_images'])}"
+        if r["decisive_images"] else "- (none)", axis=1)
+    acc_show = acc_rows[["weights", "forward", "precision", "logits_rel_l2", "top1_agreement", "decisive"]]
+    acc_show = acc_show.rename(columns={"logits_rel_l2": "logits rel L2", "top1_agreement": "top-1 agreement",
+                                        "decisive": "agreement where the margin > 4x the error"})
+    ctx.table("encoder_fp8_accuracy", sd.markdown_table(acc_show, {
+        "logits rel L2": lambda x: f"{x:.2e}", "top-1 agreement": lambda x: f"{x:.1%}"}),
+        f"Accuracy against timm {acc['timm']} fp32 on the same weights ({acc['model']}, {acc['image_size']} px, "
+        f"{acc['images']} N(0, 1) images per weight set; FP8 calibrated on {acc['calibration_images']} other "
+        f"images), experiments/fp8_accuracy.py in {sd.show_path(acc_json.parent)}: timm's init, every "
+        f"parameter randomized, and timm's init with outlier channels (LayerNorm gamma 20-50x on three "
+        f"channels, two residual-stream channels offset by 25 and 40). The last column counts only the "
+        f"images whose top-1/top-2 margin in timm fp32 exceeds 4x that forward's RMS logit error. "
+        f"Trained weights were not measured on this machine (no pretrained weights or ImageNet here): "
+        f"experiments/imagenet_accuracy.py measures ImageNet top-1 of fp16 and FP8 where they are.")
+else:
+    ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU has fp8_accuracy/accuracy.json "
+                "(experiments/fp8_accuracy.py writes it)")

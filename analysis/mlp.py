@@ -477,6 +477,57 @@ else:
                 "(experiments/specs/mlp_cutlass.toml writes it)")
 
 # %% [markdown]
+# ## FP8 (E4M3) MLPs against the fp16 ones and the two plain fp16 GEMMs
+#
+# experiments/specs/mlp_fp8.toml, a side experiment (3 interleaved rounds, L2 flushed): fp8_tensor
+# (both GEMMs in E4M3 on cuBLASLt, per-tensor weight scales, static activation scales) and
+# fp8_channel (per-channel weight scales, where cuBLASLt has them) beside gemm_only,
+# fused_epilogue and half_gelu_epilogue. Kept in this run's mlp_fp8/ folder, or else beside the
+# newest run on this GPU that measured it.
+
+# %%
+FP8_VERSIONS = ["fp8_tensor", "fp8_channel", "half_gelu_epilogue", FUSED]
+f8 = side_experiment("mlp_fp8", elsewhere=True)
+if f8 is not None and len(f8):
+    f8_ceiling = run.ceilings().gemm_fp8_tflops
+    if not f8_ceiling:  # measured beside another run on this GPU
+        for f in sd.RESULTS_ROOT.glob("**/ceilings.csv"):
+            c = sd.read_csv(f)
+            c = c[(c["version"] == "gemm_fp8") & (c["status"] == "ok") & (c["gpu"].astype(str) == sd.gpu_of(run))]
+            if len(c):
+                f8_ceiling = max(f8_ceiling or 0, float(c["tflops"].max()))
+    med = f8.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
+    tfl = f8.groupby(["rows", "version"])["tflops"].median()
+    rows_ = []
+    for r in sorted(set(f8["rows"])):
+        g = med.loc[(r, GEMM), "median"] if (r, GEMM) in med.index else np.nan
+        for v in [x for x in FP8_VERSIONS + [GEMM] if (r, x) in med.index]:
+            m = med.loc[(r, v)]
+            fp8 = v.startswith("fp8_")
+            rows_.append({"rows": r, "version": v, "precision": "fp8_e4m3" if fp8 else "fp16", "us": m["median"],
+                          "rounds range us": f"{sd.fmt_us(m['min'])}-{sd.fmt_us(m['max'])}",
+                          f"x {GEMM}": m["median"] / g, "TFLOP/s": tfl.loc[(r, v)],
+                          "% of its ceiling": 100 * tfl.loc[(r, v)] / (f8_ceiling if fp8 else run.ceilings().gemm_tflops)
+                          if (f8_ceiling if fp8 else run.ceilings().gemm_tflops) else np.nan})
+    show = pd.DataFrame(rows_)
+    skipped = sd.read_csv(f8.attrs["folder"] / "mlp_fp8.csv")
+    skipped = skipped[skipped["status"] == "skipped"]
+    why = (f" {', '.join(sorted(set(skipped['version'])))} skipped: "
+           f"{skipped['note'].iloc[0].split(' [')[0]}." if len(skipped) else "")
+    ctx.table("mlp_fp8", sd.markdown_table(show, {
+        "rows": sd.fmt_int, "us": sd.fmt_us, f"x {GEMM}": sd.fmt_ratio, "TFLOP/s": lambda x: f"{x:,.0f}",
+        "% of its ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
+        f"FP8 (E4M3) MLPs at hidden {HIDDEN} (experiments/specs/mlp_fp8.toml, in "
+        f"{sd.show_path(f8.attrs['folder'])}): median time per call across 3 interleaved rounds, "
+        f"the time over {GEMM}'s (the two plain fp16 GEMMs), and throughput against the ceiling of the "
+        f"version's precision (FP8 {f8_ceiling or float('nan'):,.0f} TFLOP/s, fp16 "
+        f"{run.ceilings().gemm_tflops or float('nan'):,.0f}, `ceilings` on this GPU).{why} "
+        f"{sd.Run(f8.attrs['folder'], f8).provenance()}.")
+else:
+    ctx.missing("table", "mlp_fp8", "no run folder on this GPU has mlp_fp8/mlp_fp8.csv "
+                "(experiments/specs/mlp_fp8.toml writes it)")
+
+# %% [markdown]
 # ## cuBLASLt choices: heuristic cached vs queried every call, workspace size
 
 # %%

@@ -465,7 +465,51 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
              note="cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=8192")])
     write_parity(folder, 224, gpu)
     write_small_m_probe(folder, gpu, run_id=run_id, commit=commit, utc=utc)
+    write_fp8(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     return folder
+
+
+def write_fp8(folder, gpu, *, run_id, commit, utc):
+    """The FP8 side experiments as the encoder_fp8 spec and experiments/fp8_accuracy.py write
+    them: `<folder>/encoder_fp8/encoder_fp8.csv` (e6_best, e10_fastest_gemms, e12_fp8 at batch 1
+    and 256 with eager breakdowns, timm in a CUDA graph), `<folder>/fp8_accuracy/accuracy.json`,
+    and an FP8 ceiling row beside the run's ceilings."""
+    base = _base(run_id, commit, gpu, utc)
+    rows = []
+    for b, times in ((1, {"e6_best": 433.0, "e10_fastest_gemms": 432.0, "e12_fp8": 424.0,
+                          "pytorch_timm_graph": 689.0}),
+                     (256, {"e6_best": 18600.0, "e10_fastest_gemms": 17980.0, "e12_fp8": 12230.0,
+                            "pytorch_timm_graph": 21960.0})):
+        for v, us in times.items():
+            fp8 = v == "e12_fp8"
+            scale = us / 1000.0
+            note = "synthetic" if v.startswith("pytorch_") else (
+                f"synthetic; eager breakdown us: patch_embed={0.015 * us:.1f} layernorm={0.08 * us:.1f} "
+                f"qkv={(0.17 if fp8 else 0.2) * us:.1f} attention={0.16 * us:.1f} projection={0.1 * us:.1f} "
+                f"mlp={(0.45 if fp8 else 0.53) * us:.1f} head={scale:.1f}")
+            for rnd in range(3):
+                rows.append(dict(base, family="encoder", version=v, batch=b, image_size=224, tokens=197,
+                                 status="ok", median_us=us * (1 + 0.002 * rnd), sm_clock_mhz=1770 if fp8 else 1600,
+                                 precision="fp8_e4m3" if fp8 else "fp16", note=f"{note} [round: {rnd + 1}]"))
+    d = Path(folder) / "encoder_fp8"
+    d.mkdir(parents=True, exist_ok=True)
+    _write_csv(d / "encoder_fp8.csv", rows)
+    _write_csv(Path(folder) / "ceilings_fp8.csv", [
+        dict(base, family="ceilings", version="gemm_fp8", batch="", status="ok", tflops=1480.0, median_us=743.0,
+             note="cuBLASLt E4M3 in, fp16 out, M=N=K=8192")])
+    acc = Path(folder) / "fp8_accuracy"
+    acc.mkdir(parents=True, exist_ok=True)
+    acc_rows = [{"weights": w, "forward": f, "precision": p, "images": 256, "finite": True, "logits_rel_l2": rel,
+                 "max_abs_logit_difference": 10 * rel, "top1_agreement": agree, "decisive_images": dec,
+                 "top1_agreement_decisive": 1.0 if dec else float("nan")}
+                for w in ("timm_init", "randomized", "outliers")
+                for f, p, rel, agree, dec in (("timm fp16", "fp16", 1.7e-3, 1.0, 250),
+                                              ("encoder e6_best", "fp16", 1.4e-3, 1.0, 252),
+                                              ("encoder e12_fp8", "fp8_e4m3", 0.1, 0.8, 58 if w != "outliers" else 0))]
+    (acc / "accuracy.json").write_text(json.dumps({
+        "model": "vit_base_patch16_224", "image_size": 224, "images": 256, "calibration_images": 32, "seed": 0,
+        "timm": "1.0.20", "torch": "2.11.0", "gpu": gpu, "reference": "timm fp32", "rows": acc_rows,
+        "passed": False}, indent=2) + "\n")
 
 
 def write_small_m_probe(folder, gpu, *, run_id, commit, utc):

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cublasLt.h>
 #include <cuda_fp8.h>
+#include "fp8.hpp"
 #include "memory.hpp"
 #include "bench.hpp"
 #include "compare.hpp"
@@ -37,6 +38,24 @@ void measure_copy(study::BenchReport& report, const study::CommonOptions& o, int
                          " MiB; gbps counts bytes read + written");
 }
 
+// Sixteen outputs of y = x w^T (n x n, row-major, any element type convertible to float)
+// against double sums on the host; rows and columns spread by two primes, so the samples hit
+// different tiles. A ceiling from a GEMM that computes garbage would be worthless.
+template <class T>
+study::Comparison sampled_check(const std::vector<T>& x, const std::vector<T>& w, const std::vector<float>& y, int n,
+                                const study::Tolerance& tol) {
+  std::vector<float> got, want;
+  for (int i = 0; i < 16; ++i) {
+    const std::size_t r = (i * 7919ull) % n, c = (i * 104729ull) % n;
+    double acc = 0;
+    for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k)
+      acc += static_cast<double>(static_cast<float>(x[r * n + k])) * static_cast<float>(w[c * n + k]);
+    got.push_back(y[r * n + c]);
+    want.push_back(static_cast<float>(acc));
+  }
+  return study::compare(got, want, tol);
+}
+
 void measure_gemm(study::BenchReport& report, const study::CommonOptions& o, int n, int workspace_mib) {
   const std::size_t count = static_cast<std::size_t>(n) * n;
   // Random inputs: tensor cores draw less power on zeros, which would flatter the ceiling.
@@ -56,20 +75,9 @@ void measure_gemm(study::BenchReport& report, const study::CommonOptions& o, int
     // A ceiling from a GEMM that computes garbage would be worthless: compare a few outputs.
     study::poison(dy);
     run(nullptr);
-    const auto y = study::to_float(study::to_host(dy));
-    std::vector<float> got, want;
-    for (int i = 0; i < 16; ++i) {
-      // Rows and columns spread by two primes, so the samples hit different tiles.
-      const std::size_t r = (i * 7919ull) % n, c = (i * 104729ull) % n;
-      double acc = 0;
-      for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k)
-        acc += static_cast<double>(__half2float(x[r * n + k])) * __half2float(w[c * n + k]);
-      got.push_back(y[r * n + c]);
-      want.push_back(static_cast<float>(acc));
-    }
     // y is a sum of 8192 products of U(-1, 1) values, |y| up to ~100: rounding to fp16 errs by
     // up to 2^-11 |y| (rtol 2e-3 is twice that), the fp32 sums by ~1e-4 near y = 0.
-    const auto cmp = study::compare(got, want, {study::kFp16RelTol, 1e-2, 2e-3});
+    const auto cmp = sampled_check(x, w, study::to_float(study::to_host(dy)), n, {study::kFp16RelTol, 1e-2, 2e-3});
     report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
     if (!cmp.ok) {
       report.write("failed", "GEMM output check failed: " + cmp.summary());
@@ -84,64 +92,6 @@ void measure_gemm(study::BenchReport& report, const study::CommonOptions& o, int
                          " MiB; " + check_note);
 }
 
-// The FP8 GEMM of the ceiling, in cuBLASLt's terms (column-major): D [n, n] = A^T B with A and B
-// E4M3 [k = n, n], D fp16, the "TN" layout FP8 requires; our row-major Y = X W^T is the same
-// product. Unit scales for A and B; fast accumulation, as inference FP8 GEMMs use it.
-class Fp8Gemm {
- public:
-  Fp8Gemm(int n, std::size_t workspace_bytes) : workspace_(workspace_bytes), one_(1) {
-    const float one = 1.f;
-    CUDA_CHECK(cudaMemcpy(one_.get(), &one, sizeof(float), cudaMemcpyHostToDevice));
-    CUBLAS_CHECK(cublasLtCreate(&handle_));
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    const int8_t fast = 1;
-    const float* scale = one_.get();
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof(scale)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale, sizeof(scale)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, n, n, n));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, n, n, n));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16F, n, n, n));
-    cublasLtMatmulPreference_t pref = nullptr;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                      &workspace_bytes, sizeof(workspace_bytes)));
-    int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(handle_, desc_, a_, b_, d_, d_, pref, 1, &heuristic_, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-      throw study::StudyError(study::ErrorKind::Library, "cuBLASLt has no FP8 (E4M3) GEMM algorithm on this GPU");
-  }
-  ~Fp8Gemm() {
-    cublasLtMatrixLayoutDestroy(d_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatmulDescDestroy(desc_);
-    cublasLtDestroy(handle_);
-  }
-  Fp8Gemm(const Fp8Gemm&) = delete;
-  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
-
-  // y [n, n] row-major fp16 = x [n, n] w [n, n]^T, both row-major E4M3.
-  void run(const __nv_fp8_e4m3* x, const __nv_fp8_e4m3* w, __half* y, cudaStream_t s) {
-    const float alpha = 1.f, beta = 0.f;
-    CUBLAS_CHECK(cublasLtMatmul(handle_, desc_, &alpha, w, a_, x, b_, &beta, y, d_, y, d_, &heuristic_.algo,
-                                workspace_.get(), workspace_.bytes(), s));
-  }
-
- private:
-  study::DeviceBuffer<char> workspace_;
-  study::DeviceBuffer<float> one_;
-  cublasLtHandle_t handle_ = nullptr;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
-  cublasLtMatmulHeuristicResult_t heuristic_{};
-};
-
 void measure_gemm_fp8(study::BenchReport& report, const study::CommonOptions& o, int n, int workspace_mib) {
   const std::size_t count = static_cast<std::size_t>(n) * n;
   // Random U(-1, 1) inputs rounded to E4M3 (zeros would flatter the ceiling, as for fp16).
@@ -152,27 +102,27 @@ void measure_gemm_fp8(study::BenchReport& report, const study::CommonOptions& o,
     const auto wf = study::random_uniform(count, o.seed + 3, -1.f, 1.f);
     for (std::size_t i = 0; i < count; ++i) w[i] = __nv_fp8_e4m3(wf[i]);
   }
-  auto dx = study::to_device(x), dw = study::to_device(w);
+  namespace f8 = study::fp8;
+  auto dx = study::to_device(x);
+  // Unit scales: the inputs are E4M3 values already (an amax of 448 over a margin of 1 is 1).
+  f8::Weight dw{study::to_device(w), study::DeviceBuffer<float>(1), f8::Scaling::Tensor};
+  const f8::ActivationScale unit(f8::kE4M3Max, 1.f);
+  CUDA_CHECK(cudaMemcpy(dw.scale.get(), unit.scale(), sizeof(float), cudaMemcpyDeviceToDevice));
   study::DeviceBuffer<__half> dy(count);
-  Fp8Gemm gemm(n, static_cast<std::size_t>(workspace_mib) << 20);
-  const auto run = [&](cudaStream_t s) { gemm.run(dx.get(), dw.get(), dy.get(), s); };
+  study::Fp8Gemm gemm(static_cast<std::size_t>(workspace_mib) << 20, /*candidates=*/1);  // the heuristic's first
+  study::Fp8Operands op;
+  op.x = dx.get();
+  op.x_scale = unit.scale();
+  op.w = &dw;
+  op.y = dy.get();
+  const auto run = [&](cudaStream_t s) { gemm.run({n, n, n}, study::Epilogue::None, op, s); };
   std::string check_note = "not checked (--no-check)";
   if (o.check) {
     study::poison(dy);
     run(nullptr);
-    const auto y = study::to_float(study::to_host(dy));
-    std::vector<float> got, want;
-    for (int i = 0; i < 16; ++i) {
-      const std::size_t r = (i * 7919ull) % n, c = (i * 104729ull) % n;
-      double acc = 0;
-      for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k)
-        acc += static_cast<double>(float(x[r * n + k])) * float(w[c * n + k]);
-      got.push_back(y[r * n + c]);
-      want.push_back(static_cast<float>(acc));
-    }
     // Products of E4M3 values are exact in fp32; fast accumulation promotes partial sums to fp32
     // less often (a few 1e-3 of |y| at worst); the fp16 output rounds by 2^-11 |y|.
-    const auto cmp = study::compare(got, want, {2e-2, 5e-2, 1e-2});
+    const auto cmp = sampled_check(x, w, study::to_float(study::to_host(dy)), n, {2e-2, 5e-2, 1e-2});
     report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
     if (!cmp.ok) {
       report.write("failed", "FP8 GEMM output check failed: " + cmp.summary());

@@ -85,7 +85,7 @@ struct Fp8Operands {
   const fp8::e4m3* x = nullptr;
   const float* x_scale = nullptr;  // device scalar
   const fp8::Weight* w = nullptr;
-  const __half* bias = nullptr;      // [n], required
+  const __half* bias = nullptr;      // [n]: with the Bias and GeluBias epilogues only
   const __half* residual = nullptr;  // [m, n] fp16, added with beta = 1; fp16 output only
   __half* y = nullptr;               // fp16 output, or
   fp8::e4m3* y8 = nullptr;           // E4M3 output with
@@ -102,7 +102,7 @@ class Fp8Gemm {
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
 
-  // Epilogue Bias or GeluBias. Throws StudyError(Library) when cuBLASLt has no algorithm for
+  // Epilogue None, Bias or GeluBias. Throws StudyError(Library) when cuBLASLt has no algorithm for
   // the combination (naming it), std::invalid_argument on a malformed call.
   void run(const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream);
   // Why cuBLASLt has no algorithm for this combination (asked of its heuristic; nothing runs);

@@ -53,7 +53,9 @@ std::unique_ptr<Fp8Gemm::Plan> Fp8Gemm::make_plan(const Key& key) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, attr, value, size));
   };
   const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
-  const cublasLtEpilogue_t epi = key.epilogue == Epilogue::GeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epi = key.epilogue == Epilogue::GeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                 : key.epilogue == Epilogue::Bias   ? CUBLASLT_EPILOGUE_BIAS
+                                                                    : CUBLASLT_EPILOGUE_DEFAULT;
   const cudaDataType_t bias_type = CUDA_R_16F;
   const int8_t fast_accumulation = 1;
   set(CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t);
@@ -83,7 +85,7 @@ void Fp8Gemm::set_pointers(Plan& plan, const Fp8Operands& op) {
   auto set_ptr = [&](cublasLtMatmulDescAttributes_t attr, const void* p) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, attr, &p, sizeof p));
   };
-  set_ptr(CUBLASLT_MATMUL_DESC_BIAS_POINTER, op.bias);
+  if (op.bias) set_ptr(CUBLASLT_MATMUL_DESC_BIAS_POINTER, op.bias);
   set_ptr(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, op.w->scale.get());
   const bool per_channel = op.w->scaling == fp8::Scaling::Channel;
   set_ptr(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, per_channel ? static_cast<const float*>(row_scale_.get()) : op.x_scale);
@@ -144,9 +146,11 @@ void Fp8Gemm::choose_algorithm(Plan& plan, const Key& key, const Fp8Operands& op
 void Fp8Gemm::run(const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream) {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0) throw std::invalid_argument("fp8 gemm: sizes must be positive");
   if (s.n % 16 || s.k % 16) throw std::invalid_argument("fp8 gemm: n and k must be multiples of 16 (FP8 rows)");
-  if (!op.x || !op.x_scale || !op.w || !op.bias || (!op.y == !op.y8))
-    throw std::invalid_argument("fp8 gemm: x, its scale, w, bias and exactly one of y and y8 are required");
-  if (e == Epilogue::None) throw std::invalid_argument("fp8 gemm: the epilogue is Bias or GeluBias");
+  if (!op.x || !op.x_scale || !op.w || (!op.y == !op.y8))
+    throw std::invalid_argument("fp8 gemm: x, its scale, w and exactly one of y and y8 are required");
+  if ((e == Epilogue::None) != (op.bias == nullptr))
+    throw std::invalid_argument(std::string("fp8 gemm: epilogue ") + epilogue_name(e) +
+                                (op.bias ? " takes no bias" : " needs a bias"));
   if (op.y8 && (!op.y_inv_scale || op.residual))
     throw std::invalid_argument("fp8 gemm: an E4M3 output needs its scale and takes no residual");
   if (e == Epilogue::GeluBias && op.residual)

@@ -21,9 +21,10 @@ interpolation, an S x S center crop, RGB scaled to [0, 1], normalized with the m
 pretrained_cfg mean/std (ImageNet's when it has none), then rounded to fp16 so that every
 forward sees the same input.
 
-The last --calibration images of the sorted list calibrate the FP8 activation scales and are
-left out of the evaluation, so calibration never sees an evaluated image; --limit N keeps the
-first N of the others. The evaluated images go through the benches of the fp16 step and the
+--calibration images spread evenly over the sorted list (ImageNet's val set sorts by class, so
+they come from across the classes) calibrate the FP8 activation scales and are left out of the
+evaluation, so calibration never sees an evaluated image; --limit N keeps the first N of the
+others. The evaluated images go through the benches of the fp16 step and the
 FP8 step in chunks of --batch (the last chunk smaller), each call with --images (the chunk),
 --calibration-images (the same calibration images every time) and --logits-out, and through
 timm in fp32 (CUDA when available, else CPU; TF32 off).
@@ -329,8 +330,8 @@ def parse_args(argv):
                     f"(default {CROP_PCT})")
     ap.add_argument("--limit", type=int, help="evaluate the first N images in sorted order (default all)")
     ap.add_argument("--batch", type=int, default=256, help="images per bench call")
-    ap.add_argument("--calibration", type=int, default=32, help="FP8 calibration images: the last N of the "
-                    "sorted list, never evaluated")
+    ap.add_argument("--calibration", type=int, default=32, help="FP8 calibration images: N spread evenly "
+                    "over the sorted list, never evaluated")
     ap.add_argument("--fp16-version", default="e6_best", help="the fp16 encoder step")
     ap.add_argument("--fp8-version", default="e12_fp8", help="the FP8 encoder step")
     ap.add_argument("--build-dir", type=Path, default=REPO / "build")
@@ -387,9 +388,12 @@ def run(args):
     if args.calibration >= len(paths):
         raise UsageError(f"{len(paths)} images in {args.val_dir}: none left to evaluate after {args.calibration} "
                          "calibration images")
-    calibration_paths = paths[-args.calibration:]
-    n = len(paths) - args.calibration if args.limit is None else min(args.limit, len(paths) - args.calibration)
-    eval_paths, eval_labels = paths[:n], np.asarray(labels[:n])
+    # The middle of N equal slices of the sorted list: distinct while N < len(paths).
+    calibration_idx = [(2 * i + 1) * len(paths) // (2 * args.calibration) for i in range(args.calibration)]
+    calibration_paths = [paths[i] for i in calibration_idx]
+    rest = sorted(set(range(len(paths))) - set(calibration_idx))
+    n = len(rest) if args.limit is None else min(args.limit, len(rest))
+    eval_paths, eval_labels = [paths[i] for i in rest[:n]], np.asarray([labels[i] for i in rest[:n]])
 
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.out / "work"
@@ -447,7 +451,7 @@ def run(args):
         calibration = np.stack([f.result() for f in load(calibration_paths)])
         write_safetensors({"images": calibration}, calibration_path)
         print(f"{PROG}: {n} images of {len(classes)} classes in {len(chunks)} chunks of up to {args.batch}; "
-              f"FP8 calibration on the last {len(calibration_paths)} images of the sorted list", flush=True)
+              f"FP8 calibration on {len(calibration_paths)} images spread over the sorted list", flush=True)
         pending = load(chunks[0])
         done = 0
         for i, chunk in enumerate(chunks):
@@ -521,7 +525,7 @@ def run(args):
     (args.out / "imagenet_accuracy.json").write_text(json.dumps(result, indent=2) + "\n")
 
     lines = [f"{info['timm_name']} ({info['weights_source']}), {args.image_size} px, {n} images of {len(classes)} "
-             f"classes from {args.val_dir}; FP8 calibrated on the last {len(calibration_paths)} images, not evaluated"
+             f"classes from {args.val_dir}; FP8 calibrated on {len(calibration_paths)} other images from across the list"
              + (f"; timm {info['timm']} fp32 on {info['timm_device']}" if reference else "; timm not run")
              + (f"; benches on {gpu}" if gpu else "") + "."]
     for r in rows:

@@ -306,29 +306,31 @@ class ImageNetAccuracyTest(unittest.TestCase):
         self.assertIn("--batch 4", result["commands"][0])
         self.assertIn("--batch 3", result["commands"][3])
         paths, labels, _ = ia.list_images(self.val)
-        self.assertEqual(result["calibration_images"], [p.relative_to(self.val).as_posix() for p in paths[-2:]])
+        self.assertEqual(result["calibration_images"], [paths[i].relative_to(self.val).as_posix() for i in (2, 6)])
 
-        # What the benches got: the 7 first images in order, in calls of 4 then 3, each version
-        # the same, and always the 2 last images as calibration, none of them evaluated.
+        # What the benches got: the 7 other images in order, in calls of 4 then 3, each version
+        # the same, and always images 2 and 6 (the middles of two halves of the sorted list, from
+        # two classes) as calibration, none of them evaluated.
+        evaluated_idx = [0, 1, 3, 4, 5, 7, 8]
         digests = {digest(ia.preprocess(p, 32, MEAN, STD)): i for i, p in enumerate(paths)}
         self.assertEqual(len(digests), 9)
         calls = self.logged_calls()
         self.assertEqual([(c["version"], c["batch"]) for c in calls],
                          [("e6_best", 4), ("e12_fp8", 4), ("e6_best", 3), ("e12_fp8", 3)])
         for c in calls:
-            self.assertEqual([digests[d] for d in c["calibration"]], [7, 8])
+            self.assertEqual([digests[d] for d in c["calibration"]], [2, 6])
             self.assertEqual((c["model"], c["classes"], c["weights"]), ("vit_b", "3", str(self.weights)))
-        self.assertEqual([digests[d] for c in calls[0::2] for d in c["images"]], list(range(7)))
-        self.assertEqual([digests[d] for c in calls[1::2] for d in c["images"]], list(range(7)))
+        self.assertEqual([digests[d] for c in calls[0::2] for d in c["images"]], evaluated_idx)
+        self.assertEqual([digests[d] for c in calls[1::2] for d in c["images"]], evaluated_idx)
         evaluated = {d for c in calls for d in c["images"]}
         self.assertFalse(evaluated & {d for c in calls for d in c["calibration"]})
 
         with open(self.out / "imagenet_predictions.csv", newline="") as f:
             pred = list(csv.DictReader(f))
-        self.assertEqual([r["image"] for r in pred], [p.relative_to(self.val).as_posix() for p in paths[:7]])
-        self.assertEqual([int(r["label"]) for r in pred], labels[:7])
-        self.assertEqual([int(r["top1 encoder e6_best"]) for r in pred], labels[:7])
-        self.assertEqual([int(r["top1 encoder e12_fp8"]) for r in pred], [1, 0, 0, 1, 2, 1, 2])
+        self.assertEqual([r["image"] for r in pred], [paths[i].relative_to(self.val).as_posix() for i in evaluated_idx])
+        self.assertEqual([int(r["label"]) for r in pred], [labels[i] for i in evaluated_idx])
+        self.assertEqual([int(r["top1 encoder e6_best"]) for r in pred], [labels[i] for i in evaluated_idx])
+        self.assertEqual([int(r["top1 encoder e12_fp8"]) for r in pred], [1, 0, 1, 1, 2, 2, 2])
 
         text = (self.out / "imagenet_accuracy.txt").read_text()
         self.assertIn("71.43%", text)
@@ -341,7 +343,7 @@ class ImageNetAccuracyTest(unittest.TestCase):
         result = json.loads((self.out / "imagenet_accuracy.json").read_text())
         self.assertEqual((result["images"], result["chunks"]), (5, [4, 1]))
         paths = ia.list_images(self.val)[0]
-        self.assertEqual(result["calibration_images"], [p.relative_to(self.val).as_posix() for p in paths[-2:]])
+        self.assertEqual(result["calibration_images"], [paths[i].relative_to(self.val).as_posix() for i in (2, 6)])
         self.assertIn("chunk 2/2: 5/5 images", out)
 
     def test_failing_bench_is_a_clear_error(self):

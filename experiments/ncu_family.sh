@@ -18,7 +18,7 @@ case $family in
                        v7_flash_mma v7_flash v8_exact_tail v9_softmax_overlap cudnn_sdpa) ;;
   mlp) versions=(unfused unfused_graph fused_epilogue handwritten_epilogue gemm_only pingpong_epilogue
                  pingpong_gemm_only cutlass_epilogue cutlass_epilogue_erf fastest_epilogue split_epilogue
-                 half_gelu_epilogue) ;;
+                 half_gelu_epilogue fp8_tensor fp8_channel) ;;
   # The device-resident versions (v1-v3 launch a kernel per dot product: nothing to profile).
   patch_embed) versions=(v4_one_copy v5_im2col_gemm v6_implicit_gemm v7_implicit_wgmma v8_balanced_tiles
                          v9_pos_first v10_round_tiles cudnn) ;;

@@ -177,6 +177,7 @@ __global__ void layernorm_quantize_kernel(const __half* __restrict__ x, const __
   }
 }
 
+// Grid-stride loops: one block per 256 chunks, capped at 16 blocks per SM of a 132-SM GPU.
 unsigned grid_for(long long chunks) {
   const long long blocks = (chunks + kThreads - 1) / kThreads;
   return static_cast<unsigned>(std::min<long long>(std::max<long long>(blocks, 1), 16 * 132));

@@ -52,7 +52,7 @@ void DeviceProblem::prepare_fp8(const Version& v, const Problem& p, study::Gemm&
   auto cx = study::random_normal(static_cast<std::size_t>(rows) * p.hidden, kCalibrationSeed, 0.f, 1.f);
   study::round_to_half(cx);
   float x_amax = 0.f;
-  for (float v : cx) x_amax = std::max(x_amax, std::fabs(v));
+  for (float value : cx) x_amax = std::max(x_amax, std::fabs(value));
   const auto d_cx = study::to_device(study::to_half(cx));
   study::DeviceBuffer<__half> ch(static_cast<std::size_t>(rows) * p.mlp_hidden);
   study::GemmOperands op;

@@ -92,14 +92,8 @@ __global__ void row_amax_kernel(const __half* __restrict__ w, int k, float* __re
   const __half* r = w + static_cast<long long>(blockIdx.x) * k;
   float m = 0.f;
   for (int i = threadIdx.x; i < k; i += blockDim.x) m = fmaxf(m, fabsf(__half2float(r[i])));
-  m = warp_max(m);
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < (blockDim.x >> 5) ? scratch[threadIdx.x] : 0.f;
-    m = warp_max(m);
-    if (threadIdx.x == 0) row_amax[blockIdx.x] = m;
-  }
+  m = block_max(m, scratch);
+  if (threadIdx.x == 0) row_amax[blockIdx.x] = m;
 }
 
 __device__ __forceinline__ float scale_of(float amax) { return amax > 0.f ? amax / kE4M3Max : 1.f; }
@@ -114,14 +108,8 @@ __global__ void weight_scales_kernel(const float* __restrict__ row_amax, int n, 
   }
   float m = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, row_amax[i]);
-  m = warp_max(m);
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < (blockDim.x >> 5) ? scratch[threadIdx.x] : 0.f;
-    m = warp_max(m);
-    if (threadIdx.x == 0) scale[0] = scale_of(m);
-  }
+  m = block_max(m, scratch);
+  if (threadIdx.x == 0) scale[0] = scale_of(m);
 }
 
 __global__ void quantize_rows_kernel(const __half* __restrict__ w, int k, const float* __restrict__ scale,
@@ -142,26 +130,9 @@ __global__ void layernorm_quantize_kernel(const __half* __restrict__ x, const __
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int chunks = hidden / 8;
-  const uint4* xr = reinterpret_cast<const uint4*>(x + static_cast<long long>(row) * hidden);
   float v[kChunks][8];
-  float sum = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const int idx = lane + 32 * c;
-    if (idx < chunks) {
-      unpack8(xr[idx], v[c]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sum += v[c][j];
-    }
-  }
-  const float mean = warp_sum(sum) / hidden;
-  float sq = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-    if (lane + 32 * c < chunks)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sq += (v[c][j] - mean) * (v[c][j] - mean);
-  const float rstd = rsqrtf(warp_sum(sq) / hidden + eps);
+  const float2 stats = warp_row_stats<kChunks>(x + static_cast<long long>(row) * hidden, hidden, eps, v);
+  const float mean = stats.x, rstd = stats.y;
   const float s = *inv_scale;
   uint2* qr = reinterpret_cast<uint2*>(q + static_cast<long long>(row) * hidden);
 #pragma unroll

@@ -35,42 +35,17 @@ __global__ void fold_kernel(const __half* __restrict__ w, const __half* __restri
   }
 }
 
-// One warp per row, the row in registers (cols <= 32 * 8 * kChunks): the mean, then the mean of
-// squared deviations from it (two passes over registers, no cancellation), then 1/sqrt(var + eps).
+// One warp per row, the row in registers (cols <= 32 * 8 * kChunks): reduce.cuh's warp_row_stats.
 constexpr int kChunks = 4;  // 16-byte chunks per lane: up to 1024 columns
 __global__ void row_stats_kernel(const __half* __restrict__ x, int rows, int cols, float eps,
                                  float* __restrict__ mean, float* __restrict__ rstd) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<std::size_t>(row) * cols);
-  const int chunks = cols / 8;
   float v[kChunks][8];
-  float sum = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const int i = lane + 32 * c;
-    uint4 u = make_uint4(0, 0, 0, 0);
-    if (i < chunks) u = src[i];
-    const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __half22float2(h[j]);
-      v[c][2 * j] = f.x;
-      v[c][2 * j + 1] = f.y;
-      sum += f.x + f.y;  // zero-filled chunks add nothing
-    }
-  }
-  const float mu = warp_sum(sum) / cols;
-  float sq = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-    if (lane + 32 * c < chunks)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sq += (v[c][j] - mu) * (v[c][j] - mu);
-  const float var = warp_sum(sq) / cols;
+  const float2 stats = study::warp_row_stats<kChunks>(x + static_cast<std::size_t>(row) * cols, cols, eps, v);
   if (lane == 0) {
-    mean[row] = mu;
-    rstd[row] = rsqrtf(var + eps);
+    mean[row] = stats.x;
+    rstd[row] = stats.y;
   }
 }
 

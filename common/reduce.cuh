@@ -1,6 +1,8 @@
 // Warp and block reductions shared by every family (LayerNorm statistics, softmax maxima/sums).
 #pragma once
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <math_constants.h>
 
 namespace study {
 
@@ -27,6 +29,50 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   v = warp_sum(v);
   __syncthreads();
   return v;
+}
+
+// Maximum over the whole block, as block_sum (every thread gets it; `scratch` holds 32 floats).
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : -CUDART_INF_F;
+  v = warp_max(v);
+  __syncthreads();
+  return v;
+}
+
+// Loads one row of `cols` fp16 values (cols a multiple of 8, at most 256 * kChunks) into a
+// warp's registers, kChunks 16-byte chunks per lane (chunks past the row left zero), and returns
+// its mean and the 1 / sqrt(variance + eps) of a LayerNorm: the mean first, then the mean of
+// squared deviations from it (two passes over registers, no cancellation).
+template <int kChunks>
+__device__ __forceinline__ float2 warp_row_stats(const __half* row, int cols, float eps, float (&v)[kChunks][8]) {
+  const int lane = threadIdx.x & 31, chunks = cols / 8;
+  const uint4* src = reinterpret_cast<const uint4*>(row);
+  float sum = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int i = lane + 32 * c;
+    const uint4 u = i < chunks ? src[i] : make_uint4(0, 0, 0, 0);
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(h[j]);
+      v[c][2 * j] = f.x;
+      v[c][2 * j + 1] = f.y;
+      sum += f.x + f.y;  // zero-filled chunks add nothing
+    }
+  }
+  const float mean = warp_sum(sum) / cols;
+  float sq = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+    if (lane + 32 * c < chunks)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sq += (v[c][j] - mean) * (v[c][j] - mean);
+  return make_float2(mean, rsqrtf(warp_sum(sq) / cols + eps));
 }
 
 }  // namespace study

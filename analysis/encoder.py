@@ -999,7 +999,8 @@ print("\n".join(findings))
 # %%
 def newest_side(pattern):
     """The newest file matching `pattern` under this results root whose rows (the CSV itself,
-    or the JSON's `gpu`) were measured on this run's GPU; None when there is none."""
+    or the JSON's `gpu`) were measured on this run's GPU; None when there is none. A JSON is as
+    new as the bench rows written beside it (a checkout's file times say nothing)."""
     gpu, found = sd.gpu_of(run), []
     for f in run.path.parent.glob(pattern):
         if f.suffix == ".csv":
@@ -1008,24 +1009,11 @@ def newest_side(pattern):
                 found.append((pd.to_datetime(d["utc"]).max(), f))
         else:
             j = json.loads(f.read_text())
+            beside = [pd.to_datetime(sd.read_csv(c)["utc"]).max() for c in f.parent.glob("*.csv")
+                      if c.name != "accuracy.csv"]
             if j.get("gpu") == gpu:
-                found.append((pd.Timestamp(f.stat().st_mtime, unit="s", tz="UTC"), f))
+                found.append((max(beside) if beside else pd.Timestamp(0, tz="UTC"), f))
     return sorted(found)[-1][1] if found else None
-
-
-def fp8_ceiling_tflops():
-    """The FP8 GEMM ceiling (`ceilings`' gemm_fp8 row) measured on this run's GPU: this run's,
-    else the newest run folder's that has one."""
-    c = run.ceilings().gemm_fp8_tflops
-    if c:
-        return c
-    best = None
-    for f in run.path.parent.glob("**/ceilings.csv"):
-        d = sd.read_csv(f)
-        d = d[(d["version"] == "gemm_fp8") & (d["status"] == "ok") & (d["gpu"].astype(str) == sd.gpu_of(run))]
-        if len(d):
-            best = max(best or 0, float(d["tflops"].max()))
-    return best
 
 
 FP8_STEP = "e12_fp8"
@@ -1060,7 +1048,7 @@ if fp8_csv is not None:
               f"x fastest fp16 step = the faster fp16 step's time over e12_fp8's. "
               f"{sd.Run(fp8_csv.parent, f8).provenance()}.")
     # Per GEMM at the largest batch: component time of the median round's eager breakdown.
-    ceil8, ceil16 = fp8_ceiling_tflops(), run.ceilings().gemm_tflops
+    ceil8, ceil16 = sd.fp8_ceiling_tflops(run), run.ceilings().gemm_tflops
     f8_big = int(f8["batch"].max())
     hidden, _, depth = MODELS[key_model]
     rows_big = f8_big * ((key_image // 16) ** 2 + 1)

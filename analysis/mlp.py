@@ -489,13 +489,7 @@ else:
 FP8_VERSIONS = ["fp8_tensor", "fp8_channel", "half_gelu_epilogue", FUSED]
 f8 = side_experiment("mlp_fp8", elsewhere=True)
 if f8 is not None and len(f8):
-    f8_ceiling = run.ceilings().gemm_fp8_tflops
-    if not f8_ceiling:  # measured beside another run on this GPU
-        for f in sd.RESULTS_ROOT.glob("**/ceilings.csv"):
-            c = sd.read_csv(f)
-            c = c[(c["version"] == "gemm_fp8") & (c["status"] == "ok") & (c["gpu"].astype(str) == sd.gpu_of(run))]
-            if len(c):
-                f8_ceiling = max(f8_ceiling or 0, float(c["tflops"].max()))
+    ceiling = {"fp8_e4m3": sd.fp8_ceiling_tflops(run), "fp16": run.ceilings().gemm_tflops}
     med = f8.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
     tfl = f8.groupby(["rows", "version"])["tflops"].median()
     rows_ = []
@@ -503,12 +497,12 @@ if f8 is not None and len(f8):
         g = med.loc[(r, GEMM), "median"] if (r, GEMM) in med.index else np.nan
         for v in [x for x in FP8_VERSIONS + [GEMM] if (r, x) in med.index]:
             m = med.loc[(r, v)]
-            fp8 = v.startswith("fp8_")
-            rows_.append({"rows": r, "version": v, "precision": "fp8_e4m3" if fp8 else "fp16", "us": m["median"],
+            precision = "fp8_e4m3" if v.startswith("fp8_") else "fp16"
+            rows_.append({"rows": r, "version": v, "precision": precision, "us": m["median"],
                           "rounds range us": f"{sd.fmt_us(m['min'])}-{sd.fmt_us(m['max'])}",
                           f"x {GEMM}": m["median"] / g, "TFLOP/s": tfl.loc[(r, v)],
-                          "% of its ceiling": 100 * tfl.loc[(r, v)] / (f8_ceiling if fp8 else run.ceilings().gemm_tflops)
-                          if (f8_ceiling if fp8 else run.ceilings().gemm_tflops) else np.nan})
+                          "% of its ceiling": 100 * tfl.loc[(r, v)] / ceiling[precision]
+                          if ceiling[precision] else np.nan})
     show = pd.DataFrame(rows_)
     skipped = sd.read_csv(f8.attrs["folder"] / "mlp_fp8.csv")
     skipped = skipped[skipped["status"] == "skipped"]
@@ -520,8 +514,8 @@ if f8 is not None and len(f8):
         f"FP8 (E4M3) MLPs at hidden {HIDDEN} (experiments/specs/mlp_fp8.toml, in "
         f"{sd.show_path(f8.attrs['folder'])}): median time per call across 3 interleaved rounds, "
         f"the time over {GEMM}'s (the two plain fp16 GEMMs), and throughput against the ceiling of the "
-        f"version's precision (FP8 {f8_ceiling or float('nan'):,.0f} TFLOP/s, fp16 "
-        f"{run.ceilings().gemm_tflops or float('nan'):,.0f}, `ceilings` on this GPU).{why} "
+        f"version's precision (FP8 {ceiling['fp8_e4m3'] or float('nan'):,.0f} TFLOP/s, fp16 "
+        f"{ceiling['fp16'] or float('nan'):,.0f}, `ceilings` on this GPU).{why} "
         f"{sd.Run(f8.attrs['folder'], f8).provenance()}.")
 else:
     ctx.missing("table", "mlp_fp8", "no run folder on this GPU has mlp_fp8/mlp_fp8.csv "

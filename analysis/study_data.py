@@ -302,6 +302,22 @@ def gpu_of(run: Run) -> str:
     return g.value_counts().index[0] if len(g) else "unknown"
 
 
+def fp8_ceiling_tflops(run: Run) -> float | None:
+    """The FP8 GEMM ceiling (`ceilings`' gemm_fp8 row) on this run's GPU: the run's own, else
+    the best of the committed run folders that measured one on that GPU (an FP8 experiment
+    measured beside another run); None when there is none."""
+    own = run.ceilings().gemm_fp8_tflops
+    if own:
+        return own
+    best = None
+    for f in RESULTS_ROOT.glob("**/ceilings.csv"):
+        d = read_csv(f)
+        d = d[(d["version"] == "gemm_fp8") & (d["status"] == "ok") & (d["gpu"].astype(str) == gpu_of(run))]
+        if len(d):
+            best = max(best or 0.0, float(d["tflops"].max()))
+    return best
+
+
 def primary_gpu(runs: list[Run]) -> str | None:
     """The GPU the report's family sections are measured on: the one with the most run
     folders (a tie goes to the GPU of the newest run). Runs on other GPUs are compared with

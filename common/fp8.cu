@@ -34,14 +34,11 @@ __device__ __forceinline__ unsigned short pack2(float a, float b) {
   return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
 }
 
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
-  const __half2* h = reinterpret_cast<const __half2*>(&u);
+// 8 fp16 values from one 16-byte load, as floats.
+__device__ __forceinline__ void load8(const __half* p, float (&f)[8]) {
+  const HalfVec<8> u = HalfVec<8>::load(p);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 v = __half22float2(h[j]);
-    f[2 * j] = v.x;
-    f[2 * j + 1] = v.y;
-  }
+  for (int j = 0; j < 8; ++j) f[j] = u.get(j);
 }
 
 __device__ __forceinline__ uint2 pack8(const float (&f)[8], float s) {
@@ -57,12 +54,12 @@ __device__ __forceinline__ void atomic_max_nonneg(float* where, float v) {
   atomicMax(reinterpret_cast<int*>(where), __float_as_int(v));
 }
 
-__global__ void amax_kernel(const uint4* __restrict__ x, long long chunks, float* __restrict__ out) {
+__global__ void amax_kernel(const __half* __restrict__ x, long long chunks, float* __restrict__ out) {
   float m = 0.f;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < chunks;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     float f[8];
-    unpack8(x[i], f);
+    load8(x + 8 * i, f);
 #pragma unroll
     for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(f[j]));
   }
@@ -75,13 +72,13 @@ __global__ void broadcast_kernel(const float* __restrict__ value, float* __restr
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = v;
 }
 
-__global__ void quantize_kernel(const uint4* __restrict__ x, long long chunks, const float* __restrict__ inv_scale,
+__global__ void quantize_kernel(const __half* __restrict__ x, long long chunks, const float* __restrict__ inv_scale,
                                 uint2* __restrict__ q) {
   const float s = *inv_scale;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < chunks;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     float f[8];
-    unpack8(x[i], f);
+    load8(x + 8 * i, f);
     q[i] = pack8(f, s);
   }
 }
@@ -140,8 +137,8 @@ __global__ void layernorm_quantize_kernel(const __half* __restrict__ x, const __
     const int idx = lane + 32 * c;
     if (idx >= chunks) continue;
     float g[8], b[8], y[8];
-    unpack8(reinterpret_cast<const uint4*>(gamma)[idx], g);
-    unpack8(reinterpret_cast<const uint4*>(beta)[idx], b);
+    load8(gamma + 8 * idx, g);
+    load8(beta + 8 * idx, b);
 #pragma unroll
     for (int j = 0; j < 8; ++j) y[j] = (v[c][j] - mean) * rstd * g[j] + b[j];
     qr[idx] = pack8(y, s);
@@ -185,7 +182,7 @@ Weight quantize_weight(const __half* w, int n, int k, Scaling scaling, cudaStrea
 
 void amax(const __half* x, long long n, float* out, cudaStream_t stream) {
   require_vectors(n, x, x, "fp8::amax");
-  amax_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(x), n / 8, out);
+  amax_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(x, n / 8, out);
   LAUNCH_CHECK();
 }
 
@@ -196,7 +193,7 @@ void broadcast(const float* value, float* out, int n, cudaStream_t stream) {
 
 void quantize(const __half* x, long long n, const float* inv_scale, e4m3* q, cudaStream_t stream) {
   require_vectors(n, x, q, "fp8::quantize");
-  quantize_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(x), n / 8, inv_scale,
+  quantize_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(x, n / 8, inv_scale,
                                                             reinterpret_cast<uint2*>(q));
   LAUNCH_CHECK();
 }

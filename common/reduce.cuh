@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math_constants.h>
+#include "vec.cuh"
 
 namespace study {
 
@@ -50,19 +51,16 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 template <int kChunks>
 __device__ __forceinline__ float2 warp_row_stats(const __half* row, int cols, float eps, float (&v)[kChunks][8]) {
   const int lane = threadIdx.x & 31, chunks = cols / 8;
-  const uint4* src = reinterpret_cast<const uint4*>(row);
   float sum = 0.f;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int i = lane + 32 * c;
-    const uint4 u = i < chunks ? src[i] : make_uint4(0, 0, 0, 0);
-    const __half2* h = reinterpret_cast<const __half2*>(&u);
+    HalfVec<8> u = {};  // zero-filled past the row: adds nothing
+    if (i < chunks) u = HalfVec<8>::load(row + 8 * i);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __half22float2(h[j]);
-      v[c][2 * j] = f.x;
-      v[c][2 * j + 1] = f.y;
-      sum += f.x + f.y;  // zero-filled chunks add nothing
+    for (int j = 0; j < 8; ++j) {
+      v[c][j] = u.get(j);
+      sum += v[c][j];
     }
   }
   const float mean = warp_sum(sum) / cols;

@@ -5,6 +5,7 @@
 #include "fp8.hpp"
 #include "layernorm/layernorm.hpp"
 #include "mlp/mlp.hpp"
+#include "encoder/persistent.hpp"
 #include "patch_embed/patch_embed.hpp"
 
 namespace encoder {
@@ -21,6 +22,7 @@ std::string Composition::describe() const {
   if (cublaslt_candidates) s += ",cublaslt";
   if (split_gemms) s += ",split";
   if (fp8) s += ",fp8";
+  if (persistent) s += ",persistent";
   return s;
 }
 
@@ -86,6 +88,8 @@ std::string why_unavailable(const Composition& c) {
     if (auto why = study::cutlass_gemm::unavailable(); !why.empty()) return "the CUTLASS GEMM layer: " + why;
   if (c.fp8)
     if (auto why = study::fp8::unavailable(); !why.empty()) return "the FP8 GEMM layer: " + why;
+  if (c.persistent)
+    if (auto why = persistent::unavailable(); !why.empty()) return "the persistent kernel: " + why;
   return {};
 }
 
@@ -154,6 +158,10 @@ const std::vector<Step>& ladder() {
          "e6_best with QKV, projection, fc1 and fc2 in FP8 E4M3 (cuBLASLt, per-tensor weight scales, static "
          "activation scales); LayerNorms write E4M3",
          with(lib, true, true, 1, true)},
+        {"e13_persistent",
+         "e6_best with all blocks in one persistent kernel: GEMM and attention tiles dealt out to one CTA per "
+         "SM, LayerNorms in the GEMM prologues, a grid barrier instead of each kernel boundary",
+         with(lib, true, true, 1, true)},
     };
     return s;
   }();
@@ -182,6 +190,12 @@ Composition fp8_composition(std::string* resolved) {
   return c;
 }
 
+Composition persistent_composition(std::string* resolved) {
+  Composition c = best_composition(resolved);
+  c.persistent = true;
+  return c;
+}
+
 Composition find_step(const std::string& name) {
   if (name == "best" || name == "e6_best") return best_composition();
   if (name == "e7_cutlass_gemms") return cutlass_composition(nullptr);
@@ -190,6 +204,7 @@ Composition find_step(const std::string& name) {
   if (name == "e10_fastest_gemms") return cutlass_composition(nullptr, true, false, true);
   if (name == "e11_split_gemms") return cutlass_composition(nullptr, true, false, true, true);
   if (name == "e12_fp8") return fp8_composition(nullptr);
+  if (name == "e13_persistent") return persistent_composition(nullptr);
   std::string known;
   for (const auto& s : ladder()) {
     if (name == s.name) return s.composition;
@@ -250,6 +265,8 @@ study::MemoryNeed memory_need(const Problem& p, const Composition& c) {
   if (c.ln_folded)  // the folded QKV and fc1 weights (fp16) with their fp32 vectors, and the row statistics
     m.device += p.model.layers * (sizeof(__half) * (3 * d + p.model.mlp()) * d + sizeof(float) * 2 * (3 * d + p.model.mlp())) +
                 sizeof(float) * 2 * rows;
+  if (c.persistent)
+    m.device += static_cast<double>(c.streams) * persistent::Blocks::scratch_bytes(p, (p.batch + c.streams - 1) / c.streams);
   if (c.fp8)  // E4M3 weights of the four GEMMs, one E4M3 activation buffer per stream's share
     m.device += p.model.layers * 12.0 * d * d + rows * d + c.streams * 32.0 * (1 << 20);
   return m;

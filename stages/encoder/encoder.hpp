@@ -37,8 +37,13 @@ struct Composition {
   // one): weights quantized per tensor when the forward is set up, activations with the static
   // scales of the weights' Fp8Calibration; LayerNorms write E4M3, the residual stream stays fp16.
   bool fp8 = false;
+  // Every block in one persistent kernel (persistent.hpp): its own GEMM and attention tiles,
+  // LayerNorms in the GEMMs' prologues, grid barriers between phases; the layernorm, attention
+  // and mlp versions then only serve the final LayerNorm (layernorm) or nothing.
+  bool persistent = false;
   // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
-  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8]", one fixed format.
+  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8][,persistent]", one
+  // fixed format.
   std::string describe() const;
 };
 
@@ -48,7 +53,7 @@ struct Step {
   Composition composition;
 };
 
-// e1_library ... e12_fp8 in ladder order. The family versions of e6_best and the steps
+// e1_library ... e13_persistent in ladder order. The family versions of e6_best and the steps
 // after it are resolved for this build and GPU by best_composition().
 const std::vector<Step>& ladder();
 // A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
@@ -69,6 +74,9 @@ Composition cutlass_composition(std::string* resolved = nullptr, bool pdl = fals
 
 // e12_fp8: e6_best with the four GEMMs of every block in FP8 (MLP version fp8_tensor).
 Composition fp8_composition(std::string* resolved = nullptr);
+
+// e13_persistent: e6_best with every block in the persistent kernel.
+Composition persistent_composition(std::string* resolved = nullptr);
 
 // Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
 // component version that is unavailable, named.

@@ -11,6 +11,7 @@
 #include "layernorm/layernorm.hpp"
 #include "mlp/mlp.hpp"
 #include "nvtx.hpp"
+#include "encoder/persistent.hpp"
 #include "patch_embed/patch_embed.hpp"
 #include "random.hpp"
 #include "reference.hpp"
@@ -127,6 +128,7 @@ struct Lane {
   // the moment (LN1's output, attention's output, LN2's output in turn).
   std::unique_ptr<study::Fp8Gemm> fp8_gemm;
   study::DeviceBuffer<study::fp8::e4m3> act8;
+  std::unique_ptr<persistent::Blocks> blocks;  // every block in one kernel (c.persistent)
 
   __half* alloc(std::size_t n) {
     owned.emplace_back(n);
@@ -188,6 +190,10 @@ struct Forward::Impl {
       throw study::StudyError(study::ErrorKind::Usage, std::string("patch_embed ") + pe.name +
                                                            " synchronizes the host, so the forward cannot be "
                                                            "captured in a CUDA graph");
+    if (c.persistent && (c.fp8 || c.ln_folded || c.cutlass_gemms))
+      throw study::StudyError(study::ErrorKind::Usage,
+                              "the persistent kernel computes the blocks itself: no FP8, folded LayerNorm or CUTLASS "
+                              "GEMMs with it");
     const int base = p.batch / c.streams, extra = p.batch % c.streams;
     int b0 = 0;
     for (int s = 0; s < c.streams; ++s) {
@@ -286,6 +292,10 @@ struct Forward::Impl {
     for (const auto& [who, why] : answers)
       if (!why.empty()) throw study::StudyError(study::ErrorKind::Usage, who + " refuses batch " +
                                                                               std::to_string(l.batch) + ": " + why);
+    if (c.persistent)
+      if (auto why = persistent::refuses(p, l.batch); !why.empty())
+        throw study::StudyError(study::ErrorKind::Usage, "the persistent kernel refuses batch " +
+                                                             std::to_string(l.batch) + ": " + why);
     if (c.fp8 && (D % 16 || D > study::fp8::kLayerNormMaxHidden))
       throw study::StudyError(study::ErrorKind::Usage, "the FP8 forward needs hidden a multiple of 16 and at most " +
                                                            std::to_string(study::fp8::kLayerNormMaxHidden) + ", not " +
@@ -324,6 +334,7 @@ struct Forward::Impl {
       l.row_mean = study::DeviceBuffer<float>(rows);
       l.row_rstd = study::DeviceBuffer<float>(rows);
     }
+    if (c.persistent) l.blocks = std::make_unique<persistent::Blocks>(p, l.batch, w.blocks);
     if (c.fp8) {
       l.fp8_gemm = std::make_unique<study::Fp8Gemm>();
       l.act8 = study::DeviceBuffer<study::fp8::e4m3>(act);
@@ -433,7 +444,11 @@ struct Forward::Impl {
       a.gemm = &gemm;
       pe.launch(l.pe, a, s);
     });
-    for (int i = 0; i < p.model.layers; ++i) {
+    if (c.persistent) {
+      const LayerBuffers& b = l.layers[0];
+      component("blocks", s, [&] { l.blocks->run(b.x_in, b.qkv, b.attn, b.h, s); });
+    }
+    for (int i = 0; i < (c.persistent ? 0 : p.model.layers); ++i) {
       const LayerBuffers& b = l.layers[i];
       const BlockView& v = w.blocks[i];
       using Cal = Fp8Calibration;
@@ -511,7 +526,9 @@ struct Forward::Impl {
       observe_input(i, Cal::Gelu, b.h, rows * p.model.mlp(), s);
     }
     component("head", s, [&] {
-      gather_cls_kernel<<<l.batch, 256, 0, s>>>(l.layers.back().x_out, l.cls, T, D);
+      // The persistent kernel updates the residual stream in place, in the first layer's buffer.
+      const __half* x = c.persistent ? l.layers[0].x_in : l.layers.back().x_out;
+      gather_cls_kernel<<<l.batch, 256, 0, s>>>(x, l.cls, T, D);
       LAUNCH_CHECK();
       ln.launch(l.ln_final, {l.cls, w.norm_g, w.norm_b, l.cls_norm}, s);
       study::GemmOperands op;

@@ -107,6 +107,7 @@ TEST_CASE("an FP8 forward refuses weights without a calibration, and calibration
   const auto w = make_weights(p, study::fresh_seed(), "");
   DeviceWeights dw(w);
   Composition c = step();
+  c.persistent = false;  // FP8 runs on the kernel-per-op forward (e13 refuses it: the last test case)
   c.fp8 = true;
   c.mlp = "fp8_tensor";
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("calibrat"), study::StudyError);
@@ -129,6 +130,11 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
   c = step();
   c.streams = 2;  // more streams than images
   CHECK_THROWS_AS(Forward(p, c, dw), study::StudyError);
+  c = step();
+  c.streams = 1;
+  c.persistent = true;
+  c.fp8 = true;
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("persistent"), study::StudyError);
   Problem bad = p;
   bad.image_size = 100;
   CHECK_FALSE(check_problem(bad).empty());

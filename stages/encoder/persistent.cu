@@ -1,0 +1,466 @@
+// The persistent kernel of e13_persistent (persistent.hpp says what it computes). GEMM items
+// are 64 x 96 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of 16 x 48:
+// the item's whole A panel (64 rows x `hidden` columns, fc2 a quarter of its K) is loaded into
+// shared memory at once, so a LayerNorm before the GEMM normalizes it there; the weights stream
+// through a 6-stage cp.async pipeline. Attention items are 64 query rows of one (image, head):
+// Q and every key and value of the head land in shared memory with one wait, and 4 warps run
+// the flash tile of v7_flash_mma over them.
+#include "attention/flash_mma.cuh"
+#include "check.hpp"
+#include "encoder/persistent.hpp"
+#include "layernorm/layernorm.hpp"
+#include "reduce.cuh"
+#include "tiles.cuh"
+
+namespace encoder::persistent {
+
+namespace {
+
+using study::tiles::cp_async16;
+using study::tiles::cp_async_commit;
+using study::tiles::cp_async_wait;
+using study::tiles::ldmatrix_x4;
+using study::tiles::mma;
+using study::tiles::smem_addr;
+using study::tiles::swizzle;
+
+constexpr int kThreads = 256;
+constexpr int kBM = 64, kBN = 96, kBK = 64;  // output tile; K chunk = one 128-byte smem row
+constexpr int kStages = 6;                   // weight chunks in flight
+constexpr int kTileHalves = kBM * kBK;       // one [64][64] swizzled tile
+constexpr int kMlpRatio = 4;                 // fc2's K = 4 hidden: split in 4 slices of `hidden`
+constexpr int kMaxHidden = 1024;
+
+struct Params {
+  const BlockView* layers;
+  int n_layers, rows, tokens, batch, hidden, heads;
+  float eps, scale_log2;
+  __half *x, *qkv, *attn, *h;
+  float* partial;      // [kMlpRatio][rows][hidden]
+  unsigned* barrier;   // [count, generation]
+  unsigned* counters;  // one per fc2 output tile
+};
+
+enum class Epi { Bias, BiasResidual, BiasGelu, SplitResidual };
+
+// One GEMM phase: out = epi(A W^T + bias), A [rows, splits * hidden] (row stride lda), W [n,
+// splits * hidden]; with gamma, A's rows are LayerNorm'ed (K = hidden) before the product.
+struct Gemm {
+  const __half* a;
+  int lda;
+  const __half *w, *bias, *gamma, *beta;
+  int n, splits;
+  __half* out;
+  int ldo;
+};
+
+// Grid-wide barrier: the last CTA to arrive resets the count and bumps the generation the
+// others wait on. Fences make every write before it visible to every read after it.
+__device__ void grid_sync(unsigned* barrier) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned* generation = barrier + 1;
+    const unsigned g = *generation;  // read before arriving: it cannot move until all have
+    __threadfence();
+    if (atomicAdd(barrier, 1u) == gridDim.x - 1) {
+      atomicExch(barrier, 0u);
+      __threadfence();
+      atomicAdd(barrier + 1, 1u);
+    } else {
+      while (*generation == g) __nanosleep(20);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+struct Item {
+  int m0, n0, slice;
+};
+__device__ __forceinline__ Item decode(const Gemm& g, int item) {
+  const int n_tiles = (g.n + kBN - 1) / kBN;
+  const int slice = item % g.splits, tile = item / g.splits;
+  return {tile / n_tiles * kBM, tile % n_tiles * kBN, slice};
+}
+
+// Each thread moves 16-byte chunk (threadIdx % 8) of rows threadIdx / 8 + 32 j of a 64-column
+// slab: row pointers and shared-memory offsets are computed once per item, not per copy.
+constexpr int kRowStep = kThreads / 8;
+static_assert(kBN % kRowStep == 0 && kBM % kRowStep == 0, "whole rows per thread");
+
+// The item's weight rows n0.., from the start of its K slice (rows past n read row 0, zeroed).
+struct WeightRows {
+  const __half* row[kBN / kRowStep];
+  bool valid[kBN / kRowStep];
+  __device__ __forceinline__ WeightRows(const Gemm& g, int hidden, const Item& it) {
+    const long long ldw = static_cast<long long>(g.splits) * hidden;
+#pragma unroll
+    for (int j = 0; j < kBN / kRowStep; ++j) {
+      const int n = it.n0 + threadIdx.x / 8 + kRowStep * j;
+      valid[j] = n < g.n;
+      row[j] = g.w + (valid[j] ? n : 0) * ldw + it.slice * hidden + threadIdx.x % 8 * 8;
+    }
+  }
+};
+
+// K chunk `chunk` of the weight rows into a [96][64] stage.
+__device__ __forceinline__ void load_w_chunk(__half* dst, const WeightRows& w, int chunk) {
+#pragma unroll
+  for (int j = 0; j < kBN / kRowStep; ++j)
+    cp_async16(smem_addr(dst + swizzle(threadIdx.x / 8 + kRowStep * j, threadIdx.x % 8)), w.row[j] + chunk * kBK,
+               w.valid[j]);
+}
+
+// The first kStages - 1 weight chunks of an item, one commit group each (empty past K).
+__device__ __forceinline__ void prefetch_w(__half* w_s, const WeightRows& w, int chunks) {
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < chunks) load_w_chunk(w_s + s * kBN * kBK, w, s);
+    cp_async_commit();
+  }
+}
+
+// LayerNorm of the panel's 64 rows in place (hidden/64 swizzled [64][64] tiles): a warp per
+// row, mean first, then the mean of squared deviations, in registers.
+__device__ void layernorm_panel(__half* a_s, const Gemm& g, int hidden, float eps) {
+  constexpr int kChunks = kMaxHidden / 8 / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = hidden / 8;
+  for (int r = warp; r < kBM; r += kThreads / 32) {
+    float v[kChunks][8];
+    float sum = 0.f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int i = lane + 32 * c;
+      study::HalfVec<8> u = {};
+      if (i < chunks) u = *reinterpret_cast<const study::HalfVec<8>*>(a_s + i / 8 * kTileHalves + swizzle(r, i % 8));
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum += v[c][j] = u.get(j);
+    }
+    const float mean = study::warp_sum(sum) / hidden;
+    float dev = 0.f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+      if (lane + 32 * c < chunks)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dev += (v[c][j] - mean) * (v[c][j] - mean);
+    const float rstd = rsqrtf(study::warp_sum(dev) / hidden + eps);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int i = lane + 32 * c;
+      if (i >= chunks) continue;
+      const auto gm = study::HalfVec<8>::load(g.gamma + 8 * i), bt = study::HalfVec<8>::load(g.beta + 8 * i);
+      study::HalfVec<8> y;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) y.set(j, (v[c][j] - mean) * rstd * gm.get(j) + bt.get(j));
+      y.store(a_s + i / 8 * kTileHalves + swizzle(r, i % 8));
+    }
+  }
+}
+
+__device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.f + erff(v * 0.70710678118654752f)); }
+
+// fc2: this CTA's slice of the tile goes to `partial`; the CTA that completes the tile's last
+// slice adds the slices in order (so the result does not depend on which one that is), the
+// bias and the residual, into x.
+__device__ void split_residual(const Params& p, const Gemm& g, const Item& it, const float (&acc)[6][4],
+                               int row_base, int col_base, int lane) {
+  const long long plane = static_cast<long long>(p.rows) * g.n;
+  float* part = p.partial + it.slice * plane;
+#pragma unroll
+  for (int j = 0; j < 6; ++j)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int r = row_base + (lane >> 2) + 8 * hr, c = col_base + 8 * j + 2 * (lane & 3);
+      if (r < p.rows && c < g.n)
+        __stcg(reinterpret_cast<float2*>(part + static_cast<long long>(r) * g.n + c),
+               make_float2(acc[j][2 * hr], acc[j][2 * hr + 1]));
+    }
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int n_tiles = (g.n + kBN - 1) / kBN;
+    unsigned* counter = p.counters + (it.m0 / kBM) * n_tiles + it.n0 / kBN;
+    last = atomicAdd(counter, 1u) == static_cast<unsigned>(g.splits - 1);
+    if (last) *counter = 0;  // ready for the next block's fc2
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = threadIdx.x; i < kBM * kBN / 2; i += kThreads) {
+    const int r = it.m0 + i / (kBN / 2), c = it.n0 + 2 * (i % (kBN / 2));
+    if (r >= p.rows || c >= g.n) continue;
+    const long long at = static_cast<long long>(r) * g.n + c;
+    float2 s = make_float2(0.f, 0.f);
+    for (int k = 0; k < g.splits; ++k) {
+      const float2 v = __ldcg(reinterpret_cast<const float2*>(p.partial + k * plane + at));
+      s.x += v.x;
+      s.y += v.y;
+    }
+    __half2* x = reinterpret_cast<__half2*>(g.out + static_cast<long long>(r) * g.ldo + c);
+    const unsigned raw = __ldcg(reinterpret_cast<const unsigned*>(x));
+    const float2 res = __half22float2(*reinterpret_cast<const __half2*>(&raw));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
+    *x = __floats2half2_rn(res.x + s.x + b.x, res.y + s.y + b.y);
+  }
+}
+
+template <Epi kEpi>
+__device__ void gemm_item(const Params& p, const Gemm& g, int item, bool prefetched, __half* smem) {
+  const Item it = decode(g, item);
+  const int hidden = p.hidden, chunks = hidden / kBK;
+  __half* a_s = smem;
+  __half* w_s = smem + chunks * kTileHalves;
+  const WeightRows w(g, hidden, it);
+  if (!prefetched) prefetch_w(w_s, w, chunks);
+
+  // The whole A panel (rows past the batch zero), one commit group.
+  {
+    const __half* row[kBM / kRowStep];
+    bool valid[kBM / kRowStep];
+    int at[kBM / kRowStep];
+#pragma unroll
+    for (int j = 0; j < kBM / kRowStep; ++j) {
+      const int r = threadIdx.x / 8 + kRowStep * j, m = it.m0 + r;
+      valid[j] = m < p.rows;
+      row[j] = g.a + static_cast<long long>(valid[j] ? m : 0) * g.lda + it.slice * hidden + threadIdx.x % 8 * 8;
+      at[j] = swizzle(r, threadIdx.x % 8);
+    }
+    for (int kc = 0; kc < chunks; ++kc)
+#pragma unroll
+      for (int j = 0; j < kBM / kRowStep; ++j)
+        cp_async16(smem_addr(a_s + kc * kTileHalves + at[j]), row[j] + kc * kBK, valid[j]);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  if (g.gamma) {
+    layernorm_panel(a_s, g, hidden, p.eps);
+    __syncthreads();
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = 16 * (warp & 3), wn = 48 * (warp >> 2);
+  float acc[6][4] = {};
+  for (int kc = 0; kc < chunks; ++kc) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // chunk kc landed for every thread; chunk kc-1's stage is free
+    if (kc + kStages - 1 < chunks)
+      load_w_chunk(w_s + (kc + kStages - 1) % kStages * kBN * kBK, w, kc + kStages - 1);
+    cp_async_commit();
+    const __half* a_t = a_s + kc * kTileHalves;
+    const __half* w_t = w_s + kc % kStages * kBN * kBK;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      uint32_t a[4];
+      ldmatrix_x4(a, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
+#pragma unroll
+      for (int np = 0; np < 3; ++np) {
+        uint32_t b[4];
+        const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
+        mma(acc[2 * np], a, b[0], b[1]);
+        mma(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  // Thread `lane` holds rows lane/4 and lane/4 + 8 of its warp's 16, columns 8j + 2 (lane % 4) + {0, 1}.
+  const int row_base = it.m0 + wm, col_base = it.n0 + wn;
+  if constexpr (kEpi == Epi::SplitResidual) {
+    split_residual(p, g, it, acc, row_base, col_base, lane);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 6; ++j)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int r = row_base + (lane >> 2) + 8 * hr, c = col_base + 8 * j + 2 * (lane & 3);
+        if (r >= p.rows || c >= g.n) continue;
+        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
+        float v0 = acc[j][2 * hr] + b.x, v1 = acc[j][2 * hr + 1] + b.y;
+        __half2* out = reinterpret_cast<__half2*>(g.out + static_cast<long long>(r) * g.ldo + c);
+        if constexpr (kEpi == Epi::BiasResidual) {
+          const unsigned raw = __ldcg(reinterpret_cast<const unsigned*>(out));
+          const float2 res = __half22float2(*reinterpret_cast<const __half2*>(&raw));
+          v0 += res.x;
+          v1 += res.y;
+        }
+        if constexpr (kEpi == Epi::BiasGelu) {
+          v0 = gelu_erf(v0);
+          v1 = gelu_erf(v1);
+        }
+        *out = __floats2half2_rn(v0, v1);
+      }
+  }
+  __syncthreads();  // the next item reuses the shared memory
+}
+
+__device__ __forceinline__ int gemm_items(const Params& p, const Gemm& g) {
+  return (p.rows + kBM - 1) / kBM * ((g.n + kBN - 1) / kBN) * g.splits;
+}
+
+// One GEMM phase: this CTA's first weights requested, then the barrier (the phase before must
+// be complete before A is read), then its items.
+template <Epi kEpi>
+__device__ void gemm_phase(const Params& p, const Gemm& g, __half* smem, bool sync) {
+  const int items = gemm_items(p, g);
+  const bool first = blockIdx.x < items;
+  if (first) prefetch_w(smem + p.hidden / kBK * kTileHalves, WeightRows(g, p.hidden, decode(g, blockIdx.x)),
+                        p.hidden / kBK);
+  if (sync) grid_sync(p.barrier);
+  for (int item = blockIdx.x; item < items; item += gridDim.x)
+    gemm_item<kEpi>(p, g, item, item == blockIdx.x && first, smem);
+}
+
+// Attention: item = 64 query rows of one (image, head). Q, K and V of the head in shared
+// memory (keys past the sequence zero), then warps 0-3 take 16 rows each.
+__device__ void attention_phase(const Params& p, __half* smem) {
+  using namespace attention::flash;
+  grid_sync(p.barrier);
+  const int T = p.tokens, q_blocks = (T + kBM - 1) / kBM, key_tiles = (T + kKeys - 1) / kKeys;
+  const int items = p.batch * p.heads * q_blocks, width = p.hidden, stride = 3 * p.hidden;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __half* q_s = smem;
+  __half* k_s = q_s + kBM * kD;
+  __half* v_s = k_s + key_tiles * kKeys * kD;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const int qb = item % q_blocks, head = item / q_blocks % p.heads, b = item / q_blocks / p.heads;
+    const __half* q = p.qkv + static_cast<long long>(b) * T * stride + head * kD;
+    const __half *k = q + width, *v = k + width;
+    load_tile<kBM, kThreads>(q_s, q, stride, qb * kBM, T);
+    for (int t = 0; t < key_tiles; ++t) {
+      load_tile<kKeys, kThreads>(k_s + t * kKeys * kD, k, stride, t * kKeys, T);
+      load_tile<kKeys, kThreads>(v_s + t * kKeys * kD, v, stride, t * kKeys, T);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    const int row0 = qb * kBM + 16 * warp;
+    if (warp < 4 && row0 < T) {
+      uint32_t qf[1][4][4];
+      load_q_fragments<1>(qf, q_s, 16 * warp, lane);
+      Rows<1> st;
+      st.init();
+      for (int t = 0; t < key_tiles; ++t) {
+        const int valid = T - t * kKeys;
+        if (valid >= kKeys)
+          mma_tile<1, false>(qf, k_s + t * kKeys * kD, v_s + t * kKeys * kD, st, kKeys, p.scale_log2, lane);
+        else
+          mma_tile<1, true>(qf, k_s + t * kKeys * kD, v_s + t * kKeys * kD, st, valid, p.scale_log2, lane);
+      }
+      store_rows(st, q_s + 16 * warp * kD, p.attn + static_cast<long long>(b) * T * width + head * kD, width, row0,
+                 T, lane);
+    }
+    __syncthreads();
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) blocks_kernel(Params p) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __half* smem = reinterpret_cast<__half*>(smem_raw);
+  const int D = p.hidden;
+  for (int l = 0; l < p.n_layers; ++l) {
+    const BlockView w = p.layers[l];
+    gemm_phase<Epi::Bias>(p, {p.x, D, w.qkv_w, w.qkv_b, w.ln1_g, w.ln1_b, 3 * D, 1, p.qkv, 3 * D}, smem, l > 0);
+    attention_phase(p, smem);
+    gemm_phase<Epi::BiasResidual>(p, {p.attn, D, w.proj_w, w.proj_b, nullptr, nullptr, D, 1, p.x, D}, smem, true);
+    gemm_phase<Epi::BiasGelu>(p, {p.x, D, w.fc1_w, w.fc1_b, w.ln2_g, w.ln2_b, kMlpRatio * D, 1, p.h, kMlpRatio * D},
+                              smem, true);
+    gemm_phase<Epi::SplitResidual>(
+        p, {p.h, kMlpRatio * D, w.fc2_w, w.fc2_b, nullptr, nullptr, D, kMlpRatio, p.x, D}, smem, true);
+  }
+}
+
+std::size_t smem_bytes(const Problem& p) {
+  using attention::flash::kD;
+  using attention::flash::kKeys;
+  const std::size_t gemm = sizeof(__half) * (static_cast<std::size_t>(p.model.hidden) * kBM + kStages * kBN * kBK);
+  const std::size_t key_tiles = (p.tokens() + kKeys - 1) / kKeys;
+  const std::size_t attn = sizeof(__half) * (kBM * kD + 2 * key_tiles * kKeys * kD);
+  return std::max(gemm, attn);
+}
+
+int m_tiles(int rows) { return (rows + kBM - 1) / kBM; }
+int fc2_tiles(const Problem& p) { return (p.model.hidden + kBN - 1) / kBN; }
+
+}  // namespace
+
+std::string unavailable() {
+  int device = 0, cooperative = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  if (!cooperative) return "the GPU has no cooperative launch (every CTA of the grid resident at once)";
+  return {};
+}
+
+std::string refuses(const Problem& p, int batch) {
+  const int D = p.model.hidden;
+  if (p.model.head_dim() != attention::flash::kD)
+    return "head_dim " + std::to_string(p.model.head_dim()) + " is not 64";
+  if (D % kBK || D > kMaxHidden) return "hidden " + std::to_string(D) + " is not a multiple of 64 up to 1024";
+  if (p.model.mlp() != kMlpRatio * D) return "the MLP is not 4 x hidden";
+  if (p.tokens() > kMaxTokens)
+    return std::to_string(p.tokens()) + " tokens: every key of a head must fit in shared memory (at most " +
+           std::to_string(kMaxTokens) + ")";
+  if (static_cast<long long>(batch) * p.tokens() * kMlpRatio * D >= (1LL << 31)) return "the batch overflows 32-bit indexing";
+  return {};
+}
+
+std::size_t Blocks::scratch_bytes(const Problem& p, int batch) {
+  const long long rows = static_cast<long long>(batch) * p.tokens();
+  return sizeof(float) * kMlpRatio * rows * p.model.hidden + sizeof(unsigned) * (2 + m_tiles(rows) * fc2_tiles(p)) +
+         sizeof(BlockView) * p.model.layers;
+}
+
+Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks)
+    : p_(p), rows_(batch * p.tokens()), smem_(smem_bytes(p)) {
+  if (auto why = refuses(p, batch); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, "e13_persistent: " + why);
+  CUDA_CHECK(cudaFuncSetAttribute(blocks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
+  int device = 0, sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, blocks_kernel, kThreads, smem_));
+  if (per_sm < 1)
+    throw study::StudyError(study::ErrorKind::Usage, "e13_persistent: a CTA with " + std::to_string(smem_) +
+                                                         " bytes of shared memory does not fit on an SM");
+  grid_ = sms;  // one CTA per SM: every phase's items are dealt out over all of them
+  layers_ = study::DeviceBuffer<BlockView>(blocks.size());
+  CUDA_CHECK(cudaMemcpy(layers_.get(), blocks.data(), layers_.bytes(), cudaMemcpyHostToDevice));
+  partial_ = study::DeviceBuffer<float>(static_cast<std::size_t>(kMlpRatio) * rows_ * p.model.hidden);
+  sync_ = study::DeviceBuffer<unsigned>(2 + static_cast<std::size_t>(m_tiles(rows_)) * fc2_tiles(p));
+  CUDA_CHECK(cudaMemset(sync_.get(), 0, sync_.bytes()));  // every counter returns to 0 by itself
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const {
+  Params prm{};
+  prm.layers = layers_.get();
+  prm.n_layers = p_.model.layers;
+  prm.rows = rows_;
+  prm.tokens = p_.tokens();
+  prm.batch = rows_ / p_.tokens();
+  prm.hidden = p_.model.hidden;
+  prm.heads = p_.model.heads;
+  prm.eps = layernorm::Problem{}.eps;  // timm ViT
+  prm.scale_log2 = attention::flash::scale_log2();
+  prm.x = x;
+  prm.qkv = qkv;
+  prm.attn = attn;
+  prm.h = h;
+  prm.partial = partial_.get();
+  prm.barrier = sync_.get();
+  prm.counters = sync_.get() + 2;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid_);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem_;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;  // all CTAs resident: the grid barrier needs them
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, blocks_kernel, prm));
+}
+
+}  // namespace encoder::persistent

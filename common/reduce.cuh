@@ -47,16 +47,17 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 // Loads one row of `cols` fp16 values (cols a multiple of 8, at most 256 * kChunks) into a
 // warp's registers, kChunks 16-byte chunks per lane (chunks past the row left zero), and returns
 // its mean and the 1 / sqrt(variance + eps) of a LayerNorm: the mean first, then the mean of
-// squared deviations from it (two passes over registers, no cancellation).
-template <int kChunks>
-__device__ __forceinline__ float2 warp_row_stats(const __half* row, int cols, float eps, float (&v)[kChunks][8]) {
+// squared deviations from it (two passes over registers, no cancellation). `chunk(i)` returns the
+// row's i-th 16-byte chunk (HalfVec<8>) from wherever the row lives.
+template <int kChunks, class Chunk>
+__device__ __forceinline__ float2 warp_row_stats(Chunk&& chunk, int cols, float eps, float (&v)[kChunks][8]) {
   const int lane = threadIdx.x & 31, chunks = cols / 8;
   float sum = 0.f;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int i = lane + 32 * c;
     HalfVec<8> u = {};  // zero-filled past the row: adds nothing
-    if (i < chunks) u = HalfVec<8>::load(row + 8 * i);
+    if (i < chunks) u = chunk(i);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       v[c][j] = u.get(j);
@@ -71,6 +72,12 @@ __device__ __forceinline__ float2 warp_row_stats(const __half* row, int cols, fl
 #pragma unroll
       for (int j = 0; j < 8; ++j) sq += (v[c][j] - mean) * (v[c][j] - mean);
   return make_float2(mean, rsqrtf(warp_sum(sq) / cols + eps));
+}
+
+// The same for a contiguous row in global memory (read-only for the kernel's lifetime).
+template <int kChunks>
+__device__ __forceinline__ float2 warp_row_stats(const __half* row, int cols, float eps, float (&v)[kChunks][8]) {
+  return warp_row_stats<kChunks>([row](int i) { return HalfVec<8>::load(row + 8 * i); }, cols, eps, v);
 }
 
 }  // namespace study

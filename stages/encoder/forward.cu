@@ -427,9 +427,91 @@ struct Forward::Impl {
       gemm.run(shape, study::Epilogue::Bias, op, s);
   }
 
+  // Block i of the model on lane l: LN1, QKV, attention, projection (+ residual), LN2, MLP,
+  // each through its family version (or the composition's technique).
+  void block_forward(Lane& l, int i, cudaStream_t s) {
+    const int D = p.model.hidden;
+    const long long rows = static_cast<long long>(l.batch) * p.tokens();
+    study::Gemm& gemm = *l.gemm;
+    const LayerBuffers& b = l.layers[i];
+    const BlockView& v = w.blocks[i];
+    using Cal = Fp8Calibration;
+    const Fp8Block* q = c.fp8 ? &fp8_blocks[i] : nullptr;
+    component("layernorm", s, [&] {
+      block_layernorm(l, b.x_in, v.ln1_g, v.ln1_b, b.ln1, s, q ? &q->in[Cal::Ln1] : nullptr);
+    });
+    observe_input(i, Cal::Ln1, b.ln1, rows * D, s);
+    component("qkv", s, [&] {
+      if (q) {
+        fp8_gemm(l, {static_cast<int>(rows), 3 * D, D}, q->in[Cal::Ln1], q->qkv, v.qkv_b, nullptr, b.qkv, s);
+        return;
+      }
+      if (c.ln_folded) {
+        folded_gemm(l, folded[i].qkv, {static_cast<int>(rows), 3 * D, D}, b.x_in, b.qkv,
+                    study::cutlass_gemm::Activation::None, s);
+        return;
+      }
+      study::GemmOperands op;
+      op.x = b.ln1;
+      op.w = v.qkv_w;
+      op.y = b.qkv;
+      op.bias = v.qkv_b;
+      block_gemm({static_cast<int>(rows), 3 * D, D}, op, gemm, s);
+    });
+    component("attention", s, [&] { attn.launch(l.attn, {b.qkv, b.attn}, s); });
+    observe_input(i, Cal::Attention, b.attn, rows * D, s);
+    component("projection", s, [&] {
+      if (q) {  // attention writes fp16: quantized by one pass before the GEMM
+        study::fp8::quantize(b.attn, rows * D, q->in[Cal::Attention].inv_scale(), l.act8.get(), s);
+        fp8_gemm(l, {static_cast<int>(rows), D, D}, q->in[Cal::Attention], q->proj, v.proj_b,
+                 c.fused_residual ? b.x_in : nullptr, c.fused_residual ? b.x_mid : b.proj, s);
+        return;
+      }
+      study::GemmOperands op;
+      op.x = b.attn;
+      op.w = v.proj_w;
+      op.bias = v.proj_b;
+      op.y = c.fused_residual ? b.x_mid : b.proj;
+      if (c.fused_residual) op.residual = b.x_in;
+      block_gemm({static_cast<int>(rows), D, D}, op, gemm, s);
+    });
+    if (!c.fused_residual)
+      component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, rows * D, s); });
+    component("layernorm", s, [&] {
+      block_layernorm(l, b.x_mid, v.ln2_g, v.ln2_b, b.ln2, s, q ? &q->in[Cal::Ln2] : nullptr);
+    });
+    observe_input(i, Cal::Ln2, b.ln2, rows * D, s);
+    component("mlp", s, [&] {
+      if (c.ln_folded) {  // fc1 with LN2 folded in, fc2 with bias and residual, both on CUTLASS
+        folded_gemm(l, folded[i].fc1, {static_cast<int>(rows), p.model.mlp(), D}, b.x_mid, b.h,
+                    study::cutlass_gemm::Activation::GeluTanh, s);
+        study::cutlass_gemm::run({static_cast<int>(rows), D, p.model.mlp()}, study::cutlass_gemm::Activation::None,
+                                 {b.h, v.fc2_w, b.x_out, v.fc2_b, b.x_mid}, s, cutlass_options(gemm));
+        return;
+      }
+      mlp::Args a{};
+      a.x = b.ln2;
+      a.residual = b.x_mid;
+      a.fc1_w = v.fc1_w;
+      a.fc1_b = v.fc1_b;
+      a.fc2_w = v.fc2_w;
+      a.fc2_b = v.fc2_b;
+      a.y = b.x_out;
+      a.h = b.h;
+      a.gemm = &gemm;
+      a.pdl = c.pdl;
+      mlp::Fp8Args f;  // LN2 wrote x in E4M3 already
+      if (q) {
+        f = {&q->fc1, &q->fc2, &q->in[Cal::Ln2], &q->in[Cal::Gelu], l.act8.get(), true, l.fp8_gemm.get()};
+        a.fp8 = &f;
+      }
+      mlp.launch(l.mlp, a, s);
+    });
+    observe_input(i, Cal::Gelu, b.h, rows * p.model.mlp(), s);
+  }
+
   void lane_forward(Lane& l, const __half* images, __half* logits, cudaStream_t s) {
     const int D = p.model.hidden, T = p.tokens();
-    const long long rows = static_cast<long long>(l.batch) * T;
     const std::size_t image_elems = static_cast<std::size_t>(study::kChannels) * p.image_size * p.image_size;
     study::Gemm& gemm = *l.gemm;
     component("patch_embed", s, [&] {
@@ -447,83 +529,8 @@ struct Forward::Impl {
     if (c.persistent) {
       const LayerBuffers& b = l.layers[0];
       component("blocks", s, [&] { l.blocks->run(b.x_in, b.qkv, b.attn, b.h, s); });
-    }
-    for (int i = 0; i < (c.persistent ? 0 : p.model.layers); ++i) {
-      const LayerBuffers& b = l.layers[i];
-      const BlockView& v = w.blocks[i];
-      using Cal = Fp8Calibration;
-      const Fp8Block* q = c.fp8 ? &fp8_blocks[i] : nullptr;
-      component("layernorm", s, [&] {
-        block_layernorm(l, b.x_in, v.ln1_g, v.ln1_b, b.ln1, s, q ? &q->in[Cal::Ln1] : nullptr);
-      });
-      observe_input(i, Cal::Ln1, b.ln1, rows * D, s);
-      component("qkv", s, [&] {
-        if (q) {
-          fp8_gemm(l, {static_cast<int>(rows), 3 * D, D}, q->in[Cal::Ln1], q->qkv, v.qkv_b, nullptr, b.qkv, s);
-          return;
-        }
-        if (c.ln_folded) {
-          folded_gemm(l, folded[i].qkv, {static_cast<int>(rows), 3 * D, D}, b.x_in, b.qkv,
-                      study::cutlass_gemm::Activation::None, s);
-          return;
-        }
-        study::GemmOperands op;
-        op.x = b.ln1;
-        op.w = v.qkv_w;
-        op.y = b.qkv;
-        op.bias = v.qkv_b;
-        block_gemm({static_cast<int>(rows), 3 * D, D}, op, gemm, s);
-      });
-      component("attention", s, [&] { attn.launch(l.attn, {b.qkv, b.attn}, s); });
-      observe_input(i, Cal::Attention, b.attn, rows * D, s);
-      component("projection", s, [&] {
-        if (q) {  // attention writes fp16: quantized by one pass before the GEMM
-          study::fp8::quantize(b.attn, rows * D, q->in[Cal::Attention].inv_scale(), l.act8.get(), s);
-          fp8_gemm(l, {static_cast<int>(rows), D, D}, q->in[Cal::Attention], q->proj, v.proj_b,
-                   c.fused_residual ? b.x_in : nullptr, c.fused_residual ? b.x_mid : b.proj, s);
-          return;
-        }
-        study::GemmOperands op;
-        op.x = b.attn;
-        op.w = v.proj_w;
-        op.bias = v.proj_b;
-        op.y = c.fused_residual ? b.x_mid : b.proj;
-        if (c.fused_residual) op.residual = b.x_in;
-        block_gemm({static_cast<int>(rows), D, D}, op, gemm, s);
-      });
-      if (!c.fused_residual)
-        component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, rows * D, s); });
-      component("layernorm", s, [&] {
-        block_layernorm(l, b.x_mid, v.ln2_g, v.ln2_b, b.ln2, s, q ? &q->in[Cal::Ln2] : nullptr);
-      });
-      observe_input(i, Cal::Ln2, b.ln2, rows * D, s);
-      component("mlp", s, [&] {
-        if (c.ln_folded) {  // fc1 with LN2 folded in, fc2 with bias and residual, both on CUTLASS
-          folded_gemm(l, folded[i].fc1, {static_cast<int>(rows), p.model.mlp(), D}, b.x_mid, b.h,
-                      study::cutlass_gemm::Activation::GeluTanh, s);
-          study::cutlass_gemm::run({static_cast<int>(rows), D, p.model.mlp()}, study::cutlass_gemm::Activation::None,
-                                   {b.h, v.fc2_w, b.x_out, v.fc2_b, b.x_mid}, s, cutlass_options(gemm));
-          return;
-        }
-        mlp::Args a{};
-        a.x = b.ln2;
-        a.residual = b.x_mid;
-        a.fc1_w = v.fc1_w;
-        a.fc1_b = v.fc1_b;
-        a.fc2_w = v.fc2_w;
-        a.fc2_b = v.fc2_b;
-        a.y = b.x_out;
-        a.h = b.h;
-        a.gemm = &gemm;
-        a.pdl = c.pdl;
-        mlp::Fp8Args f;  // LN2 wrote x in E4M3 already
-        if (q) {
-          f = {&q->fc1, &q->fc2, &q->in[Cal::Ln2], &q->in[Cal::Gelu], l.act8.get(), true, l.fp8_gemm.get()};
-          a.fp8 = &f;
-        }
-        mlp.launch(l.mlp, a, s);
-      });
-      observe_input(i, Cal::Gelu, b.h, rows * p.model.mlp(), s);
+    } else {
+      for (int i = 0; i < p.model.layers; ++i) block_forward(l, i, s);
     }
     component("head", s, [&] {
       // The persistent kernel updates the residual stream in place, in the first layer's buffer.

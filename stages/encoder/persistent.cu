@@ -33,7 +33,7 @@ constexpr int kMaxHidden = 1024;
 
 struct Params {
   const BlockView* layers;
-  int n_layers, rows, tokens, batch, hidden, heads;
+  int n_layers, rows, tokens, hidden, heads;
   float eps, scale_log2;
   __half *x, *qkv, *attn, *h;
   float* partial;      // [kMlpRatio][rows][hidden]
@@ -88,62 +88,53 @@ __device__ __forceinline__ Item decode(const Gemm& g, int item) {
 constexpr int kRowStep = kThreads / 8;
 static_assert(kBN % kRowStep == 0 && kBM % kRowStep == 0, "whole rows per thread");
 
-// The item's weight rows n0.., from the start of its K slice (rows past n read row 0, zeroed).
-struct WeightRows {
-  const __half* row[kBN / kRowStep];
-  bool valid[kBN / kRowStep];
-  __device__ __forceinline__ WeightRows(const Gemm& g, int hidden, const Item& it) {
-    const long long ldw = static_cast<long long>(g.splits) * hidden;
+// Rows r0.. of a row-major fp16 matrix (row stride ld) from column col0, kRows of them, as
+// 64-column chunks into swizzled [kRows][64] tiles; rows at or past `end` land as zeros.
+template <int kRows>
+struct RowSlab {
+  static constexpr int kPerThread = kRows / kRowStep;
+  const __half* row[kPerThread];
+  bool valid[kPerThread];
+  __device__ __forceinline__ RowSlab(const __half* base, long long ld, int r0, int end, int col0) {
 #pragma unroll
-    for (int j = 0; j < kBN / kRowStep; ++j) {
-      const int n = it.n0 + threadIdx.x / 8 + kRowStep * j;
-      valid[j] = n < g.n;
-      row[j] = g.w + (valid[j] ? n : 0) * ldw + it.slice * hidden + threadIdx.x % 8 * 8;
+    for (int j = 0; j < kPerThread; ++j) {
+      const int r = r0 + threadIdx.x / 8 + kRowStep * j;
+      valid[j] = r < end;
+      row[j] = base + (valid[j] ? r : 0) * ld + col0 + threadIdx.x % 8 * 8;
     }
+  }
+  __device__ __forceinline__ void copy(__half* dst, int chunk) const {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j)
+      cp_async16(smem_addr(dst + swizzle(threadIdx.x / 8 + kRowStep * j, threadIdx.x % 8)), row[j] + chunk * kBK,
+                 valid[j]);
   }
 };
 
-// K chunk `chunk` of the weight rows into a [96][64] stage.
-__device__ __forceinline__ void load_w_chunk(__half* dst, const WeightRows& w, int chunk) {
-#pragma unroll
-  for (int j = 0; j < kBN / kRowStep; ++j)
-    cp_async16(smem_addr(dst + swizzle(threadIdx.x / 8 + kRowStep * j, threadIdx.x % 8)), w.row[j] + chunk * kBK,
-               w.valid[j]);
+// An item's weight rows n0.., from the start of its K slice.
+__device__ __forceinline__ RowSlab<kBN> weight_rows(const Gemm& g, int hidden, const Item& it) {
+  return RowSlab<kBN>(g.w, static_cast<long long>(g.splits) * hidden, it.n0, g.n, it.slice * hidden);
 }
 
 // The first kStages - 1 weight chunks of an item, one commit group each (empty past K).
-__device__ __forceinline__ void prefetch_w(__half* w_s, const WeightRows& w, int chunks) {
+__device__ __forceinline__ void prefetch_w(__half* w_s, const RowSlab<kBN>& w, int chunks) {
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < chunks) load_w_chunk(w_s + s * kBN * kBK, w, s);
+    if (s < chunks) w.copy(w_s + s * kBN * kBK, s);
     cp_async_commit();
   }
 }
 
 // LayerNorm of the panel's 64 rows in place (hidden/64 swizzled [64][64] tiles): a warp per
-// row, mean first, then the mean of squared deviations, in registers.
+// row, its statistics by reduce.cuh's warp_row_stats from the row's swizzled chunks.
 __device__ void layernorm_panel(__half* a_s, const Gemm& g, int hidden, float eps) {
   constexpr int kChunks = kMaxHidden / 8 / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = hidden / 8;
   for (int r = warp; r < kBM; r += kThreads / 32) {
+    auto at = [a_s, r](int i) { return a_s + i / 8 * kTileHalves + swizzle(r, i % 8); };
     float v[kChunks][8];
-    float sum = 0.f;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int i = lane + 32 * c;
-      study::HalfVec<8> u = {};
-      if (i < chunks) u = *reinterpret_cast<const study::HalfVec<8>*>(a_s + i / 8 * kTileHalves + swizzle(r, i % 8));
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sum += v[c][j] = u.get(j);
-    }
-    const float mean = study::warp_sum(sum) / hidden;
-    float dev = 0.f;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
-      if (lane + 32 * c < chunks)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) dev += (v[c][j] - mean) * (v[c][j] - mean);
-    const float rstd = rsqrtf(study::warp_sum(dev) / hidden + eps);
+    const float2 stats = study::warp_row_stats<kChunks>(
+        [&at](int i) { return *reinterpret_cast<const study::HalfVec<8>*>(at(i)); }, hidden, eps, v);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int i = lane + 32 * c;
@@ -151,10 +142,16 @@ __device__ void layernorm_panel(__half* a_s, const Gemm& g, int hidden, float ep
       const auto gm = study::HalfVec<8>::load(g.gamma + 8 * i), bt = study::HalfVec<8>::load(g.beta + 8 * i);
       study::HalfVec<8> y;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) y.set(j, (v[c][j] - mean) * rstd * gm.get(j) + bt.get(j));
-      y.store(a_s + i / 8 * kTileHalves + swizzle(r, i % 8));
+      for (int j = 0; j < 8; ++j) y.set(j, (v[c][j] - stats.x) * stats.y * gm.get(j) + bt.get(j));
+      y.store(at(i));
     }
   }
+}
+
+// An fp16 pair this kernel wrote earlier (through L2: L1 may hold a stale copy).
+__device__ __forceinline__ float2 load_pair(const __half* p) {
+  const unsigned raw = __ldcg(reinterpret_cast<const unsigned*>(p));
+  return __half22float2(*reinterpret_cast<const __half2*>(&raw));
 }
 
 __device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.f + erff(v * 0.70710678118654752f)); }
@@ -197,11 +194,10 @@ __device__ void split_residual(const Params& p, const Gemm& g, const Item& it, c
       s.x += v.x;
       s.y += v.y;
     }
-    __half2* x = reinterpret_cast<__half2*>(g.out + static_cast<long long>(r) * g.ldo + c);
-    const unsigned raw = __ldcg(reinterpret_cast<const unsigned*>(x));
-    const float2 res = __half22float2(*reinterpret_cast<const __half2*>(&raw));
+    __half* x = g.out + static_cast<long long>(r) * g.ldo + c;
+    const float2 res = load_pair(x);
     const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
-    *x = __floats2half2_rn(res.x + s.x + b.x, res.y + s.y + b.y);
+    *reinterpret_cast<__half2*>(x) = __floats2half2_rn(res.x + s.x + b.x, res.y + s.y + b.y);
   }
 }
 
@@ -211,26 +207,12 @@ __device__ void gemm_item(const Params& p, const Gemm& g, int item, bool prefetc
   const int hidden = p.hidden, chunks = hidden / kBK;
   __half* a_s = smem;
   __half* w_s = smem + chunks * kTileHalves;
-  const WeightRows w(g, hidden, it);
+  const RowSlab<kBN> w = weight_rows(g, hidden, it);
   if (!prefetched) prefetch_w(w_s, w, chunks);
 
   // The whole A panel (rows past the batch zero), one commit group.
-  {
-    const __half* row[kBM / kRowStep];
-    bool valid[kBM / kRowStep];
-    int at[kBM / kRowStep];
-#pragma unroll
-    for (int j = 0; j < kBM / kRowStep; ++j) {
-      const int r = threadIdx.x / 8 + kRowStep * j, m = it.m0 + r;
-      valid[j] = m < p.rows;
-      row[j] = g.a + static_cast<long long>(valid[j] ? m : 0) * g.lda + it.slice * hidden + threadIdx.x % 8 * 8;
-      at[j] = swizzle(r, threadIdx.x % 8);
-    }
-    for (int kc = 0; kc < chunks; ++kc)
-#pragma unroll
-      for (int j = 0; j < kBM / kRowStep; ++j)
-        cp_async16(smem_addr(a_s + kc * kTileHalves + at[j]), row[j] + kc * kBK, valid[j]);
-  }
+  const RowSlab<kBM> a(g.a, g.lda, it.m0, p.rows, it.slice * hidden);
+  for (int kc = 0; kc < chunks; ++kc) a.copy(a_s + kc * kTileHalves, kc);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -246,21 +228,21 @@ __device__ void gemm_item(const Params& p, const Gemm& g, int item, bool prefetc
     cp_async_wait<kStages - 2>();
     __syncthreads();  // chunk kc landed for every thread; chunk kc-1's stage is free
     if (kc + kStages - 1 < chunks)
-      load_w_chunk(w_s + (kc + kStages - 1) % kStages * kBN * kBK, w, kc + kStages - 1);
+      w.copy(w_s + (kc + kStages - 1) % kStages * kBN * kBK, kc + kStages - 1);
     cp_async_commit();
     const __half* a_t = a_s + kc * kTileHalves;
     const __half* w_t = w_s + kc % kStages * kBN * kBK;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      uint32_t a[4];
-      ldmatrix_x4(a, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
+      uint32_t af[4];
+      ldmatrix_x4(af, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
 #pragma unroll
       for (int np = 0; np < 3; ++np) {
         uint32_t b[4];
         const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
         ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
-        mma(acc[2 * np], a, b[0], b[1]);
-        mma(acc[2 * np + 1], a, b[2], b[3]);
+        mma(acc[2 * np], af, b[0], b[1]);
+        mma(acc[2 * np + 1], af, b[2], b[3]);
       }
     }
   }
@@ -278,10 +260,9 @@ __device__ void gemm_item(const Params& p, const Gemm& g, int item, bool prefetc
         if (r >= p.rows || c >= g.n) continue;
         const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
         float v0 = acc[j][2 * hr] + b.x, v1 = acc[j][2 * hr + 1] + b.y;
-        __half2* out = reinterpret_cast<__half2*>(g.out + static_cast<long long>(r) * g.ldo + c);
+        __half* out = g.out + static_cast<long long>(r) * g.ldo + c;
         if constexpr (kEpi == Epi::BiasResidual) {
-          const unsigned raw = __ldcg(reinterpret_cast<const unsigned*>(out));
-          const float2 res = __half22float2(*reinterpret_cast<const __half2*>(&raw));
+          const float2 res = load_pair(out);
           v0 += res.x;
           v1 += res.y;
         }
@@ -289,7 +270,7 @@ __device__ void gemm_item(const Params& p, const Gemm& g, int item, bool prefetc
           v0 = gelu_erf(v0);
           v1 = gelu_erf(v1);
         }
-        *out = __floats2half2_rn(v0, v1);
+        *reinterpret_cast<__half2*>(out) = __floats2half2_rn(v0, v1);
       }
   }
   __syncthreads();  // the next item reuses the shared memory
@@ -304,12 +285,11 @@ __device__ __forceinline__ int gemm_items(const Params& p, const Gemm& g) {
 template <Epi kEpi>
 __device__ void gemm_phase(const Params& p, const Gemm& g, __half* smem, bool sync) {
   const int items = gemm_items(p, g);
-  const bool first = blockIdx.x < items;
-  if (first) prefetch_w(smem + p.hidden / kBK * kTileHalves, WeightRows(g, p.hidden, decode(g, blockIdx.x)),
-                        p.hidden / kBK);
+  if (blockIdx.x < items)
+    prefetch_w(smem + p.hidden / kBK * kTileHalves, weight_rows(g, p.hidden, decode(g, blockIdx.x)), p.hidden / kBK);
   if (sync) grid_sync(p.barrier);
   for (int item = blockIdx.x; item < items; item += gridDim.x)
-    gemm_item<kEpi>(p, g, item, item == blockIdx.x && first, smem);
+    gemm_item<kEpi>(p, g, item, item == blockIdx.x, smem);
 }
 
 // Attention: item = 64 query rows of one (image, head). Q, K and V of the head in shared
@@ -318,7 +298,7 @@ __device__ void attention_phase(const Params& p, __half* smem) {
   using namespace attention::flash;
   grid_sync(p.barrier);
   const int T = p.tokens, q_blocks = (T + kBM - 1) / kBM, key_tiles = (T + kKeys - 1) / kKeys;
-  const int items = p.batch * p.heads * q_blocks, width = p.hidden, stride = 3 * p.hidden;
+  const int items = p.rows / T * p.heads * q_blocks, width = p.hidden, stride = 3 * p.hidden;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __half* q_s = smem;
   __half* k_s = q_s + kBM * kD;
@@ -438,7 +418,6 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   prm.n_layers = p_.model.layers;
   prm.rows = rows_;
   prm.tokens = p_.tokens();
-  prm.batch = rows_ / p_.tokens();
   prm.hidden = p_.model.hidden;
   prm.heads = p_.model.heads;
   prm.eps = layernorm::Problem{}.eps;  // timm ViT

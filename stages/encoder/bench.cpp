@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     std::string pe, ln, attn, mlp, weights, images_path, calibration_path, logits_out, breakdown_csv,
         cache_dir = default_cache_dir();
     int classes = 1000, layers = 0;
+    bool l2_prefetch = false;
     study::Cli cli("encoder_" STAGE_VERSION,
                    "Whole ViT forward (patch embedding, blocks, head): check the logits, time, one CSV row.");
     cli.add_common(o);
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     cli.add_string("--layernorm", &ln, "LayerNorm version (a custom mix)");
     cli.add_string("--attention", &attn, "attention version (a custom mix)");
     cli.add_string("--mlp", &mlp, "MLP version (a custom mix)");
+    cli.add_flag("--l2-prefetch", &l2_prefetch, "request the next block's weights into L2 during each block (a custom mix)");
     cli.add_string("--weights", &weights, "timm state dict as safetensors (default: seeded random weights)");
     cli.add_int("--classes", &classes, "classifier outputs (default 1000)");
     cli.add_int("--layers", &layers, "blocks (default the model's; fewer for quick checks)");
@@ -72,7 +74,8 @@ int main(int argc, char** argv) {
 
     // The step, or the step with some family versions swapped (a custom mix).
     encoder::Composition c = encoder::find_step(STAGE_VERSION);
-    const bool custom = !pe.empty() || !ln.empty() || !attn.empty() || !mlp.empty();
+    const bool custom = !pe.empty() || !ln.empty() || !attn.empty() || !mlp.empty() || (l2_prefetch && !c.l2_prefetch);
+    if (l2_prefetch) c.l2_prefetch = true;
     if (!pe.empty()) c.patch_embed = pe;
     if (!ln.empty()) c.layernorm = ln;
     if (!attn.empty()) c.attention = attn;
@@ -104,7 +107,7 @@ int main(int argc, char** argv) {
                             " mlp=" + c.mlp + (c.cutlass_gemms ? " gemms=cutlass" : "") +
                             (c.cublaslt_candidates ? "+cublaslt" : "") + (c.split_gemms ? "+split" : "") +
                             (c.pdl ? " pdl" : "") +
-                            (c.ln_folded ? " lnfold" : "") + (c.fp8 ? " fp8" : "") +
+                            (c.ln_folded ? " lnfold" : "") + (c.fp8 ? " fp8" : "") + (c.l2_prefetch ? " l2_prefetch" : "") +
                             (resolved.empty() ? "" : " (best: " + resolved + ")") +
                             (layers > 0 ? " layers=" + std::to_string(layers) : "");
 

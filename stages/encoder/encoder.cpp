@@ -23,6 +23,7 @@ std::string Composition::describe() const {
   if (split_gemms) s += ",split";
   if (fp8) s += ",fp8";
   if (persistent) s += ",persistent";
+  if (l2_prefetch) s += ",prefetch";
   return s;
 }
 
@@ -162,6 +163,10 @@ const std::vector<Step>& ladder() {
          "e6_best with all blocks in one persistent kernel: GEMM and attention tiles dealt out to one CTA per "
          "SM, LayerNorms in the GEMM prologues, a grid barrier instead of each kernel boundary",
          with(lib, true, true, 1, true)},
+        {"e14_l2_prefetch",
+         "e10 with the next block's weights requested into L2 while the current block runs (a side branch "
+         "of the graph): each GEMM reads its weights from L2 instead of DRAM",
+         with(lib, true, true, 1, true)},
     };
     return s;
   }();
@@ -196,6 +201,12 @@ Composition persistent_composition(std::string* resolved) {
   return c;
 }
 
+Composition prefetch_composition(std::string* resolved) {
+  Composition c = cutlass_composition(resolved, true, false, true);
+  c.l2_prefetch = true;
+  return c;
+}
+
 Composition find_step(const std::string& name) {
   if (name == "best" || name == "e6_best") return best_composition();
   if (name == "e7_cutlass_gemms") return cutlass_composition(nullptr);
@@ -205,6 +216,7 @@ Composition find_step(const std::string& name) {
   if (name == "e11_split_gemms") return cutlass_composition(nullptr, true, false, true, true);
   if (name == "e12_fp8") return fp8_composition(nullptr);
   if (name == "e13_persistent") return persistent_composition(nullptr);
+  if (name == "e14_l2_prefetch") return prefetch_composition(nullptr);
   std::string known;
   for (const auto& s : ladder()) {
     if (name == s.name) return s.composition;

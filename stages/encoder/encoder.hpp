@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 #include "buffer.hpp"
+#include "l2_prefetch.hpp"
 #include "memory.hpp"
 #include "vit_config.hpp"
 
@@ -41,9 +42,13 @@ struct Composition {
   // LayerNorms in the GEMMs' prologues, grid barriers between phases; the layernorm, attention
   // and mlp versions then only serve the final LayerNorm (layernorm) or nothing.
   bool persistent = false;
+  // The next block's weights (the head's after the last block) requested into L2 by each block's
+  // second LayerNorm kernel (layernorm::Args::prefetch), so that each GEMM finds its weights in
+  // L2 instead of DRAM (at batch 1 every GEMM waits on DRAM latency; e14's NOTES).
+  bool l2_prefetch = false;
   // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
-  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8][,persistent]", one
-  // fixed format.
+  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8][,persistent]
+  // [,prefetch]", one fixed format.
   std::string describe() const;
 };
 
@@ -53,7 +58,7 @@ struct Step {
   Composition composition;
 };
 
-// e1_library ... e13_persistent in ladder order. The family versions of e6_best and the steps
+// e1_library ... e14_l2_prefetch in ladder order. The family versions of e6_best and the steps
 // after it are resolved for this build and GPU by best_composition().
 const std::vector<Step>& ladder();
 // A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
@@ -77,6 +82,9 @@ Composition fp8_composition(std::string* resolved = nullptr);
 
 // e13_persistent: e6_best with every block in the persistent kernel.
 Composition persistent_composition(std::string* resolved = nullptr);
+
+// e14_l2_prefetch: e10_fastest_gemms with the next block's weights prefetched into L2.
+Composition prefetch_composition(std::string* resolved = nullptr);
 
 // Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
 // component version that is unavailable, named.
@@ -129,6 +137,10 @@ class DeviceWeights {
   // Set by calibrate_fp8 before an FP8 forward is made (which refuses weights without it).
   Fp8Calibration fp8_calibration;
   std::size_t bytes() const { return buffer_.bytes(); }
+  // The weights packed in order: block i's as one byte range, and the final LayerNorm's with the
+  // head's (what an L2 prefetch of the next block asks for).
+  study::ByteRange block_span(int i) const;
+  study::ByteRange head_span() const;
 
  private:
   study::DeviceBuffer<__half> buffer_;

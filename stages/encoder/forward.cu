@@ -87,6 +87,20 @@ DeviceWeights::DeviceWeights(const ref::VitWeights& w) {
   }
 }
 
+study::ByteRange DeviceWeights::block_span(int i) const {
+  const char* begin = reinterpret_cast<const char*>(blocks.at(i).ln1_g);
+  const char* end = i + 1 < static_cast<int>(blocks.size()) ? reinterpret_cast<const char*>(blocks[i + 1].ln1_g)
+                                                            : reinterpret_cast<const char*>(buffer_.get()) + bytes();
+  return {begin, static_cast<std::size_t>(end - begin)};
+}
+
+study::ByteRange DeviceWeights::head_span() const {
+  const char* begin = reinterpret_cast<const char*>(norm_g);
+  const char* end = blocks.empty() ? reinterpret_cast<const char*>(buffer_.get()) + bytes()
+                                   : reinterpret_cast<const char*>(blocks[0].ln1_g);
+  return {begin, static_cast<std::size_t>(end - begin)};
+}
+
 // ---- forward ---------------------------------------------------------------------------------
 
 namespace {
@@ -190,10 +204,14 @@ struct Forward::Impl {
       throw study::StudyError(study::ErrorKind::Usage, std::string("patch_embed ") + pe.name +
                                                            " synchronizes the host, so the forward cannot be "
                                                            "captured in a CUDA graph");
-    if (c.persistent && (c.fp8 || c.ln_folded || c.cutlass_gemms))
+    if (c.persistent && (c.fp8 || c.ln_folded || c.cutlass_gemms || c.l2_prefetch))
       throw study::StudyError(study::ErrorKind::Usage,
-                              "the persistent kernel computes the blocks itself: no FP8, folded LayerNorm or CUTLASS "
-                              "GEMMs with it");
+                              "the persistent kernel computes the blocks itself: no FP8, folded LayerNorm, CUTLASS "
+                              "GEMMs or L2 prefetch with it");
+    if (c.l2_prefetch && (c.fp8 || c.ln_folded || !layernorm::carries_prefetch(ln)))
+      throw study::StudyError(study::ErrorKind::Usage,
+                              std::string("the L2 prefetch rides on the LayerNorm family's kernel (Args::prefetch): "
+                                          "not with FP8 or a folded LayerNorm, nor with layernorm ") + ln.name);
     const int base = p.batch / c.streams, extra = p.batch % c.streams;
     int b0 = 0;
     for (int s = 0; s < c.streams; ++s) {
@@ -349,15 +367,38 @@ struct Forward::Impl {
   // A block's LayerNorm: into `out` (the family's version), or, folded, only the row statistics
   // of x, which the next GEMM's epilogue applies.
   // FP8: LN(x) written in E4M3 (into the lane's act8) with the static scale `scale`.
+  // `prefetch`: bytes the family's kernel requests into L2 as it runs (c.l2_prefetch only).
   void block_layernorm(Lane& l, const __half* x, const __half* gamma, const __half* beta, __half* out,
-                       cudaStream_t s, const study::fp8::ActivationScale* scale = nullptr) {
+                       cudaStream_t s, const study::fp8::ActivationScale* scale = nullptr,
+                       study::ByteRange prefetch = {}) {
     if (c.fp8)
       study::fp8::layernorm_quantize(x, gamma, beta, l.ln.rows, l.ln.hidden, l.ln.eps, scale->inv_scale(),
                                      l.act8.get(), s);
     else if (c.ln_folded)
       study::cutlass_gemm::row_stats(x, l.ln.rows, l.ln.hidden, l.ln.eps, l.row_mean.get(), l.row_rstd.get(), s);
     else
-      ln.launch(l.ln, {x, gamma, beta, out}, s);
+      ln.launch(l.ln, {x, gamma, beta, out, prefetch}, s);
+  }
+
+  // c.l2_prefetch: what block i's LayerNorms request. LN2 asks for the first part of the next
+  // block's weights (the final LayerNorm's and the head's after the last block), ~20 us of fc1
+  // and fc2 ahead of the first of them at batch 1; LN1 of the first block asks for its own.
+  // The carrying kernel is done only once its SMs have streamed their share of the request, so
+  // the request is a trade: the whole next block slowed each LayerNorm by more than the GEMMs
+  // gained, the first half (LN1, QKV, projection, LN2 and half of fc1, as they are packed) is
+  // where the forward was fastest (e14's NOTES).
+  static constexpr double kPrefetchShare = 0.5;
+  study::ByteRange first_part(int block) const {
+    study::ByteRange r = w.block_span(block);
+    r.bytes = static_cast<std::size_t>(r.bytes * kPrefetchShare);
+    return r;
+  }
+  study::ByteRange ln1_prefetch(int i) const {
+    return c.l2_prefetch && i == 0 ? first_part(0) : study::ByteRange{};
+  }
+  study::ByteRange ln2_prefetch(int i) const {
+    if (!c.l2_prefetch) return {};
+    return i + 1 < p.model.layers ? first_part(i + 1) : w.head_span();
   }
 
   // The GEMM after a folded LayerNorm: y = act(LN(x) W^T + b) from the un-normalized x.
@@ -438,7 +479,7 @@ struct Forward::Impl {
     using Cal = Fp8Calibration;
     const Fp8Block* q = c.fp8 ? &fp8_blocks[i] : nullptr;
     component("layernorm", s, [&] {
-      block_layernorm(l, b.x_in, v.ln1_g, v.ln1_b, b.ln1, s, q ? &q->in[Cal::Ln1] : nullptr);
+      block_layernorm(l, b.x_in, v.ln1_g, v.ln1_b, b.ln1, s, q ? &q->in[Cal::Ln1] : nullptr, ln1_prefetch(i));
     });
     observe_input(i, Cal::Ln1, b.ln1, rows * D, s);
     component("qkv", s, [&] {
@@ -478,7 +519,7 @@ struct Forward::Impl {
     if (!c.fused_residual)
       component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, rows * D, s); });
     component("layernorm", s, [&] {
-      block_layernorm(l, b.x_mid, v.ln2_g, v.ln2_b, b.ln2, s, q ? &q->in[Cal::Ln2] : nullptr);
+      block_layernorm(l, b.x_mid, v.ln2_g, v.ln2_b, b.ln2, s, q ? &q->in[Cal::Ln2] : nullptr, ln2_prefetch(i));
     });
     observe_input(i, Cal::Ln2, b.ln2, rows * D, s);
     component("mlp", s, [&] {

@@ -96,6 +96,47 @@ TEST_CASE("graph replay is bit-identical to the eager forward") {
   CHECK(nonfinite == 0);
 }
 
+TEST_CASE("the L2 prefetch's spans are the blocks' weights and the head's, each once") {
+  const Problem p = problem("vit_ti", 3, 1, 32);
+  const auto w = make_weights(p, study::fresh_seed(), "");
+  const DeviceWeights dw(w);
+  const auto at = [](const void* q) { return static_cast<const char*>(q); };
+  const auto head = dw.head_span();
+  CHECK(at(head.data) == at(dw.norm_g));
+  CHECK(at(head.data) + head.bytes == at(dw.blocks[0].ln1_g));
+  CHECK(head.bytes >= sizeof(__half) * (w.norm_g.size() + w.norm_b.size() + w.head_w.size() + w.head_b.size()));
+  for (int i = 0; i < p.model.layers; ++i) {
+    const auto span = dw.block_span(i);
+    const BlockView& v = dw.blocks[i];
+    CAPTURE(i);
+    CHECK(at(span.data) == at(v.ln1_g));
+    // The last tensor of the block lies inside its span; the next block (or the buffer's end) follows.
+    CHECK(at(v.fc2_b) + sizeof(__half) * w.blocks[i].fc2_b.size() <= at(span.data) + span.bytes);
+    if (i + 1 < p.model.layers) CHECK(at(span.data) + span.bytes == at(dw.blocks[i + 1].ln1_g));
+    else CHECK(at(span.data) + span.bytes == at(dw.patch_w) + dw.bytes());
+  }
+  CHECK_THROWS(dw.block_span(p.model.layers));
+}
+
+TEST_CASE("the L2 prefetch leaves the logits as they are, or is refused where no LayerNorm kernel carries it") {
+  const Problem p = problem("vit_ti", 3, 3, 32);
+  Composition c = step();
+  c.l2_prefetch = !c.l2_prefetch;  // the other way round from the step
+  if (c.l2_prefetch && (c.persistent || c.fp8 || c.ln_folded)) {
+    const auto w = make_weights(p, 1, "");
+    const DeviceWeights dw(w);
+    CHECK_THROWS_AS(Forward(p, c, dw), study::StudyError);
+    return;
+  }
+  run_and_check(p, c);
+  if (!c.l2_prefetch) return;
+  c.layernorm = "cudnn";  // a library LayerNorm carries no prefetch
+  if (!why_unavailable(c).empty()) return;
+  const auto w = make_weights(p, 1, "");
+  const DeviceWeights dw(w);
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("prefetch"), study::StudyError);
+}
+
 TEST_CASE("the batch split over streams computes the same logits") {
   Composition c = step();
   c.streams = 3;
@@ -108,6 +149,7 @@ TEST_CASE("an FP8 forward refuses weights without a calibration, and calibration
   DeviceWeights dw(w);
   Composition c = step();
   c.persistent = false;  // FP8 runs on the kernel-per-op forward (e13 refuses it: the last test case)
+  c.l2_prefetch = false;  // its LayerNorm writes E4M3 and carries no prefetch (e14 refuses it with FP8)
   c.fp8 = true;
   c.mlp = "fp8_tensor";
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("calibrat"), study::StudyError);
@@ -134,6 +176,9 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
   c.streams = 1;
   c.persistent = true;
   c.fp8 = true;
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("persistent"), study::StudyError);
+  c.fp8 = false;
+  c.l2_prefetch = true;
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("persistent"), study::StudyError);
   Problem bad = p;
   bad.image_size = 100;

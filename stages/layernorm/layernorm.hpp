@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
+#include "l2_prefetch.hpp"
 #include "version.hpp"
 
 namespace layernorm {
@@ -21,10 +22,18 @@ struct Args {
   const __half* gamma;
   const __half* beta;
   __half* y;
+  // Bytes a later kernel will read (the encoder: the next block's weights): every version but
+  // cudnn requests them into L2 while it normalizes (common/l2_prefetch.hpp), so that they arrive
+  // without a kernel of their own. Changes no output; empty by default.
+  study::ByteRange prefetch{};
 };
+
 
 // The shared version record (common/version.hpp); LayerNorm needs no fields of its own.
 using Version = study::VersionRecord<Problem, Args>;
+
+// Whether a version carries Args::prefetch (all but cuDNN's, which launches its own kernels).
+bool carries_prefetch(const Version& v);
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
 const std::vector<Version>& versions();

@@ -2,6 +2,7 @@
 // inputs every run, output poisoned before each launch, ViT's shapes and odd ones.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+#include <cstring>
 #include <set>
 #include "gpu_test_main.hpp"
 #include "layernorm/harness.hpp"
@@ -75,6 +76,26 @@ TEST_CASE("whole rows of one value normalize to beta") {
   const auto c = run_and_check(version(), p, in, dev);
   INFO(c.summary());
   CHECK(c.ok);
+}
+
+TEST_CASE("a prefetch request (Args::prefetch) leaves the output bit for bit as it was") {
+  if (!carries_prefetch(version())) return;
+  const Problem p{197, 768};
+  const auto in = make_inputs(p, study::fresh_seed());
+  DeviceProblem dev(in);
+  const auto c = run_and_check(version(), p, in, dev);  // y without a request, checked
+  INFO(c.summary());
+  REQUIRE(c.ok);
+  const auto plain = study::to_host(dev.y);
+  // 3 MB and a tail that is not a whole 16-byte unit: more chunks than some grids have threads.
+  study::DeviceBuffer<char> far(std::size_t(3) << 20 | 40);
+  Args a = dev.args();
+  a.prefetch = {far.get(), far.bytes()};
+  study::poison(dev.y);
+  version().launch(p, a, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto with = study::to_host(dev.y);
+  CHECK(std::memcmp(plain.data(), with.data(), plain.size() * sizeof(__half)) == 0);
 }
 
 TEST_CASE("empty problems are refused") {

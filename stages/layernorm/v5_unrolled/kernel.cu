@@ -15,7 +15,9 @@ constexpr int kWarpsPerBlock = 4;
 template <int HIDDEN, int VEC>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 kernel(const __half* __restrict__ x, const __half* __restrict__ gamma,
-       const __half* __restrict__ beta, __half* __restrict__ y, int rows, float eps) {
+       const __half* __restrict__ beta, __half* __restrict__ y, int rows, float eps,
+       study::ByteRange prefetch) {
+  study::request_into_l2(prefetch);  // before the row check: every thread of the grid may carry a chunk
   using Vec = study::HalfVec<VEC>;
   constexpr int kChunks = HIDDEN / (32 * VEC);  // vector accesses per lane
   static_assert(HIDDEN % (32 * VEC) == 0, "a row must split evenly over the warp");
@@ -59,7 +61,7 @@ kernel(const __half* __restrict__ x, const __half* __restrict__ gamma,
 template <int HIDDEN, int VEC>
 void launch_with(const Problem& p, const Args& a, cudaStream_t stream) {
   const int blocks = (p.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  kernel<HIDDEN, VEC><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a.x, a.gamma, a.beta, a.y, p.rows, p.eps);
+  kernel<HIDDEN, VEC><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a.x, a.gamma, a.beta, a.y, p.rows, p.eps, a.prefetch);
   LAUNCH_CHECK();
 }
 

@@ -989,13 +989,6 @@ if cands:
                           if np.isfinite(at(a, head_batch))])
 print("\n".join(findings))
 
-# %% [markdown]
-# ## FP8 (E4M3): e12_fp8 against the fastest fp16 steps, per GEMM, and its accuracy
-#
-# experiments/specs/encoder_fp8.toml (a side experiment: e6_best, e10_fastest_gemms, e12_fp8 and
-# timm in a CUDA graph, 3 interleaved rounds) and experiments/fp8_accuracy.py, each taken from
-# the newest run folder on this run's GPU that has them (this results root).
-
 # %%
 def newest_side(pattern):
     """The newest file matching `pattern` under this results root whose rows (the CSV itself,
@@ -1016,6 +1009,53 @@ def newest_side(pattern):
     return sorted(found)[-1][1] if found else None
 
 
+# %% [markdown]
+# ## L2 prefetch: e14_l2_prefetch against e10 (the same forward without it) and e6_best
+#
+# experiments/specs/encoder_prefetch.toml (a side experiment: e6_best, e10_fastest_gemms,
+# e14_l2_prefetch and timm in a CUDA graph, 3 interleaved rounds), from the newest run folder on
+# this run's GPU that has it.
+
+# %%
+PREFETCH_STEP = "e14_l2_prefetch"
+pf_csv = newest_side("*/encoder_prefetch/encoder_prefetch.csv")
+if pf_csv is not None:
+    pf = sd.read_csv(pf_csv)
+    pf = pf[pf["status"] == "ok"].copy()
+    pf_med = pf.groupby(["version", "batch"])["median_us"].median()
+    pf_rows = []
+    for b in sorted(set(pf["batch"])):
+        if (PREFETCH_STEP, b) not in pf_med.index:
+            continue
+        row = {"batch": b}
+        for v in ["e6_best", "e10_fastest_gemms", PREFETCH_STEP] + [a for a in ANCHORS if a in set(pf["version"])]:
+            row[f"{label(v)} ms"] = pf_med.get((v, b), np.nan) / 1e3
+        for v in ("e6_best", "e10_fastest_gemms"):
+            row[f"x {label(v)}"] = pf_med.get((v, b), np.nan) / pf_med[(PREFETCH_STEP, b)]
+        pf_rows.append(row)
+    pf_show = pd.DataFrame(pf_rows)
+    pf_fmt = {c: (lambda x: "-" if not np.isfinite(x) else f"{x:.3f}") for c in pf_show.columns if c.endswith(" ms")}
+    pf_fmt.update({c: sd.fmt_ratio for c in pf_show.columns if c.startswith("x ")})
+    pf_fmt["batch"] = sd.fmt_int
+    ctx.table("encoder_prefetch", sd.markdown_table(pf_show, pf_fmt),
+              f"e14_l2_prefetch (e10 with each block's second LayerNorm requesting the first half of "
+              f"the next block's weights into L2; stages/encoder/e14_l2_prefetch/NOTES.md) against "
+              f"e10_fastest_gemms, e6_best and timm in a CUDA graph, {where}: medians of 3 interleaved "
+              f"rounds (experiments/specs/encoder_prefetch.toml, in {sd.show_path(pf_csv.parent)}); "
+              f"x step = that step's time over e14's (above 1: e14 is faster). "
+              f"{sd.Run(pf_csv.parent, pf).provenance()}.")
+else:
+    ctx.missing("table", "encoder_prefetch", "no run folder on this GPU has encoder_prefetch/encoder_prefetch.csv "
+                "(experiments/specs/encoder_prefetch.toml writes it)")
+
+# %% [markdown]
+# ## FP8 (E4M3): e12_fp8 against the fastest fp16 steps, per GEMM, and its accuracy
+#
+# experiments/specs/encoder_fp8.toml (a side experiment: e6_best, e10_fastest_gemms, e12_fp8 and
+# timm in a CUDA graph, 3 interleaved rounds) and experiments/fp8_accuracy.py, each taken from
+# the newest run folder on this run's GPU that has them (this results root).
+
+# %%
 FP8_STEP = "e12_fp8"
 fp8_csv = newest_side("*/encoder_fp8/encoder_fp8.csv")
 if fp8_csv is not None:

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     cli.add_string("--layernorm", &ln, "LayerNorm version (a custom mix)");
     cli.add_string("--attention", &attn, "attention version (a custom mix)");
     cli.add_string("--mlp", &mlp, "MLP version (a custom mix)");
-    cli.add_flag("--l2-prefetch", &l2_prefetch, "request the next block's weights into L2 during each block (a custom mix)");
+    cli.add_flag("--l2-prefetch", &l2_prefetch, "the LayerNorm before each block's MLP requests half the next block's weights into L2 (a custom mix)");
     cli.add_string("--weights", &weights, "timm state dict as safetensors (default: seeded random weights)");
     cli.add_int("--classes", &classes, "classifier outputs (default 1000)");
     cli.add_int("--layers", &layers, "blocks (default the model's; fewer for quick checks)");

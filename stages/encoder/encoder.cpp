@@ -164,8 +164,8 @@ const std::vector<Step>& ladder() {
          "SM, LayerNorms in the GEMM prologues, a grid barrier instead of each kernel boundary",
          with(lib, true, true, 1, true)},
         {"e14_l2_prefetch",
-         "e10 with the next block's weights requested into L2 while the current block runs (a side branch "
-         "of the graph): each GEMM reads its weights from L2 instead of DRAM",
+         "e10 with each block's second LayerNorm kernel requesting the first half of the next block's weights "
+         "into L2: its QKV and projection GEMMs read their weights from L2 instead of DRAM",
          with(lib, true, true, 1, true)},
     };
     return s;

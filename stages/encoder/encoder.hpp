@@ -42,9 +42,9 @@ struct Composition {
   // LayerNorms in the GEMMs' prologues, grid barriers between phases; the layernorm, attention
   // and mlp versions then only serve the final LayerNorm (layernorm) or nothing.
   bool persistent = false;
-  // The next block's weights (the head's after the last block) requested into L2 by each block's
-  // second LayerNorm kernel (layernorm::Args::prefetch), so that each GEMM finds its weights in
-  // L2 instead of DRAM (at batch 1 every GEMM waits on DRAM latency; e14's NOTES).
+  // The first half of the next block's weights (the head's after the last block) requested into
+  // L2 by each block's second LayerNorm kernel (layernorm::Args::prefetch), so that the GEMMs
+  // find those weights in L2 instead of DRAM (at batch 1 every GEMM waits on DRAM; e14's NOTES).
   bool l2_prefetch = false;
   // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
   // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8][,persistent]

@@ -28,7 +28,6 @@ struct Args {
   study::ByteRange prefetch{};
 };
 
-
 // The shared version record (common/version.hpp); LayerNorm needs no fields of its own.
 using Version = study::VersionRecord<Problem, Args>;
 

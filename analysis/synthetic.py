@@ -466,7 +466,28 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
     write_parity(folder, 224, gpu)
     write_small_m_probe(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_fp8(folder, gpu, run_id=run_id, commit=commit, utc=utc)
+    write_prefetch(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     return folder
+
+
+def write_prefetch(folder, gpu, *, run_id, commit, utc):
+    """The L2-prefetch side experiment as the encoder_prefetch spec writes it:
+    `<folder>/encoder_prefetch/encoder_prefetch.csv` (e6_best, e10_fastest_gemms, e14_l2_prefetch
+    and timm in a CUDA graph at batch 1 and 256, 3 rounds)."""
+    base = _base(run_id, commit, gpu, utc)
+    rows = []
+    for b, times in ((1, {"e6_best": 437.0, "e10_fastest_gemms": 437.0, "e14_l2_prefetch": 420.5,
+                          "pytorch_timm_graph": 692.0}),
+                     (256, {"e6_best": 18400.0, "e10_fastest_gemms": 17520.0, "e14_l2_prefetch": 17660.0,
+                            "pytorch_timm_graph": 21940.0})):
+        for v, us in times.items():
+            for rnd in range(3):
+                rows.append(dict(base, family="encoder", version=v, batch=b, image_size=224, tokens=197,
+                                 status="ok", median_us=us * (1 + 0.002 * rnd), precision="fp16",
+                                 note=f"synthetic [round: {rnd + 1}]"))
+    d = Path(folder) / "encoder_prefetch"
+    d.mkdir(parents=True, exist_ok=True)
+    _write_csv(d / "encoder_prefetch.csv", rows)
 
 
 def write_fp8(folder, gpu, *, run_id, commit, utc):

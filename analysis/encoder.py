@@ -1009,6 +1009,18 @@ def newest_side(pattern):
     return sorted(found)[-1][1] if found else None
 
 
+def side_ok(path):
+    """A side experiment's timed rows and the median across rounds per (version, batch), us."""
+    d = sd.read_csv(path)
+    d = d[d["status"] == "ok"].copy()
+    return d, d.groupby(["version", "batch"])["median_us"].median()
+
+
+def fmt_ms_3dp(ms):
+    """Milliseconds (already) with 3 decimals, as the side tables show them."""
+    return "-" if not np.isfinite(ms) else f"{ms:.3f}"
+
+
 # %% [markdown]
 # ## L2 prefetch: e14_l2_prefetch against e10 (the same forward without it) and e6_best
 #
@@ -1020,9 +1032,7 @@ def newest_side(pattern):
 PREFETCH_STEP = "e14_l2_prefetch"
 pf_csv = newest_side("*/encoder_prefetch/encoder_prefetch.csv")
 if pf_csv is not None:
-    pf = sd.read_csv(pf_csv)
-    pf = pf[pf["status"] == "ok"].copy()
-    pf_med = pf.groupby(["version", "batch"])["median_us"].median()
+    pf, pf_med = side_ok(pf_csv)
     pf_rows = []
     for b in sorted(set(pf["batch"])):
         if (PREFETCH_STEP, b) not in pf_med.index:
@@ -1034,7 +1044,7 @@ if pf_csv is not None:
             row[f"x {label(v)}"] = pf_med.get((v, b), np.nan) / pf_med[(PREFETCH_STEP, b)]
         pf_rows.append(row)
     pf_show = pd.DataFrame(pf_rows)
-    pf_fmt = {c: (lambda x: "-" if not np.isfinite(x) else f"{x:.3f}") for c in pf_show.columns if c.endswith(" ms")}
+    pf_fmt = {c: fmt_ms_3dp for c in pf_show.columns if c.endswith(" ms")}
     pf_fmt.update({c: sd.fmt_ratio for c in pf_show.columns if c.startswith("x ")})
     pf_fmt["batch"] = sd.fmt_int
     ctx.table("encoder_prefetch", sd.markdown_table(pf_show, pf_fmt),
@@ -1059,9 +1069,7 @@ else:
 FP8_STEP = "e12_fp8"
 fp8_csv = newest_side("*/encoder_fp8/encoder_fp8.csv")
 if fp8_csv is not None:
-    f8 = sd.read_csv(fp8_csv)
-    f8 = f8[f8["status"] == "ok"].copy()
-    f8_med = f8.groupby(["version", "batch"])["median_us"].median()
+    f8, f8_med = side_ok(fp8_csv)
     f8_clock = f8.groupby(["version", "batch"])["sm_clock_mhz"].median()
     f8_fp16 = [v for v in ("e6_best", "e10_fastest_gemms") if v in set(f8["version"])]
     f8_rows = []
@@ -1077,7 +1085,7 @@ if fp8_csv is not None:
         row["SM MHz (FP8)"] = f8_clock.get((FP8_STEP, b), np.nan)
         f8_rows.append(row)
     f8_show = pd.DataFrame(f8_rows)
-    f8_fmt = {c: (lambda x: "-" if not np.isfinite(x) else f"{x:.3f}") for c in f8_show.columns if c.endswith(" ms")}
+    f8_fmt = {c: fmt_ms_3dp for c in f8_show.columns if c.endswith(" ms")}
     f8_fmt.update({"batch": sd.fmt_int, "x fastest fp16 step": sd.fmt_ratio,
                    "SM MHz (FP8)": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"})
     ctx.table("encoder_fp8", sd.markdown_table(f8_show, f8_fmt),

@@ -470,24 +470,30 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
     return folder
 
 
-def write_prefetch(folder, gpu, *, run_id, commit, utc):
-    """The L2-prefetch side experiment as the encoder_prefetch spec writes it:
-    `<folder>/encoder_prefetch/encoder_prefetch.csv` (e6_best, e10_fastest_gemms, e14_l2_prefetch
-    and timm in a CUDA graph at batch 1 and 256, 3 rounds)."""
-    base = _base(run_id, commit, gpu, utc)
+def write_side_encoder(folder, name, base, times, fields=lambda v, us: {}):
+    """`<folder>/<name>/<name>.csv` as a side encoder spec writes it: for each (batch, {version:
+    us}) of `times`, 3 interleaved rounds of every version at vit_b 224 px; `fields(v, us)` adds
+    or overrides columns of a version's rows (its note among them)."""
     rows = []
-    for b, times in ((1, {"e6_best": 437.0, "e10_fastest_gemms": 437.0, "e14_l2_prefetch": 420.5,
-                          "pytorch_timm_graph": 692.0}),
-                     (256, {"e6_best": 18400.0, "e10_fastest_gemms": 17520.0, "e14_l2_prefetch": 17660.0,
-                            "pytorch_timm_graph": 21940.0})):
-        for v, us in times.items():
+    for b, by_version in times:
+        for v, us in by_version.items():
+            extra = {"precision": "fp16", "note": "synthetic", **fields(v, us)}
             for rnd in range(3):
                 rows.append(dict(base, family="encoder", version=v, batch=b, image_size=224, tokens=197,
-                                 status="ok", median_us=us * (1 + 0.002 * rnd), precision="fp16",
-                                 note=f"synthetic [round: {rnd + 1}]"))
-    d = Path(folder) / "encoder_prefetch"
+                                 status="ok", median_us=us * (1 + 0.002 * rnd),
+                                 **dict(extra, note=f"{extra['note']} [round: {rnd + 1}]")))
+    d = Path(folder) / name
     d.mkdir(parents=True, exist_ok=True)
-    _write_csv(d / "encoder_prefetch.csv", rows)
+    _write_csv(d / f"{name}.csv", rows)
+
+
+def write_prefetch(folder, gpu, *, run_id, commit, utc):
+    """The L2-prefetch side experiment as the encoder_prefetch spec writes it (e6_best,
+    e10_fastest_gemms, e14_l2_prefetch and timm in a CUDA graph at batch 1 and 256)."""
+    write_side_encoder(folder, "encoder_prefetch", _base(run_id, commit, gpu, utc), (
+        (1, {"e6_best": 437.0, "e10_fastest_gemms": 437.0, "e14_l2_prefetch": 420.5, "pytorch_timm_graph": 692.0}),
+        (256, {"e6_best": 18400.0, "e10_fastest_gemms": 17520.0, "e14_l2_prefetch": 17660.0,
+               "pytorch_timm_graph": 21940.0})))
 
 
 def write_fp8(folder, gpu, *, run_id, commit, utc):
@@ -496,25 +502,19 @@ def write_fp8(folder, gpu, *, run_id, commit, utc):
     and 256 with eager breakdowns, timm in a CUDA graph), `<folder>/fp8_accuracy/accuracy.json`,
     and an FP8 ceiling row beside the run's ceilings."""
     base = _base(run_id, commit, gpu, utc)
-    rows = []
-    for b, times in ((1, {"e6_best": 433.0, "e10_fastest_gemms": 432.0, "e12_fp8": 424.0,
-                          "pytorch_timm_graph": 689.0}),
-                     (256, {"e6_best": 18600.0, "e10_fastest_gemms": 17980.0, "e12_fp8": 12230.0,
-                            "pytorch_timm_graph": 21960.0})):
-        for v, us in times.items():
-            fp8 = v == "e12_fp8"
-            scale = us / 1000.0
-            note = "synthetic" if v.startswith("pytorch_") else (
-                f"synthetic; eager breakdown us: patch_embed={0.015 * us:.1f} layernorm={0.08 * us:.1f} "
-                f"qkv={(0.17 if fp8 else 0.2) * us:.1f} attention={0.16 * us:.1f} projection={0.1 * us:.1f} "
-                f"mlp={(0.45 if fp8 else 0.53) * us:.1f} head={scale:.1f}")
-            for rnd in range(3):
-                rows.append(dict(base, family="encoder", version=v, batch=b, image_size=224, tokens=197,
-                                 status="ok", median_us=us * (1 + 0.002 * rnd), sm_clock_mhz=1770 if fp8 else 1600,
-                                 precision="fp8_e4m3" if fp8 else "fp16", note=f"{note} [round: {rnd + 1}]"))
-    d = Path(folder) / "encoder_fp8"
-    d.mkdir(parents=True, exist_ok=True)
-    _write_csv(d / "encoder_fp8.csv", rows)
+
+    def fields(v, us):
+        fp8 = v == "e12_fp8"
+        note = "synthetic" if v.startswith("pytorch_") else (
+            f"synthetic; eager breakdown us: patch_embed={0.015 * us:.1f} layernorm={0.08 * us:.1f} "
+            f"qkv={(0.17 if fp8 else 0.2) * us:.1f} attention={0.16 * us:.1f} projection={0.1 * us:.1f} "
+            f"mlp={(0.45 if fp8 else 0.53) * us:.1f} head={us / 1000.0:.1f}")
+        return {"sm_clock_mhz": 1770 if fp8 else 1600, "precision": "fp8_e4m3" if fp8 else "fp16", "note": note}
+
+    write_side_encoder(folder, "encoder_fp8", base, (
+        (1, {"e6_best": 433.0, "e10_fastest_gemms": 432.0, "e12_fp8": 424.0, "pytorch_timm_graph": 689.0}),
+        (256, {"e6_best": 18600.0, "e10_fastest_gemms": 17980.0, "e12_fp8": 12230.0,
+               "pytorch_timm_graph": 21960.0})), fields)
     _write_csv(Path(folder) / "ceilings_fp8.csv", [
         dict(base, family="ceilings", version="gemm_fp8", batch="", status="ok", tflops=1480.0, median_us=743.0,
              note="cuBLASLt E4M3 in, fp16 out, M=N=K=8192")])

@@ -87,18 +87,22 @@ DeviceWeights::DeviceWeights(const ref::VitWeights& w) {
   }
 }
 
+namespace {
+// [from, to) of the packed weights; `to` is the next tensor group's first tensor, or null for the
+// end of the buffer.
+study::ByteRange packed_range(const __half* from, const __half* to, const study::DeviceBuffer<__half>& buffer) {
+  const char* end = to ? reinterpret_cast<const char*>(to) : reinterpret_cast<const char*>(buffer.get()) + buffer.bytes();
+  return {from, static_cast<std::size_t>(end - reinterpret_cast<const char*>(from))};
+}
+}  // namespace
+
 study::ByteRange DeviceWeights::block_span(int i) const {
-  const char* begin = reinterpret_cast<const char*>(blocks.at(i).ln1_g);
-  const char* end = i + 1 < static_cast<int>(blocks.size()) ? reinterpret_cast<const char*>(blocks[i + 1].ln1_g)
-                                                            : reinterpret_cast<const char*>(buffer_.get()) + bytes();
-  return {begin, static_cast<std::size_t>(end - begin)};
+  return packed_range(blocks.at(i).ln1_g, i + 1 < static_cast<int>(blocks.size()) ? blocks[i + 1].ln1_g : nullptr,
+                      buffer_);
 }
 
 study::ByteRange DeviceWeights::head_span() const {
-  const char* begin = reinterpret_cast<const char*>(norm_g);
-  const char* end = blocks.empty() ? reinterpret_cast<const char*>(buffer_.get()) + bytes()
-                                   : reinterpret_cast<const char*>(blocks[0].ln1_g);
-  return {begin, static_cast<std::size_t>(end - begin)};
+  return packed_range(norm_g, blocks.empty() ? nullptr : blocks[0].ln1_g, buffer_);
 }
 
 // ---- forward ---------------------------------------------------------------------------------

@@ -69,16 +69,19 @@ struct Key {
   bool ln = false;  // a LayerNorm folded in (LnFold)
   bool cublaslt = false;  // cuBLASLt was a candidate too (RunOptions::cublaslt)
   bool split = false;     // the split kernels were candidates too (RunOptions::workspace)
+  // Which kernels the search chose among (8 hex digits hashing their names, set by the layer): a
+  // build with other kernels compiled searches again instead of reusing a choice made without them.
+  std::string candidates;
   bool operator<(const Key& o) const;
 };
 
 // The on-disk record of choices: a tab-separated text file, one choice per line
-//   gpu  m  n  k  activation  residual  kernel  raster  swizzle  splits  us
+//   gpu  m  n  k  activation  residual  kernel  raster  swizzle  splits  us  candidates
 // (activation prefixed "ln_" for the LayerNorm-folded kernels, suffixed "+cublaslt" when
 // cuBLASLt was a candidate, then "+split" when the split kernels were; kernel "cublaslt" when
 // cuBLASLt won).
-// Lines that do not parse, and kernels this build does not have, are ignored (a rebuild with
-// other kernels searches again); a later line for the same key wins.
+// Lines that do not parse, and choices made among other candidates than this build's, are
+// ignored (a rebuild with other kernels searches again); a later line for the same key wins.
 // With $STUDY_CUTLASS_SEARCH_LOG set to a file, a search also appends every candidate it timed
 // there, in the same line format (the runners-up, for the NOTES).
 class CutlassCache {
@@ -103,7 +106,9 @@ class CutlassCache {
 };
 
 // Runs the GEMM on `stream` with the kernel the search chose for this shape (searching first
-// when neither memory nor the disk cache has a choice). Throws StudyError(Usage) for shapes no
+// when neither memory nor the disk cache has a choice). The search times every candidate once
+// (5 runs, median), then the fastest few again, in turns, and keeps the fastest of those: at
+// 50432 rows a kernel timed late in the first sweep runs on a hotter, power-throttled GPU. Throws StudyError(Usage) for shapes no
 // compiled kernel can run (k or n not a multiple of 8, misaligned pointers), StudyError(Library)
 // when CUTLASS is unavailable, and StudyError(Usage) when a search would run inside a capture.
 struct RunOptions {

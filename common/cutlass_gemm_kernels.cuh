@@ -314,9 +314,24 @@ struct LnKernel : Entry<LnKernel<kTileM, kTileN, kClusterM, kClusterN, Schedule,
 // the 197-row GEMMs of batch 1, and 64x192, whose tile counts at 6304 rows (99 row tiles) are
 // whole waves on 132 SMs for every encoder width: 3 for 768 columns, 9 for 2304, 12 for 3072;
 // 64x256 makes whole waves for fc1 (99 x 12 = 1,188 tiles: 9) with a third more reuse per tile.
+// The clustered ping-pong tiles read fewer operand bytes from L2 per FLOP (a 128x128 ping-pong
+// fc1 runs with L2 80% busy): 128x128 in 2x1 clusters shares each W tile between two row tiles
+// (24 KB per 64-deep k-block instead of 32); 192x96 and 192x128 in 1x2 clusters share each X
+// tile between two column tiles (36 and 40 KB per k-block for 2.4 and 3.1 MFLOP, against 40 KB
+// for 2.1 MFLOP at 64x256), and 192 rows make 33 row tiles at 6304 rows: whole waves for every
+// encoder width with 96 columns (2, 6, 8 for 768, 2304, 3072) and for fc1 with 128 (6).
+template <Activation kAct, bool kResidual>
+std::vector<KernelEntry> clustered_pingpong_kernels() {
+  return {
+      Kernel<128, 128, 2, 1, Pingpong, kAct, kResidual>::entry("128x128x64_c2x1_pingpong"),
+      Kernel<192, 96, 1, 2, Pingpong, kAct, kResidual>::entry("192x96x64_c1x2_pingpong"),
+      Kernel<192, 128, 1, 2, Pingpong, kAct, kResidual>::entry("192x128x64_c1x2_pingpong"),
+  };
+}
+
 template <Activation kAct, bool kResidual>
 std::vector<KernelEntry> all_kernels() {
-  return {
+  std::vector<KernelEntry> kernels{
       Kernel<128, 128, 1, 1, Cooperative, kAct, kResidual>::entry("128x128x64_c1x1_coop"),
       Kernel<128, 256, 1, 1, Cooperative, kAct, kResidual>::entry("128x256x64_c1x1_coop"),
       Kernel<128, 256, 2, 1, Cooperative, kAct, kResidual>::entry("128x256x64_c2x1_coop"),
@@ -326,18 +341,22 @@ std::vector<KernelEntry> all_kernels() {
       Kernel<64, 192, 1, 1, Pingpong, kAct, kResidual>::entry("64x192x64_c1x1_pingpong"),
       Kernel<64, 256, 1, 1, Pingpong, kAct, kResidual>::entry("64x256x64_c1x1_pingpong"),
   };
+  for (const auto& k : clustered_pingpong_kernels<kAct, kResidual>()) kernels.push_back(k);
+  return kernels;
 }
 
 // GeluTanhF16's kernels: the tiles the search chose for fc1 (3,072 columns) at 197, 6304 and
-// 50432 rows, and the wide cooperative tile.
+// 50432 rows, the wide cooperative tile and the clustered ping-pong tiles.
 template <Activation kAct>
 std::vector<KernelEntry> fc1_kernels() {
-  return {
+  std::vector<KernelEntry> kernels{
       Kernel<128, 256, 2, 1, Cooperative, kAct, false>::entry("128x256x64_c2x1_coop"),
       Kernel<128, 128, 1, 1, Pingpong, kAct, false>::entry("128x128x64_c1x1_pingpong"),
       Kernel<64, 128, 1, 1, Pingpong, kAct, false>::entry("64x128x64_c1x1_pingpong"),
       Kernel<64, 256, 1, 1, Pingpong, kAct, false>::entry("64x256x64_c1x1_pingpong"),
   };
+  for (const auto& k : clustered_pingpong_kernels<kAct, false>()) kernels.push_back(k);
+  return kernels;
 }
 
 #ifdef STUDY_CUTLASS_SPLIT_TU

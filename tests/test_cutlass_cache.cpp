@@ -18,7 +18,8 @@ std::filesystem::path temp_file(const char* stem) {
   return std::filesystem::temp_directory_path() / (std::string(stem) + std::to_string(rd()) + ".tsv");
 }
 
-const cg::Key kKey{"NVIDIA H200/132", 50432, 3072, 768, cg::Activation::GeluTanh, false};
+const cg::Key kKey{"NVIDIA H200/132", 50432, 3072, 768, cg::Activation::GeluTanh, false, false, false, false,
+                   "0123abcd"};
 const cg::Choice kChoice{"128x256x64_c2x1_coop", 1, 4, 1, 312.5f};
 
 }  // namespace
@@ -40,16 +41,20 @@ TEST_CASE("malformed lines are refused") {
   cg::Choice c;
   const std::string good = cg::CutlassCache::format_line(kKey, kChoice);
   CHECK(cg::CutlassCache::parse_line(good, k, c));
+  // Each bad line below differs from this good one in one field.
+  CHECK(cg::CutlassCache::parse_line("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\tf", k, c));
   for (const std::string& bad :
        {std::string(""), std::string("garbage"), good + "\textra", good.substr(0, good.rfind('\t')),
-        std::string("gpu\t0\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0"),        // m = 0
-        std::string("gpu\t8\t768\t768\tswish\t0\tk\t0\t1\t1\t1.0"),       // unknown activation
-        std::string("gpu\t8\t768\t768\tnone\t2\tk\t0\t1\t1\t1.0"),        // residual not 0/1
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t3\t1\t1\t1.0"),        // raster not 0/1
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t0\t1\t1.0"),        // swizzle 0
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t-1\t1.0"),     // splits negative
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1.0"),        // no splits field (an older file)
-        std::string("gpu\t8x\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0")}) {    // not an integer
+        std::string("gpu\t0\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\tf"),        // m = 0
+        std::string("gpu\t8\t768\t768\tswish\t0\tk\t0\t1\t1\t1.0\tf"),       // unknown activation
+        std::string("gpu\t8\t768\t768\tnone\t2\tk\t0\t1\t1\t1.0\tf"),        // residual not 0/1
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t3\t1\t1\t1.0\tf"),        // raster not 0/1
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t0\t1\t1.0\tf"),        // swizzle 0
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t-1\t1.0\tf"),       // splits negative
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1.0\tf"),        // no splits field (an older file)
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0"),           // no candidates field (an older file)
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\t"),         // empty candidates
+        std::string("gpu\t8x\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\tf")}) {  // not an integer
     CAPTURE(bad);
     CHECK_FALSE(cg::CutlassCache::parse_line(bad, k, c));
   }
@@ -135,7 +140,7 @@ TEST_CASE("a choice searched with cuBLASLt among the candidates is its own key a
   lt.ln = true;
   REQUIRE(cg::CutlassCache::parse_line(cg::CutlassCache::format_line(lt, won), k, c));
   CHECK((k.ln && k.cublaslt));
-  CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+cublaslt\t0\tk\t0\t1\t1\t1.0", k, c));
+  CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+cublaslt\t0\tk\t0\t1\t1\t1.0\tf", k, c));
 }
 
 TEST_CASE("a split choice keeps its split, under a key of its own") {
@@ -158,7 +163,7 @@ TEST_CASE("a split choice keeps its split, under a key of its own") {
   won.splits = 0;
   REQUIRE(cg::CutlassCache::parse_line(cg::CutlassCache::format_line(sk, won), k, c));
   CHECK(c.splits == 0);
-  CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+split\t0\tk\t0\t1\t1\t1.0", k, c));
+  CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+split\t0\tk\t0\t1\t1\t1.0\tf", k, c));
 }
 
 TEST_CASE("the fp16-epilogue GELU is an activation of its own") {
@@ -173,4 +178,18 @@ TEST_CASE("the fp16-epilogue GELU is an activation of its own") {
   CHECK(k.act == cg::Activation::GeluTanhF16);
   CHECK(k.cublaslt);
   CHECK((f16 < kKey || kKey < f16));
+}
+
+TEST_CASE("a choice made among other candidates is another key") {
+  cg::Key other = kKey;
+  other.candidates = "feedbeef";
+  const auto path = temp_file("cutlass_cache_");
+  {
+    cg::CutlassCache cache(path.string());
+    cache.store(kKey, kChoice);
+  }
+  cg::CutlassCache reread(path.string());
+  CHECK(reread.find(kKey).has_value());
+  CHECK_FALSE(reread.find(other).has_value());
+  std::filesystem::remove(path);
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 #include "check.hpp"
 #include "compare.hpp"
@@ -187,12 +188,20 @@ TEST_CASE("the search picks a kernel, records it on disk, and a new cache reads 
   const auto lines = cg::choices();
   REQUIRE(!lines.empty());
   CHECK(lines.back().find("(searched)") != std::string::npos);
-  cg::CutlassCache reread(path.string());
+  // The file's last line is this choice (its key carries the candidates' fingerprint, which
+  // the layer sets), and a new cache finds it under that key.
+  std::ifstream file(path);
+  std::string line, last;
+  while (std::getline(file, line)) last = line;
+  cg::Key key;
+  cg::Choice chosen;
+  REQUIRE(cg::CutlassCache::parse_line(last, key, chosen));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const cg::Key key{std::string(prop.name) + "/" + std::to_string(prop.multiProcessorCount), 6304, 768, 768,
-                    Activation::None, true};
-  const auto found = reread.find(key);
+  CHECK(key.gpu == std::string(prop.name) + "/" + std::to_string(prop.multiProcessorCount));
+  CHECK((key.m == 6304 && key.n == 768 && key.k == 768 && key.act == Activation::None && key.residual));
+  CHECK(key.candidates.size() == 8);
+  const auto found = cg::CutlassCache(path.string()).find(key);
   REQUIRE(found.has_value());
   const auto names = cg::kernel_names();
   CHECK(std::find(names.begin(), names.end(), found->kernel) != names.end());

@@ -187,8 +187,9 @@ struct Plan {
   Choice choice;
 };
 
-// How many of the first sweep's fastest candidates the search times again, and how often.
-constexpr std::size_t kFinalists = 4;
+// How many kernels (each in its fastest configuration of the first sweep) the search times
+// again, and how often.
+constexpr std::size_t kFinalists = 6;
 constexpr int kFinalRounds = 3;
 
 // The candidates' names hashed (FNV-1a, 8 hex digits): Key::candidates. Once per list (the
@@ -255,12 +256,15 @@ struct Layer {
             if (std::isfinite(tried.us)) timed.emplace_back(&k, tried);
           }
     }
-    // The finalists, timed again in turns so that each sees the same clocks; each keeps its
-    // fastest round.
+    // The finalists: each kernel's fastest configuration, the fastest kernels first. They are
+    // timed again in turns, so that each sees the same clocks, and each keeps its fastest round.
     std::sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.second.us < b.second.us; });
-    timed.resize(std::min<std::size_t>(timed.size(), kFinalists));
-    for (int round = 0; round < kFinalRounds && timed.size() > 1; ++round)
-      for (auto& [k, c] : timed) {
+    std::vector<std::pair<const KernelEntry*, Choice>> finalists;
+    std::set<const KernelEntry*> seen;
+    for (const auto& t : timed)
+      if (finalists.size() < kFinalists && seen.insert(t.first).second) finalists.push_back(t);
+    for (int round = 0; round < kFinalRounds && finalists.size() > 1; ++round)
+      for (auto& [k, c] : finalists) {
         l.raster = c.raster;
         l.swizzle = c.swizzle;
         l.splits = c.splits;
@@ -268,7 +272,7 @@ struct Layer {
         if (trials) *trials << CutlassCache::format_line(key, {c.kernel, c.raster, c.swizzle, c.splits, us}) << "\n";
         c.us = round == 0 ? us : std::min(c.us, us);
       }
-    for (const auto& [k, c] : timed)
+    for (const auto& [k, c] : finalists)
       if (c.us < best.choice.us) best = {k, c};
     if (!best.kernel)
       throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel can run " + shape_text(l.shape) +

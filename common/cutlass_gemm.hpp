@@ -83,7 +83,8 @@ struct Key {
 // Lines that do not parse, and choices made among other candidates than this build's, are
 // ignored (a rebuild with other kernels searches again); a later line for the same key wins.
 // With $STUDY_CUTLASS_SEARCH_LOG set to a file, a search also appends every candidate it timed
-// there, in the same line format (the runners-up, for the NOTES).
+// there, in the same line format (the runners-up, for the NOTES): the first sweep, then the
+// finalists' rounds (run() below).
 class CutlassCache {
  public:
   // The file: $STUDY_CUTLASS_CACHE, else $XDG_CACHE_HOME/vit-cuda-study/cutlass_gemm.tsv, else
@@ -107,8 +108,9 @@ class CutlassCache {
 
 // Runs the GEMM on `stream` with the kernel the search chose for this shape (searching first
 // when neither memory nor the disk cache has a choice). The search times every candidate once
-// (5 runs, median), then the fastest few again, in turns, and keeps the fastest of those: at
-// 50432 rows a kernel timed late in the first sweep runs on a hotter, power-throttled GPU. Throws StudyError(Usage) for shapes no
+// (5 runs, median), then the six fastest kernels again (each in its fastest configuration), in
+// turns, and keeps the fastest of those: at 50432 rows the first sweep's times drift by ~10% as
+// the GPU heats up and throttles, which would otherwise favour whichever kernel ran first. Throws StudyError(Usage) for shapes no
 // compiled kernel can run (k or n not a multiple of 8, misaligned pointers), StudyError(Library)
 // when CUTLASS is unavailable, and StudyError(Usage) when a search would run inside a capture.
 struct RunOptions {

@@ -1029,34 +1029,66 @@ def fmt_ms_3dp(ms):
 # this run's GPU that has it.
 
 # %%
+def side_step_table(name, csv, step, compared, caption, clocks=()):
+    """A side experiment's table, one row per batch: the medians across rounds (ms) of `compared`,
+    `step` and the anchors the rows have; "x v" = v's time over the step's for v in `compared` and
+    the anchors (above 1: the step is faster); "v MHz" = the median SM clock of v's rows for v
+    in `clocks`."""
+    d, med = side_ok(csv)
+    anchors = [a for a in ANCHORS if a in set(d["version"])]
+    clock = d.groupby(["version", "batch"])["sm_clock_mhz"].median()
+    rows = []
+    for b in sorted(set(d["batch"])):
+        if (step, b) not in med.index:
+            continue
+        row = {"batch": b}
+        for v in compared + [step] + anchors:
+            row[f"{label(v)} ms"] = med.get((v, b), np.nan) / 1e3
+        for v in compared + anchors:
+            row[f"x {label(v)}"] = med.get((v, b), np.nan) / med[(step, b)]
+        for v in clocks:
+            row[f"{label(v)} MHz"] = clock.get((v, b), np.nan)
+        rows.append(row)
+    show = pd.DataFrame(rows)
+    fmt = {c: fmt_ms_3dp for c in show.columns if c.endswith(" ms")}
+    fmt.update({c: sd.fmt_ratio for c in show.columns if c.startswith("x ")})
+    fmt.update({c: (lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}") for c in show.columns if c.endswith(" MHz")})
+    fmt["batch"] = sd.fmt_int
+    ctx.table(name, sd.markdown_table(show, fmt),
+              f"{caption} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "
+              f"{sd.show_path(csv.parent)}); x v = v's time over {step}'s (above 1: {step} is faster). "
+              f"{sd.Run(csv.parent, d).provenance()}.")
+
+
 PREFETCH_STEP = "e14_l2_prefetch"
 pf_csv = newest_side("*/encoder_prefetch/encoder_prefetch.csv")
 if pf_csv is not None:
-    pf, pf_med = side_ok(pf_csv)
-    pf_rows = []
-    for b in sorted(set(pf["batch"])):
-        if (PREFETCH_STEP, b) not in pf_med.index:
-            continue
-        row = {"batch": b}
-        for v in ["e6_best", "e10_fastest_gemms", PREFETCH_STEP] + [a for a in ANCHORS if a in set(pf["version"])]:
-            row[f"{label(v)} ms"] = pf_med.get((v, b), np.nan) / 1e3
-        for v in ("e6_best", "e10_fastest_gemms"):
-            row[f"x {label(v)}"] = pf_med.get((v, b), np.nan) / pf_med[(PREFETCH_STEP, b)]
-        pf_rows.append(row)
-    pf_show = pd.DataFrame(pf_rows)
-    pf_fmt = {c: fmt_ms_3dp for c in pf_show.columns if c.endswith(" ms")}
-    pf_fmt.update({c: sd.fmt_ratio for c in pf_show.columns if c.startswith("x ")})
-    pf_fmt["batch"] = sd.fmt_int
-    ctx.table("encoder_prefetch", sd.markdown_table(pf_show, pf_fmt),
-              f"e14_l2_prefetch (e10 with each block's second LayerNorm requesting the first half of "
-              f"the next block's weights into L2; stages/encoder/e14_l2_prefetch/NOTES.md) against "
-              f"e10_fastest_gemms, e6_best and timm in a CUDA graph, {where}: medians of 3 interleaved "
-              f"rounds (experiments/specs/encoder_prefetch.toml, in {sd.show_path(pf_csv.parent)}); "
-              f"x step = that step's time over e14's (above 1: e14 is faster). "
-              f"{sd.Run(pf_csv.parent, pf).provenance()}.")
+    side_step_table("encoder_prefetch", pf_csv, PREFETCH_STEP, ["e6_best", "e10_fastest_gemms"],
+                    f"e14_l2_prefetch (e10 with each block's second LayerNorm requesting the first half of "
+                    f"the next block's weights into L2; stages/encoder/e14_l2_prefetch/NOTES.md) against "
+                    f"e10_fastest_gemms, e6_best and timm in a CUDA graph, {where}.")
 else:
     ctx.missing("table", "encoder_prefetch", "no run folder on this GPU has encoder_prefetch/encoder_prefetch.csv "
                 "(experiments/specs/encoder_prefetch.toml writes it)")
+
+# %% [markdown]
+# ## The GEMM-ceiling judgment: the fastest step against e6_best and every PyTorch anchor
+#
+# experiments/specs/encoder_gemm_ceiling.toml (a side experiment: e6_best and e14_l2_prefetch
+# against timm in a CUDA graph and torch.compile in a CUDA graph, 3 interleaved rounds, one
+# sitting), from the newest run folder on this run's GPU that has it. The SM clock columns show
+# the power limit at work at batch 256.
+
+# %%
+gc_csv = newest_side("*/encoder_gemm_ceiling/encoder_gemm_ceiling.csv")
+if gc_csv is not None:
+    side_step_table("encoder_gemm_ceiling", gc_csv, PREFETCH_STEP, ["e6_best"],
+                    f"The fastest step, e14_l2_prefetch, against e6_best, timm in a CUDA graph and "
+                    f"torch.compile (max-autotune) in a CUDA graph in one sitting, {where}, with the SM "
+                    f"clock of e14's and torch.compile's rows.", clocks=[PREFETCH_STEP, COMPILE])
+else:
+    ctx.missing("table", "encoder_gemm_ceiling", "no run folder on this GPU has "
+                "encoder_gemm_ceiling/encoder_gemm_ceiling.csv (experiments/specs/encoder_gemm_ceiling.toml writes it)")
 
 # %% [markdown]
 # ## FP8 (E4M3): e12_fp8 against the fastest fp16 steps, per GEMM, and its accuracy

@@ -467,6 +467,7 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
     write_small_m_probe(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_fp8(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_prefetch(folder, gpu, run_id=run_id, commit=commit, utc=utc)
+    write_gemm_ceiling(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     return folder
 
 
@@ -494,6 +495,21 @@ def write_prefetch(folder, gpu, *, run_id, commit, utc):
         (1, {"e6_best": 437.0, "e10_fastest_gemms": 437.0, "e14_l2_prefetch": 420.5, "pytorch_timm_graph": 692.0}),
         (256, {"e6_best": 18400.0, "e10_fastest_gemms": 17520.0, "e14_l2_prefetch": 17660.0,
                "pytorch_timm_graph": 21940.0})))
+
+
+def write_gemm_ceiling(folder, gpu, *, run_id, commit, utc):
+    """The GEMM-ceiling judgment as the encoder_gemm_ceiling spec writes it (e6_best,
+    e14_l2_prefetch, timm and torch.compile in CUDA graphs at batch 1, 32 and 256)."""
+    def fields(v, us):
+        return {"sm_clock_mhz": 1965 if v.startswith("pytorch_") else (1440 if us > 10000 else 1980)}
+
+    write_side_encoder(folder, "encoder_gemm_ceiling", _base(run_id, commit, gpu, utc), (
+        (1, {"e6_best": 439.0, "e14_l2_prefetch": 421.9, "pytorch_timm_graph": 695.6,
+             "pytorch_timm_compile_graph": 736.9}),
+        (32, {"e6_best": 2288.6, "e14_l2_prefetch": 2132.8, "pytorch_timm_graph": 3198.5,
+              "pytorch_timm_compile_graph": 3506.6}),
+        (256, {"e6_best": 18288.9, "e14_l2_prefetch": 17132.6, "pytorch_timm_graph": 21866.2,
+               "pytorch_timm_compile_graph": 19593.6})), fields)
 
 
 def write_fp8(folder, gpu, *, run_id, commit, utc):

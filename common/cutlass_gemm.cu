@@ -406,8 +406,9 @@ bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
     ch.splits = integer(f[9]);
     ch.us = std::stof(f[10]);
     k.candidates = f[11];
-    if (k.gpu.empty() || k.candidates.empty() || k.m <= 0 || k.n <= 0 || k.k <= 0 || (residual != 0 && residual != 1) || ch.kernel.empty() ||
-        (ch.raster != 0 && ch.raster != 1) || ch.swizzle < 1 || ch.splits < 0)
+    if (k.gpu.empty() || k.candidates.empty() || k.m <= 0 || k.n <= 0 || k.k <= 0 ||
+        (residual != 0 && residual != 1) || ch.kernel.empty() || (ch.raster != 0 && ch.raster != 1) ||
+        ch.swizzle < 1 || ch.splits < 0)
       return false;
     key = k;
     c = ch;

@@ -110,9 +110,10 @@ class CutlassCache {
 // when neither memory nor the disk cache has a choice). The search times every candidate once
 // (5 runs, median), then the six fastest kernels again (each in its fastest configuration), in
 // turns, and keeps the fastest of those: at 50432 rows the first sweep's times drift by ~10% as
-// the GPU heats up and throttles, which would otherwise favour whichever kernel ran first. Throws StudyError(Usage) for shapes no
-// compiled kernel can run (k or n not a multiple of 8, misaligned pointers), StudyError(Library)
-// when CUTLASS is unavailable, and StudyError(Usage) when a search would run inside a capture.
+// the GPU heats up and throttles, which would otherwise favour whichever kernel ran first.
+// Throws StudyError(Usage) for shapes no compiled kernel can run (k or n not a multiple of 8,
+// misaligned pointers), StudyError(Library) when CUTLASS is unavailable, and StudyError(Usage)
+// when a search would run inside a capture.
 struct RunOptions {
   // Launch with programmatic dependent launch, so that the kernel's prologue (barriers, TMA
   // descriptors) overlaps the tail of the previous kernel on the stream; it waits for that kernel

@@ -317,7 +317,7 @@ struct LnKernel : Entry<LnKernel<kTileM, kTileN, kClusterM, kClusterN, Schedule,
 // The clustered ping-pong tiles read fewer operand bytes from L2 per FLOP (a 128x128 ping-pong
 // fc1 runs with L2 80% busy): 128x128 in 2x1 clusters shares each W tile between two row tiles
 // (24 KB per 64-deep k-block instead of 32); 192x96 and 192x128 in 1x2 clusters share each X
-// tile between two column tiles (36 and 40 KB per k-block for 2.4 and 3.1 MFLOP, against 40 KB
+// tile between two column tiles (24 and 28 KB per k-block for 2.4 and 3.1 MFLOP, against 40 KB
 // for 2.1 MFLOP at 64x256), and 192 rows make 33 row tiles at 6304 rows: whole waves for every
 // encoder width with 96 columns (2, 6, 8 for 768, 2304, 3072) and for fc1 with 128 (6).
 template <Activation kAct, bool kResidual>

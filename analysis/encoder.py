@@ -549,9 +549,9 @@ if rows:
                         + f" of the measured GEMM rate ({gemm_ceiling:,.0f} TFLOP/s), with the SM clock at "
                         f"{top['SM MHz'].iloc[0]:,.0f} MHz (eager breakdown; launch gaps included).")
     ctx.table("encoder_gemms", sd.markdown_table(
-        gt, {"batch": sd.fmt_int, "us": sd.fmt_us, "TFLOP/s": lambda x: f"{x:,.0f}",
+        gt, {"batch": sd.fmt_int, "us": sd.fmt_us, "TFLOP/s": fmt_rate,
              "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%",
-             "SM MHz": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"}),
+             "SM MHz": fmt_rate}),
         f"The block GEMMs of one eager forward at {where}: device time summed over the layers "
         f"(CUDA events around each component, so launch gaps count against it; the MLP's two "
         f"GEMMs and epilogues are one component), achieved TFLOP/s and its share of the run's "
@@ -1052,7 +1052,7 @@ def side_step_table(name, csv, step, compared, caption, clocks=()):
     show = pd.DataFrame(rows)
     fmt = {c: fmt_ms_3dp for c in show.columns if c.endswith(" ms")}
     fmt.update({c: sd.fmt_ratio for c in show.columns if c.startswith("x ")})
-    fmt.update({c: (lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}") for c in show.columns if c.endswith(" MHz")})
+    fmt.update({c: fmt_rate for c in show.columns if c.endswith(" MHz")})
     fmt["batch"] = sd.fmt_int
     ctx.table(name, sd.markdown_table(show, fmt),
               f"{caption} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "

@@ -341,7 +341,8 @@ std::vector<KernelEntry> all_kernels() {
       Kernel<64, 192, 1, 1, Pingpong, kAct, kResidual>::entry("64x192x64_c1x1_pingpong"),
       Kernel<64, 256, 1, 1, Pingpong, kAct, kResidual>::entry("64x256x64_c1x1_pingpong"),
   };
-  for (const auto& k : clustered_pingpong_kernels<kAct, kResidual>()) kernels.push_back(k);
+  const auto clustered = clustered_pingpong_kernels<kAct, kResidual>();
+  kernels.insert(kernels.end(), clustered.begin(), clustered.end());
   return kernels;
 }
 
@@ -355,7 +356,8 @@ std::vector<KernelEntry> fc1_kernels() {
       Kernel<64, 128, 1, 1, Pingpong, kAct, false>::entry("64x128x64_c1x1_pingpong"),
       Kernel<64, 256, 1, 1, Pingpong, kAct, false>::entry("64x256x64_c1x1_pingpong"),
   };
-  for (const auto& k : clustered_pingpong_kernels<kAct, false>()) kernels.push_back(k);
+  const auto clustered = clustered_pingpong_kernels<kAct, false>();
+  kernels.insert(kernels.end(), clustered.begin(), clustered.end());
   return kernels;
 }
 

@@ -68,6 +68,17 @@ def build_weights(kind, model_name, image_size, seed):
     return model
 
 
+def make_images(count, image_size, seed):
+    """The compared N(0, 1) images (rounded to fp16) and, drawn after them from the same
+    generator, CALIBRATION_IMAGES other ones for the FP8 step's static scales."""
+    import torch
+    gen = torch.Generator().manual_seed(seed + 1)
+    shape = (3, image_size, image_size)
+    images = torch.randn(count, *shape, generator=gen).half().float()
+    calibration = torch.randn(CALIBRATION_IMAGES, *shape, generator=gen).half().float()
+    return images, calibration
+
+
 def metrics(logits, ref):
     """rel L2 and top-1 agreement over all images, and the agreement over the images whose
     top-1/top-2 margin (in the reference) exceeds DECISIVE x the forward's own RMS logit error
@@ -129,10 +140,7 @@ def main(argv=None):
     work = args.out / "work"
     work.mkdir(exist_ok=True)
     dev = torch.device("cuda")
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    shape = (3, args.image_size, args.image_size)
-    images = torch.randn(args.images, *shape, generator=gen).half().float()
-    calibration = torch.randn(CALIBRATION_IMAGES, *shape, generator=gen).half().float()
+    images, calibration = make_images(args.images, args.image_size, args.seed)
     images_path, calibration_path = work / "images.safetensors", work / "calibration.safetensors"
     fx.save_safetensors({"images": images}, images_path, {})
     fx.save_safetensors({"images": calibration}, calibration_path, {})

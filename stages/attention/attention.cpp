@@ -51,9 +51,9 @@ std::string check_tiled(const Problem& p) {
   return {};
 }
 
-void require_aligned(const Args& a, unsigned bytes, const char* version) {
+void require_aligned(const void* qkv, const void* out, unsigned bytes, const char* version) {
   const auto misaligned = [bytes](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % bytes; };
-  if (misaligned(a.qkv) || misaligned(a.out))
+  if (misaligned(qkv) || misaligned(out))
     throw study::StudyError(study::ErrorKind::Usage, std::string(version) + ": qkv and out must be " +
                                                          std::to_string(bytes) + "-byte aligned");
 }

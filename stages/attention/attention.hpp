@@ -7,6 +7,7 @@
 // encoder swap versions by name.
 #pragma once
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
@@ -29,7 +30,13 @@ struct Args {
 // The shared version record (common/version.hpp). Its bench_max_work is in flops (flops()
 // below): above it the bench writes a `skipped` row unless --force, because the version would
 // take minutes per call.
-using Version = study::VersionRecord<Problem, Args>;
+struct Version : study::VersionRecord<Problem, Args> {
+  // Versions that can also write out in E4M3, as saturate(out * *inv_scale) with a static scale
+  // on the device: the input of an FP8 projection GEMM, without a quantizing pass over an fp16
+  // copy. Null for the others.
+  void (*launch_e4m3)(const Problem&, const __half* qkv, __nv_fp8_e4m3* out, const float* inv_scale,
+                      cudaStream_t) = nullptr;
+};
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
 const std::vector<Version>& versions();
@@ -47,6 +54,6 @@ std::string check_common(const Problem& p);
 std::string check_tiled(const Problem& p);
 // Throws StudyError(Usage) unless qkv and out are aligned to `bytes` (vector and cp.async
 // loads need it; cudaMalloc gives 256).
-void require_aligned(const Args& a, unsigned bytes, const char* version);
+void require_aligned(const void* qkv, const void* out, unsigned bytes, const char* version);
 
 }  // namespace attention

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <type_traits>
 #include "tiles.cuh"
 
 namespace attention::flash {
@@ -46,12 +48,14 @@ inline float scale_log2() { return 1.4426950408889634f / std::sqrt(static_cast<f
 
 // Where this block's head (blockIdx.y = head, blockIdx.z = batch) lives: its Q, K and V columns
 // in the packed [batch*tokens, 3 * heads * kD] QKV buffer (row stride `stride`), and its output
-// columns in the [batch*tokens, heads * kD] output (row stride `width`).
+// columns in the [batch*tokens, heads * kD] output (row stride `width`; fp16, or E4M3 for an
+// FP8 projection).
+template <class OutT = __half>
 struct HeadView {
   const __half *q, *k, *v;
-  __half* out;
+  OutT* out;
   int width, stride;
-  __device__ __forceinline__ HeadView(const __half* qkv, __half* o, int tokens, int heads)
+  __device__ __forceinline__ HeadView(const __half* qkv, OutT* o, int tokens, int heads)
       : width(heads * kD), stride(3 * heads * kD) {
     const int h = blockIdx.y, b = blockIdx.z;
     q = qkv + b * tokens * stride + h * kD;
@@ -199,11 +203,16 @@ __device__ __forceinline__ void p_fragment(uint32_t (&a)[4], const float (&s)[kN
 }
 
 // Normalizes a warp's 16 x kMTiles rows of O by their sums, stages them in `stage` (a swizzled
-// [16 * kMTiles][64] region only this warp uses) and writes them as whole 128-byte rows to
-// out rows row0.. (those past the sequence end are dropped).
-template <int kMTiles>
-__device__ __forceinline__ void store_rows(const Rows<kMTiles>& st, __half* stage, __half* out, int width,
-                                           int row0, int tokens, int lane) {
+// [16 * kMTiles][64] region only this warp uses) and writes them as whole rows to out rows
+// row0.. (those past the sequence end are dropped). fp16 out: 128-byte rows of O. E4M3 out (the
+// FP8 projection's input): saturate(O * out_scale), staged in fp16 and converted on the way out,
+// 64-byte rows; the double rounding (fp32 -> fp16 -> E4M3) can differ from a direct one only for
+// a value within fp16's rounding of an E4M3 midpoint, by one E4M3 step.
+template <int kMTiles, class OutT>
+__device__ __forceinline__ void store_rows(const Rows<kMTiles>& st, __half* stage, OutT* out, int width,
+                                           int row0, int tokens, int lane, float out_scale = 1.f) {
+  constexpr bool kE4M3 = std::is_same_v<OutT, __nv_fp8_e4m3>;
+  static_assert(kE4M3 || std::is_same_v<OutT, __half>, "fp16 or E4M3 output");
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -211,7 +220,7 @@ __device__ __forceinline__ void store_rows(const Rows<kMTiles>& st, __half* stag
       float sum = st.l[mt][hr];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = 1.f / sum;
+      const float inv = out_scale / sum;
       const int r = 16 * mt + (lane >> 2) + 8 * hr;
 #pragma unroll
       for (int n = 0; n < 8; ++n)
@@ -222,8 +231,18 @@ __device__ __forceinline__ void store_rows(const Rows<kMTiles>& st, __half* stag
 #pragma unroll
   for (int i = lane; i < 16 * kMTiles * kChunks; i += 32) {
     const int r = i / kChunks, c = i % kChunks, t = row0 + r;
-    if (t < tokens)
-      *reinterpret_cast<uint4*>(out + t * width + c * 8) = *reinterpret_cast<const uint4*>(stage + swizzle(r, c));
+    if (t >= tokens) continue;
+    const uint4 chunk = *reinterpret_cast<const uint4*>(stage + swizzle(r, c));
+    if constexpr (kE4M3) {
+      const __half2_raw* h = reinterpret_cast<const __half2_raw*>(&chunk);
+      uint2 q;
+      uint16_t* qh = reinterpret_cast<uint16_t*>(&q);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) qh[j] = __nv_cvt_halfraw2_to_fp8x2(h[j], __NV_SATFINITE, __NV_E4M3);
+      *reinterpret_cast<uint2*>(out + t * width + c * 8) = q;
+    } else {
+      *reinterpret_cast<uint4*>(out + t * width + c * 8) = chunk;
+    }
   }
 }
 

@@ -22,6 +22,7 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include <stdexcept>
 #include <type_traits>
 #include "attention/attention.hpp"
 #include "attention/flash.cuh"
@@ -68,9 +69,11 @@ constexpr bool exact_tail(Variant v) { return v != Variant::full_tail; }
 
 // kOneTile: the sequence fits in one key tile (tokens <= 64), which is then the last one. The
 // variant is a template parameter also so that each version's kernels are their own symbols.
-template <int kTailKeys, bool kOneTile, Variant kVariant>
+// OutT: fp16, or E4M3 scaled by *out_inv_scale (null for fp16) for an FP8 projection.
+template <int kTailKeys, bool kOneTile, Variant kVariant, class OutT>
 __global__ void __launch_bounds__(kThreads, 2)
-kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int heads, float scale_log2) {
+kernel(const __half* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads, float scale_log2,
+       const float* __restrict__ out_inv_scale) {
   static_assert(kTailKeys % 16 == 0 && kTailKeys >= 16 && kTailKeys <= kKeys, "16..64 keys by 16");
 #ifdef STUDY_WGMMA
   using namespace sm90;
@@ -85,7 +88,7 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
   // kernel that issues one under a branch it cannot prove uniform.
   const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
-  const HeadView head(qkv, out, tokens, heads);
+  const HeadView<OutT> head(qkv, out, tokens, heads);
   const int stride = head.stride;
   const __half *q_g = head.q, *k_g = head.k, *v_g = head.v;
   const int row0 = blockIdx.x * kRows;
@@ -207,18 +210,20 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
   else
     asm volatile("bar.sync 2, 128;\n" ::: "memory");
   const int warp_row0 = group * kGroupRows + 16 * warp;
-  store_rows(st, q_s + warp_row0 * kD, head.out, head.width, row0 + warp_row0, tokens, lane);
+  store_rows(st, q_s + warp_row0 * kD, head.out, head.width, row0 + warp_row0, tokens, lane,
+             out_inv_scale ? *out_inv_scale : 1.f);
 #else
   __trap();  // built without sm_90a: launch() refuses before getting here
 #endif
 }
 
-using Kernel = void (*)(const __half*, __half*, int, int, float);
+template <class OutT>
+using Kernel = void (*)(const __half*, OutT*, int, int, float, const float*);
 
 // The instantiation for a last tile of kTailKeys keys' width.
-template <int kTailKeys, Variant kVariant>
-Kernel pick(bool one_tile) {
-  return one_tile ? kernel<kTailKeys, true, kVariant> : kernel<kTailKeys, false, kVariant>;
+template <int kTailKeys, Variant kVariant, class OutT>
+Kernel<OutT> pick(bool one_tile) {
+  return one_tile ? kernel<kTailKeys, true, kVariant, OutT> : kernel<kTailKeys, false, kVariant, OutT>;
 }
 
 inline std::string unavailable() { return sm90::wgmma_unavailable(); }
@@ -228,23 +233,28 @@ inline std::string supports(const Problem& p) {
   return unavailable();
 }
 
-// Launches the kernel for problem p as version `name`, refusing what supports() refuses.
-// With an exact tail the last tile's products run at the width of its keys rounded up to 16;
-// otherwise at 64 like every tile. Each version's file instantiates only its own kernels.
-template <Variant kVariant>
-void launch(const Problem& p, const Args& a, cudaStream_t stream, const char* name) {
-  require_aligned(a, 16, name);
+// Launches the kernel for problem p as version `name`, refusing what supports() refuses, with
+// the output in fp16 (out_inv_scale null) or E4M3. With an exact tail the last tile's products
+// run at the width of its keys rounded up to 16; otherwise at 64 like every tile. Each
+// version's file instantiates only its own kernels.
+template <Variant kVariant, class OutT>
+void launch(const Problem& p, const __half* qkv, OutT* out, const float* out_inv_scale, cudaStream_t stream,
+            const char* name) {
+  constexpr bool kE4M3 = std::is_same_v<OutT, __nv_fp8_e4m3>;
+  require_aligned(qkv, out, kE4M3 ? 8 : 16, name);
+  if (kE4M3 != (out_inv_scale != nullptr))
+    throw std::invalid_argument(std::string(name) + ": an E4M3 output takes its scale, an fp16 one none");
   if (const auto why = supports(p); !why.empty())
     throw study::StudyError(study::ErrorKind::Usage, std::string(name) + ": " + why);
   const int tiles = (p.tokens + kKeys - 1) / kKeys;
   const int tail = p.tokens - (tiles - 1) * kKeys;  // 1..64 keys
   const int width = exact_tail(kVariant) ? (tail + 15) / 16 * 16 : kKeys;
   const bool one_tile = tiles == 1;
-  Kernel k = pick<kKeys, kVariant>(one_tile);
+  Kernel<OutT> k = pick<kKeys, kVariant, OutT>(one_tile);
   if constexpr (exact_tail(kVariant)) {
-    if (width == 16) k = pick<16, kVariant>(one_tile);
-    if (width == 32) k = pick<32, kVariant>(one_tile);
-    if (width == 48) k = pick<48, kVariant>(one_tile);
+    if (width == 16) k = pick<16, kVariant, OutT>(one_tile);
+    if (width == 32) k = pick<32, kVariant, OutT>(one_tile);
+    if (width == 48) k = pick<48, kVariant, OutT>(one_tile);
   }
   // Each instantiation is its own kernel: its attributes are set once, on first use.
   static std::once_flag configured[4][2];
@@ -254,8 +264,14 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream, const char* na
                                     cudaSharedmemCarveoutMaxShared));
   });
   const dim3 grid = head_grid(p.tokens, p.heads, p.batch, kRows);
-  k<<<grid, kThreads, kSmemBytes, stream>>>(a.qkv, a.out, p.tokens, p.heads, scale_log2());
+  k<<<grid, kThreads, kSmemBytes, stream>>>(qkv, out, p.tokens, p.heads, scale_log2(), out_inv_scale);
   LAUNCH_CHECK();
+}
+
+// The family's launch (fp16 output).
+template <Variant kVariant>
+void launch(const Problem& p, const Args& a, cudaStream_t stream, const char* name) {
+  launch<kVariant, __half>(p, a.qkv, a.out, nullptr, stream, name);
 }
 
 }  // namespace attention::flash_wgmma

@@ -5,7 +5,11 @@
 // reference, itself checked against the CPU reference.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+#include <algorithm>
+#include <cmath>
 #include <set>
+#include "check.hpp"
+#include "gpu.hpp"
 #include "gpu_test_main.hpp"
 #include "attention/harness.hpp"
 #include "random.hpp"
@@ -88,6 +92,57 @@ TEST_CASE("a head_dim other than 64 is computed or refused as declared") {
       check_shape({1, 50, 3, head_dim});
     }
   }
+}
+
+// The E4M3 output (Version::launch_e4m3) against the fp16 output the first test case checks,
+// times the scale: equal up to E4M3's rounding (half a step: 2^-4 relative, 2^-10 absolute at
+// the subnormal end; the fp16 staging's double rounding moves it by ~2^-11 at most), and
+// clamped at +-448. The scale makes the largest ~third of the magnitudes saturate.
+TEST_CASE("the E4M3 output, where the version has one, is the fp16 output scaled and rounded") {
+  if (!version().launch_e4m3) {
+    CHECK(std::string(STAGE_VERSION) != "v9_softmax_overlap");  // the FP8 encoder's attention has one
+    return;
+  }
+  const Problem shapes[] = {{1, 197, 12, 64}, {3, 197, 12, 64}, {3, 1, 12, 64}, {3, 17, 3, 64}, {2, 577, 12, 64}};
+  for (const auto& p : shapes) {
+    const auto seed = study::fresh_seed();
+    CAPTURE(p.batch);
+    CAPTURE(p.tokens);
+    CAPTURE(p.heads);
+    CAPTURE(seed);
+    const auto in = make_inputs(p, seed);
+    DeviceProblem dev(p, in);
+    const auto c = run_and_check(version(), p, in, dev, seed);
+    INFO(c.summary());
+    REQUIRE(c.cmp.ok);
+    std::vector<__half> out16(dev.out.size());
+    CUDA_CHECK(cudaMemcpy(out16.data(), dev.out.get(), dev.out.bytes(), cudaMemcpyDeviceToHost));
+    float amax = 0.f;
+    for (const __half h : out16) amax = std::max(amax, std::fabs(__half2float(h)));
+    const float inv_scale = 448.f / (0.7f * amax);
+    const auto scale = study::to_device(std::vector<float>{inv_scale});
+    study::DeviceBuffer<__nv_fp8_e4m3> out8(dev.out.size());
+    study::poison(out8);  // 0xFF: NaN in E4M3
+    version().launch_e4m3(p, dev.qkv.get(), out8.get(), scale.get(), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const auto got8 = study::to_host(out8);
+    std::size_t bad = 0, saturated = 0, first_bad = 0;
+    for (std::size_t i = 0; i < got8.size(); ++i) {
+      const float x = __half2float(out16[i]) * inv_scale;
+      const float want = std::fmin(std::fmax(x, -448.f), 448.f);
+      const float got = static_cast<float>(got8[i]);
+      saturated += std::fabs(x) > 448.f;
+      if (!(std::fabs(got - want) <= 0.07f * std::fabs(want) + 0x1p-9f) && bad++ == 0) first_bad = i;
+    }
+    INFO("first mismatch at element " << first_bad << ": got " << static_cast<float>(got8[first_bad]) << ", want "
+                                      << __half2float(out16[first_bad]) * inv_scale);
+    CHECK(bad == 0);
+    CHECK(saturated > 0);  // the clamp was exercised
+  }
+  const Problem p{1, 17, 3, 64};
+  const DeviceProblem dev(p, make_inputs(p, study::fresh_seed()));
+  study::DeviceBuffer<__nv_fp8_e4m3> out8(dev.out.size());
+  CHECK_THROWS(version().launch_e4m3(p, dev.qkv.get(), out8.get(), nullptr, nullptr));  // no scale
 }
 
 TEST_CASE("empty and oversized problems are refused") {

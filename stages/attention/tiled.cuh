@@ -318,7 +318,7 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
 // Grid: (query tiles of kWarps * 16 rows, heads, batch).
 template <int kWarps, Loads L, Scores S, KLayout KL>
 void launch(const Problem& p, const Args& a, cudaStream_t stream, const char* name) {
-  require_aligned(a, 16, name);
+  require_aligned(a.qkv, a.out, 16, name);
   constexpr int bytes = smem_bytes<kWarps, S>();
   auto* fn = kernel<kWarps, L, S, KL>;
   static const bool opted_in = [&] {  // above 48 KB a kernel must ask for its shared memory

@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
                             " mlp=" + c.mlp + (c.cutlass_gemms ? " gemms=cutlass" : "") +
                             (c.cublaslt_candidates ? "+cublaslt" : "") + (c.split_gemms ? "+split" : "") +
                             (c.pdl ? " pdl" : "") +
-                            (c.ln_folded ? " lnfold" : "") + (c.fp8 ? " fp8" : "") + (c.l2_prefetch ? " l2_prefetch" : "") +
+                            (c.ln_folded ? " lnfold" : "") + (c.fp8 ? " fp8" : "") +
+                            (c.attention_e4m3 ? " attn_e4m3" : "") + (c.l2_prefetch ? " l2_prefetch" : "") +
                             (resolved.empty() ? "" : " (best: " + resolved + ")") +
                             (layers > 0 ? " layers=" + std::to_string(layers) : "");
 

@@ -22,6 +22,7 @@ std::string Composition::describe() const {
   if (cublaslt_candidates) s += ",cublaslt";
   if (split_gemms) s += ",split";
   if (fp8) s += ",fp8";
+  if (attention_e4m3) s += ",attn8";
   if (persistent) s += ",persistent";
   if (l2_prefetch) s += ",prefetch";
   return s;
@@ -89,6 +90,8 @@ std::string why_unavailable(const Composition& c) {
     if (auto why = study::cutlass_gemm::unavailable(); !why.empty()) return "the CUTLASS GEMM layer: " + why;
   if (c.fp8)
     if (auto why = study::fp8::unavailable(); !why.empty()) return "the FP8 GEMM layer: " + why;
+  if (c.attention_e4m3 && !attention::find_version(c.attention).launch_e4m3)
+    return "attention " + c.attention + " writes no E4M3 output";
   if (c.persistent)
     if (auto why = persistent::unavailable(); !why.empty()) return "the persistent kernel: " + why;
   return {};
@@ -167,6 +170,10 @@ const std::vector<Step>& ladder() {
          "e10 with each block's second LayerNorm kernel requesting the first half of the next block's weights "
          "into L2: its QKV and projection GEMMs read their weights from L2 instead of DRAM",
          with(lib, true, true, 1, true)},
+        {"e15_fp8_attention_e4m3",
+         "e12 with the attention writing the projection's E4M3 input itself (static scale): no quantizing pass "
+         "over an fp16 copy",
+         with(lib, true, true, 1, true)},
     };
     return s;
   }();
@@ -188,9 +195,10 @@ Composition cutlass_composition(std::string* resolved, bool pdl, bool ln_folded,
   return c;
 }
 
-Composition fp8_composition(std::string* resolved) {
+Composition fp8_composition(std::string* resolved, bool attention_e4m3) {
   Composition c = best_composition(resolved);
   c.fp8 = true;
+  c.attention_e4m3 = attention_e4m3;
   c.mlp = "fp8_tensor";
   return c;
 }
@@ -217,6 +225,7 @@ Composition find_step(const std::string& name) {
   if (name == "e12_fp8") return fp8_composition(nullptr);
   if (name == "e13_persistent") return persistent_composition(nullptr);
   if (name == "e14_l2_prefetch") return prefetch_composition(nullptr);
+  if (name == "e15_fp8_attention_e4m3") return fp8_composition(nullptr, true);
   std::string known;
   for (const auto& s : ladder()) {
     if (name == s.name) return s.composition;

@@ -38,6 +38,10 @@ struct Composition {
   // one): weights quantized per tensor when the forward is set up, activations with the static
   // scales of the weights' Fp8Calibration; LayerNorms write E4M3, the residual stream stays fp16.
   bool fp8 = false;
+  // With fp8: the attention writes the projection's E4M3 input itself (attention::Version::
+  // launch_e4m3, with the projection input's static scale) instead of an fp16 output that one
+  // more pass quantizes.
+  bool attention_e4m3 = false;
   // Every block in one persistent kernel (persistent.hpp): its own GEMM and attention tiles,
   // LayerNorms in the GEMMs' prologues, grid barriers between phases; the layernorm, attention
   // and mlp versions then only serve the final LayerNorm (layernorm) or nothing.
@@ -47,7 +51,7 @@ struct Composition {
   // find those weights in L2 instead of DRAM (at batch 1 every GEMM waits on DRAM; e14's NOTES).
   bool l2_prefetch = false;
   // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
-  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8][,persistent]
+  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8][,attn8][,persistent]
   // [,prefetch]", one fixed format.
   std::string describe() const;
 };
@@ -58,8 +62,8 @@ struct Step {
   Composition composition;
 };
 
-// e1_library ... e14_l2_prefetch in ladder order. The family versions of e6_best and the steps
-// after it are resolved for this build and GPU by best_composition().
+// e1_library ... e15_fp8_attention_e4m3 in ladder order. The family versions of e6_best and the
+// steps after it are resolved for this build and GPU by best_composition().
 const std::vector<Step>& ladder();
 // A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
 Composition find_step(const std::string& name);
@@ -77,8 +81,9 @@ Composition best_composition(std::string* resolved = nullptr);
 Composition cutlass_composition(std::string* resolved = nullptr, bool pdl = false, bool ln_folded = false,
                                 bool cublaslt_candidates = false, bool split_gemms = false);
 
-// e12_fp8: e6_best with the four GEMMs of every block in FP8 (MLP version fp8_tensor).
-Composition fp8_composition(std::string* resolved = nullptr);
+// e12_fp8: e6_best with the four GEMMs of every block in FP8 (MLP version fp8_tensor);
+// e15_fp8_attention_e4m3 (attention_e4m3): with the attention writing the projection's E4M3 input.
+Composition fp8_composition(std::string* resolved = nullptr, bool attention_e4m3 = false);
 
 // e13_persistent: e6_best with every block in the persistent kernel.
 Composition persistent_composition(std::string* resolved = nullptr);

@@ -212,6 +212,11 @@ struct Forward::Impl {
       throw study::StudyError(study::ErrorKind::Usage,
                               "the persistent kernel computes the blocks itself: no FP8, folded LayerNorm, CUTLASS "
                               "GEMMs or L2 prefetch with it");
+    if (c.attention_e4m3 && (!c.fp8 || !attn.launch_e4m3))
+      throw study::StudyError(study::ErrorKind::Usage,
+                              std::string("an E4M3 attention output feeds the FP8 projection: it needs the FP8 "
+                                          "forward and an attention version that writes E4M3, not ") +
+                                  attn.name);
     if (c.l2_prefetch && (c.fp8 || c.ln_folded || !layernorm::carries_prefetch(ln)))
       throw study::StudyError(study::ErrorKind::Usage,
                               std::string("the L2 prefetch rides on the LayerNorm family's kernel (Args::prefetch): "
@@ -503,11 +508,17 @@ struct Forward::Impl {
       op.bias = v.qkv_b;
       block_gemm({static_cast<int>(rows), 3 * D, D}, op, gemm, s);
     });
-    component("attention", s, [&] { attn.launch(l.attn, {b.qkv, b.attn}, s); });
+    component("attention", s, [&] {
+      if (q && c.attention_e4m3)  // the projection's input, in E4M3 (its fp16 form never exists)
+        attn.launch_e4m3(l.attn, b.qkv, l.act8.get(), q->in[Cal::Attention].inv_scale(), s);
+      else
+        attn.launch(l.attn, {b.qkv, b.attn}, s);
+    });
     observe_input(i, Cal::Attention, b.attn, rows * D, s);
     component("projection", s, [&] {
-      if (q) {  // attention writes fp16: quantized by one pass before the GEMM
-        study::fp8::quantize(b.attn, rows * D, q->in[Cal::Attention].inv_scale(), l.act8.get(), s);
+      if (q) {  // an fp16 attention output is quantized by one pass before the GEMM
+        if (!c.attention_e4m3)
+          study::fp8::quantize(b.attn, rows * D, q->in[Cal::Attention].inv_scale(), l.act8.get(), s);
         fp8_gemm(l, {static_cast<int>(rows), D, D}, q->in[Cal::Attention], q->proj, v.proj_b,
                  c.fused_residual ? b.x_in : nullptr, c.fused_residual ? b.x_mid : b.proj, s);
         return;

@@ -180,6 +180,12 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
   c.fp8 = false;
   c.l2_prefetch = true;
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("persistent"), study::StudyError);
+  c = step();
+  c.attention_e4m3 = true;  // an E4M3 attention output without the FP8 forward
+  c.fp8 = false;
+  c.persistent = false;
+  c.l2_prefetch = false;
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("E4M3"), study::StudyError);
   Problem bad = p;
   bad.image_size = 100;
   CHECK_FALSE(check_problem(bad).empty());

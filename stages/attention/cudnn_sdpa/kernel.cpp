@@ -64,7 +64,7 @@ std::string supports(const Problem& p) {
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   Plan& plan = plan_for(p);
   if (!plan.error.empty()) throw study::StudyError(study::ErrorKind::Library, plan.error);
-  require_aligned(a, 16, "cudnn_sdpa");
+  require_aligned(a.qkv, a.out, 16, "cudnn_sdpa");
   const size_t width = static_cast<size_t>(p.heads) * p.head_dim;
   __half* qkv = const_cast<__half*>(a.qkv);
   plan.execute({{plan.q, qkv}, {plan.k, qkv + width}, {plan.v, qkv + 2 * width}, {plan.o, a.out}}, stream);

@@ -76,7 +76,7 @@ kernel(const __half* __restrict__ qkv, __half* __restrict__ out, int tokens, int
 }
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  require_aligned(a, 16, "v7_flash_mma");
+  require_aligned(a.qkv, a.out, 16, "v7_flash_mma");
   static const bool configured = [] {  // as much shared memory per SM as there can be blocks
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));

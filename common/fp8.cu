@@ -117,66 +117,31 @@ __global__ void quantize_rows_kernel(const __half* __restrict__ w, int k, const 
     q[row * k + i] = e4m3(__half2float(w[row * k + i]) * s);  // the conversion saturates
 }
 
-// A warp normalizes rows row, row + warps, ... (kChunks chunks of 8 values per lane held in
-// registers between the statistics and the output; hidden <= 256 kChunks). gamma and beta,
-// times the output's inverse scale, are converted to fp32 once per warp and kept in registers,
-// and the next row's x is loaded while this one is normalized: per element one fp16 -> fp32
-// conversion (x) and half an fp32 -> E4M3 one remain. Converting x, gamma and beta for every
-// row, as one row per warp did, kept the SMs ~76% busy with DRAM at 56% (Nsight Compute, batch
-// 256: e15's NOTES). Two blocks per SM, one at hidden 1024 (whose fp32 gamma and beta would
-// spill at two).
-constexpr int ln_blocks_per_sm(int chunks) { return chunks <= 3 ? 2 : 1; }
+// One warp per row, kChunks chunks of 8 values per lane held in registers between the
+// statistics and the output (hidden <= 256 kChunks).
 template <int kChunks>
-__global__ void __launch_bounds__(kThreads, ln_blocks_per_sm(kChunks))
-layernorm_quantize_kernel(const __half* __restrict__ x, const __half* __restrict__ gamma,
-                          const __half* __restrict__ beta, int rows, int hidden, float eps,
-                          const float* __restrict__ inv_scale, e4m3* __restrict__ q) {
-  constexpr int kWarps = kThreads / 32;
-  const int lane = threadIdx.x & 31, warps = gridDim.x * kWarps;
+__global__ void layernorm_quantize_kernel(const __half* __restrict__ x, const __half* __restrict__ gamma,
+                                          const __half* __restrict__ beta, int rows, int hidden, float eps,
+                                          const float* __restrict__ inv_scale, e4m3* __restrict__ q) {
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows) return;
   const int chunks = hidden / 8;
+  float v[kChunks][8];
+  const float2 stats = warp_row_stats<kChunks>(x + static_cast<long long>(row) * hidden, hidden, eps, v);
+  const float mean = stats.x, rstd = stats.y;
   const float s = *inv_scale;
-  float gs[kChunks][8], bs[kChunks][8];
+  uint2* qr = reinterpret_cast<uint2*>(q + static_cast<long long>(row) * hidden);
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int idx = lane + 32 * c;
     if (idx >= chunks) continue;
-    load8(gamma + 8 * idx, gs[c]);
-    load8(beta + 8 * idx, bs[c]);
+    float g[8], b[8], y[8];
+    load8(gamma + 8 * idx, g);
+    load8(beta + 8 * idx, b);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      gs[c][j] *= s;
-      bs[c][j] *= s;
-    }
-  }
-  HalfVec<8> next[kChunks];
-  auto fetch = [&](int row) {
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int idx = lane + 32 * c;
-      next[c] = row < rows && idx < chunks ? HalfVec<8>::load(x + static_cast<long long>(row) * hidden + 8 * idx)
-                                           : HalfVec<8>{};
-    }
-  };
-  int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  fetch(row);
-  for (; row < rows; row += warps) {
-    HalfVec<8> cur[kChunks];
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) cur[c] = next[c];
-    fetch(row + warps);
-    float v[kChunks][8];
-    const float2 stats = warp_row_stats<kChunks>([&](int i) { return cur[(i - lane) / 32]; }, hidden, eps, v);
-    const float mean = stats.x, rstd = stats.y;
-    uint2* qr = reinterpret_cast<uint2*>(q + static_cast<long long>(row) * hidden);
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int idx = lane + 32 * c;
-      if (idx >= chunks) continue;
-      float y[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) y[j] = fmaf((v[c][j] - mean) * rstd, gs[c][j], bs[c][j]);
-      qr[idx] = pack8(y, 1.f);
-    }
+    for (int j = 0; j < 8; ++j) y[j] = (v[c][j] - mean) * rstd * g[j] + b[j];
+    qr[idx] = pack8(y, s);
   }
 }
 
@@ -238,11 +203,9 @@ void layernorm_quantize(const __half* x, const __half* gamma, const __half* beta
   if (rows <= 0 || hidden <= 0 || hidden % 8 || hidden > kLayerNormMaxHidden)
     throw std::invalid_argument("fp8::layernorm_quantize: rows positive, hidden a multiple of 8 and <= " +
                                 std::to_string(kLayerNormMaxHidden));
-  // As many blocks as the SMs hold (the kernel's bound), fewer when there are fewer rows than warps.
   const int rows_per_block = kThreads / 32;
+  const unsigned grid = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
   const int chunks_per_lane = (hidden / 8 + 31) / 32;
-  const unsigned grid = static_cast<unsigned>(std::min<long long>(
-      (rows + rows_per_block - 1) / rows_per_block, 1LL * ln_blocks_per_sm(chunks_per_lane) * study::sm_count()));
   switch (chunks_per_lane) {
     case 1: layernorm_quantize_kernel<1><<<grid, kThreads, 0, stream>>>(x, gamma, beta, rows, hidden, eps, inv_scale, q); break;
     case 2: layernorm_quantize_kernel<2><<<grid, kThreads, 0, stream>>>(x, gamma, beta, rows, hidden, eps, inv_scale, q); break;

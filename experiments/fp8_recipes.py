@@ -32,7 +32,10 @@ Recipes (weight scale / activation scale / GEMMs in the format):
 
 For each weight set x recipe: logits rel L2 against timm fp32, top-1 agreement, and the images
 fp8_accuracy.py calls decisive (top-1/top-2 margin > 4x the forward's RMS logit error on that
-image) with the agreement on them. Writes recipes.csv (rewritten after every row, so a stopped
+image) with the agreement on them; also how many distinct top-1 classes the reference and the
+forward give over the images (untrained weights give nearly the same class for every image),
+the share of the logit error that is the same for every image, and the agreement with that
+shared part removed (an upper bound for correcting the logits' bias). Writes recipes.csv (rewritten after every row, so a stopped
 run keeps what it measured) and recipes.txt into --out; one progress line per weight set x recipe
 on stderr. Exit 0 when it ran (it reports, it does not judge), 2 on bad use or a missing torch /
 timm.
@@ -96,7 +99,8 @@ CSV_COLUMNS = [
     "weights", "recipe", "format", "weight_scale", "activation_scale", "gemms",
     "finite", "logits_rel_l2", "max_abs_logit_difference", "top1_agreement", "disagreements",
     "decisive_images", "top1_agreement_decisive", "disagreements_decisive",
-    "median_margin_over_rms_error", "saturated_fraction", "seconds"]
+    "median_margin_over_rms_error", "reference_classes", "reference_majority_share", "forward_classes",
+    "error_common_fraction", "top1_agreement_common_error_removed", "saturated_fraction", "seconds"]
 
 
 class UsageError(Exception):
@@ -248,6 +252,17 @@ def evaluate(logits, ref):
     m["disagreements"] = int((~agree).sum())
     m["disagreements_decisive"] = int((~agree & decisive).sum())
     m["median_margin_over_rms_error"] = ratio
+    # How much the images matter: untrained weights give nearly the same top-1 for every image.
+    ref_top, top = ref.argmax(1), logits.argmax(1)
+    m["reference_classes"] = int(ref_top.unique().numel())
+    m["reference_majority_share"] = float(ref_top.unique(return_counts=True)[1].max()) / len(ref_top)
+    m["forward_classes"] = int(top.unique().numel())
+    # The part of the error every image shares (its mean over the images), and the agreement
+    # with that part taken away: an upper bound for any correction of the logits' bias.
+    common = diff.mean(0, keepdim=True)
+    total = diff.norm().item()
+    m["error_common_fraction"] = common.norm().item() * math.sqrt(len(diff)) / total if total else 0.0
+    m["top1_agreement_common_error_removed"] = float(((logits.double() - common).argmax(1) == ref_top).double().mean())
     return m
 
 
@@ -329,7 +344,8 @@ def write_outputs(out, rows, header):
         w.writerows(rows)
     tmp.replace(out / "recipes.csv")
     lines = header + ["", f"{'weights':11s} {'recipe':28s} {'rel L2':>9s} {'top-1 agree':>11s} "
-                      f"{'decisive':>8s} {'agree there':>11s} {'margin/err':>10s} {'saturated':>9s}"]
+                      f"{'decisive':>8s} {'agree there':>11s} {'margin/err':>10s} {'classes':>9s} "
+                      f"{'common err':>10s} {'agree -common':>13s} {'saturated':>9s}"]
     last = None
     for r in rows:
         if last is not None and r["weights"] != last:
@@ -339,6 +355,8 @@ def write_outputs(out, rows, header):
         lines.append(f"{r['weights']:11s} {r['recipe']:28s} {r['logits_rel_l2']:9.3e} "
                      f"{r['top1_agreement']:11.2%} {r['decisive_images']:8d} "
                      f"{'-' if dec != dec else f'{dec:.2%}':>11s} {r['median_margin_over_rms_error']:10.3g} "
+                     f"{str(r['reference_classes']) + '/' + str(r['forward_classes']):>9s} "
+                     f"{r['error_common_fraction']:10.2f} {r['top1_agreement_common_error_removed']:13.2%} "
                      f"{r['saturated_fraction']:9.2e}")
     (out / "recipes.txt").write_text("\n".join(lines) + "\n")
 
@@ -374,8 +392,11 @@ def main(argv=None):
               f"Static scales: {STATIC_MARGIN:g} x amax over a fp32 forward of {fa.CALIBRATION_IMAGES} calibration "
               f"images / the format's largest value. Decisive: reference top-1/top-2 margin > {fa.DECISIVE:g}x the "
               "forward's RMS logit error on that image.",
-              "margin/err: median over images of that margin / RMS error; saturated: fraction of GEMM-input "
-              "elements clamped at the format's largest value.",
+              "margin/err: median over images of that margin / RMS error; classes: distinct top-1 classes over "
+              "the images, reference/forward; common err: the share of the error norm that every image shares (its "
+              "mean over the images); agree -common: top-1 agreement with that shared part taken away (a bound "
+              "for any logit bias correction); saturated: fraction of GEMM-input elements clamped at the format's "
+              "largest value.",
               f"commit {prov['commit']}, run {prov['run_id']}"]
 
     images, calibration = fa.make_images(args.images, args.image_size, args.seed)

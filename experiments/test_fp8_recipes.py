@@ -180,6 +180,19 @@ class Emulation(unittest.TestCase):
         with torch.no_grad():
             self.assertTrue(torch.equal(exact(x), lin(x)))
 
+    def test_evaluate_on_known_logits(self):
+        ref = torch.tensor([[3.0, 1.0, 0.0], [3.0, 0.0, 1.0], [0.0, 3.0, 1.0], [3.0, 2.9, 0.0]])
+        shift = torch.tensor([[0.0, 3.5, 0.0]])  # the same error on every image
+        m = fr.evaluate(ref + shift, ref)
+        self.assertEqual(m["reference_classes"], 2)
+        self.assertEqual(m["reference_majority_share"], 0.75)
+        self.assertEqual(m["forward_classes"], 1)  # class 1 wins everywhere
+        self.assertEqual(m["disagreements"], 3)
+        self.assertAlmostEqual(m["error_common_fraction"], 1.0)
+        self.assertEqual(m["top1_agreement_common_error_removed"], 1.0)
+        self.assertEqual(m["disagreements_decisive"], 0)  # margins 2, 2, 3, 0.1 against an RMS error of 2.02
+        self.assertEqual(m["decisive_images"], 0)
+
 
 @unittest.skipUnless(HAVE_TORCH, WHY)
 class TinyRun(unittest.TestCase):
@@ -223,6 +236,8 @@ class TinyRun(unittest.TestCase):
                 self.assertEqual(float(r["logits_rel_l2"]), 0.0)
                 self.assertEqual(int(r["decisive_images"]), 6)
                 self.assertEqual(int(r["disagreements"]), 0)
+                self.assertEqual(float(r["error_common_fraction"]), 0.0)
+                self.assertEqual(r["reference_classes"], r["forward_classes"])
 
     def test_e4m3_moves_the_logits(self):
         for r in self.rows:

@@ -1099,6 +1099,7 @@ else:
 
 # %%
 FP8_STEP = "e12_fp8"
+FP8_FUSED_STEP = "e15_fp8_attention_e4m3"
 fp8_csv = newest_side("*/encoder_fp8/encoder_fp8.csv")
 if fp8_csv is not None:
     f8, f8_med = side_ok(fp8_csv)
@@ -1127,7 +1128,8 @@ if fp8_csv is not None:
               f"(experiments/specs/encoder_fp8.toml, in {sd.show_path(fp8_csv.parent)}); "
               f"x fastest fp16 step = the faster fp16 step's time over e12_fp8's. "
               f"{sd.Run(fp8_csv.parent, f8).provenance()}.")
-    # Per GEMM at the largest batch: component time of the median round's eager breakdown.
+    # Per GEMM at the largest batch: component time of the median round's eager breakdown; e15's
+    # from the encoder_fp8_fused rows when a run has them (its projection has no quantizing pass).
     ceil8, ceil16 = sd.fp8_ceiling_tflops(run), run.ceilings().gemm_tflops
     f8_big = int(f8["batch"].max())
     hidden, _, depth = MODELS[key_model]
@@ -1135,9 +1137,13 @@ if fp8_csv is not None:
     gemm_flops = {"qkv": 2.0 * rows_big * 3 * hidden * hidden * depth,
                   "projection": 2.0 * rows_big * hidden * hidden * depth,
                   "mlp": 2.0 * 2 * rows_big * 4 * hidden * hidden * depth}
+    ff_csv = newest_side("*/encoder_fp8_fused/encoder_fp8_fused.csv")
+    per_gemm = [(f8, FP8_STEP, ceil8, "FP8"), (f8, "e6_best", ceil16, "fp16")]
+    if ff_csv is not None:
+        per_gemm.append((side_ok(ff_csv)[0], FP8_FUSED_STEP, ceil8, "FP8"))
     g_rows = []
-    for v, ceiling in ((FP8_STEP, ceil8), ("e6_best", ceil16)):
-        sel = f8[(f8["version"] == v) & (f8["batch"] == f8_big)].sort_values("median_us")
+    for d, v, ceiling, kind in per_gemm:
+        sel = d[(d["version"] == v) & (d["batch"] == f8_big)].sort_values("median_us")
         if not len(sel):
             continue
         parts_v = parse_breakdown(str(sel.iloc[len(sel) // 2]["note"]))
@@ -1145,21 +1151,40 @@ if fp8_csv is not None:
             if comp in parts_v:
                 t = fl / (parts_v[comp] * 1e-6) / 1e12
                 g_rows.append({"step": v, "GEMM": comp, "ms": parts_v[comp] / 1e3, "TFLOP/s": t,
-                               "% of ceiling": 100 * t / ceiling if ceiling else np.nan,
-                               "ceiling": "FP8" if v == FP8_STEP else "fp16"})
+                               "% of ceiling": 100 * t / ceiling if ceiling else np.nan, "ceiling": kind})
     if g_rows:
         ctx.table("encoder_fp8_gemms", sd.markdown_table(pd.DataFrame(g_rows), {
             "ms": lambda x: f"{x:.2f}", "TFLOP/s": lambda x: f"{x:,.0f}",
             "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
             f"Per-GEMM throughput at batch {f8_big}, {where}, from the eager breakdown of the median "
-            f"round (summed over the layers; projection includes e12's quantizing pass over the "
-            f"attention output; MLP is fc1 + fc2): against the FP8 ceiling "
-            f"({fmt_rate(ceil8)} TFLOP/s, `ceilings`' gemm_fp8 row on this GPU) for e12_fp8 and "
-            f"the fp16 ceiling ({fmt_rate(ceil16)} TFLOP/s) for e6_best.")
+            f"round (summed over the layers; e12_fp8's projection includes its quantizing pass over the "
+            f"attention output, which {FP8_FUSED_STEP} does not have; MLP is fc1 + fc2): against the FP8 "
+            f"ceiling ({fmt_rate(ceil8)} TFLOP/s, `ceilings`' gemm_fp8 row on this GPU) for the FP8 "
+            f"steps and the fp16 ceiling ({fmt_rate(ceil16)} TFLOP/s) for e6_best. The {FP8_FUSED_STEP} "
+            f"rows are from the encoder_fp8_fused run (another sitting).")
 else:
     ctx.missing("table", "encoder_fp8", "no run folder on this GPU has encoder_fp8/encoder_fp8.csv "
                 "(experiments/specs/encoder_fp8.toml writes it)")
     ctx.missing("table", "encoder_fp8_gemms", "no encoder_fp8 rows on this GPU")
+
+# %% [markdown]
+# ## FP8 without the quantizing pass: e15 against e12, the fastest fp16 step and torch.compile
+#
+# experiments/specs/encoder_fp8_fused.toml (a side experiment: e12_fp8, e14_l2_prefetch,
+# e15_fp8_attention_e4m3 and torch.compile in a CUDA graph, 3 interleaved rounds).
+
+# %%
+ff_csv = newest_side("*/encoder_fp8_fused/encoder_fp8_fused.csv")
+if ff_csv is not None:
+    side_step_table("encoder_fp8_fused", ff_csv, FP8_FUSED_STEP, [FP8_STEP, PREFETCH_STEP],
+                    f"{FP8_FUSED_STEP} (e12_fp8 with the attention writing the projection's E4M3 input "
+                    f"itself; stages/encoder/{FP8_FUSED_STEP}/NOTES.md) against e12_fp8, the fastest fp16 "
+                    f"step e14_l2_prefetch and torch.compile (max-autotune) in a CUDA graph, {where}, with "
+                    f"the SM clock of the FP8 step's and torch.compile's rows. The FP8 target: at most half "
+                    f"of torch.compile's time at batch 256.", clocks=[FP8_FUSED_STEP, COMPILE])
+else:
+    ctx.missing("table", "encoder_fp8_fused", "no run folder on this GPU has "
+                "encoder_fp8_fused/encoder_fp8_fused.csv (experiments/specs/encoder_fp8_fused.toml writes it)")
 
 acc_json = newest_side("*/fp8_accuracy/accuracy.json")
 if acc_json is not None:

@@ -468,6 +468,7 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
     write_fp8(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_prefetch(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_gemm_ceiling(folder, gpu, run_id=run_id, commit=commit, utc=utc)
+    write_fp8_fused(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     return folder
 
 
@@ -510,6 +511,27 @@ def write_gemm_ceiling(folder, gpu, *, run_id, commit, utc):
               "pytorch_timm_compile_graph": 3506.6}),
         (256, {"e6_best": 18288.9, "e14_l2_prefetch": 17132.6, "pytorch_timm_graph": 21866.2,
                "pytorch_timm_compile_graph": 19593.6})), fields)
+
+
+def write_fp8_fused(folder, gpu, *, run_id, commit, utc):
+    """The encoder_fp8_fused spec's rows: e12_fp8, e14_l2_prefetch and e15_fp8_attention_e4m3 at
+    batch 1, 32 and 256 (the FP8 steps with eager breakdowns), torch.compile in a CUDA graph."""
+    def fields(v, us):
+        fp8 = v.startswith(("e12", "e15"))
+        note = "synthetic" if not fp8 else (
+            f"synthetic; eager breakdown us: patch_embed={0.015 * us:.1f} layernorm={0.075 * us:.1f} "
+            f"qkv={0.17 * us:.1f} attention={0.16 * us:.1f} projection={(0.11 if v.startswith('e12') else 0.08) * us:.1f} "
+            f"mlp={0.45 * us:.1f} head={us / 1000.0:.1f}")
+        clock = 1965 if v.startswith("pytorch_") else (1720 if fp8 and us > 10000 else 1425 if us > 10000 else 1980)
+        return {"sm_clock_mhz": clock, "precision": "fp8_e4m3" if fp8 else "fp16", "note": note}
+
+    write_side_encoder(folder, "encoder_fp8_fused", _base(run_id, commit, gpu, utc), (
+        (1, {"e12_fp8": 423.2, "e14_l2_prefetch": 421.1, "e15_fp8_attention_e4m3": 408.9,
+             "pytorch_timm_compile_graph": 727.7}),
+        (32, {"e12_fp8": 1660.8, "e14_l2_prefetch": 2119.7, "e15_fp8_attention_e4m3": 1622.4,
+              "pytorch_timm_compile_graph": 3610.4}),
+        (256, {"e12_fp8": 12236.2, "e14_l2_prefetch": 17126.3, "e15_fp8_attention_e4m3": 11913.3,
+               "pytorch_timm_compile_graph": 19824.1})), fields)
 
 
 def write_fp8(folder, gpu, *, run_id, commit, utc):

@@ -35,9 +35,10 @@ fp8_accuracy.py calls decisive (top-1/top-2 margin > 4x the forward's RMS logit 
 image) with the agreement on them; also how many distinct top-1 classes the reference and the
 forward give over the images (untrained weights give nearly the same class for every image),
 the share of the logit error that is the same for every image, and the agreement with that
-shared part removed (an upper bound for correcting the logits' bias). Writes recipes.csv (rewritten after every row, so a stopped
-run keeps what it measured) and recipes.txt into --out; one progress line per weight set x recipe
-on stderr. Exit 0 when it ran (it reports, it does not judge), 2 on bad use or a missing torch /
+shared part removed (an oracle constant correction of the logits: the least-squares shift,
+fitted on the compared images themselves). Writes recipes.csv (rewritten after every row, so a
+stopped run keeps what it measured) and recipes.txt into --out; one progress line per weight set
+x recipe on stderr. Exit 0 when it ran (it reports, it does not judge), 2 on bad use or a missing torch /
 timm.
 """
 import argparse
@@ -258,7 +259,8 @@ def evaluate(logits, ref):
     m["reference_majority_share"] = float(ref_top.unique(return_counts=True)[1].max()) / len(ref_top)
     m["forward_classes"] = int(top.unique().numel())
     # The part of the error every image shares (its mean over the images), and the agreement
-    # with that part taken away: an upper bound for any correction of the logits' bias.
+    # with that part taken away: an oracle constant correction of the logits (the least-squares
+    # shift, fitted on these very images).
     common = diff.mean(0, keepdim=True)
     total = diff.norm().item()
     m["error_common_fraction"] = common.norm().item() * math.sqrt(len(diff)) / total if total else 0.0
@@ -394,8 +396,8 @@ def main(argv=None):
               "forward's RMS logit error on that image.",
               "margin/err: median over images of that margin / RMS error; classes: distinct top-1 classes over "
               "the images, reference/forward; common err: the share of the error norm that every image shares (its "
-              "mean over the images); agree -common: top-1 agreement with that shared part taken away (a bound "
-              "for any logit bias correction); saturated: fraction of GEMM-input elements clamped at the format's "
+              "mean over the images); agree -common: top-1 agreement with that shared part taken away (an oracle "
+              "constant correction of the logits); saturated: fraction of GEMM-input elements clamped at the format's "
               "largest value.",
               f"commit {prov['commit']}, run {prov['run_id']}"]
 

@@ -1029,11 +1029,22 @@ def fmt_ms_3dp(ms):
 # this run's GPU that has it.
 
 # %%
-def side_step_table(name, csv, step, compared, caption, clocks=()):
-    """A side experiment's table, one row per batch: the medians across rounds (ms) of `compared`,
-    `step` and the anchors the rows have; "x v" = v's time over the step's for v in `compared` and
-    the anchors (above 1: the step is faster); "v MHz" = the median SM clock of v's rows for v
-    in `clocks`."""
+def side_csv(name):
+    """The newest rows of side experiment `name` on this run's GPU (experiments/specs/<name>.toml
+    writes `<run folder>/<name>/<name>.csv`); None when there are none."""
+    return newest_side(f"*/{name}/{name}.csv")
+
+
+def side_step_table(name, step, compared, caption, clocks=()):
+    """Side experiment `name`'s table, one row per batch: the medians across rounds (ms) of
+    `compared`, `step` and the anchors the rows have; "x v" = v's time over the step's for v in
+    `compared` and the anchors (above 1: the step is faster); "v MHz" = the median SM clock of v's
+    rows for v in `clocks`. Reported missing when no run folder on this GPU has its rows."""
+    csv = side_csv(name)
+    if csv is None:
+        ctx.missing("table", name, f"no run folder on this GPU has {name}/{name}.csv "
+                    f"(experiments/specs/{name}.toml writes it)")
+        return
     d, med = side_ok(csv)
     anchors = [a for a in ANCHORS if a in set(d["version"])]
     clock = d.groupby(["version", "batch"])["sm_clock_mhz"].median()
@@ -1061,15 +1072,10 @@ def side_step_table(name, csv, step, compared, caption, clocks=()):
 
 
 PREFETCH_STEP = "e14_l2_prefetch"
-pf_csv = newest_side("*/encoder_prefetch/encoder_prefetch.csv")
-if pf_csv is not None:
-    side_step_table("encoder_prefetch", pf_csv, PREFETCH_STEP, ["e6_best", "e10_fastest_gemms"],
-                    f"e14_l2_prefetch (e10 with each block's second LayerNorm requesting the first half of "
-                    f"the next block's weights into L2; stages/encoder/e14_l2_prefetch/NOTES.md) against "
-                    f"e10_fastest_gemms, e6_best and timm in a CUDA graph, {where}.")
-else:
-    ctx.missing("table", "encoder_prefetch", "no run folder on this GPU has encoder_prefetch/encoder_prefetch.csv "
-                "(experiments/specs/encoder_prefetch.toml writes it)")
+side_step_table("encoder_prefetch", PREFETCH_STEP, ["e6_best", "e10_fastest_gemms"],
+                f"e14_l2_prefetch (e10 with each block's second LayerNorm requesting the first half of "
+                f"the next block's weights into L2; stages/encoder/e14_l2_prefetch/NOTES.md) against "
+                f"e10_fastest_gemms, e6_best and timm in a CUDA graph, {where}.")
 
 # %% [markdown]
 # ## The GEMM-ceiling judgment: the fastest step against e6_best and every PyTorch anchor
@@ -1080,15 +1086,10 @@ else:
 # the power limit at work at batch 256.
 
 # %%
-gc_csv = newest_side("*/encoder_gemm_ceiling/encoder_gemm_ceiling.csv")
-if gc_csv is not None:
-    side_step_table("encoder_gemm_ceiling", gc_csv, PREFETCH_STEP, ["e6_best"],
-                    f"The fastest step, e14_l2_prefetch, against e6_best, timm in a CUDA graph and "
-                    f"torch.compile (max-autotune) in a CUDA graph in one sitting, {where}, with the SM "
-                    f"clock of e14's and torch.compile's rows.", clocks=[PREFETCH_STEP, COMPILE])
-else:
-    ctx.missing("table", "encoder_gemm_ceiling", "no run folder on this GPU has "
-                "encoder_gemm_ceiling/encoder_gemm_ceiling.csv (experiments/specs/encoder_gemm_ceiling.toml writes it)")
+side_step_table("encoder_gemm_ceiling", PREFETCH_STEP, ["e6_best"],
+                f"The fastest step, e14_l2_prefetch, against e6_best, timm in a CUDA graph and "
+                f"torch.compile (max-autotune) in a CUDA graph in one sitting, {where}, with the SM "
+                f"clock of e14's and torch.compile's rows.", clocks=[PREFETCH_STEP, COMPILE])
 
 # %% [markdown]
 # ## FP8 (E4M3): e12_fp8 against the fastest fp16 steps, per GEMM, and its accuracy
@@ -1100,7 +1101,7 @@ else:
 # %%
 FP8_STEP = "e12_fp8"
 FP8_FUSED_STEP = "e15_fp8_attention_e4m3"
-fp8_csv = newest_side("*/encoder_fp8/encoder_fp8.csv")
+fp8_csv = side_csv("encoder_fp8")
 if fp8_csv is not None:
     f8, f8_med = side_ok(fp8_csv)
     f8_clock = f8.groupby(["version", "batch"])["sm_clock_mhz"].median()
@@ -1137,7 +1138,7 @@ if fp8_csv is not None:
     gemm_flops = {"qkv": 2.0 * rows_big * 3 * hidden * hidden * depth,
                   "projection": 2.0 * rows_big * hidden * hidden * depth,
                   "mlp": 2.0 * 2 * rows_big * 4 * hidden * hidden * depth}
-    ff_csv = newest_side("*/encoder_fp8_fused/encoder_fp8_fused.csv")
+    ff_csv = side_csv("encoder_fp8_fused")
     per_gemm = [(f8, FP8_STEP, ceil8, "FP8"), (f8, "e6_best", ceil16, "fp16")]
     if ff_csv is not None:
         per_gemm.append((side_ok(ff_csv)[0], FP8_FUSED_STEP, ceil8, "FP8"))
@@ -1174,17 +1175,12 @@ else:
 # e15_fp8_attention_e4m3 and torch.compile in a CUDA graph, 3 interleaved rounds).
 
 # %%
-ff_csv = newest_side("*/encoder_fp8_fused/encoder_fp8_fused.csv")
-if ff_csv is not None:
-    side_step_table("encoder_fp8_fused", ff_csv, FP8_FUSED_STEP, [FP8_STEP, PREFETCH_STEP],
-                    f"{FP8_FUSED_STEP} (e12_fp8 with the attention writing the projection's E4M3 input "
-                    f"itself; stages/encoder/{FP8_FUSED_STEP}/NOTES.md) against e12_fp8, the fastest fp16 "
-                    f"step e14_l2_prefetch and torch.compile (max-autotune) in a CUDA graph, {where}, with "
-                    f"the SM clock of the FP8 step's and torch.compile's rows. The FP8 target: at most half "
-                    f"of torch.compile's time at batch 256.", clocks=[FP8_FUSED_STEP, COMPILE])
-else:
-    ctx.missing("table", "encoder_fp8_fused", "no run folder on this GPU has "
-                "encoder_fp8_fused/encoder_fp8_fused.csv (experiments/specs/encoder_fp8_fused.toml writes it)")
+side_step_table("encoder_fp8_fused", FP8_FUSED_STEP, [FP8_STEP, PREFETCH_STEP],
+                f"{FP8_FUSED_STEP} (e12_fp8 with the attention writing the projection's E4M3 input "
+                f"itself; stages/encoder/{FP8_FUSED_STEP}/NOTES.md) against e12_fp8, the fastest fp16 "
+                f"step e14_l2_prefetch and torch.compile (max-autotune) in a CUDA graph, {where}, with "
+                f"the SM clock of the FP8 step's and torch.compile's rows. The FP8 target: at most half "
+                f"of torch.compile's time at batch 256.", clocks=[FP8_FUSED_STEP, COMPILE])
 
 acc_json = newest_side("*/fp8_accuracy/accuracy.json")
 if acc_json is not None:

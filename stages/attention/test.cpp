@@ -115,8 +115,7 @@ TEST_CASE("the E4M3 output, where the version has one, is the fp16 output scaled
     const auto c = run_and_check(version(), p, in, dev, seed);
     INFO(c.summary());
     REQUIRE(c.cmp.ok);
-    std::vector<__half> out16(dev.out.size());
-    CUDA_CHECK(cudaMemcpy(out16.data(), dev.out.get(), dev.out.bytes(), cudaMemcpyDeviceToHost));
+    const auto out16 = study::to_host(dev.out);
     float amax = 0.f;
     for (const __half h : out16) amax = std::max(amax, std::fabs(__half2float(h)));
     const float inv_scale = 448.f / (0.7f * amax);

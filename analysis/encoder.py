@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
+import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
 import study_data as sd
 from common import MODELS  # experiments/anchors/common.py: name -> (hidden, heads, depth)
 
@@ -45,18 +46,17 @@ sd.apply_style()
 
 KEY_MODEL, KEY_IMAGE = "vit_b", 224   # the study's targets are set at ViT-B/16, 224 px
 KEY_BATCHES = (1, 32, 256)
-LADDER = ["e1_library", "e2_buffer_reuse", "e3_graph", "e4_streams", "e5_fused", "e6_best", "e7_cutlass_gemms",
-          "e8_pdl", "e9_ln_folded", "e10_fastest_gemms", "e11_split_gemms"]
+# The steps in table order (stages/encoder/steps.tsv, with steps that left the build after their
+# parent), and the step each one changes: its parent in the table.
+LADDER = step_table.analysis_ladder()
+PREVIOUS = {v: p for v, p in step_table.analysis_parents().items() if p}
 E3, E4, E6 = "e3_graph", "e4_streams", "e6_best"
 EAGER, GRAPH, COMPILE = "pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph"
 ANCHORS = [EAGER, GRAPH, COMPILE]
-# The step each one changes (its NOTES.md): e5 builds on e3, e4 is a side branch kept with its
-# measurement; otherwise the previous step of the ladder that this run has.
-PREVIOUS = {"e5_fused": E3}
 TARGET_COMPILE = 1.3      # 1.3x torch.compile's throughput at batch 256
 TARGET_B1_MS = 0.4        # at most 0.4 ms at batch 1
-# The targets are judged on the fastest of e6_best and the steps after it, at each batch.
-BEST_STEPS = LADDER[LADDER.index(E6):]
+# The fp16 targets are judged on the fastest of e6_best and the fp16 steps after it, at each batch.
+BEST_STEPS = step_table.fp16_steps_from(E6)
 COMPONENTS = ["patch_embed", "layernorm", "qkv", "attention", "projection", "residual_add",
               "mlp", "head"]
 LABEL = {EAGER: "timm eager", GRAPH: "timm in a CUDA graph",
@@ -130,8 +130,7 @@ def best_resolved(note):
 
 
 def mix_of(note):
-    m = re.match(r"\s*(pe=\S+ ln=\S+ attn=\S+ mlp=\S+)", note)
-    return m.group(1) if m else None
+    return step_table.note_mix(note)
 
 
 def number(note, pattern):
@@ -200,7 +199,7 @@ style = sd.styles(order)
 for v in order:
     if v in ANCHOR_STYLE:
         style[v] = dict(ANCHOR_STYLE[v])
-    is_graph = graphed.get(v, v in (GRAPH, COMPILE) or v in LADDER[2:] or ",graph" in v)
+    is_graph = graphed.get(v, v in (GRAPH, COMPILE) or bool(step_table.is_graph_version(v)))
     style[v]["linestyle"] = GRAPH_LINE if is_graph else EAGER_LINE
 
 models = list(dict.fromkeys(lad["model"]))
@@ -826,8 +825,9 @@ def clocks(v, a, b):
 
 if targets_apply and len(at_key):
     findings.append(f"The study's targets for the whole ViT, judged at {where} on the median "
-                    f"time of one forward of the fastest of {join_and(BEST_STEPS)} at each batch "
-                    f"(those this run has): faster than the fastest PyTorch anchor (of "
+                    f"time of one forward of the fastest of "
+                    f"{join_and(v for v in BEST_STEPS if v in steps)} at each batch "
+                    f"(the fp16 steps from {E6} on that this run has): faster than the fastest PyTorch anchor (of "
                     f"{LABEL[EAGER]}, {LABEL[GRAPH]} and {LABEL[COMPILE]}) at batch 1, 32 and "
                     f"256; {TARGET_COMPILE}x torch.compile's throughput at batch 256; at most "
                     f"{TARGET_B1_MS} ms at batch 1.")

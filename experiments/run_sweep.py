@@ -36,6 +36,8 @@ EXPERIMENTS = Path(__file__).resolve().parent
 REPO = EXPERIMENTS.parent
 sys.path.insert(0, str(EXPERIMENTS / "anchors"))
 from common import COLUMNS, MODELS, PATCH  # noqa: E402  (the one schema, shared with anchors)
+sys.path.insert(0, str(EXPERIMENTS.parent / "analysis"))
+import steps as step_table  # noqa: E402  (the encoder's step table, stages/encoder/steps.tsv)
 
 EXIT_OK, EXIT_FAILED_ROWS, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 4
 STATUSES = ("ok", "skipped", "failed")
@@ -185,10 +187,26 @@ def load_spec(path):
         raise SpecError("'anchors' needs 'anchor_script' (a script in experiments/anchors/)")
     if not s["versions"] and not s["anchors"] and not s["row_versions"]:
         raise SpecError("nothing to run: give 'versions', 'anchors' or 'row_versions'")
+    if s["family"] == "encoder":
+        s["versions"] = encoder_versions(s["versions"])
     clash = set(s["versions"]) & set(s["anchors"])
     if clash:
         raise SpecError(f"'versions' and 'anchors' both list {sorted(clash)}")
     return s
+
+
+def encoder_versions(names):
+    """An encoder spec's versions with the step table's words resolved: an alias (fastest_fp16,
+    fastest_fp8) becomes the step it names, "@steps" every step of the table in its order.
+    A step named twice runs once."""
+    aliases = step_table.aliases()
+    out = []
+    for name in names:
+        if name == "@steps":
+            out += step_table.ladder()
+        else:
+            out.append(aliases[name]["step"] if name in aliases else name)
+    return list(dict.fromkeys(out))
 
 
 def output_name(spec_path, spec):

@@ -1,6 +1,6 @@
-// One bench for every encoder ladder step (built once per step, STAGE_VERSION names it): the
+// One bench for every encoder step (built once per step, STAGE_VERSION names it; steps.hpp): the
 // whole ViT forward, its logits checked against the CPU reference, then timed; one CSV row.
-// Per-component flags turn the step into a custom mix, whose row names every choice.
+// --compose (or a per-family flag) turns the step into a custom mix, whose row names every choice.
 #include <unistd.h>
 #include <cmath>
 #include <cstdio>
@@ -40,18 +40,24 @@ std::string join_breakdown(const encoder::Breakdown& b) {
 int main(int argc, char** argv) {
   return study::bench_main("encoder_" STAGE_VERSION, [&](study::BenchReport& report) {
     study::CommonOptions o;
-    std::string pe, ln, attn, mlp, weights, images_path, calibration_path, logits_out, breakdown_csv,
+    std::string pe, ln, attn, mlp, compose, weights, images_path, calibration_path, logits_out, breakdown_csv,
         cache_dir = default_cache_dir();
     int classes = 1000, layers = 0;
-    bool l2_prefetch = false;
+    bool list_steps = false;
     study::Cli cli("encoder_" STAGE_VERSION,
-                   "Whole ViT forward (patch embedding, blocks, head): check the logits, time, one CSV row.");
+                   "Whole ViT forward (patch embedding, blocks, head): check the logits, time, one CSV row.\n"
+                   "Step " STAGE_VERSION ": " + encoder::find_step(STAGE_VERSION).to_string());
     cli.add_common(o);
+    cli.add_flag("--list-steps", &list_steps, "print the step table (what stages/encoder/steps.tsv holds) and exit");
+    cli.add_string("--compose", &compose,
+                   "fields applied on top of the step, a custom mix (e.g. \"mlp=half_gelu_epilogue l2_prefetch\"; "
+                   "fields: pe= ln= attn= mlp= blocks=fp16|fp16_ln_folded|fp8|persistent "
+                   "gemms=cublaslt|cutlass|cutlass+cublaslt buffers=arena|per_layer residual=add|epilogue "
+                   "streams=N graph pdl l2_prefetch attn_e4m3, a switch also as name=on|off)");
     cli.add_string("--patch-embed", &pe, "patch-embedding version (a custom mix; default the step's)");
     cli.add_string("--layernorm", &ln, "LayerNorm version (a custom mix)");
     cli.add_string("--attention", &attn, "attention version (a custom mix)");
     cli.add_string("--mlp", &mlp, "MLP version (a custom mix)");
-    cli.add_flag("--l2-prefetch", &l2_prefetch, "the LayerNorm before each block's MLP requests half the next block's weights into L2 (a custom mix)");
     cli.add_string("--weights", &weights, "timm state dict as safetensors (default: seeded random weights)");
     cli.add_int("--classes", &classes, "classifier outputs (default 1000)");
     cli.add_int("--layers", &layers, "blocks (default the model's; fewer for quick checks)");
@@ -63,6 +69,10 @@ int main(int argc, char** argv) {
     cli.add_string("--breakdown", &breakdown_csv, "append per-component times of one eager forward to this CSV");
     cli.add_string("--ref-cache", &cache_dir, "folder for cached CPU reference logits (default: beside the executable)");
     cli.parse(argc, argv);
+    if (list_steps) {
+      std::fputs(encoder::steps_tsv().c_str(), stdout);
+      return 0;
+    }
 
     encoder::Problem p;
     p.model = study::find_model(o.model);
@@ -72,45 +82,35 @@ int main(int argc, char** argv) {
     p.num_classes = classes;
     if (auto why = encoder::check_problem(p); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, why);
 
-    // The step, or the step with some family versions swapped (a custom mix).
-    encoder::Composition c = encoder::find_step(STAGE_VERSION);
-    const bool custom = !pe.empty() || !ln.empty() || !attn.empty() || !mlp.empty() || (l2_prefetch && !c.l2_prefetch);
-    if (l2_prefetch) c.l2_prefetch = true;
-    if (!pe.empty()) c.patch_embed = pe;
-    if (!ln.empty()) c.layernorm = ln;
-    if (!attn.empty()) c.attention = attn;
-    if (!mlp.empty()) c.mlp = mlp;
-    const bool stream_step = std::string(STAGE_VERSION) == "e4_streams";
+    // The step, or the step with some fields changed (a custom mix).
+    const encoder::Composition step = encoder::find_step(STAGE_VERSION);
+    std::string changes = compose;
+    for (const auto& [key, value] : {std::pair{"pe", &pe}, {"ln", &ln}, {"attn", &attn}, {"mlp", &mlp}})
+      if (!value->empty()) changes += std::string(" ") + key + "=" + *value;
+    encoder::Composition c = encoder::apply(step, changes);
     if (cli.given("--streams")) {
-      if (!stream_step && !custom && o.streams > 1)
+      if (std::string(STAGE_VERSION) != "e4_streams" && c == step && o.streams > 1)
         throw study::StudyError(study::ErrorKind::Usage, "encoder " STAGE_VERSION " runs on one stream; "
                                 "--streams is for e4_streams and custom mixes");
       c.streams = o.streams;
     }
     o.streams = c.streams;  // the row records the streams used
-    std::string resolved;
-    // e6_best and the CUTLASS steps built on it say what `best` resolved each family to.
-    if (std::string(STAGE_VERSION) == "e6_best" || c.cutlass_gemms) encoder::best_composition(&resolved);
-    const std::string version = custom ? c.describe() : std::string(STAGE_VERSION);
+    // A step keeps its name with any stream count (e4_streams' rows at 2, 4 and 8 streams).
+    encoder::Composition named = step;
+    named.streams = c.streams;
+    const std::string version = c == named ? std::string(STAGE_VERSION) : "custom:" + c.to_string();
 
     report.open(o);
     report.row = study::base_row(o, "encoder", version);
     report.row.set("tokens", p.tokens()).set("hidden", p.model.hidden).set("heads", p.model.heads);
     report.row.set("head_dim", p.model.head_dim()).set("host_syncs", 0).set("rows", p.rows());
-    report.row.set("precision", c.fp8 ? "fp8_e4m3" : "fp16");
+    report.row.set("precision", c.precision());
     study::require_gpu(o.device);
     if (auto why = encoder::why_unavailable(c); !why.empty()) {
       report.write("skipped", why);
       return 0;
     }
-    const std::string mix = "pe=" + c.patch_embed + " ln=" + c.layernorm + " attn=" + c.attention +
-                            " mlp=" + c.mlp + (c.cutlass_gemms ? " gemms=cutlass" : "") +
-                            (c.cublaslt_candidates ? "+cublaslt" : "") + (c.split_gemms ? "+split" : "") +
-                            (c.pdl ? " pdl" : "") +
-                            (c.ln_folded ? " lnfold" : "") + (c.fp8 ? " fp8" : "") +
-                            (c.attention_e4m3 ? " attn_e4m3" : "") + (c.l2_prefetch ? " l2_prefetch" : "") +
-                            (resolved.empty() ? "" : " (best: " + resolved + ")") +
-                            (layers > 0 ? " layers=" + std::to_string(layers) : "");
+    const std::string mix = c.to_string() + (layers > 0 ? " layers=" + std::to_string(layers) : "");
 
     study::require_memory(encoder::memory_need(p, c), "encoder " + version + " at batch " + std::to_string(p.batch) +
                                                           " image " + std::to_string(p.image_size) + " " + o.model);
@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
                    got.begin() + static_cast<std::ptrdiff_t>(which[k] + 1) * p.num_classes);
           r.insert(r.end(), want[k].begin(), want[k].end());
         }
-        const auto cmp = study::compare(g, r, c.fp8 ? encoder::fp8_logits_tolerance(r) : encoder::logits_tolerance(r));
+        const auto cmp = study::compare(g, r, c.fp8() ? encoder::fp8_logits_tolerance(r) : encoder::logits_tolerance(r));
         report.row.set("max_abs_err", cmp.max_abs).set("rel_l2_err", cmp.rel_l2);
         if (!cmp.ok || nonfinite) {
           report.write("failed", mix + "; logits check failed: " + cmp.summary() + ", " +

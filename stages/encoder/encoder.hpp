@@ -5,8 +5,9 @@
 // Activations are row-major [batch*tokens, hidden] fp16, as every family's contract has them,
 // so one family's output is the next one's input with no transposes.
 //
-// A ladder version (e1_library ... e6_best) is a named Composition: which version of each
-// family, and which whole-forward techniques (buffer reuse, CUDA graph, streams, fusion).
+// Every encoder step (steps.hpp) is a Composition (composition.hpp): which version of each
+// family, which block runner, and which whole-forward techniques (buffer reuse, CUDA graph,
+// streams, fusion).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -15,6 +16,8 @@
 #include <string>
 #include <vector>
 #include "buffer.hpp"
+#include "encoder/composition.hpp"
+#include "encoder/steps.hpp"
 #include "l2_prefetch.hpp"
 #include "memory.hpp"
 #include "vit_config.hpp"
@@ -22,78 +25,6 @@
 namespace ref { struct VitWeights; }
 
 namespace encoder {
-
-struct Composition {
-  std::string patch_embed, layernorm, attention, mlp;
-  bool arena = true;            // false: a separate buffer for every intermediate of every layer
-  bool graph = false;           // capture the forward once, replay it
-  int streams = 1;              // the batch split over this many streams
-  bool fused_residual = false;  // projection's residual in its GEMM epilogue (else an add kernel)
-  bool cutlass_gemms = false;   // QKV and projection on the CUTLASS GEMM layer (else cuBLASLt)
-  bool pdl = false;             // CUTLASS GEMMs launched with programmatic dependent launch
-  bool ln_folded = false;       // LN1 and LN2 folded into the QKV and fc1 GEMMs (needs cutlass_gemms)
-  bool cublaslt_candidates = false;  // the CUTLASS layer's search also times cuBLASLt, per shape
-  bool split_gemms = false;     // ... and the layer's split kernels (stream-K, split-K), per shape
-  // QKV, projection, fc1 and fc2 in FP8 E4M3 (common/fp8.hpp; the MLP version must be an FP8
-  // one): weights quantized per tensor when the forward is set up, activations with the static
-  // scales of the weights' Fp8Calibration; LayerNorms write E4M3, the residual stream stays fp16.
-  bool fp8 = false;
-  // With fp8: the attention writes the projection's E4M3 input itself (attention::Version::
-  // launch_e4m3, with the projection input's static scale) instead of an fp16 output that one
-  // more pass quantizes.
-  bool attention_e4m3 = false;
-  // Every block in one persistent kernel (persistent.hpp): its own GEMM and attention tiles,
-  // LayerNorms in the GEMMs' prologues, grid barriers between phases; the layernorm, attention
-  // and mlp versions then only serve the final LayerNorm (layernorm) or nothing.
-  bool persistent = false;
-  // The first half of the next block's weights (the head's after the last block) requested into
-  // L2 by each block's second LayerNorm kernel (layernorm::Args::prefetch), so that the GEMMs
-  // find those weights in L2 instead of DRAM (at batch 1 every GEMM waits on DRAM; e14's NOTES).
-  bool l2_prefetch = false;
-  // The row's version for a custom mix: "custom:pe=..,ln=..,attn=..,mlp=..[,reuse][,graph]
-  // [,streams=N][,fused][,cutlass][,pdl][,lnfold][,cublaslt][,split][,fp8][,attn8][,persistent]
-  // [,prefetch]", one fixed format.
-  std::string describe() const;
-};
-
-struct Step {
-  const char* name;
-  const char* what;  // one line: what the step changes
-  Composition composition;
-};
-
-// e1_library ... e15_fp8_attention_e4m3 in ladder order. The family versions of e6_best and the
-// steps after it are resolved for this build and GPU by best_composition().
-const std::vector<Step>& ladder();
-// A ladder step, or "best"; throws StudyError(Usage) naming the known ones.
-Composition find_step(const std::string& name);
-
-// The fastest measured version of each family that this build and GPU can run, from a
-// committed preference list (fastest first). `resolved` says, per family, which one was taken
-// and what was passed over and why.
-Composition best_composition(std::string* resolved = nullptr);
-// e7_cutlass_gemms: best_composition() with QKV and projection on the CUTLASS GEMM layer and the
-// MLP version cutlass_epilogue.
-// e8_pdl: the same, with every CUTLASS GEMM launched with programmatic dependent launch;
-// e9_ln_folded: e8 with both LayerNorms of each block folded into the GEMM after them;
-// e10_fastest_gemms: e8 with cuBLASLt a candidate of every GEMM's search (the faster per shape);
-// e11_split_gemms: e10 with the CUTLASS layer's split kernels candidates too (MLP split_epilogue).
-Composition cutlass_composition(std::string* resolved = nullptr, bool pdl = false, bool ln_folded = false,
-                                bool cublaslt_candidates = false, bool split_gemms = false);
-
-// e12_fp8: e6_best with the four GEMMs of every block in FP8 (MLP version fp8_tensor);
-// e15_fp8_attention_e4m3 (attention_e4m3): with the attention writing the projection's E4M3 input.
-Composition fp8_composition(std::string* resolved = nullptr, bool attention_e4m3 = false);
-
-// e13_persistent: e6_best with every block in the persistent kernel.
-Composition persistent_composition(std::string* resolved = nullptr);
-
-// e14_l2_prefetch: e10_fastest_gemms with the next block's weights prefetched into L2.
-Composition prefetch_composition(std::string* resolved = nullptr);
-
-// Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
-// component version that is unavailable, named.
-std::string why_unavailable(const Composition& c);
 
 struct Problem {
   study::ModelConfig model;
@@ -119,6 +50,10 @@ double weight_count(const Problem& p);
 // in fp32 with their fp16 staging copy, images in fp32, fp16 and pinned. The CPU reference's
 // one or two images are small beside them.
 study::MemoryNeed memory_need(const Problem& p, const Composition& c);
+
+// Why a composition cannot run in this build or on this GPU at all (empty: it can): the first
+// component version, or the block runner, that is unavailable, named.
+std::string why_unavailable(const Composition& c);
 
 // The static activation scales of an FP8 forward: per block, the amax of its four GEMM inputs
 // (LN1's output, attention's output, LN2's output, GELU's output) over the images of a
@@ -187,8 +122,8 @@ class Forward {
 };
 
 // Fills w.fp8_calibration from `images` (device, [p.batch, 3, S, S]; p.batch is the calibration
-// batch) through an fp16 forward of best_composition() without its graph and with the cuBLASLt
-// MLP (fused_epilogue).
+// batch) through an fp16 forward of e6_best's composition without its graph (its MLP,
+// fused_epilogue, writes GELU's output, the fc2 input, to memory).
 void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images);
 
 }  // namespace encoder

@@ -31,7 +31,7 @@ std::vector<float> calibration_images(int image_size, std::uint64_t seed) {
 
 void calibrate_if_fp8(const Composition& c, const Problem& p, DeviceWeights& w, std::vector<float> images,
                       std::uint64_t seed) {
-  if (!c.fp8) return;
+  if (!c.fp8()) return;
   if (images.empty()) images = calibration_images(p.image_size, seed);
   const std::size_t per = static_cast<std::size_t>(study::kChannels) * p.image_size * p.image_size;
   Problem cp = p;

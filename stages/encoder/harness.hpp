@@ -20,7 +20,7 @@ constexpr double kLogitsRelTol = 1e-2;
 // that at worst over 1000 classes. One image's logits in another image's place, or a class
 // shifted, miss by about the RMS itself.
 study::Tolerance logits_tolerance(const std::vector<float>& ref);
-// An FP8 forward's logits (Composition::fp8): every block's four GEMM inputs and weights carry
+// An FP8 forward's logits (blocks=fp8): every block's four GEMM inputs and weights carry
 // E4M3's rounding (~2.6% RMS each), so the logits differ from the reference by several percent
 // of their RMS on random weights; stages/encoder/e12_fp8/NOTES.md derives the bound and
 // compares it with the runs. The real judge of FP8 is experiments/fp8_accuracy.py (top-1

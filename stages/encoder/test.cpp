@@ -53,7 +53,7 @@ Run run_and_check(const Problem& p, const Composition& c) {
   CUDA_CHECK(cudaDeviceSynchronize());
   r.logits = study::to_float(study::to_host(logits));
   const auto want = ref::vit_forward(r.images, p.batch, r.weights);
-  const auto cmp = study::compare(r.logits, want, c.fp8 ? fp8_logits_tolerance(want) : logits_tolerance(want));
+  const auto cmp = study::compare(r.logits, want, c.fp8() ? fp8_logits_tolerance(want) : logits_tolerance(want));
   INFO(cmp.summary());
   CHECK(cmp.ok);
   return r;
@@ -122,7 +122,7 @@ TEST_CASE("the L2 prefetch leaves the logits as they are, or is refused where no
   const Problem p = problem("vit_ti", 3, 3, 32);
   Composition c = step();
   c.l2_prefetch = !c.l2_prefetch;  // the other way round from the step
-  if (c.l2_prefetch && (c.persistent || c.fp8 || c.ln_folded)) {
+  if (c.l2_prefetch && c.blocks != Blocks::Fp16) {
     const auto w = make_weights(p, 1, "");
     const DeviceWeights dw(w);
     CHECK_THROWS_AS(Forward(p, c, dw), study::StudyError);
@@ -148,9 +148,9 @@ TEST_CASE("an FP8 forward refuses weights without a calibration, and calibration
   const auto w = make_weights(p, study::fresh_seed(), "");
   DeviceWeights dw(w);
   Composition c = step();
-  c.persistent = false;  // FP8 runs on the kernel-per-op forward (e13 refuses it: the last test case)
-  c.l2_prefetch = false;  // its LayerNorm writes E4M3 and carries no prefetch (e14 refuses it with FP8)
-  c.fp8 = true;
+  c.blocks = Blocks::Fp8;
+  c.gemms = Gemms::Cublaslt;  // its GEMMs are cuBLASLt's FP8 ones
+  c.l2_prefetch = false;      // its LayerNorm writes E4M3 and carries no prefetch (e14 refuses it with FP8)
   c.mlp = "fp8_tensor";
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("calibrat"), study::StudyError);
   calibrate_if_fp8(c, p, dw, {}, 1);
@@ -174,18 +174,18 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
   CHECK_THROWS_AS(Forward(p, c, dw), study::StudyError);
   c = step();
   c.streams = 1;
-  c.persistent = true;
-  c.fp8 = true;
-  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("persistent"), study::StudyError);
-  c.fp8 = false;
+  c.blocks = Blocks::Persistent;
   c.l2_prefetch = true;
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("persistent"), study::StudyError);
   c = step();
-  c.attention_e4m3 = true;  // an E4M3 attention output without the FP8 forward
-  c.fp8 = false;
-  c.persistent = false;
-  c.l2_prefetch = false;
+  c.attention_e4m3 = true;  // an E4M3 attention output without the FP8 blocks
+  c.blocks = Blocks::Fp16;
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("E4M3"), study::StudyError);
+  c = step();
+  c.blocks = Blocks::Fp16LnFolded;  // a folded LayerNorm on cuBLASLt
+  c.gemms = Gemms::Cublaslt;
+  c.l2_prefetch = false;
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("CUTLASS"), study::StudyError);
   Problem bad = p;
   bad.image_size = 100;
   CHECK_FALSE(check_problem(bad).empty());

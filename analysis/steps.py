@@ -1,0 +1,199 @@
+"""The encoder's step table, read without a build: stages/encoder/steps.tsv (generated from
+stages/encoder/steps.cpp and kept current by a CPU test), and the composition text form that the
+bench writes into each row's note and custom version.
+
+The text form (stages/encoder/composition.hpp): space-separated fields, the four family
+versions always (pe= ln= attn= mlp=), then only the fields that differ from their defaults
+(blocks= gemms= buffers= residual= streams= and the switches graph pdl l2_prefetch attn_e4m3).
+Rows written before the step table carry older forms, which parse() reads too:
+  - custom versions `custom:pe=A,ln=B,attn=C,mlp=D,reuse,graph,streams=N,fused,cutlass,pdl,
+    lnfold,cublaslt,split,fp8,attn8,persistent,prefetch` (the arena was on only with `reuse`);
+  - note mixes `pe=A ln=B attn=C mlp=D gemms=cutlass+cublaslt+split pdl lnfold fp8 attn_e4m3
+    l2_prefetch`, which say nothing of the arena, graph or residual (those fields stay None).
+"""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TABLE = REPO / "stages" / "encoder" / "steps.tsv"
+
+# Field -> default, in the text form's order.
+DEFAULTS = {"pe": "", "ln": "", "attn": "", "mlp": "", "blocks": "fp16", "gemms": "cublaslt",
+            "buffers": "arena", "residual": "add", "graph": False, "streams": 1, "pdl": False,
+            "l2_prefetch": False, "attn_e4m3": False}
+SWITCHES = ("graph", "pdl", "l2_prefetch", "attn_e4m3")
+CHOICES = {"blocks": ("fp16", "fp16_ln_folded", "fp8", "persistent"),
+           "gemms": ("cublaslt", "cutlass", "cutlass+cublaslt"),
+           "buffers": ("arena", "per_layer"), "residual": ("add", "epilogue")}
+# Older forms: a word -> the fields it set.
+LEGACY_WORDS = {"reuse": {"buffers": "arena"}, "graph": {"graph": True},
+                "fused": {"residual": "epilogue"}, "cutlass": {"gemms": "cutlass"},
+                "pdl": {"pdl": True}, "lnfold": {"blocks": "fp16_ln_folded"},
+                "cublaslt": {"gemms": "cutlass+cublaslt"}, "split": {"gemms": "cutlass+cublaslt+split"},
+                "fp8": {"blocks": "fp8"}, "attn8": {"attn_e4m3": True}, "attn_e4m3": {"attn_e4m3": True},
+                "persistent": {"blocks": "persistent"}, "prefetch": {"l2_prefetch": True},
+                "l2_prefetch": {"l2_prefetch": True}}
+LEGACY_GEMMS = {"cutlass": "cutlass", "cutlass+cublaslt": "cutlass+cublaslt",
+                "cutlass+cublaslt+split": "cutlass+cublaslt+split"}
+
+
+class FormError(ValueError):
+    """Text that is no composition."""
+
+
+def parse(text: str) -> dict:
+    """A composition as {field: value} from the text form, a `custom:` version or an older note
+    mix (module docstring). Fields an older note does not state are None."""
+    text = text.strip()
+    if text.startswith("custom:") and "," in text and " " not in text:
+        return _parse_legacy_custom(text[len("custom:"):])
+    if text.startswith("custom:"):
+        text = text[len("custom:"):]
+    fields = text.split()
+    if any(f in ("lnfold", "fp8") or f.startswith("gemms=cutlass+cublaslt+split") for f in fields):
+        return _parse_legacy_mix(fields)
+    c = dict(DEFAULTS)
+    for f in fields:
+        key, eq, value = f.partition("=")
+        if key in SWITCHES:
+            if value not in ("", "on", "off"):
+                raise FormError(f"{key} takes on or off, not {value!r}")
+            c[key] = value != "off"
+        elif key in ("pe", "ln", "attn", "mlp") and eq and value:
+            c[key] = value
+        elif key in CHOICES and value in CHOICES[key]:
+            c[key] = value
+        elif key == "streams" and value.isdigit() and int(value) > 0:
+            c[key] = int(value)
+        elif key == "layers" and value.isdigit():
+            continue  # a quick check's layer count, not part of the composition
+        else:
+            raise FormError(f"unknown field {f!r} in {text!r}")
+    return c
+
+
+def _parse_legacy_custom(body: str) -> dict:
+    parts = body.split(",")
+    c = dict(DEFAULTS, buffers="per_layer")
+    for p in parts:
+        key, eq, value = p.partition("=")
+        if eq and key in ("pe", "ln", "attn", "mlp"):
+            c[key] = value
+        elif key == "streams" and eq:
+            c["streams"] = int(value)
+        elif p in LEGACY_WORDS:
+            c.update(LEGACY_WORDS[p])
+        else:
+            raise FormError(f"unknown word {p!r} in custom:{body}")
+    return c
+
+
+def _parse_legacy_mix(fields: list[str]) -> dict:
+    c = {k: None for k in DEFAULTS}
+    c.update(blocks="fp16", gemms="cublaslt", pdl=False, l2_prefetch=False, attn_e4m3=False)
+    for f in fields:
+        key, eq, value = f.partition("=")
+        if eq and key in ("pe", "ln", "attn", "mlp"):
+            c[key] = value
+        elif key == "gemms" and value in LEGACY_GEMMS:
+            c["gemms"] = LEGACY_GEMMS[value]
+        elif key == "layers":
+            continue
+        elif f in LEGACY_WORDS:
+            c.update(LEGACY_WORDS[f])
+        else:
+            raise FormError(f"unknown word {f!r} in {' '.join(fields)!r}")
+    return c
+
+
+def to_string(c: dict) -> str:
+    """The text form of a composition dict (fields at their defaults left out)."""
+    out = [f"{k}={c[k]}" for k in ("pe", "ln", "attn", "mlp")]
+    for k in ("blocks", "gemms", "buffers", "residual", "graph", "streams", "pdl", "l2_prefetch",
+              "attn_e4m3"):
+        if c[k] == DEFAULTS[k]:
+            continue
+        out.append(k if k in SWITCHES else f"{k}={c[k]}")
+    return " ".join(out)
+
+
+def read_table(path: Path = TABLE) -> list[dict]:
+    """The rows of steps.tsv: name, kind (step | alias), parent, delta, composition, measured, what."""
+    with open(path, newline="") as f:
+        lines = [line for line in f if not line.startswith("#")]
+    rows = list(csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or set(rows[0]) != {"name", "kind", "parent", "delta", "composition", "measured", "what"}:
+        raise FormError(f"{path}: not the step table (regenerate it with --list-steps)")
+    return rows
+
+
+def steps(path: Path = TABLE) -> list[dict]:
+    return [r for r in read_table(path) if r["kind"] == "step"]
+
+
+def ladder(path: Path = TABLE) -> list[str]:
+    """The step names in table order (parents before children)."""
+    return [r["name"] for r in steps(path)]
+
+
+def parents(path: Path = TABLE) -> dict[str, str]:
+    """Each step's parent ("" for the root)."""
+    return {r["name"]: r["parent"] for r in steps(path)}
+
+
+def aliases(path: Path = TABLE) -> dict[str, dict]:
+    """alias name -> {step, measured}."""
+    return {r["name"]: {"step": r["parent"], "measured": r["measured"]}
+            for r in read_table(path) if r["kind"] == "alias"}
+
+
+# Steps that left the build (stages/encoder/TRIED.md) -> their parent: committed rows still name them.
+RETIRED = {"e11_split_gemms": "e10_fastest_gemms"}
+
+
+def analysis_ladder(path: Path = TABLE) -> list[str]:
+    """ladder() with each retired step after its parent, for reading rows of any date."""
+    out = ladder(path)
+    for name, parent in RETIRED.items():
+        out.insert(out.index(parent) + 1, name)
+    return out
+
+
+def analysis_parents(path: Path = TABLE) -> dict[str, str]:
+    return {**parents(path), **RETIRED}
+
+
+def fp16_steps_from(first: str, path: Path = TABLE) -> list[str]:
+    """The fp16 steps (and retired ones) from `first` on, in analysis_ladder order."""
+    table = {r["name"]: r for r in steps(path)}
+    names = analysis_ladder(path)
+    return [v for v in names[names.index(first):]
+            if v not in table or precision(parse(table[v]["composition"])) == "fp16"]
+
+
+def precision(c: dict) -> str:
+    return "fp8_e4m3" if c.get("blocks") == "fp8" else "fp16"
+
+
+def is_graph_version(version: str) -> bool | None:
+    """Whether a step or custom version replays a CUDA graph; None for a name it does not know."""
+    table = {r["name"]: r for r in steps()}
+    if version in table:
+        return parse(table[version]["composition"])["graph"]
+    if version in RETIRED:
+        return is_graph_version(RETIRED[version])
+    if version.startswith("custom:"):
+        return bool(parse(version)["graph"])
+    return None
+
+
+NOTE_MIX = re.compile(r"\s*(pe=\S+ ln=\S+ attn=\S+ mlp=\S+(?: (?![a-z_]+:)[a-z0-9_]+(?:=[\w+]+)?)*)")
+
+
+def note_mix(note: str) -> str | None:
+    """The composition text at the start of a bench row's note (any form), or None."""
+    m = NOTE_MIX.match(note)
+    return m.group(1).strip() if m else None

@@ -1,0 +1,116 @@
+"""The step table as the analysis reads it (standard library only; CPU suite):
+
+- every step of stages/encoder/steps.tsv has the composition it had before the table existed
+  (stages/encoder/steps_before_redesign.txt, Composition::describe() at 6c88e19), pruned steps
+  excepted, and the file names what it prunes;
+- this module's parser and writer agree with the C++ text form on every row;
+- every alias names the step that its run folder shows fastest of its precision (median of
+  rounds, vit_b 224 px) at two of the batches 1, 32 and 256, and the run has all three.
+"""
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+import unittest
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import steps  # noqa: E402
+
+REPO = steps.REPO
+BEFORE = REPO / "stages" / "encoder" / "steps_before_redesign.txt"
+TRIED = REPO / "stages" / "encoder" / "TRIED.md"
+RESULTS = REPO / "experiments" / "results"
+KEY_BATCHES = (1, 32, 256)
+
+
+def before() -> dict[str, str]:
+    out = {}
+    for line in BEFORE.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, text = line.split("\t")
+            out[name] = text
+    return out
+
+
+def step_medians(run: Path) -> dict[tuple[str, int], float]:
+    """(version, batch) -> median over its rows of median_us, for the ok encoder step rows of
+    vit_b at 224 px in every CSV of the run folder."""
+    rows = defaultdict(list)
+    names = set(steps.ladder())
+    for path in run.rglob("*.csv"):
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if (r.get("family") == "encoder" and r.get("status") == "ok" and r.get("version") in names
+                        and r.get("model") == "vit_b" and r.get("image_size") == "224"
+                        and "layers=" not in r.get("note", "")):
+                    rows[(r["version"], int(r["batch"]))].append(float(r["median_us"]))
+    return {k: statistics.median(v) for k, v in rows.items()}
+
+
+class StepTable(unittest.TestCase):
+    def test_steps_keep_the_compositions_they_were_measured_with(self):
+        table = {r["name"]: r for r in steps.steps()}
+        old = before()
+        for name, text in old.items():
+            with self.subTest(step=name):
+                if name not in table:
+                    self.assertIn(name, TRIED.read_text(), f"{name} left the table but not for TRIED.md")
+                    continue
+                self.assertEqual(steps.parse(table[name]["composition"]), steps.parse(text))
+        for name in table:
+            if name not in old:  # a step added with the table: its parent's plus its delta
+                self.assertIn(table[name]["parent"], table)
+
+    def test_python_and_cpp_text_forms_agree(self):
+        for r in steps.read_table():
+            with self.subTest(row=r["name"]):
+                c = steps.parse(r["composition"])
+                self.assertEqual(steps.to_string(c), r["composition"])
+                if r["kind"] == "step" and r["parent"]:
+                    parent = next(p for p in steps.steps() if p["name"] == r["parent"])
+                    merged = dict(steps.parse(parent["composition"]))
+                    delta = steps.parse("pe=_ ln=_ attn=_ mlp=_ " + r["delta"])
+                    for key in r["delta"].split():
+                        field = key.partition("=")[0]
+                        merged[field] = delta[field]
+                    self.assertEqual(merged, c)
+
+    def test_legacy_forms_parse(self):
+        old = steps.parse("custom:pe=a,ln=b,attn=c,mlp=d,reuse,graph,fused,cutlass,pdl,cublaslt,prefetch")
+        self.assertEqual(old["buffers"], "arena")
+        self.assertEqual(old["gemms"], "cutlass+cublaslt")
+        self.assertTrue(old["l2_prefetch"] and old["graph"])
+        self.assertEqual(steps.parse("custom:pe=a,ln=b,attn=c,mlp=d")["buffers"], "per_layer")
+        mix = steps.parse("pe=a ln=b attn=c mlp=fp8_tensor fp8 attn_e4m3")
+        self.assertEqual(mix["blocks"], "fp8")
+        self.assertIsNone(mix["graph"])  # an old note does not say
+        self.assertEqual(steps.note_mix("pe=a ln=b attn=c mlp=d graph pdl; logits checked"),
+                         "pe=a ln=b attn=c mlp=d graph pdl")
+        self.assertEqual(steps.note_mix("pe=a ln=b attn=c mlp=d gemms=cutlass (best: x=y) layers=2; z"),
+                         "pe=a ln=b attn=c mlp=d gemms=cutlass")
+        with self.assertRaises(steps.FormError):
+            steps.parse("pe=a ln=b attn=c mlp=d sparkle")
+
+    def test_aliases_name_the_fastest_step_of_their_run(self):
+        table = {r["name"]: r for r in steps.steps()}
+        for alias, a in steps.aliases().items():
+            with self.subTest(alias=alias):
+                run = RESULTS / a["measured"]
+                self.assertTrue(run.is_dir(), f"{alias}: no run folder {run}")
+                medians = step_medians(run)
+                prec = steps.precision(steps.parse(table[a["step"]]["composition"]))
+                wins = 0
+                for b in KEY_BATCHES:
+                    timed = {v: m for (v, batch), m in medians.items() if batch == b and
+                             steps.precision(steps.parse(table[v]["composition"])) == prec}
+                    self.assertIn(a["step"], timed, f"{alias}: {a['step']} has no row at batch {b}")
+                    wins += min(timed, key=timed.get) == a["step"]
+                self.assertGreaterEqual(wins, 2, f"{alias}: {a['step']} is the fastest {prec} step at {wins} "
+                                                 f"of the batches {KEY_BATCHES} in {a['measured']}")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

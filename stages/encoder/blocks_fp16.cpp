@@ -1,0 +1,123 @@
+// blocks=fp16: a kernel (or library call) per op, every op through its family's version:
+//   LN1 (layernorm) -> QKV GEMM + bias -> attention -> projection GEMM + bias (+ residual in its
+//   epilogue, or an add kernel after it) -> LN2 (layernorm) -> MLP (mlp: fc1, GELU, fc2, residual)
+// The QKV and projection GEMMs run on cuBLASLt or on the CUTLASS layer (gemms=); with
+// l2_prefetch, the LayerNorm kernels carry the L2 requests for the weights ahead.
+#include "cutlass_gemm.hpp"
+#include "encoder/runner.hpp"
+
+namespace encoder {
+
+namespace {
+
+class Fp16Blocks final : public BlockRunner {
+ public:
+  explicit Fp16Blocks(const RunnerSetup& s) : p_(s.p), c_(s.c), w_(s.w), ln_(s.ln), attn_(s.attn), mlp_(s.mlp) {}
+
+  void add_lane(Lane&) override {}
+
+  const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
+    for (int i = 0; i < p_.model.layers; ++i) block(l, i, m, s);
+    return l.layers.back().x_out;
+  }
+
+ private:
+  // The first part of block i's weights: LN1, QKV, projection, LN2 and half of fc1 as they are
+  // packed. The carrying kernel is done only once its SMs have streamed their share of the
+  // request, so the request is a trade: the whole next block slowed each LayerNorm by more than
+  // the GEMMs gained; the first half is where the forward was fastest (e14's NOTES).
+  static constexpr double kPrefetchShare = 0.5;
+  study::ByteRange first_part(int block) const {
+    study::ByteRange r = w_.block_span(block);
+    r.bytes = static_cast<std::size_t>(r.bytes * kPrefetchShare);
+    return r;
+  }
+  // LN1 of the first block asks for its own block's first part; LN2 of block i for block i+1's
+  // (the final LayerNorm's and the head's after the last block), ~20 us of fc1 and fc2 ahead of
+  // the first of them at batch 1.
+  study::ByteRange ln1_prefetch(int i) const { return c_.l2_prefetch && i == 0 ? first_part(0) : study::ByteRange{}; }
+  study::ByteRange ln2_prefetch(int i) const {
+    if (!c_.l2_prefetch) return {};
+    return i + 1 < p_.model.layers ? first_part(i + 1) : w_.head_span();
+  }
+
+  // What the CUTLASS layer is told: PDL, and the lane's cuBLASLt Gemm as one more candidate.
+  study::cutlass_gemm::RunOptions cutlass_options(study::Gemm& gemm) const {
+    study::cutlass_gemm::RunOptions opt;
+    opt.pdl = c_.pdl;
+    if (c_.gemms == Gemms::CutlassCublaslt) opt.cublaslt = &gemm;
+    return opt;
+  }
+
+  // The QKV or projection GEMM (bias, and the residual when op has one) on the composition's layer.
+  void gemm(const study::GemmShape& shape, const study::GemmOperands& op, study::Gemm& g, cudaStream_t s) const {
+    if (c_.gemms == Gemms::Cublaslt)
+      g.run(shape, study::Epilogue::Bias, op, s);
+    else
+      study::cutlass_gemm::run(shape, study::cutlass_gemm::Activation::None, op, s, cutlass_options(g));
+  }
+
+  void block(Lane& l, int i, Marks& m, cudaStream_t s) {
+    const int D = p_.model.hidden, rows = static_cast<int>(l.rows());
+    const LayerBuffers& b = l.layers[i];
+    const BlockView& v = w_.blocks[i];
+    using Cal = Fp8Calibration;
+    m.component("layernorm", s, [&] { ln_.launch(l.ln, {b.x_in, v.ln1_g, v.ln1_b, b.ln1, ln1_prefetch(i)}, s); });
+    m.observe_input(i, Cal::Ln1, b.ln1, l.rows() * D, s);
+    m.component("qkv", s, [&] { gemm({rows, 3 * D, D}, {b.ln1, v.qkv_w, b.qkv, v.qkv_b}, *l.gemm, s); });
+    m.component("attention", s, [&] { attn_.launch(l.attn, {b.qkv, b.attn}, s); });
+    m.observe_input(i, Cal::Attention, b.attn, l.rows() * D, s);
+    m.component("projection", s, [&] {
+      study::GemmOperands op{b.attn, v.proj_w, c_.residual_epilogue ? b.x_mid : b.proj, v.proj_b};
+      if (c_.residual_epilogue) op.residual = b.x_in;
+      gemm({rows, D, D}, op, *l.gemm, s);
+    });
+    if (!c_.residual_epilogue)
+      m.component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, l.rows() * D, s); });
+    m.component("layernorm", s, [&] { ln_.launch(l.ln, {b.x_mid, v.ln2_g, v.ln2_b, b.ln2, ln2_prefetch(i)}, s); });
+    m.observe_input(i, Cal::Ln2, b.ln2, l.rows() * D, s);
+    m.component("mlp", s, [&] {
+      mlp::Args a{};
+      a.x = b.ln2;
+      a.residual = b.x_mid;
+      a.fc1_w = v.fc1_w;
+      a.fc1_b = v.fc1_b;
+      a.fc2_w = v.fc2_w;
+      a.fc2_b = v.fc2_b;
+      a.y = b.x_out;
+      a.h = b.h;
+      a.gemm = l.gemm.get();
+      a.pdl = c_.pdl;
+      mlp_.launch(l.mlp, a, s);
+    });
+    m.observe_input(i, Cal::Gelu, b.h, l.rows() * p_.model.mlp(), s);
+  }
+
+  const Problem& p_;
+  const Composition& c_;
+  const DeviceWeights& w_;
+  const layernorm::Version& ln_;
+  const attention::Version& attn_;
+  const mlp::Version& mlp_;
+};
+
+std::string supports(const RunnerSetup& s, int) {
+  if (s.c.attention_e4m3) return "an E4M3 attention output feeds an FP8 projection: blocks=fp8 only";
+  if (s.c.l2_prefetch && !layernorm::carries_prefetch(s.ln))
+    return std::string("the L2 prefetch rides on the LayerNorm kernel (Args::prefetch), which layernorm ") +
+           s.ln.name + " does not carry";
+  if (s.mlp.fp8) return std::string("mlp ") + s.mlp.name + " takes E4M3 inputs: blocks=fp8 only";
+  return {};
+}
+
+}  // namespace
+
+extern const Runner fp16_runner = {
+    Blocks::Fp16,
+    [] { return std::string(); },
+    supports,
+    [](const Problem&, const Composition&, int) { return 0.0; },
+    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<Fp16Blocks>(s); },
+};
+
+}  // namespace encoder

@@ -1,0 +1,159 @@
+// blocks=fp8: the four block GEMMs in FP8 E4M3 on cuBLASLt (common/fp8.hpp), the residual
+// stream in fp16:
+//   LN1 written in E4M3 -> QKV GEMM + bias -> attention -> (one quantizing pass, or with
+//   attn_e4m3 the attention writes E4M3 itself) -> projection GEMM + bias (+ residual) -> LN2
+//   written in E4M3 -> MLP (its FP8 version: fc1 + bias + GELU to E4M3, fc2 + bias + residual)
+// Weights are quantized per tensor once per forward object; activations take the static scales
+// of the weights' calibration (encoder::calibrate_fp8), which the forward refuses to run without.
+#include "encoder/runner.hpp"
+#include "fp8.hpp"
+
+namespace encoder {
+
+namespace {
+
+namespace f8 = study::fp8;
+using Cal = Fp8Calibration;
+
+class Fp8Blocks final : public BlockRunner {
+ public:
+  explicit Fp8Blocks(const RunnerSetup& s) : p_(s.p), c_(s.c), w_(s.w), attn_(s.attn), mlp_(s.mlp) {
+    const Cal& cal = w_.fp8_calibration;
+    if (static_cast<int>(cal.amax.size()) != p_.model.layers)
+      throw study::StudyError(study::ErrorKind::Usage,
+                              "an FP8 forward needs the weights' calibration (encoder::calibrate_fp8) for its " +
+                                  std::to_string(p_.model.layers) + " blocks; it has " +
+                                  std::to_string(cal.amax.size()));
+    const int D = p_.model.hidden, H = p_.model.mlp();
+    const auto scaling = f8::Scaling::Tensor;
+    for (std::size_t i = 0; i < w_.blocks.size(); ++i) {
+      const BlockView& v = w_.blocks[i];
+      Block b;
+      b.qkv = f8::quantize_weight(v.qkv_w, 3 * D, D, scaling, nullptr);
+      b.proj = f8::quantize_weight(v.proj_w, D, D, scaling, nullptr);
+      b.fc1 = f8::quantize_weight(v.fc1_w, H, D, scaling, nullptr);
+      b.fc2 = f8::quantize_weight(v.fc2_w, D, H, scaling, nullptr);
+      for (int k = 0; k < Cal::kInputs; ++k) b.in[k] = f8::ActivationScale(cal.amax[i][k], f8::kCalibrationMargin);
+      blocks_.push_back(std::move(b));
+    }
+  }
+
+  // The lane's FP8 GEMM layer and one E4M3 buffer [rows, hidden] for the GEMM input of the
+  // moment (LN1's output, attention's output, LN2's output in turn).
+  void add_lane(Lane& l) override {
+    lanes_.push_back({std::make_unique<study::Fp8Gemm>(),
+                      study::DeviceBuffer<f8::e4m3>(static_cast<std::size_t>(l.rows()) * p_.model.hidden)});
+  }
+
+  const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
+    for (int i = 0; i < p_.model.layers; ++i) block(l, i, m, s);
+    return l.layers.back().x_out;
+  }
+
+ private:
+  // Each block's four weights in E4M3 and the static scales of their inputs.
+  struct Block {
+    f8::Weight qkv, proj, fc1, fc2;
+    f8::ActivationScale in[Cal::kInputs];
+  };
+  struct LaneState {
+    std::unique_ptr<study::Fp8Gemm> gemm;
+    study::DeviceBuffer<f8::e4m3> act8;
+  };
+
+  // y = x W^T + bias (+ residual) in fp16, x the lane's act8 in scale x.
+  static void gemm(LaneState& st, const study::GemmShape& shape, const f8::ActivationScale& x, const f8::Weight& w,
+                   const __half* bias, const __half* residual, __half* y, cudaStream_t s) {
+    study::Fp8Operands op;
+    op.x = st.act8.get();
+    op.x_scale = x.scale();
+    op.w = &w;
+    op.bias = bias;
+    op.residual = residual;
+    op.y = y;
+    st.gemm->run(shape, study::Epilogue::Bias, op, s);
+  }
+
+  void block(Lane& l, int i, Marks& m, cudaStream_t s) {
+    const int D = p_.model.hidden, rows = static_cast<int>(l.rows());
+    const LayerBuffers& b = l.layers[i];
+    const BlockView& v = w_.blocks[i];
+    const Block& q = blocks_[i];
+    LaneState& st = lanes_[l.index];
+    auto layernorm = [&](const __half* x, const __half* gamma, const __half* beta, const f8::ActivationScale& scale) {
+      f8::layernorm_quantize(x, gamma, beta, rows, D, l.ln.eps, scale.inv_scale(), st.act8.get(), s);
+    };
+    m.component("layernorm", s, [&] { layernorm(b.x_in, v.ln1_g, v.ln1_b, q.in[Cal::Ln1]); });
+    m.component("qkv", s, [&] { gemm(st, {rows, 3 * D, D}, q.in[Cal::Ln1], q.qkv, v.qkv_b, nullptr, b.qkv, s); });
+    m.component("attention", s, [&] {
+      if (c_.attention_e4m3)  // the projection's input, in E4M3 (its fp16 form never exists)
+        attn_.launch_e4m3(l.attn, b.qkv, st.act8.get(), q.in[Cal::Attention].inv_scale(), s);
+      else
+        attn_.launch(l.attn, {b.qkv, b.attn}, s);
+    });
+    m.component("projection", s, [&] {
+      if (!c_.attention_e4m3)  // the fp16 attention output is quantized by one pass before the GEMM
+        f8::quantize(b.attn, l.rows() * D, q.in[Cal::Attention].inv_scale(), st.act8.get(), s);
+      gemm(st, {rows, D, D}, q.in[Cal::Attention], q.proj, v.proj_b, c_.residual_epilogue ? b.x_in : nullptr,
+           c_.residual_epilogue ? b.x_mid : b.proj, s);
+    });
+    if (!c_.residual_epilogue)
+      m.component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, l.rows() * D, s); });
+    m.component("layernorm", s, [&] { layernorm(b.x_mid, v.ln2_g, v.ln2_b, q.in[Cal::Ln2]); });
+    m.component("mlp", s, [&] {
+      mlp::Args a{};
+      a.x = b.ln2;
+      a.residual = b.x_mid;
+      a.fc1_w = v.fc1_w;
+      a.fc1_b = v.fc1_b;
+      a.fc2_w = v.fc2_w;
+      a.fc2_b = v.fc2_b;
+      a.y = b.x_out;
+      a.h = b.h;
+      a.gemm = l.gemm.get();
+      a.pdl = c_.pdl;
+      const mlp::Fp8Args f{&q.fc1, &q.fc2, &q.in[Cal::Ln2], &q.in[Cal::Gelu], st.act8.get(), true, st.gemm.get()};
+      a.fp8 = &f;  // LN2 wrote x in E4M3 already
+      mlp_.launch(l.mlp, a, s);
+    });
+  }
+
+  const Problem& p_;
+  const Composition& c_;
+  const DeviceWeights& w_;
+  const attention::Version& attn_;
+  const mlp::Version& mlp_;
+  std::vector<Block> blocks_;
+  std::vector<LaneState> lanes_;
+};
+
+std::string supports(const RunnerSetup& s, int) {
+  const int D = s.p.model.hidden;
+  if (!s.mlp.fp8) return std::string("an FP8 forward needs an FP8 MLP version, not ") + s.mlp.name;
+  if (s.c.attention_e4m3 && !s.attn.launch_e4m3)
+    return std::string("an E4M3 attention output needs an attention version that writes E4M3, not ") + s.attn.name;
+  if (s.c.l2_prefetch) return "its LayerNorm writes E4M3 and carries no L2 prefetch";
+  if (s.c.gemms != Gemms::Cublaslt) return "its GEMMs are cuBLASLt's FP8 GEMMs (gemms=cublaslt)";
+  if (D % 16 || D > f8::kLayerNormMaxHidden)
+    return "the FP8 forward needs hidden a multiple of 16 and at most " + std::to_string(f8::kLayerNormMaxHidden) +
+           ", not " + std::to_string(D);
+  return {};
+}
+
+// E4M3 weights of the four GEMMs; per lane an E4M3 activation buffer and a GEMM workspace.
+double extra_device_bytes(const Problem& p, const Composition&, int lanes) {
+  const double d = p.model.hidden;
+  return p.model.layers * 12.0 * d * d + static_cast<double>(p.rows()) * d + lanes * 32.0 * (1 << 20);
+}
+
+}  // namespace
+
+extern const Runner fp8_runner = {
+    Blocks::Fp8,
+    [] { return f8::unavailable(); },
+    supports,
+    extra_device_bytes,
+    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<Fp8Blocks>(s); },
+};
+
+}  // namespace encoder

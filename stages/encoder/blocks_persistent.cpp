@@ -1,0 +1,52 @@
+// blocks=persistent: every block of the forward in one persistent kernel (persistent.hpp): its
+// own GEMM and attention tiles, the LayerNorms in the GEMMs' prologues, grid barriers between
+// phases. The family versions of layernorm, attention and mlp are not asked (the layernorm
+// version still serves the final LayerNorm, in the forward's head). The residual stream is
+// updated in place, in the first layer's buffer.
+#include "encoder/persistent.hpp"
+#include "encoder/runner.hpp"
+
+namespace encoder {
+
+namespace {
+
+class PersistentBlocks final : public BlockRunner {
+ public:
+  explicit PersistentBlocks(const RunnerSetup& s) : p_(s.p), w_(s.w) {}
+
+  void add_lane(Lane& l) override { lanes_.push_back(std::make_unique<persistent::Blocks>(p_, l.batch, w_.blocks)); }
+
+  const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
+    const LayerBuffers& b = l.layers[0];
+    m.component("blocks", s, [&] { lanes_[l.index]->run(b.x_in, b.qkv, b.attn, b.h, s); });
+    return b.x_in;
+  }
+
+ private:
+  const Problem& p_;
+  const DeviceWeights& w_;
+  std::vector<std::unique_ptr<persistent::Blocks>> lanes_;
+};
+
+std::string supports(const RunnerSetup& s, int lane_batch) {
+  if (s.c.gemms != Gemms::Cublaslt || s.c.pdl || s.c.l2_prefetch || s.c.attention_e4m3)
+    return "the persistent kernel computes the blocks itself: no CUTLASS GEMMs, PDL, L2 prefetch or E4M3 attention "
+           "with it";
+  return persistent::refuses(s.p, lane_batch);
+}
+
+double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
+  return static_cast<double>(lanes) * persistent::Blocks::scratch_bytes(p, (p.batch + c.streams - 1) / c.streams);
+}
+
+}  // namespace
+
+extern const Runner persistent_runner = {
+    Blocks::Persistent,
+    persistent::unavailable,
+    supports,
+    extra_device_bytes,
+    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<PersistentBlocks>(s); },
+};
+
+}  // namespace encoder

@@ -1,0 +1,60 @@
+// What one whole-ViT forward is made of: a version of each family and the techniques of the
+// whole forward. Every encoder step (steps.hpp) is one Composition; a custom mix is another.
+//
+// One text form serves the step table, the bench's CSV rows and --help, and the analysis
+// (analysis/steps.py reads it back): space-separated fields in a fixed order, the four family
+// versions always, every other field only where it differs from its default:
+//   pe=v10_round_tiles ln=v5_unrolled attn=v9_softmax_overlap mlp=fastest_epilogue
+//   gemms=cutlass+cublaslt residual=epilogue graph pdl l2_prefetch
+// A switch is written as its bare name when on (`graph`), or as `graph=on|off`.
+#pragma once
+#include <string>
+
+namespace encoder {
+
+// The block runner that executes each encoder block (runners.hpp): one per technique.
+enum class Blocks {
+  Fp16,          // a kernel per op: every family's version, GEMMs on cuBLASLt or CUTLASS
+  Fp16LnFolded,  // LN1 and LN2 folded into the QKV and fc1 GEMMs (CUTLASS only)
+  Fp8,           // the four block GEMMs in FP8 E4M3, LayerNorms writing E4M3
+  Persistent,    // every block in one persistent kernel
+};
+
+// Where the QKV and projection GEMMs run (the MLP's GEMMs are its family version's business).
+enum class Gemms {
+  Cublaslt,         // cuBLASLt with its bias epilogue
+  Cutlass,          // the CUTLASS layer, its kernel searched per shape
+  CutlassCublaslt,  // the same search with cuBLASLt one more candidate: the faster per shape
+};
+
+struct Composition {
+  std::string patch_embed, layernorm, attention, mlp;
+  Blocks blocks = Blocks::Fp16;
+  Gemms gemms = Gemms::Cublaslt;
+  bool per_layer_buffers = false;  // a fresh buffer for every intermediate of every layer (no arena)
+  bool residual_epilogue = false;  // projection's residual added in its GEMM epilogue (else an add kernel)
+  bool graph = false;              // the forward captured once in a CUDA graph and replayed
+  int streams = 1;                 // the batch split over this many streams, each a whole forward
+  bool pdl = false;                // CUTLASS GEMMs launched with programmatic dependent launch
+  // The LayerNorm before each MLP requests the first half of the next block's weights into L2
+  // (layernorm::Args::prefetch), so the GEMMs after it find them there instead of in DRAM.
+  bool l2_prefetch = false;
+  // Fp8 blocks: the attention writes the projection's E4M3 input itself (no quantizing pass).
+  bool attention_e4m3 = false;
+
+  bool fp8() const { return blocks == Blocks::Fp8; }
+  const char* precision() const { return fp8() ? "fp8_e4m3" : "fp16"; }
+  bool operator==(const Composition& o) const { return to_string() == o.to_string(); }
+  bool operator!=(const Composition& o) const { return !(*this == o); }
+  std::string to_string() const;
+};
+
+// The fields of `text` applied on top of `base` (a step's delta on its parent's composition; a
+// whole composition on Composition{}). Throws StudyError(Usage) naming an unknown field or value.
+Composition apply(Composition base, const std::string& text);
+inline Composition parse(const std::string& text) { return apply(Composition{}, text); }
+
+const char* name(Blocks b);
+const char* name(Gemms g);
+
+}  // namespace encoder

@@ -1,0 +1,135 @@
+// Block runners: the encoder blocks of a forward, one implementation per technique (kernel per
+// op in fp16, LayerNorms folded into GEMMs, FP8, one persistent kernel). The forward
+// (forward.cu) owns the lanes, the patch embedding, the head, streams and graph capture, and
+// hands each lane's residual stream to the composition's runner. A runner asks nothing of the
+// step table: it reads only the Composition it was made for.
+//
+// Internal to the encoder: included by forward.cu and the runner files, never by encoder.hpp,
+// composition.hpp or steps.hpp.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+#include "attention/attention.hpp"
+#include "buffer.hpp"
+#include "check.hpp"
+#include "encoder/encoder.hpp"
+#include "gemm.hpp"
+#include "layernorm/layernorm.hpp"
+#include "mlp/mlp.hpp"
+#include "nvtx.hpp"
+#include "patch_embed/patch_embed.hpp"
+
+namespace encoder {
+
+// The buffers one layer reads and writes. With the arena every layer gets the same ones (x_in
+// and x_out are one buffer: the MLP reads LN2's output and the residual x_mid, never x_in, so
+// it may overwrite it); without it, every intermediate of every layer is its own. proj is null
+// when the projection adds the residual in its epilogue.
+struct LayerBuffers {
+  __half *x_in, *ln1, *qkv, *attn, *proj, *x_mid, *ln2, *h, *x_out;
+};
+
+// One stream's share of the batch, with everything it needs to run a whole forward.
+struct Lane {
+  int index = 0, b0 = 0, batch = 0;
+  cudaStream_t stream = nullptr;  // owned; null for a single lane (runs on the caller's stream)
+  std::unique_ptr<study::Gemm> gemm;
+  std::vector<study::DeviceBuffer<__half>> owned;
+  std::vector<LayerBuffers> layers;
+  __half *cls = nullptr, *cls_norm = nullptr;
+  study::DeviceBuffer<char> pe_scratch;
+  patch_embed::Problem pe;
+  layernorm::Problem ln, ln_final;
+  attention::Problem attn;
+  mlp::Problem mlp;
+
+  long long rows() const { return static_cast<long long>(ln.rows); }
+  __half* alloc(std::size_t n) {
+    owned.emplace_back(n);
+    return owned.back().get();
+  }
+};
+
+// What every launch of a forward reports to: an NVTX range per component (Nsight Systems shows
+// the forward by component), CUDA events around it while a breakdown is taken, and the amax of
+// the GEMM inputs while an FP8 calibration observes an fp16 forward.
+class Marks {
+ public:
+  ~Marks() { clear(); }
+  template <class F>
+  void component(const char* name, cudaStream_t s, F&& f) {
+    study::NvtxRange range(name);
+    if (!recording_) {
+      f();
+      return;
+    }
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    events_.push_back({name, {a, b}});
+    CUDA_CHECK(cudaEventRecord(a, s));
+    f();
+    CUDA_CHECK(cudaEventRecord(b, s));
+  }
+  void start_recording() {
+    clear();
+    recording_ = true;
+  }
+  // Stops recording; the recorded components' device times (after a sync), summed by name.
+  Breakdown stop_recording(cudaStream_t s);
+  void stop() { recording_ = false; }
+
+  // While set: max |x| of block `layer`'s GEMM input `which` into observe[layer][which].
+  float* observe = nullptr;
+  void observe_input(int layer, Fp8Calibration::Input which, const __half* x, long long n, cudaStream_t s) const;
+
+ private:
+  void clear();
+  bool recording_ = false;
+  std::vector<std::pair<std::string, std::pair<cudaEvent_t, cudaEvent_t>>> events_;
+};
+
+// What a runner is made from.
+struct RunnerSetup {
+  const Problem& p;
+  const Composition& c;
+  const DeviceWeights& w;
+  const layernorm::Version& ln;
+  const attention::Version& attn;
+  const mlp::Version& mlp;
+};
+
+class BlockRunner {
+ public:
+  virtual ~BlockRunner() = default;
+  // Once per lane, in lane order, after the lane's layer buffers exist: the runner's own scratch.
+  virtual void add_lane(Lane& l) = 0;
+  // Every block on lane l, from l.layers[0].x_in; returns where the residual stream ends.
+  virtual const __half* run(Lane& l, Marks& m, cudaStream_t s) = 0;
+};
+
+// A runner kind: its record, as the families' versions have theirs.
+struct Runner {
+  Blocks blocks;
+  // Why this build or GPU cannot run it at all (empty: it can).
+  std::string (*unavailable)();
+  // Why it cannot run composition s.c on s.p with lanes of `lane_batch` images (empty: it can).
+  std::string (*supports)(const RunnerSetup& s, int lane_batch);
+  // Device bytes it allocates beyond the forward's own buffers, for `lanes` lanes.
+  double (*extra_device_bytes)(const Problem& p, const Composition& c, int lanes);
+  std::unique_ptr<BlockRunner> (*make)(const RunnerSetup& s);
+};
+
+// The runner of c.blocks (runners.cpp holds the list).
+const Runner& runner_for(Blocks b);
+
+// Small kernels of the block sequence (ops.cu). x_mid = a + b, n elements.
+void residual_add(const __half* a, const __half* b, __half* out, long long n, cudaStream_t s);
+// cls[b, :] = x[b * tokens, :] for every image of the batch.
+void gather_cls(const __half* x, __half* cls, int batch, int tokens, int hidden, cudaStream_t s);
+
+}  // namespace encoder

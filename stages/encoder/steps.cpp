@@ -1,0 +1,116 @@
+#include "encoder/steps.hpp"
+#include <map>
+#include "check.hpp"
+
+namespace encoder {
+
+// One row per step: name, parent, what it changes, and its delta (composition.hpp's text form).
+// e1-e15 are the compositions they were measured with (stages/encoder/e*/NOTES.md); a step that
+// left the build is in stages/encoder/TRIED.md with its numbers.
+const std::vector<Step>& steps() {
+  static const std::vector<Step> table = {
+      {"e1_library", "",
+       "cuDNN conv and attention, CUB LayerNorm, cuBLASLt GEMMs; a buffer per intermediate",
+       "pe=cudnn ln=v2_cub attn=cudnn_sdpa mlp=fused_epilogue buffers=per_layer"},
+      {"e2_buffer_reuse", "e1_library", "one activation arena reused by every layer", "buffers=arena"},
+      {"e3_graph", "e2_buffer_reuse", "the whole forward captured once in a CUDA graph", "graph"},
+      {"e4_streams", "e3_graph", "the batch split over streams (--streams, default 2), each a whole forward",
+       "streams=2"},
+      {"e5_fused", "e3_graph", "projection bias + residual in its GEMM epilogue: no elementwise kernel left",
+       "residual=epilogue"},
+      {"e6_best", "e5_fused", "the fastest version of every family (as measured) + e5's fusion + graph",
+       "pe=v10_round_tiles ln=v5_unrolled attn=v9_softmax_overlap"},
+      {"e7_cutlass_gemms", "e6_best",
+       "QKV, projection and MLP on the CUTLASS GEMM layer (epilogues fused, kernel searched per shape)",
+       "gemms=cutlass mlp=cutlass_epilogue"},
+      {"e8_pdl", "e7_cutlass_gemms",
+       "every CUTLASS GEMM launched with programmatic dependent launch (its prologue under the previous "
+       "kernel's tail)",
+       "pdl"},
+      {"e9_ln_folded", "e8_pdl",
+       "LN1 and LN2 folded into the QKV and fc1 GEMMs (row statistics pass + GEMM epilogue; no normalized copy "
+       "written)",
+       "blocks=fp16_ln_folded"},
+      {"e10_fastest_gemms", "e8_pdl",
+       "cuBLASLt one more candidate of each GEMM's search: every shape on the faster library",
+       "gemms=cutlass+cublaslt mlp=fastest_epilogue"},
+      {"e12_fp8", "e6_best",
+       "QKV, projection, fc1 and fc2 in FP8 E4M3 (cuBLASLt, per-tensor weight scales, static activation "
+       "scales); LayerNorms write E4M3",
+       "blocks=fp8 mlp=fp8_tensor"},
+      {"e13_persistent", "e6_best",
+       "all blocks in one persistent kernel: GEMM and attention tiles dealt out to one CTA per SM, LayerNorms "
+       "in the GEMM prologues, a grid barrier instead of each kernel boundary",
+       "blocks=persistent"},
+      {"e14_l2_prefetch", "e10_fastest_gemms",
+       "each block's second LayerNorm kernel requests the first half of the next block's weights into L2: its "
+       "QKV and projection GEMMs read their weights from L2 instead of DRAM",
+       "l2_prefetch"},
+      {"e15_fp8_attention_e4m3", "e12_fp8",
+       "the attention writes the projection's E4M3 input itself (static scale): no quantizing pass over an "
+       "fp16 copy",
+       "attn_e4m3"},
+      {"e16_half_gelu", "e14_l2_prefetch",
+       "the MLP version half_gelu_epilogue: fc1's GELU epilogue in fp16 pairs, the fastest MLP of its family",
+       "mlp=half_gelu_epilogue"},
+  };
+  return table;
+}
+
+// The fastest steps, read off the committed runs named beside each (medians of 3 interleaved
+// rounds, vit_b 224 px, batch 1, 32 and 256); analysis/test_steps.py checks each against
+// its run folder: the step is the fastest of its precision in that sitting at two of the three batches.
+// fastest_fp16: e14 at batch 1 (0.421 against e10's 0.437 ms) and 32 (2.201 against 2.247 ms);
+// e10 is 0.8% faster at batch 256 (17.52 against 17.66 ms), inside the rounds' spread.
+// fastest_fp8: e15 at every batch (0.409 / 1.622 / 11.91 ms against e12's 0.423 / 1.661 / 12.24).
+const std::vector<Alias>& aliases() {
+  static const std::vector<Alias> list = {
+      {"fastest_fp16", "e14_l2_prefetch", "20261125_NVIDIA_H200_prefetch/encoder_prefetch"},
+      {"fastest_fp8", "e15_fp8_attention_e4m3", "20261125_NVIDIA_H200_fp8_fused/encoder_fp8_fused"},
+  };
+  return list;
+}
+
+namespace {
+
+const Step* find(const std::string& name) {
+  for (const auto& s : steps())
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+Composition compose(const Step& s) {
+  Composition base = *s.parent ? compose(*find(s.parent)) : Composition{};
+  return apply(base, s.delta);
+}
+
+}  // namespace
+
+std::string resolve_alias(const std::string& name) {
+  for (const auto& a : aliases())
+    if (name == a.name) return a.step;
+  return name;
+}
+
+Composition find_step(const std::string& name) {
+  if (const Step* s = find(resolve_alias(name))) return compose(*s);
+  std::string known;
+  for (const auto& s : steps()) known += std::string(known.empty() ? "" : ", ") + s.name;
+  for (const auto& a : aliases()) known += std::string(", ") + a.name;
+  throw study::StudyError(study::ErrorKind::Usage, "unknown encoder step '" + name + "' (known: " + known + ")");
+}
+
+std::string steps_tsv() {
+  std::string out =
+      "# Generated from stages/encoder/steps.cpp (encoder_e1_library --list-steps); a CPU test keeps it current.\n"
+      "name\tkind\tparent\tdelta\tcomposition\tmeasured\twhat\n";
+  for (const auto& s : steps())
+    out += std::string(s.name) + "\tstep\t" + s.parent + '\t' + s.delta + '\t' + compose(s).to_string() + "\t\t" +
+           s.what + '\n';
+  for (const auto& a : aliases())
+    out += std::string(a.name) + "\talias\t" + a.step + "\t\t" + find_step(a.step).to_string() + '\t' + a.measured +
+           "\tthe fastest step of its precision in the sitting `measured`\n";
+  return out;
+}
+
+}  // namespace encoder

@@ -178,10 +178,12 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
   c.l2_prefetch = true;
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("persistent"), study::StudyError);
   c = step();
+  c.streams = 1;
   c.attention_e4m3 = true;  // an E4M3 attention output without the FP8 blocks
   c.blocks = Blocks::Fp16;
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("E4M3"), study::StudyError);
   c = step();
+  c.streams = 1;
   c.blocks = Blocks::Fp16LnFolded;  // a folded LayerNorm on cuBLASLt
   c.gemms = Gemms::Cublaslt;
   c.l2_prefetch = false;

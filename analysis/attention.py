@@ -38,8 +38,7 @@ CUDNN_GRAPH = "pytorch_sdpa_cudnn_graph"  # PyTorch's cuDNN SDPA, possibly a new
 BEST_CUDNN = "the best cuDNN result"
 FASTEST_TARGET = 0.9              # target: fastest version <= 0.9x the best cuDNN result
 V6 = "v6_coalesced_k"             # the last step before the flash kernels
-LADDER = ["v0_naive", "v1_smem_tiling", "v2_coalesced", "v3_wmma", "v4_multiwarp",
-          "v5_large_tile", "v6_coalesced_k", "v7_flash_mma", "v7_flash", "v8_exact_tail", "v9_softmax_overlap", CUDNN,
+LADDER = sd.family_versions("attention") + [
           "pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph", "pytorch_sdpa_efficient_graph",
           "pytorch_sdpa_math_graph", "pytorch_sdpa_cudnn", "pytorch_sdpa_flash",
           "pytorch_sdpa_efficient", "pytorch_sdpa_math"]

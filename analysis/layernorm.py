@@ -32,8 +32,7 @@ TARGET_FRACTION = 0.80        # target: >= 80% of copy bandwidth at 50432 x 768 
 V1 = "v1_shared"
 GRAPH = "pytorch_layer_norm_graph"
 EAGER = "pytorch_layer_norm"
-LADDER = ["v1_shared", "v2_cub", "v3_seq_tiling", "v4_vectorized", "v5_unrolled", "cudnn",
-          GRAPH, EAGER]
+LADDER = sd.family_versions("layernorm") + [GRAPH, EAGER]
 LABEL = {GRAPH: "PyTorch F.layer_norm (CUDA graph)", EAGER: "PyTorch F.layer_norm (eager)"}
 
 # %% [markdown]

@@ -38,8 +38,7 @@ TARGET_GEMM_RATIO = 1.05      # target: fastest fused version <= 1.05x the two p
 UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilogue",
                                        "handwritten_epilogue", "gemm_only")
 GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
-LADDER = [UNFUSED, GRAPHED, FUSED, HAND, "cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue",
-          "split_epilogue", "half_gelu_epilogue", GEMM, GRAPH, EAGER]
+LADDER = sd.family_versions("mlp") + [GRAPH, EAGER]
 # Versions that are not a fused MLP: the unfused steps, the epilogue as separate kernels, and the
 # timing references. Every other own version of the sweep is a fused MLP (bias + GELU after fc1,
 # bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.

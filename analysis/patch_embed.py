@@ -39,8 +39,7 @@ CPU, V1, V2 = "cpu_baseline", "v1_single_channel", "v2_unified_channel"
 V3, V3G, V4 = "v3_streams", "v3_streams_graph", "v4_one_copy"
 CUDNN = "cudnn"
 CONV, LINEAR = "pytorch_conv2d", "pytorch_patchify_linear"
-LADDER = [CPU, V1, V2, V3, V3G, V4, "v5_im2col_gemm", "v6_implicit_gemm", "v7_implicit_wgmma",
-          "v8_balanced_tiles", "v9_pos_first", "v10_round_tiles", CUDNN, CONV, LINEAR]
+LADDER = sd.family_versions("patch_embed") + [CONV, LINEAR]
 STREAM_VERSIONS = [V3, V3G]
 ROUTINE_VERSIONS = [V1, V2, V3, V3G, V4]     # the versions that copy from and to the host
 GEMM_FROM = V4                               # time vs batch on ViT-B: v4 onward + anchors

@@ -368,6 +368,23 @@ def is_own(version: str) -> bool:
     return not is_anchor(version) and not is_library(version)
 
 
+STAGES_DIR = REPO / "stages"
+
+
+def family_versions(family: str) -> list[str]:
+    """A family's versions in ladder order, from its one list (stages/<family>/versions.def; the
+    encoder's from its step table, stages/encoder/steps.tsv)."""
+    if family == "encoder":
+        import steps
+        return steps.ladder()
+    path = STAGES_DIR / family / "versions.def"
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise DataError(f"{path}: cannot read the family's version list ({e.strerror})")
+    return re.findall(r"^STUDY_VERSION\((\w+)\)", text, flags=re.M)
+
+
 def version_order(present, preferred) -> list[str]:
     """The family's ladder order first, then anything new (a version added after the notebook
     was written still shows up), anchors last."""

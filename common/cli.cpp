@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <utility>
 #include "check.hpp"
 #include "vit_config.hpp"
 
@@ -41,6 +42,8 @@ void Cli::add_string(const std::string& name, std::string* dst, const std::strin
                      *dst = v;
                    }});
 }
+
+void Cli::add_version_list(std::vector<std::string> names) { versions_ = std::move(names); }
 
 void Cli::add_flag(const std::string& name, bool* dst, const std::string& help, bool value) {
   opts_.push_back({name, help, "", [=](const std::string&) { *dst = value; }});
@@ -83,6 +86,7 @@ std::string Cli::usage() const {
     if (lhs.size() < 26) lhs.resize(26, ' ');
     u += lhs + " " + o.help + "\n";
   }
+  if (!versions_.empty()) u += "  --list-versions          print every version of the family, one per line\n";
   return u + "  --help                   this text\n";
 }
 
@@ -91,6 +95,10 @@ void Cli::parse(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::cout << usage();
+      std::exit(0);
+    }
+    if (arg == "--list-versions" && !versions_.empty()) {
+      for (const auto& v : versions_) std::cout << v << "\n";
       std::exit(0);
     }
     std::string value;

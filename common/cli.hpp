@@ -32,6 +32,9 @@ class Cli {
   void add_int(const std::string& name, int* dst, const std::string& help, int min_value = 1);
   void add_string(const std::string& name, std::string* dst, const std::string& help);
   void add_flag(const std::string& name, bool* dst, const std::string& help, bool value = true);
+  // "--list-versions" prints these names (the family's versions, or the encoder's steps), one per
+  // line, and exits 0, as --help does.
+  void add_version_list(std::vector<std::string> names);
   // Throws StudyError(Usage). "--help" prints the usage and exits 0.
   void parse(int argc, char** argv);
   // Whether an option appeared on the command line (to tell defaults from choices).
@@ -46,7 +49,16 @@ class Cli {
   std::string program_, summary_;
   std::vector<Opt> opts_;
   std::vector<std::string> given_;
+  std::vector<std::string> versions_;
 };
+
+// The names of a family's version records, in registry order (for Cli::add_version_list).
+template <class Version>
+std::vector<std::string> version_names(const std::vector<Version>& versions) {
+  std::vector<std::string> names;
+  for (const auto& v : versions) names.push_back(v.name);
+  return names;
+}
 
 // Validates the shared options that every executable must accept or refuse alike (model name,
 // image size a multiple of the patch), also where an executable does not use them.

@@ -13,17 +13,14 @@ family=${1:?usage: ncu_family.sh attention|mlp|patch_embed OUT.csv [BUILD_DIR] [
 out=${2:?usage: ncu_family.sh attention|mlp|patch_embed OUT.csv [BUILD_DIR] [bench args...]}
 build=${3:-build}
 shift $(( $# >= 3 ? 3 : 2 ))
-case $family in
-  attention) versions=(v0_naive v1_smem_tiling v2_coalesced v3_wmma v4_multiwarp v5_large_tile v6_coalesced_k
-                       v7_flash_mma v7_flash v8_exact_tail v9_softmax_overlap cudnn_sdpa) ;;
-  mlp) versions=(unfused unfused_graph fused_epilogue handwritten_epilogue gemm_only pingpong_epilogue
-                 pingpong_gemm_only cutlass_epilogue cutlass_epilogue_erf fastest_epilogue split_epilogue
-                 half_gelu_epilogue fp8_tensor fp8_channel) ;;
-  # The device-resident versions (v1-v3 launch a kernel per dot product: nothing to profile).
-  patch_embed) versions=(v4_one_copy v5_im2col_gemm v6_implicit_gemm v7_implicit_wgmma v8_balanced_tiles
-                         v9_pos_first v10_round_tiles cudnn) ;;
+case $family in attention|mlp|patch_embed) ;;
   *) echo "ncu_family.sh: unknown family '$family' (attention, mlp or patch_embed)" >&2; exit 2 ;;
 esac
+# Every version of the family's list (stages/FAMILY/versions.def); for patch_embed the
+# device-resident ones only (v1-v3 launch a kernel per dot product: nothing to profile).
+mapfile -t versions < <(sed -n 's/^STUDY_VERSION(\(.*\))$/\1/p' "$(dirname "$0")/../stages/$family/versions.def")
+[ "$family" = patch_embed ] && mapfile -t versions < <(printf '%s\n' "${versions[@]}" |
+  grep -vx -e cpu_baseline -e v1_single_channel -e v2_unified_channel -e v3_streams -e v3_streams_graph)
 metrics=launch__grid_size,launch__block_size,launch__registers_per_thread
 metrics+=,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active

@@ -187,26 +187,35 @@ def load_spec(path):
         raise SpecError("'anchors' needs 'anchor_script' (a script in experiments/anchors/)")
     if not s["versions"] and not s["anchors"] and not s["row_versions"]:
         raise SpecError("nothing to run: give 'versions', 'anchors' or 'row_versions'")
-    if s["family"] == "encoder":
-        s["versions"] = encoder_versions(s["versions"])
+    s["versions"] = resolve_versions(s["family"], s["versions"])
     clash = set(s["versions"]) & set(s["anchors"])
     if clash:
         raise SpecError(f"'versions' and 'anchors' both list {sorted(clash)}")
     return s
 
 
-def encoder_versions(names):
-    """An encoder spec's versions with the step table's words resolved: an alias (fastest_fp16,
-    fastest_fp8) becomes the step it names, "@steps" every step of the table in its order.
-    A step named twice runs once."""
-    aliases = step_table.aliases()
+def resolve_versions(family, names):
+    """A spec's versions with the version lists' words resolved: "@versions" is every version of
+    the family in its list's order (stages/<family>/versions.def; the encoder's step table); for
+    the encoder an alias (fastest_fp16, fastest_fp8) is the step it names. A version named twice
+    runs once."""
+    aliases = step_table.aliases() if family == "encoder" else {}
     out = []
     for name in names:
-        if name == "@steps":
-            out += step_table.ladder()
+        if name == "@versions":
+            out += family_versions(family)
         else:
             out.append(aliases[name]["step"] if name in aliases else name)
     return list(dict.fromkeys(out))
+
+
+def family_versions(family):
+    if family == "encoder":
+        return step_table.ladder()
+    path = EXPERIMENTS.parent / "stages" / family / "versions.def"
+    if not path.is_file():
+        raise SpecError(f"'@versions': family '{family}' has no version list ({path})")
+    return re.findall(r"^STUDY_VERSION\((\w+)\)", path.read_text(), flags=re.M)
 
 
 def output_name(spec_path, spec):

@@ -533,14 +533,19 @@ class SweepTest(unittest.TestCase):
             with self.assertRaises(rs.SpecError):
                 rs.load_spec(self.spec(name="bad.toml", streams=bad))
 
-    def test_encoder_specs_resolve_the_step_tables_words(self):
+    def test_specs_resolve_the_version_lists_words(self):
         spec = rs.load_spec(self.spec(family='"encoder"',
                                       versions='["e6_best", "fastest_fp8", "fastest_fp16", "e15_fp8_attention_e4m3"]'))
         table = {a: v["step"] for a, v in rs.step_table.aliases().items()}
         self.assertEqual(spec["versions"], ["e6_best", table["fastest_fp8"], table["fastest_fp16"]])
-        every = rs.load_spec(self.spec(family='"encoder"', versions='["@steps"]'))["versions"]
+        every = rs.load_spec(self.spec(family='"encoder"', versions='["@versions"]'))["versions"]
         self.assertEqual(every, rs.step_table.ladder())
         self.assertIn("e1_library", every)
+        ln = rs.load_spec(self.spec(family='"layernorm"', versions='["@versions"]'))["versions"]
+        self.assertEqual(ln[0], "v1_shared")
+        self.assertIn("cudnn", ln)
+        with self.assertRaises(rs.SpecError):
+            rs.load_spec(self.spec(family='"nosuchfamily"', versions='["@versions"]'))
 
     def test_one_invocation_many_rows(self):
         spec = self.spec(versions=None, binary='"stages/fake/fake_two"',

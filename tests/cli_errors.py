@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Bad command lines must give exactly one clear stderr line and exit code 2, for every bench
-given on the command line. Without a GPU, a valid command line must say 'no CUDA device'."""
+given on the command line. Without a GPU, a valid command line must say 'no CUDA device'.
+--list-versions prints the family's one list (stages/<family>/versions.def, the encoder's step
+table), which names the bench's own version."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,10 +44,32 @@ def has_gpu():
         return False
 
 
+STAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stages")
+
+
+def family_list(family):
+    """The family's versions as its list in the source tree names them."""
+    if family == "encoder":
+        rows = [l.split("\t") for l in open(os.path.join(STAGES, "encoder", "steps.tsv")).read().splitlines()]
+        return [r[0] for r in rows if len(r) > 1 and r[1] == "step"]
+    text = open(os.path.join(STAGES, family, "versions.def")).read()
+    return re.findall(r"^STUDY_VERSION\((\w+)\)", text, flags=re.M)
+
+
 def main(exes):
     failures = []
     for exe in exes:
         name = os.path.basename(exe)
+        family = next((f for f in ("layernorm", "mlp", "attention", "patch_embed", "encoder")
+                       if name.startswith(f + "_")), None)
+        if family:
+            r = run(exe, ["--list-versions"])
+            names = r.stdout.split()
+            ok = (r.returncode == 0 and names == family_list(family)
+                  and name[len(family) + 1:] in names)
+            print(f"{'ok  ' if ok else 'FAIL'} {name} --list-versions -> rc={r.returncode} {len(names)} names")
+            if not ok:
+                failures.append((name, ["--list-versions"]))
         extra = []
         if name.startswith(("layernorm_", "mlp_")):
             extra = [(["--rows", "0"], "--rows must be >= 1"), (["--hidden", "-1"], "--hidden must be >= 1")]

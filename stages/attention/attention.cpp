@@ -5,17 +5,17 @@
 
 namespace attention {
 
-// Each version's kernel file defines its Version object.
-extern const Version v0_naive, v1_smem_tiling, v2_coalesced, v3_wmma, v4_multiwarp, v5_large_tile,
-    v6_coalesced_k, v7_flash_mma, v7_flash, v8_exact_tail,
-    v9_softmax_overlap, cudnn_sdpa;
+// Each version's kernel file defines its Version object; versions.def lists them.
+#define STUDY_VERSION(name) extern const Version name;
+#include "attention/versions.def"
+#undef STUDY_VERSION
 
 const std::vector<Version>& versions() {
-  static const std::vector<Version> all = {v0_naive,      v1_smem_tiling, v2_coalesced,
-                                           v3_wmma,       v4_multiwarp,   v5_large_tile,
-                                           v6_coalesced_k, v7_flash_mma,  v7_flash,
-                                           v8_exact_tail,  v9_softmax_overlap,
-                                           cudnn_sdpa};
+#define STUDY_VERSION(name) name,
+  static const std::vector<Version> all = {
+#include "attention/versions.def"
+  };
+#undef STUDY_VERSION
   return all;
 }
 

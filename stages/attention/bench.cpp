@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     cli.add_int("--heads", &heads, "attention heads (default the model's)");
     cli.add_int("--head-dim", &head_dim, "features per head (default the model's, 64)");
     cli.add_flag("--force", &force, "time even above the version's work budget");
+    cli.add_version_list(study::version_names(attention::versions()));
     cli.parse(argc, argv);
 
     const auto& model = study::find_model(o.model);

@@ -42,6 +42,9 @@ Options parse_options(int argc, char** argv) {
                  "Whole ViT forward (patch embedding, blocks, head): check the logits, time, one CSV row.\n"
                  "Step " STAGE_VERSION ": " + encoder::find_step(STAGE_VERSION).to_string());
   cli.add_common(o.common);
+  std::vector<std::string> names;
+  for (const auto& s : encoder::steps()) names.push_back(s.name);
+  cli.add_version_list(names);
   cli.add_flag("--list-steps", &o.list_steps, "print the step table (what stages/encoder/steps.tsv holds) and exit");
   cli.add_string("--compose", &o.compose,
                  "fields applied on top of the step, a custom mix (e.g. \"mlp=half_gelu_epilogue l2_prefetch\"; "

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     cli.add_common(o);
     cli.add_int("--rows", &rows, "rows to normalize (default batch * tokens of the image)");
     cli.add_int("--hidden", &hidden, "features per row (default the model's hidden size)");
+    cli.add_version_list(study::version_names(layernorm::versions()));
     cli.parse(argc, argv);
 
     const auto& model = study::find_model(o.model);

@@ -4,12 +4,17 @@
 
 namespace layernorm {
 
-// Each version's kernel file defines its Version object.
-extern const Version v1_shared, v2_cub, v3_seq_tiling, v4_vectorized, v5_unrolled, cudnn;
+// Each version's kernel file defines its Version object; versions.def lists them.
+#define STUDY_VERSION(name) extern const Version name;
+#include "layernorm/versions.def"
+#undef STUDY_VERSION
 
 const std::vector<Version>& versions() {
-  static const std::vector<Version> all = {v1_shared, v2_cub, v3_seq_tiling, v4_vectorized,
-                                           v5_unrolled, cudnn};
+#define STUDY_VERSION(name) name,
+  static const std::vector<Version> all = {
+#include "layernorm/versions.def"
+  };
+#undef STUDY_VERSION
   return all;
 }
 

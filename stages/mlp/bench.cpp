@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
                 "once and keep the fastest (default 0: the heuristic's first)", 0);
     cli.add_flag("--search-all", &search_all, "time every algorithm cuBLASLt will run for each shape "
                  "(every algorithm id and configuration it accepts) and keep the fastest");
+    cli.add_version_list(study::version_names(mlp::versions()));
     cli.parse(argc, argv);
 
     const auto& model = study::find_model(o.model);

@@ -5,17 +5,17 @@
 
 namespace mlp {
 
-// Each version's kernel file defines its Version object.
-extern const Version unfused, unfused_graph, fused_epilogue, handwritten_epilogue, gemm_only,
-    pingpong_epilogue, pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf, fastest_epilogue,
-    split_epilogue, half_gelu_epilogue, fp8_tensor, fp8_channel;
+// Each version's kernel file defines its Version object; versions.def lists them.
+#define STUDY_VERSION(name) extern const Version name;
+#include "mlp/versions.def"
+#undef STUDY_VERSION
 
 const std::vector<Version>& versions() {
-  static const std::vector<Version> all = {unfused, unfused_graph, fused_epilogue,
-                                           handwritten_epilogue, gemm_only, pingpong_epilogue,
-                                           pingpong_gemm_only, cutlass_epilogue, cutlass_epilogue_erf,
-                                           fastest_epilogue, split_epilogue, half_gelu_epilogue,
-                                           fp8_tensor, fp8_channel};
+#define STUDY_VERSION(name) name,
+  static const std::vector<Version> all = {
+#include "mlp/versions.def"
+  };
+#undef STUDY_VERSION
   return all;
 }
 

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
     cli.add_string("--timeline", &timeline,
                    "v3_streams / v3_streams_graph: append per-launch start/end times (us, CUDA events, "
                    "one extra untimed call) to this CSV");
+    cli.add_version_list(study::version_names(patch_embed::versions()));
     cli.parse(argc, argv);
     study::validate_common(o);
 

@@ -6,16 +6,17 @@
 
 namespace patch_embed {
 
-// Each version's kernel file defines its Version object.
-extern const Version cpu_baseline, v1_single_channel, v2_unified_channel, v3_streams, v3_streams_graph,
-    v4_one_copy, v5_im2col_gemm, v6_implicit_gemm, v7_implicit_wgmma, v8_balanced_tiles, v9_pos_first,
-    v10_round_tiles, cudnn;
+// Each version's kernel file defines its Version object; versions.def lists them.
+#define STUDY_VERSION(name) extern const Version name;
+#include "patch_embed/versions.def"
+#undef STUDY_VERSION
 
 const std::vector<Version>& versions() {
-  static const std::vector<Version> all = {cpu_baseline, v1_single_channel, v2_unified_channel, v3_streams,
-                                           v3_streams_graph, v4_one_copy, v5_im2col_gemm,
-                                           v6_implicit_gemm, v7_implicit_wgmma, v8_balanced_tiles,
-                                           v9_pos_first, v10_round_tiles, cudnn};
+#define STUDY_VERSION(name) name,
+  static const std::vector<Version> all = {
+#include "patch_embed/versions.def"
+  };
+#undef STUDY_VERSION
   return all;
 }
 

@@ -22,7 +22,9 @@ const Version& find_version(const std::string& name) {
   return study::find_by_name(versions(), name, "layernorm");
 }
 
-bool carries_prefetch(const Version& v) { return std::string(v.name) != cudnn.name; }
+// v5_unrolled, the LayerNorm of e14_l2_prefetch, is the one version that carries it: v1-v4 are
+// their kernels as measured, and cuDNN launches its own kernels.
+bool carries_prefetch(const Version& v) { return std::string(v.name) == v5_unrolled.name; }
 
 double bytes(const Problem& p) {
   return 2.0 * p.rows * p.hidden * sizeof(__half) + 2.0 * p.hidden * sizeof(__half);

@@ -22,16 +22,18 @@ struct Args {
   const __half* gamma;
   const __half* beta;
   __half* y;
-  // Bytes a later kernel will read (the encoder: the next block's weights): every version but
-  // cudnn requests them into L2 while it normalizes (common/l2_prefetch.hpp), so that they arrive
-  // without a kernel of their own. Changes no output; empty by default.
+  // Bytes a later kernel will read (the encoder: the next block's weights): the versions that
+  // carry it (carries_prefetch) request them into L2 while they normalize (common/l2_prefetch.hpp),
+  // so that they arrive without a kernel of their own; the others ignore it. Changes no output;
+  // empty by default.
   study::ByteRange prefetch{};
 };
 
 // The shared version record (common/version.hpp); LayerNorm needs no fields of its own.
 using Version = study::VersionRecord<Problem, Args>;
 
-// Whether a version carries Args::prefetch (all but cuDNN's, which launches its own kernels).
+// Whether a version carries Args::prefetch (v5_unrolled alone: the earlier versions are frozen as
+// measured, and the encoder refuses an L2 prefetch on a LayerNorm that does not carry it).
 bool carries_prefetch(const Version& v);
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.

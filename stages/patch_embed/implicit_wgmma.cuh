@@ -17,7 +17,7 @@
 #include <string>
 #include "gpu.hpp"
 #include "patch_embed/implicit_gemm.cuh"
-#include "patch_embed/v8_balanced_tiles/n_tile.hpp"
+#include "patch_embed/n_tile.hpp"
 #include "sm90.cuh"
 
 namespace patch_embed::implicit_wgmma {

@@ -7,7 +7,7 @@
 #include <string>
 #include "gpu_test_main.hpp"
 #include "patch_embed/harness.hpp"
-#include "patch_embed/v8_balanced_tiles/n_tile.hpp"
+#include "patch_embed/n_tile.hpp"
 #include "random.hpp"
 #include "reference.hpp"
 

@@ -1,8 +1,8 @@
-// CPU test of v8_balanced_tiles' N-tile choice (v8_balanced_tiles/n_tile.hpp): the widest tile
+// CPU test of v8_balanced_tiles' N-tile choice (patch_embed/n_tile.hpp): the widest tile
 // unless a narrower one shortens the last wave, and only widths that divide hidden.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
-#include "patch_embed/v8_balanced_tiles/n_tile.hpp"
+#include "patch_embed/n_tile.hpp"
 
 using patch_embed::balanced_tiles::pick;
 

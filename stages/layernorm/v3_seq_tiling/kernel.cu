@@ -16,8 +16,7 @@ constexpr int kMaxHidden = 6144;  // 2 * 6144 fp32 = 48 KiB of shared memory per
 __global__ void __launch_bounds__(kWarps * 32)
 kernel(const __half2* __restrict__ x, const __half2* __restrict__ gamma,
        const __half2* __restrict__ beta, __half2* __restrict__ y, int rows, int pairs,
-       float inv_hidden, float eps, study::ByteRange prefetch) {
-  study::request_into_l2(prefetch);
+       float inv_hidden, float eps) {
   extern __shared__ float2 affine[];  // [pairs] gamma, then [pairs] beta
   for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
     affine[i] = __half22float2(gamma[i]);
@@ -63,7 +62,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   kernel<<<blocks, kWarps * 32, 2 * pairs * sizeof(float2), stream>>>(
       reinterpret_cast<const __half2*>(a.x), reinterpret_cast<const __half2*>(a.gamma),
       reinterpret_cast<const __half2*>(a.beta), reinterpret_cast<__half2*>(a.y), p.rows, pairs,
-      1.f / p.hidden, p.eps, a.prefetch);
+      1.f / p.hidden, p.eps);
   LAUNCH_CHECK();
 }
 

@@ -14,8 +14,7 @@ using Vec = study::HalfVec<kVec>;
 
 __global__ void kernel(const __half* __restrict__ x, const __half* __restrict__ gamma,
                        const __half* __restrict__ beta, __half* __restrict__ y, int hidden,
-                       float inv_hidden, float eps, study::ByteRange prefetch) {
-  study::request_into_l2(prefetch);
+                       float inv_hidden, float eps) {
   __shared__ float scratch[32];
   const int col = threadIdx.x * kVec;
   const bool active = col < hidden;  // the block is rounded up to whole warps
@@ -56,7 +55,7 @@ std::string supports(const Problem& p) {
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
   const int threads = ((p.hidden / kVec + 31) / 32) * 32;
-  kernel<<<p.rows, threads, 0, stream>>>(a.x, a.gamma, a.beta, a.y, p.hidden, 1.f / p.hidden, p.eps, a.prefetch);
+  kernel<<<p.rows, threads, 0, stream>>>(a.x, a.gamma, a.beta, a.y, p.hidden, 1.f / p.hidden, p.eps);
   LAUNCH_CHECK();
 }
 

@@ -1,8 +1,8 @@
 // The compiled CUTLASS kernels behind cutlass_gemm.hpp: one Hopper GEMM per (tile, cluster,
 // schedule, epilogue), built by CUTLASS's collective builders, each reduced to a KernelEntry the
-// layer can time and run without knowing its type. Included by the kernel files
-// (cutlass_gemm_<epilogue>.cu, cutlass_gemm_split_<epilogue>.cu), one per epilogue and
-// scheduler, so that the build compiles them in parallel.
+// layer can time and run without knowing its type. Included by the kernel files that meson
+// generates from common/cutlass_gemm_instance.cu.in, one per kernel list below (the table
+// `cutlass_instances` in common/meson.build), so that the build compiles them in parallel.
 #pragma once
 #include <cstddef>
 #include <cuda_runtime.h>
@@ -46,7 +46,7 @@ const std::vector<KernelEntry>& kernels_bias_residual();
 const std::vector<KernelEntry>& kernels_gelu_tanh();
 const std::vector<KernelEntry>& kernels_gelu_erf();
 const std::vector<KernelEntry>& kernels_gelu_tanh_f16();  // GeluTanhF16: the fc1 tiles only
-// The split kernels of each epilogue (cutlass_gemm_split_<epilogue>.cu: STUDY_CUTLASS_SPLIT_TU).
+// The split kernels of each epilogue (their files define STUDY_CUTLASS_SPLIT_TU).
 const std::vector<KernelEntry>& split_kernels_bias();
 const std::vector<KernelEntry>& split_kernels_bias_residual();
 const std::vector<KernelEntry>& split_kernels_gelu_tanh();

@@ -480,7 +480,8 @@ else:
 #
 # experiments/specs/mlp_fp8.toml, a side experiment (3 interleaved rounds, L2 flushed): fp8_tensor
 # (both GEMMs in E4M3 on cuBLASLt, per-tensor weight scales, static activation scales) and
-# fp8_channel (per-channel weight scales, where cuBLASLt has them) beside gemm_only,
+# fp8_channel (per-channel weight scales; its skipped rows, until it left the build for
+# stages/mlp/TRIED.md) beside gemm_only,
 # fused_epilogue and half_gelu_epilogue. Kept in this run's mlp_fp8/ folder, or else beside the
 # newest run on this GPU that measured it.
 

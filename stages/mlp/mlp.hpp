@@ -24,7 +24,7 @@ struct Problem {
   int mlp_hidden = 0;  // 4 * hidden in every ViT
 };
 
-// What an FP8 version (fp8_tensor, fp8_channel) reads besides Args' fp16 tensors: the weights
+// What an FP8 version (fp8_tensor) reads besides Args' fp16 tensors: the weights
 // quantized offline, the static scales of its two GEMM inputs (calibrated on another batch:
 // harness.hpp's DeviceProblem::prepare_fp8, or the encoder's calibration), an E4M3 buffer for x
 // and the FP8 GEMM layer. The E4M3 intermediate h lives in Args::h's first bytes.

@@ -1,10 +1,10 @@
 // Block runners: the encoder blocks of a forward, one implementation per technique (kernel per
 // op in fp16, LayerNorms folded into GEMMs, FP8, one persistent kernel). The forward
-// (forward.cu) owns the lanes, the patch embedding, the head, streams and graph capture, and
+// (forward.cpp) owns the lanes, the patch embedding, the head, streams and graph capture, and
 // hands each lane's residual stream to the composition's runner. A runner asks nothing of the
 // step table: it reads only the Composition it was made for.
 //
-// Internal to the encoder: included by forward.cu and the runner files, never by encoder.hpp,
+// Internal to the encoder: included by forward.cpp and the runner files, never by encoder.hpp,
 // composition.hpp or steps.hpp.
 #pragma once
 #include <cuda_fp16.h>

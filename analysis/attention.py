@@ -75,11 +75,7 @@ ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_
 # Interleaved rounds count once: their median, with the rounds' range as spread.
 t = sd.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "median"),
                        gbps=("gbps", "median"))
-rounds = sd.multi_round(t)
-rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
-                  else "")
-rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
-                if rounds else "")
+rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
 order = sd.version_order(t["version"], LADDER)
 style = sd.styles(order)
 flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
@@ -389,15 +385,7 @@ if len(key_tokens) >= 2:
             findings.append(f"{v} grows {b / a:.1f}x from {lo} to {hi} tokens "
                             f"(tokens^2 grows {(hi / lo) ** 2:.1f}x).")
 
-n_skip = int((everything["status"] == "skipped").sum())
-n_fail = int((everything["status"] == "failed").sum())
-if n_skip or n_fail:
-    who = ", ".join(sorted(set(everything.loc[everything["status"] != "ok", "version"])))
-    findings.append(f"{n_skip} configuration{'s' if n_skip != 1 else ''} skipped and {n_fail} "
-                    f"failed ({who}); the status table gives the reasons, and none of them is "
-                    f"plotted.")
-else:
-    findings.append("Every configuration passed the correctness check and was timed.")
+findings.append(sd.status_finding(everything))
 
 ctx.text("attention_findings", findings)
 

@@ -965,15 +965,8 @@ if fast_b1 and np.isfinite(floor_us):
                     f"{weights_mb.median():.1f} MB of weights at the measured copy bandwidth)"
                     + (f", in ~{kernels:.0f} kernels." if np.isfinite(kernels) else "."))
 
-n_skip = int((everything["status"] == "skipped").sum())
-n_fail = int((everything["status"] == "failed").sum())
-if n_skip or n_fail:
-    who = ", ".join(sorted(set(label(v) for v in everything.loc[everything["status"] != "ok",
-                                                                "version"])))
-    findings.append(f"{n_skip} row{'s' if n_skip != 1 else ''} skipped and {n_fail} failed "
-                    f"({who}); the status table gives the reasons, and none of them is shown.")
-else:
-    findings.append("Every row passed its logits check and was timed.")
+findings.append(sd.status_finding(everything, label=label, what="row", shown="shown",
+                                 all_ok="Every row passed its logits check and was timed."))
 
 ctx.text("encoder_findings", findings)
 

@@ -59,11 +59,7 @@ ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]),
 t = sd.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
                        tflops=("tflops", "median"),
                        batch=("batch", "first"), tokens=("tokens", "first"))
-rounds = sd.multi_round(t)
-rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
-                  else "")
-rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
-                if rounds else "")
+rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
 order = sd.version_order(t["version"], LADDER)
 # A run with no timings (every row skipped or failed) still gets its status table and findings.
 NOT_TIMED = f"no timed LayerNorm rows at hidden {HIDDEN} in this run (see the status table)"
@@ -355,15 +351,7 @@ if copy and flush == 0.0:
             f"and at most {mb:.0f} MB move per call, so part of the traffic is served from L2 "
             f"and those points are not DRAM bandwidth.")
 
-n_skip = int((everything["status"] == "skipped").sum())
-n_fail = int((everything["status"] == "failed").sum())
-if n_skip or n_fail:
-    who = ", ".join(sorted(set(everything.loc[everything["status"] != "ok", "version"])))
-    findings.append(f"{n_skip} configuration{'s' if n_skip != 1 else ''} skipped and {n_fail} "
-                    f"failed the correctness check ({who}); the status table gives the "
-                    f"reasons, and none of them is plotted.")
-else:
-    findings.append("Every configuration passed the correctness check and was timed.")
+findings.append(sd.status_finding(everything, "failed the correctness check"))
 
 ctx.text("layernorm_findings", findings)
 

@@ -97,11 +97,7 @@ KEYS = ["version", "hidden", "image_size", "batch", "rows"]
 t = sd.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
                        gbps=("gbps", "median"),
                        launches=("launches", "median"))
-rounds = sd.multi_round(t)
-rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
-                  else "")
-rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
-                if rounds else "")
+rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
 vb = t[t["hidden"] == HIDDEN]
 order = sd.version_order(t["version"], LADDER)
 style = sd.styles(order)
@@ -873,15 +869,7 @@ if lt is not None:
         findings.append("The cuBLASLt setting changes the kernel count: " + "; ".join(changed)
                         + ".")
 
-n_skip = int((everything["status"] == "skipped").sum())
-n_fail = int((everything["status"] == "failed").sum())
-if n_skip or n_fail:
-    who = ", ".join(sorted(set(everything.loc[everything["status"] != "ok", "version"])))
-    findings.append(f"{n_skip} configuration{'s' if n_skip != 1 else ''} skipped and {n_fail} "
-                    f"failed the correctness check ({who}); the status table gives the "
-                    f"reasons, and none of them is plotted.")
-else:
-    findings.append("Every configuration passed the correctness check and was timed.")
+findings.append(sd.status_finding(everything, "failed the correctness check"))
 
 ctx.text("mlp_findings", findings)
 

@@ -83,11 +83,7 @@ t = sd.collapse_rounds(ok, KEYS, **{c: (c, "median") for c in TIMES[1:]},
                        launches=("launches", "first"), host_syncs=("host_syncs", "first"),
                        how=("how", "first"), gbps=("gbps", "median"),
                        tflops=("tflops", "median"))
-rounds = sd.multi_round(t)
-rounds_caption = (" (the median across rounds, and the range of the rounds' medians)" if rounds
-                  else "")
-rounds_cells = (" (the median across rounds; in parentheses the range of the rounds' medians)"
-                if rounds else "")
+rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
 # One row per version and shape: the stream versions at their fastest stream count.
 best = (t.sort_values("median_us", kind="stable")
          .drop_duplicates(["version", "model", "hidden", "image_size", "batch"])
@@ -819,15 +815,7 @@ for m, image, b in reversed(key_shapes):
 missing_versions = [v for v in LADDER if v not in set(everything["version"])]
 if missing_versions:
     findings.append(f"This run has no rows of {', '.join(missing_versions)}.")
-n_skip = int((everything["status"] == "skipped").sum())
-n_fail = int((everything["status"] == "failed").sum())
-if n_skip or n_fail:
-    who = ", ".join(sorted(set(everything.loc[everything["status"] != "ok", "version"])))
-    findings.append(f"{n_skip} configuration{'s' if n_skip != 1 else ''} skipped and {n_fail} "
-                    f"failed ({who}); the status table gives the reasons, and none of them is "
-                    f"plotted.")
-else:
-    findings.append("Every configuration passed the correctness check and was timed.")
+findings.append(sd.status_finding(everything))
 
 ctx.text(f"{FAMILY}_findings", findings)
 

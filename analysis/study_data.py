@@ -385,6 +385,29 @@ def family_versions(family: str) -> list[str]:
     return re.findall(r"^STUDY_VERSION\((\w+)\)", text, flags=re.M)
 
 
+def rounds_wording(t: pd.DataFrame) -> tuple[bool, str, str]:
+    """Whether t (collapse_rounds' output) holds several rounds, and the words a figure caption
+    and a table's cells then add."""
+    rounds = multi_round(t)
+    caption = " (the median across rounds, and the range of the rounds' medians)" if rounds else ""
+    cells = " (the median across rounds; in parentheses the range of the rounds' medians)" if rounds else ""
+    return rounds, caption, cells
+
+
+def status_finding(everything: pd.DataFrame, failed: str = "failed", label=str, what: str = "configuration",
+                   shown: str = "plotted", all_ok: str = "Every configuration passed the correctness check and "
+                                                         "was timed.") -> str:
+    """The findings' closing sentence: how many rows were skipped or failed (`failed` is the
+    verb phrase), and which versions (through `label`), or that every one passed."""
+    n_skip = int((everything["status"] == "skipped").sum())
+    n_fail = int((everything["status"] == "failed").sum())
+    if not (n_skip or n_fail):
+        return all_ok
+    who = ", ".join(sorted(set(label(v) for v in everything.loc[everything["status"] != "ok", "version"])))
+    return (f"{n_skip} {what}{'s' if n_skip != 1 else ''} skipped and {n_fail} {failed} ({who}); "
+            f"the status table gives the reasons, and none of them is {shown}.")
+
+
 def version_order(present, preferred) -> list[str]:
     """The family's ladder order first, then anything new (a version added after the notebook
     was written still shows up), anchors last."""

@@ -4,6 +4,7 @@
 #include "gpu.hpp"
 #include "launches.hpp"
 #include "timing.hpp"
+#include "vit_config.hpp"
 
 namespace study {
 
@@ -36,14 +37,25 @@ void set_timing(Row& row, const Stats& s, double bytes, double flops) {
   }
 }
 
-void measure(BenchReport& report, const CommonOptions& o, const std::string& label,
-             const std::function<void(cudaStream_t)>& run, double bytes, double flops) {
+TimingOptions timing_options(const CommonOptions& o, const std::string& label) {
   TimingOptions t;
   t.warmup = o.warmup;
   t.iters = o.iters;
   t.flush_l2 = o.flush_l2;
   t.label = label;
-  set_timing(report.row, time_region(run, t), bytes, flops);
+  return t;
+}
+
+int problem_rows(const CommonOptions& o, bool rows_given, int rows) {
+  if (rows_given) return rows;
+  const long long all = static_cast<long long>(o.batch) * tokens_for_image(o.image_size);
+  if (all > (1LL << 31) - 1) throw StudyError(ErrorKind::Usage, "batch * tokens overflows the row count");
+  return static_cast<int>(all);
+}
+
+void measure(BenchReport& report, const CommonOptions& o, const std::string& label,
+             const std::function<void(cudaStream_t)>& run, double bytes, double flops) {
+  set_timing(report.row, time_region(run, timing_options(o, label)), bytes, flops);
   // Counted after timing, by capturing one call (nothing runs): the eager calls above made the
   // plans, kernel searches (which the CUTLASS layer refuses to run inside a capture) and kernel
   // attributes first, also under --no-check.
@@ -55,12 +67,7 @@ std::string measure_uncaptured(BenchReport& report, const CommonOptions& o, cons
                                double launches, double host_syncs) {
   report.row.set("launches", static_cast<long long>(launches))
       .set("host_syncs", static_cast<long long>(host_syncs));
-  TimingOptions t;
-  t.warmup = o.warmup;
-  t.iters = o.iters;
-  t.flush_l2 = o.flush_l2;
-  t.label = label;
-  set_timing(report.row, time_region(run, t), bytes, flops);
+  set_timing(report.row, time_region(run, timing_options(o, label)), bytes, flops);
   return "timed as a host-driven routine (cuda events around each whole call, not captured); "
          "launches and host syncs counted analytically";
 }

@@ -26,6 +26,13 @@ Row base_row(const CommonOptions& o, const std::string& family, const std::strin
 // mean/std/median/min/max (us) and achieved GB/s, TFLOP/s from the median.
 void set_timing(Row& row, const Stats& s, double bytes, double flops);
 
+// The timed region's settings from the shared options (warm-ups, repeats, L2 flush), labelled.
+TimingOptions timing_options(const CommonOptions& o, const std::string& label);
+
+// The rows of a [rows, features] problem: `rows` when --rows was given, else batch x the image
+// size's tokens; StudyError(Usage) when that overflows the row count.
+int problem_rows(const CommonOptions& o, bool rows_given, int rows);
+
 // Counts the kernels one call launches (graph capture), then times it as the options say
 // (warm-ups, CUDA events per call, optional L2 flush), and fills the row's launches and timing
 // columns.

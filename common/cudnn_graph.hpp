@@ -77,4 +77,39 @@ struct CudnnPlan {
   std::map<cudaStream_t, DeviceBuffer<char>> per_stream;
 };
 
+// A cuDNN version's supports(): why the loaded cuDNN cannot serve, else the family's own check
+// (`checked`, empty when the problem is well formed), else cuDNN's answer for the shape (`plan`,
+// called only then: it builds the plan).
+template <class PlanFor>
+std::string cudnn_supports(const std::string& checked, PlanFor&& plan) {
+  if (auto why = cudnn_unavailable(); !why.empty()) return why;
+  if (!checked.empty()) return checked;
+  return plan().error;
+}
+
+// The plan, built; StudyError(Library) with cuDNN's reason when it refused the shape.
+template <class Plan>
+Plan& usable(Plan& plan) {
+  if (!plan.error.empty()) throw StudyError(ErrorKind::Library, plan.error);
+  return plan;
+}
+
+// The one plan cache of the cuDNN versions: the plan of `key`, built on first use by `define`
+// (which adds the family's tensors and operation to plan.graph, set up for fp16 storage and fp32
+// math) and build_cudnn_graph; a refusal is cached too, with cuDNN's reason in plan.error.
+template <class Plan, class Key, class Define>
+Plan& cudnn_plan(const Key& key, Define&& define) {
+  static std::map<Key, std::unique_ptr<Plan>> cache;
+  auto& slot = cache[key];
+  if (!slot) {
+    slot = std::make_unique<Plan>();
+    slot->graph.set_io_data_type(cudnn_frontend::DataType_t::HALF)
+        .set_intermediate_data_type(cudnn_frontend::DataType_t::FLOAT)
+        .set_compute_data_type(cudnn_frontend::DataType_t::FLOAT);
+    define(*slot);
+    slot->error = build_cudnn_graph(slot->graph, slot->workspace);
+  }
+  return *slot;
+}
+
 }  // namespace study

@@ -5,23 +5,10 @@
 
 namespace attention {
 
-// Each version's kernel file defines its Version object; versions.def lists them.
-#define STUDY_VERSION(name) extern const Version name;
-#include "attention/versions.def"
-#undef STUDY_VERSION
-
-const std::vector<Version>& versions() {
-#define STUDY_VERSION(name) name,
-  static const std::vector<Version> all = {
-#include "attention/versions.def"
-  };
-#undef STUDY_VERSION
-  return all;
-}
-
-const Version& find_version(const std::string& name) {
-  return study::find_by_name(versions(), name, "attention");
-}
+// The registry: every version of versions.def (common/registry_versions.inc).
+#define STUDY_VERSIONS_DEF "attention/versions.def"
+#define STUDY_FAMILY_NAME "attention"
+#include "registry_versions.inc"
 
 double bytes(const Problem& p) {
   const double rows = static_cast<double>(p.batch) * p.tokens;

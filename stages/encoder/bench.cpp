@@ -146,11 +146,7 @@ int time_forward(const Options& o, const encoder::Problem& p, encoder::Forward& 
   const int launches =
       fwd.capturable() ? study::count_kernel_launches([&](cudaStream_t s) { fwd.run_eager(x, y, s); }) : -1;
   if (launches >= 0) report.row.set("launches", launches);
-  study::TimingOptions t;
-  t.warmup = o.common.warmup;
-  t.iters = o.common.iters;
-  t.flush_l2 = o.common.flush_l2;
-  t.label = "encoder_" STAGE_VERSION;
+  const auto t = study::timing_options(o.common, "encoder_" STAGE_VERSION);
   study::set_timing(report.row, study::time_region([&](cudaStream_t s) { fwd.run(x, y, s); }, t), encoder::bytes(p),
                     encoder::flops(p));
   study::PinnedBuffer<__half> h_images(d_images.size()), h_logits(d_logits.size());

@@ -76,20 +76,7 @@ class Fp16Blocks final : public BlockRunner {
       m.component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, l.rows() * D, s); });
     m.component("layernorm", s, [&] { ln_.launch(l.ln, {b.x_mid, v.ln2_g, v.ln2_b, b.ln2, ln2_prefetch(i)}, s); });
     m.observe_input(i, Cal::Ln2, b.ln2, l.rows() * D, s);
-    m.component("mlp", s, [&] {
-      mlp::Args a{};
-      a.x = b.ln2;
-      a.residual = b.x_mid;
-      a.fc1_w = v.fc1_w;
-      a.fc1_b = v.fc1_b;
-      a.fc2_w = v.fc2_w;
-      a.fc2_b = v.fc2_b;
-      a.y = b.x_out;
-      a.h = b.h;
-      a.gemm = l.gemm.get();
-      a.pdl = c_.pdl;
-      mlp_.launch(l.mlp, a, s);
-    });
+    m.component("mlp", s, [&] { mlp_.launch(l.mlp, mlp_args(l, b, v, c_.pdl), s); });
     m.observe_input(i, Cal::Gelu, b.h, l.rows() * p_.model.mlp(), s);
   }
 

@@ -101,17 +101,7 @@ class Fp8Blocks final : public BlockRunner {
       m.component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, l.rows() * D, s); });
     m.component("layernorm", s, [&] { layernorm(b.x_mid, v.ln2_g, v.ln2_b, q.in[Cal::Ln2]); });
     m.component("mlp", s, [&] {
-      mlp::Args a{};
-      a.x = b.ln2;
-      a.residual = b.x_mid;
-      a.fc1_w = v.fc1_w;
-      a.fc1_b = v.fc1_b;
-      a.fc2_w = v.fc2_w;
-      a.fc2_b = v.fc2_b;
-      a.y = b.x_out;
-      a.h = b.h;
-      a.gemm = l.gemm.get();
-      a.pdl = c_.pdl;
+      mlp::Args a = mlp_args(l, b, v, c_.pdl);
       const mlp::Fp8Args f{&q.fc1, &q.fc2, &q.in[Cal::Ln2], &q.in[Cal::Gelu], st.act8.get(), true, st.gemm.get()};
       a.fp8 = &f;  // LN2 wrote x in E4M3 already
       mlp_.launch(l.mlp, a, s);

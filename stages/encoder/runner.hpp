@@ -127,6 +127,23 @@ struct Runner {
 // The runner of c.blocks (runners.cpp holds the list).
 const Runner& runner_for(Blocks b);
 
+// The MLP's arguments in a block: LN2's output in, the residual stream x_mid added, x_out out,
+// h the intermediate, the lane's cuBLASLt Gemm.
+inline mlp::Args mlp_args(const Lane& l, const LayerBuffers& b, const BlockView& v, bool pdl) {
+  mlp::Args a{};
+  a.x = b.ln2;
+  a.residual = b.x_mid;
+  a.fc1_w = v.fc1_w;
+  a.fc1_b = v.fc1_b;
+  a.fc2_w = v.fc2_w;
+  a.fc2_b = v.fc2_b;
+  a.y = b.x_out;
+  a.h = b.h;
+  a.gemm = l.gemm.get();
+  a.pdl = pdl;
+  return a;
+}
+
 // Small kernels of the block sequence (ops.cu). x_mid = a + b, n elements.
 void residual_add(const __half* a, const __half* b, __half* out, long long n, cudaStream_t s);
 // cls[b, :] = x[b * tokens, :] for every image of the batch.

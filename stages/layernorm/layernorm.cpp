@@ -4,23 +4,10 @@
 
 namespace layernorm {
 
-// Each version's kernel file defines its Version object; versions.def lists them.
-#define STUDY_VERSION(name) extern const Version name;
-#include "layernorm/versions.def"
-#undef STUDY_VERSION
-
-const std::vector<Version>& versions() {
-#define STUDY_VERSION(name) name,
-  static const std::vector<Version> all = {
-#include "layernorm/versions.def"
-  };
-#undef STUDY_VERSION
-  return all;
-}
-
-const Version& find_version(const std::string& name) {
-  return study::find_by_name(versions(), name, "layernorm");
-}
+// The registry: every version of versions.def (common/registry_versions.inc).
+#define STUDY_VERSIONS_DEF "layernorm/versions.def"
+#define STUDY_FAMILY_NAME "layernorm"
+#include "registry_versions.inc"
 
 // v5_unrolled, the LayerNorm of e14_l2_prefetch, is the one version that carries it: v1-v4 are
 // their kernels as measured, and cuDNN launches its own kernels.

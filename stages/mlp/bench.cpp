@@ -29,16 +29,13 @@ int main(int argc, char** argv) {
 
     const auto& model = study::find_model(o.model);
     const int tokens = study::tokens_for_image(o.image_size);
-    const long long default_rows = static_cast<long long>(o.batch) * tokens;
-    if (!cli.given("--rows") && default_rows > (1LL << 31) - 1)
-      throw study::StudyError(study::ErrorKind::Usage, "batch * tokens overflows the row count");
     if (autotune > 64)
       throw study::StudyError(study::ErrorKind::Usage, "--autotune must be <= 64, got " + std::to_string(autotune));
     if (workspace_mib > 4096)
       throw study::StudyError(study::ErrorKind::Usage, "--workspace-mib must be <= 4096, got " +
                                                            std::to_string(workspace_mib));
     mlp::Problem p;
-    p.rows = cli.given("--rows") ? rows : static_cast<int>(default_rows);
+    p.rows = study::problem_rows(o, cli.given("--rows"), rows);
     p.hidden = cli.given("--hidden") ? hidden : model.hidden;
     p.mlp_hidden = 4 * p.hidden;
     const auto& version = mlp::find_version(STAGE_VERSION);

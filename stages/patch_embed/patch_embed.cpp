@@ -6,23 +6,10 @@
 
 namespace patch_embed {
 
-// Each version's kernel file defines its Version object; versions.def lists them.
-#define STUDY_VERSION(name) extern const Version name;
-#include "patch_embed/versions.def"
-#undef STUDY_VERSION
-
-const std::vector<Version>& versions() {
-#define STUDY_VERSION(name) name,
-  static const std::vector<Version> all = {
-#include "patch_embed/versions.def"
-  };
-#undef STUDY_VERSION
-  return all;
-}
-
-const Version& find_version(const std::string& name) {
-  return study::find_by_name(versions(), name, "patch_embed");
-}
+// The registry: every version of versions.def (common/registry_versions.inc).
+#define STUDY_VERSIONS_DEF "patch_embed/versions.def"
+#define STUDY_FAMILY_NAME "patch_embed"
+#include "registry_versions.inc"
 
 std::size_t scratch_bytes(const Problem& p) {
   std::size_t most = 0;

@@ -8,8 +8,6 @@
 
 #ifdef STUDY_HAVE_CUDNN
 #include <cmath>
-#include <map>
-#include <memory>
 #include <tuple>
 #include "cudnn_graph.hpp"
 
@@ -21,49 +19,37 @@ struct Plan : study::CudnnPlan {
   Tensor q, k, v, o;
 };
 
-// Built once per (batch, tokens, heads, head_dim); a refusal is cached too, with cuDNN's reason.
+// Built once per (batch, tokens, heads, head_dim) (study::cudnn_plan).
 Plan& plan_for(const Problem& p) {
-  static std::map<std::tuple<int, int, int, int>, std::unique_ptr<Plan>> cache;
-  auto& slot = cache[{p.batch, p.tokens, p.heads, p.head_dim}];
-  if (slot) return *slot;
-  slot = std::make_unique<Plan>();
-  Plan& plan = *slot;
-  auto& g = plan.graph;
-  g.set_io_data_type(fe::DataType_t::HALF)
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  const int64_t B = p.batch, H = p.heads, T = p.tokens, D = p.head_dim;
-  // Element (b, h, t, d) of q is qkv[(b*T + t) * 3HD + h*D + d]; k and v are the same view
-  // HD and 2HD elements further (the pointer offsets bound at execute time).
-  const std::vector<int64_t> dims = {B, H, T, D}, qkv_stride = {T * 3 * H * D, D, 3 * H * D, 1};
-  auto view = [&](const char* name) {
-    return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_dim(dims).set_stride(qkv_stride));
-  };
-  plan.q = view("Q");
-  plan.k = view("K");
-  plan.v = view("V");
-  auto options = fe::graph::SDPA_attributes()
-                     .set_name("sdpa")
-                     .set_generate_stats(false)  // inference: no softmax statistics for a backward pass
-                     .set_attn_scale(1.f / std::sqrt(static_cast<float>(D)));
-  auto [o, stats] = g.sdpa(plan.q, plan.k, plan.v, options);
-  (void)stats;  // null without generate_stats
-  o->set_output(true).set_dim(dims).set_stride({T * H * D, D, H * D, 1});
-  plan.o = o;
-
-  plan.error = study::build_cudnn_graph(g, plan.workspace);
-  return plan;
+  return study::cudnn_plan<Plan>(std::tuple{p.batch, p.tokens, p.heads, p.head_dim}, [&](Plan& plan) {
+    auto& g = plan.graph;
+    const int64_t B = p.batch, H = p.heads, T = p.tokens, D = p.head_dim;
+    // Element (b, h, t, d) of q is qkv[(b*T + t) * 3HD + h*D + d]; k and v are the same view
+    // HD and 2HD elements further (the pointer offsets bound at execute time).
+    const std::vector<int64_t> dims = {B, H, T, D}, qkv_stride = {T * 3 * H * D, D, 3 * H * D, 1};
+    auto view = [&](const char* name) {
+      return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_dim(dims).set_stride(qkv_stride));
+    };
+    plan.q = view("Q");
+    plan.k = view("K");
+    plan.v = view("V");
+    auto options = fe::graph::SDPA_attributes()
+                       .set_name("sdpa")
+                       .set_generate_stats(false)  // inference: no softmax statistics for a backward pass
+                       .set_attn_scale(1.f / std::sqrt(static_cast<float>(D)));
+    auto [o, stats] = g.sdpa(plan.q, plan.k, plan.v, options);
+    (void)stats;  // null without generate_stats
+    o->set_output(true).set_dim(dims).set_stride({T * H * D, D, H * D, 1});
+    plan.o = o;
+  });
 }
 
 std::string supports(const Problem& p) {
-  if (auto why = study::cudnn_unavailable(); !why.empty()) return why;
-  if (auto r = check_common(p); !r.empty()) return r;
-  return plan_for(p).error;
+  return study::cudnn_supports(check_common(p), [&]() -> const Plan& { return plan_for(p); });
 }
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  Plan& plan = plan_for(p);
-  if (!plan.error.empty()) throw study::StudyError(study::ErrorKind::Library, plan.error);
+  Plan& plan = study::usable(plan_for(p));
   require_aligned(a.qkv, a.out, 16, "cudnn_sdpa");
   const size_t width = static_cast<size_t>(p.heads) * p.head_dim;
   __half* qkv = const_cast<__half*>(a.qkv);

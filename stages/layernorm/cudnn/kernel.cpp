@@ -5,8 +5,6 @@
 #include "check.hpp"
 
 #ifdef STUDY_HAVE_CUDNN
-#include <map>
-#include <memory>
 #include <tuple>
 #include "cudnn_graph.hpp"
 
@@ -18,42 +16,31 @@ struct Plan : study::CudnnPlan {
   Tensor x, scale, bias, y;
 };
 
-// Built once per (rows, hidden, eps); a refusal is cached too, with cuDNN's reason.
+// Built once per (rows, hidden, eps) (study::cudnn_plan).
 Plan& plan_for(const Problem& p) {
-  static std::map<std::tuple<int, int, float>, std::unique_ptr<Plan>> cache;
-  auto& slot = cache[{p.rows, p.hidden, p.eps}];
-  if (slot) return *slot;
-  slot = std::make_unique<Plan>();
-  Plan& plan = *slot;
-  auto& g = plan.graph;
-  g.set_io_data_type(fe::DataType_t::HALF)
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  const int64_t r = p.rows, h = p.hidden;
-  // cuDNN normalizes over every dimension but the first: X is [rows, hidden, 1, 1].
-  plan.x = g.tensor(fe::graph::Tensor_attributes().set_name("x").set_dim({r, h, 1, 1}).set_stride({h, 1, h, h}));
-  plan.scale = g.tensor(fe::graph::Tensor_attributes().set_name("gamma").set_dim({1, h, 1, 1}).set_stride({h, 1, h, h}));
-  plan.bias = g.tensor(fe::graph::Tensor_attributes().set_name("beta").set_dim({1, h, 1, 1}).set_stride({h, 1, h, h}));
-  auto options = fe::graph::Layernorm_attributes()
-                     .set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
-                     .set_epsilon(p.eps);
-  auto outputs = g.layernorm(plan.x, plan.scale, plan.bias, options);
-  plan.y = outputs[0];
-  plan.y->set_output(true);
-
-  plan.error = study::build_cudnn_graph(g, plan.workspace);
-  return plan;
+  return study::cudnn_plan<Plan>(std::tuple{p.rows, p.hidden, p.eps}, [&](Plan& plan) {
+    auto& g = plan.graph;
+    const int64_t r = p.rows, h = p.hidden;
+    // cuDNN normalizes over every dimension but the first: X is [rows, hidden, 1, 1].
+    plan.x = g.tensor(fe::graph::Tensor_attributes().set_name("x").set_dim({r, h, 1, 1}).set_stride({h, 1, h, h}));
+    plan.scale =
+        g.tensor(fe::graph::Tensor_attributes().set_name("gamma").set_dim({1, h, 1, 1}).set_stride({h, 1, h, h}));
+    plan.bias = g.tensor(fe::graph::Tensor_attributes().set_name("beta").set_dim({1, h, 1, 1}).set_stride({h, 1, h, h}));
+    auto options = fe::graph::Layernorm_attributes()
+                       .set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
+                       .set_epsilon(p.eps);
+    auto outputs = g.layernorm(plan.x, plan.scale, plan.bias, options);
+    plan.y = outputs[0];
+    plan.y->set_output(true);
+  });
 }
 
 std::string supports(const Problem& p) {
-  if (auto why = study::cudnn_unavailable(); !why.empty()) return why;
-  if (auto r = check_common(p); !r.empty()) return r;
-  return plan_for(p).error;
+  return study::cudnn_supports(check_common(p), [&]() -> const Plan& { return plan_for(p); });
 }
 
 void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  Plan& plan = plan_for(p);
-  if (!plan.error.empty()) throw study::StudyError(study::ErrorKind::Library, plan.error);
+  Plan& plan = study::usable(plan_for(p));
   plan.execute({{plan.x, const_cast<__half*>(a.x)},
                 {plan.scale, const_cast<__half*>(a.gamma)},
                 {plan.bias, const_cast<__half*>(a.beta)},

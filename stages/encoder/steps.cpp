@@ -53,7 +53,6 @@ const std::vector<Step>& steps() {
       {"e16_half_gelu", "e14_l2_prefetch",
        "the MLP version half_gelu_epilogue: fc1's GELU epilogue in fp16 pairs, the fastest MLP of its family",
        "mlp=half_gelu_epilogue"},
-      {"e17_demo", "e16_half_gelu", "a demonstration of adding a step: e16 on two streams", "streams=2"},
   };
   return table;
 }

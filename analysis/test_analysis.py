@@ -1091,7 +1091,7 @@ class Figures(unittest.TestCase):
 class HeadlineTable(unittest.TestCase):
     """README's headline table: written between its markers by the full build, one line per
     family (the fastest of all versions against library and anchors, the run named), and
-    --check-readme fails on a stale one."""
+    --check-readme fails on a stale one; its versions table, from the families' lists."""
 
     @classmethod
     def setUpClass(cls):
@@ -1103,7 +1103,8 @@ class HeadlineTable(unittest.TestCase):
         synthetic.write_encoder_run(cls.results / "enc_run", rounds=1)
         cls.readme = root / "README.md"
         cls.readme.write_text("# Title\n\nFirst paragraph.\n\n<!-- headline:start -->\nold\n"
-                              "<!-- headline:end -->\n\n## More\n")
+                              "<!-- headline:end -->\n\n## More\n\n<!-- versions:start -->\nold\n"
+                              "<!-- versions:end -->\n")
         cls.out = root / "out"
         cls.res = build("--results", cls.results, "--out", cls.out, "--readme", cls.readme)
 
@@ -1119,7 +1120,8 @@ class HeadlineTable(unittest.TestCase):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
         text = self.readme.read_text()
         self.assertTrue(text.startswith("# Title\n\nFirst paragraph.\n\n<!-- headline:start -->\n"))
-        self.assertTrue(text.endswith("<!-- headline:end -->\n\n## More\n"))
+        self.assertIn("<!-- headline:end -->\n\n## More\n\n<!-- versions:start -->\n", text)
+        self.assertTrue(text.endswith("<!-- versions:end -->\n"))
         self.assertNotIn("\nold\n", text)
         self.assertEqual((self.out / "headline.md").read_text(),
                          self.table().removeprefix("<!-- headline:start -->\n"))
@@ -1142,6 +1144,15 @@ class HeadlineTable(unittest.TestCase):
         self.assertIn("than timm torch.compile + CUDA graph (", vit)
         self.assertIn("[`enc_run`]", vit)
 
+    def test_versions_table_from_the_lists(self):
+        text = self.readme.read_text()
+        block = text[text.index("<!-- versions:start -->"):text.index("<!-- versions:end -->")]
+        ln = next(x for x in block.splitlines() if x.startswith("| LayerNorm |"))
+        self.assertEqual([v for v in sd.family_versions("layernorm")],
+                         [m for m in re.findall(r"\[(\w+)\]\(stages/layernorm/", ln)])
+        steps = next(x for x in block.splitlines() if x.startswith("| encoder (whole ViT) |"))
+        self.assertIn("[e1_library](stages/encoder/e1_library/NOTES.md)", steps)
+
     def test_check_readme(self):
         ok = build("--results", self.results, "--out", self.out, "--readme", self.readme,
                    "--check-readme")
@@ -1152,7 +1163,7 @@ class HeadlineTable(unittest.TestCase):
         r = build("--results", self.results, "--out", self.out, "--readme", stale,
                   "--check-readme")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("headline table is not what the committed CSVs give", r.stderr)
+        self.assertIn("headline or versions table is not what the committed CSVs", r.stderr)
         stale.write_text("# no markers\n")
         r = build("--results", self.results, "--out", self.out, "--readme", stale)
         self.assertEqual(r.returncode, 2)

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+ANON = re.compile(r"(_GLOBAL__N__|_INTERNAL_)[0-9a-f]{8}_")
 FLAGS = ["-std=c++17", "-ptx", "-gencode", "arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr",
          "-DSTUDY_SM90A"]
 
@@ -47,8 +48,10 @@ def fingerprint(nvcc, root, kernel):
         if r.returncode != 0:
             raise RuntimeError(f"{kernel}: nvcc failed\n{r.stderr[-2000:]}")
         text = ptx.read_text()
-    # Comment lines name the compiler build; the code itself does not depend on the checkout's path.
-    body = "\n".join(line for line in text.splitlines() if not line.startswith("//"))
+    # Comment lines name the compiler build, and the mangled names of internal-linkage entities
+    # carry a hash of the file's path (_GLOBAL__N__<8 hex>_, _INTERNAL_<8 hex>_): neither is the
+    # rung's code.
+    body = "\n".join(ANON.sub(r"\1", line) for line in text.splitlines() if not line.startswith("//"))
     return hashlib.sha256(body.encode()).hexdigest()
 
 

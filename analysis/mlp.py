@@ -437,7 +437,7 @@ else:
 # ## The CUTLASS GEMM layer's MLPs against cuBLASLt's epilogues and the plain GEMMs
 #
 # experiments/specs/mlp_cutlass.toml, a side experiment (3 interleaved rounds): cutlass_epilogue
-# (tanh GELU) and cutlass_epilogue_erf on the CUTLASS layer (common/cutlass_gemm.hpp),
+# (tanh GELU) and cutlass_epilogue_erf on the CUTLASS layer (common/gemm/cutlass_gemm.hpp),
 # fastest_epilogue (each GEMM on the faster of CUTLASS and cuBLASLt), fused_epilogue, gemm_only
 # and PyTorch's MLP in a CUDA graph. Kept in this run's mlp_cutlass/ folder, or else beside the
 # newest run on this GPU that measured it.

@@ -22,7 +22,7 @@ RESULTS_ROOT = REPO / "experiments" / "results"
 REPORT_DIR = REPO / "report"
 
 # The CSV schema (docs/method.md): the one column list that run_sweep.py and the anchors write
-# (experiments/anchors/common.py; experiments/test_run_sweep.py checks it against common/csv.cpp).
+# (experiments/anchors/common.py; experiments/test_run_sweep.py checks it against common/harness/csv.cpp).
 sys.path.insert(0, str(REPO / "experiments" / "anchors"))
 from common import COLUMNS  # noqa: E402  (standard library only at module level)
 # Columns appended to the schema after the first runs were committed: a file without them is
@@ -111,7 +111,7 @@ def read_csv(path) -> pd.DataFrame:
     for c in INT_COLUMNS + FLOAT_COLUMNS:
         text = df[c].str.strip()
         num = pd.to_numeric(text.where(text != "", None), errors="coerce")
-        # "nan"/"inf" are what common/csv.cpp writes for non-finite values; anything else that
+        # "nan"/"inf" are what common/harness/csv.cpp writes for non-finite values; anything else that
         # is not a number is a broken file.
         bad = (text != "") & num.isna() & ~text.str.lower().isin(["nan", "+nan", "-nan"])
         if bad.any():

@@ -8,13 +8,13 @@
 #include <cmath>
 #include <cublasLt.h>
 #include <cuda_fp8.h>
-#include "fp8.hpp"
-#include "memory.hpp"
-#include "bench.hpp"
-#include "compare.hpp"
-#include "gemm.hpp"
-#include "gpu.hpp"
-#include "random.hpp"
+#include "gemm/fp8.hpp"
+#include "gemm/gemm.hpp"
+#include "harness/bench.hpp"
+#include "harness/compare.hpp"
+#include "harness/gpu.hpp"
+#include "harness/memory.hpp"
+#include "harness/random.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@ log "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm -
 py=$(command -v python3)
 # The cuDNN the build links: the one the PyTorch anchors load where there is one, else the newest
 # system cuDNN (the choice ./study makes, by the same script).
-cudnn=$($py common/find_cudnn.py --python "$py" --system "$(dirname "$(dirname "$(command -v nvcc)")")" \
+cudnn=$($py common/cudnn/find_cudnn.py --python "$py" --system "$(dirname "$(dirname "$(command -v nvcc)")")" \
   --system /usr/local/cuda --system /usr)
 log "cuDNN: $(echo "$cudnn" | paste -sd ' ')"
 if [ ! -f "$BUILD/build.ninja" ]; then

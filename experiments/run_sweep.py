@@ -392,7 +392,7 @@ def format_row(row):
 
 
 def header_difference(line):
-    """What separates a header line from the schema's, in words (as common/csv.cpp says it)."""
+    """What separates a header line from the schema's, in words (as common/harness/csv.cpp says it)."""
     got = next(csv.reader([line]), [])
     missing = [c for c in COLUMNS if c not in got]
     extra = [c or "(empty)" for c in got if c not in COLUMNS]

@@ -154,7 +154,7 @@ class SweepTest(unittest.TestCase):
     # ---- schema --------------------------------------------------------------------------
 
     def test_columns_match_cpp(self):
-        src = (REPO / "common" / "csv.cpp").read_text()
+        src = (REPO / "common" / "harness" / "csv.cpp").read_text()
         body = src[src.index("csv_columns()"):]
         body = body[body.index("{", body.index("static")):body.index("};")]
         self.assertEqual(re.findall(r'"([a-z0-9_]+)"', body), rs.COLUMNS)

@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <string>
 
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace ref::detail {
 

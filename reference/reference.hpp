@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "vit_config.hpp"
+#include "harness/vit_config.hpp"
 
 namespace ref {
 

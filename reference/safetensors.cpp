@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace ref {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "check.hpp"
-#include "random.hpp"
+#include "harness/check.hpp"
+#include "harness/random.hpp"
 #include "reference.hpp"
 
 using doctest::Approx;

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "reference.hpp"
 #include "safetensors.hpp"
 

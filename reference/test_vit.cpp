@@ -9,9 +9,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "check.hpp"
-#include "compare.hpp"
-#include "random.hpp"
+#include "harness/check.hpp"
+#include "harness/compare.hpp"
+#include "harness/random.hpp"
 #include "reference.hpp"
 #include "safetensors.hpp"
 

@@ -2,7 +2,7 @@
 """Measured rungs stay as they were measured: the PTX of every version's kernel.cu (sm_90a, the
 build's flags less -lineinfo) must hash to what stages/frozen_rungs.tsv records, so an edit of a
 header that several rungs share (attention/flash.cuh, patch_embed/implicit_wgmma.cuh,
-common/reduce.cuh, ...) cannot change an old rung unseen. A version missing from the file is
+common/device/reduce.cuh, ...) cannot change an old rung unseen. A version missing from the file is
 reported as not frozen yet (a new one, until its first measurement: then --update).
 
   tests/frozen_rungs.py NVCC ROOT            check (exit 1 on a changed rung, 77 when this nvcc

@@ -7,16 +7,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include "check.hpp"
-#include "bench.hpp"
-#include "cli.hpp"
-#include "compare.hpp"
-#include "csv.hpp"
-#include "cudnn_version.hpp"
-#include "memory.hpp"
-#include "random.hpp"
-#include "stats.hpp"
-#include "vit_config.hpp"
+#include "cudnn/cudnn_version.hpp"
+#include "harness/bench.hpp"
+#include "harness/check.hpp"
+#include "harness/cli.hpp"
+#include "harness/compare.hpp"
+#include "harness/csv.hpp"
+#include "harness/memory.hpp"
+#include "harness/random.hpp"
+#include "harness/stats.hpp"
+#include "harness/vit_config.hpp"
 
 using namespace study;
 

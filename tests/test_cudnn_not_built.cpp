@@ -6,7 +6,7 @@
 #include <doctest/doctest.h>
 #include <string>
 #include "attention/attention.hpp"
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "layernorm/layernorm.hpp"
 
 #ifdef STUDY_HAVE_CUDNN

@@ -1,4 +1,4 @@
-"""The choice of cuDNN (common/find_cudnn.py): PyTorch's wheel cuDNN beside torch in a
+"""The choice of cuDNN (common/cudnn/find_cudnn.py): PyTorch's wheel cuDNN beside torch in a
 Python's site-packages first, else the newest system cuDNN by its cudnn_version.h; exercised on
 fake site-packages and system folders, with a fake Python that finds the fake torch."""
 import os
@@ -8,10 +8,10 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "cudnn"))
 import find_cudnn  # noqa: E402
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "find_cudnn.py")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "cudnn", "find_cudnn.py")
 
 
 def write(path, text=""):

@@ -6,11 +6,11 @@
 #include <doctest/doctest.h>
 #include "attention/harness.hpp"
 #include "encoder/encoder.hpp"
+#include "harness/memory.hpp"
+#include "harness/vit_config.hpp"
 #include "layernorm/harness.hpp"
-#include "memory.hpp"
 #include "mlp/harness.hpp"
 #include "patch_embed/harness.hpp"
-#include "vit_config.hpp"
 
 namespace {
 

@@ -2,8 +2,8 @@
 #pragma once
 #include <string>
 #include <cudnn.h>
-#include "check.hpp"
-#include "cudnn_version.hpp"
+#include "cudnn/cudnn_version.hpp"
+#include "harness/check.hpp"
 
 // The build's headers are those of the cuDNN it links (meson.build passes that cuDNN's version;
 // another cuDNN's headers earlier on the include path would make this fail).

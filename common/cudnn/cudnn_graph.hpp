@@ -8,8 +8,8 @@
 #include <string>
 #include <unordered_map>
 #include <cudnn_frontend.h>
-#include "buffer.hpp"
-#include "cudnn_check.hpp"
+#include "cudnn/cudnn_check.hpp"
+#include "harness/buffer.hpp"
 
 namespace study {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 #include <cuda_runtime.h>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

@@ -3,7 +3,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math_constants.h>
-#include "vec.cuh"
+#include "device/vec.cuh"
 
 namespace study {
 

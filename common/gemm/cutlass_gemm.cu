@@ -1,7 +1,7 @@
 // The CUTLASS GEMM layer: validation, the per-shape search over the compiled kernels, and the
 // in-memory and on-disk record of its choices (cutlass_gemm.hpp). Host code only; the kernels
 // are generated, one file per kernel list (common/meson.build, cutlass_instances).
-#include "cutlass_gemm.hpp"
+#include "gemm/cutlass_gemm.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,11 +14,11 @@
 #include <sstream>
 #include <tuple>
 #include <utility>
-#include "check.hpp"
-#include "cutlass_gemm_kernels.cuh"
-#include "gpu.hpp"
-#include "sm90.cuh"
-#include "timing.hpp"
+#include "device/sm90.cuh"
+#include "gemm/cutlass_gemm_kernels.cuh"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
+#include "harness/timing.hpp"
 
 namespace study::cutlass_gemm {
 
@@ -35,13 +35,11 @@ const char* activation_name(Activation a) {
 namespace {
 
 constexpr const char* kCublasLtSuffix = "+cublaslt";
-constexpr const char* kSplitSuffix = "+split";
 
 // "gelu_tanh"; for a folded LayerNorm "ln_gelu_tanh"; with cuBLASLt a candidate
-// "gelu_tanh+cublaslt", with the split kernels too "gelu_tanh+cublaslt+split".
+// "gelu_tanh+cublaslt".
 std::string activation_field(const Key& k) {
-  return (k.ln ? "ln_" : "") + std::string(activation_name(k.act)) + (k.cublaslt ? kCublasLtSuffix : "") +
-         (k.split ? kSplitSuffix : "");
+  return (k.ln ? "ln_" : "") + std::string(activation_name(k.act)) + (k.cublaslt ? kCublasLtSuffix : "");
 }
 
 // Removes `suffix` from the end of s; whether it was there (and s longer than it).
@@ -51,11 +49,10 @@ bool strip_suffix(std::string& s, const std::string& suffix) {
   return true;
 }
 
-// The inverse of activation_field: sets k.act, k.ln, k.cublaslt and k.split.
+// The inverse of activation_field: sets k.act, k.ln and k.cublaslt.
 bool parse_activation(std::string s, Key& k) {
   k.ln = s.rfind("ln_", 0) == 0;
   if (k.ln) s = s.substr(3);
-  k.split = strip_suffix(s, kSplitSuffix);
   k.cublaslt = strip_suffix(s, kCublasLtSuffix);
   for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::GeluTanhF16})
     if (s == activation_name(c)) {
@@ -68,32 +65,19 @@ bool parse_activation(std::string s, Key& k) {
 using detail::KernelEntry;
 using detail::Launch;
 
-// Every compiled kernel of an epilogue: the persistent ones, then the split ones. Stable storage.
+// Every compiled kernel of an epilogue. Stable storage.
 const std::vector<KernelEntry>& kernels_for(Activation act, bool residual) {
   if (residual && act != Activation::None)
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: a residual after an activation has no kernel "
                                        "(the encoder adds residuals to a bias-only product)");
-  static std::map<std::pair<Activation, bool>, std::vector<KernelEntry>> lists;
-  auto& list = lists[{act, residual}];
-  if (list.empty()) {
-    auto add = [&list](const std::vector<KernelEntry>& k) { list.insert(list.end(), k.begin(), k.end()); };
-    if (residual) {
-      add(detail::kernels_bias_residual());
-      add(detail::split_kernels_bias_residual());
-    } else if (act == Activation::GeluTanh) {
-      add(detail::kernels_gelu_tanh());
-      add(detail::split_kernels_gelu_tanh());
-    } else if (act == Activation::GeluErf) {
-      add(detail::kernels_gelu_erf());
-      add(detail::split_kernels_gelu_erf());
-    } else if (act == Activation::GeluTanhF16) {
-      add(detail::kernels_gelu_tanh_f16());
-    } else {
-      add(detail::kernels_bias());
-      add(detail::split_kernels_bias());
-    }
+  if (residual) return detail::kernels_bias_residual();
+  switch (act) {
+    case Activation::GeluTanh: return detail::kernels_gelu_tanh();
+    case Activation::GeluErf: return detail::kernels_gelu_erf();
+    case Activation::GeluTanhF16: return detail::kernels_gelu_tanh_f16();
+    case Activation::None: break;
   }
-  return list;
+  return detail::kernels_bias();
 }
 
 const std::vector<KernelEntry>& ln_kernels_for(Activation act) {
@@ -121,17 +105,17 @@ const KernelEntry kCublasLtGelu{
     "cublaslt", cublaslt_given, nothing_to_prepare,
     [](const Launch& l, cudaStream_t s, bool) { return run_cublaslt(l, Epilogue::GeluBias, s); }, false};
 
-// The CUTLASS kernels of an epilogue (the split ones only when asked), and cuBLASLt after them
-// when asked (never for erf GELU). Stable storage: plans keep pointers to these entries.
-const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool cublaslt, bool split) {
+// The CUTLASS kernels of an epilogue, and cuBLASLt after them when asked (never for erf GELU).
+// Stable storage: plans keep pointers to these entries.
+const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool cublaslt) {
   cublaslt = cublaslt && act != Activation::GeluErf;
-  static std::map<std::tuple<Activation, bool, bool, bool>, std::vector<KernelEntry>> lists;
-  auto& list = lists[{act, residual, cublaslt, split}];
+  if (!cublaslt) return kernels_for(act, residual);
+  static std::map<std::pair<Activation, bool>, std::vector<KernelEntry>> lists;
+  auto& list = lists[{act, residual}];
   if (list.empty()) {
-    for (const auto& k : kernels_for(act, residual))
-      if (split || !k.splits_knob) list.push_back(k);
+    list = kernels_for(act, residual);
     // cuBLASLt's GELU epilogue is the tanh form (in fp32): a candidate for either tanh kernel set.
-    if (cublaslt) list.push_back(act == Activation::None ? kCublasLtBias : kCublasLtGelu);
+    list.push_back(act == Activation::None ? kCublasLtBias : kCublasLtGelu);
   }
   return list;
 }
@@ -240,21 +224,17 @@ struct Layer {
     for (const auto& k : kernels) {
       l.raster = 0;
       l.swizzle = 1;
-      l.splits = 1;
-      if (!k.splits_knob && !k.implementable(l)) continue;  // a split kernel: per split below
+      if (!k.implementable(l)) continue;
       prepare(k);
-      for (int splits : k.splits_knob ? std::vector<int>{0, 2, 3, 4, 6, 8} : std::vector<int>{1})
-        for (int raster : {0, 1})
-          for (int swizzle : {1, 2, 4, 8}) {
-            if (!k.scheduler_knobs && (raster != 0 || swizzle != 1)) continue;
-            l.raster = raster;
-            l.swizzle = swizzle;
-            l.splits = splits;
-            if (k.splits_knob && !k.implementable(l)) continue;  // its workspace depends on the split
-            const Choice tried{k.name, raster, swizzle, splits, time_kernel(k, l, stream, 5)};
-            if (trials) *trials << CutlassCache::format_line(key, tried) << "\n";
-            if (std::isfinite(tried.us)) timed.emplace_back(&k, tried);
-          }
+      for (int raster : {0, 1})
+        for (int swizzle : {1, 2, 4, 8}) {
+          if (!k.scheduler_knobs && (raster != 0 || swizzle != 1)) continue;
+          l.raster = raster;
+          l.swizzle = swizzle;
+          const Choice tried{k.name, raster, swizzle, time_kernel(k, l, stream, 5)};
+          if (trials) *trials << CutlassCache::format_line(key, tried) << "\n";
+          if (std::isfinite(tried.us)) timed.emplace_back(&k, tried);
+        }
     }
     // The finalists: each kernel's fastest configuration, the fastest kernels first. They are
     // timed again in turns, so that each sees the same clocks, and each keeps its fastest round.
@@ -267,9 +247,8 @@ struct Layer {
       for (auto& [k, c] : finalists) {
         l.raster = c.raster;
         l.swizzle = c.swizzle;
-        l.splits = c.splits;
         const float us = time_kernel(*k, l, stream, 5);
-        if (trials) *trials << CutlassCache::format_line(key, {c.kernel, c.raster, c.swizzle, c.splits, us}) << "\n";
+        if (trials) *trials << CutlassCache::format_line(key, {c.kernel, c.raster, c.swizzle, us}) << "\n";
         c.us = round == 0 ? us : std::min(c.us, us);
       }
     for (const auto& [k, c] : finalists)
@@ -312,8 +291,6 @@ std::string describe(const Key& key, const Choice& c, const char* how) {
   s << std::fixed << key.m << "x" << key.n << "x" << key.k << " " << activation_field(key)
     << (key.residual ? "+residual" : "") << ": " << c.kernel << " raster " << (c.raster ? "N" : "M")
     << " swizzle " << c.swizzle;
-  if (c.splits == 0) s << " stream-K";
-  if (c.splits >= 2) s << " split-K " << c.splits;
   s << ", " << c.us << " us (" << how << ")";
   return s.str();
 }
@@ -327,8 +304,8 @@ std::string unavailable() {
 }
 
 bool Key::operator<(const Key& o) const {
-  return std::tie(gpu, m, n, k, act, residual, ln, cublaslt, split, candidates) <
-         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.cublaslt, o.split, o.candidates);
+  return std::tie(gpu, m, n, k, act, residual, ln, cublaslt, candidates) <
+         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.cublaslt, o.candidates);
 }
 
 std::string CutlassCache::default_path() {
@@ -374,8 +351,7 @@ void CutlassCache::store(const Key& key, const Choice& choice) {
 std::string CutlassCache::format_line(const Key& key, const Choice& c) {
   std::ostringstream s;
   s << key.gpu << '\t' << key.m << '\t' << key.n << '\t' << key.k << '\t' << activation_field(key) << '\t'
-    << (key.residual ? 1 : 0) << '\t' << c.kernel << '\t' << c.raster << '\t' << c.swizzle << '\t' << c.splits
-    << '\t' << c.us << '\t' << key.candidates;
+    << (key.residual ? 1 : 0) << '\t' << c.kernel << '\t' << c.raster << '\t' << c.swizzle << '\t' << c.us << '\t' << key.candidates;
   return s.str();
 }
 
@@ -383,7 +359,7 @@ bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
   std::vector<std::string> f;
   std::stringstream s(line);
   for (std::string field; std::getline(s, field, '\t');) f.push_back(field);
-  if (f.size() != 12) return false;
+  if (f.size() != 11) return false;
   try {
     Key k;
     Choice ch;
@@ -403,12 +379,11 @@ bool CutlassCache::parse_line(const std::string& line, Key& key, Choice& c) {
     ch.kernel = f[6];
     ch.raster = integer(f[7]);
     ch.swizzle = integer(f[8]);
-    ch.splits = integer(f[9]);
-    ch.us = std::stof(f[10]);
-    k.candidates = f[11];
+    ch.us = std::stof(f[9]);
+    k.candidates = f[10];
     if (k.gpu.empty() || k.candidates.empty() || k.m <= 0 || k.n <= 0 || k.k <= 0 ||
         (residual != 0 && residual != 1) || ch.kernel.empty() || (ch.raster != 0 && ch.raster != 1) ||
-        ch.swizzle < 1 || ch.splits < 0)
+        ch.swizzle < 1)
       return false;
     key = k;
     c = ch;
@@ -448,7 +423,6 @@ void run_planned(Key key, const std::vector<KernelEntry>& kernels, Launch l, cud
     if (k) {
       l.raster = cached->raster;
       l.swizzle = cached->swizzle;
-      l.splits = k->splits_knob ? cached->splits : 1;
     }
     if (k && k->implementable(l)) {
       lay.prepare(*k);
@@ -462,7 +436,6 @@ void run_planned(Key key, const std::vector<KernelEntry>& kernels, Launch l, cud
   }
   l.raster = it->second.choice.raster;
   l.swizzle = it->second.choice.swizzle;
-  l.splits = it->second.choice.splits;
   CUDA_CHECK(it->second.kernel->run(l, stream, pdl));
 }
 
@@ -474,12 +447,8 @@ void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_
   const bool residual = op.residual != nullptr;
   // Erf GELU has no cuBLASLt candidate: its key records that none took part.
   const bool cublaslt = opt.cublaslt && act != Activation::GeluErf;
-  const bool split = opt.workspace && opt.workspace_bytes > 0;
-  Launch l{s, op, 0, 1, lay.sms, {}, opt.cublaslt};
-  l.workspace = opt.workspace;
-  l.workspace_bytes = opt.workspace_bytes;
-  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, false, cublaslt, split, {}},
-              candidates(act, residual, cublaslt, split), l, stream, opt.pdl);
+  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, false, cublaslt, {}}, candidates(act, residual, cublaslt),
+              {s, op, 0, 1, lay.sms, {}, opt.cublaslt}, stream, opt.pdl);
 }
 
 void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, const LnFold& ln, cudaStream_t stream,
@@ -492,23 +461,19 @@ void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, c
   for (const void* p : {static_cast<const void*>(ln.col_sum), static_cast<const void*>(ln.col_bias)})
     if (!aligned16(p)) throw StudyError(ErrorKind::Usage, "cutlass_gemm: the per-column vectors must be 16-byte aligned");
   Layer& lay = layer();
-  run_planned({lay.gpu, s.m, s.n, s.k, act, false, true, false, false, {}}, ln_kernels_for(act),
+  run_planned({lay.gpu, s.m, s.n, s.k, act, false, true, false, {}}, ln_kernels_for(act),
               {s, op, 0, 1, lay.sms, ln}, stream, opt.pdl);
 }
 
 void run_kernel(const Choice& c, const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream,
-                const RunOptions& opt, const LnFold* ln) {
+                const LnFold* ln) {
   validate(s, op, ln != nullptr);
   Layer& lay = layer();
   const KernelEntry* k = find_kernel(ln ? ln_kernels_for(act) : kernels_for(act, op.residual != nullptr), c.kernel);
   if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel named '" + c.kernel + "'");
-  Launch l{s, op, c.raster, c.swizzle, lay.sms, ln ? *ln : LnFold{}};
-  l.splits = k->splits_knob ? c.splits : 1;
-  l.workspace = opt.workspace;
-  l.workspace_bytes = opt.workspace ? opt.workspace_bytes : 0;
+  const Launch l{s, op, c.raster, c.swizzle, lay.sms, ln ? *ln : LnFold{}};
   if (!k->implementable(l))
-    throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + c.kernel + " cannot run " + shape_text(s) +
-                                           (k->splits_knob ? " (a split kernel: is the workspace given and large enough?)" : ""));
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + c.kernel + " cannot run " + shape_text(s));
   lay.prepare(*k);
   CUDA_CHECK(k->run(l, stream, false));
 }
@@ -530,11 +495,6 @@ std::vector<std::string> kernel_names(Activation act) {
   std::vector<std::string> names;
   for (const auto& k : kernels_for(act, false)) names.emplace_back(k.name);
   return names;
-}
-
-bool is_split_kernel(const std::string& name) {
-  const KernelEntry* k = find_kernel(kernels_for(Activation::None, false), name);
-  return k && k->splits_knob;
 }
 
 }  // namespace study::cutlass_gemm

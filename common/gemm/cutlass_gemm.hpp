@@ -7,15 +7,14 @@
 // default). The bias is required.
 //
 // Each (tile, cluster, schedule, tile scheduler) is its own compiled kernel
-// (cutlass_gemm_kernels.cuh); the raster order, swizzle and, for the split kernels, how K is
-// split are run-time arguments of the tile scheduler. The first call of a shape times every
-// compiled kernel x raster x swizzle (x split) on the caller's operands (L2
+// (cutlass_gemm_kernels.cuh); the raster order and swizzle are run-time arguments of the tile
+// scheduler. The first call of a shape times every compiled kernel x raster x swizzle on the
+// caller's operands (L2
 // flushed before each run, as a forward finds each layer's weights) and keeps the fastest; the
 // choice is cached in memory and on disk (CutlassCache below: one line per GPU, shape and
 // epilogue), so a later process reuses it without searching. A search cannot run
 // inside a CUDA graph capture: the caller runs each shape once eagerly first (the encoder does).
 #pragma once
-#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,7 +23,7 @@
 #include <vector>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include "gemm.hpp"
+#include "gemm/gemm.hpp"
 
 namespace study::cutlass_gemm {
 
@@ -49,14 +48,11 @@ struct LnFold {
 std::string unavailable();
 
 // What the search keeps for one shape and epilogue: which compiled kernel, and the tile
-// scheduler's raster order (0: along M, 1: along N), maximum swizzle and split of K.
+// scheduler's raster order (0: along M, 1: along N) and maximum swizzle.
 struct Choice {
   std::string kernel;  // e.g. "128x256x64_c2x1_coop"
   int raster = 0;
   int swizzle = 1;
-  // The split kernels' (names ending "_split"): 0 stream-K (CUTLASS's balance of K iterations
-  // over the SMs), s >= 2 split-K (each output tile's K in s slices, one CTA each); 1 otherwise.
-  int splits = 1;
   float us = 0.f;  // its median time when it was chosen
 };
 
@@ -68,7 +64,6 @@ struct Key {
   bool residual = false;
   bool ln = false;  // a LayerNorm folded in (LnFold)
   bool cublaslt = false;  // cuBLASLt was a candidate too (RunOptions::cublaslt)
-  bool split = false;     // the split kernels were candidates too (RunOptions::workspace)
   // Which kernels the search chose among (8 hex digits hashing their names, set by the layer): a
   // build with other kernels compiled searches again instead of reusing a choice made without them.
   std::string candidates;
@@ -76,10 +71,9 @@ struct Key {
 };
 
 // The on-disk record of choices: a tab-separated text file, one choice per line
-//   gpu  m  n  k  activation  residual  kernel  raster  swizzle  splits  us  candidates
+//   gpu  m  n  k  activation  residual  kernel  raster  swizzle  us  candidates
 // (activation prefixed "ln_" for the LayerNorm-folded kernels, suffixed "+cublaslt" when
-// cuBLASLt was a candidate, then "+split" when the split kernels were; kernel "cublaslt" when
-// cuBLASLt won).
+// cuBLASLt was a candidate; kernel "cublaslt" when cuBLASLt won).
 // Lines that do not parse, and choices made among other candidates than this build's, are
 // ignored (a rebuild with other kernels searches again); a later line for the same key wins.
 // With $STUDY_CUTLASS_SEARCH_LOG set to a file, a search also appends every candidate it timed
@@ -124,12 +118,6 @@ struct RunOptions {
   // fill the GPU), and runs through this Gemm. Not for erf GELU, which cuBLASLt has no epilogue
   // for: the CUTLASS kernels alone are searched then.
   Gemm* cublaslt = nullptr;
-  // When given, the split kernels (a 197-row GEMM's few output tiles shared out over more CTAs,
-  // partial sums added in this memory) are candidates too, for shapes whose split workspace fits
-  // in workspace_bytes. Every use of this memory must be stream-ordered with the call: lend a
-  // Gemm's workspace on the same stream (Gemm::lend_workspace) or a buffer of the caller's own.
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
 };
 void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, const RunOptions& opt = {});
 
@@ -149,12 +137,12 @@ void fold_layernorm(const __half* w, const __half* b, const __half* gamma, const
 // in registers: cols <= 1024 and a multiple of 8). One pass over x per forward and LayerNorm.
 void row_stats(const __half* x, int rows, int cols, float eps, float* mean, float* rstd, cudaStream_t stream);
 
-// Runs one named compiled kernel (kernel_names()) with the choice's raster order, swizzle and
-// split (Choice::us unused), without the search: what the GPU suite uses to check every kernel.
-// Throws StudyError(Usage) for an unknown name or a shape that kernel cannot run (a split kernel
-// without opt.workspace, or with too little). With `ln`, the LayerNorm-folded kernel of that name.
+// Runs one named compiled kernel (kernel_names()) with the choice's raster order and swizzle
+// (Choice::us unused), without the search: what the GPU suite uses to check every kernel.
+// Throws StudyError(Usage) for an unknown name or a shape that kernel cannot run. With `ln`, the
+// LayerNorm-folded kernel of that name.
 void run_kernel(const Choice& choice, const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream,
-                const RunOptions& opt = {}, const LnFold* ln = nullptr);
+                const LnFold* ln = nullptr);
 
 // The choices this process has used on the current device, one line each ("6304x3072x768
 // gelu_tanh: 128x256x64_c2x1_coop raster N swizzle 2, 101.2 us (searched)" or "(cached)"), for a
@@ -165,7 +153,5 @@ std::vector<std::string> choices();
 std::vector<std::string> kernel_names(bool ln = false);
 // The names of the compiled kernels of one activation (GeluTanhF16 has fewer tiles).
 std::vector<std::string> kernel_names(Activation act);
-// Whether the compiled kernel of that name is a split kernel (takes Choice::splits, needs a workspace).
-bool is_split_kernel(const std::string& name);
 
 }  // namespace study::cutlass_gemm

@@ -1,14 +1,13 @@
 // The compiled CUTLASS kernels behind cutlass_gemm.hpp: one Hopper GEMM per (tile, cluster,
 // schedule, epilogue), built by CUTLASS's collective builders, each reduced to a KernelEntry the
 // layer can time and run without knowing its type. Included by the kernel files that meson
-// generates from common/cutlass_gemm_instance.cu.in, one per kernel list below (the table
+// generates from common/gemm/cutlass_gemm_instance.cu.in, one per kernel list below (the table
 // `cutlass_instances` in common/meson.build), so that the build compiles them in parallel.
 #pragma once
-#include <cstddef>
 #include <cuda_runtime.h>
 #include <type_traits>
 #include <vector>
-#include "cutlass_gemm.hpp"
+#include "gemm/cutlass_gemm.hpp"
 
 namespace study::cutlass_gemm::detail {
 
@@ -21,23 +20,17 @@ struct Launch {
   int sm_count = 0;
   LnFold ln;        // the LayerNorm-folded kernels' vectors (unused by the others)
   Gemm* cublaslt = nullptr;  // the cuBLASLt candidate's Gemm (RunOptions::cublaslt)
-  // The split kernels' knob (KernelEntry::splits_knob): 0 stream-K, s >= 2 split-K in s slices
-  // of K; and the device memory they keep partial sums and tile flags in (RunOptions).
-  int splits = 1;
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
 };
 
 // One compiled kernel, type-erased.
 struct KernelEntry {
   const char* name;
-  bool (*implementable)(const Launch&);  // CUTLASS's can_implement, and its workspace fits the given one
+  bool (*implementable)(const Launch&);  // CUTLASS's can_implement, with no workspace needed
   cudaError_t (*prepare)();             // kernel attributes: once, outside any capture
   // pdl: launch with programmatic dependent launch (the kernel may start before the previous
   // kernel on the stream ends, and waits for it with griddepcontrol.wait before reading).
   cudaError_t (*run)(const Launch&, cudaStream_t, bool pdl);
   bool scheduler_knobs = true;  // raster and swizzle matter (false: the cuBLASLt candidate)
-  bool splits_knob = false;      // a split kernel: Launch::splits matters, and it needs a workspace
 };
 
 // The kernels of each epilogue (one kernel file each; empty in a build without CUTLASS).
@@ -46,29 +39,15 @@ const std::vector<KernelEntry>& kernels_bias_residual();
 const std::vector<KernelEntry>& kernels_gelu_tanh();
 const std::vector<KernelEntry>& kernels_gelu_erf();
 const std::vector<KernelEntry>& kernels_gelu_tanh_f16();  // GeluTanhF16: the fc1 tiles only
-// The split kernels of each epilogue (their files define STUDY_CUTLASS_SPLIT_TU).
-const std::vector<KernelEntry>& split_kernels_bias();
-const std::vector<KernelEntry>& split_kernels_bias_residual();
-const std::vector<KernelEntry>& split_kernels_gelu_tanh();
-const std::vector<KernelEntry>& split_kernels_gelu_erf();
 const std::vector<KernelEntry>& kernels_ln_bias();       // LayerNorm folded in, bias
 const std::vector<KernelEntry>& kernels_ln_gelu_tanh();  // LayerNorm folded in, bias, tanh GELU
 
 }  // namespace study::cutlass_gemm::detail
 
 #ifdef STUDY_HAVE_CUTLASS
-#ifndef STUDY_CUTLASS_SPLIT_TU
 // The kernels wait on the previous grid (griddepcontrol.wait) before their first global read and
 // let the next one launch early: a no-op unless launched with programmatic dependent launch.
 #define CUTLASS_ENABLE_GDC_FOR_SM90 1
-#elif defined(__CUDA_ARCH__)
-// The split kernels' files: with CUTLASS 4.2 the stream-K scheduler does not compile under
-// CUTLASS_ENABLE_GDC_FOR_SM90 (its is_last_tile, behind the early-launch hint, binds a const
-// member to a non-const reference). Enabling the grid-dependency instructions alone keeps the
-// wait (griddepcontrol.wait before the first read: correct under PDL) without the hint: the next
-// kernel launches when a split kernel ends, not during its last tiles.
-#define CUTLASS_GDC_ENABLED
-#endif
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -138,8 +117,7 @@ template <class K>
 struct Entry {
   static bool implementable(const Launch& l) {
     const auto args = K::arguments(l);
-    return K::Gemm::can_implement(args) == cutlass::Status::kSuccess &&
-           K::Gemm::get_workspace_size(args) <= (K::kSplit ? l.workspace_bytes : 0);
+    return K::Gemm::can_implement(args) == cutlass::Status::kSuccess && K::Gemm::get_workspace_size(args) == 0;
   }
 
   static cudaError_t prepare() {
@@ -149,25 +127,16 @@ struct Entry {
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   }
 
-  // Parameters built on the host for each call: safe to capture. A split kernel's tile flags are
-  // cleared first (one memset of the workspace's flag part, stream-ordered, before every launch).
+  // Parameters built on the host for each call: safe to capture.
   static cudaError_t run(const Launch& l, cudaStream_t stream, bool pdl) {
     const auto args = K::arguments(l);
-    void* workspace = nullptr;
-    if constexpr (K::kSplit) {
-      workspace = l.workspace;
-      // A plan made with a larger workspace, called with a smaller one: refuse, never overrun.
-      if (!workspace || K::Gemm::get_workspace_size(args) > l.workspace_bytes) return cudaErrorInvalidValue;
-      if (K::GemmKernel::initialize_workspace(args, workspace, stream) != cutlass::Status::kSuccess)
-        return cudaErrorLaunchFailure;
-    }
-    auto params = K::GemmKernel::to_underlying_arguments(args, workspace);
+    auto params = K::GemmKernel::to_underlying_arguments(args, nullptr);
     if (K::Gemm::run(params, stream, nullptr, pdl) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
     return cudaGetLastError();
   }
 
   static KernelEntry entry(const char* name) {
-    return {name, implementable, prepare, run, /*scheduler_knobs=*/true, /*splits_knob=*/K::kSplit};
+    return {name, implementable, prepare, run, /*scheduler_knobs=*/true};
   }
 
   // The arguments every kernel here shares: the problem, X [m, k] and W [n, k] (both K-major),
@@ -194,34 +163,15 @@ struct Entry {
     using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
     args.scheduler.raster_order = l.raster ? Raster::AlongN : Raster::AlongM;
     args.scheduler.max_swizzle_size = l.swizzle;
-    if constexpr (K::kSplit) {
-      using Mode = cutlass::gemm::kernel::detail::DecompositionMode;
-      args.scheduler.splits = l.splits >= 2 ? l.splits : 1;
-      args.scheduler.decomposition_mode = l.splits >= 2 ? Mode::SplitK : Mode::StreamK;
-    }
     return args;
   }
 };
 
-// The tile schedulers: persistent, one CTA per SM walking output tiles (the default), or split
-// (CUTLASS's stream-K scheduler, cooperative kernels only): an output tile's K loop shared by
-// several CTAs, which add their fp32 partial sums in a workspace before the last one runs the
-// epilogue. Split fills the SMs where there are fewer output tiles than SMs (197-row GEMMs).
-struct Persistent {
-  using Tag = void;
-  static constexpr bool kSplit = false;
-};
-struct Split {
-  using Tag = cutlass::gemm::StreamKScheduler;
-  static constexpr bool kSplit = true;
-};
-
 // Y = act(X W^T + bias) (+ residual as C with beta = 1): X row-major [m, k] (K-major A), W
 // row-major [n, k] (K-major B), Y row-major [m, n]; 16-byte alignment (8 halves) everywhere.
-template <int kTileM, int kTileN, int kClusterM, int kClusterN, class Schedule, Activation kAct, bool kResidual,
-          class Scheduler = Persistent>
-struct Kernel : Entry<Kernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAct, kResidual, Scheduler>> {
-  static constexpr bool kSplit = Scheduler::kSplit;
+// CUTLASS's default tile scheduler: persistent, one CTA per SM walking output tiles.
+template <int kTileM, int kTileN, int kClusterM, int kClusterN, class Schedule, Activation kAct, bool kResidual>
+struct Kernel : Entry<Kernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAct, kResidual>> {
   using T = cutlass::half_t;
   using ElementC = std::conditional_t<kResidual, T, void>;  // void: no C operand is read
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<64>>;
@@ -236,7 +186,7 @@ struct Kernel : Entry<Kernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAc
       T, cutlass::layout::RowMajor, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
   using CollectiveMainloop = MainloopOf<TileShape, ClusterShape, Schedule, CollectiveEpilogue>;
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
-                                                          CollectiveEpilogue, typename Scheduler::Tag>;
+                                                          CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   static typename Gemm::Arguments arguments(const Launch& l) {
@@ -275,7 +225,6 @@ using LnFoldedEpilogue = cutlass::epilogue::fusion::Sm90EVT<
 
 template <int kTileM, int kTileN, int kClusterM, int kClusterN, class Schedule, Activation kAct>
 struct LnKernel : Entry<LnKernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAct>> {
-  static constexpr bool kSplit = false;
   using T = cutlass::half_t;
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<64>>;
   using ClusterShape = Shape<Int<kClusterM>, Int<kClusterN>, Int<1>>;
@@ -360,19 +309,6 @@ std::vector<KernelEntry> fc1_kernels() {
   kernels.insert(kernels.end(), clustered.begin(), clustered.end());
   return kernels;
 }
-
-#ifdef STUDY_CUTLASS_SPLIT_TU
-// The split kernels (candidates only when the caller lends a workspace; cooperative, as CUTLASS's
-// stream-K scheduler requires): at 197 rows a 128x128 tiling makes 12-48 output tiles for 132
-// SMs, 128x64 twice as many, each shared out over up to 8 CTAs.
-template <Activation kAct, bool kResidual>
-std::vector<KernelEntry> split_kernels() {
-  return {
-      Kernel<128, 128, 1, 1, Cooperative, kAct, kResidual, Split>::entry("128x128x64_c1x1_coop_split"),
-      Kernel<128, 64, 1, 1, Cooperative, kAct, kResidual, Split>::entry("128x64x64_c1x1_coop_split"),
-  };
-}
-#endif
 
 // The LayerNorm-folded kernels: fewer shapes (the QKV and fc1 GEMMs only), same names.
 template <Activation kAct>

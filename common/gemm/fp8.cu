@@ -1,11 +1,11 @@
-// The FP8 kernels of common/fp8.hpp: amax, quantization of activations and weights, and the
+// The FP8 kernels of common/gemm/fp8.hpp: amax, quantization of activations and weights, and the
 // LayerNorm that writes E4M3. Memory-bound passes: 16-byte loads of 8 halves, 8-byte stores of
 // 8 E4M3 values.
 #include <stdexcept>
-#include "check.hpp"
-#include "fp8.hpp"
-#include "gpu.hpp"
-#include "reduce.cuh"
+#include "device/reduce.cuh"
+#include "gemm/fp8.hpp"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
 
 namespace study {
 namespace fp8 {

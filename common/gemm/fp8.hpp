@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "buffer.hpp"
-#include "gemm.hpp"
+#include "gemm/gemm.hpp"
+#include "harness/buffer.hpp"
 
 namespace study {
 namespace fp8 {

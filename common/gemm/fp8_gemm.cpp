@@ -8,9 +8,9 @@
 #include <cmath>
 #include <stdexcept>
 #include <tuple>
-#include "check.hpp"
-#include "fp8.hpp"
-#include "gemm_search.hpp"
+#include "gemm/fp8.hpp"
+#include "gemm/gemm_search.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

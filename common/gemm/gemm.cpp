@@ -1,11 +1,11 @@
-#include "gemm.hpp"
+#include "gemm/gemm.hpp"
 #include <algorithm>
 #include <cmath>
 #include <vector>
 #include <stdexcept>
 #include <tuple>
-#include "check.hpp"
-#include "gemm_search.hpp"
+#include "gemm/gemm_search.hpp"
+#include "harness/check.hpp"
 
 // Mapping the row-major problem onto column-major cuBLASLt without any transpose:
 // a row-major [r, c] matrix (row stride c) is, byte for byte, a column-major c x r matrix

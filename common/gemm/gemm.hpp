@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "buffer.hpp"
+#include "harness/buffer.hpp"
 
 namespace study {
 
@@ -66,9 +66,6 @@ class Gemm {
   const GemmConfig& config() const { return config_; }
   // Captured graphs bake this address in, so graph caches key on it.
   const void* workspace() const { return workspace_.get(); }
-  // The workspace lent to other kernels on this Gemm's stream between its calls (the CUTLASS
-  // layer's split kernels): stream order keeps their uses and cuBLASLt's apart.
-  void* lend_workspace() { return workspace_.get(); }
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::size_t plan_count() const { return plans_.size(); }
   long long heuristic_queries() const { return heuristic_queries_; }

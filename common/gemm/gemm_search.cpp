@@ -1,9 +1,9 @@
-#include "gemm_search.hpp"
+#include "gemm/gemm_search.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 #include <cuda_fp16.h>
-#include "check.hpp"
-#include "cutlass_gemm.hpp"
-#include "reduce.cuh"
+#include "device/reduce.cuh"
+#include "gemm/cutlass_gemm.hpp"
+#include "harness/check.hpp"
 
 namespace study::cutlass_gemm {
 namespace {

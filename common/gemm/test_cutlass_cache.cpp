@@ -1,4 +1,4 @@
-// CPU test of the CUTLASS GEMM layer's on-disk record of its search (common/cutlass_gemm.hpp):
+// CPU test of the CUTLASS GEMM layer's on-disk record of its search (common/gemm/cutlass_gemm.hpp):
 // lines round-trip, malformed lines are ignored, a later line wins, an unwritable file costs
 // only the reuse, the path follows the environment; and the layer says why it cannot run here.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include "cutlass_gemm.hpp"
+#include "gemm/cutlass_gemm.hpp"
 
 namespace cg = study::cutlass_gemm;
 
@@ -18,9 +18,9 @@ std::filesystem::path temp_file(const char* stem) {
   return std::filesystem::temp_directory_path() / (std::string(stem) + std::to_string(rd()) + ".tsv");
 }
 
-const cg::Key kKey{"NVIDIA H200/132", 50432, 3072, 768, cg::Activation::GeluTanh, false, false, false, false,
+const cg::Key kKey{"NVIDIA H200/132", 50432, 3072, 768, cg::Activation::GeluTanh, false, false, false,
                    "0123abcd"};
-const cg::Choice kChoice{"128x256x64_c2x1_coop", 1, 4, 1, 312.5f};
+const cg::Choice kChoice{"128x256x64_c2x1_coop", 1, 4, 312.5f};
 
 }  // namespace
 
@@ -42,19 +42,19 @@ TEST_CASE("malformed lines are refused") {
   const std::string good = cg::CutlassCache::format_line(kKey, kChoice);
   CHECK(cg::CutlassCache::parse_line(good, k, c));
   // Each bad line below differs from this good one in one field.
-  CHECK(cg::CutlassCache::parse_line("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\tf", k, c));
+  CHECK(cg::CutlassCache::parse_line("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1.0\tf", k, c));
   for (const std::string& bad :
        {std::string(""), std::string("garbage"), good + "\textra", good.substr(0, good.rfind('\t')),
-        std::string("gpu\t0\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\tf"),        // m = 0
-        std::string("gpu\t8\t768\t768\tswish\t0\tk\t0\t1\t1\t1.0\tf"),       // unknown activation
-        std::string("gpu\t8\t768\t768\tnone\t2\tk\t0\t1\t1\t1.0\tf"),        // residual not 0/1
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t3\t1\t1\t1.0\tf"),        // raster not 0/1
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t0\t1\t1.0\tf"),        // swizzle 0
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t-1\t1.0\tf"),       // splits negative
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1.0\tf"),        // no splits field (an older file)
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0"),           // no candidates field (an older file)
-        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\t"),         // empty candidates
-        std::string("gpu\t8x\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\tf")}) {  // not an integer
+        std::string("gpu\t0\t768\t768\tnone\t0\tk\t0\t1\t1.0\tf"),        // m = 0
+        std::string("gpu\t8\t768\t768\tswish\t0\tk\t0\t1\t1.0\tf"),       // unknown activation
+        std::string("gpu\t8\t768\t768\tnone\t2\tk\t0\t1\t1.0\tf"),        // residual not 0/1
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t3\t1\t1.0\tf"),        // raster not 0/1
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t0\t1.0\tf"),        // swizzle 0
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1\t1.0\tf"),  // a splits field (an older file)
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\tx\tf"),        // time not a number
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1.0"),           // no candidates field (an older file)
+        std::string("gpu\t8\t768\t768\tnone\t0\tk\t0\t1\t1.0\t"),         // empty candidates
+        std::string("gpu\t8x\t768\t768\tnone\t0\tk\t0\t1\t1.0\tf")}) {  // not an integer
     CAPTURE(bad);
     CHECK_FALSE(cg::CutlassCache::parse_line(bad, k, c));
   }
@@ -66,7 +66,7 @@ TEST_CASE("stored choices are read back by a new cache; the later line of a key 
     cg::CutlassCache cache(path.string());
     CHECK_FALSE(cache.find(kKey).has_value());
     cache.store(kKey, kChoice);
-    cache.store(kKey, {"128x128x64_c1x1_coop", 0, 2, 1, 300.f});
+    cache.store(kKey, {"128x128x64_c1x1_coop", 0, 2, 300.f});
     REQUIRE(cache.find(kKey).has_value());
   }
   std::ofstream(path, std::ios::app) << "not a choice\n";
@@ -140,30 +140,7 @@ TEST_CASE("a choice searched with cuBLASLt among the candidates is its own key a
   lt.ln = true;
   REQUIRE(cg::CutlassCache::parse_line(cg::CutlassCache::format_line(lt, won), k, c));
   CHECK((k.ln && k.cublaslt));
-  CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+cublaslt\t0\tk\t0\t1\t1\t1.0\tf", k, c));
-}
-
-TEST_CASE("a split choice keeps its split, under a key of its own") {
-  cg::Key sk = kKey;
-  sk.cublaslt = true;
-  sk.split = true;
-  cg::Choice won{"128x64x64_c1x1_coop_split", 0, 1, 3, 9.5f};
-  cg::Key k;
-  cg::Choice c;
-  const auto line = cg::CutlassCache::format_line(sk, won);
-  CHECK(line.find("\tgelu_tanh+cublaslt+split\t") != std::string::npos);
-  REQUIRE(cg::CutlassCache::parse_line(line, k, c));
-  CHECK((k.split && k.cublaslt && !k.ln));
-  CHECK(c.splits == 3);
-  CHECK(c.kernel == won.kernel);
-  cg::Key no_split = sk;
-  no_split.split = false;
-  CHECK((no_split < sk || sk < no_split));
-  // Stream-K is split 0; the suffix alone is no activation.
-  won.splits = 0;
-  REQUIRE(cg::CutlassCache::parse_line(cg::CutlassCache::format_line(sk, won), k, c));
-  CHECK(c.splits == 0);
-  CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+split\t0\tk\t0\t1\t1\t1.0\tf", k, c));
+  CHECK(!cg::CutlassCache::parse_line("gpu\t8\t768\t768\t+cublaslt\t0\tk\t0\t1\t1.0\tf", k, c));
 }
 
 TEST_CASE("the fp16-epilogue GELU is an activation of its own") {

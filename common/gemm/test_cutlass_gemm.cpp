@@ -1,9 +1,8 @@
-// GPU test of the CUTLASS GEMM layer (common/cutlass_gemm.hpp): every compiled kernel with every
+// GPU test of the CUTLASS GEMM layer (common/gemm/cutlass_gemm.hpp): every compiled kernel with every
 // epilogue (bias, bias + residual, bias + GELU in both forms) against ref::linear at the encoder's
-// GEMM shapes and odd row counts, both raster orders, the split kernels in stream-K and split-K;
-// the search and its on-disk record; the search with cuBLASLt and the split kernels candidates;
-// the refusals (misaligned operands, a residual after GELU, a search inside a graph capture, a
-// split kernel without a workspace).
+// GEMM shapes and odd row counts, both raster orders; the search and its on-disk record; the
+// search with cuBLASLt a candidate; the refusals (misaligned operands, a residual after GELU, a
+// search inside a graph capture).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <algorithm>
@@ -12,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <vector>
-#include "check.hpp"
-#include "compare.hpp"
-#include "cutlass_gemm.hpp"
-#include "gpu.hpp"
-#include "gpu_test_main.hpp"
-#include "random.hpp"
+#include "gemm/cutlass_gemm.hpp"
+#include "harness/check.hpp"
+#include "harness/compare.hpp"
+#include "harness/gpu.hpp"
+#include "harness/gpu_test_main.hpp"
+#include "harness/random.hpp"
 #include "reference.hpp"
 
 namespace cg = study::cutlass_gemm;
@@ -84,17 +83,6 @@ const std::filesystem::path kCachePath = [] {
   return p;
 }();
 
-// The memory lent to the split kernels: more than any shape below needs.
-struct SplitWorkspace {
-  study::DeviceBuffer<char> buffer{std::size_t(32) << 20};
-  cg::RunOptions options() {
-    cg::RunOptions opt;
-    opt.workspace = buffer.get();
-    opt.workspace_bytes = buffer.bytes();
-    return opt;
-  }
-};
-
 const study::GemmShape kShapes[] = {
     {197, 2304, 768},  // QKV, batch 1
     {591, 768, 3072},  // fc2, batch 3
@@ -107,45 +95,27 @@ const study::GemmShape kShapes[] = {
 TEST_CASE("every compiled kernel computes every epilogue") {
   const auto names = cg::kernel_names();
   REQUIRE(!names.empty());
-  SplitWorkspace ws;
-  bool any_split = false;
-  for (const auto& name : names) {
-    const bool split = cg::is_split_kernel(name);
-    any_split = any_split || split;
+  for (const auto& name : names)
     for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
       for (bool residual : {false, true}) {
         if (residual && act != Activation::None) continue;
         for (const auto& s : kShapes)
-          for (int raster : {0, 1})
-            for (int splits : split ? std::vector<int>{0, 3} : std::vector<int>{1}) {
-              CAPTURE(name);
-              CAPTURE(cg::activation_name(act));
-              CAPTURE(residual);
-              CAPTURE(s.m);
-              CAPTURE(s.n);
-              CAPTURE(s.k);
-              CAPTURE(raster);
-              CAPTURE(splits);
-              Case c(s, act, residual);
-              study::poison(c.dy);
-              cg::run_kernel({name, raster, 2, splits}, s, act, c.operands(), nullptr,
-                             split ? ws.options() : cg::RunOptions{});
-              const auto r = c.check();
-              INFO(r.summary());
-              CHECK(r.ok);
-            }
+          for (int raster : {0, 1}) {
+            CAPTURE(name);
+            CAPTURE(cg::activation_name(act));
+            CAPTURE(residual);
+            CAPTURE(s.m);
+            CAPTURE(s.n);
+            CAPTURE(s.k);
+            CAPTURE(raster);
+            Case c(s, act, residual);
+            study::poison(c.dy);
+            cg::run_kernel({name, raster, 2}, s, act, c.operands(), nullptr);
+            const auto r = c.check();
+            INFO(r.summary());
+            CHECK(r.ok);
+          }
       }
-    if (split) {  // without a workspace, or with too small a one, a split kernel refuses
-      Case c(kShapes[0], Activation::None, false);
-      CHECK_THROWS_AS(cg::run_kernel({name, 0, 1, 3}, c.s, Activation::None, c.operands(), nullptr),
-                      study::StudyError);
-      cg::RunOptions tiny = ws.options();
-      tiny.workspace_bytes = 16;
-      CHECK_THROWS_AS(cg::run_kernel({name, 0, 1, 3}, c.s, Activation::None, c.operands(), nullptr, tiny),
-                      study::StudyError);
-    }
-  }
-  CHECK(any_split);
 }
 
 TEST_CASE("the fp16-epilogue GELU kernels compute the tanh GELU") {
@@ -263,43 +233,6 @@ TEST_CASE("with cuBLASLt a candidate, whichever library wins computes the epilog
   CHECK_THROWS_AS(cg::run_ln_folded(erf.s, Activation::None, erf.operands(), {}, nullptr, opt), study::StudyError);
 }
 
-TEST_CASE("with a workspace lent, the split kernels are candidates too, under their own key") {
-  study::Gemm gemm;
-  SplitWorkspace ws;
-  cg::RunOptions opt = ws.options();
-  opt.cublaslt = &gemm;
-  struct Want {
-    study::GemmShape s;
-    Activation act;
-    bool residual;
-  };
-  for (const Want& t : {Want{{197, 2304, 768}, Activation::None, false}, Want{{197, 768, 3072}, Activation::None, true},
-                        Want{{197, 3072, 768}, Activation::GeluTanh, false}, Want{{1, 768, 768}, Activation::None, true}})
-    for (int call = 0; call < 2; ++call) {  // searched, then from the plan
-      CAPTURE(t.s.m);
-      CAPTURE(t.s.n);
-      CAPTURE(call);
-      Case c(t.s, t.act, t.residual);
-      study::poison(c.dy);
-      cg::run(c.s, t.act, c.operands(), nullptr, opt);
-      const auto r = c.check();
-      INFO(r.summary());
-      CHECK(r.ok);
-      const std::string line = cg::choices().back();
-      INFO(line);
-      CHECK(line.find(std::to_string(t.s.m) + "x" + std::to_string(t.s.n)) == 0);
-      CHECK(line.find("+cublaslt+split") != std::string::npos);
-    }
-  // The same shapes lent a workspace on the Gemm's own stream (Gemm::lend_workspace).
-  cg::RunOptions lent;
-  lent.workspace = gemm.lend_workspace();
-  lent.workspace_bytes = gemm.workspace_bytes();
-  Case c({197, 2304, 768}, Activation::None, false);
-  study::poison(c.dy);
-  cg::run(c.s, Activation::None, c.operands(), nullptr, lent);
-  CHECK(c.check().ok);
-}
-
 int main(int argc, char** argv) {
   return gpu_test_main(argc, argv, "cutlass_gemm", [] { return cg::unavailable(); });
 }
@@ -359,7 +292,7 @@ TEST_CASE("the LayerNorm-folded kernels match LayerNorm then the Linear") {
       for (const auto& name : names) {
         CAPTURE(name);
         study::poison(dy);
-        cg::run_kernel({name, 1, 2}, s, act, op, nullptr, {}, &ln);
+        cg::run_kernel({name, 1, 2}, s, act, op, nullptr, &ln);
         CUDA_CHECK(cudaDeviceSynchronize());
         const auto got = study::to_float(study::to_host(dy));
         // fp16 rounding of y and of the folded weights (gamma multiplied in before rounding).

@@ -1,4 +1,4 @@
-// GPU test of the FP8 layer (common/fp8.hpp): amax, quantization of activations and weights
+// GPU test of the FP8 layer (common/gemm/fp8.hpp): amax, quantization of activations and weights
 // (per tensor and per channel), the LayerNorm that writes E4M3, and the FP8 GEMM with each
 // epilogue and output type, against references computed on the host from the very E4M3 values
 // the GPU multiplied (so a GEMM's error is its accumulation and output rounding alone).
@@ -9,11 +9,11 @@
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
-#include "compare.hpp"
-#include "fp8.hpp"
-#include "gpu.hpp"
-#include "gpu_test_main.hpp"
-#include "random.hpp"
+#include "gemm/fp8.hpp"
+#include "harness/compare.hpp"
+#include "harness/gpu.hpp"
+#include "harness/gpu_test_main.hpp"
+#include "harness/random.hpp"
 
 namespace f8 = study::fp8;
 using study::Epilogue;

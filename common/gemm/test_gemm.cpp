@@ -1,15 +1,15 @@
-// GPU test of the study's GEMM layer (common/gemm.hpp): every epilogue, with and without the
+// GPU test of the study's GEMM layer (common/gemm/gemm.hpp): every epilogue, with and without the
 // residual, against ref::linear; unaligned operands; the plan cache; which GELU the epilogue
 // computes.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <cmath>
 #include <stdexcept>
-#include "compare.hpp"
-#include "gemm.hpp"
-#include "gpu.hpp"
-#include "gpu_test_main.hpp"
-#include "random.hpp"
+#include "gemm/gemm.hpp"
+#include "harness/compare.hpp"
+#include "harness/gpu.hpp"
+#include "harness/gpu_test_main.hpp"
+#include "harness/random.hpp"
 #include "reference.hpp"
 
 using study::Epilogue;

@@ -1,10 +1,10 @@
-#include "bench.hpp"
-#include "buffer.hpp"
-#include "check.hpp"
-#include "gpu.hpp"
-#include "launches.hpp"
-#include "timing.hpp"
-#include "vit_config.hpp"
+#include "harness/bench.hpp"
+#include "harness/buffer.hpp"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
+#include "harness/launches.hpp"
+#include "harness/timing.hpp"
+#include "harness/vit_config.hpp"
 
 namespace study {
 

@@ -5,10 +5,10 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "cli.hpp"
-#include "csv.hpp"
-#include "stats.hpp"
-#include "timing.hpp"
+#include "harness/cli.hpp"
+#include "harness/csv.hpp"
+#include "harness/stats.hpp"
+#include "harness/timing.hpp"
 
 namespace study {
 

@@ -1,4 +1,4 @@
-#include "buffer.hpp"
+#include "harness/buffer.hpp"
 #include <atomic>
 
 namespace study {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cuda_runtime.h>
 #include <utility>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

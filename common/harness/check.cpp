@@ -1,4 +1,4 @@
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

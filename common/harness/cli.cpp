@@ -1,12 +1,12 @@
-#include "cli.hpp"
+#include "harness/cli.hpp"
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <utility>
-#include "check.hpp"
-#include "vit_config.hpp"
+#include "harness/check.hpp"
+#include "harness/vit_config.hpp"
 
 namespace study {
 

@@ -1,5 +1,5 @@
-#include "compare.hpp"
-#include "check.hpp"
+#include "harness/check.hpp"
+#include "harness/compare.hpp"
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>

@@ -1,9 +1,9 @@
-#include "csv.hpp"
+#include "harness/csv.hpp"
 #include <cmath>
 #include <cstdio>
 #include <set>
 #include <sys/stat.h>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

@@ -1,4 +1,4 @@
-#include "gpu.hpp"
+#include "harness/gpu.hpp"
 #include <map>
 #include <mutex>
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <cuda_fp16.h>
 #include <vector>
-#include "buffer.hpp"
+#include "harness/buffer.hpp"
 
 namespace study {
 

@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 #include <doctest/doctest.h>
-#include "gpu.hpp"
-#include "version.hpp"
+#include "harness/gpu.hpp"
+#include "harness/version.hpp"
 
 // `unavailable` is asked only once a device is known to exist (it may query the device).
 inline int gpu_test_main(int argc, char** argv, const char* suite,

@@ -1,6 +1,6 @@
-#include "launches.hpp"
+#include "harness/launches.hpp"
 #include <vector>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

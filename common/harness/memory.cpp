@@ -1,9 +1,9 @@
-#include "memory.hpp"
+#include "harness/memory.hpp"
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

@@ -6,10 +6,10 @@
 #include <unistd.h>
 #include <ctime>
 #include <cstdlib>
-#include "csv.hpp"
+#include "harness/csv.hpp"
 #ifdef STUDY_HAVE_CUDNN
 #include <cudnn.h>
-#include "cudnn_version.hpp"
+#include "cudnn/cudnn_version.hpp"
 #endif
 
 namespace study {

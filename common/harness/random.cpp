@@ -1,4 +1,4 @@
-#include "random.hpp"
+#include "harness/random.hpp"
 #include <cstdlib>
 #include <random>
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 #include <vector>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

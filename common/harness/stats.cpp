@@ -1,4 +1,4 @@
-#include "stats.hpp"
+#include "harness/stats.hpp"
 #include <algorithm>
 #include <cmath>
 #include <numeric>

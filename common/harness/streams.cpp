@@ -1,6 +1,6 @@
-#include "streams.hpp"
+#include "harness/streams.hpp"
 #include <string>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace study {
 

@@ -1,9 +1,9 @@
-#include "timing.hpp"
+#include "harness/timing.hpp"
 #include <chrono>
 #include <vector>
-#include "buffer.hpp"
-#include "check.hpp"
-#include "nvtx.hpp"
+#include "harness/buffer.hpp"
+#include "harness/check.hpp"
+#include "harness/nvtx.hpp"
 
 namespace study {
 

@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 #include <functional>
 #include <string>
-#include "stats.hpp"
+#include "harness/stats.hpp"
 
 namespace study {
 

@@ -1,5 +1,5 @@
-#include "vit_config.hpp"
-#include "check.hpp"
+#include "harness/check.hpp"
+#include "harness/vit_config.hpp"
 
 namespace study {
 

@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import sys
 
-# Column order of every CSV of the study; must equal csv_columns() in common/csv.cpp
+# Column order of every CSV of the study; must equal csv_columns() in common/harness/csv.cpp
 # (experiments/test_run_sweep.py checks that). Columns after "note" were added later; files
 # written before them lack them (analysis/study_data.py reads such files as empty columns).
 COLUMNS = [
@@ -38,7 +38,7 @@ MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),
 PATCH = 16
 FP16_REL_TOL = 5e-3  # compare.hpp kFp16RelTol
 
-# Exit codes, as the benches (common/cli.cpp run_main).
+# Exit codes, as the benches (common/harness/cli.cpp run_main).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OOM = 0, 1, 2, 3
 
 
@@ -360,7 +360,7 @@ def summarize(samples_us):
 
 
 def time_events(torch, fn, warmup, iters, flush_l2, device):
-    """Timing as common/timing.cpp time_region: `warmup` untimed calls, then one event pair
+    """Timing as common/harness/timing.cpp time_region: `warmup` untimed calls, then one event pair
     per repeat queued back to back with no host sync in between; the optional L2 flush is a
     write of a buffer twice the L2 size before each repeat, outside the events."""
     stream = torch.cuda.current_stream(device)

@@ -1,14 +1,14 @@
 #include "attention/attention.hpp"
 #include <cstdint>
-#include "check.hpp"
-#include "registry.hpp"
+#include "harness/check.hpp"
+#include "harness/registry.hpp"
 
 namespace attention {
 
-// The registry: every version of versions.def (common/registry_versions.inc).
+// The registry: every version of versions.def (common/harness/registry_versions.inc).
 #define STUDY_VERSIONS_DEF "attention/versions.def"
 #define STUDY_FAMILY_NAME "attention"
-#include "registry_versions.inc"
+#include "harness/registry_versions.inc"
 
 double bytes(const Problem& p) {
   const double rows = static_cast<double>(p.batch) * p.tokens;

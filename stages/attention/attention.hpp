@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
-#include "version.hpp"
+#include "harness/version.hpp"
 
 namespace attention {
 
@@ -27,7 +27,7 @@ struct Args {
   __half* out;
 };
 
-// The shared version record (common/version.hpp). Its bench_max_work is in flops (flops()
+// The shared version record (common/harness/version.hpp). Its bench_max_work is in flops (flops()
 // below): above it the bench writes a `skipped` row unless --force, because the version would
 // take minutes per call.
 struct Version : study::VersionRecord<Problem, Args> {

@@ -1,16 +1,18 @@
-// One bench for every attention version (built once per version, STAGE_VERSION names it):
-// check against the CPU reference on the exact shape, then time, then one CSV row.
-#include "bench.hpp"
-#include "gpu.hpp"
+// One bench for every attention version (compiled once; each version's executable links it with
+// its name, study::kStageVersion): check against the CPU reference on the exact shape, then time,
+// then one CSV row.
 #include "attention/harness.hpp"
-#include "vit_config.hpp"
+#include "harness/bench.hpp"
+#include "harness/gpu.hpp"
+#include "harness/stage_version.hpp"
+#include "harness/vit_config.hpp"
 
 int main(int argc, char** argv) {
-  return study::bench_main("attention_" STAGE_VERSION, [&](study::BenchReport& report) {
+  return study::bench_main(study::stage_program("attention").c_str(), [&](study::BenchReport& report) {
     study::CommonOptions o;
     int tokens = 0, heads = 0, head_dim = 0;
     bool force = false;
-    study::Cli cli("attention_" STAGE_VERSION,
+    study::Cli cli(study::stage_program("attention"),
                    "Multi-head self-attention on the packed QKV buffer: check, time, one CSV row.");
     cli.add_common(o);
     cli.add_int("--tokens", &tokens, "tokens per image (default (image/16)^2 + 1)");
@@ -27,7 +29,7 @@ int main(int argc, char** argv) {
     p.tokens = cli.given("--tokens") ? tokens : image_tokens;
     p.heads = cli.given("--heads") ? heads : model.heads;
     p.head_dim = cli.given("--head-dim") ? head_dim : model.head_dim();
-    const auto& version = attention::find_version(STAGE_VERSION);
+    const auto& version = attention::find_version(study::kStageVersion);
 
     report.open(o);
     report.row = study::base_row(o, "attention", version.name);
@@ -51,7 +53,7 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    study::require_memory(attention::memory_need(p, o.check), "attention_" STAGE_VERSION " at " + shape_note);
+    study::require_memory(attention::memory_need(p, o.check), study::stage_program("attention") + " at " + shape_note);
     const auto in = attention::make_inputs(p, o.seed);
     attention::DeviceProblem dev(p, in);
     std::string check_note = "not checked (--no-check)";
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
                                        std::to_string(c.pairs_total) + " (batch, head) pairs";
     }
     const auto args = dev.args();
-    study::measure(report, o, "attention_" STAGE_VERSION, [&](cudaStream_t s) { version.launch(p, args, s); },
+    study::measure(report, o, study::stage_program("attention"), [&](cudaStream_t s) { version.launch(p, args, s); },
                    attention::bytes(p), attention::flops(p));
     report.write("ok", shape_note + "; " + check_note + "; cuda events per call");
     return 0;

@@ -11,7 +11,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <type_traits>
-#include "tiles.cuh"
+#include "device/tiles.cuh"
 
 namespace attention::flash {
 
@@ -19,7 +19,7 @@ constexpr int kD = 64;           // head_dim: one 128-byte smem row
 constexpr int kKeys = 64;        // keys per K/V tile
 constexpr int kChunks = kD / 8;  // 16-byte chunks per row
 
-// Swizzled 128-byte tile rows and their cp.async fills (common/tiles.cuh); a K/V or Q row of
+// Swizzled 128-byte tile rows and their cp.async fills (common/device/tiles.cuh); a K/V or Q row of
 // head_dim 64 is exactly one such row.
 static_assert(kD == study::tiles::kRowHalves, "one 128-byte smem row per head_dim row");
 using study::tiles::cp_async16;

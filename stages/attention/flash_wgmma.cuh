@@ -26,8 +26,8 @@
 #include <type_traits>
 #include "attention/attention.hpp"
 #include "attention/flash.cuh"
-#include "check.hpp"
-#include "sm90.cuh"
+#include "device/sm90.cuh"
+#include "harness/check.hpp"
 
 namespace attention::flash_wgmma {
 

@@ -5,8 +5,8 @@
 // Speed is not its point.
 #include <algorithm>
 #include <cmath>
-#include "gpu.hpp"
 #include "attention/harness.hpp"
+#include "harness/gpu.hpp"
 
 namespace attention {
 namespace {

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <random>
 #include <set>
-#include "gpu.hpp"
-#include "random.hpp"
+#include "harness/gpu.hpp"
+#include "harness/random.hpp"
 #include "reference.hpp"
 
 namespace attention {

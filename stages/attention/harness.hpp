@@ -4,10 +4,10 @@
 #include <string>
 #include <utility>
 #include <vector>
-#include "buffer.hpp"
-#include "compare.hpp"
 #include "attention/attention.hpp"
-#include "memory.hpp"
+#include "harness/buffer.hpp"
+#include "harness/compare.hpp"
+#include "harness/memory.hpp"
 
 namespace attention {
 

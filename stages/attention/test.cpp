@@ -1,4 +1,4 @@
-// GPU test of one attention version (STAGE_VERSION) against the CPU reference: fresh random
+// GPU test of one attention version (study::kStageVersion) against the CPU reference: fresh random
 // inputs every run, the output poisoned (NaN) before each launch, ViT's token counts and odd
 // ones. Shapes whose full reference would cost more than kReferenceBudgetFlops are compared
 // on a sample of (batch, head) pairs (harness.hpp says how), and every pair against the GPU
@@ -8,18 +8,19 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include "check.hpp"
-#include "gpu.hpp"
-#include "gpu_test_main.hpp"
 #include "attention/harness.hpp"
-#include "random.hpp"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
+#include "harness/gpu_test_main.hpp"
+#include "harness/random.hpp"
+#include "harness/stage_version.hpp"
 #include "reference.hpp"
 
 using namespace attention;
 
 namespace {
 
-const Version& version() { return find_version(STAGE_VERSION); }
+const Version& version() { return find_version(study::kStageVersion); }
 
 // head_dim values no ViT uses; which versions refuse them (the test fails if a version
 // refuses what it should compute, or the other way round).
@@ -78,7 +79,7 @@ TEST_CASE("large q and k (raw scores near 10^4) stay finite and correct") {
 }
 
 TEST_CASE("a head_dim other than 64 is computed or refused as declared") {
-  const auto refusals = expected_refusals(STAGE_VERSION);
+  const auto refusals = expected_refusals(study::kStageVersion);
   for (int head_dim : kOddHeadDims) {
     CAPTURE(head_dim);
     const Problem p{3, 197, 12, head_dim};
@@ -100,7 +101,7 @@ TEST_CASE("a head_dim other than 64 is computed or refused as declared") {
 // clamped at +-448. The scale makes the largest ~third of the magnitudes saturate.
 TEST_CASE("the E4M3 output, where the version has one, is the fp16 output scaled and rounded") {
   if (!version().launch_e4m3) {
-    CHECK(std::string(STAGE_VERSION) != "v9_softmax_overlap");  // the FP8 encoder's attention has one
+    CHECK(std::string(study::kStageVersion) != "v9_softmax_overlap");  // the FP8 encoder's attention has one
     return;
   }
   const Problem shapes[] = {{1, 197, 12, 64}, {3, 197, 12, 64}, {3, 1, 12, 64}, {3, 17, 3, 64}, {2, 577, 12, 64}};
@@ -154,5 +155,5 @@ TEST_CASE("empty and oversized problems are refused") {
 }
 
 int main(int argc, char** argv) {
-  return gpu_test_main(argc, argv, "attention_" STAGE_VERSION, version());
+  return gpu_test_main(argc, argv, study::stage_program("attention").c_str(), version());
 }

@@ -13,7 +13,7 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 #include "attention/attention.hpp"
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace attention::tiled {
 

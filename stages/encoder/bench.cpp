@@ -1,18 +1,20 @@
-// One bench for every encoder step (built once per step, STAGE_VERSION names it; steps.hpp): the
-// whole ViT forward, its logits checked against the CPU reference, then timed; one CSV row.
+// One bench for every encoder step (compiled once; each step's executable links it with its name,
+// study::kStageVersion; steps.hpp): the whole ViT forward, its logits checked against the CPU
+// reference, then timed; one CSV row.
 // --compose (or a per-family flag) turns the step into a custom mix, whose row names every choice.
 #include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include "bench.hpp"
-#include "cutlass_gemm.hpp"
 #include "encoder/harness.hpp"
-#include "gpu.hpp"
-#include "launches.hpp"
-#include "random.hpp"
+#include "gemm/cutlass_gemm.hpp"
+#include "harness/bench.hpp"
+#include "harness/gpu.hpp"
+#include "harness/launches.hpp"
+#include "harness/random.hpp"
+#include "harness/stage_version.hpp"
+#include "harness/timing.hpp"
 #include "safetensors.hpp"
-#include "timing.hpp"
 
 namespace {
 
@@ -38,9 +40,10 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  study::Cli cli("encoder_" STAGE_VERSION,
-                 "Whole ViT forward (patch embedding, blocks, head): check the logits, time, one CSV row.\n"
-                 "Step " STAGE_VERSION ": " + encoder::find_step(STAGE_VERSION).to_string());
+  study::Cli cli(study::stage_program("encoder"),
+                 std::string("Whole ViT forward (patch embedding, blocks, head): check the logits, time, one CSV "
+                             "row.\nStep ") +
+                     study::kStageVersion + ": " + encoder::find_step(study::kStageVersion).to_string());
   cli.add_common(o.common);
   std::vector<std::string> names;
   for (const auto& s : encoder::steps()) names.push_back(s.name);
@@ -73,22 +76,22 @@ Options parse_options(int argc, char** argv) {
 
 // The step, or the step with some fields changed (a custom mix); the row's version names which.
 encoder::Composition composition(Options& o, std::string* version) {
-  const encoder::Composition step = encoder::find_step(STAGE_VERSION);
+  const encoder::Composition step = encoder::find_step(study::kStageVersion);
   std::string changes = o.compose;
   for (const auto& [key, value] : {std::pair{"pe", &o.pe}, {"ln", &o.ln}, {"attn", &o.attn}, {"mlp", &o.mlp}})
     if (!value->empty()) changes += std::string(" ") + key + "=" + *value;
   encoder::Composition c = encoder::apply(step, changes);
   if (o.streams_given) {
-    if (std::string(STAGE_VERSION) != "e4_streams" && c == step && o.common.streams > 1)
-      throw StudyError(ErrorKind::Usage, "encoder " STAGE_VERSION " runs on one stream; "
-                                         "--streams is for e4_streams and custom mixes");
+    if (std::string(study::kStageVersion) != "e4_streams" && c == step && o.common.streams > 1)
+      throw StudyError(ErrorKind::Usage, std::string("encoder ") + study::kStageVersion +
+                                             " runs on one stream; --streams is for e4_streams and custom mixes");
     c.streams = o.common.streams;
   }
   o.common.streams = c.streams;  // the row records the streams used
   // A step keeps its name with any stream count (e4_streams' rows at 2, 4 and 8 streams).
   encoder::Composition named = step;
   named.streams = c.streams;
-  *version = c == named ? std::string(STAGE_VERSION) : "custom:" + c.to_string();
+  *version = c == named ? std::string(study::kStageVersion) : "custom:" + c.to_string();
   return c;
 }
 
@@ -146,7 +149,7 @@ int time_forward(const Options& o, const encoder::Problem& p, encoder::Forward& 
   const int launches =
       fwd.capturable() ? study::count_kernel_launches([&](cudaStream_t s) { fwd.run_eager(x, y, s); }) : -1;
   if (launches >= 0) report.row.set("launches", launches);
-  const auto t = study::timing_options(o.common, "encoder_" STAGE_VERSION);
+  const auto t = study::timing_options(o.common, study::stage_program("encoder"));
   study::set_timing(report.row, study::time_region([&](cudaStream_t s) { fwd.run(x, y, s); }, t), encoder::bytes(p),
                     encoder::flops(p));
   study::PinnedBuffer<__half> h_images(d_images.size()), h_logits(d_logits.size());
@@ -252,7 +255,7 @@ int bench(Options& o, study::BenchReport& report) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return study::bench_main("encoder_" STAGE_VERSION, [&](study::BenchReport& report) {
+  return study::bench_main(study::stage_program("encoder").c_str(), [&](study::BenchReport& report) {
     Options o = parse_options(argc, argv);
     if (o.list_steps) {
       std::fputs(encoder::steps_tsv().c_str(), stdout);

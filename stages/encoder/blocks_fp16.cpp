@@ -3,8 +3,8 @@
 //   epilogue, or an add kernel after it) -> LN2 (layernorm) -> MLP (mlp: fc1, GELU, fc2, residual)
 // The QKV and projection GEMMs run on cuBLASLt or on the CUTLASS layer (gemms=); with
 // l2_prefetch, the LayerNorm kernels carry the L2 requests for the weights ahead.
-#include "cutlass_gemm.hpp"
 #include "encoder/runner.hpp"
+#include "gemm/cutlass_gemm.hpp"
 
 namespace encoder {
 

@@ -1,4 +1,4 @@
-// blocks=fp8: the four block GEMMs in FP8 E4M3 on cuBLASLt (common/fp8.hpp), the residual
+// blocks=fp8: the four block GEMMs in FP8 E4M3 on cuBLASLt (common/gemm/fp8.hpp), the residual
 // stream in fp16:
 //   LN1 written in E4M3 -> QKV GEMM + bias -> attention -> (one quantizing pass, or with
 //   attn_e4m3 the attention writes E4M3 itself) -> projection GEMM + bias (+ residual) -> LN2
@@ -6,7 +6,7 @@
 // Weights are quantized per tensor once per forward object; activations take the static scales
 // of the weights' calibration (encoder::calibrate_fp8), which the forward refuses to run without.
 #include "encoder/runner.hpp"
-#include "fp8.hpp"
+#include "gemm/fp8.hpp"
 
 namespace encoder {
 

@@ -1,12 +1,12 @@
-// blocks=fp16_ln_folded: LN1 and LN2 folded into the GEMMs after them (common/cutlass_gemm.hpp,
+// blocks=fp16_ln_folded: LN1 and LN2 folded into the GEMMs after them (common/gemm/cutlass_gemm.hpp,
 // LnFold), all four GEMMs on the CUTLASS layer:
 //   row statistics of x -> QKV GEMM (LN1 in its epilogue) + bias -> attention -> projection GEMM
 //   + bias (+ residual) -> row statistics of x_mid -> fc1 GEMM (LN2 in its epilogue) + bias +
 //   GELU (tanh) -> fc2 GEMM + bias + residual
 // No normalized copy is written; the MLP's family version is not asked (its two GEMMs are
 // these). The folded weights are made once per forward object.
-#include "cutlass_gemm.hpp"
 #include "encoder/runner.hpp"
+#include "gemm/cutlass_gemm.hpp"
 
 namespace encoder {
 

@@ -2,7 +2,7 @@
 #include <sstream>
 #include <utility>
 #include <vector>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace encoder {
 

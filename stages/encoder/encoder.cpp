@@ -1,6 +1,6 @@
 // The problem's checks and counts; nothing here depends on a block runner.
 #include "encoder/encoder.hpp"
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace encoder {
 

@@ -15,12 +15,12 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "buffer.hpp"
+#include "device/l2_prefetch.hpp"
 #include "encoder/composition.hpp"
 #include "encoder/steps.hpp"
-#include "l2_prefetch.hpp"
-#include "memory.hpp"
-#include "vit_config.hpp"
+#include "harness/buffer.hpp"
+#include "harness/memory.hpp"
+#include "harness/vit_config.hpp"
 
 namespace ref { struct VitWeights; }
 

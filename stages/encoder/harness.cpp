@@ -4,9 +4,9 @@
 #include <fstream>
 #include <functional>
 #include <sys/stat.h>
-#include "check.hpp"
-#include "gpu.hpp"
-#include "random.hpp"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
+#include "harness/random.hpp"
 
 namespace encoder {
 

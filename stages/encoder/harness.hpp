@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-#include "compare.hpp"
 #include "encoder/encoder.hpp"
+#include "harness/compare.hpp"
 #include "reference.hpp"
 
 namespace encoder {

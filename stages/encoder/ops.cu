@@ -1,7 +1,7 @@
 // The forward's own small kernels and its marks (runner.hpp).
 #include <map>
 #include "encoder/runner.hpp"
-#include "fp8.hpp"
+#include "gemm/fp8.hpp"
 
 namespace encoder {
 

@@ -6,11 +6,11 @@
 // Q and every key and value of the head land in shared memory with one wait, and 4 warps run
 // the flash tile of v7_flash_mma over them.
 #include "attention/flash_mma.cuh"
-#include "check.hpp"
+#include "device/reduce.cuh"
+#include "device/tiles.cuh"
 #include "encoder/persistent.hpp"
+#include "harness/check.hpp"
 #include "layernorm/layernorm.hpp"
-#include "reduce.cuh"
-#include "tiles.cuh"
 
 namespace encoder::persistent {
 

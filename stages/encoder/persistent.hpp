@@ -13,8 +13,8 @@
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
-#include "buffer.hpp"
 #include "encoder/encoder.hpp"
+#include "harness/buffer.hpp"
 
 namespace encoder::persistent {
 

@@ -14,13 +14,13 @@
 #include <utility>
 #include <vector>
 #include "attention/attention.hpp"
-#include "buffer.hpp"
-#include "check.hpp"
 #include "encoder/encoder.hpp"
-#include "gemm.hpp"
+#include "gemm/gemm.hpp"
+#include "harness/buffer.hpp"
+#include "harness/check.hpp"
+#include "harness/nvtx.hpp"
 #include "layernorm/layernorm.hpp"
 #include "mlp/mlp.hpp"
-#include "nvtx.hpp"
 #include "patch_embed/patch_embed.hpp"
 
 namespace encoder {

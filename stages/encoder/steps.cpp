@@ -1,6 +1,6 @@
 #include "encoder/steps.hpp"
 #include <map>
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace encoder {
 

@@ -1,4 +1,4 @@
-// GPU test of one encoder ladder step (STAGE_VERSION): whole-model logits against the CPU
+// GPU test of one encoder ladder step (study::kStageVersion): whole-model logits against the CPU
 // reference on small configurations (a single block, then several), fresh random weights and
 // images every run, logits poisoned first; graph replay bit-identical to the eager forward.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -7,16 +7,17 @@
 #include <cmath>
 #include <cstring>
 #include "encoder/harness.hpp"
-#include "gpu.hpp"
-#include "gpu_test_main.hpp"
+#include "harness/gpu.hpp"
+#include "harness/gpu_test_main.hpp"
+#include "harness/random.hpp"
+#include "harness/stage_version.hpp"
 #include "layernorm/layernorm.hpp"
-#include "random.hpp"
 
 using namespace encoder;
 
 namespace {
 
-Composition step() { return find_step(STAGE_VERSION); }
+Composition step() { return find_step(study::kStageVersion); }
 
 Problem problem(const char* model, int layers, int batch, int image_size) {
   Problem p;
@@ -201,5 +202,5 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
 int main(int argc, char** argv) {
   // A step whose family versions this build or GPU cannot run (cuDNN not built, no sm_90a)
   // skips with the reason instead of failing.
-  return gpu_test_main(argc, argv, "encoder_" STAGE_VERSION, [] { return why_unavailable(step()); });
+  return gpu_test_main(argc, argv, study::stage_program("encoder").c_str(), [] { return why_unavailable(step()); });
 }

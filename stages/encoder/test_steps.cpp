@@ -7,8 +7,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include "check.hpp"
 #include "encoder/steps.hpp"
+#include "harness/check.hpp"
 
 using namespace encoder;
 

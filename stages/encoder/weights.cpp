@@ -1,8 +1,8 @@
 // All weights in one device buffer (encoder.hpp, DeviceWeights).
 #include <algorithm>
-#include "check.hpp"
 #include "encoder/encoder.hpp"
-#include "random.hpp"
+#include "harness/check.hpp"
+#include "harness/random.hpp"
 #include "reference.hpp"
 
 namespace encoder {

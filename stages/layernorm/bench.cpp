@@ -1,15 +1,17 @@
-// One bench for every LayerNorm version (built once per version, STAGE_VERSION names it):
-// check against the CPU reference on the exact shape, then time, then one CSV row.
-#include "bench.hpp"
-#include "gpu.hpp"
+// One bench for every LayerNorm version (compiled once; each version's executable links it with
+// its name, study::kStageVersion): check against the CPU reference on the exact shape, then time,
+// then one CSV row.
+#include "harness/bench.hpp"
+#include "harness/gpu.hpp"
+#include "harness/stage_version.hpp"
+#include "harness/vit_config.hpp"
 #include "layernorm/harness.hpp"
-#include "vit_config.hpp"
 
 int main(int argc, char** argv) {
-  return study::bench_main("layernorm_" STAGE_VERSION, [&](study::BenchReport& report) {
+  return study::bench_main(study::stage_program("layernorm").c_str(), [&](study::BenchReport& report) {
     study::CommonOptions o;
     int rows = 0, hidden = 0;
-    study::Cli cli("layernorm_" STAGE_VERSION,
+    study::Cli cli(study::stage_program("layernorm"),
                    "LayerNorm over [batch*tokens, hidden] (eps 1e-6): check, time, one CSV row.");
     cli.add_common(o);
     cli.add_int("--rows", &rows, "rows to normalize (default batch * tokens of the image)");
@@ -22,7 +24,7 @@ int main(int argc, char** argv) {
     layernorm::Problem p;
     p.rows = study::problem_rows(o, cli.given("--rows"), rows);
     p.hidden = cli.given("--hidden") ? hidden : model.hidden;
-    const auto& version = layernorm::find_version(STAGE_VERSION);
+    const auto& version = layernorm::find_version(study::kStageVersion);
 
     report.open(o);
     report.row = study::base_row(o, "layernorm", version.name);
@@ -36,7 +38,8 @@ int main(int argc, char** argv) {
     }
 
     study::require_memory(layernorm::memory_need(p, o.check),
-                          "layernorm_" STAGE_VERSION " at " + shape_note + " hidden=" + std::to_string(p.hidden));
+                          study::stage_program("layernorm") + " at " + shape_note +
+                              " hidden=" + std::to_string(p.hidden));
     const auto in = layernorm::make_inputs(p, o.seed);
     layernorm::DeviceProblem dev(in);
     std::string check_note = "not checked (--no-check)";
@@ -50,7 +53,7 @@ int main(int argc, char** argv) {
       check_note = "checked";
     }
     const auto args = dev.args();
-    study::measure(report, o, "layernorm_" STAGE_VERSION, [&](cudaStream_t s) { version.launch(p, args, s); },
+    study::measure(report, o, study::stage_program("layernorm"), [&](cudaStream_t s) { version.launch(p, args, s); },
                    layernorm::bytes(p), layernorm::flops(p));
     report.write("ok", shape_note + "; " + check_note + "; cuda events per call");
     return 0;

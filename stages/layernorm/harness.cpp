@@ -1,7 +1,7 @@
 #include "layernorm/harness.hpp"
 #include <algorithm>
-#include "gpu.hpp"
-#include "random.hpp"
+#include "harness/gpu.hpp"
+#include "harness/random.hpp"
 #include "reference.hpp"
 
 namespace layernorm {

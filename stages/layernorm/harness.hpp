@@ -2,10 +2,10 @@
 #pragma once
 #include <cstdint>
 #include <vector>
-#include "buffer.hpp"
-#include "compare.hpp"
+#include "harness/buffer.hpp"
+#include "harness/compare.hpp"
+#include "harness/memory.hpp"
 #include "layernorm/layernorm.hpp"
-#include "memory.hpp"
 
 namespace layernorm {
 

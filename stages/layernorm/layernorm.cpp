@@ -1,13 +1,13 @@
+#include "harness/check.hpp"
+#include "harness/registry.hpp"
 #include "layernorm/layernorm.hpp"
-#include "check.hpp"
-#include "registry.hpp"
 
 namespace layernorm {
 
-// The registry: every version of versions.def (common/registry_versions.inc).
+// The registry: every version of versions.def (common/harness/registry_versions.inc).
 #define STUDY_VERSIONS_DEF "layernorm/versions.def"
 #define STUDY_FAMILY_NAME "layernorm"
-#include "registry_versions.inc"
+#include "harness/registry_versions.inc"
 
 // v5_unrolled, the LayerNorm of e14_l2_prefetch, is the one version that carries it: v1-v4 are
 // their kernels as measured, and cuDNN launches its own kernels.

@@ -6,8 +6,8 @@
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
-#include "l2_prefetch.hpp"
-#include "version.hpp"
+#include "device/l2_prefetch.hpp"
+#include "harness/version.hpp"
 
 namespace layernorm {
 
@@ -23,13 +23,13 @@ struct Args {
   const __half* beta;
   __half* y;
   // Bytes a later kernel will read (the encoder: the next block's weights): the versions that
-  // carry it (carries_prefetch) request them into L2 while they normalize (common/l2_prefetch.hpp),
+  // carry it (carries_prefetch) request them into L2 while they normalize (common/device/l2_prefetch.hpp),
   // so that they arrive without a kernel of their own; the others ignore it. Changes no output;
   // empty by default.
   study::ByteRange prefetch{};
 };
 
-// The shared version record (common/version.hpp); LayerNorm needs no fields of its own.
+// The shared version record (common/harness/version.hpp); LayerNorm needs no fields of its own.
 using Version = study::VersionRecord<Problem, Args>;
 
 // Whether a version carries Args::prefetch (v5_unrolled alone: the earlier versions are frozen as

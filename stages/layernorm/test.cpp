@@ -1,18 +1,19 @@
-// GPU test of one LayerNorm version (STAGE_VERSION) against the CPU reference: fresh random
+// GPU test of one LayerNorm version (study::kStageVersion) against the CPU reference: fresh random
 // inputs every run, output poisoned before each launch, ViT's shapes and odd ones.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <cstring>
 #include <set>
-#include "gpu_test_main.hpp"
+#include "harness/gpu_test_main.hpp"
+#include "harness/random.hpp"
+#include "harness/stage_version.hpp"
 #include "layernorm/harness.hpp"
-#include "random.hpp"
 
 using namespace layernorm;
 
 namespace {
 
-const Version& version() { return find_version(STAGE_VERSION); }
+const Version& version() { return find_version(study::kStageVersion); }
 
 // Hidden sizes that no fast path specializes, and which versions are expected to refuse
 // them: the test fails if a version refuses what it should compute, or the other way round.
@@ -48,7 +49,7 @@ TEST_CASE("matches the CPU reference at ViT shapes") {
 }
 
 TEST_CASE("a hidden size no fast path specializes is computed or refused as declared") {
-  const auto refusals = expected_refusals(STAGE_VERSION);
+  const auto refusals = expected_refusals(study::kStageVersion);
   for (int hidden : kOddHidden) {
     CAPTURE(hidden);
     const std::string why = version().supports({197, hidden});
@@ -104,4 +105,6 @@ TEST_CASE("empty problems are refused") {
   CHECK_FALSE(version().supports({-1, 768}).empty());
 }
 
-int main(int argc, char** argv) { return gpu_test_main(argc, argv, "layernorm_" STAGE_VERSION, version()); }
+int main(int argc, char** argv) {
+  return gpu_test_main(argc, argv, study::stage_program("layernorm").c_str(), version());
+}

@@ -1,17 +1,19 @@
-// One bench for every MLP version (built once per version, STAGE_VERSION names it): check
-// against the CPU reference on the exact shape, then time, then one CSV row.
-#include "bench.hpp"
-#include "cutlass_gemm.hpp"
-#include "gpu.hpp"
+// One bench for every MLP version (compiled once; each version's executable links it with its
+// name, study::kStageVersion): check against the CPU reference on the exact shape, then time,
+// then one CSV row.
+#include "gemm/cutlass_gemm.hpp"
+#include "harness/bench.hpp"
+#include "harness/gpu.hpp"
+#include "harness/stage_version.hpp"
+#include "harness/vit_config.hpp"
 #include "mlp/harness.hpp"
-#include "vit_config.hpp"
 
 int main(int argc, char** argv) {
-  return study::bench_main("mlp_" STAGE_VERSION, [&](study::BenchReport& report) {
+  return study::bench_main(study::stage_program("mlp").c_str(), [&](study::BenchReport& report) {
     study::CommonOptions o;
     int rows = 0, hidden = 0, workspace_mib = 4, autotune = 0;
     bool heuristic_every_call = false, search_all = false;
-    study::Cli cli("mlp_" STAGE_VERSION,
+    study::Cli cli(study::stage_program("mlp"),
                    "ViT MLP y = x + fc2(GELU(fc1(x))) over [batch*tokens, hidden], mlp 4x hidden: "
                    "check, time, one CSV row.");
     cli.add_common(o);
@@ -38,7 +40,7 @@ int main(int argc, char** argv) {
     p.rows = study::problem_rows(o, cli.given("--rows"), rows);
     p.hidden = cli.given("--hidden") ? hidden : model.hidden;
     p.mlp_hidden = 4 * p.hidden;
-    const auto& version = mlp::find_version(STAGE_VERSION);
+    const auto& version = mlp::find_version(study::kStageVersion);
 
     report.open(o);
     report.row = study::base_row(o, "mlp", version.name);
@@ -62,7 +64,7 @@ int main(int argc, char** argv) {
 
     const std::size_t workspace_bytes = static_cast<std::size_t>(workspace_mib) << 20;
     study::require_memory(mlp::memory_need(p, o.check, workspace_bytes),
-                          "mlp_" STAGE_VERSION " at rows=" + std::to_string(p.rows) + " hidden=" +
+                          study::stage_program("mlp") + " at rows=" + std::to_string(p.rows) + " hidden=" +
                               std::to_string(p.hidden));
     const auto in = mlp::make_inputs(p, o.seed);
     mlp::DeviceProblem dev(p, in);
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
       check_note = c.what;
     }
     const auto args = dev.args(gemm);
-    study::measure(report, o, "mlp_" STAGE_VERSION, [&](cudaStream_t s) { version.launch(p, args, s); },
+    study::measure(report, o, study::stage_program("mlp"), [&](cudaStream_t s) { version.launch(p, args, s); },
                    mlp::bytes(p), mlp::flops(p));
     std::string chosen;  // which kernels the tuning settled on, the point of a tuned row
     if (autotune > 1 || search_all)

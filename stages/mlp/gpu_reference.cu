@@ -3,7 +3,7 @@
 // bias, fp32 storage, exact erf GELU, the residual added in fp32), so that they are easy to
 // read and agree with the CPU reference to fp32 rounding. Speed is not their point.
 #include <algorithm>
-#include "gpu.hpp"
+#include "harness/gpu.hpp"
 #include "mlp/harness.hpp"
 
 namespace mlp {

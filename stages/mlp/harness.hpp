@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "buffer.hpp"
-#include "memory.hpp"
+#include "harness/buffer.hpp"
+#include "harness/memory.hpp"
 #include "mlp/mlp.hpp"
 
 namespace mlp {

@@ -1,14 +1,14 @@
+#include "gemm/cutlass_gemm.hpp"
+#include "harness/check.hpp"
+#include "harness/registry.hpp"
 #include "mlp/mlp.hpp"
-#include "check.hpp"
-#include "cutlass_gemm.hpp"
-#include "registry.hpp"
 
 namespace mlp {
 
-// The registry: every version of versions.def (common/registry_versions.inc).
+// The registry: every version of versions.def (common/harness/registry_versions.inc).
 #define STUDY_VERSIONS_DEF "mlp/versions.def"
 #define STUDY_FAMILY_NAME "mlp"
-#include "registry_versions.inc"
+#include "harness/registry_versions.inc"
 
 double bytes(const Problem& p) {
   const double activations = 2.0 * p.rows * p.hidden;                          // x in, y out
@@ -34,15 +34,11 @@ std::string cutlass_supports(const Problem& p) {
 }
 
 void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activation gelu, bool with_cublaslt,
-                    cudaStream_t stream, bool with_split) {
+                    cudaStream_t stream) {
   namespace cg = study::cutlass_gemm;
   cg::RunOptions opt;
   opt.pdl = a.pdl;
   if (with_cublaslt) opt.cublaslt = a.gemm;
-  if (with_split) {
-    opt.workspace = a.gemm->lend_workspace();
-    opt.workspace_bytes = a.gemm->workspace_bytes();
-  }
   cg::run({p.rows, p.mlp_hidden, p.hidden}, gelu, {a.x, a.fc1_w, a.h, a.fc1_b}, stream, opt);
   cg::run({p.rows, p.hidden, p.mlp_hidden}, cg::Activation::None, {a.h, a.fc2_w, a.y, a.fc2_b, residual_of(a)},
           stream, opt);

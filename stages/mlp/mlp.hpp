@@ -10,11 +10,11 @@
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
-#include "compare.hpp"
-#include "cutlass_gemm.hpp"
-#include "fp8.hpp"
-#include "gemm.hpp"
-#include "version.hpp"
+#include "gemm/cutlass_gemm.hpp"
+#include "gemm/fp8.hpp"
+#include "gemm/gemm.hpp"
+#include "harness/compare.hpp"
+#include "harness/version.hpp"
 
 namespace mlp {
 
@@ -69,7 +69,7 @@ constexpr double kTanhGeluRelTol = study::kFp16RelTol + 2e-3;
 // and compares it with what the runs measured.
 constexpr double kFp8RelTol = 0.08;
 
-// The shared version record (common/version.hpp) plus what only the MLP's check needs.
+// The shared version record (common/harness/version.hpp) plus what only the MLP's check needs.
 struct Version : study::VersionRecord<Problem, Args> {
   // Accepted rel L2 error against the exact-GELU reference; NOTES.md justifies anything above
   // fp16's default.
@@ -99,15 +99,13 @@ double flops(const Problem& p);
 std::string check_common(const Problem& p);
 
 // The versions on the CUTLASS GEMM layer (cutlass_epilogue, cutlass_epilogue_erf,
-// fastest_epilogue, split_epilogue, half_gelu_epilogue): check_common, widths the layer's 16-byte
-// rows allow, and a build and GPU with its kernels. Their launch: fc1 with bias and the given
-// GELU (a GELU activation of the layer), fc2 with bias and the residual, on
-// common/cutlass_gemm.hpp; with_cublaslt: a.gemm (cuBLASLt's fused epilogues) is one more
-// candidate of each GEMM's search; with_split: the layer's split kernels are candidates too, in
-// a.gemm's workspace (lent: same stream).
+// fastest_epilogue, half_gelu_epilogue): check_common, widths the layer's 16-byte rows allow, and
+// a build and GPU with its kernels. Their launch: fc1 with bias and the given GELU (a GELU
+// activation of the layer), fc2 with bias and the residual, on common/gemm/cutlass_gemm.hpp;
+// with_cublaslt: a.gemm (cuBLASLt's fused epilogues) is one more candidate of each GEMM's search.
 std::string cutlass_supports(const Problem& p);
 void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activation gelu, bool with_cublaslt,
-                    cudaStream_t stream, bool with_split = false);
+                    cudaStream_t stream);
 
 // The FP8 versions: check_common and widths of 16-byte FP8 rows (hidden a multiple of 16);
 // their launch: x quantized (unless Args::fp8 says it already is), fc1 + bias + GELU (tanh) with

@@ -13,9 +13,9 @@
 #include "mlp/pingpong_gemm.hpp"
 #include <cuda.h>
 #include <cudaTypedefs.h>
-#include "check.hpp"
+#include "device/sm90.cuh"
+#include "harness/check.hpp"
 #include "mlp/gelu.cuh"
-#include "sm90.cuh"
 
 namespace mlp {
 namespace {

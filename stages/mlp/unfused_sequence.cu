@@ -1,6 +1,6 @@
 // The pointwise kernels are written the obvious way, one thread per element with 2-byte
 // accesses and a modulo for the bias column: the baseline that handwritten_epilogue improves.
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "mlp/gelu.cuh"
 #include "mlp/unfused_sequence.hpp"
 

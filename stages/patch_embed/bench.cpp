@@ -1,15 +1,17 @@
-// One bench for every patch-embedding version (built once per version, STAGE_VERSION names it):
+// One bench for every patch-embedding version (compiled once; each version's executable links it
+// with its name, study::kStageVersion):
 // check against the CPU reference on the exact shape, time the device-resident call (device
 // images in, token rows out), then the host-to-host routine (pinned images -> H2D -> version ->
 // D2H) with its split, and write one CSV row. cpu_baseline is timed on the CPU instead.
 #include <algorithm>
 #include <cstdio>
-#include "bench.hpp"
-#include "gpu.hpp"
+#include "harness/bench.hpp"
+#include "harness/gpu.hpp"
+#include "harness/random.hpp"
+#include "harness/stage_version.hpp"
+#include "harness/timing.hpp"
+#include "harness/vit_config.hpp"
 #include "patch_embed/harness.hpp"
-#include "random.hpp"
-#include "timing.hpp"
-#include "vit_config.hpp"
 
 namespace {
 
@@ -46,12 +48,12 @@ void write_timeline(const std::string& path, const Version& v, const Problem& p,
 }  // namespace
 
 int main(int argc, char** argv) {
-  return study::bench_main("patch_embed_" STAGE_VERSION, [&](study::BenchReport& report) {
+  return study::bench_main(study::stage_program("patch_embed").c_str(), [&](study::BenchReport& report) {
     study::CommonOptions o;
     int hidden = 0;
     bool force = false;
     std::string timeline;
-    study::Cli cli("patch_embed_" STAGE_VERSION,
+    study::Cli cli(study::stage_program("patch_embed"),
                    "ViT patch embedding (conv 16x16 stride 16, cls token, position embedding) of "
                    "[batch, 3, S, S] fp16 images: check, time, one CSV row.");
     cli.add_common(o);
@@ -71,11 +73,12 @@ int main(int argc, char** argv) {
     p.image_size = o.image_size;
     p.hidden = cli.given("--hidden") ? hidden : model.hidden;
     p.streams = o.streams;
-    const auto& version = patch_embed::find_version(STAGE_VERSION);
+    const auto& version = patch_embed::find_version(study::kStageVersion);
     if (!timeline.empty()) {
       if (!version.multi_stream)
-        throw study::StudyError(study::ErrorKind::Usage, "--timeline is for the stream versions (v3_streams, "
-                                                         "v3_streams_graph), not " STAGE_VERSION);
+        throw study::StudyError(study::ErrorKind::Usage,
+                                std::string("--timeline is for the stream versions (v3_streams, v3_streams_graph), not ") +
+                                    study::kStageVersion);
       std::FILE* f = std::fopen(timeline.c_str(), "a");
       if (!f) throw study::StudyError(study::ErrorKind::Usage, "cannot write timeline file '" + timeline + "'");
       std::fclose(f);
@@ -105,7 +108,8 @@ int main(int argc, char** argv) {
       throw study::StudyError(study::ErrorKind::Usage, "--timeline records at most 1e5 launches; this shape has " +
                                                            fmt("%.3g", work));
 
-    study::require_memory(patch_embed::memory_need(p, version, o.check), "patch_embed_" STAGE_VERSION " at " + note);
+    study::require_memory(patch_embed::memory_need(p, version, o.check),
+                          study::stage_program("patch_embed") + " at " + note);
     const auto in = patch_embed::make_inputs(p, o.seed);
     patch_embed::DeviceProblem dev(p, version, in);
     std::string check_note = "not checked (--no-check)";
@@ -145,11 +149,11 @@ int main(int argc, char** argv) {
     const auto args = dev.args();
     const auto run = [&](cudaStream_t s) { version.launch(p, args, s); };
     if (version.capturable) {
-      study::measure(report, o, "patch_embed_" STAGE_VERSION, run, patch_embed::bytes(p), patch_embed::flops(p));
+      study::measure(report, o, study::stage_program("patch_embed"), run, patch_embed::bytes(p), patch_embed::flops(p));
       report.row.set("host_syncs", version.host_sync_count ? version.host_sync_count(p) : 0.0);
       note += "; cuda events per call";
     } else {
-      note += "; " + study::measure_uncaptured(report, o, "patch_embed_" STAGE_VERSION, run, patch_embed::bytes(p),
+      note += "; " + study::measure_uncaptured(report, o, study::stage_program("patch_embed"), run, patch_embed::bytes(p),
                                                patch_embed::flops(p), version.launch_count(p),
                                                version.host_sync_count(p));
     }
@@ -174,7 +178,7 @@ int main(int argc, char** argv) {
     t.warmup = std::min(o.warmup, 2);  // the device-resident timing above already warmed up
     t.iters = o.iters;
     t.flush_l2 = o.flush_l2;
-    t.label = "patch_embed_" STAGE_VERSION "_routine";
+    t.label = study::stage_program("patch_embed") + "_routine";
     study::set_routine(report.row, study::time_routine_phases(ph, t), version.preprocess != nullptr);
     note += "; routine: pinned host images, H2D, " + std::string(version.preprocess ? "preprocessing, " : "") +
             "version, D2H (cuda events, medians)";

@@ -5,7 +5,7 @@
 // and agrees with the CPU reference to fp32 rounding. Speed is not its point.
 #include <algorithm>
 #include <cmath>
-#include "gpu.hpp"
+#include "harness/gpu.hpp"
 #include "patch_embed/harness.hpp"
 
 namespace patch_embed {

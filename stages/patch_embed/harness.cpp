@@ -1,8 +1,8 @@
 #include "patch_embed/harness.hpp"
 #include <algorithm>
 #include <cmath>
-#include "gpu.hpp"
-#include "random.hpp"
+#include "harness/gpu.hpp"
+#include "harness/random.hpp"
 #include "reference.hpp"
 
 namespace patch_embed {

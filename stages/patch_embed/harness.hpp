@@ -5,12 +5,12 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "buffer.hpp"
-#include "compare.hpp"
-#include "gemm.hpp"
-#include "memory.hpp"
+#include "gemm/gemm.hpp"
+#include "harness/buffer.hpp"
+#include "harness/compare.hpp"
+#include "harness/memory.hpp"
+#include "harness/streams.hpp"
 #include "patch_embed/patch_embed.hpp"
-#include "streams.hpp"
 
 namespace patch_embed {
 

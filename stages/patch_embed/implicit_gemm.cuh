@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <string>
 #include <utility>
-#include "check.hpp"
+#include "device/tiles.cuh"
+#include "harness/check.hpp"
+#include "harness/vit_config.hpp"
 #include "patch_embed/patch_embed.hpp"
-#include "tiles.cuh"
-#include "vit_config.hpp"
 
 namespace patch_embed::implicit_gemm {
 

@@ -15,10 +15,10 @@
 // kAhead + kInFlight + 1 <= kStages.
 #pragma once
 #include <string>
-#include "gpu.hpp"
+#include "device/sm90.cuh"
+#include "harness/gpu.hpp"
 #include "patch_embed/implicit_gemm.cuh"
 #include "patch_embed/n_tile.hpp"
-#include "sm90.cuh"
 
 namespace patch_embed::implicit_wgmma {
 namespace {

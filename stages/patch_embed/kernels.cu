@@ -1,5 +1,5 @@
+#include "harness/check.hpp"
 #include "patch_embed/kernels.cuh"
-#include "check.hpp"
 
 namespace patch_embed {
 namespace {

@@ -1,15 +1,15 @@
 #include "patch_embed/patch_embed.hpp"
 #include <algorithm>
 #include <limits>
-#include "check.hpp"
-#include "registry.hpp"
+#include "harness/check.hpp"
+#include "harness/registry.hpp"
 
 namespace patch_embed {
 
-// The registry: every version of versions.def (common/registry_versions.inc).
+// The registry: every version of versions.def (common/harness/registry_versions.inc).
 #define STUDY_VERSIONS_DEF "patch_embed/versions.def"
 #define STUDY_FAMILY_NAME "patch_embed"
-#include "registry_versions.inc"
+#include "harness/registry_versions.inc"
 
 std::size_t scratch_bytes(const Problem& p) {
   std::size_t most = 0;

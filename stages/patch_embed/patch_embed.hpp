@@ -12,7 +12,7 @@
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
-#include "version.hpp"
+#include "harness/version.hpp"
 
 namespace study {
 class Gemm;

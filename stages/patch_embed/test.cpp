@@ -1,21 +1,22 @@
-// GPU test of one patch-embedding version (STAGE_VERSION) against ref::patch_embed: fresh
+// GPU test of one patch-embedding version (study::kStageVersion) against ref::patch_embed: fresh
 // random inputs every run, the output poisoned before each launch, the cls row and the
 // position embedding checked with the convolution, at ViT's image sizes and hidden sizes and
 // at odd ones. The slow versions (v1-v3) run only at shapes within their work budget.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <string>
-#include "gpu_test_main.hpp"
+#include "harness/gpu_test_main.hpp"
+#include "harness/random.hpp"
+#include "harness/stage_version.hpp"
 #include "patch_embed/harness.hpp"
 #include "patch_embed/n_tile.hpp"
-#include "random.hpp"
 #include "reference.hpp"
 
 using namespace patch_embed;
 
 namespace {
 
-const Version& version() { return find_version(STAGE_VERSION); }
+const Version& version() { return find_version(study::kStageVersion); }
 
 bool within_budget(const Problem& p) {
   return version().bench_max_work <= 0 || work(version(), p) <= version().bench_max_work;
@@ -109,7 +110,7 @@ TEST_CASE("the stream versions are correct for any stream count, a timeline incl
 }
 
 TEST_CASE("the balanced-tile versions are correct at every N tile they may pick") {
-  const std::string name = STAGE_VERSION;
+  const std::string name = study::kStageVersion;
   using LaunchWithTile = void (*)(int, const Problem&, const Args&, cudaStream_t);
   static LaunchWithTile launch_with_tile = nullptr;  // the launch pointer takes no state: through here
   if (name == "v8_balanced_tiles")
@@ -143,7 +144,7 @@ TEST_CASE("the balanced-tile versions are correct at every N tile they may pick"
 TEST_CASE("an odd hidden size is computed or refused as declared") {
   const Problem p{3, 32, 100, 1};
   const std::string why = version().supports(p);
-  const std::string name = STAGE_VERSION;
+  const std::string name = study::kStageVersion;
   if (name == "v5_im2col_gemm" || name == "v6_implicit_gemm" || name == "v7_implicit_wgmma" ||
       name == "v8_balanced_tiles" || name == "v9_pos_first" || name == "v10_round_tiles") {
     CHECK(why.find("100") != std::string::npos);  // the reason names it: not a multiple of 8 / 64
@@ -166,7 +167,7 @@ TEST_CASE("image sizes that are not a multiple of 16 and empty problems are refu
 TEST_CASE("the bench's work budget refuses ViT-B at batch 256 for the slow versions") {
   const Problem big{256, 224, 768, 1};
   const bool slow = version().bench_max_work > 0;
-  const std::string name = STAGE_VERSION;
+  const std::string name = study::kStageVersion;
   CHECK(slow == (name == "cpu_baseline" || name.rfind("v1_", 0) == 0 || name.rfind("v2_", 0) == 0 ||
                  name.rfind("v3_", 0) == 0));
   if (!slow) return;
@@ -182,5 +183,5 @@ TEST_CASE("the bench's work budget refuses ViT-B at batch 256 for the slow versi
 }
 
 int main(int argc, char** argv) {
-  return gpu_test_main(argc, argv, "patch_embed_" STAGE_VERSION, version().unavailable);
+  return gpu_test_main(argc, argv, study::stage_program("patch_embed").c_str(), version().unavailable);
 }

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 #include <cuda_fp16.h>
-#include "buffer.hpp"
-#include "check.hpp"
-#include "gemm.hpp"
-#include "gpu.hpp"
-#include "tiles.cuh"
+#include "device/tiles.cuh"
+#include "gemm/gemm.hpp"
+#include "harness/buffer.hpp"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
 
 namespace {
 

@@ -4,12 +4,12 @@
 // [batch*tokens, heads*head_dim] output. The graph is validated, planned and built once per
 // shape and cached; a launch only binds pointers and executes.
 #include "attention/attention.hpp"
-#include "check.hpp"
+#include "harness/check.hpp"
 
 #ifdef STUDY_HAVE_CUDNN
 #include <cmath>
 #include <tuple>
-#include "cudnn_graph.hpp"
+#include "cudnn/cudnn_graph.hpp"
 
 namespace attention {
 namespace {
@@ -64,7 +64,7 @@ extern const Version cudnn_sdpa{"cudnn_sdpa", supports, launch, study::cudnn_una
 
 #else  // built without the cuDNN frontend: the version exists and says why it cannot run
 
-#include "cudnn_not_built.hpp"
+#include "cudnn/cudnn_not_built.hpp"
 
 namespace attention {
 using NotBuilt = study::CudnnNotBuilt<Problem, Args>;

@@ -5,7 +5,7 @@
 // the baseline that makes the cost of every later idea visible.
 #include <cmath>
 #include "attention/attention.hpp"
-#include "check.hpp"
+#include "harness/check.hpp"
 
 namespace attention {
 namespace {

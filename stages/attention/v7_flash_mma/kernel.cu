@@ -14,8 +14,8 @@
 // (NOTES.md).
 #include <cstdint>
 #include "attention/attention.hpp"
-#include "check.hpp"
 #include "attention/flash_mma.cuh"
+#include "harness/check.hpp"
 
 namespace attention {
 namespace {

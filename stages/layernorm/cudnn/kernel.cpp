@@ -1,12 +1,12 @@
 // cudnn: cuDNN's layer-norm forward (inference phase) through the C++ frontend graph API.
 // The graph is built, checked and planned once per shape and cached; a launch only binds
 // pointers and executes.
+#include "harness/check.hpp"
 #include "layernorm/layernorm.hpp"
-#include "check.hpp"
 
 #ifdef STUDY_HAVE_CUDNN
 #include <tuple>
-#include "cudnn_graph.hpp"
+#include "cudnn/cudnn_graph.hpp"
 
 namespace layernorm {
 namespace {
@@ -56,7 +56,7 @@ extern const Version cudnn{"cudnn", supports, launch, study::cudnn_unavailable};
 
 #else  // built without the cuDNN frontend: the version exists and says why it cannot run
 
-#include "cudnn_not_built.hpp"
+#include "cudnn/cudnn_not_built.hpp"
 
 namespace layernorm {
 using NotBuilt = study::CudnnNotBuilt<Problem, Args>;

@@ -1,6 +1,6 @@
 // v1_shared: one block per row, two elements per thread (half2), sum and sum of squares
 // reduced together in one shared-memory tree; x is read twice (statistics, then output).
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "layernorm/launch_util.hpp"
 #include "layernorm/layernorm.hpp"
 

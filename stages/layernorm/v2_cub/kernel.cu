@@ -1,7 +1,7 @@
 // v2_cub: v1 with the hand-written shared-memory tree replaced by cub::BlockReduce on a
 // (sum, sum of squares) pair: one reduction with warp shuffles and a single barrier stage.
 #include <cub/block/block_reduce.cuh>
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "layernorm/launch_util.hpp"
 #include "layernorm/layernorm.hpp"
 

@@ -1,10 +1,10 @@
 // v3_seq_tiling: a block of 8 warps owns a tile of 32 rows; gamma and beta are converted to
 // fp32 into shared memory once per tile and reused by all its rows; each warp normalizes
 // its rows alone (warp-shuffle reductions, no block barrier per row).
-#include "check.hpp"
+#include "device/reduce.cuh"
+#include "harness/check.hpp"
 #include "layernorm/launch_util.hpp"
 #include "layernorm/layernorm.hpp"
-#include "reduce.cuh"
 
 namespace layernorm {
 namespace {

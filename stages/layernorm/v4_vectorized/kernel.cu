@@ -1,10 +1,10 @@
 // v4_vectorized: one block per row, 8 elements per thread moved with one 16-byte load; the
 // row stays in registers, so x is read once and y written once, and the variance is computed
 // in two passes over registers (exact, no E[x^2] - mean^2 cancellation).
-#include "check.hpp"
+#include "device/reduce.cuh"
+#include "device/vec.cuh"
+#include "harness/check.hpp"
 #include "layernorm/layernorm.hpp"
-#include "reduce.cuh"
-#include "vec.cuh"
 
 namespace layernorm {
 namespace {

@@ -2,10 +2,10 @@
 // every loop fully unrolled, the row in registers, widest vector access the size allows
 // (16 bytes for 768/1024). No shared memory and no block barrier: a warp's row is
 // independent, so many rows' loads are in flight per SM.
-#include "check.hpp"
+#include "device/reduce.cuh"
+#include "device/vec.cuh"
+#include "harness/check.hpp"
 #include "layernorm/layernorm.hpp"
-#include "reduce.cuh"
-#include "vec.cuh"
 
 namespace layernorm {
 namespace {

@@ -1,9 +1,9 @@
-// cutlass_epilogue: both GEMMs on the CUTLASS GEMM layer (common/cutlass_gemm.hpp: Hopper
+// cutlass_epilogue: both GEMMs on the CUTLASS GEMM layer (common/gemm/cutlass_gemm.hpp: Hopper
 // warp-specialized persistent kernels; the kernel, raster order and swizzle searched per shape
 // and cached on disk): fc1 with bias and GELU in its tanh form (as fused_epilogue's cuBLASLt
 // epilogue) in the epilogue, fc2 with bias and the residual (C with beta = 1). Two launches.
+#include "gemm/cutlass_gemm.hpp"
 #include "mlp/mlp.hpp"
-#include "cutlass_gemm.hpp"
 
 namespace mlp {
 namespace {

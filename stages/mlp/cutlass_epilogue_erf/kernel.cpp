@@ -1,8 +1,8 @@
 // cutlass_epilogue_erf: cutlass_epilogue with GELU in its exact erf form (timm's default, and the
 // reference's) in fc1's epilogue instead of the tanh form: what exactness costs in time. Checked
 // at fp16's tolerance, not the tanh form's.
+#include "gemm/cutlass_gemm.hpp"
 #include "mlp/mlp.hpp"
-#include "cutlass_gemm.hpp"
 
 namespace mlp {
 namespace {

@@ -1,9 +1,9 @@
 // fastest_epilogue: each GEMM on the faster of the CUTLASS layer's kernels and cuBLASLt's fused
 // epilogue (fused_epilogue's), chosen per shape by the layer's search with cuBLASLt one more
-// candidate (common/cutlass_gemm.hpp, RunOptions::cublaslt): fc1 with bias and tanh GELU, fc2
+// candidate (common/gemm/cutlass_gemm.hpp, RunOptions::cublaslt): fc1 with bias and tanh GELU, fc2
 // with bias and the residual. Two launches, whichever library runs them.
+#include "gemm/cutlass_gemm.hpp"
 #include "mlp/mlp.hpp"
-#include "cutlass_gemm.hpp"
 
 namespace mlp {
 namespace {

@@ -1,9 +1,9 @@
 // half_gelu_epilogue: fastest_epilogue with fc1's bias add and tanh GELU computed in fp16 pairs
-// on the CUTLASS kernels (common/cutlass_gemm.hpp, Activation::GeluTanhF16: one
+// on the CUTLASS kernels (common/gemm/cutlass_gemm.hpp, Activation::GeluTanhF16: one
 // tanh.approx.f16x2 per two outputs), cuBLASLt's fused epilogue still a candidate of each GEMM's
 // search; fc2 with bias and the residual as in fastest_epilogue. Two launches.
+#include "gemm/cutlass_gemm.hpp"
 #include "mlp/mlp.hpp"
-#include "cutlass_gemm.hpp"
 
 namespace mlp {
 namespace {

@@ -1,10 +1,10 @@
 // handwritten_epilogue: plain cuBLASLt GEMMs plus our own pointwise epilogues, now moving 8
 // halves (16 bytes) per thread with the bias column computed once per vector, straight in the
 // row-major layout (no transpose, unlike the seed's column-major epilogue path).
-#include "check.hpp"
+#include "device/vec.cuh"
+#include "harness/check.hpp"
 #include "mlp/gelu.cuh"
 #include "mlp/mlp.hpp"
-#include "vec.cuh"
 
 namespace mlp {
 namespace {

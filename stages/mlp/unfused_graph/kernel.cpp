@@ -3,7 +3,7 @@
 // host overhead and inter-kernel gaps shrink to one graph launch.
 #include <map>
 #include <tuple>
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "mlp/unfused_sequence.hpp"
 
 namespace mlp {

@@ -2,7 +2,7 @@
 // baseline every GPU speedup of the ladder starts from. launch() wraps it in copies so that
 // the tests check it like any other version; the bench times cpu_forward() alone.
 #include <vector>
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "patch_embed/patch_embed.hpp"
 
 namespace patch_embed {

@@ -10,14 +10,14 @@
 // cuDNN 9's fused (runtime-compiled) engines want channels-last inputs with a multiple of 8
 // channels; the images are NCHW with 3, so on such builds graph 1 is refused and graph 2 or 3
 // runs a library convolution kernel, as PyTorch's F.conv2d does.
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "patch_embed/kernels.cuh"
 
 #ifdef STUDY_HAVE_CUDNN
 #include <map>
 #include <memory>
 #include <tuple>
-#include "cudnn_graph.hpp"
+#include "cudnn/cudnn_graph.hpp"
 
 namespace patch_embed {
 namespace {
@@ -131,7 +131,7 @@ extern const Version cudnn = [] {
 
 #else  // built without the cuDNN frontend: the version exists and says why it cannot run
 
-#include "cudnn_not_built.hpp"
+#include "cudnn/cudnn_not_built.hpp"
 
 namespace patch_embed {
 using NotBuilt = study::CudnnNotBuilt<Problem, Args>;

@@ -2,7 +2,7 @@
 // (image, out channel, patch, in channel, patch row) computes one 16-wide dot product of an
 // image row segment with a weight row and adds it to an fp32 running sum; the host waits for
 // every launch before the next. No preprocessing: the kernel reads the NCHW image in place.
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "patch_embed/kernels.cuh"
 
 namespace patch_embed {

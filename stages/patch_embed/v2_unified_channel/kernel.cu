@@ -2,7 +2,7 @@
 // so that one kernel per (image, out channel, patch) reads its 768 inputs (all three channels
 // of the 16x16 patch) as one contiguous row next to the weight's contiguous row. The host
 // still waits for every launch.
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "patch_embed/kernels.cuh"
 
 namespace patch_embed {

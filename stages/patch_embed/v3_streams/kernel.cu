@@ -1,9 +1,9 @@
 // v3_streams: v2's launches without a host wait, spread round-robin over problem.streams
 // streams forked from the caller's stream and joined back to it, so independent kernels may
 // run side by side and the host never waits. Results stay on the device.
-#include "check.hpp"
+#include "harness/check.hpp"
+#include "harness/streams.hpp"
 #include "patch_embed/kernels.cuh"
-#include "streams.hpp"
 #include "patch_embed/v3_streams/v3_streams.hpp"
 
 namespace patch_embed {

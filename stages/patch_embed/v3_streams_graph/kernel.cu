@@ -5,9 +5,9 @@
 #include <map>
 #include <memory>
 #include <tuple>
-#include "check.hpp"
+#include "harness/check.hpp"
+#include "harness/streams.hpp"
 #include "patch_embed/v3_streams/v3_streams.hpp"
-#include "streams.hpp"
 
 namespace patch_embed {
 namespace {

@@ -3,7 +3,7 @@
 // cores, patches [B*P, 768] x weight^T [768, hidden], 64x64 output tiles, each thread 4x4 of
 // them, both operands staged through shared memory in 32-wide slices of K. Its epilogue adds
 // bias and position embedding and writes the token rows; a third launch writes the cls rows.
-#include "check.hpp"
+#include "harness/check.hpp"
 #include "patch_embed/kernels.cuh"
 
 namespace patch_embed {

@@ -6,8 +6,8 @@
 // rows. (The layer's residual operand cannot add the position embedding in the GEMM: it is a
 // [B*P, hidden] matrix laid out like the output, while the position embedding repeats per
 // image and the token rows of consecutive images are one cls row apart.)
-#include "check.hpp"
-#include "gemm.hpp"
+#include "gemm/gemm.hpp"
+#include "harness/check.hpp"
 #include "patch_embed/kernels.cuh"
 
 namespace patch_embed {

@@ -2,7 +2,10 @@
 # A batch job for a GPU node with no network (cuDNN frontend headers already in .deps/):
 # build, run the test suite, the ceilings and the sweeps named on the command line, and dump
 # the ptxas resource reports. Everything is written under $OUT (default ./out) as it goes, so an
-# interrupted job keeps what it finished.
+# interrupted job keeps what it finished. A failed build or a failed test stops the job before
+# any sweep (no row is timed on a stale or wrong executable), and the tests run with
+# STUDY_REQUIRE_GPU=1: a GPU suite that would skip fails instead. The run folder keeps the
+# test summary (tests.txt).
 # Usage: experiments/gpu_job.sh [spec ...]   (default: layernorm_quick)
 # STUDY_TESTS=0 skips the test suite, STUDY_ASM=0 the resource reports, STUDY_SWEEPS=0 the
 # ceilings and sweeps.
@@ -27,14 +30,22 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     { cat "$OUT/build.log"; exit 1; }
 fi
 log "building"
-ninja -C "$BUILD" -k 0 >> "$OUT/build.log" 2>&1 || { grep -E "FAILED|error" "$OUT/build.log" | head -20; log "some targets failed to build (build.log)"; }
+if ! ninja -C "$BUILD" >> "$OUT/build.log" 2>&1; then
+  grep -E "FAILED|error" "$OUT/build.log" | head -20
+  log "the build failed (build.log): stopping"
+  exit 1
+fi
 grep -A8 "^  Study" "$OUT/build.log" || true
 
 if [ "${STUDY_TESTS:-1}" = 1 ]; then
   log "tests"
-  meson test -C "$BUILD" --no-rebuild --print-errorlogs ${STUDY_TEST_ARGS:-} > "$OUT/tests.log" 2>&1
+  rc=0
+  STUDY_REQUIRE_GPU=1 meson test -C "$BUILD" --no-rebuild --print-errorlogs ${STUDY_TEST_ARGS:-} > "$OUT/tests.log" 2>&1 || rc=$?
   grep -E "^ *[0-9]+/[0-9]+ " "$OUT/tests.log" | grep -v " OK " || true
+  { grep -E "^ *[0-9]+/[0-9]+ " "$OUT/tests.log"; grep -E "^(Ok|Fail|Skipped|Timeout|Expected Fail|Unexpected Pass):" "$OUT/tests.log"; } \
+    > "$RUN_DIR/tests.txt"
   grep -E "^(Ok|Fail|Skipped|Timeout):" "$OUT/tests.log"
+  ((rc == 0)) || { log "tests failed (tests.log): stopping before any sweep"; exit 1; }
 fi
 
 if [ "${STUDY_ASM:-1}" = 1 ]; then

@@ -787,6 +787,12 @@ def main(argv=None):
     env = dict(os.environ, STUDY_RUN_ID=run_id, STUDY_COMMIT=commit,
                STUDY_SWEEP_DEVICE=str(args.device))
     prov = {"run_id": run_id, "commit": commit, "host": socket.gethostname()}
+    # A CSV holds the rows of one commit: resuming it from another checkout would mix two codes.
+    others = sorted({r["commit"] for r in out.rows if r.get("commit")} - {commit})
+    if others:
+        print(f"error: {args.out} holds rows of commit {', '.join(others)}, and this checkout is at "
+              f"{commit}: measure into a new file or run folder", file=sys.stderr)
+        return EXIT_USAGE
     timeout_s = args.timeout or spec["timeout_s"]
     budget = spec["max_device_gib"] * (1 << 30)
 
@@ -827,6 +833,14 @@ def main(argv=None):
                         rows.append(with_extra_note(
                             runner_row(c, v, "skipped", NO_DEVICE, prov) if nodev else
                             runner_row(c, v, "failed", o.reason(timeout_s), prov), c))
+            # Each bench row names the commit its executable was built from: a stale build
+            # (a failed or forgotten rebuild) would time old code under the new commit.
+            stale = sorted({r["commit"] for r in rows if r.get("commit") and r["commit"] != commit})
+            if stale:
+                print(f"error: {c.label}: its executable was built from {', '.join(stale)}, and this "
+                      f"checkout is at {commit}: rebuild (ninja -C {args.build_dir}) before measuring; "
+                      "its rows were not written", file=sys.stderr, flush=True)
+                return EXIT_USAGE
             shown = []
             for r in rows:
                 # SIGTERM waits until the row is whole on disk.

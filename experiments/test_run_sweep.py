@@ -65,7 +65,7 @@ FAKE = textwrap.dedent('''\
         sys.exit(2)
     def row(v, status="ok", median="12.5"):
         r = dict.fromkeys(COLUMNS, "")
-        r.update(run_id=os.environ.get("STUDY_RUN_ID", ""), commit=os.environ.get("STUDY_COMMIT", ""),
+        r.update(run_id=os.environ.get("STUDY_RUN_ID", ""), commit=os.environ.get("FAKE_COMMIT") or os.environ.get("STUDY_COMMIT", ""),
                  family=os.path.basename(os.path.dirname(sys.argv[0])), version=v, model=a.model, batch=a.batch, image_size=a.image_size,
                  streams="132" if a.streams == "sm" else a.streams, warmup=a.warmup, iters=a.iters,
                  flush_l2="1" if a.flush_l2 else "0", median_us=median, status=status,
@@ -160,6 +160,20 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(re.findall(r'"([a-z0-9_]+)"', body), rs.COLUMNS)
 
     # ---- basic run, resume ---------------------------------------------------------------
+
+    def test_rows_of_another_commit_are_refused(self):
+        # A bench built from another commit than the checkout's: nothing is written, exit 2.
+        spec = self.spec()
+        r = self.run_sweep(spec, env={"FAKE_COMMIT": "0123abcd-stale"}, check=False)
+        self.assertEqual(r.returncode, rs.EXIT_USAGE)
+        self.assertIn("built from 0123abcd-stale", r.stderr)
+        self.assertIn("rebuild", r.stderr)
+        self.assertEqual(self.rows(), [])
+        # A CSV that holds another commit's rows is not resumed from this checkout.
+        self.run_sweep(spec)
+        r = self.run_sweep(spec, env={"STUDY_COMMIT": "fedcba98"}, check=False)
+        self.assertEqual(r.returncode, rs.EXIT_USAGE)
+        self.assertIn("holds rows of commit", r.stderr)
 
     def test_runs_every_config_once_and_sets_provenance(self):
         spec = self.spec()

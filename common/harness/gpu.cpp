@@ -1,16 +1,24 @@
 #include "harness/gpu.hpp"
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
 namespace study {
 
 int gpu_count() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess) return n;
+  cudaGetLastError();
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) return 0;
+  throw StudyError(ErrorKind::Cuda, std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(e) + " (" +
+                                        cudaGetErrorString(e) + ")");
+}
+
+bool gpu_required() {
+  const char* v = std::getenv("STUDY_REQUIRE_GPU");
+  return v && std::string(v) == "1";
 }
 
 void require_gpu(int device) {

@@ -6,7 +6,13 @@
 
 namespace study {
 
-int gpu_count();  // 0 when there is no usable CUDA device (never throws)
+// The number of CUDA devices: 0 when there is no driver (no libcuda, or one older than the
+// runtime: cudaErrorInsufficientDriver) or no device (cudaErrorNoDevice). Any other error (a
+// broken driver, a device in a bad state) throws StudyError(Cuda): it must fail a test, never
+// turn a GPU suite into "skipped".
+int gpu_count();
+// Whether STUDY_REQUIRE_GPU=1 is set (the GPU job sets it): every GPU-suite skip is a failure.
+bool gpu_required();
 // Selects the device; throws StudyError(NoGpu) "no CUDA device" when there is none.
 void require_gpu(int device);
 // The SM count of `device` (the current device when -1), read from the driver once per device.

@@ -84,9 +84,11 @@ const Provenance& provenance(int device) {
     gethostname(host, sizeof host - 1);
     r.host = host;
     std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
-    // The sweep runner sets STUDY_RUN_ID / STUDY_COMMIT so all rows of one run agree.
+    // The sweep runner sets STUDY_RUN_ID so all rows of one run agree. The commit is the one this
+    // executable was built from (compiled in), never the checkout's: the runner refuses a row
+    // whose commit is not the checkout's, so a stale executable cannot pass for the current code.
     r.run_id = env_or("STUDY_RUN_ID", std::string(buf) + "-" + host);
-    r.commit = env_or("STUDY_COMMIT", kBuildCommit);
+    r.commit = kBuildCommit;
     int v = 0;
     r.driver = cudaDriverGetVersion(&v) == cudaSuccess && v ? version_string(v, 1000, 10, 100) : "none";
     r.cuda = cudaRuntimeGetVersion(&v) == cudaSuccess ? version_string(v, 1000, 10, 100) : "unknown";

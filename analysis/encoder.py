@@ -761,6 +761,28 @@ else:
                 "(experiments/timm_parity.py --out RUN/timm_parity_SIZE)")
 
 # %% [markdown]
+# Which steps a passing parity file vouches for, over every run folder beside this one: a step
+# with none has only the C++ tests' word for its logits.
+
+# %%
+vouched = {}
+for f in sorted(run.path.parent.glob("*/timm_parity*/parity.json")):
+    try:
+        j = json.loads(f.read_text())
+    except ValueError as e:
+        raise sd.DataError(f"{sd.show_path(f)}: not a parity result ({e})") from None
+    if j.get("passed") is True and "version" in j:
+        vouched.setdefault(j["version"], []).append(
+            f"{int(j['image_size'])} px, {j.get('weight_set', 'timm')} weights ({f.parent.parent.name})")
+by_step = pd.DataFrame({"step": LADDER, "passing timm parity": [
+    "; ".join(vouched[v]) if v in vouched else "**none**" for v in LADDER]})
+ctx.table("encoder_parity_by_step", sd.markdown_table(by_step, {}),
+          "The passing timm parity files (experiments/timm_parity.py) of each encoder step, over every "
+          "committed run folder: image size, weight set (random: every parameter drawn; timm: timm's own "
+          "init, whose zero biases and unit gains hide some bugs) and run; **none** marks a step whose "
+          "logits no parity file has checked against timm.")
+
+# %% [markdown]
 # ## Status: what was timed, skipped or failed
 
 # %%

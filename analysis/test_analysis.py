@@ -1335,6 +1335,10 @@ class Parity(unittest.TestCase):
             table = (out / "tables" / "encoder_parity.md").read_text()
             self.assertIn("| 384 | 256 | e6_best | 1.65e-03 | 1.52e-03 | 0.0041 | 100.0% of 205 | "
                           "99.6% | passed |", table)
+            # Each step of the table marked with its passing parity files, or none.
+            by_step = (out / "tables" / "encoder_parity_by_step.md").read_text()
+            self.assertIn("| e6_best | 384 px, timm weights (r) |", by_step)
+            self.assertIn("| e14_l2_prefetch | **none** |", by_step)
             (run / "timm_parity_384" / "parity.json").write_text("{}")
             res = build("--run", run, "--out", out)
             self.assertEqual(res.returncode, 2)

@@ -8,7 +8,10 @@
 # test summary (tests.txt).
 # Usage: experiments/gpu_job.sh [spec ...]   (default: layernorm_quick)
 # STUDY_TESTS=0 skips the test suite, STUDY_ASM=0 the resource reports, STUDY_SWEEPS=0 the
-# ceilings and sweeps.
+# ceilings and sweeps. STUDY_SANITIZE=1 adds the sanitizer suite (docs/sanitizers.md; its summary
+# into the run folder's sanitizer.txt) and STUDY_MUTANTS=1 the mutation suite (tests/mutants.py,
+# in a second build folder with test hooks, build-hooks; its report into mutants.md): both
+# after the tests, both stopping the job when they fail.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 OUT=${OUT:-out}
@@ -26,7 +29,7 @@ cudnn=$($py common/cudnn/find_cudnn.py --python "$py" --system "$(dirname "$(dir
   --system /usr/local/cuda --system /usr)
 log "cuDNN: $(echo "$cudnn" | paste -sd ' ')"
 if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" -Dcudnn=enabled -Dcudnn_root="$(echo "$cudnn" | sed -n 1p)" > "$OUT/build.log" 2>&1 ||
+  meson setup "$BUILD" -Dcudnn=enabled -Dcudnn_root="$(echo "$cudnn" | sed -n 1p)" -Dtest_python="$py" > "$OUT/build.log" 2>&1 ||
     { cat "$OUT/build.log"; exit 1; }
 fi
 log "building"
@@ -46,6 +49,32 @@ if [ "${STUDY_TESTS:-1}" = 1 ]; then
     > "$RUN_DIR/tests.txt"
   grep -E "^(Ok|Fail|Skipped|Timeout):" "$OUT/tests.log"
   ((rc == 0)) || { log "tests failed (tests.log): stopping before any sweep"; exit 1; }
+fi
+
+if [ "${STUDY_SANITIZE:-0}" = 1 ]; then
+  log "sanitizer suite"
+  rc=0
+  STUDY_REQUIRE_GPU=1 meson test -C "$BUILD" --no-rebuild --setup sanitize --suite sanitizer --print-errorlogs \
+    > "$OUT/sanitizer.log" 2>&1 || rc=$?
+  { grep -E "^ *[0-9]+/[0-9]+ " "$OUT/sanitizer.log"; grep -E "^(Ok|Fail|Skipped|Timeout):" "$OUT/sanitizer.log"; } \
+    > "$RUN_DIR/sanitizer.txt"
+  grep -E "^ *[0-9]+/[0-9]+ " "$OUT/sanitizer.log" | grep -v " OK " || true
+  grep -E "^(Ok|Fail|Skipped|Timeout):" "$OUT/sanitizer.log"
+  ((rc == 0)) || { log "the sanitizer suite failed (sanitizer.log): stopping"; exit 1; }
+fi
+
+if [ "${STUDY_MUTANTS:-0}" = 1 ]; then
+  log "mutation suite (build-hooks)"
+  HOOKS=build-hooks
+  if [ ! -f "$HOOKS/build.ninja" ]; then
+    meson setup "$HOOKS" -Dtest_hooks=true -Dtest_python="$py" -Dcudnn=enabled -Dcudnn_root="$(echo "$cudnn" | sed -n 1p)" \
+      > "$OUT/build-hooks.log" 2>&1 || { cat "$OUT/build-hooks.log"; exit 1; }
+  fi
+  targets=$($py -c 'import sys; sys.path.insert(0, "tests"); import mutants; print(" ".join(sorted({m[1] for m in mutants.MUTANTS})))')
+  ninja -C "$HOOKS" $targets >> "$OUT/build-hooks.log" 2>&1 || { log "the test-hook build failed (build-hooks.log)"; exit 1; }
+  $py tests/mutants.py --build-dir "$HOOKS" --out "$RUN_DIR" > "$OUT/mutants.out" 2>&1 ||
+    { tail -30 "$OUT/mutants.out"; log "a planted bug was not caught, or a control failed (mutants.md): stopping"; exit 1; }
+  grep -E "^\*\*" "$RUN_DIR/mutants.md"
 fi
 
 if [ "${STUDY_ASM:-1}" = 1 ]; then

@@ -9,6 +9,10 @@ namespace study {
 struct ByteRange {
   const void* data = nullptr;
   std::size_t bytes = 0;
+#ifdef STUDY_TEST_HOOKS
+  // When set, every chunk requested is added here (device): a test checks the requests were made.
+  unsigned long long* requested = nullptr;
+#endif
 };
 
 #ifdef __CUDACC__
@@ -25,6 +29,9 @@ __device__ __forceinline__ void request_into_l2(const ByteRange& r) {
   const char* base = static_cast<const char*>(r.data);
   for (std::size_t off = thread * kChunk; off < r.bytes; off += threads * kChunk) {
     const std::size_t n = (r.bytes - off < kChunk ? r.bytes - off : kChunk) & ~std::size_t(15);
+#ifdef STUDY_TEST_HOOKS
+    if (r.requested && n) atomicAdd(r.requested, static_cast<unsigned long long>(n));
+#endif
 #if __CUDA_ARCH__ >= 900
     if (n) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + off), "r"(unsigned(n)) : "memory");
 #else

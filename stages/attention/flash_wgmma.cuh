@@ -28,6 +28,7 @@
 #include "attention/flash.cuh"
 #include "device/sm90.cuh"
 #include "harness/check.hpp"
+#include "harness/test_hooks.hpp"
 
 namespace attention::flash_wgmma {
 
@@ -264,7 +265,9 @@ void launch(const Problem& p, const __half* qkv, OutT* out, const float* out_inv
                                     cudaSharedmemCarveoutMaxShared));
   });
   const dim3 grid = head_grid(p.tokens, p.heads, p.batch, kRows);
-  k<<<grid, kThreads, kSmemBytes, stream>>>(qkv, out, p.tokens, p.heads, scale_log2(), out_inv_scale);
+  float scale = scale_log2() * (study::planted("softmax_scale_off") ? 1.01f : 1.f);
+  if (study::planted("attention_mean")) scale = 0.f;  // equal scores: every output the mean of the values
+  k<<<grid, kThreads, kSmemBytes, stream>>>(qkv, out, p.tokens, p.heads, scale, out_inv_scale);
   LAUNCH_CHECK();
 }
 

@@ -53,6 +53,15 @@ TEST_CASE("matches the CPU reference at ViT token counts and odd ones") {
       for (int heads : {3, 12, 16}) check_shape({batch, tokens, heads, 64});
 }
 
+// The wgmma versions instantiate one kernel per width of the last key tile (16, 32, 48, 64: its
+// keys rounded up to 16) and per "one key tile or several"; these token counts run each pair.
+TEST_CASE("every width of the last key tile, with one key tile and with several") {
+  //            width:  16  32  48  64      (one tile)      16   32   48   64      (several)
+  for (int tokens : {1, 17, 40, 50, 197, 90, 105, 128})
+    for (int batch : {1, 3})
+      for (int heads : {3, 12}) check_shape({batch, tokens, heads, 64});
+}
+
 TEST_CASE("the GPU reference (every pair of a sampled shape) matches the CPU reference") {
   const Problem shapes[] = {{1, 1, 1, 64}, {3, 17, 3, 64}, {2, 197, 12, 64}, {1, 50, 3, 80}, {1, 300, 2, 32},
                             {1, 1025, 1, 64}};
@@ -104,7 +113,10 @@ TEST_CASE("the E4M3 output, where the version has one, is the fp16 output scaled
     CHECK(std::string(study::kStageVersion) != "v9_softmax_overlap");  // the FP8 encoder's attention has one
     return;
   }
-  const Problem shapes[] = {{1, 197, 12, 64}, {3, 197, 12, 64}, {3, 1, 12, 64}, {3, 17, 3, 64}, {2, 577, 12, 64}};
+  // Every last-key-tile width, one key tile and several (the test case above says which is which).
+  const Problem shapes[] = {{1, 197, 12, 64}, {3, 197, 12, 64}, {3, 1, 12, 64}, {3, 17, 3, 64}, {2, 577, 12, 64},
+                            {3, 40, 3, 64},   {3, 50, 3, 64},   {3, 90, 3, 64}, {3, 105, 12, 64}, {3, 128, 3, 64},
+                            {1, 1025, 12, 64}};
   for (const auto& p : shapes) {
     const auto seed = study::fresh_seed();
     CAPTURE(p.batch);

@@ -5,6 +5,7 @@
 // l2_prefetch, the LayerNorm kernels carry the L2 requests for the weights ahead.
 #include "encoder/runner.hpp"
 #include "gemm/cutlass_gemm.hpp"
+#include "harness/test_hooks.hpp"
 
 namespace encoder {
 
@@ -16,6 +17,14 @@ class Fp16Blocks final : public BlockRunner {
 
   void add_lane(Lane&) override {}
 
+#ifdef STUDY_TEST_HOOKS
+  unsigned long long l2_requested_bytes() const override {
+    unsigned long long n = 0;
+    CUDA_CHECK(cudaMemcpy(&n, requested_.get(), sizeof n, cudaMemcpyDeviceToHost));
+    return n;
+  }
+#endif
+
   const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
     for (int i = 0; i < p_.model.layers; ++i) block(l, i, m, s);
     return l.layers.back().x_out;
@@ -26,11 +35,10 @@ class Fp16Blocks final : public BlockRunner {
   // packed. The carrying kernel is done only once its SMs have streamed their share of the
   // request, so the request is a trade: the whole next block slowed each LayerNorm by more than
   // the GEMMs gained; the first half is where the forward was fastest (e14's NOTES).
-  static constexpr double kPrefetchShare = 0.5;
   study::ByteRange first_part(int block) const {
     study::ByteRange r = w_.block_span(block);
-    r.bytes = static_cast<std::size_t>(r.bytes * kPrefetchShare);
-    return r;
+    r.bytes = static_cast<std::size_t>(r.bytes * kL2PrefetchShare);
+    return counted(r);
   }
   // LN1 of the first block asks for its own block's first part; LN2 of block i for block i+1's
   // (the final LayerNorm's and the head's after the last block), ~20 us of fc1 and fc2 ahead of
@@ -38,7 +46,14 @@ class Fp16Blocks final : public BlockRunner {
   study::ByteRange ln1_prefetch(int i) const { return c_.l2_prefetch && i == 0 ? first_part(0) : study::ByteRange{}; }
   study::ByteRange ln2_prefetch(int i) const {
     if (!c_.l2_prefetch) return {};
-    return i + 1 < p_.model.layers ? first_part(i + 1) : w_.head_span();
+    return i + 1 < p_.model.layers ? first_part(i + 1) : counted(w_.head_span());
+  }
+  // In test-hook builds every chunk the LayerNorm kernel requests is added up on the device.
+  study::ByteRange counted(study::ByteRange r) const {
+#ifdef STUDY_TEST_HOOKS
+    r.requested = requested_.get();
+#endif
+    return r;
   }
 
   // What the CUTLASS layer is told: PDL, and the lane's cuBLASLt Gemm as one more candidate.
@@ -62,10 +77,14 @@ class Fp16Blocks final : public BlockRunner {
     const LayerBuffers& b = l.layers[i];
     const BlockView& v = w_.blocks[i];
     using Cal = Fp8Calibration;
-    m.component("layernorm", s, [&] { ln_.launch(l.ln, {b.x_in, v.ln1_g, v.ln1_b, b.ln1, ln1_prefetch(i)}, s); });
+    const bool swap = study::planted("layernorm_gamma_beta_swapped");
+    m.component("layernorm", s, [&] {
+      ln_.launch(l.ln, {b.x_in, swap ? v.ln1_b : v.ln1_g, swap ? v.ln1_g : v.ln1_b, b.ln1, ln1_prefetch(i)}, s);
+    });
     m.observe_input(i, Cal::Ln1, b.ln1, l.rows() * D, s);
     m.component("qkv", s, [&] { gemm({rows, 3 * D, D}, {b.ln1, v.qkv_w, b.qkv, v.qkv_b}, *l.gemm, s); });
     m.component("attention", s, [&] { attn_.launch(l.attn, {b.qkv, b.attn}, s); });
+    if (study::kTestHooks) plant_attention_bugs(l, b, s);
     m.observe_input(i, Cal::Attention, b.attn, l.rows() * D, s);
     m.component("projection", s, [&] {
       study::GemmOperands op{b.attn, v.proj_w, c_.residual_epilogue ? b.x_mid : b.proj, v.proj_b};
@@ -77,7 +96,26 @@ class Fp16Blocks final : public BlockRunner {
     m.component("layernorm", s, [&] { ln_.launch(l.ln, {b.x_mid, v.ln2_g, v.ln2_b, b.ln2, ln2_prefetch(i)}, s); });
     m.observe_input(i, Cal::Ln2, b.ln2, l.rows() * D, s);
     m.component("mlp", s, [&] { mlp_.launch(l.mlp, mlp_args(l, b, v, c_.pdl), s); });
+    if (study::planted("mlp_skips_last_row_tile")) {  // those rows keep the residual alone
+      const long long tail = l.rows() % 64, row0 = l.rows() - tail;
+      CUDA_CHECK(cudaMemcpyAsync(b.x_out + row0 * D, b.x_mid + row0 * D, sizeof(__half) * tail * D,
+                                 cudaMemcpyDeviceToDevice, s));
+    }
     m.observe_input(i, Cal::Gelu, b.h, l.rows() * p_.model.mlp(), s);
+  }
+
+  // The attention's planted bugs (test-hook builds), each image's rows in turn: its last
+  // 64-query tile zeroed; or its queries before the last key tile's start recomputed over the
+  // keys before it alone (the one-image problem of that many tokens, on the same rows).
+  void plant_attention_bugs(const Lane& l, const LayerBuffers& b, cudaStream_t s) const {
+    const int T = p_.tokens(), D = p_.model.hidden, last = (T - 1) / 64 * 64;
+    for (int img = 0; img < l.batch; ++img) {
+      __half* out = b.attn + static_cast<std::size_t>(img) * T * D;
+      if (study::planted("attention_zeroes_last_query_tile"))
+        CUDA_CHECK(cudaMemsetAsync(out + static_cast<std::size_t>(last) * D, 0, sizeof(__half) * (T - last) * D, s));
+      if (study::planted("attention_drops_last_key_tile") && last > 0)
+        attn_.launch({1, last, p_.model.heads, p_.model.head_dim()}, {b.qkv + static_cast<std::size_t>(img) * T * 3 * D, out}, s);
+    }
   }
 
   const Problem& p_;
@@ -86,6 +124,13 @@ class Fp16Blocks final : public BlockRunner {
   const layernorm::Version& ln_;
   const attention::Version& attn_;
   const mlp::Version& mlp_;
+#ifdef STUDY_TEST_HOOKS
+  study::DeviceBuffer<unsigned long long> requested_ = [] {
+    study::DeviceBuffer<unsigned long long> n(1);
+    CUDA_CHECK(cudaMemset(n.get(), 0, n.bytes()));
+    return n;
+  }();
+#endif
 };
 
 std::string supports(const RunnerSetup& s, int) {

@@ -7,6 +7,7 @@
 // of the weights' calibration (encoder::calibrate_fp8), which the forward refuses to run without.
 #include "encoder/runner.hpp"
 #include "gemm/fp8.hpp"
+#include "harness/gpu.hpp"
 
 namespace encoder {
 
@@ -50,6 +51,40 @@ class Fp8Blocks final : public BlockRunner {
     return l.layers.back().x_out;
   }
 
+  void poison_scratch() override {
+    for (auto& st : lanes_) study::poison(st.act8);
+  }
+
+  void capture_fp8_stages() override {
+    const std::size_t act = static_cast<std::size_t>(p_.rows()) * p_.model.hidden;
+    capture_ = std::make_unique<Capture>(Capture{study::DeviceBuffer<__half>(act), study::DeviceBuffer<f8::e4m3>(act),
+                                                 study::DeviceBuffer<f8::e4m3>(act), study::DeviceBuffer<f8::e4m3>(act)});
+  }
+
+  Forward::Fp8Stages fp8_stages(const Lane& l) const override {
+    if (!capture_) throw study::StudyError(study::ErrorKind::Usage, "capture_fp8_stages() was not called");
+    const LayerBuffers& b = l.layers.back();
+    const std::size_t act = static_cast<std::size_t>(l.rows()) * p_.model.hidden;
+    auto halves = [](const __half* d, std::size_t n) {
+      std::vector<__half> h(n);
+      CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(__half), cudaMemcpyDeviceToHost));
+      std::vector<float> out(n);
+      for (std::size_t i = 0; i < n; ++i) out[i] = __half2float(h[i]);
+      return out;
+    };
+    auto e4m3s = [](const void* d, std::size_t n) {
+      std::vector<f8::e4m3> q(n);
+      CUDA_CHECK(cudaMemcpy(q.data(), d, n, cudaMemcpyDeviceToHost));
+      std::vector<float> out(n);
+      for (std::size_t i = 0; i < n; ++i) out[i] = f8::to_float(q[i]);
+      return out;
+    };
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return {halves(capture_->x_in.get(), act), e4m3s(capture_->ln1.get(), act), halves(b.qkv, 3 * act),
+            e4m3s(capture_->attn.get(), act), halves(b.x_mid, act), e4m3s(capture_->ln2.get(), act),
+            e4m3s(b.h, act / p_.model.hidden * p_.model.mlp()), halves(b.x_out, act)};
+  }
+
  private:
   // Each block's four weights in E4M3 and the static scales of their inputs.
   struct Block {
@@ -60,6 +95,15 @@ class Fp8Blocks final : public BlockRunner {
     std::unique_ptr<study::Fp8Gemm> gemm;
     study::DeviceBuffer<f8::e4m3> act8;
   };
+  // The last block's input and E4M3 GEMM inputs, copied aside (a test hook).
+  struct Capture {
+    study::DeviceBuffer<__half> x_in;
+    study::DeviceBuffer<f8::e4m3> ln1, attn, ln2;
+  };
+  template <class T>
+  void keep(study::DeviceBuffer<T>& to, const void* from, cudaStream_t s) const {
+    CUDA_CHECK(cudaMemcpyAsync(to.get(), from, to.bytes(), cudaMemcpyDeviceToDevice, s));
+  }
 
   // y = x W^T + bias (+ residual) in fp16, x the lane's act8 in scale x.
   static void gemm(LaneState& st, const study::GemmShape& shape, const f8::ActivationScale& x, const f8::Weight& w,
@@ -83,7 +127,10 @@ class Fp8Blocks final : public BlockRunner {
     auto layernorm = [&](const __half* x, const __half* gamma, const __half* beta, const f8::ActivationScale& scale) {
       f8::layernorm_quantize(x, gamma, beta, rows, D, l.ln.eps, scale.inv_scale(), st.act8.get(), s);
     };
+    Capture* cap = i + 1 == p_.model.layers ? capture_.get() : nullptr;
+    if (cap) keep(cap->x_in, b.x_in, s);
     m.component("layernorm", s, [&] { layernorm(b.x_in, v.ln1_g, v.ln1_b, q.in[Cal::Ln1]); });
+    if (cap) keep(cap->ln1, st.act8.get(), s);
     m.component("qkv", s, [&] { gemm(st, {rows, 3 * D, D}, q.in[Cal::Ln1], q.qkv, v.qkv_b, nullptr, b.qkv, s); });
     m.component("attention", s, [&] {
       if (c_.attention_e4m3)  // the projection's input, in E4M3 (its fp16 form never exists)
@@ -94,12 +141,14 @@ class Fp8Blocks final : public BlockRunner {
     m.component("projection", s, [&] {
       if (!c_.attention_e4m3)  // the fp16 attention output is quantized by one pass before the GEMM
         f8::quantize(b.attn, l.rows() * D, q.in[Cal::Attention].inv_scale(), st.act8.get(), s);
+      if (cap) keep(cap->attn, st.act8.get(), s);
       gemm(st, {rows, D, D}, q.in[Cal::Attention], q.proj, v.proj_b, c_.residual_epilogue ? b.x_in : nullptr,
            c_.residual_epilogue ? b.x_mid : b.proj, s);
     });
     if (!c_.residual_epilogue)
       m.component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, l.rows() * D, s); });
     m.component("layernorm", s, [&] { layernorm(b.x_mid, v.ln2_g, v.ln2_b, q.in[Cal::Ln2]); });
+    if (cap) keep(cap->ln2, st.act8.get(), s);
     m.component("mlp", s, [&] {
       mlp::Args a = mlp_args(l, b, v, c_.pdl);
       const mlp::Fp8Args f{&q.fc1, &q.fc2, &q.in[Cal::Ln2], &q.in[Cal::Gelu], st.act8.get(), true, st.gemm.get()};
@@ -115,6 +164,7 @@ class Fp8Blocks final : public BlockRunner {
   const mlp::Version& mlp_;
   std::vector<Block> blocks_;
   std::vector<LaneState> lanes_;
+  std::unique_ptr<Capture> capture_;
 };
 
 std::string supports(const RunnerSetup& s, int) {

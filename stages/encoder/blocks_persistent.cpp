@@ -22,6 +22,10 @@ class PersistentBlocks final : public BlockRunner {
     return b.x_in;
   }
 
+  void poison_scratch() override {
+    for (auto& l : lanes_) l->poison_scratch();
+  }
+
  private:
   const Problem& p_;
   const DeviceWeights& w_;

@@ -116,10 +116,39 @@ class Forward {
   // composition whose MLP writes GELU's output to h, one stream, nothing folded).
   Fp8Calibration observe_gemm_inputs(const __half* images, __half* logits, cudaStream_t stream);
 
+  // Test hooks (the encoder's tests; nothing timed calls them). NaN (0xFF bytes) into every
+  // activation buffer and runner scratch a forward writes before it reads, so that a row a
+  // kernel forgets stays NaN.
+  void poison_activations();
+  // After a forward: the residual stream the last block left, [batch * tokens, hidden], and the
+  // last block's intermediates where the runner writes them to the lanes' buffers (QKV
+  // [rows, 3 hidden], the attention output [rows, hidden], fc1 + GELU [rows, mlp]); what a runner
+  // does not write stays as poison_activations left it. Images in batch order.
+  struct Intermediates {
+    std::vector<float> qkv, attn, h;
+  };
+  std::vector<float> residual_stream() const;
+  Intermediates last_block_intermediates() const;
+  // blocks=fp8 on one stream: the last block's tensors of the next forward, its four GEMM inputs
+  // as the E4M3 values the GEMMs read (unscaled), copied aside as the forward runs once this is
+  // called; read with fp8_stages() after it.
+  struct Fp8Stages {
+    std::vector<float> x_in, ln1, qkv, attn, x_mid, ln2, h, x_out;
+  };
+  void capture_fp8_stages();
+  Fp8Stages fp8_stages() const;
+  // Bytes the L2 prefetches have requested since this forward was made (test-hook builds: every
+  // request counted on the device; 0 otherwise).
+  unsigned long long l2_requested_bytes() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The share of the next block's packed weights an L2 prefetch requests (blocks=fp16 with
+// l2_prefetch; e14's NOTES say why half), each block's range cut to whole 16-byte chunks.
+constexpr double kL2PrefetchShare = 0.5;
 
 // Fills w.fp8_calibration from `images` (device, [p.batch, 3, S, S]; p.batch is the calibration
 // batch) through an fp16 forward of e6_best's composition without its graph (its MLP,

@@ -2,6 +2,8 @@
 // buffers, patch embedding, the head, graph capture, the per-component breakdown and the FP8
 // calibration's observing forward. What the blocks do is the runner's (runner.hpp).
 #include "encoder/runner.hpp"
+#include "harness/gpu.hpp"
+#include "harness/test_hooks.hpp"
 
 namespace encoder {
 
@@ -149,7 +151,11 @@ struct Forward::Impl {
       a.gemm = l.gemm.get();
       pe.launch(l.pe, a, s);
     });
-    const __half* x = blocks->run(l, marks, s);
+    const __half* x = l.residual = blocks->run(l, marks, s);
+    if (study::planted("wrong_non_cls_row") && l.b0 == 0)  // image 0's last row: a copy of the row before
+      CUDA_CHECK(cudaMemcpyAsync(const_cast<__half*>(x) + static_cast<std::size_t>(T - 1) * D,
+                                 x + static_cast<std::size_t>(T - 2) * D, sizeof(__half) * D,
+                                 cudaMemcpyDeviceToDevice, s));
     marks.component("head", s, [&] {
       gather_cls(x, l.cls, l.batch, T, D, s);
       ln.launch(l.ln_final, {l.cls, w.norm_g, w.norm_b, l.cls_norm}, s);
@@ -270,6 +276,55 @@ Fp8Calibration Forward::observe_gemm_inputs(const __half* images, __half* logits
   }
   return cal;
 }
+
+void Forward::poison_activations() {
+  for (auto& l : impl_->lanes) {
+    for (auto& b : l.owned) study::poison(b);
+    study::poison(l.pe_scratch);
+  }
+  impl_->blocks->poison_scratch();
+}
+
+namespace {
+
+// Rows [lanes' batches * tokens, width] of one buffer per lane, in batch order.
+template <class Pick>
+std::vector<float> gather(const std::vector<Lane>& lanes, int tokens, int width, Pick pick) {
+  std::vector<float> out;
+  for (const Lane& l : lanes) {
+    const __half* d = pick(l);
+    if (!d) throw study::StudyError(study::ErrorKind::Usage, "no forward has run yet");
+    std::vector<__half> h(static_cast<std::size_t>(l.batch) * tokens * width);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h.data(), d, h.size() * sizeof(__half), cudaMemcpyDeviceToHost));
+    for (__half v : h) out.push_back(__half2float(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> Forward::residual_stream() const {
+  return gather(impl_->lanes, impl_->p.tokens(), impl_->p.model.hidden, [](const Lane& l) { return l.residual; });
+}
+
+Forward::Intermediates Forward::last_block_intermediates() const {
+  const Impl& m = *impl_;
+  const int T = m.p.tokens(), D = m.p.model.hidden;
+  auto last = [](const Lane& l) -> const LayerBuffers& { return l.layers.back(); };
+  return {gather(m.lanes, T, 3 * D, [&](const Lane& l) { return last(l).qkv; }),
+          gather(m.lanes, T, D, [&](const Lane& l) { return last(l).attn; }),
+          gather(m.lanes, T, m.p.model.mlp(), [&](const Lane& l) { return last(l).h; })};
+}
+
+void Forward::capture_fp8_stages() {
+  if (impl_->lanes.size() != 1) refuse("FP8 stages are captured on one stream");
+  impl_->blocks->capture_fp8_stages();
+}
+
+Forward::Fp8Stages Forward::fp8_stages() const { return impl_->blocks->fp8_stages(impl_->lanes[0]); }
+
+unsigned long long Forward::l2_requested_bytes() const { return impl_->blocks->l2_requested_bytes(); }
 
 void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images) {
   Composition c = find_step("e6_best");

@@ -10,12 +10,21 @@
 
 namespace encoder {
 
-study::Tolerance logits_tolerance(const std::vector<float>& ref) {
+namespace {
+
+double rms(const std::vector<float>& v) {
   double sum2 = 0;
-  for (float v : ref) sum2 += static_cast<double>(v) * v;
-  const double rms = ref.empty() ? 0 : std::sqrt(sum2 / static_cast<double>(ref.size()));
-  return {kLogitsRelTol, 5e-2 * rms, 1e-2};
+  for (float x : v) sum2 += static_cast<double>(x) * x;
+  return v.empty() ? 0 : std::sqrt(sum2 / static_cast<double>(v.size()));
 }
+
+}  // namespace
+
+study::Tolerance logits_tolerance(const std::vector<float>& ref) { return {kLogitsRelTol, 5e-2 * rms(ref), 1e-2}; }
+
+study::Tolerance stream_tolerance(const std::vector<float>& ref) { return {kStreamRelTol, 1e-2 * rms(ref), 1e-2}; }
+
+study::Tolerance fp8_stream_tolerance(const std::vector<float>& ref) { return fp8_logits_tolerance(ref); }
 
 study::Tolerance fp8_logits_tolerance(const std::vector<float>& ref) {
   study::Tolerance t = logits_tolerance(ref);

@@ -28,6 +28,16 @@ study::Tolerance logits_tolerance(const std::vector<float>& ref);
 constexpr double kFp8LogitsRelTol = 0.15;
 study::Tolerance fp8_logits_tolerance(const std::vector<float>& ref);
 
+// The residual stream after a block, and a block's intermediates, element by element: fp16
+// storage and the fp16 LayerNorm and GEMM outputs before it leave ~1e-3 of the stream's RMS after
+// two blocks. Element bound atol 1e-2 of the RMS + 1e-2 relative: one row of another token, an
+// MLP or attention branch missing from a row, miss it by several times.
+constexpr double kStreamRelTol = 5e-3;
+study::Tolerance stream_tolerance(const std::vector<float>& ref);
+// An FP8 forward's residual stream: the whole-output bound of its logits (fp8_logits_tolerance);
+// each FP8 stage is judged on its own, at ~1e-2, by the encoder's test.
+study::Tolerance fp8_stream_tolerance(const std::vector<float>& ref);
+
 // The calibration batch of an FP8 forward: kCalibrationImages images drawn like make_images but
 // from another seed than the checked and timed ones.
 constexpr int kCalibrationImages = 32;

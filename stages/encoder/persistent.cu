@@ -10,6 +10,8 @@
 #include "device/tiles.cuh"
 #include "encoder/persistent.hpp"
 #include "harness/check.hpp"
+#include "harness/gpu.hpp"
+#include "harness/test_hooks.hpp"
 #include "layernorm/layernorm.hpp"
 
 namespace encoder::persistent {
@@ -39,6 +41,9 @@ struct Params {
   float* partial;      // [kMlpRatio][rows][hidden]
   unsigned* barrier;   // [count, generation]
   unsigned* counters;  // one per fc2 output tile
+#ifdef STUDY_TEST_HOOKS
+  bool planted_no_barrier;  // the barrier before the projection left out
+#endif
 };
 
 enum class Epi { Bias, BiasResidual, BiasGelu, SplitResidual };
@@ -328,6 +333,10 @@ __device__ void attention_phase(const Params& p, __half* smem) {
         else
           mma_tile<1, true>(qf, k_s + t * kKeys * kD, v_s + t * kKeys * kD, st, valid, p.scale_log2, lane);
       }
+      // The warp's Q rows become its output staging: every lane's ldmatrix of them (lanes read
+      // rows other lanes write) must be done first. v7_flash_mma has a __syncthreads between the
+      // two in its key loop; here all keys are in shared memory and nothing else orders them.
+      __syncwarp();
       store_rows(st, q_s + 16 * warp * kD, p.attn + static_cast<long long>(b) * T * width + head * kD, width, row0,
                  T, lane);
     }
@@ -343,7 +352,13 @@ __global__ void __launch_bounds__(kThreads, 1) blocks_kernel(Params p) {
     const BlockView w = p.layers[l];
     gemm_phase<Epi::Bias>(p, {p.x, D, w.qkv_w, w.qkv_b, w.ln1_g, w.ln1_b, 3 * D, 1, p.qkv, 3 * D}, smem, l > 0);
     attention_phase(p, smem);
-    gemm_phase<Epi::BiasResidual>(p, {p.attn, D, w.proj_w, w.proj_b, nullptr, nullptr, D, 1, p.x, D}, smem, true);
+#ifdef STUDY_TEST_HOOKS
+    const bool attention_barrier = !p.planted_no_barrier;
+#else
+    constexpr bool attention_barrier = true;
+#endif
+    gemm_phase<Epi::BiasResidual>(p, {p.attn, D, w.proj_w, w.proj_b, nullptr, nullptr, D, 1, p.x, D}, smem,
+                                  attention_barrier);
     gemm_phase<Epi::BiasGelu>(p, {p.x, D, w.fc1_w, w.fc1_b, w.ln2_g, w.ln2_b, kMlpRatio * D, 1, p.h, kMlpRatio * D},
                               smem, true);
     gemm_phase<Epi::SplitResidual>(
@@ -412,6 +427,8 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+void Blocks::poison_scratch() { study::poison(partial_); }
+
 void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const {
   Params prm{};
   prm.layers = layers_.get();
@@ -429,6 +446,9 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   prm.partial = partial_.get();
   prm.barrier = sync_.get();
   prm.counters = sync_.get() + 2;
+#ifdef STUDY_TEST_HOOKS
+  prm.planted_no_barrier = study::planted("persistent_no_barrier");
+#endif
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid_);
   cfg.blockDim = dim3(kThreads);

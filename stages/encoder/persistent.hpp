@@ -34,6 +34,8 @@ class Blocks {
   // are the block's intermediates [rows, 3 hidden], [rows, hidden], [rows, 4 hidden].
   void run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const;
   static std::size_t scratch_bytes(const Problem& p, int batch);
+  // NaN into fc2's partial sums (each is written before it is read; the counters are not touched).
+  void poison_scratch();
 
  private:
   Problem p_;

@@ -41,6 +41,7 @@ struct Lane {
   std::vector<study::DeviceBuffer<__half>> owned;
   std::vector<LayerBuffers> layers;
   __half *cls = nullptr, *cls_norm = nullptr;
+  const __half* residual = nullptr;  // where the last block left the residual stream (after a forward)
   study::DeviceBuffer<char> pe_scratch;
   patch_embed::Problem pe;
   layernorm::Problem ln, ln_final;
@@ -110,6 +111,15 @@ class BlockRunner {
   virtual void add_lane(Lane& l) = 0;
   // Every block on lane l, from l.layers[0].x_in; returns where the residual stream ends.
   virtual const __half* run(Lane& l, Marks& m, cudaStream_t s) = 0;
+  // NaN into the runner's own scratch that a forward writes before it reads (a test hook:
+  // Forward::poison_activations).
+  virtual void poison_scratch() {}
+  // Device bytes the L2 prefetches of the forwards so far requested (test-hook builds; 0 in others
+  // and for runners that request none).
+  virtual unsigned long long l2_requested_bytes() const { return 0; }
+  // Test hooks of the FP8 runner (Forward::capture_fp8_stages); the others refuse.
+  virtual void capture_fp8_stages() { throw study::StudyError(study::ErrorKind::Usage, "only blocks=fp8 has FP8 stages"); }
+  virtual Forward::Fp8Stages fp8_stages(const Lane&) const { return {}; }
 };
 
 // A runner kind: its record, as the families' versions have theirs.

@@ -1,16 +1,27 @@
-// GPU test of one encoder ladder step (study::kStageVersion): whole-model logits against the CPU
-// reference on small configurations (a single block, then several), fresh random weights and
-// images every run, logits poisoned first; graph replay bit-identical to the eager forward.
+// GPU test of one encoder step (study::kStageVersion) against the CPU reference. Fresh random
+// weights (every LayerNorm gain and shift and every bias random too: reference.hpp) and images
+// every run, and every activation buffer of the forward poisoned (NaN) before each forward:
+//  - every element of the residual stream after each block, and the logits, at token counts whose
+//    last 64-row and 64-key tiles are partial at each width the kernels use;
+//  - the last block's QKV and attention output where the step writes them, and the persistent
+//    kernel's MLP hidden, against ref::linear / ref::attention;
+//  - FP8 steps: each stage of the last block against a host computation fed the GPU's own inputs
+//    and scales, and the calibration's amax against the reference's;
+//  - a graph replay and the L2 prefetch, bit for bit; in test-hook builds, the prefetch's requests
+//    counted on the device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+#include <cuda_fp8.h>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include "encoder/harness.hpp"
+#include "gemm/fp8.hpp"
 #include "harness/gpu.hpp"
 #include "harness/gpu_test_main.hpp"
 #include "harness/random.hpp"
 #include "harness/stage_version.hpp"
+#include "harness/test_hooks.hpp"
 #include "layernorm/layernorm.hpp"
 
 using namespace encoder;
@@ -29,48 +40,305 @@ Problem problem(const char* model, int layers, int batch, int image_size) {
   return p;
 }
 
-struct Run {
-  std::vector<float> images, logits;
-  ref::VitWeights weights;
+// The first n blocks of w: the same model cut after block n.
+ref::VitWeights first_blocks(ref::VitWeights w, int n) {
+  w.blocks.resize(static_cast<std::size_t>(n));
+  w.cfg.layers = n;
+  return w;
+}
+
+double rms(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return v.empty() ? 0 : std::sqrt(s / static_cast<double>(v.size()));
+}
+
+std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> d(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
+  return d;
+}
+
+// The reference's residual stream after each block (streams[l]: after block l + 1), and the
+// patch embedding's output before them.
+struct Streams {
+  std::vector<float> embedded;
+  std::vector<std::vector<float>> after;
+};
+Streams reference_streams(const std::vector<float>& images, int batch, const ref::VitWeights& w) {
+  Streams s;
+  ref::patch_embed(images, batch, w.image_size, w.cfg.hidden, w.patch_w, w.patch_b, w.cls_token, w.pos_embed,
+                   s.embedded);
+  std::vector<float> x = s.embedded;
+  for (const auto& b : w.blocks) {
+    ref::encoder_block(x, batch, study::tokens_for_image(w.image_size), w.cfg, b);
+    s.after.push_back(x);
+  }
+  return s;
+}
+
+// The head on a residual stream: final LayerNorm of the cls rows, then the classifier.
+std::vector<float> reference_head(const std::vector<float>& x, int batch, const ref::VitWeights& w) {
+  const int D = w.cfg.hidden, T = study::tokens_for_image(w.image_size);
+  std::vector<float> cls(static_cast<std::size_t>(batch) * D), norm, logits;
+  for (int b = 0; b < batch; ++b)
+    std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(b) * T * D, D, cls.begin() + static_cast<std::ptrdiff_t>(b) * D);
+  ref::layernorm(cls, w.norm_g, w.norm_b, batch, D, ref::kLayerNormEps, norm);
+  ref::linear(norm, batch, D, w.head_w, w.head_b, w.num_classes, logits);
+  return logits;
+}
+
+struct GpuRun {
+  std::vector<float> logits, stream;
+  Forward::Intermediates last;
 };
 
-// Every logit of the batch against the reference (the batches here are small).
-Run run_and_check(const Problem& p, const Composition& c) {
+// One forward of c on w's blocks: made, run once (its graph captured, if it has one), then every
+// activation poisoned and run again, so that what is read back comes from the second run alone.
+GpuRun run_forward(const Problem& p, const Composition& c, const ref::VitWeights& w, const std::vector<float>& images,
+                   std::uint64_t seed) {
+  DeviceWeights dw(w);
+  calibrate_if_fp8(c, p, dw, {}, seed);
+  const auto d_images = study::to_device(study::to_half(images));
+  study::DeviceBuffer<__half> logits(static_cast<std::size_t>(p.batch) * p.num_classes);
+  Composition fit = c;
+  fit.streams = std::min(c.streams, p.batch);  // e4's lanes need an image each
+  Forward f(p, fit, dw);
+  f.run(d_images.get(), logits.get(), nullptr);
+  f.poison_activations();
+  study::poison(logits);
+  f.run(d_images.get(), logits.get(), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return {study::to_float(study::to_host(logits)), f.residual_stream(), f.last_block_intermediates()};
+}
+
+// The residual stream after every block of a `layers`-block model and the logits of each cut,
+// against the reference.
+void check_every_block(const char* model, int layers, int batch, int image_size, const Composition& c) {
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  CAPTURE(model);
+  CAPTURE(batch);
+  CAPTURE(image_size);
+  const Problem full = problem(model, layers, batch, image_size);
+  const auto w = make_weights(full, seed, "");
+  const auto images = make_images(batch, image_size, seed);
+  const Streams want = reference_streams(images, batch, w);
+  for (int l = 1; l <= layers; ++l) {
+    CAPTURE(l);
+    const auto cut = first_blocks(w, l);
+    const GpuRun got = run_forward(problem(model, l, batch, image_size), c, cut, images, seed);
+    const auto& stream = want.after[static_cast<std::size_t>(l - 1)];
+    const auto s = study::compare(got.stream, stream, c.fp8() ? fp8_stream_tolerance(stream) : stream_tolerance(stream));
+    INFO("residual stream after block " << l << ": " << s.summary());
+    CHECK(s.ok);
+    const auto logits = reference_head(stream, batch, cut);
+    const auto g = study::compare(got.logits, logits, c.fp8() ? fp8_logits_tolerance(logits) : logits_tolerance(logits));
+    INFO("logits: " << g.summary());
+    CHECK(g.ok);
+  }
+}
+
+// Logits alone (deep models, where a residual check per block would cost a reference per block).
+void check_logits(const Problem& p, const Composition& c) {
   const auto seed = study::fresh_seed();
   CAPTURE(seed);
   CAPTURE(p.model.name);
   CAPTURE(p.model.layers);
   CAPTURE(p.batch);
   CAPTURE(p.image_size);
-  Run r{make_images(p.batch, p.image_size, seed), {}, make_weights(p, seed, "")};
-  DeviceWeights dw(r.weights);
-  calibrate_if_fp8(c, p, dw, {}, seed);
-  auto images = study::to_device(study::to_half(r.images));
-  study::DeviceBuffer<__half> logits(static_cast<std::size_t>(p.batch) * p.num_classes);
-  Composition fit = c;
-  fit.streams = std::min(c.streams, p.batch);  // e4's lanes need an image each
-  Forward f(p, fit, dw);
-  study::poison(logits);
-  f.run(images.get(), logits.get(), nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  r.logits = study::to_float(study::to_host(logits));
-  const auto want = ref::vit_forward(r.images, p.batch, r.weights);
-  const auto cmp = study::compare(r.logits, want, c.fp8() ? fp8_logits_tolerance(want) : logits_tolerance(want));
+  const auto w = make_weights(p, seed, "");
+  const auto images = make_images(p.batch, p.image_size, seed);
+  const GpuRun got = run_forward(p, c, w, images, seed);
+  const auto want = ref::vit_forward(images, p.batch, w);
+  const auto cmp = study::compare(got.logits, want, c.fp8() ? fp8_logits_tolerance(want) : logits_tolerance(want));
   INFO(cmp.summary());
   CHECK(cmp.ok);
-  return r;
+}
+
+// ---- FP8: the recipe on the host, fed the GPU's own inputs ------------------------------------
+
+float e4m3(float v) { return static_cast<float>(__nv_fp8_e4m3(v)); }  // round to nearest, saturating
+float half_rounded(float v) { return __half2float(__float2half(v)); }
+float gelu_tanh(float x) {
+  const double v = x;
+  return static_cast<float>(0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+}
+
+// E4M3 values (unscaled) of x * inv, as the quantizing kernels compute them.
+std::vector<float> quantized(const std::vector<float>& x, float inv) {
+  std::vector<float> q(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) q[i] = e4m3(x[i] * inv);
+  return q;
+}
+std::vector<float> scaled(std::vector<float> q, float s) {
+  for (auto& v : q) v *= s;
+  return q;
+}
+// W as fp8::quantize_weight quantizes it per tensor, dequantized: s = amax / 448, s * E4M3(w / s).
+std::vector<float> fp8_weight(const std::vector<float>& w) {
+  float amax = 0.f;
+  for (float v : w) amax = std::max(amax, std::fabs(v));
+  const float s = amax > 0.f ? amax / study::fp8::kE4M3Max : 1.f;
+  return scaled(quantized(w, 1.f / s), s);
+}
+
+// E4M3 stage outputs: equal up to one E4M3 step where the GPU's arithmetic before the rounding
+// put a value on the other side of a rounding boundary (a step is 2^-3 of the value at most;
+// 2^-9 is the smallest subnormal), and the rel L2 error such flips leave.
+study::Tolerance e4m3_tolerance(double rel_l2) { return {rel_l2, 0x1p-9, 0.13}; }
+// fp16 stage outputs, judged on the branch they add to the residual stream (the output less the
+// input): the GEMM's fp32 sums against the reference's double ones, and the output's fp16
+// rounding (2^-11 of the stream, up to ~1e-2 of a branch ten times smaller).
+study::Tolerance branch_tolerance(const std::vector<float>& branch) { return {1e-2, 2e-2 * rms(branch), 2e-2}; }
+
+void check_stage(const char* stage, const std::vector<float>& got, const std::vector<float>& want,
+                 const study::Tolerance& tol) {
+  const auto cmp = study::compare(got, want, tol);
+  INFO(stage << ": " << cmp.summary());
+  CHECK(cmp.ok);
+}
+
+// The last block of an FP8 forward, stage by stage, each from the GPU's own input of that stage.
+void check_fp8_stages(const char* model, int layers, int batch, int image_size, const Composition& c) {
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  CAPTURE(model);
+  CAPTURE(image_size);
+  const Problem p = problem(model, layers, batch, image_size);
+  const int D = p.model.hidden, H = p.model.mlp(), T = p.tokens(), rows = batch * T;
+  const auto w = make_weights(p, seed, "");
+  DeviceWeights dw(w);
+  calibrate_if_fp8(c, p, dw, {}, seed);
+  const auto images = study::to_device(study::to_half(make_images(batch, image_size, seed)));
+  study::DeviceBuffer<__half> logits(static_cast<std::size_t>(batch) * p.num_classes);
+  Forward f(p, c, dw);
+  f.capture_fp8_stages();
+  f.poison_activations();
+  f.run_eager(images.get(), logits.get(), nullptr);
+  const Forward::Fp8Stages g = f.fp8_stages();
+
+  const auto& b = w.blocks.back();
+  const auto& amax = dw.fp8_calibration.amax.back();
+  auto scale = [&](Fp8Calibration::Input k) {  // fp8::ActivationScale's
+    return amax[k] > 0.f ? study::fp8::kCalibrationMargin * amax[k] / study::fp8::kE4M3Max : 1.f;
+  };
+  const float s_ln1 = scale(Fp8Calibration::Ln1), s_attn = scale(Fp8Calibration::Attention),
+              s_ln2 = scale(Fp8Calibration::Ln2), s_gelu = scale(Fp8Calibration::Gelu);
+  std::vector<float> y, want;
+
+  ref::layernorm(g.x_in, b.ln1_g, b.ln1_b, rows, D, ref::kLayerNormEps, y);
+  check_stage("LN1 in E4M3", g.ln1, quantized(y, 1.f / s_ln1), e4m3_tolerance(1e-2));
+
+  ref::linear(scaled(g.ln1, s_ln1), rows, D, fp8_weight(b.qkv_w), b.qkv_b, 3 * D, want);
+  check_stage("QKV", g.qkv, want, {5e-3, 1e-2 * rms(want), 1e-2});
+
+  ref::attention(g.qkv, batch, T, p.model.heads, p.model.head_dim(), y);
+  for (auto& v : y) v = c.attention_e4m3 ? half_rounded(v / s_attn) * s_attn : half_rounded(v);
+  // The flash kernels' fp16 P and the output's fp16 staging flip more E4M3 roundings than the
+  // GEMM stages do (~2e-3 of an element before the rounding).
+  check_stage("attention output in E4M3", g.attn, quantized(y, 1.f / s_attn), e4m3_tolerance(3e-2));
+
+  ref::linear(scaled(g.attn, s_attn), rows, D, fp8_weight(b.proj_w), b.proj_b, D, want);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = half_rounded(want[i] + g.x_in[i]) - g.x_in[i];
+  check_stage("projection + residual (its branch)", minus(g.x_mid, g.x_in), want, branch_tolerance(want));
+
+  ref::layernorm(g.x_mid, b.ln2_g, b.ln2_b, rows, D, ref::kLayerNormEps, y);
+  check_stage("LN2 in E4M3", g.ln2, quantized(y, 1.f / s_ln2), e4m3_tolerance(1e-2));
+
+  ref::linear(scaled(g.ln2, s_ln2), rows, D, fp8_weight(b.fc1_w), b.fc1_b, H, y);
+  for (auto& v : y) v = gelu_tanh(v);
+  check_stage("fc1 + GELU in E4M3", g.h, quantized(y, 1.f / s_gelu), e4m3_tolerance(3e-2));
+
+  ref::linear(scaled(g.h, s_gelu), rows, H, fp8_weight(b.fc2_w), b.fc2_b, D, want);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = half_rounded(want[i] + g.x_mid[i]) - g.x_mid[i];
+  check_stage("fc2 + residual (its branch)", minus(g.x_out, g.x_mid), want, branch_tolerance(want));
+}
+
+// The amax of each block's four GEMM inputs over the calibration images, in the reference
+// (fp32, the tanh GELU of the calibrating forward's MLP).
+std::vector<std::array<float, Fp8Calibration::kInputs>> reference_amax(const std::vector<float>& images, int n,
+                                                                        const ref::VitWeights& w) {
+  const int D = w.cfg.hidden, T = study::tokens_for_image(w.image_size), rows = n * T;
+  auto amax = [](const std::vector<float>& v) {
+    float m = 0.f;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
+  };
+  std::vector<float> x, h, qkv, a, proj;
+  ref::patch_embed(images, n, w.image_size, D, w.patch_w, w.patch_b, w.cls_token, w.pos_embed, x);
+  std::vector<std::array<float, Fp8Calibration::kInputs>> out;
+  for (const auto& b : w.blocks) {
+    std::array<float, Fp8Calibration::kInputs> m{};
+    ref::layernorm(x, b.ln1_g, b.ln1_b, rows, D, ref::kLayerNormEps, h);
+    m[Fp8Calibration::Ln1] = amax(h);
+    ref::linear(h, rows, D, b.qkv_w, b.qkv_b, 3 * D, qkv);
+    ref::attention(qkv, n, T, w.cfg.heads, w.cfg.head_dim(), a);
+    m[Fp8Calibration::Attention] = amax(a);
+    ref::linear(a, rows, D, b.proj_w, b.proj_b, D, proj);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
+    ref::layernorm(x, b.ln2_g, b.ln2_b, rows, D, ref::kLayerNormEps, h);
+    m[Fp8Calibration::Ln2] = amax(h);
+    ref::linear(h, rows, D, b.fc1_w, b.fc1_b, w.cfg.mlp(), a);
+    for (auto& v : a) v = gelu_tanh(v);
+    m[Fp8Calibration::Gelu] = amax(a);
+    ref::linear(a, rows, w.cfg.mlp(), b.fc2_w, b.fc2_b, D, proj);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
+    out.push_back(m);
+  }
+  return out;
 }
 
 }  // namespace
 
-TEST_CASE("one block: logits match the CPU reference at odd token counts and batches") {
-  for (int batch : {1, 3})
-    for (int image : {16, 32, 224}) run_and_check(problem("vit_ti", 1, batch, image), step());
+TEST_CASE("every block's residual stream, every row, and the logits, at partial tiles of each width") {
+  // Tokens 2, 5, 82, 101, 122, 197: the last 64-row tile of a batch of 3 holds 6, 15, 54, 47, 46, 15
+  // rows, the last key tile 2, 5, 18, 37, 58, 5 keys (16, 16, 32, 48, 64, 16 wide).
+  for (int image : {16, 32, 144, 160, 176, 224}) check_every_block("vit_ti", 2, 3, image, step());
+  check_every_block("vit_ti", 1, 1, 224, step());
+  check_every_block("vit_b", 2, 3, 224, step());
 }
 
-TEST_CASE("several blocks and a wider model") {
-  run_and_check(problem("vit_ti", 12, 2, 32), step());
-  run_and_check(problem("vit_b", 2, 1, 224), step());
+TEST_CASE("twelve blocks: the logits") { check_logits(problem("vit_ti", 12, 2, 32), step()); }
+
+TEST_CASE("the last block's QKV, attention output and (persistent kernel) MLP hidden") {
+  const Composition c = step();
+  // The FP8 blocks are checked stage by stage below; the folded LayerNorm writes no LN1 output.
+  if (c.blocks == Blocks::Fp8) return;
+  for (const char* model : {"vit_ti", "vit_b"}) {
+    const Problem p = problem(model, 1, 3, model[4] == 't' ? 176 : 224);
+    const auto seed = study::fresh_seed();
+    CAPTURE(seed);
+    CAPTURE(model);
+    const int D = p.model.hidden, T = p.tokens(), rows = p.batch * T;
+    const auto w = make_weights(p, seed, "");
+    const auto& b = w.blocks[0];
+    const auto images = make_images(p.batch, p.image_size, seed);
+    const GpuRun got = run_forward(p, c, w, images, seed);
+    const Streams s = reference_streams(images, p.batch, w);
+    std::vector<float> ln, qkv, attn, proj;
+    ref::layernorm(s.embedded, b.ln1_g, b.ln1_b, rows, D, ref::kLayerNormEps, ln);
+    ref::linear(ln, rows, D, b.qkv_w, b.qkv_b, 3 * D, qkv);
+    check_stage("QKV", got.last.qkv, qkv, stream_tolerance(qkv));
+    ref::attention(got.last.qkv, p.batch, T, p.model.heads, p.model.head_dim(), attn);  // from the GPU's QKV
+    check_stage("attention output", got.last.attn, attn, stream_tolerance(attn));
+    if (c.blocks != Blocks::Persistent) continue;  // the MLP versions need not write their hidden
+    ref::attention(qkv, p.batch, T, p.model.heads, p.model.head_dim(), attn);
+    ref::linear(attn, rows, D, b.proj_w, b.proj_b, D, proj);
+    std::vector<float> x_mid = s.embedded, h;
+    for (std::size_t i = 0; i < x_mid.size(); ++i) x_mid[i] += proj[i];
+    ref::layernorm(x_mid, b.ln2_g, b.ln2_b, rows, D, ref::kLayerNormEps, ln);
+    ref::linear(ln, rows, D, b.fc1_w, b.fc1_b, p.model.mlp(), h);
+    for (auto& v : h) v = ref::gelu(v);
+    check_stage("MLP hidden (fc1 + GELU)", got.last.h, h, stream_tolerance(h));
+  }
+}
+
+TEST_CASE("FP8: each stage of the last block against the recipe on the GPU's own inputs and scales") {
+  const Composition c = step();
+  if (!c.fp8()) return;
+  check_fp8_stages("vit_ti", 2, 3, 176, c);
+  check_fp8_stages("vit_b", 1, 2, 224, c);
 }
 
 TEST_CASE("graph replay is bit-identical to the eager forward") {
@@ -120,35 +388,79 @@ TEST_CASE("the L2 prefetch's spans are the blocks' weights and the head's, each 
   CHECK_THROWS(dw.block_span(p.model.layers));
 }
 
-TEST_CASE("the L2 prefetch leaves the logits as they are, or is refused where no LayerNorm kernel carries it") {
-  const Problem p = problem("vit_ti", 3, 3, 32);
-  Composition c = step();
-  c.l2_prefetch = !c.l2_prefetch;  // the other way round from the step
+TEST_CASE("the L2 prefetch leaves every bit as it is, requests its spans, or is refused where it cannot ride") {
+  const Problem p = problem("vit_ti", 3, 3, 176);
+  Composition on = step(), off = step();
+  on.l2_prefetch = true;
+  off.l2_prefetch = false;
+  on.streams = off.streams = std::min(on.streams, p.batch);
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  const auto w = make_weights(p, seed, "");
+  DeviceWeights dw(w);
+  calibrate_if_fp8(on, p, dw, {}, seed);
   // Only the fp16 blocks with a LayerNorm that carries the request (v5_unrolled) take it.
-  if (c.l2_prefetch && (c.blocks != Blocks::Fp16 || !layernorm::carries_prefetch(layernorm::find_version(c.layernorm)))) {
-    const auto w = make_weights(p, 1, "");
-    const DeviceWeights dw(w);
-    CHECK_THROWS_AS(Forward(p, c, dw), study::StudyError);
+  if (on.blocks != Blocks::Fp16 || !layernorm::carries_prefetch(layernorm::find_version(on.layernorm))) {
+    CHECK_THROWS_AS(Forward(p, on, dw), study::StudyError);
     return;
   }
-  run_and_check(p, c);
-  if (!c.l2_prefetch) return;
-  c.layernorm = "cudnn";  // a library LayerNorm carries no prefetch
-  if (!why_unavailable(c).empty()) return;
-  const auto w = make_weights(p, 1, "");
-  const DeviceWeights dw(w);
-  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("prefetch"), study::StudyError);
+  // One set of weights, two forwards; the GEMM choices are the process's (one search cache).
+  const auto images = study::to_device(study::to_half(make_images(p.batch, p.image_size, seed)));
+  study::DeviceBuffer<__half> l_on(static_cast<std::size_t>(p.batch) * p.num_classes), l_off(l_on.size());
+  Forward f_on(p, on, dw), f_off(p, off, dw);
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass on poisoned buffers, a graph replay if the step has one
+    f_on.poison_activations();
+    f_off.poison_activations();
+    study::poison(l_on);
+    study::poison(l_off);
+    f_on.run(images.get(), l_on.get(), nullptr);
+    f_off.run(images.get(), l_off.get(), nullptr);
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto h_on = study::to_host(l_on), h_off = study::to_host(l_off);
+  CHECK(std::memcmp(h_on.data(), h_off.data(), h_on.size() * sizeof(__half)) == 0);
+  CHECK(f_on.residual_stream() == f_off.residual_stream());
+  std::size_t nonfinite = 0;
+  for (float v : study::to_float(h_on)) nonfinite += !std::isfinite(v);
+  CHECK(nonfinite == 0);
+
+  if constexpr (study::kTestHooks) {
+    // One eager forward requests, per lane, the first part of every block (LN1 of block 0, then
+    // LN2 of block i for block i + 1) and the head's span (LN2 of the last block), each cut to
+    // whole 16-byte chunks.
+    const auto before = f_on.l2_requested_bytes();
+    f_on.run_eager(images.get(), l_on.get(), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    unsigned long long want = dw.head_span().bytes & ~15ull;
+    for (int i = 0; i < p.model.layers; ++i)
+      want += static_cast<unsigned long long>(static_cast<double>(dw.block_span(i).bytes) * kL2PrefetchShare) & ~15ull;
+    CHECK(f_on.l2_requested_bytes() - before == want * static_cast<unsigned long long>(on.streams));
+    CHECK(f_off.l2_requested_bytes() == 0);
+  }
+  Composition library = on;
+  library.layernorm = "cudnn";  // a library LayerNorm carries no prefetch
+  if (why_unavailable(library).empty())
+    CHECK_THROWS_WITH_AS(Forward(p, library, dw), doctest::Contains("prefetch"), study::StudyError);
 }
 
-TEST_CASE("the batch split over streams computes the same logits") {
+TEST_CASE("the batch split over streams computes the same residual stream and logits") {
   Composition c = step();
   c.streams = 3;
-  run_and_check(problem("vit_ti", 2, 5, 32), c);
+  const Problem p = problem("vit_ti", 2, 5, 160);
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  const auto w = make_weights(p, seed, "");
+  const auto images = make_images(p.batch, p.image_size, seed);
+  const GpuRun got = run_forward(p, c, w, images, seed);
+  const auto want = reference_streams(images, p.batch, w).after.back();
+  check_stage("residual stream", got.stream, want, c.fp8() ? fp8_stream_tolerance(want) : stream_tolerance(want));
 }
 
-TEST_CASE("an FP8 forward refuses weights without a calibration, and calibration observes every block") {
+TEST_CASE("an FP8 forward refuses weights without a calibration; the calibration's amax is the reference's") {
   const Problem p = problem("vit_ti", 3, 2, 32);
-  const auto w = make_weights(p, study::fresh_seed(), "");
+  const auto seed = study::fresh_seed();
+  CAPTURE(seed);
+  const auto w = make_weights(p, seed, "");
   DeviceWeights dw(w);
   Composition c = step();
   c.blocks = Blocks::Fp8;
@@ -156,11 +468,18 @@ TEST_CASE("an FP8 forward refuses weights without a calibration, and calibration
   c.l2_prefetch = false;      // its LayerNorm writes E4M3 and carries no prefetch (e14 refuses it with FP8)
   c.mlp = "fp8_tensor";
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("calibrat"), study::StudyError);
-  calibrate_if_fp8(c, p, dw, {}, 1);
+  calibrate_if_fp8(c, p, dw, {}, seed);
   REQUIRE(dw.fp8_calibration.amax.size() == 3);
   CHECK(dw.fp8_calibration.images == kCalibrationImages);
-  for (const auto& block : dw.fp8_calibration.amax)
-    for (float a : block) CHECK((std::isfinite(a) && a > 0.f));
+  const auto want = reference_amax(calibration_images(p.image_size, seed), kCalibrationImages, w);
+  for (int i = 0; i < p.model.layers; ++i)
+    for (int k = 0; k < Fp8Calibration::kInputs; ++k) {
+      CAPTURE(i);
+      CAPTURE(k);
+      const float got = dw.fp8_calibration.amax[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)];
+      const float ref = want[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)];
+      CHECK(std::fabs(got - ref) <= 0.01f * ref);  // NaN fails too
+    }
   c.mlp = "fused_epilogue";  // an fp16 MLP cannot take E4M3 inputs
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("FP8 MLP"), study::StudyError);
 }

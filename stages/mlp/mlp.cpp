@@ -1,6 +1,9 @@
+#include <map>
 #include "gemm/cutlass_gemm.hpp"
+#include "harness/buffer.hpp"
 #include "harness/check.hpp"
 #include "harness/registry.hpp"
+#include "harness/test_hooks.hpp"
 #include "mlp/mlp.hpp"
 
 namespace mlp {
@@ -52,6 +55,25 @@ std::string fp8_supports(const Problem& p) {
   return {};
 }
 
+namespace {
+
+// Device constants of the FP8 MLP's planted bugs (test-hook builds), made on the first call,
+// which is eager (a forward captures its graph after one), and kept.
+const __half* planted_zeros(int n) {
+  static std::map<int, study::DeviceBuffer<__half>> made;
+  auto [it, fresh] = made.try_emplace(n, static_cast<std::size_t>(n));
+  if (fresh) CUDA_CHECK(cudaMemset(it->second.get(), 0, it->second.bytes()));
+  return it->second.get();
+}
+const float* planted_scale(float value) {
+  static std::map<float, study::DeviceBuffer<float>> made;
+  auto [it, fresh] = made.try_emplace(value, 1);
+  if (fresh) CUDA_CHECK(cudaMemcpy(it->second.get(), &value, sizeof value, cudaMemcpyHostToDevice));
+  return it->second.get();
+}
+
+}  // namespace
+
 void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream) {
   if (!a.fp8)
     throw study::StudyError(study::ErrorKind::Usage,
@@ -64,13 +86,13 @@ void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream) {
   fc1.x = f.x8;
   fc1.x_scale = f.x_scale->scale();
   fc1.w = f.fc1_w;
-  fc1.bias = a.fc1_b;
+  fc1.bias = study::planted("fp8_fc1_bias_dropped") ? planted_zeros(p.mlp_hidden) : a.fc1_b;
   fc1.y8 = h8;
   fc1.y_inv_scale = f.h_scale->inv_scale();
   f.gemm->run({p.rows, p.mlp_hidden, p.hidden}, study::Epilogue::GeluBias, fc1, stream);
   study::Fp8Operands fc2;
   fc2.x = h8;
-  fc2.x_scale = f.h_scale->scale();
+  fc2.x_scale = study::planted("fp8_scale_off") ? planted_scale(1.05f * f.h_scale->host_scale) : f.h_scale->scale();
   fc2.w = f.fc2_w;
   fc2.bias = a.fc2_b;
   fc2.residual = residual_of(a);

@@ -5,6 +5,7 @@
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
 #include "harness/check.hpp"
+#include "harness/test_hooks.hpp"
 #include "layernorm/layernorm.hpp"
 
 namespace layernorm {
@@ -61,7 +62,9 @@ kernel(const __half* __restrict__ x, const __half* __restrict__ gamma,
 template <int HIDDEN, int VEC>
 void launch_with(const Problem& p, const Args& a, cudaStream_t stream) {
   const int blocks = (p.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  kernel<HIDDEN, VEC><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a.x, a.gamma, a.beta, a.y, p.rows, p.eps, a.prefetch);
+  study::ByteRange prefetch = a.prefetch;
+  if (study::planted("prefetch_noop")) prefetch.bytes = 0;
+  kernel<HIDDEN, VEC><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a.x, a.gamma, a.beta, a.y, p.rows, p.eps, prefetch);
   LAUNCH_CHECK();
 }
 

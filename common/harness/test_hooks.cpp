@@ -1,0 +1,55 @@
+#include "harness/test_hooks.hpp"
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include "harness/check.hpp"
+
+namespace study {
+
+const std::vector<Plant>& plants() {
+  static const std::vector<Plant> list = kTestHooks ? std::vector<Plant>{
+      {"mlp_skips_last_row_tile", "encoder fp16 blocks: the MLP output of the last partial 64-row tile is the "
+                                  "residual alone (the MLP skipped there)"},
+      {"attention_zeroes_last_query_tile", "encoder fp16 blocks: the attention output of each image's last "
+                                           "64-query tile is zero"},
+      {"attention_drops_last_key_tile", "encoder fp16 blocks: queries of the full tiles attend to the keys "
+                                        "before the last key tile only"},
+      {"wrong_non_cls_row", "encoder: after the last block, image 0's last token row holds the row before it"},
+      {"softmax_scale_off", "attention on the wgmma flash kernel (v7_flash, v8, v9): softmax scale 1% high"},
+      {"layernorm_gamma_beta_swapped", "encoder fp16 blocks: LN1 gets beta as its gain and gamma as its shift"},
+      {"fp8_fc1_bias_dropped", "FP8 MLP: fc1's bias is not added"},
+      {"fp8_scale_off", "FP8 MLP: fc2's input scale 5% high (its dequantization off by 5%)"},
+      {"attention_mean", "attention on the wgmma flash kernel: softmax scale 0, so each output row is the mean "
+                         "of the image's values (what the FP8 steps' tests must tell from attention)"},
+      {"prefetch_noop", "encoder fp16 blocks: the L2 prefetch asks for nothing"},
+      {"persistent_no_barrier", "e13's persistent kernel: no grid barrier between attention and the projection"},
+  } : std::vector<Plant>{};
+  return list;
+}
+
+#ifdef STUDY_TEST_HOOKS
+namespace {
+
+const std::string& plant_from_environment() {
+  static const std::string name = [] {
+    const char* env = std::getenv("STUDY_PLANT");
+    const std::string n = env ? env : "";
+    if (n.empty()) return n;
+    for (const auto& p : plants())
+      if (n == p.name) return n;
+    throw StudyError(ErrorKind::Usage, "STUDY_PLANT=" + n + " names no planted bug (common/harness/test_hooks.cpp)");
+  }();
+  return name;
+}
+
+}  // namespace
+
+bool planted(const char* name) {
+  bool known = false;
+  for (const auto& p : plants()) known = known || std::strcmp(p.name, name) == 0;
+  if (!known) throw std::logic_error(std::string("planted(\"") + name + "\"): no such planted bug");
+  return plant_from_environment() == name;
+}
+#endif
+
+}  // namespace study

@@ -114,20 +114,20 @@ GpuRun run_forward(const Problem& p, const Composition& c, const ref::VitWeights
 
 // The residual stream after every block of a `layers`-block model and the logits of each cut,
 // against the reference.
-void check_every_block(const char* model, int layers, int batch, int image_size, const Composition& c) {
+void check_every_block(const std::string& model, int layers, int batch, int image_size, const Composition& c) {
   const auto seed = study::fresh_seed();
   CAPTURE(seed);
   CAPTURE(model);
   CAPTURE(batch);
   CAPTURE(image_size);
-  const Problem full = problem(model, layers, batch, image_size);
+  const Problem full = problem(model.c_str(), layers, batch, image_size);
   const auto w = make_weights(full, seed, "");
   const auto images = make_images(batch, image_size, seed);
   const Streams want = reference_streams(images, batch, w);
   for (int l = 1; l <= layers; ++l) {
     CAPTURE(l);
     const auto cut = first_blocks(w, l);
-    const GpuRun got = run_forward(problem(model, l, batch, image_size), c, cut, images, seed);
+    const GpuRun got = run_forward(problem(model.c_str(), l, batch, image_size), c, cut, images, seed);
     const auto& stream = want.after[static_cast<std::size_t>(l - 1)];
     const auto s = study::compare(got.stream, stream, c.fp8() ? fp8_stream_tolerance(stream) : stream_tolerance(stream));
     INFO("residual stream after block " << l << ": " << s.summary());
@@ -183,16 +183,24 @@ std::vector<float> fp8_weight(const std::vector<float>& w) {
   return scaled(quantized(w, 1.f / s), s);
 }
 
-// E4M3 stage outputs: equal up to one E4M3 step where the GPU's arithmetic before the rounding
-// put a value on the other side of a rounding boundary (a step is 2^-3 of the value at most;
-// 2^-9 is the smallest subnormal), and the rel L2 error such flips leave.
-study::Tolerance e4m3_tolerance(double rel_l2) { return {rel_l2, 0x1p-9, 0.13}; }
+// E4M3 stage outputs (unscaled E4M3 values, up to 448): equal up to one E4M3 step where the
+// GPU's arithmetic before the rounding put a value on the other side of a rounding boundary (a
+// step is 2^-3 of the value at most), plus an absolute 1e-2 of the tensor's RMS for the values
+// near zero, where that arithmetic's error is of the tensor's scale, not the value's (fp16 P in
+// the flash kernels, the epilogue's GELU): a few subnormal steps. The rel L2 error such flips
+// leave was 2.5e-3 to 5.8e-3 on an H100 (vit_ti 176 px and vit_b 224 px).
+study::Tolerance e4m3_tolerance(const std::vector<float>& want) { return {1e-2, 0x1p-9 + 1e-2 * rms(want), 0.13}; }
 // fp16 stage outputs, judged on the branch they add to the residual stream (the output less the
 // input): the GEMM's fp32 sums against the reference's double ones, and the output's fp16
-// rounding (2^-11 of the stream, up to ~1e-2 of a branch ten times smaller).
-study::Tolerance branch_tolerance(const std::vector<float>& branch) { return {1e-2, 2e-2 * rms(branch), 2e-2}; }
+// rounding, an ulp of the stream element (2^-10 at |x| < 2, so atol counts 2^-10 of the
+// stream's largest element) where the branch is ten times smaller. Measured rel L2: 8e-4 to 1.5e-3.
+study::Tolerance branch_tolerance(const std::vector<float>& branch, const std::vector<float>& stream) {
+  float amax = 0.f;
+  for (float v : stream) amax = std::max(amax, std::fabs(v));
+  return {1e-2, 2e-2 * rms(branch) + 0x1p-10 * amax, 2e-2};
+}
 
-void check_stage(const char* stage, const std::vector<float>& got, const std::vector<float>& want,
+void check_stage(const std::string& stage, const std::vector<float>& got, const std::vector<float>& want,
                  const study::Tolerance& tol) {
   const auto cmp = study::compare(got, want, tol);
   INFO(stage << ": " << cmp.summary());
@@ -200,12 +208,12 @@ void check_stage(const char* stage, const std::vector<float>& got, const std::ve
 }
 
 // The last block of an FP8 forward, stage by stage, each from the GPU's own input of that stage.
-void check_fp8_stages(const char* model, int layers, int batch, int image_size, const Composition& c) {
+void check_fp8_stages(const std::string& model, int layers, int batch, int image_size, const Composition& c) {
   const auto seed = study::fresh_seed();
   CAPTURE(seed);
   CAPTURE(model);
   CAPTURE(image_size);
-  const Problem p = problem(model, layers, batch, image_size);
+  const Problem p = problem(model.c_str(), layers, batch, image_size);
   const int D = p.model.hidden, H = p.model.mlp(), T = p.tokens(), rows = batch * T;
   const auto w = make_weights(p, seed, "");
   DeviceWeights dw(w);
@@ -228,31 +236,33 @@ void check_fp8_stages(const char* model, int layers, int batch, int image_size, 
   std::vector<float> y, want;
 
   ref::layernorm(g.x_in, b.ln1_g, b.ln1_b, rows, D, ref::kLayerNormEps, y);
-  check_stage("LN1 in E4M3", g.ln1, quantized(y, 1.f / s_ln1), e4m3_tolerance(1e-2));
+  want = quantized(y, 1.f / s_ln1);
+  check_stage("LN1 in E4M3", g.ln1, want, e4m3_tolerance(want));
 
   ref::linear(scaled(g.ln1, s_ln1), rows, D, fp8_weight(b.qkv_w), b.qkv_b, 3 * D, want);
   check_stage("QKV", g.qkv, want, {5e-3, 1e-2 * rms(want), 1e-2});
 
   ref::attention(g.qkv, batch, T, p.model.heads, p.model.head_dim(), y);
   for (auto& v : y) v = c.attention_e4m3 ? half_rounded(v / s_attn) * s_attn : half_rounded(v);
-  // The flash kernels' fp16 P and the output's fp16 staging flip more E4M3 roundings than the
-  // GEMM stages do (~2e-3 of an element before the rounding).
-  check_stage("attention output in E4M3", g.attn, quantized(y, 1.f / s_attn), e4m3_tolerance(3e-2));
+  want = quantized(y, 1.f / s_attn);
+  check_stage("attention output in E4M3", g.attn, want, e4m3_tolerance(want));
 
   ref::linear(scaled(g.attn, s_attn), rows, D, fp8_weight(b.proj_w), b.proj_b, D, want);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] = half_rounded(want[i] + g.x_in[i]) - g.x_in[i];
-  check_stage("projection + residual (its branch)", minus(g.x_mid, g.x_in), want, branch_tolerance(want));
+  check_stage("projection + residual (its branch)", minus(g.x_mid, g.x_in), want, branch_tolerance(want, g.x_mid));
 
   ref::layernorm(g.x_mid, b.ln2_g, b.ln2_b, rows, D, ref::kLayerNormEps, y);
-  check_stage("LN2 in E4M3", g.ln2, quantized(y, 1.f / s_ln2), e4m3_tolerance(1e-2));
+  want = quantized(y, 1.f / s_ln2);
+  check_stage("LN2 in E4M3", g.ln2, want, e4m3_tolerance(want));
 
   ref::linear(scaled(g.ln2, s_ln2), rows, D, fp8_weight(b.fc1_w), b.fc1_b, H, y);
   for (auto& v : y) v = gelu_tanh(v);
-  check_stage("fc1 + GELU in E4M3", g.h, quantized(y, 1.f / s_gelu), e4m3_tolerance(3e-2));
+  want = quantized(y, 1.f / s_gelu);
+  check_stage("fc1 + GELU in E4M3", g.h, want, e4m3_tolerance(want));
 
   ref::linear(scaled(g.h, s_gelu), rows, H, fp8_weight(b.fc2_w), b.fc2_b, D, want);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] = half_rounded(want[i] + g.x_mid[i]) - g.x_mid[i];
-  check_stage("fc2 + residual (its branch)", minus(g.x_out, g.x_mid), want, branch_tolerance(want));
+  check_stage("fc2 + residual (its branch)", minus(g.x_out, g.x_mid), want, branch_tolerance(want, g.x_out));
 }
 
 // The amax of each block's four GEMM inputs over the calibration images, in the reference
@@ -305,8 +315,8 @@ TEST_CASE("the last block's QKV, attention output and (persistent kernel) MLP hi
   const Composition c = step();
   // The FP8 blocks are checked stage by stage below; the folded LayerNorm writes no LN1 output.
   if (c.blocks == Blocks::Fp8) return;
-  for (const char* model : {"vit_ti", "vit_b"}) {
-    const Problem p = problem(model, 1, 3, model[4] == 't' ? 176 : 224);
+  for (const std::string model : {"vit_ti", "vit_b"}) {
+    const Problem p = problem(model.c_str(), 1, 3, model == "vit_ti" ? 176 : 224);
     const auto seed = study::fresh_seed();
     CAPTURE(seed);
     CAPTURE(model);

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include "encoder/harness.hpp"
-#include "gemm/fp8.hpp"
+#include "gemm/fp8_reference.hpp"
 #include "harness/gpu.hpp"
 #include "harness/gpu_test_main.hpp"
 #include "harness/random.hpp"
@@ -25,6 +25,7 @@
 #include "layernorm/layernorm.hpp"
 
 using namespace encoder;
+namespace f8 = study::fp8;
 
 namespace {
 
@@ -156,49 +157,9 @@ void check_logits(const Problem& p, const Composition& c) {
   CHECK(cmp.ok);
 }
 
-// ---- FP8: the recipe on the host, fed the GPU's own inputs ------------------------------------
+// ---- FP8: the recipe on the host (gemm/fp8_reference.hpp), fed the GPU's own inputs ---------
 
-float e4m3(float v) { return static_cast<float>(__nv_fp8_e4m3(v)); }  // round to nearest, saturating
 float half_rounded(float v) { return __half2float(__float2half(v)); }
-float gelu_tanh(float x) {
-  const double v = x;
-  return static_cast<float>(0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
-}
-
-// E4M3 values (unscaled) of x * inv, as the quantizing kernels compute them.
-std::vector<float> quantized(const std::vector<float>& x, float inv) {
-  std::vector<float> q(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) q[i] = e4m3(x[i] * inv);
-  return q;
-}
-std::vector<float> scaled(std::vector<float> q, float s) {
-  for (auto& v : q) v *= s;
-  return q;
-}
-// W as fp8::quantize_weight quantizes it per tensor, dequantized: s = amax / 448, s * E4M3(w / s).
-std::vector<float> fp8_weight(const std::vector<float>& w) {
-  float amax = 0.f;
-  for (float v : w) amax = std::max(amax, std::fabs(v));
-  const float s = amax > 0.f ? amax / study::fp8::kE4M3Max : 1.f;
-  return scaled(quantized(w, 1.f / s), s);
-}
-
-// E4M3 stage outputs (unscaled E4M3 values, up to 448): equal up to one E4M3 step where the
-// GPU's arithmetic before the rounding put a value on the other side of a rounding boundary (a
-// step is 2^-3 of the value at most), plus an absolute 1e-2 of the tensor's RMS for the values
-// near zero, where that arithmetic's error is of the tensor's scale, not the value's (fp16 P in
-// the flash kernels, the epilogue's GELU): a few subnormal steps. The rel L2 error such flips
-// leave was 2.5e-3 to 5.8e-3 on an H100 (vit_ti 176 px and vit_b 224 px).
-study::Tolerance e4m3_tolerance(const std::vector<float>& want) { return {1e-2, 0x1p-9 + 1e-2 * rms(want), 0.13}; }
-// fp16 stage outputs, judged on the branch they add to the residual stream (the output less the
-// input): the GEMM's fp32 sums against the reference's double ones, and the output's fp16
-// rounding, an ulp of the stream element (2^-10 at |x| < 2, so atol counts 2^-10 of the
-// stream's largest element) where the branch is ten times smaller. Measured rel L2: 8e-4 to 1.5e-3.
-study::Tolerance branch_tolerance(const std::vector<float>& branch, const std::vector<float>& stream) {
-  float amax = 0.f;
-  for (float v : stream) amax = std::max(amax, std::fabs(v));
-  return {1e-2, 2e-2 * rms(branch) + 0x1p-10 * amax, 2e-2};
-}
 
 void check_stage(const std::string& stage, const std::vector<float>& got, const std::vector<float>& want,
                  const study::Tolerance& tol) {
@@ -229,40 +190,43 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
   const auto& b = w.blocks.back();
   const auto& amax = dw.fp8_calibration.amax.back();
   auto scale = [&](Fp8Calibration::Input k) {  // fp8::ActivationScale's
-    return amax[k] > 0.f ? study::fp8::kCalibrationMargin * amax[k] / study::fp8::kE4M3Max : 1.f;
+    return amax[k] > 0.f ? f8::kCalibrationMargin * amax[k] / f8::kE4M3Max : 1.f;
   };
   const float s_ln1 = scale(Fp8Calibration::Ln1), s_attn = scale(Fp8Calibration::Attention),
               s_ln2 = scale(Fp8Calibration::Ln2), s_gelu = scale(Fp8Calibration::Gelu);
+  auto weight = [](const std::vector<float>& w, int n, int k) {  // the FP8 blocks scale weights per tensor
+    return f8::dequantized_weight(w, n, k, f8::Scaling::Tensor);
+  };
   std::vector<float> y, want;
 
   ref::layernorm(g.x_in, b.ln1_g, b.ln1_b, rows, D, ref::kLayerNormEps, y);
-  want = quantized(y, 1.f / s_ln1);
-  check_stage("LN1 in E4M3", g.ln1, want, e4m3_tolerance(want));
+  want = f8::quantized(y, 1.f / s_ln1);
+  check_stage("LN1 in E4M3", g.ln1, want, f8::e4m3_stage_tolerance(want));
 
-  ref::linear(scaled(g.ln1, s_ln1), rows, D, fp8_weight(b.qkv_w), b.qkv_b, 3 * D, want);
+  ref::linear(f8::scaled(g.ln1, s_ln1), rows, D, weight(b.qkv_w, 3 * D, D), b.qkv_b, 3 * D, want);
   check_stage("QKV", g.qkv, want, {5e-3, 1e-2 * rms(want), 1e-2});
 
   ref::attention(g.qkv, batch, T, p.model.heads, p.model.head_dim(), y);
   for (auto& v : y) v = c.attention_e4m3 ? half_rounded(v / s_attn) * s_attn : half_rounded(v);
-  want = quantized(y, 1.f / s_attn);
-  check_stage("attention output in E4M3", g.attn, want, e4m3_tolerance(want));
+  want = f8::quantized(y, 1.f / s_attn);
+  check_stage("attention output in E4M3", g.attn, want, f8::e4m3_stage_tolerance(want));
 
-  ref::linear(scaled(g.attn, s_attn), rows, D, fp8_weight(b.proj_w), b.proj_b, D, want);
+  ref::linear(f8::scaled(g.attn, s_attn), rows, D, weight(b.proj_w, D, D), b.proj_b, D, want);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] = half_rounded(want[i] + g.x_in[i]) - g.x_in[i];
-  check_stage("projection + residual (its branch)", minus(g.x_mid, g.x_in), want, branch_tolerance(want, g.x_mid));
+  check_stage("projection + residual (its branch)", minus(g.x_mid, g.x_in), want, f8::branch_tolerance(want, g.x_mid));
 
   ref::layernorm(g.x_mid, b.ln2_g, b.ln2_b, rows, D, ref::kLayerNormEps, y);
-  want = quantized(y, 1.f / s_ln2);
-  check_stage("LN2 in E4M3", g.ln2, want, e4m3_tolerance(want));
+  want = f8::quantized(y, 1.f / s_ln2);
+  check_stage("LN2 in E4M3", g.ln2, want, f8::e4m3_stage_tolerance(want));
 
-  ref::linear(scaled(g.ln2, s_ln2), rows, D, fp8_weight(b.fc1_w), b.fc1_b, H, y);
-  for (auto& v : y) v = gelu_tanh(v);
-  want = quantized(y, 1.f / s_gelu);
-  check_stage("fc1 + GELU in E4M3", g.h, want, e4m3_tolerance(want));
+  ref::linear(f8::scaled(g.ln2, s_ln2), rows, D, weight(b.fc1_w, H, D), b.fc1_b, H, y);
+  for (auto& v : y) v = f8::gelu_tanh(v);
+  want = f8::quantized(y, 1.f / s_gelu);
+  check_stage("fc1 + GELU in E4M3", g.h, want, f8::e4m3_stage_tolerance(want));
 
-  ref::linear(scaled(g.h, s_gelu), rows, H, fp8_weight(b.fc2_w), b.fc2_b, D, want);
+  ref::linear(f8::scaled(g.h, s_gelu), rows, H, weight(b.fc2_w, D, H), b.fc2_b, D, want);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] = half_rounded(want[i] + g.x_mid[i]) - g.x_mid[i];
-  check_stage("fc2 + residual (its branch)", minus(g.x_out, g.x_mid), want, branch_tolerance(want, g.x_out));
+  check_stage("fc2 + residual (its branch)", minus(g.x_out, g.x_mid), want, f8::branch_tolerance(want, g.x_out));
 }
 
 // The amax of each block's four GEMM inputs over the calibration images, in the reference
@@ -290,7 +254,7 @@ std::vector<std::array<float, Fp8Calibration::kInputs>> reference_amax(const std
     ref::layernorm(x, b.ln2_g, b.ln2_b, rows, D, ref::kLayerNormEps, h);
     m[Fp8Calibration::Ln2] = amax(h);
     ref::linear(h, rows, D, b.fc1_w, b.fc1_b, w.cfg.mlp(), a);
-    for (auto& v : a) v = gelu_tanh(v);
+    for (auto& v : a) v = f8::gelu_tanh(v);
     m[Fp8Calibration::Gelu] = amax(a);
     ref::linear(a, rows, w.cfg.mlp(), b.fc2_w, b.fc2_b, D, proj);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i];

@@ -3,6 +3,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <set>
+#include "gemm/fp8_reference.hpp"
+#include "harness/gpu.hpp"
 #include "harness/gpu_test_main.hpp"
 #include "harness/random.hpp"
 #include "harness/stage_version.hpp"
@@ -169,6 +171,65 @@ TEST_CASE("heuristic on every call and a zero workspace give correct results") {
   no_workspace.workspace_bytes = 0;
   study::Gemm g2(no_workspace);
   check(shape(197, 768), g2);
+}
+
+// An FP8 version stage by stage against the recipe on the GPU's own inputs and scales
+// (gemm/fp8_reference.hpp): x in E4M3, then h (fc1 + bias + GELU in E4M3), then fc2 + bias +
+// residual judged on its branch, each at ~1e-2, where the whole y's check (kFp8RelTol) would
+// let a dropped bias or a scale 5% off pass.
+TEST_CASE("FP8: x, h and fc2's branch against the recipe on the GPU's own E4M3 inputs and scales") {
+  const Version& v = version();
+  if (!v.fp8) return;
+  namespace f8 = study::fp8;
+  study::Gemm gemm;
+  for (const Problem& p : {shape(197, 192), shape(3 * 197, 768)}) {
+    const auto seed = study::fresh_seed();
+    CAPTURE(p.rows);
+    CAPTURE(p.hidden);
+    CAPTURE(seed);
+    auto in = make_inputs(p, seed);
+    add_residual(p, in, seed);
+    DeviceProblem dev(p, in);
+    const auto r = run_and_check(v, p, in, dev, gemm);  // h and y poisoned, the version run once
+    INFO(r.cmp.summary());
+    CHECK(r.cmp.ok);
+    REQUIRE(dev.fp8);
+    const Fp8Inputs& f = *dev.fp8;
+    auto e4m3_values = [](const void* d, std::size_t n) {
+      std::vector<f8::e4m3> q(n);
+      CUDA_CHECK(cudaMemcpy(q.data(), d, n, cudaMemcpyDeviceToHost));
+      std::vector<float> out(n);
+      for (std::size_t i = 0; i < n; ++i) out[i] = f8::to_float(q[i]);
+      return out;
+    };
+    const std::size_t n = static_cast<std::size_t>(p.rows) * p.hidden;
+    const std::size_t nh = static_cast<std::size_t>(p.rows) * p.mlp_hidden;
+    const auto x8 = e4m3_values(f.x8.get(), n), h8 = e4m3_values(dev.h.get(), nh);
+    const auto y = study::to_float(study::to_host(dev.y));
+    const float sx = f.x_scale.host_scale, sh = f.h_scale.host_scale;
+    auto check_stage = [](const char* stage, const std::vector<float>& got, const std::vector<float>& want,
+                          const study::Tolerance& tol) {
+      const auto cmp = study::compare(got, want, tol);
+      INFO(stage << ": " << cmp.summary());
+      CHECK(cmp.ok);
+    };
+    auto want = f8::quantized(in.x, 1.f / sx);
+    check_stage("x in E4M3", x8, want, f8::e4m3_stage_tolerance(want));
+    const auto w1 = f8::dequantized_weight(in.fc1_w, p.mlp_hidden, p.hidden, v.scaling),
+               w2 = f8::dequantized_weight(in.fc2_w, p.hidden, p.mlp_hidden, v.scaling);
+    std::vector<float> pre;
+    ref::linear(f8::scaled(x8, sx), p.rows, p.hidden, w1, in.fc1_b, p.mlp_hidden, pre);
+    for (auto& value : pre) value = f8::gelu_tanh(value);
+    want = f8::quantized(pre, 1.f / sh);
+    check_stage("fc1 + bias + GELU in E4M3 (h)", h8, want, f8::e4m3_stage_tolerance(want));
+    ref::linear(f8::scaled(h8, sh), p.rows, p.mlp_hidden, w2, in.fc2_b, p.hidden, want);
+    std::vector<float> got(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      want[i] = __half2float(__float2half(want[i] + in.residual[i])) - in.residual[i];
+      got[i] = y[i] - in.residual[i];
+    }
+    check_stage("fc2 + bias + residual (its branch)", got, want, f8::branch_tolerance(want, y));
+  }
 }
 
 TEST_CASE("empty problems are refused") {

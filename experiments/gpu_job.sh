@@ -14,6 +14,7 @@
 # after the tests, both stopping the job when they fail.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
+command -v nvidia-smi > /dev/null || { echo "error: no nvidia-smi: experiments/gpu_job.sh runs on a GPU node" >&2; exit 2; }
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 BUILD=build-gpu

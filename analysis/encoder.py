@@ -164,7 +164,8 @@ KEYS = ["version", "model", "image_size", "batch", "streams"]
 t = sd.collapse_rounds(ok, KEYS, routine_us=("routine_us", "median"),
                        tflops=("tflops", "median"), gemm_pct=("gemm_pct", "median"),
                        lpl=("lpl", "median"), act_mb=("act_mb", "median"),
-                       sm_mhz=("sm_clock_mhz", "median"))
+                       sm_mhz=("sm_clock_mhz", "median"), energy_j=("energy_j", "median"),
+                       power_w=("power_w", "median"), energy_mhz=("energy_sm_clock_mhz", "median"))
 t["img_s"] = t["batch"] / t["median_us"] * 1e6
 t["spread_pct"] = 100 * (t["hi_us"] - t["lo_us"]) / t["median_us"]
 
@@ -355,6 +356,40 @@ if b1_order:
                + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
 else:
     ctx.missing("figure", "encoder_latency", f"this run has no timed batch-1 rows at {where}")
+
+# %% [markdown]
+# ## Time and energy per image at batch 256
+#
+# The energy loop after each row's timing (`--energy`, docs/method.md "Energy"): at batch 256 the
+# fast steps run at the power limit, so a joule saved per image is clock gained.
+
+# %%
+EB = 256
+e = at_key[(at_key["batch"] == EB) & at_key["energy_j"].notna()] if "energy_j" in at_key else at_key.iloc[0:0]
+if len(e):
+    fig, ax = plt.subplots(figsize=(9.0, 4.8))
+    for _, r in e.iterrows():
+        v = r["version"]
+        x, y = r["median_us"] / EB / 1e3, r["energy_j"] / EB * 1e3
+        clock = f", {r['energy_mhz']:.0f} MHz" if np.isfinite(r["energy_mhz"]) else ""
+        ax.scatter(x, y, color=style[v]["color"], marker="s" if v in ANCHORS else "o", s=36, zorder=3,
+                   label=f"{label(v)}: {r['power_w']:.0f} W{clock}")
+    ax.set_xlabel(f"time per image at batch {EB} (ms)")
+    ax.set_ylabel(f"energy per image at batch {EB} (mJ)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    sd.titled(fig, f"Time against energy per image, batch {EB}, {where}", prov)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    ctx.figure("encoder_energy", fig,
+               f"Each ladder step and PyTorch anchor at batch {EB}, {where}: the median time per image "
+               f"(x) against the energy per image (y) from NVML's board energy counter over a loop of "
+               f"back-to-back forwards of at least 5 s after the timed ones (docs/method.md, Energy); the legend "
+               f"gives each loop's mean power and SM clock; squares are the anchors. Points on a "
+               f"line through the origin share one power: below the power limit, faster costs more "
+               f"watts; at it, only fewer joules per image make a step faster. {prov}.")
+else:
+    ctx.missing("figure", "encoder_energy", f"this run has no encoder rows with energy at batch {EB}, {where} "
+                "(a spec's energy_s, or --energy on the bench)")
 
 # %% [markdown]
 # ## A batch-1 forward kernel by kernel (Nsight Compute)

@@ -30,9 +30,10 @@ from common import COLUMNS  # noqa: E402  (standard library only at module level
 LATER_COLUMNS = COLUMNS[COLUMNS.index("note") + 1:]
 INT_COLUMNS = ["sm_count", "batch", "image_size", "tokens", "hidden", "heads", "head_dim",
                "streams", "warmup", "iters", "launches", "host_syncs", "device_bytes",
-               "host_bytes", "rows", "sm_clock_mhz", "mem_clock_mhz", "power_limit_w"]
+               "host_bytes", "rows", "sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "energy_calls"]
 FLOAT_COLUMNS = ["mean_us", "std_us", "median_us", "min_us", "max_us", "routine_us", "gbps",
-                 "tflops", "max_abs_err", "rel_l2_err", "h2d_us", "preprocess_us", "d2h_us"]
+                 "tflops", "max_abs_err", "rel_l2_err", "h2d_us", "preprocess_us", "d2h_us",
+                 "energy_j", "images_per_j", "power_w", "energy_sm_clock_mhz", "energy_s"]
 # A family's side table beside the sweep's CSVs in a run folder, in its own columns (e.g.
 # patch_embed_timeline.csv: per-launch timestamps); load_run leaves it to the family notebook.
 SIDE_TABLE_SUFFIXES = ("_timeline.csv",)

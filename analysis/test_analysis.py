@@ -859,7 +859,8 @@ class RowsColumn(unittest.TestCase):
             self.assertNotIn("rows", (run / "layernorm.csv").read_text().splitlines()[0])
             df = sd.read_csv(run / "layernorm.csv")
             for c in sd.LATER_COLUMNS:  # numbers read as NaN, the one text column as empty
-                self.assertTrue((df[c] == "").all() if c == "precision" else df[c].isna().all(), c)
+                text = c in ("precision", "energy_why_not")
+                self.assertTrue((df[c] == "").all() if text else df[c].isna().all(), c)
             self.assertEqual(set(sd.rows_of(df)), {32 * 197})
             res = build("--run", run, "--out", Path(d) / "out")
             self.assertEqual(res.returncode, 0, res.stderr)
@@ -868,7 +869,9 @@ class RowsColumn(unittest.TestCase):
         self.assertEqual(sd.COLUMNS[:sd.COLUMNS.index("note") + 1][-1], "note")
         self.assertEqual(sd.LATER_COLUMNS, ["rows", "h2d_us", "preprocess_us", "d2h_us",
                                             "sm_clock_mhz", "mem_clock_mhz", "power_limit_w",
-                                            "precision"])
+                                            "precision", "energy_j", "images_per_j", "power_w",
+                                            "energy_sm_clock_mhz", "energy_s", "energy_calls",
+                                            "energy_why_not"])
 
 
 def tree_bytes(folder):

@@ -76,7 +76,7 @@ SPEC_KEYS = {
     "binary": str, "row_versions": list, "models": list, "batches": list, "image_sizes": list,
     "streams": list, "warmup": int, "iters": int, "seed": int, "flush_l2": (bool, list),
     "check": bool, "timeout_s": (int, float), "extra_args": list, "max_device_gib": (int, float),
-    "shapeless": bool, "side_experiment": bool, "rounds": int,
+    "shapeless": bool, "side_experiment": bool, "rounds": int, "energy_s": (int, float),
 }
 DEFAULT_BINARY = "stages/{family}/{family}_{version}"
 
@@ -138,6 +138,10 @@ def load_spec(path):
     s.setdefault("binary", DEFAULT_BINARY)
     s.setdefault("row_versions", [])
     s.setdefault("rounds", 1)
+    # energy_s: each row's energy loop after its timing (--energy; docs/method.md, "Energy").
+    s.setdefault("energy_s", 0)
+    if not 0 <= s["energy_s"] <= 600:
+        raise SpecError("'energy_s' must be seconds between 0 and 600")
     if s["rounds"] < 1:
         raise SpecError(f"'rounds' must be >= 1, got {s['rounds']}")
     if not re.fullmatch(r"[a-z][a-z0-9_]*", s["family"]):
@@ -286,7 +290,7 @@ class Config:
         self.streams, self.flush_l2, self.extra = streams, flush_l2, tuple(extra)
         self.warmup, self.iters, self.seed = spec["warmup"], spec["iters"], spec["seed"]
         self.check, self.timeout_s = spec["check"], spec["timeout_s"]
-        self.shapeless = spec["shapeless"]
+        self.shapeless, self.energy_s = spec["shapeless"], spec["energy_s"]
 
     def keys(self):
         shape = ("", "", "") if self.shapeless else (self.model, self.batch, self.image_size)
@@ -309,6 +313,8 @@ class Config:
             a.append("--flush-l2")
         if not self.check:
             a.append("--no-check")
+        if self.energy_s:
+            a += ["--energy", f"{self.energy_s:g}"]
         return a + list(self.extra)
 
 

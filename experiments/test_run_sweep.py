@@ -44,6 +44,7 @@ FAKE = textwrap.dedent('''\
         p.add_argument(a)
     p.add_argument("--flush-l2", action="store_true")
     p.add_argument("--no-check", action="store_true")
+    p.add_argument("--energy", default="")
     a = p.parse_args()
     counter = os.environ.get("FAKE_COUNTER")
     if counter:
@@ -158,6 +159,18 @@ class SweepTest(unittest.TestCase):
         body = src[src.index("csv_columns()"):]
         body = body[body.index("{", body.index("static")):body.index("};")]
         self.assertEqual(re.findall(r'"([a-z0-9_]+)"', body), rs.COLUMNS)
+
+    def test_energy_seconds_reach_every_row(self):
+        # energy_s: each configuration gets --energy (the fake bench notes it); out of range is refused.
+        configs, _ = rs.select_configs(rs.load_spec(self.spec(energy_s="5")), self.build, PY, dry_run=True)
+        self.assertTrue(configs)
+        for c in configs:
+            args = c.args("x.csv", 0)
+            self.assertEqual(args[args.index("--energy") + 1], "5")
+        configs, _ = rs.select_configs(rs.load_spec(self.spec()), self.build, PY, dry_run=True)
+        self.assertNotIn("--energy", configs[0].args("x.csv", 0))
+        with self.assertRaises(rs.SpecError):
+            rs.load_spec(self.spec(energy_s="-1"))
 
     # ---- basic run, resume ---------------------------------------------------------------
 

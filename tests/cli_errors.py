@@ -29,6 +29,8 @@ BAD = [
     (["--csv", "/nonexistent-dir/out.csv"], "cannot write CSV file"),
     (["--streams", "0"], "--streams must be >= 1 or 'sm'"),
     (["--streams", "many"], "expects an integer"),
+    (["--energy", "-1"], "--energy must be seconds between 0 and 600"),
+    (["--energy", "5s"], "--energy must be seconds between 0 and 600"),
 ]
 
 # The header of CSVs written before the `rows` column and the ones after it were appended.

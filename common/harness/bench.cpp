@@ -1,6 +1,7 @@
 #include "harness/bench.hpp"
 #include "harness/buffer.hpp"
 #include "harness/check.hpp"
+#include "harness/energy.hpp"
 #include "harness/gpu.hpp"
 #include "harness/launches.hpp"
 #include "harness/timing.hpp"
@@ -53,9 +54,24 @@ int problem_rows(const CommonOptions& o, bool rows_given, int rows) {
   return static_cast<int>(all);
 }
 
+void set_energy(Row& row, const CommonOptions& o, const std::function<void(cudaStream_t)>& run, double median_us,
+                int images, cudaStream_t stream) {
+  if (!(o.energy_seconds > 0)) return;
+  const Energy e = measure_energy(run, stream, o.device, median_us, images, o.energy_seconds);
+  if (!e.why_not.empty()) {
+    row.set("energy_why_not", e.why_not);
+    return;
+  }
+  row.set("energy_j", e.joules_per_call).set("images_per_j", e.images_per_joule).set("power_w", e.watts);
+  row.set("energy_s", e.seconds).set("energy_calls", e.calls);
+  if (e.sm_mhz > 0) row.set("energy_sm_clock_mhz", e.sm_mhz);
+}
+
 void measure(BenchReport& report, const CommonOptions& o, const std::string& label,
              const std::function<void(cudaStream_t)>& run, double bytes, double flops) {
-  set_timing(report.row, time_region(run, timing_options(o, label)), bytes, flops);
+  const Stats s = time_region(run, timing_options(o, label));
+  set_timing(report.row, s, bytes, flops);
+  set_energy(report.row, o, run, s.median, o.batch);
   // Counted after timing, by capturing one call (nothing runs): the eager calls above made the
   // plans, kernel searches (which the CUTLASS layer refuses to run inside a capture) and kernel
   // attributes first, also under --no-check.
@@ -67,7 +83,9 @@ std::string measure_uncaptured(BenchReport& report, const CommonOptions& o, cons
                                double launches, double host_syncs) {
   report.row.set("launches", static_cast<long long>(launches))
       .set("host_syncs", static_cast<long long>(host_syncs));
-  set_timing(report.row, time_region(run, timing_options(o, label)), bytes, flops);
+  const Stats s = time_region(run, timing_options(o, label));
+  set_timing(report.row, s, bytes, flops);
+  set_energy(report.row, o, run, s.median, o.batch);
   return "timed as a host-driven routine (cuda events around each whole call, not captured); "
          "launches and host syncs counted analytically";
 }

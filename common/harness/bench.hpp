@@ -33,9 +33,15 @@ TimingOptions timing_options(const CommonOptions& o, const std::string& label);
 // size's tokens; StudyError(Usage) when that overflows the row count.
 int problem_rows(const CommonOptions& o, bool rows_given, int rows);
 
+// With --energy S: the energy of one call (harness/energy.hpp) over S seconds of back-to-back
+// calls into the energy columns, after the timing whose median sizes the loop; `images` is what
+// one call computes. Without it, nothing.
+void set_energy(Row& row, const CommonOptions& o, const std::function<void(cudaStream_t)>& run, double median_us,
+                int images, cudaStream_t stream = nullptr);
+
 // Counts the kernels one call launches (graph capture), then times it as the options say
 // (warm-ups, CUDA events per call, optional L2 flush), and fills the row's launches and timing
-// columns.
+// columns, and with --energy the energy columns (one call computing o.batch images).
 void measure(BenchReport& report, const CommonOptions& o, const std::string& label,
              const std::function<void(cudaStream_t)>& run, double bytes, double flops);
 

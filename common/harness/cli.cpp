@@ -77,6 +77,14 @@ void Cli::add_common(CommonOptions& o) {
   add_flag("--check", &o.check, "check against the CPU reference before timing (default)");
   add_flag("--no-check", &o.check, "skip the reference check (the row says so)", false);
   add_flag("--flush-l2", &o.flush_l2, "flush L2 between timed runs");
+  opts_.push_back({"--energy", "after timing, seconds of back-to-back calls for the energy columns (default 0: none)",
+                   "seconds", [&o](const std::string& v) {
+                     char* end = nullptr;
+                     const double x = std::strtod(v.c_str(), &end);
+                     if (v.empty() || *end || !(x >= 0 && x <= 600))
+                       throw StudyError(ErrorKind::Usage, "--energy must be seconds between 0 and 600, got '" + v + "'");
+                     o.energy_seconds = x;
+                   }});
 }
 
 std::string Cli::usage() const {

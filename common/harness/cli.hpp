@@ -22,6 +22,9 @@ struct CommonOptions {
   int device = 0;
   bool check = true;  // compare with the CPU reference before timing
   bool flush_l2 = false;
+  // After the timed calls, a loop of back-to-back calls this long for the energy columns
+  // (harness/energy.hpp); 0 measures no energy.
+  double energy_seconds = 0;
 };
 
 class Cli {

@@ -16,7 +16,8 @@ const std::vector<std::string>& csv_columns() {
       "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note",
       // Appended later, so that readers of older files keep their column positions.
       "rows", "h2d_us", "preprocess_us", "d2h_us", "sm_clock_mhz", "mem_clock_mhz",
-      "power_limit_w", "precision"};
+      "power_limit_w", "precision",
+      "energy_j", "images_per_j", "power_w", "energy_sm_clock_mhz", "energy_s", "energy_calls", "energy_why_not"};
   return c;
 }
 

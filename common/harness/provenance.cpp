@@ -1,12 +1,12 @@
 // Provenance of every CSV row: run, time, commit, GPU, driver and library versions, host,
-// clocks and power limit.
+// clocks and power limit (harness/nvml.hpp).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <unistd.h>
 #include <ctime>
 #include <cstdlib>
 #include "harness/csv.hpp"
+#include "harness/nvml.hpp"
 #ifdef STUDY_HAVE_CUDNN
 #include <cudnn.h>
 #include "cudnn/cudnn_version.hpp"
@@ -21,51 +21,10 @@ static std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? std::string(v) : fallback;
 }
 
-// NVML comes with the driver, not the toolkit: it is opened at run time so that the study
-// builds and runs where it is absent (the columns stay empty there). Only the few calls used
-// here are declared, with NVML's C signatures.
-namespace {
-using NvmlDevice = void*;
-struct Nvml {
-  int (*get_clock)(NvmlDevice, int, unsigned*) = nullptr;
-  int (*get_power_limit)(NvmlDevice, unsigned*) = nullptr;
-  int (*by_pci)(const char*, NvmlDevice*) = nullptr;
-  bool ok = false;
-  Nvml() {
-    void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!lib) return;
-    auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
-    get_clock = reinterpret_cast<decltype(get_clock)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
-    get_power_limit = reinterpret_cast<decltype(get_power_limit)>(
-        dlsym(lib, "nvmlDeviceGetEnforcedPowerLimit"));
-    by_pci = reinterpret_cast<decltype(by_pci)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-    ok = init && get_clock && get_power_limit && by_pci && init() == 0;
-  }
-  // NVML numbers devices its own way; the PCI bus id names the CUDA device unambiguously.
-  bool device(int cuda_device, NvmlDevice* d) const {
-    char bus[32] = {0};
-    if (!ok) return false;
-    if (cudaDeviceGetPCIBusId(bus, sizeof bus, cuda_device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return by_pci(bus, d) == 0;
-  }
-};
-const Nvml& nvml() {
-  static const Nvml n;
-  return n;
-}
-constexpr int kNvmlClockSm = 1, kNvmlClockMem = 2;
-}  // namespace
-
 GpuClocks gpu_clocks(int device) {
   GpuClocks c;
-  NvmlDevice d = nullptr;
-  if (!nvml().device(device, &d)) return c;
-  unsigned mhz = 0;
-  if (nvml().get_clock(d, kNvmlClockSm, &mhz) == 0) c.sm_mhz = std::to_string(mhz);
-  if (nvml().get_clock(d, kNvmlClockMem, &mhz) == 0) c.mem_mhz = std::to_string(mhz);
+  if (const auto mhz = nvml::sm_clock_mhz(device)) c.sm_mhz = std::to_string(*mhz);
+  if (const auto mhz = nvml::mem_clock_mhz(device)) c.mem_mhz = std::to_string(*mhz);
   return c;
 }
 
@@ -102,10 +61,7 @@ const Provenance& provenance(int device) {
     if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
       r.gpu = prop.name;
       r.sm_count = std::to_string(prop.multiProcessorCount);
-      NvmlDevice d = nullptr;
-      unsigned milliwatts = 0;
-      if (nvml().device(device, &d) && nvml().get_power_limit(d, &milliwatts) == 0)
-        r.power_limit_w = std::to_string(milliwatts / 1000);
+      if (const auto milliwatts = nvml::power_limit_mw(device)) r.power_limit_w = std::to_string(*milliwatts / 1000);
     } else {
       cudaGetLastError();
       r.gpu = "none";

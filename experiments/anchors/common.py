@@ -30,7 +30,8 @@ COLUMNS = [
     # Appended later, so that readers of older files keep their column positions; files
     # written before them simply lack them (the analysis reads them as empty).
     "rows", "h2d_us", "preprocess_us", "d2h_us", "sm_clock_mhz", "mem_clock_mhz",
-    "power_limit_w", "precision"]
+    "power_limit_w", "precision",
+    "energy_j", "images_per_j", "power_w", "energy_sm_clock_mhz", "energy_s", "energy_calls", "energy_why_not"]
 
 # name -> (hidden, heads, depth), as common/vit_config.cpp.
 MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),
@@ -195,7 +196,19 @@ def make_parser(prog, summary, versions):
     p.add_argument("--check", dest="check", action="store_true", default=True)
     p.add_argument("--no-check", dest="check", action="store_false")
     p.add_argument("--flush-l2", action="store_true", help="flush L2 before each timed run")
+    p.add_argument("--energy", type=_seconds, default=0.0,
+                   help="after timing, seconds of back-to-back calls for the energy columns (default 0: none)")
     return p
+
+
+def _seconds(value):
+    try:
+        x = float(value)
+    except ValueError:
+        x = -1.0
+    if not 0 <= x <= 600:
+        raise argparse.ArgumentTypeError(f"--energy must be seconds between 0 and 600, got '{value}'")
+    return x
 
 
 def parse_args(parser, argv):
@@ -408,12 +421,98 @@ class Problem:
 
 def time_faster(torch, variants, warmup, iters, flush_l2, device):
     """Times every (name, fn) of `variants` with time_events and returns (stats of the one
-    with the lowest median, note text naming it and every variant's median)."""
-    timed = [(name, time_events(torch, fn, warmup, iters, flush_l2, device))
+    with the lowest median, note text naming it and every variant's median, its fn)."""
+    timed = [(name, fn, time_events(torch, fn, warmup, iters, flush_l2, device))
              for name, fn in variants]
-    name, stats = min(timed, key=lambda t: t[1]["median_us"])
-    medians = ", ".join(f"{n} {fmt(s['median_us'])} us" for n, s in timed)
-    return stats, f"timed: {name} (the faster; medians {medians})"
+    name, fn, stats = min(timed, key=lambda t: t[2]["median_us"])
+    medians = ", ".join(f"{n} {fmt(s['median_us'])} us" for n, _, s in timed)
+    return stats, f"timed: {name} (the faster; medians {medians})", fn
+
+
+# ---- energy: NVML's counter over a loop of back-to-back calls, as common/harness/energy.cpp ----
+
+CHUNK_SECONDS = 0.2
+MAX_ENERGY_CALL_SECONDS = 0.5
+
+
+class _Nvml:
+    """The few NVML calls the energy loop needs, through ctypes (NVML comes with the driver)."""
+
+    def __init__(self, torch, device):
+        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+        if self.lib.nvmlInit_v2() != 0:
+            raise OSError("nvmlInit_v2 failed")
+        self.handle = ctypes.c_void_p()
+        prop = torch.cuda.get_device_properties(device)
+        bus = getattr(prop, "pci_bus_id", None)
+        if bus is not None:  # NVML numbers devices its own way: the PCI address names this one
+            pci = f"{getattr(prop, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(prop, 'pci_device_id', 0):02x}.0"
+            rc = self.lib.nvmlDeviceGetHandleByPciBusId_v2(pci.encode(), ctypes.byref(self.handle))
+        else:
+            rc = self.lib.nvmlDeviceGetHandleByIndex_v2(device, ctypes.byref(self.handle))
+        if rc != 0:
+            raise OSError(f"no NVML handle for CUDA device {device}")
+
+    def energy_mj(self):
+        v = ctypes.c_ulonglong(0)
+        if self.lib.nvmlDeviceGetTotalEnergyConsumption(self.handle, ctypes.byref(v)) != 0:
+            raise OSError("no NVML energy counter (nvmlDeviceGetTotalEnergyConsumption)")
+        return v.value
+
+    def sm_mhz(self):
+        v = ctypes.c_uint(0)
+        return v.value if self.lib.nvmlDeviceGetClockInfo(self.handle, 1, ctypes.byref(v)) == 0 else None
+
+
+def measure_energy(torch, fn, median_us, images, seconds, device):
+    """The energy columns of a row: `fn` called back to back for at least `seconds` in chunks of
+    ~CHUNK_SECONDS (the host waits for each chunk), NVML's energy counter read before and after,
+    the SM clock sampled every 100 ms by a thread. {"energy_why_not": reason} when not measured."""
+    import threading
+    import time
+    if not median_us or median_us <= 0:
+        return {"energy_why_not": "no timed call to size the loop"}
+    if median_us > MAX_ENERGY_CALL_SECONDS * 1e6:
+        return {"energy_why_not": "a call takes longer than the loop can hold enough of (MAX_ENERGY_CALL_SECONDS)"}
+    try:
+        nvml = _Nvml(torch, device)
+        nvml.energy_mj()
+    except (OSError, AttributeError) as e:
+        return {"energy_why_not": f"no NVML energy counter on this machine ({e})"}
+    chunk = max(1, int(CHUNK_SECONDS * 1e6 / median_us))
+    clocks, done = [], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            mhz = nvml.sm_mhz()
+            if mhz:
+                clocks.append(mhz)
+            time.sleep(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    stream = torch.cuda.current_stream(device)
+    stream.synchronize()
+    sampler.start()
+    try:
+        t0, e0, calls, elapsed = time.monotonic(), nvml.energy_mj(), 0, 0.0
+        while elapsed < seconds:
+            for _ in range(chunk):
+                fn()
+            stream.synchronize()
+            calls += chunk
+            elapsed = time.monotonic() - t0
+        e1 = nvml.energy_mj()
+    finally:
+        done.set()
+        sampler.join()
+    if e1 <= e0:
+        return {"energy_why_not": "the NVML energy counter did not advance over the loop"}
+    joules = (e1 - e0) / 1000.0
+    out = {"energy_j": joules / calls, "images_per_j": images * calls / joules, "power_w": joules / elapsed,
+           "energy_s": elapsed, "energy_calls": calls}
+    if clocks:
+        out["energy_sm_clock_mhz"] = statistics.median(clocks)
+    return out
 
 
 def _emit(args, row):
@@ -486,12 +585,14 @@ def run_anchor(family, versions, summary, add_args, identity, build, argv=None):
             check_note = "checked"
         timing_note = ""
         if problem.variants:
-            stats, timing_note = time_faster(torch, problem.variants, args.warmup, args.iters,
-                                             args.flush_l2, args.device)
+            stats, timing_note, timed_fn = time_faster(torch, problem.variants, args.warmup, args.iters,
+                                                       args.flush_l2, args.device)
         else:
-            stats = time_events(torch, problem.run, args.warmup, args.iters, args.flush_l2,
-                                args.device)
+            timed_fn = problem.run
+            stats = time_events(torch, timed_fn, args.warmup, args.iters, args.flush_l2, args.device)
         row.update(stats)
+        if args.energy > 0:
+            row.update(measure_energy(torch, timed_fn, stats["median_us"], args.batch, args.energy, args.device))
         if stats["median_us"] > 0:
             row["gbps"] = problem.bytes / (stats["median_us"] * 1e-6) / 1e9
             if problem.flops is not None:

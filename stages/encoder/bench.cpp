@@ -150,8 +150,10 @@ int time_forward(const Options& o, const encoder::Problem& p, encoder::Forward& 
       fwd.capturable() ? study::count_kernel_launches([&](cudaStream_t s) { fwd.run_eager(x, y, s); }) : -1;
   if (launches >= 0) report.row.set("launches", launches);
   const auto t = study::timing_options(o.common, study::stage_program("encoder"));
-  study::set_timing(report.row, study::time_region([&](cudaStream_t s) { fwd.run(x, y, s); }, t), encoder::bytes(p),
-                    encoder::flops(p));
+  const auto forward = [&](cudaStream_t s) { fwd.run(x, y, s); };
+  const study::Stats timed = study::time_region(forward, t);
+  study::set_timing(report.row, timed, encoder::bytes(p), encoder::flops(p));
+  study::set_energy(report.row, o.common, forward, timed.median, p.batch);
   study::PinnedBuffer<__half> h_images(d_images.size()), h_logits(d_logits.size());
   CUDA_CHECK(cudaMemcpy(h_images.get(), x, d_images.bytes(), cudaMemcpyDeviceToHost));
   const auto routine = study::time_routine(

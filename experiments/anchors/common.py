@@ -38,6 +38,9 @@ MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),
           "vit_l": (1024, 16, 24)}
 PATCH = 16
 FP16_REL_TOL = 5e-3  # compare.hpp kFp16RelTol
+# FP8 anchors (torchao): every GEMM input and weight rounded to E4M3, as the FP8 encoder steps'
+# logits bound has it (stages/encoder/harness.hpp, kFp8LogitsRelTol).
+FP8_REL_TOL = 0.15
 
 # Exit codes, as the benches (common/harness/cli.cpp run_main).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OOM = 0, 1, 2, 3
@@ -335,6 +338,39 @@ def _clocks(device):
     return out
 
 
+# ---- torchao ------------------------------------------------------------------------------------
+
+def import_torchao(repo=None):
+    """torchao, from this interpreter or from the wheel `./study setup` keeps in <repo>/.deps/wheels/
+    (a GPU node may have no network): installed once with pip --no-index into .deps/torchao/<wheel>/
+    and put on sys.path. Returns (module, "") or (None, why)."""
+    try:
+        import torchao
+        return torchao, ""
+    except ImportError:
+        pass
+    repo = repo or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    wheels = sorted(f for f in os.listdir(os.path.join(repo, ".deps", "wheels"))
+                    if f.startswith("torchao-") and f.endswith(".whl")) if os.path.isdir(
+        os.path.join(repo, ".deps", "wheels")) else []
+    if not wheels:
+        return None, "torchao is not installed and .deps/wheels/ holds no torchao wheel (./study setup fetches it)"
+    wheel = os.path.join(repo, ".deps", "wheels", wheels[-1])
+    target = os.path.join(repo, ".deps", "torchao", wheels[-1][:-len(".whl")])
+    if not os.path.isdir(target):
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
+                            target, wheel], capture_output=True, text=True)
+        if r.returncode != 0:
+            last = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+            return None, f"pip could not install {wheels[-1]}: {last[0]}"
+    sys.path.insert(0, target)
+    try:
+        import torchao
+        return torchao, ""
+    except Exception as e:  # a wheel for another torch: an import error of its own kind
+        return None, f"torchao from {wheels[-1]} does not import: {type(e).__name__}: {e}".splitlines()[0]
+
+
 # ---- checking -----------------------------------------------------------------------------------
 
 class ErrorSum:
@@ -412,9 +448,10 @@ class Problem:
     which, with every variant's median (e.g. eager vs CUDA-graph replay of one expression)."""
 
     def __init__(self, run, check, bytes_moved, flops=None, launches=None, host_syncs=0,
-                 note="", columns=None, variants=None):
+                 note="", columns=None, variants=None, rel_tol=FP16_REL_TOL):
         self.run, self.check, self.bytes, self.flops = run, check, bytes_moved, flops
         self.launches, self.host_syncs, self.note = launches, host_syncs, note
+        self.rel_tol = rel_tol  # the check's bound on rel_l2_err
         self.columns = columns or {}
         self.variants = list(variants or [])
 
@@ -576,7 +613,7 @@ def run_anchor(family, versions, summary, add_args, identity, build, argv=None):
         if args.check:
             max_abs, rel_l2, nonfinite = problem.check()
             row["max_abs_err"], row["rel_l2_err"] = max_abs, rel_l2
-            if nonfinite or not rel_l2 <= FP16_REL_TOL:
+            if nonfinite or not rel_l2 <= problem.rel_tol:
                 row["device_bytes"] = torch.cuda.memory_allocated(args.device)
                 prefix = problem.note.split("{check}")[0]
                 return finish(torch, "failed",

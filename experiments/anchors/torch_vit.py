@@ -6,6 +6,15 @@
   pytorch_timm_graph           the same forward captured once in a CUDA graph and replayed.
   pytorch_timm_compile_graph   torch.compile(mode="max-autotune-no-cudagraphs"), then captured
                                in a CUDA graph and replayed (compiling takes minutes).
+  pytorch_torchao_fp8_tensor_graph
+                               the PyTorch user's FP8: torchao's
+                               Float8DynamicActivationFloat8WeightConfig (E4M3 weights, activations
+                               quantized per call with a dynamic scale) with one scale per tensor,
+                               on the fp16 model, compiled and replayed as the compile anchor.
+  pytorch_torchao_fp8_row_graph
+                               the same with one scale per row (activations) and per output
+                               channel (weights), which torchao 0.18 runs only on bf16 weights:
+                               the model is bf16 there, not fp16 as every other row.
 
 Problem as stages/encoder: `batch` images of `image_size` px through timm's
 vit_{tiny,small,base,large}_patch16 (the study's vit_ti/s/b/l) with seeded random weights
@@ -22,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
 
 FAMILY = "encoder"
-VERSIONS = ("pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph")
+TORCHAO = ("pytorch_torchao_fp8_tensor_graph", "pytorch_torchao_fp8_row_graph")
+VERSIONS = ("pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph") + TORCHAO
 TIMM_NAMES = {"vit_ti": "vit_tiny_patch16_224", "vit_s": "vit_small_patch16_224",
               "vit_b": "vit_base_patch16_224", "vit_l": "vit_large_patch16_224"}
 NUM_CLASSES = 1000
@@ -64,6 +74,15 @@ def build(torch, args):
         raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
     import timm
     dev = torch.device("cuda", args.device)
+    fp8 = args.version in TORCHAO
+    row_scales = args.version == "pytorch_torchao_fp8_row_graph"
+    if fp8:
+        if torch.cuda.get_device_capability(dev) < (8, 9):
+            raise common.Skip("FP8 GEMMs need compute capability 8.9 or newer")
+        torchao, why = common.import_torchao()
+        if torchao is None:
+            raise common.Skip(why)
+    dtype = torch.bfloat16 if row_scales else torch.float16
     torch.manual_seed(args.seed)
     model = timm.create_model(TIMM_NAMES[args.model], pretrained=False, img_size=args.image_size,
                               num_classes=NUM_CLASSES)
@@ -72,14 +91,17 @@ def build(torch, args):
     if args.check:  # float64 twin with the same weights, before the fp16 cast
         import copy
         reference = copy.deepcopy(model).double()
-    model = model.half()
+    model = model.to(dtype)
     gen = torch.Generator(device=dev)
     gen.manual_seed(args.seed + 1)
     images = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=gen,
-                         device=dev, dtype=torch.float32).half()
+                         device=dev, dtype=torch.float32).to(dtype)
 
     net = model
-    if args.version == "pytorch_timm_compile_graph":
+    if fp8:
+        from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, PerTensor, quantize_
+        quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow() if row_scales else PerTensor()))
+    if fp8 or args.version == "pytorch_timm_compile_graph":
         net = torch.compile(model, mode="max-autotune-no-cudagraphs")
 
     # no_grad, not inference_mode: the graph's static output is poisoned in place before the
@@ -103,11 +125,16 @@ def build(torch, args):
         max_abs, rel = err.result()
         return max_abs, rel, nonfinite
 
-    return common.Problem(run=run, check=check,
+    what = ""
+    if fp8:
+        what = (f"torchao {torchao.__version__} Float8DynamicActivationFloat8WeightConfig("
+                f"{'PerRow' if row_scales else 'PerTensor'}){', bf16 model (per-row needs it)' if row_scales else ''}; ")
+    return common.Problem(run=run, check=check, rel_tol=common.FP8_REL_TOL if fp8 else common.FP16_REL_TOL,
+                          columns={"precision": "fp8_e4m3"} if fp8 else None,
                           bytes_moved=bytes_moved(args.model, args.batch, args.image_size, args.tokens),
                           flops=flops(args.model, args.batch, args.tokens), launches=launches,
                           host_syncs=0,
-                          note=f"timm {timm.__version__} {TIMM_NAMES[args.model]} "
+                          note=f"{what}timm {timm.__version__} {TIMM_NAMES[args.model]} "
                                f"img_size={args.image_size}; {{check}} (logits of images "
                                f"0 and {args.batch - 1} vs float64); {note}{launch_note}")
 

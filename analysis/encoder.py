@@ -808,7 +808,8 @@ for f in sorted(run.path.parent.glob("*/**/timm_parity*/parity.json")):
         raise sd.DataError(f"{sd.show_path(f)}: not a parity result ({e})") from None
     if j.get("passed") is True and "version" in j:
         vouched.setdefault(j["version"], []).append(
-            f"{int(j['image_size'])} px, {j.get('weight_set', 'timm')} weights ({f.parent.relative_to(run.path.parent).parent})")
+            f"{int(j['image_size'])} px, {j.get('weight_set', 'timm')} weights "
+            f"({f.parent.relative_to(run.path.parent).parent})")
 by_step = pd.DataFrame({"step": LADDER, "passing timm parity": [
     "; ".join(vouched[v]) if v in vouched else "**none**" for v in LADDER]})
 ctx.table("encoder_parity_by_step", sd.markdown_table(by_step, {}),

@@ -332,7 +332,8 @@ TEST_CASE("FP8 GEMM: malformed calls are refused") {
 // cuBLASLt cannot run them; without it, every other case.
 int main(int argc, char** argv) {
   std::vector<char*> args(argv, argv + argc);
-  const auto flag = std::find_if(args.begin(), args.end(), [](const char* a) { return std::strcmp(a, "--per-channel") == 0; });
+  const auto flag =
+      std::find_if(args.begin(), args.end(), [](const char* a) { return std::strcmp(a, "--per-channel") == 0; });
   const bool per_channel = flag != args.end();
   if (per_channel) args.erase(flag);
   std::string filter = std::string(per_channel ? "--test-case=" : "--test-case-exclude=") + kPerChannelCase;

@@ -82,7 +82,8 @@ void Cli::add_common(CommonOptions& o) {
                      char* end = nullptr;
                      const double x = std::strtod(v.c_str(), &end);
                      if (v.empty() || *end || !(x >= 0 && x <= 600))
-                       throw StudyError(ErrorKind::Usage, "--energy must be seconds between 0 and 600, got '" + v + "'");
+                       throw StudyError(ErrorKind::Usage,
+                                        "--energy must be seconds between 0 and 600, got '" + v + "'");
                      o.energy_seconds = x;
                    }});
 }

@@ -127,8 +127,8 @@ def build(torch, args):
 
     what = ""
     if fp8:
-        what = (f"torchao {torchao.__version__} Float8DynamicActivationFloat8WeightConfig("
-                f"{'PerRow' if row_scales else 'PerTensor'}){', bf16 model (per-row needs it)' if row_scales else ''}; ")
+        scales = "PerRow), bf16 model (per-row needs it)" if row_scales else "PerTensor)"
+        what = f"torchao {torchao.__version__} Float8DynamicActivationFloat8WeightConfig({scales}; "
     return common.Problem(run=run, check=check, rel_tol=common.FP8_REL_TOL if fp8 else common.FP16_REL_TOL,
                           columns={"precision": "fp8_e4m3"} if fp8 else None,
                           bytes_moved=bytes_moved(args.model, args.batch, args.image_size, args.tokens),

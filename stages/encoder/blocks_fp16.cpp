@@ -114,7 +114,8 @@ class Fp16Blocks final : public BlockRunner {
       if (study::planted("attention_zeroes_last_query_tile"))
         CUDA_CHECK(cudaMemsetAsync(out + static_cast<std::size_t>(last) * D, 0, sizeof(__half) * (T - last) * D, s));
       if (study::planted("attention_drops_last_key_tile") && last > 0)
-        attn_.launch({1, last, p_.model.heads, p_.model.head_dim()}, {b.qkv + static_cast<std::size_t>(img) * T * 3 * D, out}, s);
+        attn_.launch({1, last, p_.model.heads, p_.model.head_dim()},
+                     {b.qkv + static_cast<std::size_t>(img) * T * 3 * D, out}, s);
     }
   }
 

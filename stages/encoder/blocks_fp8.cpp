@@ -58,7 +58,8 @@ class Fp8Blocks final : public BlockRunner {
   void capture_fp8_stages() override {
     const std::size_t act = static_cast<std::size_t>(p_.rows()) * p_.model.hidden;
     capture_ = std::make_unique<Capture>(Capture{study::DeviceBuffer<__half>(act), study::DeviceBuffer<f8::e4m3>(act),
-                                                 study::DeviceBuffer<f8::e4m3>(act), study::DeviceBuffer<f8::e4m3>(act)});
+                                                 study::DeviceBuffer<f8::e4m3>(act),
+                                                 study::DeviceBuffer<f8::e4m3>(act)});
   }
 
   Forward::Fp8Stages fp8_stages(const Lane& l) const override {

@@ -118,7 +118,9 @@ class BlockRunner {
   // and for runners that request none).
   virtual unsigned long long l2_requested_bytes() const { return 0; }
   // Test hooks of the FP8 runner (Forward::capture_fp8_stages); the others refuse.
-  virtual void capture_fp8_stages() { throw study::StudyError(study::ErrorKind::Usage, "only blocks=fp8 has FP8 stages"); }
+  virtual void capture_fp8_stages() {
+    throw study::StudyError(study::ErrorKind::Usage, "only blocks=fp8 has FP8 stages");
+  }
   virtual Forward::Fp8Stages fp8_stages(const Lane&) const { return {}; }
 };
 

@@ -83,7 +83,8 @@ std::vector<float> reference_head(const std::vector<float>& x, int batch, const 
   const int D = w.cfg.hidden, T = study::tokens_for_image(w.image_size);
   std::vector<float> cls(static_cast<std::size_t>(batch) * D), norm, logits;
   for (int b = 0; b < batch; ++b)
-    std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(b) * T * D, D, cls.begin() + static_cast<std::ptrdiff_t>(b) * D);
+    std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(b) * T * D, D,
+                cls.begin() + static_cast<std::ptrdiff_t>(b) * D);
   ref::layernorm(cls, w.norm_g, w.norm_b, batch, D, ref::kLayerNormEps, norm);
   ref::linear(norm, batch, D, w.head_w, w.head_b, w.num_classes, logits);
   return logits;

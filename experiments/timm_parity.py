@@ -8,8 +8,9 @@
 It exports timm's vit_*_patch16 (reference/export_timm_fixture.py --model) with one of two weight
 sets: `timm`, timm's own seeded init (zero biases, unit LayerNorm gains, nearly uniform attention,
 which hide bias, gain/shift and most attention bugs), or `random` (the default), where every
-parameter is drawn: LayerNorm gains and shifts, every bias, cls and position embeddings, the head,
-and QKV weights large enough that attention is far from uniform. It draws N(0, 1) images (rounded
+parameter is drawn (reference/export_timm_fixture.py's randomize: LayerNorm gains and shifts,
+every bias, cls and position embeddings, the head; weights of 1/sqrt(fan-in), so activations are
+O(1), attention is peaked and GELU works over its whole curve). It draws N(0, 1) images (rounded
 to fp16, so both sides see the same input), runs timm in fp32 and fp16 and the encoder bench with
 --weights/--images/--logits-out, and passes when
   - logits rel L2, ours vs timm fp16, <= 1e-2;
@@ -33,32 +34,6 @@ REL_L2_MAX = 1e-2
 AGREEMENT_MIN = 0.99
 MARGIN_FACTOR = 10.0
 FP32_RATIO_MAX = 1.5  # ours vs fp32, over timm fp16 vs fp32 (random weights)
-
-
-def randomize(model, seed):
-    """Every parameter drawn (in place), so that no bias, gain, shift or embedding is a constant
-    a wrong kernel could get right by accident: weights keep timm's scale (QKV's tripled, so the
-    scores spread over several units and softmax is far from uniform), biases N(0, 0.05),
-    LayerNorm gains 1 + N(0, 0.2) and shifts N(0, 0.1), cls and position N(0, 0.5), the head N(0, 0.05)."""
-    import torch
-    gen = torch.Generator().manual_seed(seed + 7)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if name.endswith("bias"):
-                value = 0.05 * noise
-            elif "norm" in name:  # LayerNorm gains (their biases are above)
-                value = 1 + 0.2 * noise
-            elif name in ("cls_token", "pos_embed"):
-                value = 0.5 * noise
-            elif name.startswith("head"):
-                value = 0.05 * noise
-            elif "qkv" in name:
-                value = 0.06 * noise
-            else:
-                value = 0.02 * noise
-            p.copy_(value.to(p.dtype))
-    return model
 
 
 def main(argv=None):
@@ -89,8 +64,8 @@ def main(argv=None):
     work = args.out / "work"
     work.mkdir(exist_ok=True)
     model = fx.timm_vit(args.model, args.image_size, args.seed)
-    if args.weight_set == "random":
-        randomize(model, args.seed)
+    if args.weight_set == "random":  # the same draw as fp8_accuracy.py's "randomized" weight set
+        fx.randomize(model, torch.Generator().manual_seed(args.seed + 7))
     weights = work / "weights.safetensors"
     fx.save_safetensors(model.state_dict(), weights, {"model": fx.TIMM_NAMES[args.model]})
 

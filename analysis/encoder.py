@@ -391,6 +391,28 @@ else:
     ctx.missing("figure", "encoder_energy", f"this run has no encoder rows with energy at batch {EB}, {where} "
                 "(a spec's energy_s, or --energy on the bench)")
 
+# Images per joule of every step and anchor with energy, against torch.compile's at the same batch.
+energy_rows = at_key[at_key["energy_j"].notna()] if "energy_j" in at_key else at_key.iloc[0:0]
+if len(energy_rows):
+    comp = {int(r["batch"]): r["batch"] / r["energy_j"]
+            for _, r in energy_rows[energy_rows["version"] == COMPILE].iterrows()}
+    et = pd.DataFrame([{
+        "version": label(r["version"]), "batch": int(r["batch"]), "ms": r["median_us"] / 1e3,
+        "images/J": r["batch"] / r["energy_j"], "W": r["power_w"], "MHz": r["energy_mhz"],
+        "x torch.compile images/J": (r["batch"] / r["energy_j"] / comp[int(r["batch"])]
+                                     if int(r["batch"]) in comp else np.nan)}
+        for _, r in energy_rows.sort_values(["batch", "median_us"]).iterrows()])
+    ctx.table("encoder_images_per_joule", sd.markdown_table(et, {
+        "batch": sd.fmt_int, "ms": lambda x: f"{x:.3f}", "images/J": lambda x: f"{x:.1f}",
+        "W": lambda x: f"{x:.0f}", "MHz": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}",
+        "x torch.compile images/J": lambda x: "-" if not np.isfinite(x) else f"{x:.2f}x"}),
+        f"Energy per image of every step and anchor measured with it, {where}: images per joule (the batch "
+        f"over the joules of one forward, from NVML's board energy counter over a loop of at least 5 s of "
+        f"back-to-back forwards), the loop's mean power and SM clock, and images per joule against "
+        f"torch.compile's at the same batch (medians across rounds; docs/method.md, Energy). {prov}.")
+else:
+    ctx.missing("table", "encoder_images_per_joule", f"this run has no encoder rows with energy at {where}")
+
 # %% [markdown]
 # ## A batch-1 forward kernel by kernel (Nsight Compute)
 #

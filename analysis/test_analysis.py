@@ -433,6 +433,17 @@ class EncoderReport(unittest.TestCase):
                 self.assertTrue((self.out / "text" / f"{name}.md").read_text().strip(), name)
         self.assertIn("run synthetic-encoder-run, commit abcdef012345", self.readme)
 
+    def test_energy_against_torch_compile(self):
+        # Synthetic energy: 600 W for our steps, 650 W for the anchors, so images per joule is
+        # the time ratio times 650/600, and torch.compile's own row is 1.00x.
+        table = (self.out / "tables" / "encoder_images_per_joule.md").read_text()
+        self.assertIn("| timm torch.compile + CUDA graph | 256 |", table)
+        self.assertRegex(table, r"\| timm torch\.compile \+ CUDA graph \| 256 \|[^\n]*\| 650 \| 1500 \| 1\.00x \|")
+        e6 = re.search(r"\| e6_best \| 256 \| ([0-9.]+) \| [0-9.]+ \| 600 \| 1500 \| ([0-9.]+)x \|", table)
+        comp = re.search(r"\| timm torch\.compile \+ CUDA graph \| 256 \| ([0-9.]+) \|", table)
+        self.assertAlmostEqual(float(e6.group(2)), float(comp.group(1)) / float(e6.group(1)) * 650 / 600, delta=0.02)
+        self.assertIn("](figures/encoder_energy.png)", self.readme)
+
     def test_median_of_rounds_in_ladder(self):
         rows = [r for r in read_rows(self.run_dir / "encoder.csv")
                 if r["version"] == "e6_best" and r["batch"] == "256" and r["image_size"] == "224"

@@ -483,7 +483,7 @@ class _Nvml:
         prop = torch.cuda.get_device_properties(device)
         bus = getattr(prop, "pci_bus_id", None)
         if bus is not None:  # NVML numbers devices its own way: the PCI address names this one
-            pci = f"{getattr(prop, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(prop, 'pci_device_id', 0):02x}.0"
+            pci = f"{getattr(prop, 'pci_domain_id', 0):08X}:{bus:02X}:{getattr(prop, 'pci_device_id', 0):02X}.0"
             rc = self.lib.nvmlDeviceGetHandleByPciBusId_v2(pci.encode(), ctypes.byref(self.handle))
         else:
             rc = self.lib.nvmlDeviceGetHandleByIndex_v2(device, ctypes.byref(self.handle))

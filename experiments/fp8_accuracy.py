@@ -14,9 +14,11 @@ Three weight sets of timm's vit_*_patch16 (no pretrained download on this machin
               20-50x larger than the rest, and a few residual-stream channels of large magnitude
               (cls token and position embedding offset there), so one per-tensor scale must
               cover values 1-2 orders of magnitude above the typical one.
-For each, N(0, 1) images (rounded to fp16) are run through timm in fp32 and fp16 (GPU) and
-through the encoder benches of the fp16 step and the FP8 step (--weights, --images,
---calibration-images: 32 other images, --logits-out). Each forward is compared with timm fp32:
+For each, N(0, 1) images (rounded to fp16) are run through timm in fp32 and fp16 (GPU), through
+the encoder benches of the fp16 step and the FP8 step (--weights, --images,
+--calibration-images: 32 other images, --logits-out), and through the PyTorch user's FP8 (torchao's
+Float8DynamicActivationFloat8WeightConfig, per tensor on the fp16 model and per row on a bf16 one,
+eager) where torchao imports (or installs from .deps/wheels/). Each forward is compared with timm fp32:
 logits rel L2 and top-1 agreement over all images. Writes accuracy.csv (one row per weight set x
 forward; also the agreement over "decisive" images, whose margin exceeds 4x that forward's RMS
 logit error on them), accuracy.json and accuracy.txt into --out. Exit 0 when the FP8 step agrees with timm
@@ -145,6 +147,9 @@ def main(argv=None):
     fx.save_safetensors({"images": images}, images_path, {})
     fx.save_safetensors({"images": calibration}, calibration_path, {})
 
+    sys.path.insert(0, str(REPO / "experiments" / "anchors"))
+    import common  # the anchors' torchao import (the wheel of .deps/wheels/ on an offline node)
+    torchao, torchao_why = common.import_torchao()
     rows, commands = [], []
     for kind in sets:
         print(f"fp8_accuracy.py: {kind}: timm fp32 and fp16, then {', '.join(benches)}", flush=True)
@@ -164,6 +169,16 @@ def main(argv=None):
             commands.append(cmd)
             precision = "fp8_e4m3" if v == args.fp8_version else "fp16"
             forwards[f"encoder {v}"] = (precision, logits)
+        if torchao is not None:  # the PyTorch user's FP8 on the same weights and images (eager)
+            from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, PerTensor, quantize_
+            for name, granularity, dtype in (("torchao per tensor", PerTensor(), torch.float16),
+                                             ("torchao per row (bf16)", PerRow(), torch.bfloat16)):
+                q = build_weights(kind, args.model, args.image_size, args.seed).to(dev).to(dtype)
+                quantize_(q, Float8DynamicActivationFloat8WeightConfig(granularity=granularity))
+                with torch.inference_mode():
+                    forwards[name] = ("fp8_e4m3", torch.cat([q(c.to(dev).to(dtype)).float().cpu()
+                                                             for c in images.split(32)]))
+                del q
         for name, (precision, logits) in forwards.items():
             m = metrics(logits, fp32)
             finite = bool(torch.isfinite(logits).all())
@@ -188,6 +203,7 @@ def main(argv=None):
               "rows": rows, "criteria": {"agreement_min": AGREEMENT_MIN, "judged": list(JUDGED), "images_min": 256,
                                          "decisive_margin_over_rms_error": DECISIVE},
               "outliers": {"gamma_channels": GAMMA_CHANNELS, "stream_channels": STREAM_CHANNELS},
+              "torchao": torchao.__version__ if torchao is not None else f"not run: {torchao_why}",
               "passed": ok, "commands": commands}
     (args.out / "accuracy.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"{result['model']} {args.image_size} px, {args.images} N(0,1) images per weight set, against timm "
@@ -196,6 +212,8 @@ def main(argv=None):
         lines.append(f"{r['weights']:11s} {r['forward']:24s} {r['precision']:9s} rel L2 {r['logits_rel_l2']:.3e} "
                      f"top-1 agreement {r['top1_agreement']:.2%} ({r['top1_agreement_decisive']:.2%} over "
                      f"{r['decisive_images']} images with a margin > {DECISIVE:g}x its RMS error)")
+    if torchao is None:
+        lines.append(f"torchao not run: {torchao_why}")
     lines.append(f"FP8 agreement >= {AGREEMENT_MIN:.0%} on {', '.join(JUDGED)}: {'PASSED' if ok else 'FAILED'}")
     (args.out / "accuracy.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -5,7 +5,7 @@
 namespace encoder {
 
 // One row per step: name, parent, what it changes, and its delta (composition.hpp's text form).
-// e1-e15 are the compositions they were measured with (stages/encoder/e*/NOTES.md); a step that
+// e1-e16 are the compositions they were measured with (stages/encoder/e*/NOTES.md); a step that
 // left the build is in stages/encoder/TRIED.md with its numbers.
 const std::vector<Step>& steps() {
   static const std::vector<Step> table = {
@@ -53,6 +53,10 @@ const std::vector<Step>& steps() {
       {"e16_half_gelu", "e14_l2_prefetch",
        "the MLP version half_gelu_epilogue: fc1's GELU epilogue in fp16 pairs, the fastest MLP of its family",
        "mlp=half_gelu_epilogue"},
+      {"e17_l2_panels", "e16_half_gelu",
+       "the MLP version l2_panels: fc1 then fc2 panel by panel over the rows, the hidden activation kept in L2 "
+       "(one panel where it fits there whole)",
+       "mlp=l2_panels"},
   };
   return table;
 }

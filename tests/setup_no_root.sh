@@ -51,13 +51,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The checkout as a user has it: tracked and unignored files; the cuDNN frontend headers are
-# copied when present so that the test does not download them (they are not what it tests).
+# The checkout as a user has it: tracked and unignored files; the cuDNN frontend headers, the
+# torchao wheel and the digits data are copied when present so that the test does not download
+# them (they are not what it tests).
 mkdir -p "$tmp/repo" "$tmp/home" "$tmp/doctest_dir/doctest" "$tmp/empty"
 git -C "$repo" ls-files -co --exclude-standard -z | (cd "$repo" && tar --null -T - -cf -) |
   tar -C "$tmp/repo" -xf - || fail "could not copy the checkout"
-[[ -d "$repo/.deps/cudnn_frontend" ]] && mkdir -p "$tmp/repo/.deps" &&
-  cp -rL "$repo/.deps/cudnn_frontend" "$tmp/repo/.deps/"
+for d in cudnn_frontend wheels digits; do
+  [[ -d "$repo/.deps/$d" ]] && mkdir -p "$tmp/repo/.deps" && cp -rL "$repo/.deps/$d" "$tmp/repo/.deps/"
+done
 cp /usr/include/doctest/*.h "$tmp/doctest_dir/doctest/"
 # A stand-in nvidia-smi: one H200 (compute capability 9.0).
 mkdir -p "$tmp/gpu_bin"

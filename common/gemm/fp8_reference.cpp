@@ -2,18 +2,9 @@
 #include <cuda_fp8.h>
 #include <algorithm>
 #include <cmath>
+#include "harness/check.hpp"
 
 namespace study::fp8 {
-
-namespace {
-
-float rms(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s += static_cast<double>(x) * x;
-  return v.empty() ? 0.f : static_cast<float>(std::sqrt(s / static_cast<double>(v.size())));
-}
-
-}  // namespace
 
 std::vector<float> quantized(const std::vector<float>& x, float inv_scale) {
   std::vector<float> q(x.size());
@@ -44,19 +35,27 @@ std::vector<float> dequantized_weight(const std::vector<float>& w, int n, int k,
   return out;
 }
 
+std::vector<float> host_values(const e4m3* device, std::size_t n) {
+  std::vector<e4m3> q(n);
+  CUDA_CHECK(cudaMemcpy(q.data(), device, n * sizeof(e4m3), cudaMemcpyDeviceToHost));
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = to_float(q[i]);
+  return out;
+}
+
 float gelu_tanh(float x) {
   const double v = x;
   return static_cast<float>(0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
 }
 
 study::Tolerance e4m3_stage_tolerance(const std::vector<float>& want) {
-  return {1e-2, 0x1p-9 + 1e-2 * rms(want), 0.13};
+  return {1e-2, 0x1p-9 + 1e-2 * study::rms(want), 0.13};
 }
 
 study::Tolerance branch_tolerance(const std::vector<float>& branch, const std::vector<float>& y) {
   float amax = 0.f;
   for (float v : y) amax = std::max(amax, std::fabs(v));
-  return {1e-2, 2e-2 * rms(branch) + 0x1p-10 * amax, 2e-2};
+  return {1e-2, 2e-2 * study::rms(branch) + 0x1p-10 * amax, 2e-2};
 }
 
 }  // namespace study::fp8

@@ -15,6 +15,8 @@ std::vector<float> quantized(const std::vector<float>& x, float inv_scale);
 std::vector<float> dequantized_weight(const std::vector<float>& w, int n, int k, Scaling scaling);
 // v * s for every element.
 std::vector<float> scaled(std::vector<float> v, float s);
+// n E4M3 values a kernel wrote (device), copied back as floats (unscaled).
+std::vector<float> host_values(const e4m3* device, std::size_t n);
 // The tanh GELU of cuBLASLt's GELU_BIAS epilogue.
 float gelu_tanh(float x);
 

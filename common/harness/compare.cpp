@@ -63,4 +63,10 @@ Comparison compare_via_gpu_reference(const std::vector<float>& got, const std::v
   return compare(got, gref, tol);
 }
 
+double rms(const std::vector<float>& v) {
+  double sum2 = 0;
+  for (float x : v) sum2 += static_cast<double>(x) * x;
+  return v.empty() ? 0 : std::sqrt(sum2 / static_cast<double>(v.size()));
+}
+
 }  // namespace study

@@ -47,6 +47,9 @@ struct Comparison {
 
 Comparison compare(const std::vector<float>& got, const std::vector<float>& ref, const Tolerance& tol = {});
 
+// Root mean square of v (0 when empty), summed in double: the scale tolerances are set against.
+double rms(const std::vector<float>& v);
+
 // `got` against a GPU reference `gref` that covers every element, once the GPU reference itself
 // agrees with the CPU reference `want` where the CPU computed it (`gref_sample`: gref gathered as
 // want is). A disagreement there is a fault of the GPU reference, not of the version: it throws

@@ -7,6 +7,7 @@
 // of the weights' calibration (encoder::calibrate_fp8), which the forward refuses to run without.
 #include "encoder/runner.hpp"
 #include "gemm/fp8.hpp"
+#include "gemm/fp8_reference.hpp"
 #include "harness/gpu.hpp"
 
 namespace encoder {
@@ -73,13 +74,7 @@ class Fp8Blocks final : public BlockRunner {
       for (std::size_t i = 0; i < n; ++i) out[i] = __half2float(h[i]);
       return out;
     };
-    auto e4m3s = [](const void* d, std::size_t n) {
-      std::vector<f8::e4m3> q(n);
-      CUDA_CHECK(cudaMemcpy(q.data(), d, n, cudaMemcpyDeviceToHost));
-      std::vector<float> out(n);
-      for (std::size_t i = 0; i < n; ++i) out[i] = f8::to_float(q[i]);
-      return out;
-    };
+    auto e4m3s = [](const void* d, std::size_t n) { return f8::host_values(static_cast<const f8::e4m3*>(d), n); };
     CUDA_CHECK(cudaDeviceSynchronize());
     return {halves(capture_->x_in.get(), act), e4m3s(capture_->ln1.get(), act), halves(b.qkv, 3 * act),
             e4m3s(capture_->attn.get(), act), halves(b.x_mid, act), e4m3s(capture_->ln2.get(), act),

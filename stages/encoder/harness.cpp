@@ -10,19 +10,13 @@
 
 namespace encoder {
 
-namespace {
-
-double rms(const std::vector<float>& v) {
-  double sum2 = 0;
-  for (float x : v) sum2 += static_cast<double>(x) * x;
-  return v.empty() ? 0 : std::sqrt(sum2 / static_cast<double>(v.size()));
+study::Tolerance logits_tolerance(const std::vector<float>& ref) {
+  return {kLogitsRelTol, 5e-2 * study::rms(ref), 1e-2};
 }
 
-}  // namespace
-
-study::Tolerance logits_tolerance(const std::vector<float>& ref) { return {kLogitsRelTol, 5e-2 * rms(ref), 1e-2}; }
-
-study::Tolerance stream_tolerance(const std::vector<float>& ref) { return {kStreamRelTol, 1e-2 * rms(ref), 1e-2}; }
+study::Tolerance stream_tolerance(const std::vector<float>& ref) {
+  return {kStreamRelTol, 1e-2 * study::rms(ref), 1e-2};
+}
 
 study::Tolerance fp8_stream_tolerance(const std::vector<float>& ref) { return fp8_logits_tolerance(ref); }
 

@@ -48,12 +48,6 @@ ref::VitWeights first_blocks(ref::VitWeights w, int n) {
   return w;
 }
 
-double rms(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s += static_cast<double>(x) * x;
-  return v.empty() ? 0 : std::sqrt(s / static_cast<double>(v.size()));
-}
-
 std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
   std::vector<float> d(a.size());
   for (std::size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
@@ -205,7 +199,7 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
   check_stage("LN1 in E4M3", g.ln1, want, f8::e4m3_stage_tolerance(want));
 
   ref::linear(f8::scaled(g.ln1, s_ln1), rows, D, weight(b.qkv_w, 3 * D, D), b.qkv_b, 3 * D, want);
-  check_stage("QKV", g.qkv, want, {5e-3, 1e-2 * rms(want), 1e-2});
+  check_stage("QKV", g.qkv, want, {5e-3, 1e-2 * study::rms(want), 1e-2});
 
   ref::attention(g.qkv, batch, T, p.model.heads, p.model.head_dim(), y);
   for (auto& v : y) v = c.attention_e4m3 ? half_rounded(v / s_attn) * s_attn : half_rounded(v);

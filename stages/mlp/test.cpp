@@ -195,16 +195,10 @@ TEST_CASE("FP8: x, h and fc2's branch against the recipe on the GPU's own E4M3 i
     CHECK(r.cmp.ok);
     REQUIRE(dev.fp8);
     const Fp8Inputs& f = *dev.fp8;
-    auto e4m3_values = [](const void* d, std::size_t n) {
-      std::vector<f8::e4m3> q(n);
-      CUDA_CHECK(cudaMemcpy(q.data(), d, n, cudaMemcpyDeviceToHost));
-      std::vector<float> out(n);
-      for (std::size_t i = 0; i < n; ++i) out[i] = f8::to_float(q[i]);
-      return out;
-    };
     const std::size_t n = static_cast<std::size_t>(p.rows) * p.hidden;
     const std::size_t nh = static_cast<std::size_t>(p.rows) * p.mlp_hidden;
-    const auto x8 = e4m3_values(f.x8.get(), n), h8 = e4m3_values(dev.h.get(), nh);
+    const auto x8 = f8::host_values(f.x8.get(), n);
+    const auto h8 = f8::host_values(reinterpret_cast<const f8::e4m3*>(dev.h.get()), nh);  // E4M3 h in h's first bytes
     const auto y = study::to_float(study::to_host(dev.y));
     const float sx = f.x_scale.host_scale, sh = f.h_scale.host_scale;
     auto check_stage = [](const char* stage, const std::vector<float>& got, const std::vector<float>& want,

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace study {
 
@@ -30,18 +31,29 @@ void require_gpu(int device) {
   CUDA_CHECK(cudaSetDevice(device));
 }
 
-int sm_count(int device) {
+namespace {
+
+// A device attribute, read from the driver once per (device, attribute): the stage versions ask
+// on every launch, and a launch inside a timed loop must not call the driver.
+int cached_attribute(cudaDeviceAttr attr, int device) {
   if (device < 0) CUDA_CHECK(cudaGetDevice(&device));
   static std::mutex mutex;
-  static std::map<int, int> known;
+  static std::map<std::pair<int, int>, int> known;
   const std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(device);
+  const std::pair<int, int> key{device, static_cast<int>(attr)};
+  auto it = known.find(key);
   if (it == known.end()) {
-    int sms = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    it = known.emplace(device, sms).first;
+    int value = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, device));
+    it = known.emplace(key, value).first;
   }
   return it->second;
 }
+
+}  // namespace
+
+int sm_count(int device) { return cached_attribute(cudaDevAttrMultiProcessorCount, device); }
+
+int l2_bytes(int device) { return cached_attribute(cudaDevAttrL2CacheSize, device); }
 
 }  // namespace study

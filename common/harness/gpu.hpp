@@ -17,6 +17,8 @@ bool gpu_required();
 void require_gpu(int device);
 // The SM count of `device` (the current device when -1), read from the driver once per device.
 int sm_count(int device = -1);
+// The L2 size of `device` in bytes (the current device when -1), read once per device.
+int l2_bytes(int device = -1);
 
 template <typename T>
 DeviceBuffer<T> to_device(const std::vector<T>& host) {

@@ -6,7 +6,7 @@
 // as half_gelu_epilogue, where all of h fits in half the L2 already.
 #include <algorithm>
 #include "gemm/cutlass_gemm.hpp"
-#include "harness/check.hpp"
+#include "harness/gpu.hpp"
 #include "mlp/mlp.hpp"
 
 namespace mlp {
@@ -22,10 +22,7 @@ constexpr int kTileRows = 128;  // the M of the GEMMs' large tiles
 // two weight matrices (9.4 MB) room in a 50 MB L2. Grown by waves until the panel's h would pass
 // half the L2.
 int panel_rows(const Problem& p) {
-  int device = 0, sms = 0, l2 = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  const int sms = study::sm_count(), l2 = study::l2_bytes();
   const long long h_row = 2LL * p.mlp_hidden, budget = l2 / 2;
   if (static_cast<long long>(p.rows) * h_row <= budget) return p.rows;  // all of h fits already
   const int n_tiles = std::max(1, (p.hidden + kTileRows - 1) / kTileRows);

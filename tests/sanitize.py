@@ -3,6 +3,11 @@
 a small odd shape (docs/sanitizers.md says which tools run where, and why). Passes only when the
 tool reports no error and the program itself succeeds.
 
+The program runs once without the tool first: it must pass plainly, and the CUTLASS layer's
+per-shape kernel search (minutes under racecheck, and most of the host's memory) is then read
+from its cache (~/.cache/vit-cuda-study), so the tool checks the kernels the program runs, not
+the search.
+
   tests/sanitize.py TOOL EXECUTABLE [ARGS...]
 
 Exit 77 (skip) where there is no compute-sanitizer or no GPU, unless STUDY_REQUIRE_GPU=1 (the GPU
@@ -45,6 +50,10 @@ def main(argv):
         return skip("no compute-sanitizer on PATH or in the CUDA toolkit")
     if not os.path.exists("/dev/nvidiactl") and not os.path.exists("/dev/dxg"):
         return skip("no NVIDIA GPU device node")
+    plain = subprocess.run(program).returncode
+    if plain != 0:
+        print(f"the program failed without the tool (exit {plain})")
+        return 1
     cmd = [sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "20"]
     print("$ " + " ".join(cmd + program), flush=True)
     rc = subprocess.run(cmd + program).returncode

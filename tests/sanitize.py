@@ -1,22 +1,25 @@
 #!/usr/bin/env python3
 """One Compute Sanitizer check of one executable: `compute-sanitizer --tool TOOL` on a bench run at
 a small odd shape (docs/sanitizers.md says which tools run where, and why). Passes only when the
-tool reports no error and the program itself succeeds.
+tool reports no error, the program itself succeeds, and every CSV row the program wrote says
+`ok`: a bench that declines a shape (a `skipped` row, exit 0) ran no kernel, so it fails here.
+
+  tests/sanitize.py TOOL EXECUTABLE [ARGS...]     (ARGS without --csv: this script adds its own)
 
 The program runs once without the tool first: it must pass plainly, and the CUTLASS layer's
 per-shape kernel search (minutes under racecheck, and most of the host's memory) is then read
 from its cache (~/.cache/vit-cuda-study), so the tool checks the kernels the program runs, not
 the search.
 
-  tests/sanitize.py TOOL EXECUTABLE [ARGS...]
-
 Exit 77 (skip) where there is no compute-sanitizer or no GPU, unless STUDY_REQUIRE_GPU=1 (the GPU
 job), which makes that a failure.
 """
+import csv
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 ERROR_EXIT = 99
@@ -41,29 +44,55 @@ def skip(why):
     return 77
 
 
+def rows_not_ok(path):
+    """Why the rows at `path` do not show a run that checked its output, or '' when they do."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return "the program wrote no CSV"
+    if not rows:
+        return "the program wrote no row"
+    bad = [r for r in rows if r.get("status") != "ok"]
+    if bad:
+        return f"the program ran nothing: status {bad[0].get('status')!r} ({bad[0].get('note', '')})"
+    return ""
+
+
+def check(tool, program, sanitizer):
+    """0 when `program` passes plainly and under `tool`, else 1 (the reason printed)."""
+    if "--csv" in program:
+        sys.exit("tests/sanitize.py adds --csv itself: leave it out of the arguments")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, cmd in (("without the tool", []),
+                           (f"under {tool}", [sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
+                                              "--print-limit", "20"])):
+            rows = os.path.join(tmp, f"{len(cmd)}.csv")
+            full = cmd + program + ["--csv", rows]
+            print("$ " + " ".join(full), flush=True)
+            rc = subprocess.run(full).returncode
+            if cmd and rc == ERROR_EXIT:
+                print(f"{tool} reported errors")
+                return 1
+            if rc != 0:
+                print(f"the program failed {label} (exit {rc})")
+                return 1
+            why = rows_not_ok(rows)
+            if why:
+                print(f"{why}, {label}")
+                return 1
+    return 0
+
+
 def main(argv):
     if len(argv) < 3 or argv[1] not in TOOLS:
         sys.exit(__doc__)
-    tool, program = argv[1], argv[2:]
     sanitizer = find_sanitizer()
     if not sanitizer:
         return skip("no compute-sanitizer on PATH or in the CUDA toolkit")
     if not os.path.exists("/dev/nvidiactl") and not os.path.exists("/dev/dxg"):
         return skip("no NVIDIA GPU device node")
-    plain = subprocess.run(program).returncode
-    if plain != 0:
-        print(f"the program failed without the tool (exit {plain})")
-        return 1
-    cmd = [sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "20"]
-    print("$ " + " ".join(cmd + program), flush=True)
-    rc = subprocess.run(cmd + program).returncode
-    if rc == ERROR_EXIT:
-        print(f"{tool} reported errors")
-        return 1
-    if rc != 0:
-        print(f"the program failed under {tool} (exit {rc})")
-        return 1
-    return 0
+    return check(argv[1], argv[2:], sanitizer)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""tests/sanitize.py on a fake bench and a fake compute-sanitizer (no GPU): a clean run passes; a
+report by the tool, a failure with or without the tool, a bench that declines the shape (a
+`skipped` row, exit 0) and a bench that writes no row each fail."""
+import contextlib
+import os
+import io
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import sanitize  # noqa: E402
+
+# The bench: writes one row with the status in $STATUS (none: no file) to the path after --csv,
+# exits $EXIT_PLAIN without the tool ($UNDER_TOOL unset) and 0 under it.
+BENCH = """#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = --csv ] && csv=$2; shift; done
+[ -n "$UNDER_TOOL" ] || [ "${EXIT_PLAIN:-0}" = 0 ] || exit "$EXIT_PLAIN"
+[ "$STATUS" = none ] || printf 'family,status,note\\nattention,%s,B=3\\n' "$STATUS" > "$csv"
+exit 0
+"""
+# compute-sanitizer: drops its own options, runs the program, then exits $TOOL_EXIT if set.
+SANITIZER = """#!/bin/sh
+while [ "${1#--}" != "$1" ]; do shift 2; done
+UNDER_TOOL=1 "$@" || exit $?
+exit "${TOOL_EXIT:-0}"
+"""
+
+class SanitizeTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        root = Path(self.tmp.name)
+        self.bench, self.sanitizer = root / "bench", root / "compute-sanitizer"
+        for path, text in ((self.bench, BENCH), (self.sanitizer, SANITIZER)):
+            path.write_text(text)
+            path.chmod(0o755)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def check(self, **env):
+
+        saved = dict(os.environ)
+        os.environ.update({"STATUS": "ok", **env})
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                rc = sanitize.check("racecheck", [str(self.bench), "--batch", "3"], str(self.sanitizer))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        return rc, out.getvalue()
+
+    def test_clean_run_passes(self):
+        self.assertEqual(self.check()[0], 0)
+
+    def test_tool_report_fails(self):
+        rc, out = self.check(TOOL_EXIT=str(sanitize.ERROR_EXIT))
+        self.assertEqual(rc, 1)
+        self.assertIn("racecheck reported errors", out)
+
+    def test_program_failing_under_the_tool_fails(self):
+        rc, out = self.check(TOOL_EXIT="9")
+        self.assertEqual(rc, 1)
+        self.assertIn("failed under racecheck (exit 9)", out)
+
+    def test_program_failing_plainly_fails(self):
+        rc, out = self.check(EXIT_PLAIN="1")
+        self.assertEqual(rc, 1)
+        self.assertIn("failed without the tool", out)
+
+    def test_declined_shape_fails(self):
+        rc, out = self.check(STATUS="skipped")
+        self.assertEqual(rc, 1)
+        self.assertIn("ran nothing: status 'skipped'", out)
+
+    def test_no_row_fails(self):
+        rc, out = self.check(STATUS="none")
+        self.assertEqual(rc, 1)
+        self.assertIn("wrote no CSV", out)
+
+if __name__ == "__main__":
+    unittest.main()

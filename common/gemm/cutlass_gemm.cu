@@ -36,10 +36,11 @@ namespace {
 
 constexpr const char* kCublasLtSuffix = "+cublaslt";
 
-// "gelu_tanh"; for a folded LayerNorm "ln_gelu_tanh"; with cuBLASLt a candidate
-// "gelu_tanh+cublaslt".
+// "gelu_tanh"; for a folded LayerNorm "ln_gelu_tanh", for FP8 "fp8_gelu_tanh"; with cuBLASLt a
+// candidate "gelu_tanh+cublaslt".
 std::string activation_field(const Key& k) {
-  return (k.ln ? "ln_" : "") + std::string(activation_name(k.act)) + (k.cublaslt ? kCublasLtSuffix : "");
+  return (k.ln ? "ln_" : "") + std::string(k.fp8 ? "fp8_" : "") + activation_name(k.act) +
+         (k.cublaslt ? kCublasLtSuffix : "");
 }
 
 // Removes `suffix` from the end of s; whether it was there (and s longer than it).
@@ -49,10 +50,12 @@ bool strip_suffix(std::string& s, const std::string& suffix) {
   return true;
 }
 
-// The inverse of activation_field: sets k.act, k.ln and k.cublaslt.
+// The inverse of activation_field: sets k.act, k.ln, k.fp8 and k.cublaslt.
 bool parse_activation(std::string s, Key& k) {
   k.ln = s.rfind("ln_", 0) == 0;
   if (k.ln) s = s.substr(3);
+  k.fp8 = s.rfind("fp8_", 0) == 0;
+  if (k.fp8) s = s.substr(4);
   k.cublaslt = strip_suffix(s, kCublasLtSuffix);
   for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::GeluTanhF16})
     if (s == activation_name(c)) {
@@ -116,6 +119,46 @@ const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool c
     list = kernels_for(act, residual);
     // cuBLASLt's GELU epilogue is the tanh form (in fp32): a candidate for either tanh kernel set.
     list.push_back(act == Activation::None ? kCublasLtBias : kCublasLtGelu);
+  }
+  return list;
+}
+
+// The FP8 kernels of an epilogue: Bias (fp16 output, with or without the residual) or GeluBias
+// (E4M3 output). Stable storage.
+const std::vector<KernelEntry>& fp8_kernels_for(Epilogue e, bool residual) {
+  if (e == Epilogue::Bias) return residual ? detail::kernels_fp8_bias_residual() : detail::kernels_fp8_bias();
+  if (e == Epilogue::GeluBias && !residual) return detail::kernels_fp8_gelu_e4m3();
+  throw StudyError(ErrorKind::Usage, std::string("cutlass_gemm: FP8 kernels exist for bias (+ residual) with an fp16 "
+                                                 "output and bias + GELU with an E4M3 output, not ") +
+                                         epilogue_name(e) + (residual ? " with a residual" : ""));
+}
+
+// cuBLASLt's FP8 GEMM as a candidate: the caller's Fp8Gemm, same epilogue and output.
+cudaError_t run_fp8_cublaslt(const Launch& l, Epilogue e, cudaStream_t stream) {
+  try {
+    l.f8_cublaslt->run(l.shape, e, l.f8, stream);
+  } catch (const StudyError&) {
+    return cudaErrorNotSupported;
+  }
+  return cudaGetLastError();
+}
+bool fp8_cublaslt_given(const Launch& l) { return l.f8_cublaslt != nullptr; }
+const KernelEntry kFp8CublasLtBias{
+    "cublaslt", fp8_cublaslt_given, nothing_to_prepare,
+    [](const Launch& l, cudaStream_t s, bool) { return run_fp8_cublaslt(l, Epilogue::Bias, s); }, false};
+const KernelEntry kFp8CublasLtGelu{
+    "cublaslt", fp8_cublaslt_given, nothing_to_prepare,
+    [](const Launch& l, cudaStream_t s, bool) { return run_fp8_cublaslt(l, Epilogue::GeluBias, s); }, false};
+
+// The FP8 kernels of an epilogue, and cuBLASLt's after them when asked. Stable storage.
+const std::vector<KernelEntry>& fp8_candidates(Epilogue e, bool residual, bool cublaslt) {
+  const auto& kernels = fp8_kernels_for(e, residual);
+  if (!cublaslt) return kernels;
+  static std::map<std::pair<Epilogue, bool>, std::vector<KernelEntry>> lists;
+  auto& list = lists[{e, residual}];
+  if (list.empty()) {
+    list = kernels;
+    list.push_back(e == Epilogue::Bias ? kFp8CublasLtBias : kFp8CublasLtGelu);
   }
   return list;
 }
@@ -304,8 +347,8 @@ std::string unavailable() {
 }
 
 bool Key::operator<(const Key& o) const {
-  return std::tie(gpu, m, n, k, act, residual, ln, cublaslt, candidates) <
-         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.cublaslt, o.candidates);
+  return std::tie(gpu, m, n, k, act, residual, ln, fp8, cublaslt, candidates) <
+         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.fp8, o.cublaslt, o.candidates);
 }
 
 std::string CutlassCache::default_path() {
@@ -447,8 +490,9 @@ void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_
   const bool residual = op.residual != nullptr;
   // Erf GELU has no cuBLASLt candidate: its key records that none took part.
   const bool cublaslt = opt.cublaslt && act != Activation::GeluErf;
-  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, false, cublaslt, {}}, candidates(act, residual, cublaslt),
-              {s, op, 0, 1, lay.sms, {}, opt.cublaslt}, stream, opt.pdl);
+  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, /*ln=*/false, /*fp8=*/false, cublaslt, {}},
+              candidates(act, residual, cublaslt), {s, op, 0, 1, lay.sms, {}, opt.cublaslt, {}, nullptr}, stream,
+              opt.pdl);
 }
 
 void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, const LnFold& ln, cudaStream_t stream,
@@ -461,8 +505,61 @@ void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, c
   for (const void* p : {static_cast<const void*>(ln.col_sum), static_cast<const void*>(ln.col_bias)})
     if (!aligned16(p)) throw StudyError(ErrorKind::Usage, "cutlass_gemm: the per-column vectors must be 16-byte aligned");
   Layer& lay = layer();
-  run_planned({lay.gpu, s.m, s.n, s.k, act, false, true, false, {}}, ln_kernels_for(act),
-              {s, op, 0, 1, lay.sms, ln}, stream, opt.pdl);
+  run_planned({lay.gpu, s.m, s.n, s.k, act, false, /*ln=*/true, /*fp8=*/false, false, {}},
+              ln_kernels_for(act), {s, op, 0, 1, lay.sms, ln, nullptr, {}, nullptr}, stream, opt.pdl);
+}
+
+namespace {
+
+// What every FP8 call must satisfy, whichever kernel runs it.
+void validate_fp8(const GemmShape& s, Epilogue e, const Fp8Operands& op) {
+  if (const auto why = unavailable(); !why.empty()) throw StudyError(ErrorKind::Library, "cutlass_gemm: " + why);
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: sizes must be positive, got " + shape_text(s));
+  if (s.n % 16 || s.k % 16)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: FP8 needs n and k multiples of 16 (16-byte rows), got " +
+                                           shape_text(s));
+  if (!op.x || !op.x_scale || !op.w || !op.w->q.get() || !op.w->scale.get() || !op.bias)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: FP8 needs x, its scale, w with its scale, and bias");
+  if (op.w->scaling != fp8::Scaling::Tensor)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: the FP8 kernels take per-tensor weight scales only");
+  const bool e4m3_out = e == Epilogue::GeluBias;
+  if (e4m3_out && (!op.y8 || !op.y_inv_scale || op.y || op.residual))
+    throw StudyError(ErrorKind::Usage,
+                     "cutlass_gemm: FP8 bias + GELU writes E4M3: y8 and y_inv_scale, no y, no residual");
+  if (!e4m3_out && (!op.y || op.y8))
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: FP8 bias writes fp16: y, no y8");
+  if (op.residual && op.residual == op.y)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: the residual must not be the output buffer");
+  for (const void* p : {static_cast<const void*>(op.x), static_cast<const void*>(op.w->q.get()),
+                        static_cast<const void*>(op.y), static_cast<const void*>(op.y8),
+                        static_cast<const void*>(op.bias), static_cast<const void*>(op.residual)})
+    if (p && !aligned16(p))
+      throw StudyError(ErrorKind::Usage, "cutlass_gemm: every operand must be 16-byte aligned (TMA)");
+}
+
+}  // namespace
+
+void run_fp8(const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream, const Fp8RunOptions& opt) {
+  validate_fp8(s, e, op);
+  Layer& lay = layer();
+  const bool residual = op.residual != nullptr, cublaslt = opt.cublaslt != nullptr;
+  Key key{lay.gpu, s.m, s.n, s.k, e == Epilogue::GeluBias ? Activation::GeluTanh : Activation::None,
+          residual, /*ln=*/false, /*fp8=*/true, cublaslt, {}};
+  Launch l{s, {}, 0, 1, lay.sms, {}, nullptr, op, opt.cublaslt};
+  run_planned(key, fp8_candidates(e, residual, cublaslt), l, stream, opt.pdl);
+}
+
+void run_fp8_kernel(const Choice& c, const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream) {
+  validate_fp8(s, e, op);
+  Layer& lay = layer();
+  const KernelEntry* k = find_kernel(fp8_kernels_for(e, op.residual != nullptr), c.kernel);
+  if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled FP8 kernel named '" + c.kernel + "'");
+  const Launch l{s, {}, c.raster, c.swizzle, lay.sms, {}, nullptr, op, nullptr};
+  if (!k->implementable(l))
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + c.kernel + " cannot run " + shape_text(s));
+  lay.prepare(*k);
+  CUDA_CHECK(k->run(l, stream, false));
 }
 
 void run_kernel(const Choice& c, const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream,
@@ -471,7 +568,7 @@ void run_kernel(const Choice& c, const GemmShape& s, Activation act, const GemmO
   Layer& lay = layer();
   const KernelEntry* k = find_kernel(ln ? ln_kernels_for(act) : kernels_for(act, op.residual != nullptr), c.kernel);
   if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel named '" + c.kernel + "'");
-  const Launch l{s, op, c.raster, c.swizzle, lay.sms, ln ? *ln : LnFold{}};
+  const Launch l{s, op, c.raster, c.swizzle, lay.sms, ln ? *ln : LnFold{}, nullptr, {}, nullptr};
   if (!k->implementable(l))
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: " + c.kernel + " cannot run " + shape_text(s));
   lay.prepare(*k);
@@ -484,17 +581,18 @@ std::vector<std::string> choices() {
   return it == layers().end() ? std::vector<std::string>{} : it->second->log;
 }
 
-std::vector<std::string> kernel_names(bool ln) {
+namespace {
+std::vector<std::string> names_of(const std::vector<KernelEntry>& kernels) {
   std::vector<std::string> names;
-  for (const auto& k : ln ? detail::kernels_ln_bias() : kernels_for(Activation::None, false))
-    names.emplace_back(k.name);
+  for (const auto& k : kernels) names.emplace_back(k.name);
   return names;
 }
+}  // namespace
 
-std::vector<std::string> kernel_names(Activation act) {
-  std::vector<std::string> names;
-  for (const auto& k : kernels_for(act, false)) names.emplace_back(k.name);
-  return names;
-}
+std::vector<std::string> kernel_names(Activation act, bool residual) { return names_of(kernels_for(act, residual)); }
+
+std::vector<std::string> ln_kernel_names(Activation act) { return names_of(ln_kernels_for(act)); }
+
+std::vector<std::string> fp8_kernel_names(Epilogue e, bool residual) { return names_of(fp8_kernels_for(e, residual)); }
 
 }  // namespace study::cutlass_gemm

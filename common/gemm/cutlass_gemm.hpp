@@ -23,6 +23,7 @@
 #include <vector>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include "gemm/fp8.hpp"
 #include "gemm/gemm.hpp"
 
 namespace study::cutlass_gemm {
@@ -63,6 +64,7 @@ struct Key {
   Activation act = Activation::None;
   bool residual = false;
   bool ln = false;  // a LayerNorm folded in (LnFold)
+  bool fp8 = false;  // E4M3 operands (run_fp8)
   bool cublaslt = false;  // cuBLASLt was a candidate too (RunOptions::cublaslt)
   // Which kernels the search chose among (8 hex digits hashing their names, set by the layer): a
   // build with other kernels compiled searches again instead of reusing a choice made without them.
@@ -72,7 +74,7 @@ struct Key {
 
 // The on-disk record of choices: a tab-separated text file, one choice per line
 //   gpu  m  n  k  activation  residual  kernel  raster  swizzle  us  candidates
-// (activation prefixed "ln_" for the LayerNorm-folded kernels, suffixed "+cublaslt" when
+// (activation prefixed "ln_" for the LayerNorm-folded kernels and "fp8_" for the FP8 ones, suffixed "+cublaslt" when
 // cuBLASLt was a candidate; kernel "cublaslt" when cuBLASLt won).
 // Lines that do not parse, and choices made among other candidates than this build's, are
 // ignored (a rebuild with other kernels searches again); a later line for the same key wins.
@@ -137,6 +139,21 @@ void fold_layernorm(const __half* w, const __half* b, const __half* gamma, const
 // in registers: cols <= 1024 and a multiple of 8). One pass over x per forward and LayerNorm.
 void row_stats(const __half* x, int rows, int cols, float eps, float* mean, float* rstd, cudaStream_t stream);
 
+// FP8: the contract of study::Fp8Gemm (gemm/fp8.hpp), y = sx sw (X8 W8^T) + bias (+ residual)
+// in fp16 (Epilogue::Bias), or saturate(gelu_tanh(...) * y_inv_scale) in E4M3 (Epilogue::GeluBias
+// with op.y8), on CUTLASS's E4M3 Hopper kernels (fp32 accumulation, fast: as cuBLASLt's), per
+// tensor scales only (op.w->scaling Tensor). Searched and cached like run(), under its own key
+// ("fp8_none", "fp8_gelu_tanh"); with opt.cublaslt, cuBLASLt's FP8 GEMM (that Fp8Gemm) is one
+// more candidate and runs where it is faster. Throws StudyError(Usage) for a combination no
+// kernel has (per-channel weights, an fp16 GELU output, E4M3 with a residual, k or n not a
+// multiple of 16, misaligned pointers), StudyError(Library) when CUTLASS is unavailable.
+struct Fp8RunOptions {
+  bool pdl = false;
+  Fp8Gemm* cublaslt = nullptr;
+};
+void run_fp8(const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream,
+             const Fp8RunOptions& opt = {});
+
 // Runs one named compiled kernel (kernel_names()) with the choice's raster order and swizzle
 // (Choice::us unused), without the search: what the GPU suite uses to check every kernel.
 // Throws StudyError(Usage) for an unknown name or a shape that kernel cannot run. With `ln`, the
@@ -149,9 +166,15 @@ void run_kernel(const Choice& choice, const GemmShape& s, Activation act, const 
 // row's note; empty when the process has not used the layer there.
 std::vector<std::string> choices();
 
-// The names of the compiled kernels (empty without CUTLASS); ln: of the LayerNorm-folded ones.
-std::vector<std::string> kernel_names(bool ln = false);
-// The names of the compiled kernels of one activation (GeluTanhF16 has fewer tiles).
-std::vector<std::string> kernel_names(Activation act);
+// The names of one epilogue's compiled kernels (empty without CUTLASS): each epilogue compiles
+// its own tiles (cutlass_gemm_kernels.cuh). residual: bias and the residual (act None only).
+std::vector<std::string> kernel_names(Activation act, bool residual = false);
+// The names of the LayerNorm-folded kernels of one activation (None or GeluTanh).
+std::vector<std::string> ln_kernel_names(Activation act);
+// The names of the FP8 kernels of one epilogue (Bias, GeluBias) and residual (Bias only).
+std::vector<std::string> fp8_kernel_names(Epilogue e, bool residual = false);
+// run_fp8 with one named FP8 kernel (fp8_kernel_names()), without the search: the GPU suite's
+// check of every kernel.
+void run_fp8_kernel(const Choice& choice, const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream);
 
 }  // namespace study::cutlass_gemm

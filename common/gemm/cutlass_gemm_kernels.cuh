@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 #include "gemm/cutlass_gemm.hpp"
+#include "gemm/fp8.hpp"
 
 namespace study::cutlass_gemm::detail {
 
@@ -20,6 +21,8 @@ struct Launch {
   int sm_count = 0;
   LnFold ln;        // the LayerNorm-folded kernels' vectors (unused by the others)
   Gemm* cublaslt = nullptr;  // the cuBLASLt candidate's Gemm (RunOptions::cublaslt)
+  Fp8Operands f8;            // the FP8 kernels' operands (op unused then)
+  Fp8Gemm* f8_cublaslt = nullptr;  // the FP8 cuBLASLt candidate (Fp8RunOptions::cublaslt)
 };
 
 // One compiled kernel, type-erased.
@@ -41,6 +44,9 @@ const std::vector<KernelEntry>& kernels_gelu_erf();
 const std::vector<KernelEntry>& kernels_gelu_tanh_f16();  // GeluTanhF16: the fc1 tiles only
 const std::vector<KernelEntry>& kernels_ln_bias();       // LayerNorm folded in, bias
 const std::vector<KernelEntry>& kernels_ln_gelu_tanh();  // LayerNorm folded in, bias, tanh GELU
+const std::vector<KernelEntry>& kernels_fp8_bias();           // E4M3 in, bias, fp16 out
+const std::vector<KernelEntry>& kernels_fp8_bias_residual();  // E4M3 in, bias + residual, fp16 out
+const std::vector<KernelEntry>& kernels_fp8_gelu_e4m3();      // E4M3 in, bias + tanh GELU, E4M3 out
 
 }  // namespace study::cutlass_gemm::detail
 
@@ -257,67 +263,172 @@ struct LnKernel : Entry<LnKernel<kTileM, kTileN, kClusterM, kClusterN, Schedule,
   }
 };
 
-// The kernels every epilogue gets: name "<tile M>x<tile N>x64_c<cluster>_<schedule>". Wide tiles
-// for the large-M GEMMs (batch 32 and 256), 2-CTA clusters to multicast the shared operand,
-// ping-pong to overlap one tile's epilogue with the next tile's mainloop, a 64-row tile for
-// the 197-row GEMMs of batch 1, and 64x192, whose tile counts at 6304 rows (99 row tiles) are
-// whole waves on 132 SMs for every encoder width: 3 for 768 columns, 9 for 2304, 12 for 3072;
-// 64x256 makes whole waves for fc1 (99 x 12 = 1,188 tiles: 9) with a third more reuse per tile.
-// The clustered ping-pong tiles read fewer operand bytes from L2 per FLOP (a 128x128 ping-pong
-// fc1 runs with L2 80% busy): 128x128 in 2x1 clusters shares each W tile between two row tiles
-// (24 KB per 64-deep k-block instead of 32); 192x96 and 192x128 in 1x2 clusters share each X
-// tile between two column tiles (24 and 28 KB per k-block for 2.4 and 3.1 MFLOP, against 40 KB
-// for 2.1 MFLOP at 64x256), and 192 rows make 33 row tiles at 6304 rows: whole waves for every
+// The tiles: name "<tile M>x<tile N>x64_c<cluster>_<schedule>". Wide tiles for the large-M GEMMs
+// (batch 32 and 256), 2-CTA clusters to multicast the shared operand, ping-pong to overlap one
+// tile's epilogue with the next tile's mainloop, a 64-row tile for the 197-row GEMMs of batch 1,
+// and 64x192, whose tile counts at 6304 rows (99 row tiles) are whole waves on 132 SMs for every
+// encoder width: 3 for 768 columns, 9 for 2304, 12 for 3072; 64x256 makes whole waves for fc1
+// (99 x 12 = 1,188 tiles: 9) with a third more reuse per tile. The clustered ping-pong tiles read
+// fewer operand bytes from L2 per FLOP: 192x96 and 192x128 in 1x2 clusters share each X tile
+// between two column tiles (24 and 28 KB per k-block for 2.4 and 3.1 MFLOP, against 40 KB for
+// 2.1 MFLOP at 64x256), and 192 rows make 33 row tiles at 6304 rows: whole waves for every
 // encoder width with 96 columns (2, 6, 8 for 768, 2304, 3072) and for fc1 with 128 (6).
+//
+// Each epilogue compiles the tiles its search has chosen (every choice recorded in the committed
+// results: ViT-B's GEMMs at 224 and 384 px, batch 1 to 256, on H100s and H200s): each kernel
+// costs ~35 s of compiler time, and the layer searched eleven per epilogue until 4f1613b. Never chosen there, and no
+// longer compiled: 128x256 (1x1 and 2x1 clusters) and 256x128 (1x2) cooperative tiles but for
+// the erf GELU, 128x128 ping-pong in 2x1 clusters, and each list's other tiles. A tile joins a
+// list again when a search needs it.
 template <Activation kAct, bool kResidual>
-std::vector<KernelEntry> clustered_pingpong_kernels() {
+using Pingpong128x128 = Kernel<128, 128, 1, 1, Pingpong, kAct, kResidual>;
+template <Activation kAct, bool kResidual>
+using Pingpong64x128 = Kernel<64, 128, 1, 1, Pingpong, kAct, kResidual>;
+
+// The QKV and projection GEMMs' epilogue (bias).
+inline std::vector<KernelEntry> bias_kernels() {
+  constexpr auto a = Activation::None;
   return {
-      Kernel<128, 128, 2, 1, Pingpong, kAct, kResidual>::entry("128x128x64_c2x1_pingpong"),
-      Kernel<192, 96, 1, 2, Pingpong, kAct, kResidual>::entry("192x96x64_c1x2_pingpong"),
-      Kernel<192, 128, 1, 2, Pingpong, kAct, kResidual>::entry("192x128x64_c1x2_pingpong"),
+      Pingpong128x128<a, false>::entry("128x128x64_c1x1_pingpong"),
+      Pingpong64x128<a, false>::entry("64x128x64_c1x1_pingpong"),
+      Kernel<128, 128, 1, 1, Cooperative, a, false>::entry("128x128x64_c1x1_coop"),
+      Kernel<192, 96, 1, 2, Pingpong, a, false>::entry("192x96x64_c1x2_pingpong"),
+      Kernel<192, 128, 1, 2, Pingpong, a, false>::entry("192x128x64_c1x2_pingpong"),
   };
 }
 
-template <Activation kAct, bool kResidual>
-std::vector<KernelEntry> all_kernels() {
-  std::vector<KernelEntry> kernels{
-      Kernel<128, 128, 1, 1, Cooperative, kAct, kResidual>::entry("128x128x64_c1x1_coop"),
-      Kernel<128, 256, 1, 1, Cooperative, kAct, kResidual>::entry("128x256x64_c1x1_coop"),
-      Kernel<128, 256, 2, 1, Cooperative, kAct, kResidual>::entry("128x256x64_c2x1_coop"),
-      Kernel<256, 128, 1, 2, Cooperative, kAct, kResidual>::entry("256x128x64_c1x2_coop"),
-      Kernel<128, 128, 1, 1, Pingpong, kAct, kResidual>::entry("128x128x64_c1x1_pingpong"),
-      Kernel<64, 128, 1, 1, Pingpong, kAct, kResidual>::entry("64x128x64_c1x1_pingpong"),
-      Kernel<64, 192, 1, 1, Pingpong, kAct, kResidual>::entry("64x192x64_c1x1_pingpong"),
-      Kernel<64, 256, 1, 1, Pingpong, kAct, kResidual>::entry("64x256x64_c1x1_pingpong"),
+// The projection and fc2 GEMMs' epilogue (bias and the residual).
+inline std::vector<KernelEntry> bias_residual_kernels() {
+  constexpr auto a = Activation::None;
+  return {
+      Pingpong128x128<a, true>::entry("128x128x64_c1x1_pingpong"),
+      Pingpong64x128<a, true>::entry("64x128x64_c1x1_pingpong"),
+      Kernel<64, 192, 1, 1, Pingpong, a, true>::entry("64x192x64_c1x1_pingpong"),
+      Kernel<192, 96, 1, 2, Pingpong, a, true>::entry("192x96x64_c1x2_pingpong"),
+      Kernel<192, 128, 1, 2, Pingpong, a, true>::entry("192x128x64_c1x2_pingpong"),
   };
-  const auto clustered = clustered_pingpong_kernels<kAct, kResidual>();
-  kernels.insert(kernels.end(), clustered.begin(), clustered.end());
-  return kernels;
 }
 
-// GeluTanhF16's kernels: the tiles the search chose for fc1 (3,072 columns) at 197, 6304 and
-// 50432 rows, the wide cooperative tile and the clustered ping-pong tiles.
+// fc1's epilogues (bias and GELU): tanh in fp32 or in fp16 pairs, or erf.
 template <Activation kAct>
 std::vector<KernelEntry> fc1_kernels() {
+  static_assert(kAct != Activation::None);
+  if constexpr (kAct == Activation::GeluErf)
+    return {
+        Kernel<128, 256, 1, 1, Cooperative, kAct, false>::entry("128x256x64_c1x1_coop"),
+        Kernel<128, 256, 2, 1, Cooperative, kAct, false>::entry("128x256x64_c2x1_coop"),
+        Pingpong64x128<kAct, false>::entry("64x128x64_c1x1_pingpong"),
+        Kernel<64, 256, 1, 1, Pingpong, kAct, false>::entry("64x256x64_c1x1_pingpong"),
+    };
   std::vector<KernelEntry> kernels{
-      Kernel<128, 256, 2, 1, Cooperative, kAct, false>::entry("128x256x64_c2x1_coop"),
-      Kernel<128, 128, 1, 1, Pingpong, kAct, false>::entry("128x128x64_c1x1_pingpong"),
-      Kernel<64, 128, 1, 1, Pingpong, kAct, false>::entry("64x128x64_c1x1_pingpong"),
+      Pingpong128x128<kAct, false>::entry("128x128x64_c1x1_pingpong"),
+      Kernel<192, 128, 1, 2, Pingpong, kAct, false>::entry("192x128x64_c1x2_pingpong"),
       Kernel<64, 256, 1, 1, Pingpong, kAct, false>::entry("64x256x64_c1x1_pingpong"),
   };
-  const auto clustered = clustered_pingpong_kernels<kAct, false>();
-  kernels.insert(kernels.end(), clustered.begin(), clustered.end());
+  if constexpr (kAct == Activation::GeluTanh)
+    kernels.push_back(Pingpong64x128<kAct, false>::entry("64x128x64_c1x1_pingpong"));
   return kernels;
 }
 
-// The LayerNorm-folded kernels: fewer shapes (the QKV and fc1 GEMMs only), same names.
+// The LayerNorm-folded kernels (the QKV and fc1 GEMMs).
 template <Activation kAct>
 std::vector<KernelEntry> ln_kernels() {
   return {
-      LnKernel<128, 128, 1, 1, Cooperative, kAct>::entry("128x128x64_c1x1_coop"),
-      LnKernel<128, 256, 2, 1, Cooperative, kAct>::entry("128x256x64_c2x1_coop"),
       LnKernel<128, 128, 1, 1, Pingpong, kAct>::entry("128x128x64_c1x1_pingpong"),
       LnKernel<64, 128, 1, 1, Pingpong, kAct>::entry("64x128x64_c1x1_pingpong"),
+  };
+}
+
+// FP8: Y = act(sx sw (X8 W8^T) + bias) (+ residual), the contract of study::Fp8Gemm (gemm/fp8.hpp)
+// with per-tensor scales: X8 [m, k] and W8 [n, k] in E4M3 (K-major), fp32 accumulation with
+// CUTLASS's fast FP8 accumulation (as cuBLASLt's FP8 kernels run: no periodic promotion of the
+// tensor cores' partial sums), sx and sw read from the device in the epilogue. Output fp16, or
+// E4M3 for kOutE4M3: saturate(act(...) * y_inv_scale), the next GEMM's input (no residual then).
+struct Fp8Cooperative {
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+struct Fp8Pingpong {
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+
+template <int kTileM, int kTileN, int kClusterM, int kClusterN, class Schedule, Activation kAct, bool kResidual,
+          bool kOutE4M3>
+struct Fp8Kernel : Entry<Fp8Kernel<kTileM, kTileN, kClusterM, kClusterN, Schedule, kAct, kResidual, kOutE4M3>> {
+  static_assert(!(kResidual && kOutE4M3), "an E4M3 output takes no residual");
+  using E4M3 = cutlass::float_e4m3_t;
+  using T = cutlass::half_t;
+  using ElementC = std::conditional_t<kResidual, T, void>;
+  using ElementD = std::conditional_t<kOutE4M3, E4M3, T>;
+  using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<128>>;  // 128 E4M3 = 128 bytes of k per stage
+  using ClusterShape = Shape<Int<kClusterM>, Int<kClusterN>, Int<1>>;
+  static constexpr int kAlignIn = 16, kAlignC = 8, kAlignD = 16 / sizeof(ElementD);
+
+  using Fusion = cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltAct<ActivationOf<kAct>::template Fn, ElementD,
+                                                                          float, T, ElementC, float>;
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, cutlass::layout::RowMajor, kAlignC,
+      ElementD, cutlass::layout::RowMajor, kAlignD, typename Schedule::Epilogue, Fusion>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, E4M3, cutlass::layout::RowMajor, kAlignIn, E4M3,
+      cutlass::layout::ColumnMajor, kAlignIn, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Schedule::Mainloop>::CollectiveOp;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                          CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  static typename Gemm::Arguments arguments(const Launch& l) {
+    using GK = GemmKernel;
+    const GemmShape& s = l.shape;
+    const Fp8Operands& f = l.f8;
+    const ElementC* c = nullptr;
+    if constexpr (kResidual) c = reinterpret_cast<const T*>(f.residual);
+    ElementD* d = nullptr;
+    if constexpr (kOutE4M3)
+      d = reinterpret_cast<E4M3*>(f.y8);
+    else
+      d = reinterpret_cast<T*>(f.y);
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {s.m, s.n, s.k, 1},
+        {reinterpret_cast<const E4M3*>(f.x),
+         cutlass::make_cute_packed_stride(typename GK::StrideA{}, cute::make_shape(s.m, s.k, 1)),
+         reinterpret_cast<const E4M3*>(f.w->q.get()),
+         cutlass::make_cute_packed_stride(typename GK::StrideB{}, cute::make_shape(s.n, s.k, 1))},
+        {{},
+         c,
+         cutlass::make_cute_packed_stride(typename GK::StrideC{}, cute::make_shape(s.m, s.n, 1)),
+         d,
+         cutlass::make_cute_packed_stride(typename GK::StrideD{}, cute::make_shape(s.m, s.n, 1))}};
+    args.hw_info.sm_count = l.sm_count;
+    using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+    args.scheduler.raster_order = l.raster ? Raster::AlongN : Raster::AlongM;
+    args.scheduler.max_swizzle_size = l.swizzle;
+    auto& e = args.epilogue.thread;
+    e.alpha = 1.f;
+    e.beta = kResidual ? 1.f : 0.f;
+    e.scale_a_ptr = f.x_scale;
+    e.scale_b_ptr = f.w->scale.get();
+    if constexpr (kOutE4M3) e.scale_d_ptr = f.y_inv_scale;
+    e.bias_ptr = reinterpret_cast<const T*>(f.bias);
+    return args;
+  }
+};
+
+// The FP8 tiles of each epilogue: the fp16 layer's most chosen (128x128 and 64x128 ping-pong,
+// 192x128 ping-pong in 1x2 clusters) and the wide cooperative tile of the large-M GEMMs, each
+// 128 deep (the same bytes per k-block as the fp16 tiles' 64).
+template <Activation kAct, bool kResidual, bool kOutE4M3>
+std::vector<KernelEntry> fp8_kernels() {
+  return {
+      Fp8Kernel<128, 128, 1, 1, Fp8Pingpong, kAct, kResidual, kOutE4M3>::entry("128x128x128_c1x1_pingpong"),
+      Fp8Kernel<64, 128, 1, 1, Fp8Pingpong, kAct, kResidual, kOutE4M3>::entry("64x128x128_c1x1_pingpong"),
+      Fp8Kernel<192, 128, 1, 2, Fp8Pingpong, kAct, kResidual, kOutE4M3>::entry("192x128x128_c1x2_pingpong"),
+      Fp8Kernel<128, 256, 1, 1, Fp8Cooperative, kAct, kResidual, kOutE4M3>::entry("128x256x128_c1x1_coop"),
   };
 }
 

@@ -18,8 +18,17 @@ std::filesystem::path temp_file(const char* stem) {
   return std::filesystem::temp_directory_path() / (std::string(stem) + std::to_string(rd()) + ".tsv");
 }
 
-const cg::Key kKey{"NVIDIA H200/132", 50432, 3072, 768, cg::Activation::GeluTanh, false, false, false,
-                   "0123abcd"};
+cg::Key make_key() {
+  cg::Key k;
+  k.gpu = "NVIDIA H200/132";
+  k.m = 50432;
+  k.n = 3072;
+  k.k = 768;
+  k.act = cg::Activation::GeluTanh;
+  k.candidates = "0123abcd";
+  return k;
+}
+const cg::Key kKey = make_key();
 const cg::Choice kChoice{"128x256x64_c2x1_coop", 1, 4, 312.5f};
 
 }  // namespace
@@ -101,7 +110,7 @@ TEST_CASE("the layer says why it cannot run here, and lists its kernels when bui
   // On a machine without a Hopper GPU (or a build without CUTLASS) the layer is unavailable, with
   // a reason; its kernel list is empty exactly when the build has no CUTLASS.
   const auto why = cg::unavailable();
-  const auto names = cg::kernel_names();
+  const auto names = cg::kernel_names(cg::Activation::None);
   if (names.empty()) CHECK(why.find("CUTLASS") != std::string::npos);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) CHECK(!why.empty());
@@ -119,6 +128,26 @@ TEST_CASE("a LayerNorm-folded choice is its own key and round-trips") {
   CHECK(!(k < ln));
   CHECK(!(ln < k));
   CHECK((kKey < ln || ln < kKey));
+}
+
+TEST_CASE("an FP8 choice is its own key and round-trips") {
+  cg::Key f8 = kKey;
+  f8.fp8 = true;
+  f8.cublaslt = true;
+  cg::Key k;
+  cg::Choice c;
+  const auto line = cg::CutlassCache::format_line(f8, kChoice);
+  CHECK(line.find("\tfp8_gelu_tanh+cublaslt\t") != std::string::npos);
+  REQUIRE(cg::CutlassCache::parse_line(line, k, c));
+  CHECK(k.fp8);
+  CHECK(k.cublaslt);
+  CHECK(!k.ln);
+  CHECK(k.act == cg::Activation::GeluTanh);
+  CHECK(!(k < f8));
+  CHECK(!(f8 < k));
+  cg::Key fp16 = f8;
+  fp16.fp8 = false;
+  CHECK((fp16 < f8 || f8 < fp16));
 }
 
 TEST_CASE("a choice searched with cuBLASLt among the candidates is its own key and round-trips") {

@@ -2,7 +2,9 @@
 // epilogue (bias, bias + residual, bias + GELU in both forms) against ref::linear at the encoder's
 // GEMM shapes and odd row counts, both raster orders; the search and its on-disk record; the
 // search with cuBLASLt a candidate; the refusals (misaligned operands, a residual after GELU, a
-// search inside a graph capture).
+// search inside a graph capture); the FP8 kernels of each epilogue against the product of the
+// E4M3 values they multiplied (fp8_gemm_case.hpp), their search with cuBLASLt's FP8 GEMM a
+// candidate, and their refusals.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <vector>
 #include "gemm/cutlass_gemm.hpp"
+#include "gemm/fp8_gemm_case.hpp"
 #include "harness/check.hpp"
 #include "harness/compare.hpp"
 #include "harness/gpu.hpp"
@@ -92,13 +95,13 @@ const study::GemmShape kShapes[] = {
 
 }  // namespace
 
-TEST_CASE("every compiled kernel computes every epilogue") {
-  const auto names = cg::kernel_names();
-  REQUIRE(!names.empty());
-  for (const auto& name : names)
-    for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
-      for (bool residual : {false, true}) {
-        if (residual && act != Activation::None) continue;
+TEST_CASE("every compiled kernel computes its epilogue") {
+  for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
+    for (bool residual : {false, true}) {
+      if (residual && act != Activation::None) continue;
+      const auto names = cg::kernel_names(act, residual);
+      REQUIRE(!names.empty());
+      for (const auto& name : names)
         for (const auto& s : kShapes)
           for (int raster : {0, 1}) {
             CAPTURE(name);
@@ -115,7 +118,7 @@ TEST_CASE("every compiled kernel computes every epilogue") {
             INFO(r.summary());
             CHECK(r.ok);
           }
-      }
+    }
 }
 
 TEST_CASE("the fp16-epilogue GELU kernels compute the tanh GELU") {
@@ -173,7 +176,7 @@ TEST_CASE("the search picks a kernel, records it on disk, and a new cache reads 
   CHECK(key.candidates.size() == 8);
   const auto found = cg::CutlassCache(path.string()).find(key);
   REQUIRE(found.has_value());
-  const auto names = cg::kernel_names();
+  const auto names = cg::kernel_names(Activation::None, /*residual=*/true);
   CHECK(std::find(names.begin(), names.end(), found->kernel) != names.end());
   std::filesystem::remove(path);
 }
@@ -233,13 +236,108 @@ TEST_CASE("with cuBLASLt a candidate, whichever library wins computes the epilog
   CHECK_THROWS_AS(cg::run_ln_folded(erf.s, Activation::None, erf.operands(), {}, nullptr, opt), study::StudyError);
 }
 
+namespace {
+
+// The FP8 kernels' shapes: a QKV-like GEMM at batch 1, a deep one over several row tiles and a
+// partial one, one row, and widths (multiples of 16) of no tile.
+const study::GemmShape kFp8Shapes[] = {{197, 768, 768}, {400, 256, 3072}, {1, 768, 768}, {200, 144, 80}};
+
+struct Fp8Form {
+  study::Epilogue e;
+  bool residual;
+};
+// QKV (bias), projection and fc2 (bias + residual), fc1 (bias + GELU, E4M3 output).
+const Fp8Form kFp8Forms[] = {{study::Epilogue::Bias, false}, {study::Epilogue::Bias, true},
+                             {study::Epilogue::GeluBias, false}};
+
+fp8_test::GemmCase fp8_case(const study::GemmShape& s, const Fp8Form& f) {
+  return {s, f.e, f.residual, f.e == study::Epilogue::GeluBias, study::fp8::Scaling::Tensor};
+}
+
+}  // namespace
+
+TEST_CASE("every compiled FP8 kernel computes its epilogue") {
+  for (const Fp8Form& f : kFp8Forms) {
+    const auto names = cg::fp8_kernel_names(f.e, f.residual);
+    REQUIRE(!names.empty());
+    for (const auto& name : names)
+      for (const auto& s : kFp8Shapes)
+        for (int raster : {0, 1}) {
+          CAPTURE(name);
+          CAPTURE(raster);
+          const fp8_test::Fp8Run run = [&](const study::GemmShape& sh, study::Epilogue e,
+                                           const study::Fp8Operands& op) {
+            cg::run_fp8_kernel({name, raster, 2}, sh, e, op, nullptr);
+          };
+          fp8_test::check_gemm(run, fp8_case(s, f));
+        }
+  }
+}
+
+TEST_CASE("the FP8 search, cuBLASLt's FP8 GEMM a candidate, runs the faster under an fp8 key") {
+  study::Fp8Gemm lt;
+  cg::Fp8RunOptions opt;
+  opt.cublaslt = &lt;
+  const fp8_test::Fp8Run run = [&](const study::GemmShape& sh, study::Epilogue e, const study::Fp8Operands& op) {
+    cg::run_fp8(sh, e, op, nullptr, opt);
+  };
+  for (const Fp8Form& f : kFp8Forms)
+    for (const study::GemmShape s : {study::GemmShape{197, 3072, 768}, study::GemmShape{6304, 768, 768}})
+      for (int call = 0; call < 2; ++call) {  // searched, then from the plan
+        CAPTURE(s.m);
+        CAPTURE(s.n);
+        CAPTURE(call);
+        fp8_test::check_gemm(run, fp8_case(s, f));
+        const std::string line = cg::choices().back();
+        INFO(line);
+        CHECK(line.find(std::to_string(s.m) + "x" + std::to_string(s.n)) == 0);
+        CHECK(line.find(f.e == study::Epilogue::Bias ? " fp8_none+cublaslt" : " fp8_gelu_tanh+cublaslt") !=
+              std::string::npos);
+      }
+}
+
+TEST_CASE("FP8: per-channel weights, an fp16 GELU output, widths off 16 and no bias are refused") {
+  namespace f8 = study::fp8;
+  using study::Epilogue;
+  study::DeviceBuffer<f8::e4m3> x(64 * 64), y8(64 * 64);
+  study::DeviceBuffer<__half> w(64 * 64), b(64), y(64 * 64);
+  CUDA_CHECK(cudaMemset(w.get(), 0, w.bytes()));
+  const f8::Weight tensor = f8::quantize_weight(w.get(), 64, 64, f8::Scaling::Tensor, nullptr);
+  const f8::Weight channel = f8::quantize_weight(w.get(), 64, 64, f8::Scaling::Channel, nullptr);
+  const f8::ActivationScale s(1.f, 1.f);
+  study::Fp8Operands op;
+  op.x = x.get();
+  op.x_scale = s.scale();
+  op.w = &tensor;
+  op.bias = b.get();
+  op.y = y.get();
+  CHECK_NOTHROW(cg::run_fp8({64, 64, 64}, Epilogue::Bias, op, nullptr));
+  CHECK_THROWS_AS(cg::run_fp8({64, 56, 64}, Epilogue::Bias, op, nullptr), study::StudyError);   // n % 16
+  CHECK_THROWS_AS(cg::run_fp8({64, 64, 40}, Epilogue::Bias, op, nullptr), study::StudyError);   // k % 16
+  CHECK_THROWS_AS(cg::run_fp8({64, 64, 64}, Epilogue::GeluBias, op, nullptr), study::StudyError);  // fp16 GELU
+  CHECK_THROWS_AS(cg::run_fp8({64, 64, 64}, Epilogue::None, op, nullptr), study::StudyError);
+  study::Fp8Operands per_channel = op;
+  per_channel.w = &channel;
+  CHECK_THROWS_AS(cg::run_fp8({64, 64, 64}, Epilogue::Bias, per_channel, nullptr), study::StudyError);
+  study::Fp8Operands no_bias = op;
+  no_bias.bias = nullptr;
+  CHECK_THROWS_AS(cg::run_fp8({64, 64, 64}, Epilogue::Bias, no_bias, nullptr), study::StudyError);
+  study::Fp8Operands gelu_residual = op;
+  gelu_residual.y = nullptr;
+  gelu_residual.y8 = y8.get();
+  gelu_residual.y_inv_scale = s.inv_scale();
+  CHECK_NOTHROW(cg::run_fp8({64, 64, 64}, Epilogue::GeluBias, gelu_residual, nullptr));
+  gelu_residual.residual = y.get();
+  CHECK_THROWS_AS(cg::run_fp8({64, 64, 64}, Epilogue::GeluBias, gelu_residual, nullptr), study::StudyError);
+  CHECK_THROWS_AS(cg::run_fp8_kernel({"no_such_kernel", 0, 1}, {64, 64, 64}, Epilogue::Bias, op, nullptr),
+                  study::StudyError);
+}
+
 int main(int argc, char** argv) {
   return gpu_test_main(argc, argv, "cutlass_gemm", [] { return cg::unavailable(); });
 }
 
 TEST_CASE("the LayerNorm-folded kernels match LayerNorm then the Linear") {
-  const auto names = cg::kernel_names(/*ln=*/true);
-  REQUIRE(!names.empty());
   const int D = 768;
   for (const study::GemmShape s : {study::GemmShape{197, 3 * D, D}, study::GemmShape{3, 4 * D, D}})
     for (Activation act : {Activation::None, Activation::GeluTanh}) {
@@ -289,6 +387,8 @@ TEST_CASE("the LayerNorm-folded kernels match LayerNorm then the Linear") {
       op.x = dx.get();
       op.w = wf.get();
       op.y = dy.get();
+      const auto names = cg::ln_kernel_names(act);
+      REQUIRE(!names.empty());
       for (const auto& name : names) {
         CAPTURE(name);
         study::poison(dy);

@@ -5,7 +5,10 @@
 //   written in E4M3 -> MLP (its FP8 version: fc1 + bias + GELU to E4M3, fc2 + bias + residual)
 // Weights are quantized per tensor once per forward object; activations take the static scales
 // of the weights' calibration (encoder::calibrate_fp8), which the forward refuses to run without.
+// With gemms=cutlass+cublaslt the QKV and projection GEMMs run on the CUTLASS layer's FP8 kernels,
+// searched per shape with cuBLASLt's FP8 GEMM one more candidate (cutlass_gemm::run_fp8).
 #include "encoder/runner.hpp"
+#include "gemm/cutlass_gemm.hpp"
 #include "gemm/fp8.hpp"
 #include "gemm/fp8_reference.hpp"
 #include "harness/gpu.hpp"
@@ -102,8 +105,8 @@ class Fp8Blocks final : public BlockRunner {
   }
 
   // y = x W^T + bias (+ residual) in fp16, x the lane's act8 in scale x.
-  static void gemm(LaneState& st, const study::GemmShape& shape, const f8::ActivationScale& x, const f8::Weight& w,
-                   const __half* bias, const __half* residual, __half* y, cudaStream_t s) {
+  void gemm(LaneState& st, const study::GemmShape& shape, const f8::ActivationScale& x, const f8::Weight& w,
+            const __half* bias, const __half* residual, __half* y, cudaStream_t s) const {
     study::Fp8Operands op;
     op.x = st.act8.get();
     op.x_scale = x.scale();
@@ -111,7 +114,10 @@ class Fp8Blocks final : public BlockRunner {
     op.bias = bias;
     op.residual = residual;
     op.y = y;
-    st.gemm->run(shape, study::Epilogue::Bias, op, s);
+    if (c_.gemms == Gemms::CutlassCublaslt)
+      study::cutlass_gemm::run_fp8(shape, study::Epilogue::Bias, op, s, {c_.pdl, st.gemm.get()});
+    else
+      st.gemm->run(shape, study::Epilogue::Bias, op, s);
   }
 
   void block(Lane& l, int i, Marks& m, cudaStream_t s) {
@@ -169,7 +175,11 @@ std::string supports(const RunnerSetup& s, int) {
   if (s.c.attention_e4m3 && !s.attn.launch_e4m3)
     return std::string("an E4M3 attention output needs an attention version that writes E4M3, not ") + s.attn.name;
   if (s.c.l2_prefetch) return "its LayerNorm writes E4M3 and carries no L2 prefetch";
-  if (s.c.gemms != Gemms::Cublaslt) return "its GEMMs are cuBLASLt's FP8 GEMMs (gemms=cublaslt)";
+  if (s.c.gemms == Gemms::Cutlass)
+    return "its GEMMs are cuBLASLt's FP8 GEMMs (gemms=cublaslt) or the CUTLASS layer's with cuBLASLt a candidate "
+           "(gemms=cutlass+cublaslt)";
+  if (s.c.gemms == Gemms::CutlassCublaslt)
+    if (auto why = study::cutlass_gemm::unavailable(); !why.empty()) return why;
   if (D % 16 || D > f8::kLayerNormMaxHidden)
     return "the FP8 forward needs hidden a multiple of 16 and at most " + std::to_string(f8::kLayerNormMaxHidden) +
            ", not " + std::to_string(D);

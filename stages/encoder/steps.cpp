@@ -57,6 +57,10 @@ const std::vector<Step>& steps() {
        "the MLP version l2_panels: fc1 then fc2 panel by panel over the rows, the hidden activation kept in L2 "
        "(one panel where it fits there whole)",
        "mlp=l2_panels"},
+      {"e18_fp8_cutlass", "e15_fp8_attention_e4m3",
+       "the four FP8 GEMMs on the CUTLASS layer's E4M3 kernels (MLP version fp8_cutlass), each searched per shape "
+       "with cuBLASLt's FP8 GEMM one more candidate",
+       "gemms=cutlass+cublaslt mlp=fp8_cutlass"},
   };
   return table;
 }

@@ -72,9 +72,9 @@ const float* planted_scale(float value) {
   return it->second.get();
 }
 
-}  // namespace
-
-void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream) {
+// Both FP8 versions' launch; on_cutlass: each GEMM on the CUTLASS layer's FP8 kernels, searched
+// per shape with a.fp8->gemm (cuBLASLt's FP8 GEMM) one more candidate; else on cuBLASLt alone.
+void fp8_mlp(const Problem& p, const Args& a, cudaStream_t stream, bool on_cutlass) {
   if (!a.fp8)
     throw study::StudyError(study::ErrorKind::Usage,
                             "an FP8 MLP version needs quantized weights and calibrated scales (Args::fp8)");
@@ -89,7 +89,13 @@ void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream) {
   fc1.bias = study::planted("fp8_fc1_bias_dropped") ? planted_zeros(p.mlp_hidden) : a.fc1_b;
   fc1.y8 = h8;
   fc1.y_inv_scale = f.h_scale->inv_scale();
-  f.gemm->run({p.rows, p.mlp_hidden, p.hidden}, study::Epilogue::GeluBias, fc1, stream);
+  const auto gemm = [&](const study::GemmShape& s, study::Epilogue e, const study::Fp8Operands& op) {
+    if (on_cutlass)
+      study::cutlass_gemm::run_fp8(s, e, op, stream, {a.pdl, f.gemm});
+    else
+      f.gemm->run(s, e, op, stream);
+  };
+  gemm({p.rows, p.mlp_hidden, p.hidden}, study::Epilogue::GeluBias, fc1);
   study::Fp8Operands fc2;
   fc2.x = h8;
   fc2.x_scale = study::planted("fp8_scale_off") ? planted_scale(1.05f * f.h_scale->host_scale) : f.h_scale->scale();
@@ -97,7 +103,18 @@ void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream) {
   fc2.bias = a.fc2_b;
   fc2.residual = residual_of(a);
   fc2.y = a.y;
-  f.gemm->run({p.rows, p.hidden, p.mlp_hidden}, study::Epilogue::Bias, fc2, stream);
+  gemm({p.rows, p.hidden, p.mlp_hidden}, study::Epilogue::Bias, fc2);
 }
+
+}  // namespace
+
+void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream) { fp8_mlp(p, a, stream, false); }
+
+std::string fp8_cutlass_supports(const Problem& p) {
+  if (auto r = fp8_supports(p); !r.empty()) return r;
+  return study::cutlass_gemm::unavailable();
+}
+
+void fp8_cutlass_launch(const Problem& p, const Args& a, cudaStream_t stream) { fp8_mlp(p, a, stream, true); }
 
 }  // namespace mlp

@@ -113,5 +113,10 @@ void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activa
 // StudyError(Usage) without Args::fp8.
 std::string fp8_supports(const Problem& p);
 void fp8_launch(const Problem& p, const Args& a, cudaStream_t stream);
+// The same on the CUTLASS layer's FP8 kernels (fp8_cutlass), each GEMM searched per shape with
+// Args::fp8's cuBLASLt FP8 GEMM one more candidate, launched with PDL when Args::pdl: fp8_supports
+// and a build and GPU with the CUTLASS kernels.
+std::string fp8_cutlass_supports(const Problem& p);
+void fp8_cutlass_launch(const Problem& p, const Args& a, cudaStream_t stream);
 
 }  // namespace mlp

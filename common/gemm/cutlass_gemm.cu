@@ -1,6 +1,6 @@
 // The CUTLASS GEMM layer: validation, the per-shape search over the compiled kernels, and the
 // in-memory and on-disk record of its choices (cutlass_gemm.hpp). Host code only; the kernels
-// are generated, one file per kernel list (common/meson.build, cutlass_instances).
+// are generated, a few kernel lists per file (common/meson.build, cutlass_units).
 #include "gemm/cutlass_gemm.hpp"
 #include <algorithm>
 #include <cmath>

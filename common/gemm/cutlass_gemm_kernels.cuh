@@ -1,8 +1,8 @@
 // The compiled CUTLASS kernels behind cutlass_gemm.hpp: one Hopper GEMM per (tile, cluster,
 // schedule, epilogue), built by CUTLASS's collective builders, each reduced to a KernelEntry the
 // layer can time and run without knowing its type. Included by the kernel files that meson
-// generates from common/gemm/cutlass_gemm_instance.cu.in, one per kernel list below (the table
-// `cutlass_instances` in common/meson.build), so that the build compiles them in parallel.
+// generates from common/gemm/cutlass_gemm_instance.cu.in, a few kernel lists below each (the table
+// `cutlass_units` in common/meson.build), which the build compiles in parallel.
 #pragma once
 #include <cuda_runtime.h>
 #include <type_traits>
@@ -36,7 +36,7 @@ struct KernelEntry {
   bool scheduler_knobs = true;  // raster and swizzle matter (false: the cuBLASLt candidate)
 };
 
-// The kernels of each epilogue (one kernel file each; empty in a build without CUTLASS).
+// The kernels of each epilogue (generated kernel files; empty in a build without CUTLASS).
 const std::vector<KernelEntry>& kernels_bias();
 const std::vector<KernelEntry>& kernels_bias_residual();
 const std::vector<KernelEntry>& kernels_gelu_tanh();

@@ -143,4 +143,30 @@ inline void check_gemm(const Fp8Run& run, const GemmCase& c) {
   CHECK(cmp.ok);
 }
 
+// Small, well-formed operands of a 64 x 64 x 64 FP8 GEMM (bias, fp16 output; zero weights, per
+// tensor): the refusal tests change one field of op() at a time.
+struct SmallOperands {
+  study::DeviceBuffer<f8::e4m3> x = study::DeviceBuffer<f8::e4m3>(64 * 64);
+  study::DeviceBuffer<__half> w = zeros(64 * 64), b = zeros(64), y = zeros(64 * 64);
+  f8::Weight w8 = f8::quantize_weight(w.get(), 64, 64, f8::Scaling::Tensor, nullptr);
+  f8::ActivationScale s = f8::ActivationScale(1.f, 1.f);
+
+  study::Fp8Operands op() const {
+    study::Fp8Operands o;
+    o.x = x.get();
+    o.x_scale = s.scale();
+    o.w = &w8;
+    o.bias = b.get();
+    o.y = y.get();
+    return o;
+  }
+
+ private:
+  static study::DeviceBuffer<__half> zeros(std::size_t n) {
+    study::DeviceBuffer<__half> d(n);
+    CUDA_CHECK(cudaMemset(d.get(), 0, d.bytes()));
+    return d;
+  }
+};
+
 }  // namespace fp8_test

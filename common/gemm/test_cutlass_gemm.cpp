@@ -299,18 +299,12 @@ TEST_CASE("the FP8 search, cuBLASLt's FP8 GEMM a candidate, runs the faster unde
 TEST_CASE("FP8: per-channel weights, an fp16 GELU output, widths off 16 and no bias are refused") {
   namespace f8 = study::fp8;
   using study::Epilogue;
-  study::DeviceBuffer<f8::e4m3> x(64 * 64), y8(64 * 64);
-  study::DeviceBuffer<__half> w(64 * 64), b(64), y(64 * 64);
-  CUDA_CHECK(cudaMemset(w.get(), 0, w.bytes()));
-  const f8::Weight tensor = f8::quantize_weight(w.get(), 64, 64, f8::Scaling::Tensor, nullptr);
-  const f8::Weight channel = f8::quantize_weight(w.get(), 64, 64, f8::Scaling::Channel, nullptr);
-  const f8::ActivationScale s(1.f, 1.f);
-  study::Fp8Operands op;
-  op.x = x.get();
-  op.x_scale = s.scale();
-  op.w = &tensor;
-  op.bias = b.get();
-  op.y = y.get();
+  const fp8_test::SmallOperands small;
+  const study::Fp8Operands op = small.op();
+  const auto& y = small.y;
+  const auto& s = small.s;
+  study::DeviceBuffer<f8::e4m3> y8(64 * 64);
+  const f8::Weight channel = f8::quantize_weight(small.w.get(), 64, 64, f8::Scaling::Channel, nullptr);
   CHECK_NOTHROW(cg::run_fp8({64, 64, 64}, Epilogue::Bias, op, nullptr));
   CHECK_THROWS_AS(cg::run_fp8({64, 56, 64}, Epilogue::Bias, op, nullptr), study::StudyError);   // n % 16
   CHECK_THROWS_AS(cg::run_fp8({64, 64, 40}, Epilogue::Bias, op, nullptr), study::StudyError);   // k % 16

@@ -177,16 +177,11 @@ TEST_CASE("FP8 GEMM with per-channel weight scales: every form") {
 
 TEST_CASE("FP8 GEMM: malformed calls are refused") {
   study::Fp8Gemm gemm;
-  study::DeviceBuffer<f8::e4m3> x(64 * 64);
-  study::DeviceBuffer<__half> w(64 * 64), b(64), y(64 * 64);
-  const f8::Weight w8 = f8::quantize_weight(w.get(), 64, 64, f8::Scaling::Tensor, nullptr);
-  const f8::ActivationScale s(1.f, 1.f);
-  study::Fp8Operands op;
-  op.x = x.get();
-  op.x_scale = s.scale();
-  op.w = &w8;
-  op.bias = b.get();
-  op.y = y.get();
+  const SmallOperands small;
+  const study::Fp8Operands op = small.op();
+  const auto& x = small.x;
+  const auto& y = small.y;
+  const auto& s = small.s;
   CHECK_THROWS_AS(gemm.run({64, 24, 64}, Epilogue::Bias, op, nullptr), std::invalid_argument);  // n % 16
   CHECK_THROWS_AS(gemm.run({0, 64, 64}, Epilogue::Bias, op, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(gemm.run({64, 64, 64}, Epilogue::None, op, nullptr), std::invalid_argument);  // a bias

@@ -2,7 +2,8 @@
 # Nsight Compute metrics of every version of a family (attention, mlp or patch_embed) at batch 32, 224 px
 # (197 tokens), ViT-B: launch shape, registers, shared memory, achieved occupancy, SM, memory,
 # L2 and DRAM throughput, issue activity and kernel time, one CSV row per kernel launch, tagged
-# with the version. NCU_EXTRA_METRICS (comma-separated) adds metrics.
+# with the version. NCU_EXTRA_METRICS (comma-separated) adds metrics; NCU_VERSIONS (comma-separated)
+# limits the run to those versions.
 #   experiments/ncu_family.sh FAMILY OUT.csv [BUILD_DIR (default build)] [extra bench args...]
 # Each bench runs once, unchecked and untimed beyond one call (--warmup 0 --iters 1 --no-check),
 # so only the timed call is profiled (library versions may launch several kernels per call).
@@ -21,6 +22,15 @@ esac
 mapfile -t versions < <(sed -n 's/^STUDY_VERSION(\(.*\))$/\1/p' "$(dirname "$0")/../stages/$family/versions.def")
 [ "$family" = patch_embed ] && mapfile -t versions < <(printf '%s\n' "${versions[@]}" |
   grep -vx -e cpu_baseline -e v1_single_channel -e v2_unified_channel -e v3_streams -e v3_streams_graph)
+# NCU_VERSIONS (comma-separated) profiles only those versions of the list.
+if [ -n "${NCU_VERSIONS:-}" ]; then
+  IFS=, read -ra wanted <<< "$NCU_VERSIONS"
+  for v in "${wanted[@]}"; do
+    printf '%s\n' "${versions[@]}" | grep -qx -- "$v" ||
+      { echo "ncu_family.sh: '$v' is not a $family version (stages/$family/versions.def)" >&2; exit 2; }
+  done
+  versions=("${wanted[@]}")
+fi
 metrics=launch__grid_size,launch__block_size,launch__registers_per_thread
 metrics+=,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active

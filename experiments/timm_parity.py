@@ -43,6 +43,8 @@ def main(argv=None):
     ap.add_argument("--images", type=int, default=256, help="number of images (>= 256 for the verdict)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--version", default="e6_best", help="encoder step whose bench runs the forward")
+    ap.add_argument("--compose", default="",
+                    help="fields applied on top of the step (the bench's --compose), e.g. \"mlp=cutlass_epilogue_erf\"")
     ap.add_argument("--build-dir", type=Path, default=REPO / "build")
     ap.add_argument("--out", type=Path, required=True, help="folder for parity.json / parity.txt")
     ap.add_argument("--weight-set", choices=["random", "timm"], default="random",
@@ -84,6 +86,8 @@ def main(argv=None):
     cmd = [str(bench), "--model", args.model, "--image-size", str(args.image_size), "--batch", str(args.images),
            "--weights", str(weights), "--images", str(images_path), "--logits-out", str(logits_path),
            "--warmup", "1", "--iters", "3", "--csv", str(args.out / "parity_rows.csv")]
+    if args.compose:
+        cmd += ["--compose", args.compose]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not logits_path.is_file():
         print(f"timm_parity.py: error: {' '.join(cmd)} exited {proc.returncode}: "
@@ -109,7 +113,7 @@ def main(argv=None):
           and args.images >= 256)
     result = {
         "model": fx.TIMM_NAMES[args.model], "image_size": args.image_size, "images": args.images,
-        "seed": args.seed, "version": args.version, "timm": fx.timm.__version__, "torch": torch.__version__,
+        "seed": args.seed, "version": args.version, "compose": args.compose, "timm": fx.timm.__version__, "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(0) if dev.type == "cuda" else str(dev), "logits_rel_l2_vs_timm_fp16": rel,
         "weight_set": args.weight_set, "max_abs_logit_difference": max_abs,
         "timm_fp16_vs_fp32_rel_l2": timm_fp16_vs_fp32, "logits_rel_l2_vs_timm_fp32": ours_vs_fp32,
@@ -122,7 +126,7 @@ def main(argv=None):
     }
     (args.out / "parity.json").write_text(json.dumps(result, indent=2) + "\n")
     text = (f"{result['model']} {args.image_size} px, {args.images} images, {args.weight_set} weights, encoder "
-            f"{args.version} vs timm {result['timm']} fp16 on {result['gpu']}: logits rel L2 {rel:.2e} "
+            f"{args.version}{f' + {args.compose}' if args.compose else ''} vs timm {result['timm']} fp16 on {result['gpu']}: logits rel L2 {rel:.2e} "
             f"(<= {REL_L2_MAX:g}); against timm fp32 {ours_vs_fp32:.2e}, {ratio:.2f}x timm fp16's"
             f"{f' (<= {FP32_RATIO_MAX:g}x)' if args.weight_set == 'random' else ''}, "
             f"max abs diff {max_abs:.3g}; top-1 agreement {agreement:.1%} over {n_decisive} images with a "

@@ -789,7 +789,8 @@ for f in sorted(run.path.glob("timm_parity*/parity.json")):
     try:
         j = json.loads(f.read_text())
         parity.append({
-            "image px": int(j["image_size"]), "images": int(j["images"]), "version": j["version"],
+            "image px": int(j["image_size"]), "images": int(j["images"]),
+            "version": j["version"] + (f" + {j['compose']}" if j.get("compose") else ""),
             "rel L2 vs timm fp16": j["logits_rel_l2_vs_timm_fp16"],
             "timm fp16 vs fp32": j["timm_fp16_vs_fp32_rel_l2"],
             "max abs diff": j["max_abs_logit_difference"],
@@ -828,17 +829,21 @@ for f in sorted(run.path.parent.glob("*/**/timm_parity*/parity.json")):
         j = json.loads(f.read_text())
     except ValueError as e:
         raise sd.DataError(f"{sd.show_path(f)}: not a parity result ({e})") from None
-    if j.get("passed") is True and "version" in j:
-        vouched.setdefault(j["version"], []).append(
-            f"{int(j['image_size'])} px, {j.get('weight_set', 'timm')} weights "
-            f"({f.parent.relative_to(run.path.parent).parent})")
-by_step = pd.DataFrame({"step": LADDER, "passing timm parity": [
-    "; ".join(vouched[v]) if v in vouched else "**none**" for v in LADDER]})
+    if "version" not in j or j.get("compose"):  # a custom mix vouches for no step
+        continue
+    parity_where = (f"{int(j['image_size'])} px, {j.get('weight_set', 'timm')} weights "
+             f"({f.parent.relative_to(run.path.parent).parent})")
+    vouched.setdefault(j["version"], {"passed": [], "failed": []})["passed" if j.get("passed") is True else "failed"].append(parity_where)
+by_step = pd.DataFrame({
+    "step": LADDER,
+    "passing timm parity": ["; ".join(vouched[v]["passed"]) or "**none**" if v in vouched else "**none**" for v in LADDER],
+    "failing timm parity": ["; ".join(vouched[v]["failed"]) if v in vouched else "" for v in LADDER]})
 ctx.table("encoder_parity_by_step", sd.markdown_table(by_step, {}),
-          "The passing timm parity files (experiments/timm_parity.py) of each encoder step, over every "
-          "committed run folder: image size, weight set (random: every parameter drawn; timm: timm's own "
-          "init, whose zero biases and unit gains hide some bugs) and run; **none** marks a step whose "
-          "logits no parity file has checked against timm.")
+          "The timm parity files (experiments/timm_parity.py) of each encoder step, over every committed "
+          "run folder, passing and failing: image size, weight set (random: every parameter drawn; timm: "
+          "timm's own init, whose zero biases and unit gains hide some bugs) and run; **none** marks a "
+          "step whose logits no parity file has passed. Parity files of a custom mix (`--compose`) "
+          "vouch for no step.")
 
 # %% [markdown]
 # ## Status: what was timed, skipped or failed

@@ -1353,6 +1353,19 @@ class Parity(unittest.TestCase):
             by_step = (out / "tables" / "encoder_parity_by_step.md").read_text()
             self.assertIn("| e6_best | 384 px, timm weights (r) |", by_step)
             self.assertIn("| e14_l2_prefetch | **none** |", by_step)
+            # A failing file is listed as such; a custom mix's file vouches for no step.
+            base = json.loads((run / "timm_parity_384" / "parity.json").read_text())
+            for name, extra in (("timm_parity_e14_224", {"passed": False}),
+                                ("timm_parity_e14_erf_224", {"compose": "mlp=cutlass_epilogue_erf"})):
+                (run / name).mkdir()
+                (run / name / "parity.json").write_text(json.dumps(
+                    {**base, "image_size": 224, "version": "e14_l2_prefetch", "weight_set": "random", **extra}))
+            res = build("--run", run, "--out", out)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            by_step = (out / "tables" / "encoder_parity_by_step.md").read_text()
+            self.assertIn("| e14_l2_prefetch | **none** | 224 px, random weights (r) |", by_step)
+            self.assertIn("| 224 | 256 | e14_l2_prefetch + mlp=cutlass_epilogue_erf |",
+                          (out / "tables" / "encoder_parity.md").read_text())
             (run / "timm_parity_384" / "parity.json").write_text("{}")
             res = build("--run", run, "--out", out)
             self.assertEqual(res.returncode, 2)

@@ -2,8 +2,12 @@
 # Nsight Compute metrics of every version of a family (attention, mlp or patch_embed) at batch 32, 224 px
 # (197 tokens), ViT-B: launch shape, registers, shared memory, achieved occupancy, SM, memory,
 # L2 and DRAM throughput, issue activity and kernel time, one CSV row per kernel launch, tagged
-# with the version. NCU_EXTRA_METRICS (comma-separated) adds metrics; NCU_VERSIONS (comma-separated)
-# limits the run to those versions.
+# with the version. NCU_EXTRA_METRICS (comma-separated) adds metrics, NCU_METRICS replaces the list;
+# NCU_VERSIONS (comma-separated) limits the run to those versions. NCU_CACHE_CONTROL: `all` (the
+# default, ncu's) flushes the caches before each profiled kernel, so every kernel's inputs come
+# from DRAM; `none` keeps what the previous kernel left in L2, which is what a measurement of
+# data passed between kernels through L2 needs (with few enough metrics for one pass per kernel,
+# e.g. NCU_METRICS=dram__bytes_read.sum,dram__bytes_write.sum, so that no replay warms the L2).
 #   experiments/ncu_family.sh FAMILY OUT.csv [BUILD_DIR (default build)] [extra bench args...]
 # Each bench runs once, unchecked and untimed beyond one call (--warmup 0 --iters 1 --no-check),
 # so only the timed call is profiled (library versions may launch several kernels per call).
@@ -39,6 +43,11 @@ metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.su
 metrics+=,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
 metrics+=,smsp__issue_active.avg.pct_of_peak_sustained_active
 [ -n "${NCU_EXTRA_METRICS:-}" ] && metrics+=,$NCU_EXTRA_METRICS
+[ -n "${NCU_METRICS:-}" ] && metrics=$NCU_METRICS
+cache_control=${NCU_CACHE_CONTROL:-all}
+case $cache_control in all|none) ;;
+  *) echo "ncu_family.sh: NCU_CACHE_CONTROL is all or none, not '$cache_control'" >&2; exit 2 ;;
+esac
 ncu_bin=${NCU:-ncu}
 mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d)
@@ -51,7 +60,7 @@ for v in "${versions[@]}"; do
   # the choice on disk, so that the profiled run below launches only the chosen kernels.
   "$exe" --batch 32 --image-size 224 --model vit_b --warmup 0 --iters 1 --no-check "$@" > /dev/null 2>&1 || true
   # --clock-control none: measure the GPU at the clocks it runs at, as the benches do.
-  "$ncu_bin" --clock-control none --csv --page raw --metrics "$metrics" \
+  "$ncu_bin" --clock-control none --cache-control "$cache_control" --csv --page raw --metrics "$metrics" \
     "$exe" --batch 32 --image-size 224 --model vit_b --warmup 0 --iters 1 --no-check "$@" \
     > "$tmp/$v.csv" 2> "$tmp/$v.err" || { cat "$tmp/$v.err" >&2; exit 1; }
 done

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include "cudnn/cudnn_version.hpp"
+#include "device/gelu.cuh"
 #include "harness/bench.hpp"
 #include "harness/check.hpp"
 #include "harness/cli.hpp"
@@ -19,6 +20,31 @@
 #include "harness/vit_config.hpp"
 
 using namespace study;
+
+// The exact GELU the erf-fit epilogue computes (device/gelu.cuh), walked on the host every 1e-4
+// over [-20, 20] against erf in double: within 1e-7 plus fp32's rounding of the result. The tanh
+// form, the error it replaces, must fail the same bound (else the bound could not tell them apart).
+TEST_CASE("GELU's exact form by its fitted exp2 matches erf to fp32 rounding") {
+  auto exact = [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
+  auto tanh_form = [](double x) {
+    return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  };
+  double worst = 0, worst_at = 0, tanh_worst = 0;
+  for (int i = -200000; i <= 200000; ++i) {
+    const float x = static_cast<float>(i * 1e-4);
+    const double want = exact(x);
+    const double err = std::fabs(study::gelu_erf_fit(x) - want) - 0x1p-23 * std::fabs(want);
+    if (err > worst) worst = err, worst_at = x;
+    tanh_worst = std::max(tanh_worst, std::fabs(tanh_form(x) - want) - 0x1p-23 * std::fabs(want));
+  }
+  INFO("worst excess over fp32 rounding " << worst << " at x = " << worst_at);
+  CHECK(worst <= 1e-7);
+  CHECK(tanh_worst > 1e-4);
+  CHECK(study::gelu_erf_fit(0.f) == 0.f);
+  CHECK(study::gelu_erf_fit(7.5f) == 7.5f);   // beyond the fit: x, exactly
+  CHECK(study::gelu_erf_fit(-7.5f) == 0.f);   // and 0 (fp32 -0 compares equal)
+  CHECK(std::isnan(study::gelu_erf_fit(std::numeric_limits<float>::quiet_NaN())));
+}
 
 TEST_CASE("summary statistics") {
   const Stats s = summarize({4, 1, 3, 2});

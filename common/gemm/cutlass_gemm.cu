@@ -28,6 +28,7 @@ const char* activation_name(Activation a) {
     case Activation::GeluTanh: return "gelu_tanh";
     case Activation::GeluErf: return "gelu_erf";
     case Activation::GeluTanhF16: return "gelu_tanh_f16";
+    case Activation::GeluErfFit: return "gelu_erf_fit";
   }
   return "?";
 }
@@ -57,7 +58,8 @@ bool parse_activation(std::string s, Key& k) {
   k.fp8 = s.rfind("fp8_", 0) == 0;
   if (k.fp8) s = s.substr(4);
   k.cublaslt = strip_suffix(s, kCublasLtSuffix);
-  for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::GeluTanhF16})
+  for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::GeluTanhF16,
+                       Activation::GeluErfFit})
     if (s == activation_name(c)) {
       k.act = c;
       return true;
@@ -78,6 +80,7 @@ const std::vector<KernelEntry>& kernels_for(Activation act, bool residual) {
     case Activation::GeluTanh: return detail::kernels_gelu_tanh();
     case Activation::GeluErf: return detail::kernels_gelu_erf();
     case Activation::GeluTanhF16: return detail::kernels_gelu_tanh_f16();
+    case Activation::GeluErfFit: return detail::kernels_gelu_erf_fit();
     case Activation::None: break;
   }
   return detail::kernels_bias();
@@ -108,10 +111,13 @@ const KernelEntry kCublasLtGelu{
     "cublaslt", cublaslt_given, nothing_to_prepare,
     [](const Launch& l, cudaStream_t s, bool) { return run_cublaslt(l, Epilogue::GeluBias, s); }, false};
 
-// The CUTLASS kernels of an epilogue, and cuBLASLt after them when asked (never for erf GELU).
+// Whether cuBLASLt computes an epilogue: its GELU is the tanh form, so not for the exact ones.
+bool cublaslt_has(Activation act) { return act != Activation::GeluErf && act != Activation::GeluErfFit; }
+
+// The CUTLASS kernels of an epilogue, and cuBLASLt after them when asked and it has the epilogue.
 // Stable storage: plans keep pointers to these entries.
 const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool cublaslt) {
-  cublaslt = cublaslt && act != Activation::GeluErf;
+  cublaslt = cublaslt && cublaslt_has(act);
   if (!cublaslt) return kernels_for(act, residual);
   static std::map<std::pair<Activation, bool>, std::vector<KernelEntry>> lists;
   auto& list = lists[{act, residual}];
@@ -488,8 +494,8 @@ void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_
   validate(s, op);
   Layer& lay = layer();
   const bool residual = op.residual != nullptr;
-  // Erf GELU has no cuBLASLt candidate: its key records that none took part.
-  const bool cublaslt = opt.cublaslt && act != Activation::GeluErf;
+  // The exact GELU has no cuBLASLt candidate: its key records that none took part.
+  const bool cublaslt = opt.cublaslt && cublaslt_has(act);
   run_planned({lay.gpu, s.m, s.n, s.k, act, residual, /*ln=*/false, /*fp8=*/false, cublaslt, {}},
               candidates(act, residual, cublaslt), {s, op, 0, 1, lay.sms, {}, opt.cublaslt, {}, nullptr}, stream,
               opt.pdl);

@@ -30,7 +30,7 @@ namespace study::cutlass_gemm {
 
 // GeluTanhF16: the tanh form with the epilogue (bias add and GELU) in fp16 pairs, one
 // tanh.approx.f16x2 per two outputs instead of one tanh.approx.f32 per output.
-enum class Activation { None, GeluTanh, GeluErf, GeluTanhF16 };
+enum class Activation { None, GeluTanh, GeluErf, GeluTanhF16, GeluErfFit };
 const char* activation_name(Activation a);
 
 // A LayerNorm folded into the GEMM that follows it, y = LN(x) W^T + b with LN(x) = (x - mu) rstd

@@ -42,6 +42,7 @@ const std::vector<KernelEntry>& kernels_bias_residual();
 const std::vector<KernelEntry>& kernels_gelu_tanh();
 const std::vector<KernelEntry>& kernels_gelu_erf();
 const std::vector<KernelEntry>& kernels_gelu_tanh_f16();  // GeluTanhF16: the fc1 tiles only
+const std::vector<KernelEntry>& kernels_gelu_erf_fit();   // GeluErfFit: the exact GELU by device/gelu.cuh
 const std::vector<KernelEntry>& kernels_ln_bias();       // LayerNorm folded in, bias
 const std::vector<KernelEntry>& kernels_ln_gelu_tanh();  // LayerNorm folded in, bias, tanh GELU
 const std::vector<KernelEntry>& kernels_fp8_bias();           // E4M3 in, bias, fp16 out
@@ -62,6 +63,7 @@ const std::vector<KernelEntry>& kernels_fp8_gelu_e4m3();      // E4M3 in, bias +
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/util/packed_stride.hpp>
+#include "device/gelu.cuh"
 
 namespace study::cutlass_gemm::detail {
 
@@ -100,6 +102,29 @@ template <>
 struct ActivationOf<Activation::GeluTanhF16> {  // the same functor; its epilogue computes in fp16
   template <class T>
   using Fn = cutlass::epilogue::thread::GELU_taylor<T>;
+};
+
+// The exact GELU at about the tanh form's cost (device/gelu.cuh), as a CUTLASS epilogue functor:
+// on one fp32 value and on the fragments the epilogue visitor hands it.
+template <class T>
+struct GeluErfFit {
+  static const bool kIsHeavy = true;
+  CUTLASS_HOST_DEVICE T operator()(T const& x) const { return T(study::gelu_erf_fit(float(x))); }
+};
+template <class T, int N>
+struct GeluErfFit<cutlass::Array<T, N>> {
+  static const bool kIsHeavy = true;
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& x) const {
+    cutlass::Array<T, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = GeluErfFit<T>{}(x[i]);
+    return y;
+  }
+};
+template <>
+struct ActivationOf<Activation::GeluErfFit> {
+  template <class T>
+  using Fn = GeluErfFit<T>;
 };
 
 // The epilogue's compute type: fp32, or fp16 for GeluTanhF16 (CUTLASS's GELU_taylor on fp16
@@ -309,7 +334,8 @@ inline std::vector<KernelEntry> bias_residual_kernels() {
   };
 }
 
-// fc1's epilogues (bias and GELU): tanh in fp32 or in fp16 pairs, or erf.
+// fc1's epilogues (bias and GELU): tanh in fp32 or in fp16 pairs, erf, or the exact GELU by its
+// fitted exp2 (GeluErfFit: the tanh form's tiles, as it costs about what the tanh form does).
 template <Activation kAct>
 std::vector<KernelEntry> fc1_kernels() {
   static_assert(kAct != Activation::None);
@@ -325,7 +351,7 @@ std::vector<KernelEntry> fc1_kernels() {
       Kernel<192, 128, 1, 2, Pingpong, kAct, false>::entry("192x128x64_c1x2_pingpong"),
       Kernel<64, 256, 1, 1, Pingpong, kAct, false>::entry("64x256x64_c1x1_pingpong"),
   };
-  if constexpr (kAct == Activation::GeluTanh)
+  if constexpr (kAct == Activation::GeluTanh || kAct == Activation::GeluErfFit)
     kernels.push_back(Pingpong64x128<kAct, false>::entry("64x128x64_c1x1_pingpong"));
   return kernels;
 }

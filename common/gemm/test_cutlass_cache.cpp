@@ -186,6 +186,20 @@ TEST_CASE("the fp16-epilogue GELU is an activation of its own") {
   CHECK((f16 < kKey || kKey < f16));
 }
 
+TEST_CASE("every activation round-trips through the cache's text") {
+  for (cg::Activation a : {cg::Activation::None, cg::Activation::GeluTanh, cg::Activation::GeluErf,
+                           cg::Activation::GeluTanhF16, cg::Activation::GeluErfFit}) {
+    cg::Key key = kKey, k;
+    key.act = a;
+    cg::Choice c;
+    const auto line = cg::CutlassCache::format_line(key, kChoice);
+    INFO(line);
+    CHECK(line.find(std::string("\t") + cg::activation_name(a) + "\t") != std::string::npos);
+    REQUIRE(cg::CutlassCache::parse_line(line, k, c));
+    CHECK(k.act == a);
+  }
+}
+
 TEST_CASE("a choice made among other candidates is another key") {
   cg::Key other = kKey;
   other.candidates = "feedbeef";

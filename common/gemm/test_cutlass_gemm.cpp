@@ -96,7 +96,7 @@ const study::GemmShape kShapes[] = {
 }  // namespace
 
 TEST_CASE("every compiled kernel computes its epilogue") {
-  for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf})
+  for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::GeluErfFit})
     for (bool residual : {false, true}) {
       if (residual && act != Activation::None) continue;
       const auto names = cg::kernel_names(act, residual);
@@ -225,13 +225,18 @@ TEST_CASE("with cuBLASLt a candidate, whichever library wins computes the epilog
       CHECK(line.find(std::to_string(t.s.m) + "x" + std::to_string(t.s.n)) == 0);
       CHECK(line.find("+cublaslt") != std::string::npos);
     }
-  // Erf GELU has no cuBLASLt epilogue: the CUTLASS kernels alone, under the CUTLASS-only key.
+  // The exact GELU (erf, or its fit) has no cuBLASLt epilogue: the CUTLASS kernels alone, under
+  // the CUTLASS-only key.
   Case erf({197, 3072, 768}, Activation::GeluErf, false);
-  study::poison(erf.dy);
-  cg::run(erf.s, Activation::GeluErf, erf.operands(), nullptr, opt);
-  CHECK(erf.check().ok);
-  CHECK(cg::choices().back().find("+cublaslt") == std::string::npos);
-  CHECK(cg::choices().back().find("cublaslt") == std::string::npos);
+  for (Activation act : {Activation::GeluErf, Activation::GeluErfFit}) {
+    erf.act = act;
+    study::poison(erf.dy);
+    cg::run(erf.s, act, erf.operands(), nullptr, opt);
+    CHECK(erf.check().ok);
+    INFO(cg::choices().back());
+    CHECK(cg::choices().back().find(std::string(" ") + cg::activation_name(act) + ":") != std::string::npos);
+    CHECK(cg::choices().back().find("cublaslt") == std::string::npos);
+  }
   // A folded LayerNorm has no cuBLASLt candidate.
   CHECK_THROWS_AS(cg::run_ln_folded(erf.s, Activation::None, erf.operands(), {}, nullptr, opt), study::StudyError);
 }

@@ -61,6 +61,10 @@ const std::vector<Step>& steps() {
        "the four FP8 GEMMs on the CUTLASS layer's E4M3 kernels (MLP version fp8_cutlass), each searched per shape "
        "with cuBLASLt's FP8 GEMM one more candidate",
        "gemms=cutlass+cublaslt mlp=fp8_cutlass"},
+      {"e19_exact_gelu", "e14_l2_prefetch",
+       "the MLP version erf_fit_epilogue: fc1's GELU in its exact form (timm's), by a fitted exp2 at about the "
+       "tanh form's cost",
+       "mlp=erf_fit_epilogue"},
   };
   return table;
 }

@@ -12,7 +12,10 @@ a real dataset that ships inside a package: scikit-learn's handwritten digits (1
 training images and 360 held out. Each 8x8 image is scaled to [-1, 1], repeated into 3 channels
 and upsampled to 64 px (4 x 4 patches of 16 px plus the cls token: 17 tokens), so the model is
 the study's vit_ti with `--layers` blocks and 10 classes. Training: timm's vit_tiny_patch16 at that
-depth, AdamW, fp32, random shifts of up to one digit pixel, on the GPU (a minute or two).
+depth, AdamW (weight decay 0.3), dropout 0.1, label smoothing 0.1, fp32, on the GPU (a minute or
+two). No shifted copies: a shift by one digit pixel, half a patch, regroups the pixels into
+different tokens, and training on those reached 54% held out where the unshifted images with
+dropout and smoothing reach 94-96% with one or two blocks (CPU runs).
 
 The held-out images then run through timm in fp32 and fp16, the encoder benches of the fastest fp16
 and FP8 steps (--weights, --images, --classes 10, --logits-out; the FP8 step calibrates on 32
@@ -67,10 +70,10 @@ def tensors(torch, pixels, labels):
 
 
 def train(torch, model, x, y, epochs, seed, dev, lr=1e-3, batch=64, progress=True):
-    """AdamW with a one-cycle schedule; every 10 epochs the loss and training top-1 to stderr.
-    The images live on the device and are shifted there: a step is a few ms, not the host's."""
+    """AdamW with a one-cycle schedule, label smoothing 0.1; every 10 epochs the loss and training
+    top-1 to stderr. The images live on the device: a step is a few ms, not the host's."""
     gen = torch.Generator().manual_seed(seed + 3)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.3)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * ((len(x) + batch - 1) // batch))
     x, y = x.to(dev), y.to(dev)
     model.train()
@@ -80,10 +83,8 @@ def train(torch, model, x, y, epochs, seed, dev, lr=1e-3, batch=64, progress=Tru
         correct = torch.zeros((), device=dev, dtype=torch.long)
         for i in range(0, len(x), batch):
             idx = order[i:i + batch]
-            shift = torch.randint(-1, 2, (2,), generator=gen).tolist()  # up to one digit pixel
-            xb = torch.roll(x[idx], shifts=(shift[0] * 8, shift[1] * 8), dims=(2, 3))
-            out = model(xb)
-            loss = torch.nn.functional.cross_entropy(out, y[idx])
+            out = model(x[idx])
+            loss = torch.nn.functional.cross_entropy(out, y[idx], label_smoothing=0.1)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -112,7 +113,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-dir", type=Path, default=REPO / "build")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--epochs", type=int, default=150)
     ap.add_argument("--layers", type=int, default=6, help="blocks of the vit_ti (default 6)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fp16-step", default="fastest_fp16")
@@ -145,7 +146,7 @@ def main(argv=None):
     test, trn = order[:HELD_OUT], order[HELD_OUT:]
     torch.manual_seed(a.seed + 1)
     model = timm.create_model(fx.TIMM_NAMES["vit_ti"], pretrained=False, img_size=IMAGE, num_classes=CLASSES,
-                              depth=a.layers).to(dev)
+                              depth=a.layers, drop_rate=0.1, proj_drop_rate=0.1, attn_drop_rate=0.1).to(dev)
     train(torch, model, x[trn], y[trn], a.epochs, a.seed, dev)
 
     a.out.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@
 #include <tuple>
 #include <utility>
 #include "device/sm90.cuh"
-#include "gemm/cutlass_gemm_kernels.cuh"
+#include "gemm/cutlass_gemm_entry.hpp"
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
 #include "harness/timing.hpp"

@@ -1,55 +1,11 @@
 // The compiled CUTLASS kernels behind cutlass_gemm.hpp: one Hopper GEMM per (tile, cluster,
 // schedule, epilogue), built by CUTLASS's collective builders, each reduced to a KernelEntry the
-// layer can time and run without knowing its type. Included by the kernel files that meson
-// generates from common/gemm/cutlass_gemm_instance.cu.in, a few kernel lists below each (the table
-// `cutlass_units` in common/meson.build), which the build compiles in parallel.
+// layer can time and run without knowing its type (cutlass_gemm_entry.hpp). Included by the kernel
+// files that meson generates from common/gemm/cutlass_gemm_instance.cu.in, a few kernel lists below
+// each (the table `cutlass_units` in common/meson.build), which the build compiles in parallel.
 #pragma once
-#include <cuda_runtime.h>
 #include <type_traits>
-#include <vector>
-#include "gemm/cutlass_gemm.hpp"
-#include "gemm/fp8.hpp"
-
-namespace study::cutlass_gemm::detail {
-
-// One call: the problem, the operands and the tile scheduler's run-time knobs.
-struct Launch {
-  GemmShape shape;
-  GemmOperands op;
-  int raster = 0;   // 0: along M, 1: along N
-  int swizzle = 1;  // 1, 2, 4 or 8
-  int sm_count = 0;
-  LnFold ln;        // the LayerNorm-folded kernels' vectors (unused by the others)
-  Gemm* cublaslt = nullptr;  // the cuBLASLt candidate's Gemm (RunOptions::cublaslt)
-  Fp8Operands f8;            // the FP8 kernels' operands (op unused then)
-  Fp8Gemm* f8_cublaslt = nullptr;  // the FP8 cuBLASLt candidate (Fp8RunOptions::cublaslt)
-};
-
-// One compiled kernel, type-erased.
-struct KernelEntry {
-  const char* name;
-  bool (*implementable)(const Launch&);  // CUTLASS's can_implement, with no workspace needed
-  cudaError_t (*prepare)();             // kernel attributes: once, outside any capture
-  // pdl: launch with programmatic dependent launch (the kernel may start before the previous
-  // kernel on the stream ends, and waits for it with griddepcontrol.wait before reading).
-  cudaError_t (*run)(const Launch&, cudaStream_t, bool pdl);
-  bool scheduler_knobs = true;  // raster and swizzle matter (false: the cuBLASLt candidate)
-};
-
-// The kernels of each epilogue (generated kernel files; empty in a build without CUTLASS).
-const std::vector<KernelEntry>& kernels_bias();
-const std::vector<KernelEntry>& kernels_bias_residual();
-const std::vector<KernelEntry>& kernels_gelu_tanh();
-const std::vector<KernelEntry>& kernels_gelu_erf();
-const std::vector<KernelEntry>& kernels_gelu_tanh_f16();  // GeluTanhF16: the fc1 tiles only
-const std::vector<KernelEntry>& kernels_gelu_erf_fit();   // GeluErfFit: the exact GELU by device/gelu.cuh
-const std::vector<KernelEntry>& kernels_ln_bias();       // LayerNorm folded in, bias
-const std::vector<KernelEntry>& kernels_ln_gelu_tanh();  // LayerNorm folded in, bias, tanh GELU
-const std::vector<KernelEntry>& kernels_fp8_bias();           // E4M3 in, bias, fp16 out
-const std::vector<KernelEntry>& kernels_fp8_bias_residual();  // E4M3 in, bias + residual, fp16 out
-const std::vector<KernelEntry>& kernels_fp8_gelu_e4m3();      // E4M3 in, bias + tanh GELU, E4M3 out
-
-}  // namespace study::cutlass_gemm::detail
+#include "gemm/cutlass_gemm_entry.hpp"
 
 #ifdef STUDY_HAVE_CUTLASS
 // The kernels wait on the previous grid (griddepcontrol.wait) before their first global read and

@@ -25,7 +25,8 @@ import study_data as sd
 
 ctx = sd.notebook_context("attention", globals())
 run = ctx.run
-prov = ctx.provenance()
+prov = ctx.provenance()              # captions: every run id and commit
+tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
 sd.apply_style()
 
 HEADS, HEAD_DIM = 12, 64          # ViT-B; the attention targets' shapes (docs/method.md)
@@ -77,7 +78,7 @@ t = sd.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "me
                        gbps=("gbps", "median"))
 rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
 order = sd.version_order(t["version"], LADDER)
-style = sd.styles(order)
+style = sd.styles(order, fastest=sd.fastest_at(t, batch=None, tokens=t["tokens"].min() if len(t) else None))
 flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
     flush, "L2 flush setting not recorded")
 batches = sorted(int(b) for b in set(t["batch"]))
@@ -114,7 +115,7 @@ ax.set_yscale("log")
 ax.set_xlabel(f"tokens (batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM})")
 ax.set_ylabel("median time per call (us)")
 sd.legend_outside(ax, fontsize=7)
-sd.titled(fig, f"Attention: median time per call vs tokens ({flush_text})", prov)
+sd.titled(fig, f"Attention: median time per call vs tokens ({flush_text})", tprov)
 ctx.figure("attention_scaling", fig,
            f"Attention median time per call vs tokens at batch {key_batch}, {HEADS} heads, "
            f"head_dim {HEAD_DIM}, log-log, ticks at the measured token counts, with a tokens^2 "
@@ -127,7 +128,7 @@ ctx.figure("attention_scaling", fig,
 # %%
 token_counts = sorted(int(x) for x in set(t["tokens"]))
 if token_counts and len(batches) > 1:
-    fig, axes = plt.subplots(1, len(token_counts), figsize=(4.0 * len(token_counts), 4.2),
+    fig, axes = plt.subplots(1, len(token_counts), figsize=(sd.panels_width(len(token_counts), 4.0), 4.2),
                              squeeze=False)
     for ax, n in zip(axes[0], token_counts):
         d0 = t[t["tokens"] == n]
@@ -143,7 +144,7 @@ if token_counts and len(batches) > 1:
     fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
                loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02),
                fontsize=7)
-    sd.titled(fig, "Attention: median time per call vs batch", prov)
+    sd.titled(fig, "Attention: median time per call vs batch", tprov)
     fig.tight_layout(rect=(0, 0.16, 1, 1))
     ctx.figure("attention_batch", fig,
                f"Attention median time per call vs batch, one panel per token count, log-log; "
@@ -177,7 +178,7 @@ if len(best_rows):
     ax.set_xlabel(f"tokens (batch {key_batch})")
     ax.set_ylabel(f"time / {BEST_CUDNN} (below 1 = faster)")
     sd.legend_outside(ax, fontsize=7)
-    sd.titled(fig, f"Attention: time relative to {BEST_CUDNN}", prov)
+    sd.titled(fig, f"Attention: time relative to {BEST_CUDNN}", tprov)
     ctx.figure("attention_vs_cudnn", fig,
                f"Attention time per call divided by {BEST_CUDNN} at batch {key_batch} (per token "
                f"count, the lower median of {CUDNN} and {label(CUDNN_GRAPH)} in the same run), "
@@ -232,10 +233,11 @@ rl_tokens = [n for n in key_tokens if n in set(kb["tokens"])]
 rl = sd.roofline_points(kb[kb["tokens"].isin(rl_tokens)],
                         lambda r: f"{int(r['tokens'])} tokens")
 headline_tokens = max(rl_tokens) if rl_tokens else None
-if len(rl) and np.isfinite(rl["ai"]).any():
+rl_gap = sd.roofline_gap(rl, run.ceilings())
+if rl_gap is None:
     fig, caption = sd.roofline_figure(
         rl, order, style, label, run.ceilings(),
-        f"Attention: roofline at batch {key_batch}", prov,
+        f"Attention: roofline at batch {key_batch}", tprov,
         headline=f"{headline_tokens} tokens" if headline_tokens else None)
     ctx.figure("attention_roofline", fig,
                f"Attention roofline at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}: "
@@ -245,7 +247,7 @@ if len(rl) and np.isfinite(rl["ai"]).any():
                f"{', '.join(map(str, rl_tokens))} tokens (filled: {headline_tokens}), under "
                f"{caption}. {flush_text}. {prov}.")
 else:
-    ctx.missing("figure", "attention_roofline", "no timed row records both GB/s and TFLOP/s")
+    ctx.missing("figure", "attention_roofline", rl_gap)
 
 # %% [markdown]
 # ## What each step taught: the `## Lesson` of every version's NOTES.md

@@ -41,7 +41,8 @@ from common import MODELS  # experiments/anchors/common.py: name -> (hidden, hea
 
 ctx = sd.notebook_context("encoder", globals())
 run = ctx.run
-prov = ctx.provenance()
+prov = ctx.provenance()              # captions: every run id and commit
+tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
 sd.apply_style()
 
 KEY_MODEL, KEY_IMAGE = "vit_b", 224   # the study's targets are set at ViT-B/16, 224 px
@@ -61,10 +62,8 @@ COMPONENTS = ["patch_embed", "layernorm", "qkv", "attention", "projection", "res
               "mlp", "head"]
 LABEL = {EAGER: "timm eager", GRAPH: "timm in a CUDA graph",
          COMPILE: "timm torch.compile + CUDA graph"}
-# Each anchor its own colour and marker; eager vs graph replay is the line style everywhere.
-ANCHOR_STYLE = {EAGER: dict(color="#000000", marker="x"),
-                GRAPH: dict(color="#d62728", marker="*", markersize=7),
-                COMPILE: dict(color="#8c6d31", marker="D")}
+# Eager vs graph replay is the line style everywhere (the anchors keep the colours and markers
+# they have in every family's figures).
 EAGER_LINE, GRAPH_LINE = "--", "-"
 
 
@@ -196,10 +195,8 @@ def label(v):
 
 custom_key = "; ".join(f"{CUSTOM_LABEL[v]} = `{v.removeprefix('custom:')}`" for v in customs)
 graphed = ok.groupby("version")["graph"].any().to_dict()
-style = sd.styles(order)
+style = sd.styles(order, fastest=sd.fastest_at(lad, model="vit_b", image_size=224, batch=None))
 for v in order:
-    if v in ANCHOR_STYLE:
-        style[v] = dict(ANCHOR_STYLE[v])
     is_graph = graphed.get(v, v in (GRAPH, COMPILE) or bool(step_table.is_graph_version(v)))
     style[v]["linestyle"] = GRAPH_LINE if is_graph else EAGER_LINE
 
@@ -262,7 +259,7 @@ lad
 
 # %%
 if len(km):
-    fig, axes = plt.subplots(1, len(images), figsize=(5.2 * len(images), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(images), figsize=(sd.panels_width(len(images), 5.2), 4.6), squeeze=False)
     handles = {}
     for ax, image in zip(axes[0], images):
         d0 = km[km["image_size"] == image]
@@ -289,7 +286,7 @@ if len(km):
         ax.set_xlabel("batch (images per forward)")
         ax.set_title(f"{key_model}, {image} px")
     axes[0][0].set_ylabel("images per second (median of rounds)")
-    sd.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", prov)
+    sd.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", tprov)
     legend_below(fig, list(handles.values()), 0.06 + 0.035 * ((len(handles) + 2) // 3))
     ctx.figure("encoder_throughput", fig,
                f"Images per second (batch / median time of one forward) against batch, "
@@ -298,6 +295,52 @@ if len(km):
                + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
 else:
     ctx.missing("figure", "encoder_throughput", "this run has no timed encoder rows")
+
+# %% [markdown]
+# ## Speedup over torch.compile, one panel per batch
+#
+# A log axis of images per second hides a 10-40% difference; this figure shows the ratio itself.
+
+# %%
+vc_batches = [b for b in sorted(int(x) for x in set(at_key["batch"])) if np.isfinite(at(COMPILE, b))]
+vc_order = [v for v in order if v != COMPILE and any(np.isfinite(at(v, b)) for b in vc_batches)]
+if vc_batches and vc_order:
+    fig, axes = plt.subplots(1, len(vc_batches), figsize=(sd.panels_width(len(vc_batches), 3.3, 2.2),
+                                                          0.28 * len(vc_order) + 1.9),
+                             sharey=True, squeeze=False)
+    for ax, b in zip(axes[0], vc_batches):
+        c = at(COMPILE, b)
+        ratio = [c / at(v, b) for v in vc_order]
+        steps_here = [(r, v) for v, r in zip(vc_order, ratio) if np.isfinite(r) and not sd.is_anchor(v)]
+        top = max(steps_here)[1] if steps_here else None
+        for i, (v, r) in enumerate(zip(vc_order, ratio)):
+            if not np.isfinite(r):
+                continue
+            ax.barh(i, r, color=style[v]["color"], alpha=0.85,
+                    hatch="//" if style[v]["linestyle"] == EAGER_LINE else None,
+                    edgecolor="white" if style[v]["linestyle"] == EAGER_LINE else style[v]["color"],
+                    linewidth=2.0 if v == top else 0.5)
+            ax.text(r, i, f" {r:.2f}x", va="center", fontsize=6.5)
+        ax.axvline(1.0, color="#444444", linewidth=0.8)
+        if b == 256 and targets_apply:
+            ax.axvline(TARGET_COMPILE, color="#444444", linewidth=0.9, linestyle=":")
+            ax.text(TARGET_COMPILE, -0.9, f" target {TARGET_COMPILE}x", fontsize=6.5, color="#444444")
+        ax.set_xlim(0, max(np.nanmax(ratio), TARGET_COMPILE if b == 256 else 1.0) * 1.3)
+        ax.set_title(f"batch {b} (torch.compile {fmt_ms(c)} ms)")
+        ax.set_xlabel("torch.compile time / step time")
+    axes[0][0].set_yticks(range(len(vc_order)), [label(v) for v in vc_order], fontsize=7)
+    axes[0][0].invert_yaxis()
+    sd.titled(fig, f"Whole ViT forward: speedup over torch.compile + CUDA graph, {where}", tprov)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    ctx.figure("encoder_vs_compile", fig,
+               f"Speedup of every ladder step and PyTorch anchor over timm under torch.compile "
+               f"(max-autotune) replayed in a CUDA graph, {where}, one panel per batch: torch.compile's "
+               f"median time / the step's (above 1 = faster; medians of the rounds, both from this run); "
+               f"the fastest step of each batch outlined heavier; hatched bars run eagerly"
+               + (f"; the dotted line at batch 256 is the {TARGET_COMPILE}x target" if targets_apply else "")
+               + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "encoder_vs_compile", f"this run has no torch.compile rows at {where}")
 
 # %% [markdown]
 # ## Batch-1 latency, ladder and anchors
@@ -315,17 +358,31 @@ floor_us = (weights_mb.median() * 1e6 / (copy_gbps * 1e9) * 1e6
 b1_depth = MODELS.get(key_model, (0, 0, np.nan))[2]
 if b1_order:
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(b1_order) + 1.8))
+    # One slow forward (timm eager at batch 1 is ~10x the rest) must not squeeze every other bar
+    # into a sliver: the axis ends a little past the slowest forward within 3x of the median,
+    # and a bar beyond that is cut there with its value written at the cut.
+    his = b1.set_index("version").loc[b1_order, "hi_us"] / 1e3
+    typical = float(np.median(b1.set_index("version").loc[b1_order, "median_us"])) / 1e3
+    in_range = his[his <= 3 * typical]
+    x_end = 1.3 * float(in_range.max() if len(in_range) else his.max())
+    cut = []
     for i, v in enumerate(b1_order):
         r = b1[b1["version"] == v].iloc[0]
         ms, lo, hi = r["median_us"] / 1e3, r["lo_us"] / 1e3, r["hi_us"] / 1e3
         eager = style[v]["linestyle"] == EAGER_LINE
+        kernels = (r["lpl"] * b1_depth if v not in ANCHORS and np.isfinite(r.get("lpl", np.nan))
+                   else np.nan)  # the anchors' counts include work outside the forward
+        text = f"  {fmt_ms(r['median_us'])} ms" + (f", ~{kernels:.0f} kernels" if np.isfinite(kernels) else "")
+        if hi > x_end:
+            cut.append(label(v))
+            ax.barh(i, x_end, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
+                    edgecolor="white" if eager else style[v]["color"])
+            ax.text(x_end, i, f"{text} (axis cut)", va="center", fontsize=7)
+            continue
         ax.barh(i, ms, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
                 edgecolor="white" if eager else style[v]["color"],
                 xerr=[[ms - lo], [hi - ms]], capsize=2, error_kw=dict(elinewidth=0.7))
-        kernels = (r["lpl"] * b1_depth if v not in ANCHORS and np.isfinite(r.get("lpl", np.nan))
-                   else np.nan)  # the anchors' counts include work outside the forward
-        ax.text(hi, i, f"  {fmt_ms(r['median_us'])} ms" + (f", ~{kernels:.0f} kernels" if np.isfinite(kernels)
-                                                           else ""), va="center", fontsize=7)
+        ax.text(hi, i, text, va="center", fontsize=7)
     ax.set_yticks(range(len(b1_order)), [label(v) for v in b1_order])
     ax.invert_yaxis()
     ax.set_xlabel("median time of one forward at batch 1 (ms)")
@@ -340,10 +397,10 @@ if b1_order:
     if np.isfinite(floor_us):
         refs.append(ax.axvline(floor_us / 1e3, color="#2ca02c", linewidth=1.0, linestyle="--",
                                label=f"weight-read floor: {floor_us:.0f} us"))
-    ax.set_xlim(0, ax.get_xlim()[1] * 1.25)  # room for the value labels
+    ax.set_xlim(0, max(x_end, ax.get_xlim()[1] if not cut else 0) * 1.3)  # room for the value labels
     refs.append(plt.Rectangle((0, 0), 1, 1, facecolor="#999999", hatch="//", edgecolor="white",
                               label="eager (hatched); solid bars: graph replay"))
-    sd.titled(fig, f"Whole ViT forward at batch 1, {where}", prov)
+    sd.titled(fig, f"Whole ViT forward at batch 1, {where}", tprov)
     fig.legend(handles=refs, loc="lower center", ncol=min(len(refs), 3), frameon=False,
                bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout(rect=(0, 0.08 + 0.04 * (len(refs) > 3), 1, 0.92))
@@ -353,6 +410,8 @@ if b1_order:
                f"solid bars replay a CUDA graph; beside each of our steps the kernels of one "
                f"forward (launches per layer from its row x the model's layers); the green line "
                f"is the weight-read floor (the weights once at the run's measured copy bandwidth)"
+               + (f"; the axis is cut short of {', '.join(cut)} (more than 3x the median forward; "
+                  f"its time is written at the cut)" if cut else "")
                + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
 else:
     ctx.missing("figure", "encoder_latency", f"this run has no timed batch-1 rows at {where}")
@@ -372,19 +431,19 @@ if len(e):
         v = r["version"]
         x, y = r["median_us"] / EB / 1e3, r["energy_j"] / EB * 1e3
         clock = f", {r['energy_mhz']:.0f} MHz" if np.isfinite(r["energy_mhz"]) else ""
-        ax.scatter(x, y, color=style[v]["color"], marker="s" if v in ANCHORS else "o", s=36, zorder=3,
+        ax.scatter(x, y, color=style[v]["color"], marker=style[v]["marker"], s=36, zorder=3,
                    label=f"{label(v)}: {r['power_w']:.0f} W{clock}")
     ax.set_xlabel(f"time per image at batch {EB} (ms)")
     ax.set_ylabel(f"energy per image at batch {EB} (mJ)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    sd.titled(fig, f"Time against energy per image, batch {EB}, {where}", prov)
+    sd.titled(fig, f"Time against energy per image, batch {EB}, {where}", tprov)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     ctx.figure("encoder_energy", fig,
                f"Each ladder step and PyTorch anchor at batch {EB}, {where}: the median time per image "
                f"(x) against the energy per image (y) from NVML's board energy counter over a loop of "
                f"back-to-back forwards of at least 5 s after the timed ones (docs/method.md, Energy); the legend "
-               f"gives each loop's mean power and SM clock; squares are the anchors. Points on a "
+               f"gives each loop's mean power and SM clock; each step and anchor in its colour and marker of the other figures. Points on a "
                f"line through the origin share one power: below the power limit, faster costs more "
                f"watts; at it, only fewer joules per image make a step faster. {prov}.")
 else:
@@ -502,7 +561,7 @@ bd_versions = [v for v in order if v in set(bd["version"])] if len(bd) else []
 comp_colors = dict(zip(components, plt.get_cmap("tab10").colors))
 if len(bd_versions):
     panels = [b for b in bd_batches if b in set(bd["batch"])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(sd.panels_width(len(panels), 5.0), 4.6), squeeze=False)
     for ax, b in zip(axes[0], panels):
         vs = [v for v in bd_versions if len(bd[(bd["version"] == v) & (bd["batch"] == b)])]
         bottom = np.zeros(len(vs))
@@ -522,7 +581,7 @@ if len(bd_versions):
     handles.append(plt.Line2D([], [], linestyle="none", marker="_", markersize=14,
                               markeredgewidth=2, color="#000000",
                               label="measured forward (median)"))
-    sd.titled(fig, f"Whole ViT forward: device time per component, {where}", prov)
+    sd.titled(fig, f"Whole ViT forward: device time per component, {where}", tprov)
     fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     ctx.figure("encoder_breakdown", fig,
@@ -686,7 +745,7 @@ ladder
 # %%
 # The streams experiment is not repeated in every run: without e4 rows here, the newest run on
 # this GPU that timed e4 (its e3 rows beside it) is shown, and the caption names it.
-streams_t, streams_prov, streams_from = t, prov, ""
+streams_t, streams_prov, streams_tprov, streams_from = t, prov, tprov, ""
 if not (t["version"] == E4).any():
     for other in sorted(sd.load_runs(), key=lambda r: r.name, reverse=True):
         o = other.ok("encoder")
@@ -695,7 +754,7 @@ if not (t["version"] == E4).any():
         o = o.assign(streams=o["streams"].fillna(1))
         o = o[~o["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
         streams_t = sd.collapse_rounds(o, KEYS)
-        streams_prov = other.provenance()
+        streams_prov, streams_tprov = other.provenance("encoder"), other.title_provenance("encoder")
         streams_from = f" (from run folder {other.name}: this run did not time {E4})"
         break
 e4 = streams_t[(streams_t["version"] == E4) & (streams_t["model"] == key_model)
@@ -720,7 +779,7 @@ if len(e4) and len(e3):
     batch_axis(ax, sorted(int(b) for b in set(e4["batch"]) & set(e3.index)))
     ax.set_xlabel("batch (images per forward)")
     ax.set_ylabel("e4 time / e3_graph time (below 1 = faster)")
-    sd.titled(fig, f"Streams: the batch split over streams, {where}", streams_prov)
+    sd.titled(fig, f"Streams: the batch split over streams, {where}", streams_tprov)
     legend_below(fig, handles, 0.06 + 0.035 * ((len(handles) + 2) // 3))
     ctx.figure("encoder_streams", fig,
                f"Median time of e4_streams (the batch cut into one lane per stream, each a whole "

@@ -68,6 +68,8 @@ COMPARISONS = (
                   "timm in a CUDA graph", ours=["e6_best"]) for b in (1, 32, 256)]
     + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm"],
                   "timm eager", ours=["e6_best"]) for b in (1, 256)]
+    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm_compile_graph"],
+                  "torch.compile + CUDA graph", ours=["e6_best"]) for b in (1, 32, 256)]
 )
 
 
@@ -132,6 +134,12 @@ def fmt_time(us):
 
 def short_gpu(g):
     return g.removeprefix("NVIDIA ")
+
+
+def commits(run):
+    """A run folder's commits as a title has room for: the first (7 digits) and how many more."""
+    c = [sd.short_commit(x, 7) for x in dict.fromkeys(run.df["commit"].astype(str).str.strip()) if x]
+    return (c[0] + (f" + {len(c) - 1} more" if len(c) > 1 else "")) if c else "commit unknown"
 
 
 # %% [markdown]
@@ -212,7 +220,9 @@ else:
     ax.invert_yaxis()
     ax.set_xlabel("speedup over the reference (reference time / fastest time, within one run)")
     sd.legend_outside(ax)
-    sd.titled(fig, "Key speedups per GPU, each within one run", " vs ".join(map(short_gpu, order)))
+    sd.titled(fig, "Key speedups per GPU, each within one run",
+              "\n".join(f"{short_gpu(g)}: " + ", ".join(f"{n} ({commits(r)})" for n, r in used_runs[g].items())
+                        for g in order if g in used_runs))
     fig.tight_layout()
     ctx.figure("gpus_speedups", fig,
                f"Speedup of the fastest version over its reference per comparison, one bar per "

@@ -28,7 +28,8 @@ import study_data as sd
 
 ctx = sd.notebook_context("mlp", globals())
 run = ctx.run
-prov = ctx.provenance()
+prov = ctx.provenance()              # captions: every run id and commit
+tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
 sd.apply_style()
 
 HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
@@ -100,7 +101,7 @@ t = sd.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "
 rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
 vb = t[t["hidden"] == HIDDEN]
 order = sd.version_order(t["version"], LADDER)
-style = sd.styles(order)
+style = sd.styles(order, fastest=sd.fastest_at(vb, exclude=(GEMM,), rows=None))
 if GEMM in style:  # a timing reference, not an MLP: grey and dotted so it reads as a floor
     style[GEMM] = dict(color="#7f7f7f", marker=".", linestyle=":")
 ceil = run.ceilings()
@@ -134,7 +135,7 @@ t
 # %%
 images = sorted(int(i) for i in set(vb["image_size"]))
 if images:
-    fig, axes = plt.subplots(1, len(images), figsize=(4.4 * len(images), 4.3), squeeze=False)
+    fig, axes = plt.subplots(1, len(images), figsize=(sd.panels_width(len(images), 4.4), 4.3), squeeze=False)
     for ax, image in zip(axes[0], images):
         d0 = vb[vb["image_size"] == image]
         for v in order:
@@ -152,7 +153,7 @@ if images:
     axes[0][0].set_ylabel("median time per call (us)")
     fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
                loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
-    sd.titled(fig, f"MLP: median time per call vs batch ({flush_text})", prov)
+    sd.titled(fig, f"MLP: median time per call vs batch ({flush_text})", tprov)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     ctx.figure("mlp_time", fig,
                f"MLP (hidden {HIDDEN}, mlp {4 * HIDDEN}) median time per call vs batch, one "
@@ -181,7 +182,7 @@ if len(vb):
     ax.set_xlabel(f"rows (batch x tokens, 224 and 384 px), hidden {HIDDEN}")
     ax.set_ylabel("TFLOP/s (4 x rows x hidden x 4 hidden / median time)")
     ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
-    sd.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", prov)
+    sd.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", tprov)
     ceiling_text = (f"line at the fp16 GEMM ceiling measured in the same run "
                     f"({gemm_ceiling:,.0f} TFLOP/s, 8192^3)" if gemm_ceiling else
                     "this run has no GEMM ceiling row, so no ceiling line")
@@ -199,7 +200,7 @@ baselines = [b for b in (UNFUSED, GRAPH) if b in set(vb["version"])]
 if baselines:
     fig = sd.speedup_panels(vb, order, baselines, label, style,
                             f"rows (batch x tokens), hidden {HIDDEN}")
-    sd.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", prov)
+    sd.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", tprov)
     ctx.figure("mlp_speedup", fig,
                f"MLP speedup per rows at hidden {HIDDEN} against "
                f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "
@@ -284,9 +285,10 @@ else:
 
 # %%
 rl = sd.roofline_points(vb[vb["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
-if len(rl) and np.isfinite(rl["ai"]).any():
+rl_gap = sd.roofline_gap(rl, ceil)
+if rl_gap is None:
     fig, caption = sd.roofline_figure(rl, order, style, label, ceil,
-                                      f"MLP: roofline at hidden {HIDDEN}", prov,
+                                      f"MLP: roofline at hidden {HIDDEN}", tprov,
                                       headline=f"{max(key_rows)} rows")
     ctx.figure("mlp_roofline", fig,
                f"MLP roofline at {' and '.join(map(str, key_rows))} rows x {HIDDEN} (filled: "
@@ -294,7 +296,7 @@ if len(rl) and np.isfinite(rl["ai"]).any():
                f"flops over the bytes the MLP must move: x, both weight matrices and y) and its "
                f"achieved TFLOP/s, under {caption}. {flush_text}. {prov}.")
 else:
-    ctx.missing("figure", "mlp_roofline", "no timed row records GB/s and TFLOP/s")
+    ctx.missing("figure", "mlp_roofline", rl_gap)
 
 # %% [markdown]
 # ## The ViT widths at batch 32, 224 px (hidden 384, 768, 1024)

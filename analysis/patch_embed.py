@@ -32,7 +32,8 @@ import study_data as sd
 FAMILY = "patch_embed"
 ctx = sd.notebook_context(FAMILY, globals())
 run = ctx.run
-prov = ctx.provenance()
+prov = ctx.provenance()              # captions: every run id and commit
+tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
 sd.apply_style()
 
 CPU, V1, V2 = "cpu_baseline", "v1_single_channel", "v2_unified_channel"
@@ -89,7 +90,7 @@ best = (t.sort_values("median_us", kind="stable")
          .drop_duplicates(["version", "model", "hidden", "image_size", "batch"])
          .reset_index(drop=True))
 order = sd.version_order(t["version"], LADDER)
-style = sd.styles(order)
+style = sd.styles(order, fastest=sd.fastest_at(best, model=MAIN_MODEL, image_size=224, batch=None))
 # Each anchor its own colour and marker (filled where the CUDA graph was the faster, hollow
 # where eager was), apart from every version's.
 style.update({CONV: dict(color="#000000", marker="h", linestyle="--", markersize=6),
@@ -223,7 +224,7 @@ key_shapes
 b1 = best[best["batch"] == 1]
 panels = [m for m in models if len(b1[b1["model"] == m])]
 if panels:
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(sd.panels_width(len(panels), 4.6), 4.4), squeeze=False)
     shown = []
     for ax, m in zip(axes[0], panels):
         d0 = b1[b1["model"] == m]
@@ -238,7 +239,7 @@ if panels:
         ax.set_title(f"{m}, batch 1")
     axes[0][0].set_ylabel("median time per call (us)")
     shown = [v for v in order if v in shown]
-    sd.titled(fig, f"Patch embedding: time per call vs image size, batch 1 ({flush_text})", prov)
+    sd.titled(fig, f"Patch embedding: time per call vs image size, batch 1 ({flush_text})", tprov)
     shared_legend(fig, legend_handles(shown), bottom=0.2)
     ctx.figure(f"{FAMILY}_image_size", fig,
                f"Patch embedding median time per call vs image size at batch 1, log y, one panel "
@@ -265,7 +266,7 @@ if len(s3):
     cmap = plt.get_cmap("viridis")
     colors = {n: cmap(i / max(1, len(counts) - 1) * 0.9) for i, n in enumerate(counts)}
     markers = dict(zip(counts, ["o", "s", "^", "D", "v", "P", "X", "<", ">"] * 3))
-    fig, axes = plt.subplots(1, len(sv), figsize=(4.8 * len(sv), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(sv), figsize=(sd.panels_width(len(sv), 4.8), 4.4), squeeze=False,
                              sharey=True)
     side = [v for v in (V1, V2) if v in set(t["version"])]
     for ax, v in zip(axes[0], sv):
@@ -288,7 +289,7 @@ if len(s3):
     handles += [plt.Line2D([], [], label=f"{w} (1 stream, host sync per launch)",
                            **dict(style[w], linestyle=":")) for w in side]
     sd.titled(fig, f"Patch embedding: v3 time per call vs batch, stream count varied "
-                   f"({sm}, {simage} px)", prov)
+                   f"({sm}, {simage} px)", tprov)
     shared_legend(fig, handles, bottom=0.2)
     ctx.figure(f"{FAMILY}_streams", fig,
                f"Median time per call of {' and '.join(sv)} vs batch at {sm}, {simage} px, one "
@@ -314,7 +315,7 @@ def knee(d):
 
 knees = {}
 if stream_shape is not None and len(counts) > 1:
-    fig, axes = plt.subplots(1, len(sv), figsize=(4.8 * len(sv), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(sv), figsize=(sd.panels_width(len(sv), 4.8), 4.4), squeeze=False,
                              sharey=True)
     batches3 = sorted({int(b) for b in sd3["batch"]})
     bcolors = {b: plt.get_cmap("plasma")(i / max(1, len(batches3) - 1) * 0.85)
@@ -339,7 +340,7 @@ if stream_shape is not None and len(counts) > 1:
     handles.append(plt.Line2D([], [], linestyle="none", marker="o", markersize=11,
                               markerfacecolor="none", color="#444444",
                               label=f"knee: fewest streams within {KNEE:.0%} of the fastest"))
-    sd.titled(fig, f"Patch embedding: v3 time per call vs stream count ({sm}, {simage} px)", prov)
+    sd.titled(fig, f"Patch embedding: v3 time per call vs stream count ({sm}, {simage} px)", tprov)
     shared_legend(fig, handles, bottom=0.18, ncol=5)
     ctx.figure(f"{FAMILY}_streams_count", fig,
                f"Median time per call of {' and '.join(sv)} vs the number of streams at {sm}, "
@@ -359,7 +360,7 @@ gemm_versions = [v for v in order if v in LADDER[LADDER.index(GEMM_FROM):] or
 mb = best[(best["model"] == MAIN_MODEL) & best["version"].isin(gemm_versions)]
 images = sorted({int(i) for i in mb["image_size"]})
 if images and mb["batch"].nunique() > 1:
-    fig, axes = plt.subplots(1, len(images), figsize=(4.2 * len(images), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(images), figsize=(sd.panels_width(len(images), 4.2), 4.4), squeeze=False)
     shown = []
     for ax, image in zip(axes[0], images):
         d0 = mb[mb["image_size"] == image]
@@ -373,7 +374,7 @@ if images and mb["batch"].nunique() > 1:
         ax.set_xlabel("batch")
         ax.set_title(f"{MAIN_MODEL}, {image} px ({(image // 16) ** 2} patches)")
     axes[0][0].set_ylabel("median time per call (us)")
-    sd.titled(fig, f"Patch embedding: time per call vs batch, {MAIN_MODEL} ({flush_text})", prov)
+    sd.titled(fig, f"Patch embedding: time per call vs batch, {MAIN_MODEL} ({flush_text})", tprov)
     shared_legend(fig, legend_handles([v for v in gemm_versions if v in shown]), bottom=0.2)
     ctx.figure(f"{FAMILY}_batch", fig,
                f"Median time per call vs batch on {MAIN_MODEL} (hidden {hidden_of.get(MAIN_MODEL, 768)}), "
@@ -459,7 +460,7 @@ if len(ladder) and ladder["version"].map(sd.is_own).any():
     axes[0][0].set_ylabel("baseline time / version time")
     handles = [plt.Line2D([], [], color=shape_colors(i), marker="o", label=sh)
                for i, sh in enumerate(dict.fromkeys(ladder["shape"]))]
-    sd.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", prov)
+    sd.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", tprov)
     shared_legend(fig, handles, bottom=0.14)
     ctx.figure(f"{FAMILY}_speedup", fig,
                f"Speedup of each version over {CPU} (left) and over the previous step present at "
@@ -478,10 +479,11 @@ rl = best[best["version"] != CPU]
 rl = rl[[(m, int(i), int(b)) in rl_shapes for m, i, b in
          zip(rl["model"], rl["image_size"], rl["batch"])]]
 rl = sd.roofline_points(rl, lambda r: shape_text(r["model"], int(r["image_size"]), int(r["batch"])))
-if len(rl) and np.isfinite(rl["ai"]).any():
+rl_gap = sd.roofline_gap(rl, run.ceilings())
+if rl_gap is None:
     head = shape_text(*max(rl_shapes, key=lambda s: s[2]))
     fig, caption = sd.roofline_figure(rl, order, style, label, run.ceilings(),
-                                      f"Patch embedding: roofline on {MAIN_MODEL}", prov,
+                                      f"Patch embedding: roofline on {MAIN_MODEL}", tprov,
                                       headline=head)
     ctx.figure(f"{FAMILY}_roofline", fig,
                f"Patch-embedding roofline at {'; '.join(shape_text(*s) for s in rl_shapes)} "
@@ -491,8 +493,7 @@ if len(rl) and np.isfinite(rl["ai"]).any():
                f"{CPU} runs on the CPU and v1-v3 only at small ViT-Ti shapes, so they are not "
                f"placed. {flush_text}. {prov}.")
 else:
-    ctx.missing("figure", f"{FAMILY}_roofline",
-                f"no timed {MAIN_MODEL} row records GB/s and TFLOP/s")
+    ctx.missing("figure", f"{FAMILY}_roofline", f"{MAIN_MODEL}: {rl_gap}")
 
 # %% [markdown]
 # ## Device and host memory per version
@@ -505,7 +506,7 @@ mem = best[np.isfinite(best["device_bytes"]) | np.isfinite(best["host_bytes"])]
 mem_panels = [s for s in mem_shapes if len(mem[(mem["model"] == s[0]) & (mem["image_size"] == s[1])
                                                & (mem["batch"] == s[2])])]
 if mem_panels:
-    fig, axes = plt.subplots(1, len(mem_panels), figsize=(5.2 * len(mem_panels), 4.4),
+    fig, axes = plt.subplots(1, len(mem_panels), figsize=(sd.panels_width(len(mem_panels), 5.2), 4.4),
                              squeeze=False)
     for ax, (m, image, b) in zip(axes[0], mem_panels):
         d = mem[(mem["model"] == m) & (mem["image_size"] == image) & (mem["batch"] == b)]
@@ -521,7 +522,7 @@ if mem_panels:
         ax.set_ylabel("MiB allocated")
     handles = [matplotlib.patches.Patch(color="#1f77b4", label="device memory"),
                matplotlib.patches.Patch(color="#ff7f0e", label="host memory (pinned buffers)")]
-    sd.titled(fig, "Patch embedding: memory allocated per version", prov)
+    sd.titled(fig, "Patch embedding: memory allocated per version", tprov)
     shared_legend(fig, handles, bottom=0.1)
     ctx.figure(f"{FAMILY}_memory", fig,
                f"Device and host memory each version allocates (device_bytes, host_bytes of its "
@@ -554,7 +555,7 @@ SEGMENTS = [("h2d_us", "copy up (H2D)", "#1f77b4"), ("preprocess_us", "preproces
             ("rest_us", "kernels, launches and syncs", "#ff7f0e"), ("d2h_us", "copy down (D2H)", "#9467bd"),
             ("unsplit_us", "routine (no split recorded)", "#bbbbbb")]
 if rt_panels:
-    fig, axes = plt.subplots(1, len(rt_panels), figsize=(4.8 * len(rt_panels), 4.4),
+    fig, axes = plt.subplots(1, len(rt_panels), figsize=(sd.panels_width(len(rt_panels), 4.8), 4.4),
                              squeeze=False)
     for ax, (m, image, b) in zip(axes[0], rt_panels):
         d = rt[(rt["model"] == m) & (rt["image_size"] == image) & (rt["batch"] == b)]
@@ -575,7 +576,7 @@ if rt_panels:
         ax.set_title(shape_text(m, image, b))
         ax.set_ylabel("share of the routine (%)")
     used = [s for s in SEGMENTS if np.nansum(rt[s[0]].to_numpy(dtype=float)) > 0]
-    sd.titled(fig, "Patch embedding: where the host-to-host routine goes", prov)
+    sd.titled(fig, "Patch embedding: where the host-to-host routine goes", tprov)
     shared_legend(fig, [matplotlib.patches.Patch(color=c, label=l) for _, l, c in used],
                   bottom=0.12, ncol=5)
     ctx.figure(f"{FAMILY}_routine", fig,
@@ -629,7 +630,7 @@ else:
             peak = max(peak, cur)
         return peak
 
-    fig, axes = plt.subplots(1, len(lanes), figsize=(4.6 * len(lanes), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(lanes), figsize=(sd.panels_width(len(lanes), 4.6), 4.4), squeeze=False,
                              sharex=True)
     spans = []
     for ax, (v, n) in zip(axes[0], lanes):
@@ -652,7 +653,7 @@ else:
         ax.grid(axis="y", visible=False)
     axes[0][0].set_ylabel("stream (one lane each)")
     sd.titled(fig, f"Patch embedding: per-launch timeline of v3 (batch {tb}, {ti} px, hidden {th})",
-              prov)
+              tprov)
     fig.tight_layout()
     ctx.figure(f"{FAMILY}_timeline", fig,
                f"Gantt chart of every launch of {', '.join(dict.fromkeys(v for v, _ in lanes))} "

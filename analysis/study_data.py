@@ -53,6 +53,10 @@ class DataError(Exception):
     """
 
 
+class FigureError(DataError):
+    """A figure a reader could not use: two series drawn alike, or too wide for the report."""
+
+
 class NoData(DataError):
     """No run holds rows of the requested family."""
 
@@ -288,12 +292,25 @@ class Run:
         return (f"GPU {values('gpu')}, run {values('run_id')}, "
                 f"commit {values('commit', short_commit)}")
 
+    def title_provenance(self, family: str | None = None) -> str:
+        """The provenance a figure title has room for: GPU, run folder and commit (the first
+        one and how many more; the caption and the run table list them all)."""
+        d = self.df if family is None else self.rows(family)
+        if d.empty:
+            d = self.df
+        gpus = [x for x in dict.fromkeys(d["gpu"].astype(str).str.strip()) if x]
+        commits = [short_commit(x, 7) for x in dict.fromkeys(d["commit"].astype(str).str.strip()) if x]
+        commit = (commits[0] + (f" + {len(commits) - 1} more" if len(commits) > 1 else "")
+                  if commits else "unknown")
+        gpu = gpus[0] + (f" + {len(gpus) - 1} more" if len(gpus) > 1 else "") if gpus else "unknown GPU"
+        return f"{gpu}, {self.name}, commit {commit}"
 
-def short_commit(c: str) -> str:
-    """A full hash is unreadable in a caption; 12 hex digits stay unique. Suffixes such as
-    '-dirty' are kept because they matter."""
-    m = re.match(r"^([0-9a-fA-F]{13,40})(.*)$", c)
-    return m.group(1)[:12] + m.group(2) if m else c
+
+def short_commit(c: str, digits: int = 12) -> str:
+    """A full hash is unreadable in a caption; 12 hex digits stay unique (7 in a title).
+    Suffixes such as '-dirty' are kept because they matter."""
+    m = re.match(r"^([0-9a-fA-F]{%d,40})(.*)$" % (digits + 1), c)
+    return m.group(1)[:digits] + m.group(2) if m else c
 
 
 def gpu_of(run: Run) -> str:
@@ -614,17 +631,31 @@ def markdown_table(df: pd.DataFrame, formats: dict | None = None) -> str:
 # ---------------------------------------------------------------------------------------------
 
 # Own versions: distinguishable colours in ladder order; red is kept for the library version
-# and greys for the PyTorch anchors so the eye finds the baselines at once in every figure.
+# and dark colours for the PyTorch anchors so the eye finds the baselines at once in every
+# figure. No two series of a figure share colour and marker (check_series, at save time): the
+# own versions walk the 9 x 9 pairs diagonally, so the tenth version differs from the first in
+# its marker, not only in the order of the legend.
 _OWN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
                "#bcbd22", "#7f7f7f"]
 _OWN_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">"]
 _LIB_COLORS = ["#d62728", "#ff9896"]
-# PyTorch anchors: dark colours apart from the versions', one colour and marker per anchor
-# (its eager run and its CUDA-graph replay share them and differ by line style).
+_LIB_MARKERS = ["*", "p", "h"]
+# PyTorch anchors: one colour per anchor; its eager run (dashed) and its CUDA-graph replay
+# (dotted) share the colour and differ in marker as well as line.
 _ANCHOR_COLORS = ["#000000", "#b8860b", "#556b2f", "#c71585", "#3a3a8c", "#843c39"]
-_ANCHOR_MARKERS = ["x", "P", "h", "d", "p", "8"]
+_ANCHOR_MARKERS = [("x", "+"), ("^", "v"), ("s", "D"), ("h", "H"), ("<", ">"), ("1", "2")]
 ANCHOR_EAGER_LINE, ANCHOR_GRAPH_LINE = "--", ":"
 GRAPH_SUFFIX = "_graph"
+# The fastest version of a figure (styles(fastest=...)) is drawn heavier than the rest.
+_FASTEST = dict(linewidth=2.6, markersize=7, zorder=5)
+MAX_FIGURE_PX = 2000   # widest PNG the report embeds at its full resolution
+TITLE_CHARS = 110      # a provenance line longer than this wraps (a long title widens the PNG)
+MAX_FIGURE_IN = 12.5   # widest figure drawn, in inches: 1,875 px at FIGURE_DPI, room for a legend
+
+
+def panels_width(panels: int, per_panel: float, extra: float = 0.0) -> float:
+    """Figure width for a row of panels, narrower panels where many would pass MAX_FIGURE_IN."""
+    return min(per_panel * panels + extra, MAX_FIGURE_IN)
 
 
 def anchor_base(version: str) -> str:
@@ -653,28 +684,94 @@ def apply_style():
     })
 
 
-def styles(order: list[str]) -> dict[str, dict]:
+def styles(order: list[str], fastest: str | None = None) -> dict[str, dict]:
     """Line style per version, fixed by the family's version order so one version looks the
-    same in every figure of the family. Each PyTorch anchor has its own colour and marker; its
-    eager run is dashed and its CUDA-graph replay dotted."""
+    same in every figure of the family. Each PyTorch anchor has its own colour; its eager run
+    is dashed and its CUDA-graph replay dotted, with markers of their own. `fastest`, the
+    version a figure's findings name fastest, is drawn heavier."""
     out, own, lib = {}, 0, 0
     bases = list(dict.fromkeys(anchor_base(v) for v in order if is_anchor(v)))
     for v in order:
         if is_anchor(v):
             i = bases.index(anchor_base(v))
+            graph = v.endswith(GRAPH_SUFFIX)
             out[v] = dict(color=_ANCHOR_COLORS[i % len(_ANCHOR_COLORS)],
-                          marker=_ANCHOR_MARKERS[i % len(_ANCHOR_MARKERS)],
-                          linestyle=ANCHOR_GRAPH_LINE if v.endswith(GRAPH_SUFFIX)
-                          else ANCHOR_EAGER_LINE)
+                          marker=_ANCHOR_MARKERS[i % len(_ANCHOR_MARKERS)][graph],
+                          linestyle=ANCHOR_GRAPH_LINE if graph else ANCHOR_EAGER_LINE)
         elif is_library(v):
-            out[v] = dict(color=_LIB_COLORS[lib % 2], marker="*", linestyle="-.",
-                          markersize=7)
+            out[v] = dict(color=_LIB_COLORS[lib % 2], marker=_LIB_MARKERS[lib // 2 % 3],
+                          linestyle="-.", markersize=7)
             lib += 1
         else:
-            out[v] = dict(color=_OWN_COLORS[own % 9], marker=_OWN_MARKERS[own % 9],
+            n = len(_OWN_COLORS)
+            out[v] = dict(color=_OWN_COLORS[own % n], marker=_OWN_MARKERS[(own + own // n) % n],
                           linestyle="-")
             own += 1
+    if fastest in out:
+        out[fastest] = {**out[fastest], **_FASTEST}
     return out
+
+
+def fastest_at(t: pd.DataFrame, exclude=(), **at) -> str | None:
+    """The version a figure draws heavier: of the non-anchor versions of a collapsed table (not
+    in `exclude`), the one with the lowest median time at one shape, `at` column=value (None:
+    the column's largest value among those rows). None when no row matches."""
+    d = t[[not is_anchor(v) and v not in exclude for v in t["version"]]]
+    for col, value in at.items():
+        if d.empty:
+            return None
+        d = d[d[col] == (d[col].max() if value is None else value)]
+    return None if d.empty else str(d.loc[d["median_us"].idxmin(), "version"])
+
+
+def _series_key(handle):
+    """What tells a legend entry apart at a glance: colour, marker and whether the marker is
+    filled (a line without a marker: colour and line style; a patch: colour and hatch)."""
+    from matplotlib.colors import to_hex
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    if isinstance(handle, Line2D):
+        marker = handle.get_marker()
+        if marker in (None, "None", "none", "", " "):
+            return ("line", to_hex(handle.get_color()), handle.get_linestyle())
+        face = handle.get_markerfacecolor()
+        filled = not (isinstance(face, str) and face.lower() == "none")
+        return ("marker", to_hex(handle.get_color()), str(marker), filled)
+    if isinstance(handle, Patch):
+        return ("patch", to_hex(handle.get_facecolor()), handle.get_hatch())
+    try:   # a scatter's PathCollection: its colour and its marker's outline
+        return ("points", to_hex(handle.get_facecolor()[0]),
+                handle.get_paths()[0].vertices.round(3).tobytes())
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+
+
+def check_series(fig, name: str):
+    """Raise FigureError when two entries of one legend of `fig` name different series drawn
+    alike (same colour and marker), so a reader could not tell them apart."""
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    for lg in legends:
+        if lg is None:
+            continue
+        seen = {}
+        handles = getattr(lg, "legend_handles", None) or getattr(lg, "legendHandles", [])
+        for h, t in zip(handles, lg.get_texts()):
+            label = t.get_text()
+            key = _series_key(h)
+            if key is None:
+                continue
+            other = seen.setdefault(key, label)
+            if other != label:
+                raise FigureError(f"figure {name}: '{other}' and '{label}' are drawn alike "
+                                  f"({', '.join(map(str, key[1:]))})")
+
+
+def png_width(path: Path) -> int:
+    """Pixel width from a PNG's IHDR chunk (bytes 16-19, big-endian)."""
+    head = Path(path).read_bytes()[:24]
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        raise FigureError(f"{path}: not a PNG")
+    return int.from_bytes(head[16:20], "big")
 
 
 def plot_ratios(ax, table: pd.DataFrame, order: list[str], baseline: str, key: str, label, style,
@@ -697,7 +794,7 @@ def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], 
     every other version in `order`, with one shared legend below the panels. Returns the
     figure; the caller titles it and saves it with its own caption."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(baselines), figsize=(panel_width * len(baselines), 4.3),
+    fig, axes = plt.subplots(1, len(baselines), figsize=(panels_width(len(baselines), panel_width), 4.3),
                              squeeze=False)
     for ax, b in zip(axes[0], baselines):
         plot_ratios(ax, table, order, b, "rows", label, style, speedup=True)
@@ -820,6 +917,17 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
     return fig, (" and ".join(parts) if parts else "no ceiling measured in this run")
 
 
+def roofline_gap(points: pd.DataFrame, ceilings) -> str | None:
+    """Why a roofline cannot be drawn, or None: it needs timed points with both rates and at
+    least one ceiling measured in the same run (a roofline without its roof would mislead)."""
+    if not len(points) or not np.isfinite(points["ai"]).any():
+        return "no timed row records both GB/s and TFLOP/s"
+    if not (ceilings.copy_gbps or ceilings.gemm_tflops):
+        return ("this run measured no ceilings (experiments/specs/ceilings.toml), and a roofline "
+                "without the run's own roof is not drawn")
+    return None
+
+
 def roofline_points(t: pd.DataFrame, shape) -> pd.DataFrame:
     """Roofline points of a collapsed table with median `tflops` and `gbps` columns: the
     arithmetic intensity of a row is its flops over its bytes, tflops x 1000 / gbps (both from
@@ -831,8 +939,11 @@ def roofline_points(t: pd.DataFrame, shape) -> pd.DataFrame:
 
 
 def titled(fig, what: str, provenance: str):
-    """Figure title: what is shown, then the provenance line required on every figure."""
-    fig.suptitle(f"{what}\n{provenance}", fontsize=9)
+    """Figure title: what is shown, then the provenance line required on every figure (the
+    short one, Run.title_provenance: the run table and the caption hold the run ids)."""
+    import textwrap
+    lines = [w for line in provenance.splitlines() for w in textwrap.wrap(line, TITLE_CHARS) or [""]]
+    fig.suptitle("\n".join([what, *lines]), fontsize=9)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -891,11 +1002,23 @@ class Context:
     def provenance(self) -> str:
         return self.run.provenance(self.family)
 
+    def title_provenance(self) -> str:
+        return self.run.title_provenance(self.family)
+
     def figure(self, name: str, fig, caption: str):
+        """Save `fig` as figures/NAME.png, after checking that no two of its series are drawn
+        alike; a PNG wider than MAX_FIGURE_PX is an error (FigureError names it)."""
         import matplotlib.pyplot as plt
         path = self._path("figures", name, "png")
-        fig.savefig(path, dpi=FIGURE_DPI)
-        plt.close(fig)
+        try:
+            check_series(fig, name)
+            fig.savefig(path, dpi=FIGURE_DPI)
+        finally:
+            plt.close(fig)
+        width = png_width(path)
+        if width > MAX_FIGURE_PX:
+            raise FigureError(f"figure {name} is {width} px wide, more than {MAX_FIGURE_PX}: "
+                              "shorten its title, legend or panels")
         self.artifacts[name] = Artifact("figure", name, path, caption)
         return path
 

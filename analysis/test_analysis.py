@@ -82,6 +82,14 @@ class ReportBuild(unittest.TestCase):
                                       copy_gbps=2500.0, seed=7)
         cls.new = synthetic.write_run(cls.results / "b_new", run_id="new-run",
                                       utc="2025-11-21T00:00:00Z", configs=synthetic.SMALL_CONFIGS)
+        # A folder with no top-level rows (a side experiment) and one with no CSV at all (a
+        # test-suite report): the index lists them too.
+        side = cls.results / "c_side" / "probe"
+        side.mkdir(parents=True)
+        (side / "probe.csv").write_text("version,commit,gpu,us\nx,0123456789abcdef0123456789abcdef01234567,GPU Z,1\n")
+        (cls.results / "c_side" / "README.md").write_text("# c_side\n\nA probe on its own. More.\n")
+        (cls.results / "d_tests").mkdir()
+        (cls.results / "d_tests" / "README.md").write_text("# d_tests\n\nNo timings here: tests.\n")
         cls.out = root / "out"
         cls.res = build("--results", cls.results, "--out", cls.out)
         cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
@@ -92,6 +100,15 @@ class ReportBuild(unittest.TestCase):
 
     def test_build_succeeds(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
+
+    def test_every_version_introduced(self):
+        # Whatever data the runs hold, the report names every version of every family, with
+        # its NOTES.md title, from the version lists (no intro can fall behind them).
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        for family in ("patch_embed", "layernorm", "attention", "mlp", "encoder"):
+            for v in sd.family_versions(family):
+                self.assertRegex(self.readme, rf"\| `{v}` \| \w[^|]* \| `stages/{family}/{v}/NOTES.md` \|",
+                                 f"{family}/{v}")
 
     def test_figures_written(self):
         for name in ("layernorm_time", "layernorm_gbps", "layernorm_speedup"):
@@ -156,6 +173,10 @@ class ReportBuild(unittest.TestCase):
         self.assertRegex(old, r"\| - \| layernorm \(by b_new\) \|$")
         self.assertIn("| layernorm | b_new | a_old |", index)
         self.assertNotIn("ceilings (", index)  # ceilings is part of each run, not a family
+        side = index.split("## Folders without a run's rows")[1].split("## Which run")[0]
+        self.assertIn("| [c_side](c_side/) | A probe on its own. | GPU Z | "
+                      "0123456789abcdef0123456789abcdef01234567 (not in this clone) | probe |", side)
+        self.assertIn("| [d_tests](d_tests/) | No timings here: tests. | - | - | no CSV |", side)
 
     def test_run_option_selects_folder(self):
         out = Path(self.tmp.name) / "out_old"
@@ -1017,14 +1038,67 @@ class Figures(unittest.TestCase):
         order = sd.version_order(list(synthetic.ATTN_MODEL), [])
         st = sd.styles(order)
         anchors = [v for v in order if sd.is_anchor(v)]
-        pairs = {sd.anchor_base(v): (st[v]["color"], st[v]["marker"]) for v in anchors}
-        self.assertEqual(len(pairs), 4)
-        self.assertEqual(len(set(pairs.values())), 4)
-        others = {(st[v]["color"], st[v]["marker"]) for v in order if not sd.is_anchor(v)}
-        self.assertFalse(set(pairs.values()) & others)
-        for v in anchors:  # eager and graph: same colour and marker, another line style
-            self.assertEqual((st[v]["color"], st[v]["marker"]), pairs[sd.anchor_base(v)])
+        colours = {sd.anchor_base(v): st[v]["color"] for v in anchors}
+        self.assertEqual(len(colours), 4)
+        self.assertEqual(len(set(colours.values())), 4)
+        pairs = [(st[v]["color"], st[v]["marker"]) for v in order]
+        self.assertEqual(len(set(pairs)), len(order), pairs)
+        for v in anchors:  # eager and graph: one colour, their own markers and line styles
+            self.assertEqual(st[v]["color"], colours[sd.anchor_base(v)])
             self.assertEqual(st[v]["linestyle"], ":" if v.endswith("_graph") else "--")
+
+    def test_no_two_series_drawn_alike(self):
+        # More own versions than colours and markers, several libraries, every anchor: each
+        # series keeps a colour x marker pair of its own.
+        order = ([f"v{i}_x" for i in range(30)] + ["cudnn", "cudnn_graph", "cublaslt_x", "library_y"]
+                 + [v for v in synthetic.ATTN_MODEL if sd.is_anchor(v)])
+        st = sd.styles(order, fastest="v12_x")
+        pairs = [(st[v]["color"], st[v]["marker"]) for v in order]
+        self.assertEqual(len(set(pairs)), len(order))
+        self.assertGreater(st["v12_x"]["linewidth"], st["v11_x"].get("linewidth", 1.4))
+        self.assertEqual(sd.styles(order, fastest="nope")["v12_x"], sd.styles(order)["v12_x"])
+
+    def test_figure_checks_series_and_width(self):
+        import matplotlib.pyplot as plt
+        with tempfile.TemporaryDirectory() as d:
+            ctx = sd.Context("layernorm", None, Path(d))
+            fig, ax = plt.subplots()   # the planted clash: two versions, one colour and marker
+            ax.plot([1, 2], [1, 2], color="#1f77b4", marker="o", label="v1")
+            ax.plot([1, 2], [2, 3], color="#1f77b4", marker="o", label="v10")
+            ax.legend()
+            with self.assertRaisesRegex(sd.FigureError, "'v1' and 'v10' are drawn alike"):
+                ctx.figure("layernorm_clash", fig, "c")
+            fig, ax = plt.subplots()   # hollow and filled markers of one colour are told apart
+            ax.plot([1], [1], color="#444444", marker="o", linestyle="none", label="filled")
+            ax.plot([1], [1], color="#444444", marker="o", markerfacecolor="none",
+                    linestyle="none", label="hollow")
+            ax.legend()
+            ctx.figure("layernorm_fill", fig, "c")
+            fig, ax = plt.subplots(figsize=(14, 3))   # 14 in x 150 dpi: 2,100 px
+            ax.plot([1, 2], [1, 2])
+            with self.assertRaisesRegex(sd.FigureError, "layernorm_wide is 2[0-9]{3} px wide"):
+                ctx.figure("layernorm_wide", fig, "c")
+
+    def test_committed_figures_at_most_2000_px(self):
+        figures = sorted((REPO / "report" / "figures").glob("*.png"))
+        self.assertTrue(figures)
+        for f in figures:
+            self.assertLessEqual(sd.png_width(f), sd.MAX_FIGURE_PX, f.name)
+
+    def test_title_provenance_is_short(self):
+        run = sd.load_run(self.ln)
+        t = run.title_provenance("layernorm")
+        self.assertIn(run.name, t)
+        self.assertNotIn("run ", t)   # the run ids stay in the caption
+        self.assertLessEqual(len(t), 100)
+
+    def test_no_roofline_without_ceilings(self):
+        import pandas as pd
+        p = sd.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0]}),
+                               lambda r: "s")
+        self.assertIsNone(sd.roofline_gap(p, sd.Ceilings(3000.0, None, None)))
+        self.assertIn("no ceilings", sd.roofline_gap(p, sd.Ceilings(None, None, None)))
+        self.assertIn("no timed row", sd.roofline_gap(p.iloc[0:0], sd.Ceilings(3000.0, 700.0, None)))
 
     def test_ticks_reference_line_and_legend_helpers(self):
         import matplotlib.pyplot as plt

@@ -24,6 +24,8 @@ log() { printf '[device] %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 log "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader)"
 py=$(command -v python3)
+# The run folder's README summarizes what it holds (CSVs, test summaries), however the job ends.
+trap '"$py" experiments/run_readme.py "$RUN_DIR" > /dev/null || true' EXIT
 # The cuDNN the build links: the one the PyTorch anchors load where there is one, else the newest
 # system cuDNN (the choice ./study makes, by the same script).
 cudnn=$($py common/cudnn/find_cudnn.py --python "$py" --system "$(dirname "$(dirname "$(command -v nvcc)")")" \

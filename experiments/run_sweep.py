@@ -38,6 +38,8 @@ sys.path.insert(0, str(EXPERIMENTS / "anchors"))
 from common import COLUMNS, MODELS, PATCH  # noqa: E402  (the one schema, shared with anchors)
 sys.path.insert(0, str(EXPERIMENTS.parent / "analysis"))
 import steps as step_table  # noqa: E402  (the encoder's step table, stages/encoder/steps.tsv)
+sys.path.insert(0, str(EXPERIMENTS))
+import run_readme  # noqa: E402  (the run folder's README: what its CSVs hold)
 
 EXIT_OK, EXIT_FAILED_ROWS, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 4
 STATUSES = ("ok", "skipped", "failed")
@@ -809,6 +811,18 @@ def main(argv=None):
           f"{len(todo)} to run; run {run_id}, commit {commit}", flush=True)
     counts = {s: 0 for s in STATUSES}
     signal.signal(signal.SIGTERM, _on_signal)  # Slurm's time limit / scancel: stop cleanly
+    try:
+        return sweep(args, todo, commands, env, prov, commit, timeout_s, budget, out, counts, spec)
+    finally:
+        if args.run_dir:   # the folder's README summarizes its CSVs, even after a stop
+            try:
+                run_readme.write(args.run_dir)
+            except OSError as e:
+                print(f"warning: {args.run_dir}/README.md not updated: {e}", file=sys.stderr)
+
+
+def sweep(args, todo, commands, env, prov, commit, timeout_s, budget, out, counts, spec):
+    """Run the configurations left to do, appending each row as it comes."""
     start = time.monotonic()
     ran = 0
     try:

@@ -268,9 +268,45 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(sorted(str(p.relative_to(run)) for p in run.rglob("*.csv")),
                          ["fam.csv", "side/side.csv"])
         self.assertEqual(len(self.rows(run / "side" / "side.csv")), 3)
+        # The folder's README, written by the runner, summarizes both CSVs.
+        readme = (run / "README.md").read_text()
+        self.assertTrue(readme.startswith("# run\n"))
+        self.assertRegex(readme, r"- `fam.csv`: 3 rows \(3 ok, 0 skipped, 0 failed\); commit `[^`]+`")
+        self.assertIn("- `side/side.csv`: 3 rows (3 ok", readme)
         r = self.run_sweep(main, "--run-dir", str(run), check=False)
         self.assertEqual(r.returncode, 2)
         self.assertIn("not both", r.stderr)
+
+    def test_run_readme_keeps_the_hand_written_part(self):
+        import run_readme
+        run = self.dir / "r"
+        (run / "tests").mkdir(parents=True)
+        (run / "README.md").write_text("# r\n\nWhy this run was made.\n")
+        (run / "tests" / "tests.txt").write_text(" 1/2 gpu - x  OK  1s\nOk:   1\nFail:   0\nSkipped:  1\n")
+        (run / "mutants.md").write_text("# m\n\n**11 of 11 planted bugs caught**\n")
+        (run / "ncu.csv").write_text('"ID","Kernel Name"\n"0","k"\n')
+        with open(run / "a.csv", "w") as f:
+            f.write(",".join(rs.COLUMNS) + "\n")
+            for status, commit, clock in (("ok", "0123456789abcdef0123-dirty", "1500"),
+                                          ("failed", "0123456789abcdef0123-dirty", "")):
+                row = dict.fromkeys(rs.COLUMNS, "")
+                row.update(status=status, commit=commit, gpu="GPU X", sm_clock_mhz=clock,
+                           run_id="id1", utc="2026-01-01T00:00:00Z")
+                f.write(",".join(row[c] for c in rs.COLUMNS) + "\n")
+        for _ in range(2):   # a second write replaces the block, never appends another
+            run_readme.write(run)
+        text = (run / "README.md").read_text()
+        self.assertTrue(text.startswith("# r\n\nWhy this run was made.\n"))
+        self.assertEqual(text.count(run_readme.START), 1)
+        self.assertIn("- `a.csv`: 2 rows (1 ok, 0 skipped, 1 failed); commit `0123456789ab-dirty` "
+                      "(2 rows from a tree with uncommitted changes); GPU GPU X; SM clock 1,500-1,500 MHz", text)
+        self.assertIn("- 1 other CSV file (Nsight Compute pages, probes): no study rows.", text)
+        self.assertIn("- test suites (`tests/tests.txt`): Ok 1, Fail 0, Skipped 1.", text)
+        self.assertIn("- planted bugs (`mutants.md`): 11 of 11 planted bugs caught.", text)
+        r = subprocess.run([PY, str(HERE / "run_readme.py"), str(self.dir / "none")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no such run folder", r.stderr)
 
     # ---- interleaved rounds ----------------------------------------------------------------
 

@@ -21,7 +21,9 @@ import datetime
 import fcntl
 import io
 import os
+import json
 import re
+import select
 import shlex
 import signal
 import socket
@@ -35,7 +37,7 @@ from pathlib import Path
 EXPERIMENTS = Path(__file__).resolve().parent
 REPO = EXPERIMENTS.parent
 sys.path.insert(0, str(EXPERIMENTS / "anchors"))
-from common import COLUMNS, MODELS, PATCH  # noqa: E402  (the one schema, shared with anchors)
+from common import COLUMNS, MODELS, PATCH, SERVE_DONE  # noqa: E402  (the one schema, shared with anchors)
 sys.path.insert(0, str(EXPERIMENTS.parent / "analysis"))
 import steps as step_table  # noqa: E402  (the encoder's step table, stages/encoder/steps.tsv)
 sys.path.insert(0, str(EXPERIMENTS))
@@ -79,6 +81,7 @@ SPEC_KEYS = {
     "streams": list, "warmup": int, "iters": int, "seed": int, "flush_l2": (bool, list),
     "check": bool, "timeout_s": (int, float), "extra_args": list, "max_device_gib": (int, float),
     "shapeless": bool, "side_experiment": bool, "rounds": int, "energy_s": (int, float),
+    "keep_anchors": bool,
 }
 DEFAULT_BINARY = "stages/{family}/{family}_{version}"
 
@@ -142,6 +145,9 @@ def load_spec(path):
     s.setdefault("rounds", 1)
     # energy_s: each row's energy loop after its timing (--energy; docs/method.md, "Energy").
     s.setdefault("energy_s", 0)
+    # keep_anchors: the anchor script answers every row in one process (--serve, AnchorWorker),
+    # so what it compiles for a shape serves every later round of that shape.
+    s.setdefault("keep_anchors", False)
     if not 0 <= s["energy_s"] <= 600:
         raise SpecError("'energy_s' must be seconds between 0 and 600")
     if s["rounds"] < 1:
@@ -190,7 +196,10 @@ def load_spec(path):
         if s[key]:
             _need_list_of(s, key, str)
     if s["anchors"] and "anchor_script" not in s:
-        raise SpecError("'anchors' needs 'anchor_script' (a script in experiments/anchors/)")
+        raise SpecError("'anchors' needs 'anchor_script' (a script in experiments/anchors/, or a "
+                        "path ending in .py)")
+    if s["keep_anchors"] and not s["anchors"]:
+        raise SpecError("'keep_anchors' needs 'anchors'")
     if not s["versions"] and not s["anchors"] and not s["row_versions"]:
         raise SpecError("nothing to run: give 'versions', 'anchors' or 'row_versions'")
     s["versions"] = resolve_versions(s["family"], s["versions"])
@@ -581,6 +590,21 @@ class Outcome:
         return f"exit code {self.returncode}, no row{tail}"
 
 
+def collect(cfg, csv_path, lines):
+    """The rows a configuration wrote into its private CSV; a problem reading them is added to
+    `lines` (its stderr), whose last line explains a missing row."""
+    rows = []
+    if os.path.exists(csv_path):
+        try:
+            rows, problems = read_csv(csv_path)
+        except UsageError as e:
+            rows, problems = [], [str(e)]
+        for p in problems:
+            print(f"  warning: {cfg.label}: {p}", file=sys.stderr)
+            lines.append(p)
+    return rows
+
+
 def run_config(cfg, cmd, env, timeout_s, verbose):
     """Runs one configuration into a private temporary CSV and returns its Outcome."""
     with tempfile.TemporaryDirectory(prefix="study_sweep_") as tmpdir:
@@ -613,16 +637,92 @@ def run_config(cfg, cmd, env, timeout_s, verbose):
             for line in (out + err).strip().splitlines():
                 print("  | " + line, flush=True)
         lines = [l.strip() for l in err.splitlines() if l.strip()]
-        rows = []
-        if os.path.exists(csv_path):
-            try:
-                rows, problems = read_csv(csv_path)
-            except UsageError as e:
-                rows, problems = [], [str(e)]
-            for p in problems:
-                print(f"  warning: {cfg.label}: {p}", file=sys.stderr)
-                lines.append(p)
+        rows = collect(cfg, csv_path, lines)
         return Outcome(rows, proc.returncode, timed_out, lines[-1] if lines else "")
+
+
+class AnchorWorker:
+    """One long-lived process of an anchor script (`SCRIPT --serve`, anchors/common.py serve())
+    answering the rows of a sweep's anchors in turn: a compiled model is then compiled once per
+    shape, not once per round. A row keeps its own timeout: past it the process is killed (its
+    row is `failed`) and the next row starts a new one. stderr goes to a file opened for
+    appending, read back from where each row began."""
+
+    def __init__(self, cmd, env):
+        self.cmd, self.env = cmd, env
+        self.proc = self.err = None
+
+    def _start(self):
+        self.err = tempfile.TemporaryFile(mode="a+", errors="replace")
+        self.proc = subprocess.Popen(self.cmd + ["--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                     errors="replace", env=self.env, start_new_session=True)
+
+    def _kill(self):
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.proc.wait()
+            self.proc = None
+
+    def close(self):
+        """Ends the process: end of its input, then a kill if it does not exit in 30 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+
+    def run(self, cfg, timeout_s, verbose):
+        with tempfile.TemporaryDirectory(prefix="study_sweep_") as tmpdir:
+            csv_path = os.path.join(tmpdir, "rows.csv")
+            argv = ["--version", cfg.label] + cfg.args(csv_path, self.env["STUDY_SWEEP_DEVICE"])
+            if self.proc is None or self.proc.poll() is not None:
+                self._kill()
+                try:
+                    self._start()
+                except OSError as e:
+                    return Outcome([], None, False, f"cannot run {self.cmd[0]}: {e.strerror}")
+            if verbose:
+                print("  $ (kept) " + " ".join(shlex.quote(c) for c in self.cmd + argv), flush=True)
+            self.err.seek(0, os.SEEK_END)
+            err_from = self.err.tell()
+            code, timed_out = None, False
+            deadline = time.monotonic() + timeout_s
+            try:
+                self.proc.stdin.write(json.dumps(argv) + "\n")
+                self.proc.stdin.flush()
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                        timed_out = True
+                        break
+                    line = self.proc.stdout.readline()
+                    if not line:   # the process ended without answering
+                        break
+                    if line.startswith(SERVE_DONE):
+                        code = int(line.split()[1])
+                        break
+                    if verbose:
+                        print("  | " + line.rstrip(), flush=True)
+            except (BrokenPipeError, ValueError):
+                pass
+            except BaseException:
+                self._kill()
+                raise
+            if code is None:   # timed out or died: the next row gets a fresh process
+                if not timed_out:
+                    self.proc.wait()
+                    code = self.proc.returncode
+                self._kill()
+            self.err.seek(err_from)
+            lines = [l.strip() for l in self.err.read().splitlines() if l.strip()]
+            rows = collect(cfg, csv_path, lines)
+            return Outcome(rows, code, timed_out, lines[-1] if lines else "")
 
 
 # ---- main -------------------------------------------------------------------------------------
@@ -692,7 +792,8 @@ def parse_args(argv):
 
 def command_for(cfg, spec, build_dir, python):
     if cfg.kind == "anchor":
-        script = EXPERIMENTS / "anchors" / (spec["anchor_script"] + ".py")
+        name = spec["anchor_script"]   # a script of experiments/anchors/, or a path to one
+        script = Path(name) if name.endswith(".py") else EXPERIMENTS / "anchors" / (name + ".py")
         return [python, str(script), "--version", cfg.label], script
     rel = spec["binary"].format(family=spec["family"], version=cfg.label)
     binary = Path(build_dir) / rel
@@ -825,6 +926,7 @@ def sweep(args, todo, commands, env, prov, commit, timeout_s, budget, out, count
     """Run the configurations left to do, appending each row as it comes."""
     start = time.monotonic()
     ran = 0
+    workers = {}   # anchor script -> its kept process (spec keep_anchors)
     try:
         for k, c in enumerate(todo, start=1):
             elapsed = time.monotonic() - start
@@ -838,7 +940,12 @@ def sweep(args, todo, commands, env, prov, commit, timeout_s, budget, out, count
                         f"max_device_gib is {spec['max_device_gib']:g}")
                 rows = [with_extra_note(runner_row(c, v, "skipped", note, prov), c) for v in c.expect]
             else:
-                o = run_config(c, commands[c.index], env, timeout_s, args.verbose)
+                if c.kind == "anchor" and spec["keep_anchors"]:
+                    script = tuple(commands[c.index][:2])   # python, the anchor script
+                    worker = workers.setdefault(script, AnchorWorker(list(script), env))
+                    o = worker.run(c, timeout_s, args.verbose)
+                else:
+                    o = run_config(c, commands[c.index], env, timeout_s, args.verbose)
                 rows = [with_extra_note(r, c) for r in o.rows]
                 got = {row_key(r) for r in rows}
                 for key in got - set(c.keys()):
@@ -888,6 +995,9 @@ def sweep(args, todo, commands, env, prov, commit, timeout_s, budget, out, count
     except KeyboardInterrupt:
         print("interrupted: rerun the same command to resume", file=sys.stderr, flush=True)
         return 130
+    finally:
+        for w in workers.values():
+            w.close()
     print(f"done: {ran} configurations, rows ok {counts['ok']}, skipped {counts['skipped']}, "
           f"failed {counts['failed']}; {args.out}", flush=True)
     return EXIT_FAILED_ROWS if args.strict and counts["failed"] else EXIT_OK

@@ -7,6 +7,7 @@ written into a temporary build dir) so they need neither a GPU nor a build.
 """
 
 import collections
+import json
 import os
 import re
 import signal
@@ -101,6 +102,43 @@ FAKE = textwrap.dedent('''\
         else:
             w.writerow(row(version, "skipped" if a.batch == "3" else "ok"))
     ''')
+
+
+# A fake anchor script in serving mode (--serve): one row per stdin line, then the sentinel line.
+# Its note says which process wrote the row and how many rows of that version and batch the
+# process wrote before (what a kept compiled model would serve). p_hang hangs on its first row
+# only; p_die exits without answering.
+FAKE_SERVER = textwrap.dedent('''\
+    #!{py}
+    import argparse, json, os, sys, time
+    sys.path.insert(0, {anchors!r})
+    from common import COLUMNS, SERVE_DONE, append_row
+    assert sys.argv[1:] == ["--serve"], sys.argv
+    built = {{}}
+    for line in sys.stdin:
+        p = argparse.ArgumentParser()
+        for f in ("--version", "--batch", "--image-size", "--model", "--streams", "--warmup",
+                  "--iters", "--seed", "--csv", "--device", "--energy"):
+            p.add_argument(f)
+        p.add_argument("--flush-l2", action="store_true")
+        p.add_argument("--no-check", action="store_true")
+        a = p.parse_args(json.loads(line))
+        if a.version == "p_hang" and not os.path.exists(os.environ["FAKE_HUNG"]):
+            open(os.environ["FAKE_HUNG"], "w").close()
+            time.sleep(600)
+        if a.version == "p_die":
+            print("fake server: dying", file=sys.stderr, flush=True)
+            os._exit(3)
+        built[a.version, a.batch] = built.get((a.version, a.batch), 0) + 1
+        r = dict.fromkeys(COLUMNS, "")
+        r.update(run_id=os.environ.get("STUDY_RUN_ID", ""), commit=os.environ.get("STUDY_COMMIT", ""),
+                 family="fake", version=a.version, model=a.model, batch=a.batch,
+                 image_size=a.image_size, streams=a.streams, warmup=a.warmup, iters=a.iters,
+                 flush_l2="0", median_us="7.5", status="ok",
+                 note="pid=%d row=%d" % (os.getpid(), built[a.version, a.batch]))
+        append_row(a.csv, r)
+        print("%s 0" % SERVE_DONE, flush=True)
+''')
 
 
 class SweepTest(unittest.TestCase):
@@ -276,6 +314,43 @@ class SweepTest(unittest.TestCase):
         r = self.run_sweep(main, "--run-dir", str(run), check=False)
         self.assertEqual(r.returncode, 2)
         self.assertIn("not both", r.stderr)
+
+    def test_kept_anchors_serve_every_round_from_one_process(self):
+        server = self.dir / "fake_server.py"
+        server.write_text(FAKE_SERVER.format(py=PY, anchors=str(HERE / "anchors")))
+        spec = self.spec(versions='["a"]', batches="[1, 2]", anchors='["p_a", "p_b"]',
+                         anchor_script=f'"{server}"', keep_anchors="true", rounds="3")
+        self.run_sweep(spec)
+        rows = [r for r in self.rows() if r["version"].startswith("p_")]
+        self.assertEqual(len(rows), 12)
+        self.assertEqual(len({re.search(r"pid=(\d+)", r["note"]).group(1) for r in rows}), 1)
+        # Interleaved rounds: round k of a shape is the k-th row of that shape in the process
+        # (a model kept for the shape serves rounds 2 and 3).
+        for r in rows:
+            self.assertEqual(re.search(r"row=(\d+)", r["note"]).group(1),
+                             re.search(r"round: (\d+)", r["note"]).group(1), r["note"])
+
+    def test_kept_anchor_past_its_timeout_or_dead_is_replaced(self):
+        server = self.dir / "fake_server.py"
+        server.write_text(FAKE_SERVER.format(py=PY, anchors=str(HERE / "anchors")))
+        spec = self.spec(versions='["a"]', batches="[1]", anchors='["p_hang", "p_die", "p_b"]',
+                         anchor_script=f'"{server}"', keep_anchors="true", timeout_s="3", rounds="2")
+        r = self.run_sweep(spec, env={"FAKE_HUNG": str(self.dir / "hung")})
+        got = collections.defaultdict(list)
+        for x in self.rows():
+            got[x["version"]].append(x)
+        self.assertEqual([x["status"] for x in got["p_hang"]], ["failed", "ok"])
+        self.assertIn("timeout after 3 s", got["p_hang"][0]["note"])
+        self.assertEqual([x["status"] for x in got["p_die"]], ["failed", "failed"])
+        self.assertIn("exit code 3, no row: fake server: dying", got["p_die"][0]["note"])
+        self.assertEqual([x["status"] for x in got["p_b"]], ["ok", "ok"])
+        self.assertIn("done:", r.stdout)
+
+    def test_keep_anchors_needs_anchors(self):
+        spec = self.spec(keep_anchors="true")
+        r = self.run_sweep(spec, check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("'keep_anchors' needs 'anchors'", r.stderr)
 
     def test_run_readme_keeps_the_hand_written_part(self):
         import run_readme
@@ -711,6 +786,29 @@ class SweepTest(unittest.TestCase):
         else:
             self.assertEqual((row["status"], r.returncode), ("ok", 0), row["note"])
             self.assertLessEqual(float(row["rel_l2_err"]), 5e-3)
+
+    def test_anchor_serves_rows_from_stdin(self):
+        # --serve: one row per request line, each answered by the sentinel with the row's exit
+        # code; a bad line is answered too, and the process ends with its input.
+        csv_path = self.dir / "served.csv"
+        args = ["--batch", "2", "--image-size", "32", "--model", "vit_ti", "--iters", "2",
+                "--warmup", "0", "--csv", str(csv_path)]
+        lines = [json.dumps(["--version", v] + args) for v in ("pytorch_timm", "pytorch_timm_graph")]
+        r = subprocess.run([PY, str(HERE / "anchors" / "torch_vit.py"), "--serve"],
+                           input="\n".join(lines + ["not json", json.dumps(["--version", "nope"])]) + "\n",
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        done = [l for l in r.stdout.splitlines() if l.startswith("STUDY_ANCHOR_DONE")]
+        self.assertEqual(len(done), 4, r.stdout)
+        self.assertEqual(done[2:], ["STUDY_ANCHOR_DONE 2", "STUDY_ANCHOR_DONE 2"])
+        rows = self.rows(csv_path)
+        self.assertEqual([x["version"] for x in rows], ["pytorch_timm", "pytorch_timm_graph"])
+        for x, d in zip(rows, done):
+            if x["status"] == "skipped":
+                self.assertTrue(x["note"].startswith(("torch not installed", "no CUDA device")), x["note"])
+                self.assertEqual(d, "STUDY_ANCHOR_DONE 2")
+            else:
+                self.assertEqual((x["status"], d), ("ok", "STUDY_ANCHOR_DONE 0"), x["note"])
 
     def test_patch_embed_anchors_write_one_schema_row_each(self):
         for version in ("pytorch_conv2d", "pytorch_patchify_linear"):

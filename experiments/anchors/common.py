@@ -6,11 +6,15 @@ Only the standard library is imported at module level: on a machine without torc
 a GPU) an anchor still parses its arguments and writes a `skipped` row saying why.
 
 An anchor script calls run_anchor(family, versions, add_args, build); see torch_layernorm.py.
+Run with the single argument `--serve`, it answers many rows in one process (serve(), for the
+sweep runner's kept anchors): what a build keeps with keep() - a model compiled for its shape -
+is then made once and reused by every later row of that shape.
 """
 
 import argparse
 import ctypes
 import datetime
+import json
 import math
 import os
 import socket
@@ -561,10 +565,59 @@ def _emit(args, row):
         append_row(args.csv, row)
 
 
+# Serving (--serve): the objects builds keep across rows, oldest first; None in a one-row run.
+_kept = None
+KEEP_MAX = 16            # entries kept at once (a vit_b entry with its float64 twin: ~1 GB)
+SERVE_DONE = "STUDY_ANCHOR_DONE"   # stdout line that ends each served row: "<SERVE_DONE> <exit code>"
+
+
+def keep(key, make):
+    """make(); in a serving process the object an earlier row made under `key` (a hashable
+    tuple naming everything make() depends on), made once. This is how a compiled model is
+    compiled once per shape and reused by the later rounds of that shape."""
+    if _kept is None:
+        return make()
+    if key not in _kept:
+        if len(_kept) >= KEEP_MAX:
+            _kept.pop(next(iter(_kept)))
+        _kept[key] = make()
+    return _kept[key]
+
+
+def serve(run_one, stdin=None, stdout=None):
+    """One row per line of stdin, a JSON list of the arguments a one-row run takes; after each,
+    the line '<SERVE_DONE> <exit code>' on stdout. Ends at the end of stdin. What the rows'
+    builds keep() stays in this process between rows."""
+    global _kept
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    _kept = {}
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            argv = json.loads(line)
+            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+                raise ValueError("not a JSON list of strings")
+        except ValueError as e:
+            print(f"--serve: error: bad request line ({e}): {line.strip()[:200]}", file=sys.stderr)
+            code = EXIT_USAGE
+        else:
+            try:
+                code = run_one(argv)
+            except SystemExit as e:   # argparse's --help or a usage error
+                code = e.code if isinstance(e.code, int) else EXIT_USAGE
+        sys.stderr.flush()
+        print(f"{SERVE_DONE} {code}", file=stdout, flush=True)
+    return EXIT_OK
+
+
 def run_anchor(family, versions, summary, add_args, identity, build, argv=None):
     """versions: names this script answers to. add_args(parser): family flags.
     identity(args) -> dict of tokens/hidden/heads/head_dim columns (no torch needed).
-    build(torch, args) -> Problem, or raises Skip(reason)."""
+    build(torch, args) -> Problem, or raises Skip(reason). With the single argument --serve,
+    many rows in one process (serve())."""
+    if argv is None and sys.argv[1:] == ["--serve"]:
+        return serve(lambda a: run_anchor(family, versions, summary, add_args, identity, build, a))
     prog = os.path.basename(sys.argv[0])
     try:
         parser = make_parser(prog, summary, versions)

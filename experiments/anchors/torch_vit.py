@@ -83,26 +83,43 @@ def build(torch, args):
         if torchao is None:
             raise common.Skip(why)
     dtype = torch.bfloat16 if row_scales else torch.float16
-    torch.manual_seed(args.seed)
-    model = timm.create_model(TIMM_NAMES[args.model], pretrained=False, img_size=args.image_size,
-                              num_classes=NUM_CLASSES)
-    model = model.eval().to(dev)
-    reference = None
-    if args.check:  # float64 twin with the same weights, before the fp16 cast
-        import copy
-        reference = copy.deepcopy(model).double()
-    model = model.to(dtype)
+
+    def make():
+        """The model in its dtype (quantized and compiled where the version says), and its float64
+        twin for the check; kept across the rows of one shape when the runner keeps anchors."""
+        torch.manual_seed(args.seed)
+        model = timm.create_model(TIMM_NAMES[args.model], pretrained=False, img_size=args.image_size,
+                                  num_classes=NUM_CLASSES)
+        model = model.eval().to(dev)
+        reference = None
+        if args.check:  # float64 twin with the same weights, before the fp16 cast
+            import copy
+            reference = copy.deepcopy(model).double()
+        model = model.to(dtype)
+        net = model
+        if fp8:
+            from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, PerTensor, quantize_
+            quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow() if row_scales else PerTensor()))
+        if fp8 or args.version == "pytorch_timm_compile_graph":
+            # Static shapes (dynamic=False: one compiled graph per batch size, never a dynamic-batch
+            # one), and a process serving many shapes fails loudly rather than falling back to
+            # eager when the compiled graphs of one code object pass dynamo's limit.
+            cfg = torch._dynamo.config
+            for name in ("recompile_limit", "cache_size_limit"):
+                if hasattr(cfg, name):
+                    setattr(cfg, name, max(getattr(cfg, name), 64))
+            for name in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit"):
+                if hasattr(cfg, name):
+                    setattr(cfg, name, True)
+            net = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
+        return net, reference
+
+    net, reference = common.keep(
+        ("vit", args.version, args.model, args.image_size, args.batch, args.seed, args.check, args.device), make)
     gen = torch.Generator(device=dev)
     gen.manual_seed(args.seed + 1)
     images = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=gen,
                          device=dev, dtype=torch.float32).to(dtype)
-
-    net = model
-    if fp8:
-        from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, PerTensor, quantize_
-        quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow() if row_scales else PerTensor()))
-    if fp8 or args.version == "pytorch_timm_compile_graph":
-        net = torch.compile(model, mode="max-autotune-no-cudagraphs")
 
     # no_grad, not inference_mode: the graph's static output is poisoned in place before the
     # checked replay, which inference tensors forbid.

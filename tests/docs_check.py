@@ -3,7 +3,8 @@
 - no tracked file cites notes that are not in the repository (planning notes kept elsewhere);
 - the README's `./study slurm` example gives --results, and `./study slurm` without it is
   refused with one usage line naming it (before any build);
-- the README says where the executables are.
+- the README says where the executables are;
+- `./study run` knows every preset the README names and refuses an unknown one at once.
 Usage: docs_check.py REPO_ROOT"""
 import os
 import re
@@ -56,6 +57,24 @@ def main(root):
         proc.communicate()
         failures.append("./study slurm without --results did not refuse at once (it went on "
                         "to build)")
+    # Every preset the README names is one `./study run` knows, and an unknown one is refused
+    # with the list, before anything is built.
+    presets = set(re.findall(r"\./study run (\w+)", readme))
+    spec_dir = root / "experiments" / "specs"
+    if "final" in presets and not sorted(spec_dir.glob("final*.toml")):
+        failures.append("README.md names `./study run final` but experiments/specs has no final*.toml")
+    proc = subprocess.Popen([str(root / "study"), "run", "bogus"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=20)
+        if proc.returncode == 0 or "unknown preset 'bogus' (quick, full or final)" not in err:
+            failures.append(f"./study run bogus: rc={proc.returncode}, stderr={err.strip()[:200]}")
+        for name in presets - {"quick", "full", "final"}:
+            failures.append(f"README.md names `./study run {name}`, which is no preset")
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        failures.append("./study run bogus did not refuse at once (it went on to build)")
     for where in ("build/stages/<family>/<family>_<version>", "build/common/ceilings"):
         if where not in readme:
             failures.append(f"README.md does not say where the executables are ({where})")

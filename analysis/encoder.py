@@ -984,6 +984,9 @@ if targets_apply and len(at_key):
         verdict = "cannot be judged from this run"
     findings.append(f"Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
                     f"{verdict}; " + "; ".join(s for s, _ in parts_) + ".")
+    ctx.target(f"fp16: faster than the fastest PyTorch anchor at batch 1, 32 and 256 ({where})",
+               "not judged" if verdict.startswith("cannot") else verdict.split(" ")[0],
+               "; ".join(s for s, _ in parts_))
     v256 = fastest_step(256)
     m, c = at(v256, 256), at(COMPILE, 256)
     if np.isfinite(m) and np.isfinite(c):
@@ -993,7 +996,12 @@ if targets_apply and len(at_key):
                         f"throughput of {LABEL[COMPILE]} ({fmt_ms(c)} ms, "
                         f"{fmt_rate(256 / c * 1e6)} img/s{clocks(v256, COMPILE, 256)}); the "
                         f"target asks for at most {fmt_ms(c / TARGET_COMPILE)} ms.")
+        ctx.target(f"fp16: {TARGET_COMPILE}x torch.compile's throughput at batch 256 ({where})",
+                   "met" if c / m >= TARGET_COMPILE else "missed",
+                   f"{v256} {fmt_ms(m)} ms, {c / m:.2f}x torch.compile's {fmt_ms(c)} ms")
     else:
+        ctx.target(f"fp16: {TARGET_COMPILE}x torch.compile's throughput at batch 256 ({where})",
+                   "not judged", f"no timed {E6 if not np.isfinite(m) else COMPILE} row at batch 256")
         findings.append(f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
                         f"cannot be judged, this run has no timed "
                         f"{E6 if not np.isfinite(m) else COMPILE} row at batch 256.")
@@ -1003,6 +1011,8 @@ if targets_apply and len(at_key):
         findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: "
                         f"{'met' if m / 1e3 <= TARGET_B1_MS else 'missed'}; {v1} takes "
                         f"{fmt_ms(m)} ms.")
+        ctx.target(f"fp16: at most {TARGET_B1_MS} ms at batch 1 ({where})",
+                   "met" if m / 1e3 <= TARGET_B1_MS else "missed", f"{v1} {fmt_ms(m)} ms")
     else:
         findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: cannot be judged, this "
                         f"run has no timed {E6} row at batch 1.")
@@ -1018,6 +1028,106 @@ elif not len(t):
 elif len(at_key):
     findings.append(f"This run has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px, where the "
                     f"study's targets are set; the numbers below are at {where}.")
+
+
+# %% [markdown]
+# ## The FP8 targets and the study's one answer
+#
+# The FP8 targets (docs/method.md): the fastest FP8 step at least 2.0x torch.compile's fp16
+# throughput at batch 256, and faster than torchao's FP8 anchors at every batch. A run folder
+# holding a final sitting (final.csv, `./study run final`) also gives README its one answer: the
+# fastest fp16 and FP8 steps against every anchor at batch 1, 32 and 256.
+
+# %%
+TORCHAO = ["pytorch_torchao_fp8_tensor_graph", "pytorch_torchao_fp8_row_graph"]
+LABEL.update({TORCHAO[0]: "torchao FP8, per tensor (CUDA graph)",
+              TORCHAO[1]: "torchao FP8, per row, bf16 (CUDA graph)"})
+TARGET_FP8_COMPILE = 2.0
+FP8_STEPS = [v for v in steps if step_table.is_fp8_step(v)]
+
+
+def fastest_of(candidates, b):
+    timed = [v for v in candidates if np.isfinite(at(v, b))]
+    return min(timed, key=lambda v: at(v, b)) if timed else None
+
+
+if targets_apply and len(at_key):
+    v8 = fastest_of(FP8_STEPS, 256)
+    c = at(COMPILE, 256)
+    if v8 is None or not np.isfinite(c):
+        ctx.target(f"FP8: {TARGET_FP8_COMPILE}x torch.compile's fp16 throughput at batch 256 ({where})",
+                   "not judged", f"this run has no timed {'FP8 step' if v8 is None else COMPILE} row at batch 256")
+    else:
+        r = c / at(v8, 256)
+        ctx.target(f"FP8: {TARGET_FP8_COMPILE}x torch.compile's fp16 throughput at batch 256 ({where})",
+                   "met" if r >= TARGET_FP8_COMPILE else "missed",
+                   f"{v8} {fmt_ms(at(v8, 256))} ms, {r:.2f}x torch.compile's {fmt_ms(c)} ms"
+                   + ("" if r >= TARGET_FP8_COMPILE else f"; the target asks for at most {fmt_ms(c / TARGET_FP8_COMPILE)} ms"))
+    parts, wins = [], []
+    for b in KEY_BATCHES:
+        v, a = fastest_of(FP8_STEPS, b), fastest_of(TORCHAO, b)
+        if v is not None and a is not None:
+            wins.append(at(v, b) < at(a, b))
+            parts.append(f"batch {b}: {v} {fmt_ms(at(v, b))} ms against {label(a)} {fmt_ms(at(a, b))} ms "
+                         f"({sd.faster_or_slower(at(a, b) / at(v, b))})")
+    ctx.target(f"FP8: faster than torchao's FP8 at batch 1, 32 and 256 ({where})",
+               ("met" if all(wins) else "missed") if len(wins) == len(KEY_BATCHES) else "not judged",
+               "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
+
+FINAL_ROWS = [("fastest fp16 step", None), ("fastest FP8 step", None), (LABEL[EAGER], EAGER),
+              (LABEL[GRAPH], GRAPH), (LABEL[COMPILE], COMPILE), (LABEL[TORCHAO[0]], TORCHAO[0]),
+              (LABEL[TORCHAO[1]], TORCHAO[1])]
+if (run.path / "final.csv").is_file() and targets_apply and len(at_key):
+    s16, s8 = fastest_of(BEST_STEPS, 256), fastest_of(FP8_STEPS, 256)
+    rows_ = []
+    for what, v in FINAL_ROWS:
+        v = v or (s16 if "fp16" in what else s8)
+        for b in KEY_BATCHES:
+            m = at(v, b) if v else np.nan
+            if not np.isfinite(m):
+                continue
+            e = at(v, b, "energy_j")
+            rows_.append({"forward": f"{what}: {v}" if what.startswith("fastest") else what, "batch": b,
+                          "ms": fmt_ms(m), "img/s": fmt_rate(b / m * 1e6),
+                          "img/J": f"{b / e:,.0f}" if np.isfinite(e) else "-",
+                          "SM MHz": f"{at(v, b, 'sm_mhz'):,.0f}" if np.isfinite(at(v, b, "sm_mhz")) else "-",
+                          "x torch.compile": f"{at(COMPILE, b) / m:.2f}x" if np.isfinite(at(COMPILE, b)) else "-"})
+    lines = []
+    c256 = at(COMPILE, 256)
+    for v, what in ((s16, "fp16"), (s8, "FP8")):
+        if v is None or not np.isfinite(c256):
+            continue
+        e, ec = at(v, 256, "energy_j"), at(COMPILE, 256, "energy_j")
+        lines.append(f"The fastest {what} forward, `{v}`, takes {fmt_ms(at(v, 256))} ms at batch 256: "
+                     f"{c256 / at(v, 256):.2f}x torch.compile's throughput ({fmt_ms(c256)} ms)"
+                     + (f" and {ec / e:.2f}x its images per joule" if np.isfinite(e) and np.isfinite(ec) else "")
+                     + ".")
+    for b in (1, 32):
+        v = fastest_of(BEST_STEPS + FP8_STEPS, b)
+        a, a_us = best_anchor(b)
+        if v is not None and a is not None:
+            lines.append(f"At batch {b} the fastest forward is `{v}`, {fmt_ms(at(v, b))} ms, "
+                         f"{sd.faster_or_slower(a_us / at(v, b))} than the fastest PyTorch anchor, "
+                         f"{label(a)} ({fmt_ms(a_us)} ms).")
+    gpu = sd.gpu_of(run)
+    n_rounds = max(rounds) if rounds else 1
+    lines.append(f"All from one sitting: run folder `{run.name}` on {gpu}, "
+                 f"{n_rounds} interleaved round{'s' if n_rounds > 1 else ''} (medians), commit "
+                 f"{', '.join(dict.fromkeys(sd.short_commit(x, 7) for x in ok['commit'].astype(str)))}.")
+    final_table = sd.markdown_table(pd.DataFrame(rows_))
+    ctx.answer = "\n".join(f"- {x}" for x in lines) + "\n\n" + final_table
+    # The report opens its encoder section with the same answer README gives.
+    ctx.text("encoder_answer", lines)
+    ctx.table("encoder_final", final_table,
+              f"The final sitting ({run.name}): the fastest fp16 and FP8 steps (at batch 256) and every "
+              f"PyTorch anchor at {where}: median time of one forward, images per second and per joule "
+              f"(the energy loop, docs/method.md), the SM clock of the timed loop, and torch.compile's "
+              f"time over each forward's. {prov}.")
+else:
+    why = (f"run folder {run.name} holds no final sitting (final.csv; `./study run final`)"
+           if not (run.path / "final.csv").is_file() else f"the final sitting has no timed rows at {where}")
+    ctx.missing("text", "encoder_answer", why)
+    ctx.missing("table", "encoder_final", why)
 
 # Which anchor is the fastest at each batch.
 anchor_batches = sorted(int(b) for b in set(at_key.loc[at_key["version"].map(sd.is_anchor),

@@ -308,6 +308,10 @@ if best is not None:
             by = "" if mine["version"] == v else f" by our fastest version, {mine['version']}"
             findings.append(f"The target of at least {TARGET_FRACTION:.0%} of copy bandwidth "
                             f"at {shape} is {met}{by}.")
+            ctx.target(f"at least {TARGET_FRACTION:.0%} of the copy bandwidth at {shape}",
+                       "met" if met == "met" else "missed",
+                       f"{mine['version']}: {100 * mine['gbps'] / copy:.0f}% "
+                       f"({sd.fmt_gbps(mine['gbps'])} of {sd.fmt_gbps(copy)} GB/s)")
     else:
         findings.append(f"The fastest version at {shape}, {named(v)}, takes {sd.fmt_us(m)} us "
                         f"({sd.fmt_gbps(g)} GB/s); this run has no copy ceiling to compare "
@@ -341,6 +345,10 @@ if beats and key_rows == list(KEY_ROWS):
     findings.append("The target of beating F.layer_norm (CUDA-graph replay, the stricter "
                     f"anchor) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is "
                     f"{'met' if all(beats) else 'not met'}.")
+    ctx.target(f"faster than F.layer_norm (CUDA graph) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows",
+               "met" if all(beats) else "missed",
+               "; ".join(f"{r} rows: {at(GRAPH, r) / fastest_own(r)['median_us']:.2f}x"
+                         for r in KEY_ROWS if fastest_own(r) is not None and np.isfinite(at(GRAPH, r))))
 
 for lib in [v for v in order if sd.is_library(v)]:
     m = at(lib, big)

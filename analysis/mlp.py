@@ -652,6 +652,9 @@ if len(graph_met) == len(KEY_ROWS):
     findings.append(f"The target of {who} being faster than PyTorch's F.linear -> gelu -> "
                     f"F.linear replayed as a CUDA graph (the stricter anchor) at {KEY_ROWS[0]} "
                     f"and {KEY_ROWS[1]} rows is {'met' if all(graph_met) else 'not met'}.")
+    ctx.target(f"faster than PyTorch's MLP (CUDA graph) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows",
+               "met" if all(graph_met) else "missed",
+               "; ".join(f"{r} rows: {at(GRAPH, r) / best[r][0]:.2f}x ({best[r][1]})" for r in KEY_ROWS))
 else:
     findings.append(f"The target of {who} being faster than the PyTorch MLP at "
                     f"{KEY_ROWS[0]} and {KEY_ROWS[1]} rows cannot be judged from this run: it "
@@ -663,6 +666,9 @@ if all(np.isfinite(gemm_ratios)):
                     f"two plain GEMMs) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is "
                     f"{'met' if met else 'not met'} "
                     f"({' and '.join(sd.fmt_ratio(x) for x in gemm_ratios)}).")
+    ctx.target(f"at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows",
+               "met" if met else "missed",
+               "; ".join(f"{r} rows: {sd.fmt_ratio(x)} ({best[r][1]})" for r, x in zip(KEY_ROWS, gemm_ratios)))
 else:
     findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
                     f"cannot be judged from this run: it lacks a timing of a fused version or "

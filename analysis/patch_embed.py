@@ -721,6 +721,8 @@ if f is not None and np.isfinite(conv):
                     f"{anchor_text(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)}: the target of at "
                     f"least {CONV_TARGET:.0f}x faster than F.conv2d is "
                     f"{'met' if r >= CONV_TARGET else 'not met'}.")
+    ctx.target(f"at least {CONV_TARGET:.0f}x faster than F.conv2d at {where}",
+               "met" if r >= CONV_TARGET else "missed", f"{f['version']}: {r:.2f}x")
     fo = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH, own_only=True)
     if fo is not None and fo["version"] != f["version"]:
         findings.append(f"The fastest version written here, {fo['version']} "
@@ -731,7 +733,7 @@ else:
                     f"{where}, so the {CONV_TARGET:.0f}x target over F.conv2d is not judged.")
 
 # The patchify + F.linear target: batch 32 and 256, 224 px.
-beats, unjudged = [], []
+beats, unjudged, linear_parts = [], [], []
 for b in LINEAR_BATCHES:
     f = fastest(MAIN_MODEL, KEY_IMAGE, b)
     lin = at(LINEAR, MAIN_MODEL, KEY_IMAGE, b)
@@ -739,6 +741,7 @@ for b in LINEAR_BATCHES:
         unjudged.append((b, "patchify + F.linear row" if f is not None else "timed version"))
         continue
     beats.append(f["median_us"] < lin)
+    linear_parts.append(f"batch {b}: {lin / f['median_us']:.2f}x ({f['version']})")
     findings.append(f"At batch {b}, {KEY_IMAGE} px, the fastest version, {f['version']} "
                     f"({sd.fmt_us(f['median_us'])} us), is "
                     f"{faster_or_slower(lin / f['median_us'])} than "
@@ -751,6 +754,8 @@ if len(beats) == len(LINEAR_BATCHES):
     findings.append(f"The target of beating patchify + F.linear at batch "
                     f"{' and '.join(map(str, LINEAR_BATCHES))} ({KEY_IMAGE} px) is "
                     f"{'met' if all(beats) else 'not met'}.")
+    ctx.target(f"faster than patchify + F.linear at batch {' and '.join(map(str, LINEAR_BATCHES))}, "
+               f"{KEY_IMAGE} px", "met" if all(beats) else "missed", "; ".join(linear_parts))
 
 # Where more streams stop helping.
 if stream_shape is not None:

@@ -178,6 +178,12 @@ def precision(c: dict) -> str:
     return "fp8_e4m3" if c.get("blocks") == "fp8" else "fp16"
 
 
+def is_fp8_step(version: str) -> bool:
+    """Whether a step of the table runs its block GEMMs in FP8 (False for anything else)."""
+    table = {r["name"]: r for r in steps()}
+    return version in table and precision(parse(table[version]["composition"])) == "fp8_e4m3"
+
+
 def is_graph_version(version: str) -> bool | None:
     """Whether a step or custom version replays a CUDA graph; None for a name it does not know."""
     table = {r["name"]: r for r in steps()}

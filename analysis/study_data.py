@@ -975,6 +975,19 @@ class Headline:
 
 
 @dataclass
+class Target:
+    """One of the study's targets (docs/method.md, Targets) as a notebook judged it on its run."""
+    family: str
+    what: str               # the target in words
+    verdict: str            # "met", "missed" or "not judged"
+    detail: str = ""        # the numbers behind the verdict
+    run: str = ""           # the run folder judged
+
+
+VERDICTS = ("met", "missed", "not judged")
+
+
+@dataclass
 class Context:
     """Handed to a notebook by report/build.py (as STUDY_CONTEXT), or built from the command
     line when the notebook runs on its own. The notebook writes through it, and build.py reads
@@ -986,10 +999,19 @@ class Context:
     headline_entry: Headline | None = None
     runs: list = field(default_factory=list)   # CROSS_RUN notebooks: every run folder...
     used: dict = field(default_factory=dict)   # ...and the run each family section uses
+    targets: list = field(default_factory=list)  # [Target] judged by the notebook
+    answer: str | None = None  # the study's one answer (encoder, from a final sitting): markdown
 
     def headline(self, **kw):
         """The family's line of README's headline table (report/build.py writes the table)."""
         self.headline_entry = Headline(**kw)
+
+    def target(self, what: str, verdict: str, detail: str = ""):
+        """A study target judged on this run; README lists every one (report/build.py)."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"target verdict must be one of {VERDICTS}, got {verdict!r}")
+        self.targets.append(Target(self.family, what, verdict, detail,
+                                   self.run.name if self.run is not None else ""))
 
     def _path(self, sub: str, name: str, ext: str) -> Path:
         # Family-prefixed names let build.py clean a family's stale outputs safely.

@@ -5,7 +5,9 @@
   excepted, and the file names what it prunes;
 - this module's parser and writer agree with the C++ text form on every row;
 - every alias names the step that its run folder shows fastest of its precision (median of
-  rounds, vit_b 224 px) at two of the batches 1, 32 and 256, and the run has all three.
+  rounds, vit_b 224 px) at two of the batches 1, 32 and 256, and the run has all three;
+- once a final sitting is committed (a run folder with final.csv), every alias is re-derived
+  from one: README's answer, the report and the aliases then name the same steps.
 """
 from __future__ import annotations
 
@@ -111,6 +113,15 @@ class StepTable(unittest.TestCase):
                 self.assertGreaterEqual(wins, 2, f"{alias}: {a['step']} is the fastest {prec} step at {wins} "
                                                  f"of the batches {KEY_BATCHES} in {a['measured']}")
 
+
+    def test_aliases_come_from_a_final_sitting(self):
+        finals = {p.parent.name for p in RESULTS.glob("*/final.csv")}
+        if not finals:
+            self.skipTest("no final sitting committed yet (./study run final)")
+        for alias, a in steps.aliases().items():
+            with self.subTest(alias=alias):
+                self.assertIn(Path(a["measured"]).parts[0], finals,
+                              f"{alias} is measured in {a['measured']}, not in a final sitting")
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1528,5 +1528,19 @@ class Parity(unittest.TestCase):
             self.assertIn("timm_parity_384/parity.json: not a parity result", res.stderr)
 
 
+def part(k: int, n: int) -> unittest.TestSuite:
+    """Every n-th test class of this module from the k-th (1-based), in file order: meson runs
+    the parts side by side (tests/meson.build), and a new class lands in one of them."""
+    # Module globals keep definition order.
+    classes = [c for c in globals().values() if isinstance(c, type) and issubclass(c, unittest.TestCase)
+               and c.__module__ == __name__]
+    loader = unittest.TestLoader()
+    return unittest.TestSuite(loader.loadTestsFromTestCase(c) for c in classes[k - 1::n])
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--part":
+        k, n = map(int, sys.argv[2].split("/"))
+        result = unittest.TextTestRunner(verbosity=1).run(part(k, n))
+        sys.exit(0 if result.wasSuccessful() else 1)
     unittest.main()

@@ -896,6 +896,10 @@ def main(argv=None):
     env = dict(os.environ, STUDY_RUN_ID=run_id, STUDY_COMMIT=commit,
                STUDY_SWEEP_DEVICE=str(args.device))
     prov = {"run_id": run_id, "commit": commit, "host": socket.gethostname()}
+    if commit.endswith("-dirty"):
+        print(f"warning: this checkout has uncommitted changes, so every row will name {commit}: "
+              "commit first, then measure (tests/clean_rows.py refuses -dirty rows in a new folder "
+              "under experiments/results/)", file=sys.stderr, flush=True)
     # A CSV holds the rows of one commit: resuming it from another checkout would mix two codes.
     others = sorted({r["commit"] for r in out.rows if r.get("commit")} - {commit})
     if others:

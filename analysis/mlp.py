@@ -520,6 +520,57 @@ else:
                 "(experiments/specs/mlp_fp8.toml writes it)")
 
 # %% [markdown]
+# ## Every MLP version against the two plain GEMMs, sitting by sitting
+#
+# The CUTLASS, FP8, L2-dataflow and exact-GELU versions were measured in side experiments, each
+# beside `gemm_only`: one panel per sitting, each version's time over that sitting's gemm_only at
+# 50432 rows, so no ratio pairs two sittings.
+
+# %%
+VERSIONS_ROWS = KEY_ROWS[1]
+sittings = [(f"main run ({run.name})", main.assign(rows=sd.rows_of(main)))]
+for name in ("mlp_cutlass", "mlp_fp8", "mlp_power", "mlp_exact_gelu"):
+    d = side_experiment(name, elsewhere=True)
+    if d is not None and len(d):
+        sittings.append((f"{name} ({d.attrs['folder'].parent.name})", d))
+panels = []
+for title, d in sittings:
+    d = d[(d["rows"] == VERSIONS_ROWS) & (d["hidden"] == HIDDEN)] if "hidden" in d else d[d["rows"] == VERSIONS_ROWS]
+    med = d.groupby("version")["median_us"].median()
+    if GEMM in med.index and len(med) > 1:
+        panels.append((title, (med / med[GEMM]).drop(GEMM)))
+if panels:
+    every = sd.version_order(sorted({v for _, r in panels for v in r.index}), LADDER)
+    vstyle = sd.styles(every)
+    n_bars = sum(len(r) for _, r in panels)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8.0, 0.24 * n_bars + 1.0 * len(panels) + 0.8),
+                             squeeze=False, gridspec_kw={"height_ratios": [len(r) + 1 for _, r in panels]})
+    top = max(float(r.max()) for _, r in panels)
+    for ax, (title, r) in zip(axes[:, 0], panels):
+        r = r.reindex([v for v in every if v in r.index])
+        ax.barh(range(len(r)), r.values, color=[vstyle[v]["color"] for v in r.index], alpha=0.85)
+        for i, x in enumerate(r.values):
+            ax.text(x, i, f" {x:.2f}x", va="center", fontsize=7)
+        ax.axvline(1.0, color="#444444", linewidth=0.8)
+        ax.axvline(TARGET_GEMM_RATIO, color="#444444", linewidth=0.8, linestyle=":")
+        ax.set_yticks(range(len(r)), list(r.index), fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0, top * 1.15)
+        ax.set_title(title, fontsize=8, loc="left")
+    axes[-1, 0].set_xlabel(f"time per call / {GEMM}'s in the same sitting, {VERSIONS_ROWS} x {HIDDEN} rows")
+    sd.titled(fig, f"MLP: every version against the two plain GEMMs, sitting by sitting", tprov)
+    fig.tight_layout()
+    ctx.figure("mlp_versions", fig,
+               f"Every MLP version at {VERSIONS_ROWS} x {HIDDEN} (mlp {4 * HIDDEN}), one panel per sitting "
+               f"(this run's sweep and the side experiments mlp_cutlass, mlp_fp8, mlp_power, mlp_exact_gelu "
+               f"where a run folder on this GPU has them): median time per call over {GEMM}'s in the same "
+               f"sitting (below 1: faster than the two plain GEMMs, as the FP8 versions are); the solid "
+               f"line is {GEMM}, the dotted one the {TARGET_GEMM_RATIO:.2f}x target of the fused fp16 "
+               f"versions. Each panel's run folder is in its title. {prov}.")
+else:
+    ctx.missing("figure", "mlp_versions", f"no sitting has {GEMM} and another version at {VERSIONS_ROWS} rows")
+
+# %% [markdown]
 # ## cuBLASLt choices: heuristic cached vs queried every call, workspace size
 
 # %%

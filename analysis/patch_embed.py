@@ -732,6 +732,31 @@ else:
     findings.append(f"This run has no {'F.conv2d row' if f is not None else 'timed version'} at "
                     f"{where}, so the {CONV_TARGET:.0f}x target over F.conv2d is not judged.")
 
+# Batch 1, outside the targets, where the launch and the pipeline's fill are the whole call: stated,
+# whichever way it goes.
+f1, lin1 = fastest(MAIN_MODEL, KEY_IMAGE, 1), at(LINEAR, MAIN_MODEL, KEY_IMAGE, 1)
+if f1 is not None and np.isfinite(lin1):
+    findings.append(f"At batch 1, {KEY_IMAGE} px (no target), the fastest version, {f1['version']} "
+                    f"({sd.fmt_us(f1['median_us'])} us), is {faster_or_slower(lin1 / f1['median_us'])} "
+                    f"than {anchor_text(LINEAR, MAIN_MODEL, KEY_IMAGE, 1)}"
+                    + ("; PyTorch is the faster there." if f1["median_us"] > lin1 else "."))
+
+# Losses along the ladder: a rung more than 10% slower than an earlier one at some image size
+# (the largest batch of each), which a headline at 224 px would not show.
+own_ladder = [v for v in order if sd.is_own(v) and v != CPU]
+for image in sorted(int(i) for i in set(best.loc[best["model"] == MAIN_MODEL, "image_size"])):
+    at_image = best[(best["model"] == MAIN_MODEL) & (best["image_size"] == image)]
+    if not len(at_image):
+        continue
+    b = int(at_image["batch"].max())
+    for i, v in enumerate(own_ladder):
+        earlier = [(at(u, MAIN_MODEL, image, b), u) for u in own_ladder[:i] if np.isfinite(at(u, MAIN_MODEL, image, b))]
+        m = at(v, MAIN_MODEL, image, b)
+        if earlier and np.isfinite(m) and m > 1.1 * min(earlier)[0]:
+            t0, u = min(earlier)
+            findings.append(f"At {image} px, batch {b}, {v} ({sd.fmt_us(m)} us) is {m / t0:.2f}x slower than "
+                            f"the earlier {u} ({sd.fmt_us(t0)} us).")
+
 # The patchify + F.linear target: batch 32 and 256, 224 px.
 beats, unjudged, linear_parts = [], [], []
 for b in LINEAR_BATCHES:

@@ -740,6 +740,52 @@ else:
 ladder
 
 # %% [markdown]
+# ## Every step, those that left the build included, from the newest sitting that measured it
+#
+# The steps were measured in different sittings (side experiments, the main run); each row is
+# the newest sitting with the most of the three target batches for that step, on this run's GPU.
+# Absolute times only: a ratio between two rows of this table would pair two sittings.
+
+# %%
+TRIED = sd.REPO / "stages" / "encoder" / "TRIED.md"
+pruned = re.findall(r"^## (e\d+_\w+):", TRIED.read_text(), re.M) if TRIED.is_file() else []
+every_step = [v for v in LADDER if re.match(r"e\d+_", v)] + [v for v in pruned if v not in LADDER]
+every_step.sort(key=lambda v: int(re.match(r"e(\d+)_", v).group(1)))
+gpu_here, newest, in_build = sd.gpu_of(run), {}, set(step_table.ladder())
+for path in sorted(run.path.parent.rglob("*.csv")):
+    if "report" in path.relative_to(run.path.parent).parts:
+        continue
+    try:
+        d = sd.read_csv(path)
+    except sd.DataError:   # an Nsight Compute page or a probe, not study rows
+        continue
+    d = d[(d["family"] == "encoder") & (d["status"] == "ok") & (d["model"] == KEY_MODEL)
+          & (d["image_size"] == KEY_IMAGE) & (d["gpu"].astype(str) == gpu_here)
+          & (d["streams"].fillna(1) == 1)
+          & ~d["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
+    for v, g in d[d["version"].isin(every_step)].groupby("version"):
+        med = g.groupby("batch")["median_us"].median()
+        key = (len(set(med.index) & set(KEY_BATCHES)), str(g["utc"].max()))
+        if v not in newest or key > newest[v][0]:
+            newest[v] = (key, path.relative_to(run.path.parent).parent, med, g["run_id"].nunique())
+rows_ = []
+for v in every_step:
+    entry = newest.get(v)
+    row = {"step": v, "in the build": "yes" if v in in_build else "left it (TRIED.md)"}
+    for b in KEY_BATCHES:
+        row[f"batch {b} ms"] = entry[2].get(b, np.nan) if entry else np.nan
+    row["sitting"] = f"`{entry[1]}`" if entry else "not measured on this GPU"
+    rows_.append(row)
+if rows_:
+    ctx.table("encoder_every_step", sd.markdown_table(pd.DataFrame(rows_), {
+        **{f"batch {b} ms": fmt_ms for b in KEY_BATCHES}}),
+        f"Every encoder step of the table and every step that left the build (stages/encoder/TRIED.md), "
+        f"at {KEY_MODEL}, {KEY_IMAGE} px on {gpu_here}: median time of one forward (median over the "
+        f"rows of its sitting) in the newest sitting with the most of batch 1, 32 and 256, whose folder "
+        f"is named. Rows come from different sittings: compare them only with the rows of their own "
+        f"sitting (its folder), never with each other.")
+
+# %% [markdown]
 # ## Streams (e4): the batch split over 2, 4, 8 streams against e3_graph on one stream
 
 # %%

@@ -437,6 +437,14 @@ class EncoderReport(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
+    def test_every_step_table(self):
+        # Every step of the table and of TRIED.md, each from the newest sitting that has it.
+        table = (self.out / "tables" / "encoder_every_step.md").read_text()
+        self.assertRegex(table, r"\| e6_best \| yes \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| `enc` \|")
+        self.assertRegex(table, r"\| e14_l2_prefetch \| yes \| .* \| `enc/encoder_\w+` \|")
+        self.assertIn("| e11_split_gemms | left it (TRIED.md) |", table)
+        self.assertIn("not measured on this GPU", table)
+
     def test_every_template_artifact(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
         self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")

@@ -654,9 +654,11 @@ class AnchorWorker:
 
     def _start(self):
         self.err = tempfile.TemporaryFile(mode="a+", errors="replace")
+        # Unbuffered bytes: readline() then never reads past the line select() saw arrive, so
+        # the next select() cannot miss a line already read into a buffer.
         self.proc = subprocess.Popen(self.cmd + ["--serve"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, text=True,
-                                     errors="replace", env=self.env, start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=self.err, bufsize=0,
+                                     env=self.env, start_new_session=True)
 
     def _kill(self):
         if self.proc is not None:
@@ -694,14 +696,13 @@ class AnchorWorker:
             code, timed_out = None, False
             deadline = time.monotonic() + timeout_s
             try:
-                self.proc.stdin.write(json.dumps(argv) + "\n")
-                self.proc.stdin.flush()
+                self.proc.stdin.write((json.dumps(argv) + "\n").encode())
                 while True:
                     left = deadline - time.monotonic()
                     if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
                         timed_out = True
                         break
-                    line = self.proc.stdout.readline()
+                    line = self.proc.stdout.readline().decode(errors="replace")
                     if not line:   # the process ended without answering
                         break
                     if line.startswith(SERVE_DONE):

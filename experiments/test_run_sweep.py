@@ -137,7 +137,10 @@ FAKE_SERVER = textwrap.dedent('''\
                  flush_l2="0", median_us="7.5", status="ok",
                  note="pid=%d row=%d" % (os.getpid(), built[a.version, a.batch]))
         append_row(a.csv, r)
-        print("%s 0" % SERVE_DONE, flush=True)
+        # A summary line and the answer in one write, as a real anchor's print then sentinel can
+        # arrive: the runner must not wait for a line it has already read.
+        sys.stdout.write("fake server: row written\\n%s 0\\n" % SERVE_DONE)
+        sys.stdout.flush()
 ''')
 
 

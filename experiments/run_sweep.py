@@ -653,6 +653,8 @@ class AnchorWorker:
         self.proc = self.err = None
 
     def _start(self):
+        if self.err is not None:
+            self.err.close()
         self.err = tempfile.TemporaryFile(mode="a+", errors="replace")
         # Unbuffered bytes: readline() then never reads past the line select() saw arrive, so
         # the next select() cannot miss a line already read into a buffer.
@@ -678,6 +680,9 @@ class AnchorWorker:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
+        if self.err is not None:
+            self.err.close()
+            self.err = None
 
     def run(self, cfg, timeout_s, verbose):
         with tempfile.TemporaryDirectory(prefix="study_sweep_") as tmpdir:
@@ -705,8 +710,9 @@ class AnchorWorker:
                     line = self.proc.stdout.readline().decode(errors="replace")
                     if not line:   # the process ended without answering
                         break
-                    if line.startswith(SERVE_DONE):
-                        code = int(line.split()[1])
+                    answer = line.split()
+                    if len(answer) == 2 and answer[0] == SERVE_DONE and answer[1].lstrip("-").isdigit():
+                        code = int(answer[1])
                         break
                     if verbose:
                         print("  | " + line.rstrip(), flush=True)
@@ -717,8 +723,10 @@ class AnchorWorker:
                 raise
             if code is None:   # timed out or died: the next row gets a fresh process
                 if not timed_out:
-                    self.proc.wait()
-                    code = self.proc.returncode
+                    try:
+                        code = self.proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:   # closed its output, still running
+                        pass
                 self._kill()
             self.err.seek(err_from)
             lines = [l.strip() for l in self.err.read().splitlines() if l.strip()]

@@ -813,6 +813,28 @@ class SweepTest(unittest.TestCase):
             else:
                 self.assertEqual((x["status"], d), ("ok", "STUDY_ANCHOR_DONE 0"), x["note"])
 
+    def test_keep_makes_once_per_key_while_serving(self):
+        sys.path.insert(0, str(HERE / "anchors"))
+        import common
+        made = []
+        self.assertEqual(common.keep(("k",), lambda: made.append(1) or len(made)), 1)  # one-row run
+        self.assertEqual(common.keep(("k",), lambda: made.append(1) or len(made)), 2)  # makes again
+        rows = [json.dumps(["--row", k]) for k in ("a", "b", "a")]
+        seen = []
+
+        def run_one(argv):
+            seen.append(common.keep((argv[1],), lambda: made.append(argv[1]) or len(made)))
+            return 0
+        import io
+        out = io.StringIO()
+        try:
+            common.serve(run_one, io.StringIO("\n".join(rows) + "\n"), out)
+        finally:
+            common._kept = None
+        self.assertEqual(seen, [3, 4, 3])   # the third row reuses the first row's object
+        self.assertEqual(out.getvalue().splitlines(), ["STUDY_ANCHOR_DONE 0"] * 3)
+        self.assertEqual(common.kept_by_other_rows(), 0)   # nothing on a GPU here
+
     def test_patch_embed_anchors_write_one_schema_row_each(self):
         for version in ("pytorch_conv2d", "pytorch_patchify_linear"):
             csv_path = self.dir / f"{version}.csv"

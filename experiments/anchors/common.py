@@ -434,8 +434,9 @@ def time_events(torch, fn, warmup, iters, flush_l2, device):
         stop[i].record(stream)
     stream.synchronize()
     stats = summarize([1000.0 * a.elapsed_time(b) for a, b in zip(start, stop)])
-    # Measured while the flush buffer is alive, as the C++ harness (its buffer is static).
-    stats["device_bytes"] = torch.cuda.memory_allocated(device)
+    # Measured while the flush buffer is alive, as the C++ harness (its buffer is static); in a
+    # serving process without what other shapes' rows keep, so that it is this row's alone.
+    stats["device_bytes"] = torch.cuda.memory_allocated(device) - kept_by_other_rows()
     return stats
 
 
@@ -567,8 +568,15 @@ def _emit(args, row):
 
 # Serving (--serve): the objects builds keep across rows, oldest first; None in a one-row run.
 _kept = None
+_kept_bytes = {}         # key -> device bytes its make() allocated
+_row_keys = set()        # the keys the current row used
 KEEP_MAX = 16            # entries kept at once (a vit_b entry with its float64 twin: ~1 GB)
 SERVE_DONE = "STUDY_ANCHOR_DONE"   # stdout line that ends each served row: "<SERVE_DONE> <exit code>"
+
+
+def _allocated():
+    torch = sys.modules.get("torch")
+    return torch.cuda.memory_allocated() if torch is not None and torch.cuda.is_available() else 0
 
 
 def keep(key, make):
@@ -577,11 +585,21 @@ def keep(key, make):
     compiled once per shape and reused by the later rounds of that shape."""
     if _kept is None:
         return make()
+    _row_keys.add(key)
     if key not in _kept:
         if len(_kept) >= KEEP_MAX:
-            _kept.pop(next(iter(_kept)))
+            old = next(iter(_kept))
+            _kept.pop(old)
+            _kept_bytes.pop(old, None)
+        before = _allocated()
         _kept[key] = make()
+        _kept_bytes[key] = max(0, _allocated() - before)
     return _kept[key]
+
+
+def kept_by_other_rows():
+    """Device bytes held for shapes other than the current row's (0 outside --serve)."""
+    return sum(b for k, b in _kept_bytes.items() if k not in _row_keys)
 
 
 def serve(run_one, stdin=None, stdout=None):
@@ -602,6 +620,7 @@ def serve(run_one, stdin=None, stdout=None):
             print(f"--serve: error: bad request line ({e}): {line.strip()[:200]}", file=sys.stderr)
             code = EXIT_USAGE
         else:
+            _row_keys.clear()
             try:
                 code = run_one(argv)
             except SystemExit as e:   # argparse's --help or a usage error

@@ -972,6 +972,9 @@ class Headline:
     library_us: float = float("nan")
     anchors: list = field(default_factory=list)   # [(label, median us)]
     unit: str = "us"                  # "us" or "ms" for the printed times
+    # A side experiment's folder under the results root when the line comes from it (its own
+    # sitting, every number of the line from it) rather than from the family's run.
+    measured_in: str | None = None
 
 
 @dataclass

@@ -374,6 +374,35 @@ class MlpReport(unittest.TestCase):
                       f"{every['8'] / default['8']:.2f}x at batch 8", self.text)
 
 
+class MlpSideHeadline(unittest.TestCase):
+    """README's MLP line comes from the sitting whose fastest fp16 version is fastest relative to
+    its own gemm_only: here a side experiment (mlp_cutlass) beside the run's sweep."""
+
+    def test_side_experiment_wins_the_headline(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            run = synthetic.write_mlp_run(results / "b_mlp")
+            rows = [r for r in read_rows(run / "mlp.csv") if r["status"] == "ok" and r["hidden"] == "768"
+                    and int(r["batch"]) * int(r["tokens"]) == 50432 and r["version"] == "gemm_only"]
+            self.assertTrue(rows)
+            side = run / "mlp_cutlass"
+            side.mkdir()
+            gemm = rows[0]
+            fast = dict(gemm, version="half_gelu_epilogue", median_us=str(float(gemm["median_us"]) * 1.001))
+            slow = dict(gemm, version="fp8_tensor", median_us=str(float(gemm["median_us"]) * 0.6))
+            with open(side / "mlp_cutlass.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(gemm))
+                w.writeheader()
+                w.writerows([gemm, fast, slow])
+            res = build("--results", results, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            line = next(l for l in (Path(d) / "out" / "headline.md").read_text().splitlines()
+                        if l.startswith("| MLP |"))
+            # fp8_tensor (faster still) is not an fp16 MLP: the line names half_gelu_epilogue.
+            self.assertIn("| half_gelu_epilogue:", line)
+            self.assertIn("[`b_mlp/mlp_cutlass`](experiments/results/b_mlp/mlp_cutlass/) (side experiment)", line)
+
+
 class MlpTargetMissed(unittest.TestCase):
     def test_sentences_follow_data(self):
         with tempfile.TemporaryDirectory() as d:

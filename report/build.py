@@ -160,12 +160,14 @@ def headline_table(heads: list, used: dict) -> str:
     for family, h in heads:
         run = used[family]
         gpu = " + ".join(dict.fromkeys(run.rows(family)["gpu"].astype(str))) or "unknown GPU"
+        where = (f"[`{h.measured_in}`](experiments/results/{h.measured_in}/) (side experiment)"
+                 if h.measured_in else f"[`{run.name}`](experiments/results/{run.name}/)")
         rows.append({
             "component": h.family, "headline shape": h.shape,
             "fastest version": f"{h.fastest}: {t(h.fastest_us, h.unit)}",
             "fastest against the library": against(h.library, h.library_us, h),
             "fastest against PyTorch": "<br>".join(against(n, x, h) for n, x in h.anchors) or "-",
-            "measured in": f"{gpu}, [`{run.name}`](experiments/results/{run.name}/)"})
+            "measured in": f"{gpu}, {where}"})
     if not rows:
         return "*No committed run yet: `./study run`, then `./study report`.*\n"
     return sd.markdown_table(pd.DataFrame(rows))

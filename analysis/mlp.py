@@ -739,6 +739,10 @@ if cu is not None and len(cu):
             f"fused MLP costs " + join_and(f"{sd.fmt_ratio(x)} {GEMM} at {r} rows ({v})"
                                            for r, (v, x) in ratios.items())
             + f": the {TARGET_GEMM_RATIO:.2f}x target is {'met' if met else 'not met'} there.")
+        ctx.target(f"at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows, "
+                   f"in the CUTLASS side sitting ({sd.show_path(cu.attrs['folder'])})",
+                   "met" if met else "missed",
+                   "; ".join(f"{r} rows: {sd.fmt_ratio(x)} ({v})" for r, (v, x) in ratios.items()))
 if algos is not None:
     searched = algos[algos["extra"] == "--search-all"].dropna(subset=["fused / gemm_only"])
     if len(searched):

@@ -374,6 +374,13 @@ class MlpReport(unittest.TestCase):
                       f"{every['8'] / default['8']:.2f}x at batch 8", self.text)
 
 
+def headline_line(test, results, out, component):
+    """Build the report of `results` into `out` and return README's headline line of `component`."""
+    res = build("--results", results, "--out", out)
+    test.assertEqual(res.returncode, 0, res.stderr)
+    return next(l for l in (out / "headline.md").read_text().splitlines() if l.startswith(f"| {component} |"))
+
+
 class MlpSideHeadline(unittest.TestCase):
     """README's MLP line comes from the sitting whose fastest fp16 version is fastest relative to
     its own gemm_only: here a side experiment (mlp_cutlass) beside the run's sweep."""
@@ -394,10 +401,7 @@ class MlpSideHeadline(unittest.TestCase):
                 w = csv.DictWriter(f, fieldnames=list(gemm))
                 w.writeheader()
                 w.writerows([gemm, fast, slow])
-            res = build("--results", results, "--out", Path(d) / "out")
-            self.assertEqual(res.returncode, 0, res.stderr)
-            line = next(l for l in (Path(d) / "out" / "headline.md").read_text().splitlines()
-                        if l.startswith("| MLP |"))
+            line = headline_line(self, results, Path(d) / "out", "MLP")
             # fp8_tensor (faster still) is not an fp16 MLP: the line names half_gelu_epilogue.
             self.assertIn("| half_gelu_epilogue:", line)
             self.assertIn("[`b_mlp/mlp_cutlass`](experiments/results/b_mlp/mlp_cutlass/) (side experiment)", line)
@@ -1319,10 +1323,7 @@ class EncoderSideHeadline(unittest.TestCase):
                                          rows({"e14_l2_prefetch": 15000.0, C: 19500.0},
                                               {"e14_l2_prefetch": "s2", C: "earlier"}),
                                          name="encoder_mixed.csv", ceilings=False)
-            res = build("--results", results, "--out", Path(d) / "out")
-            self.assertEqual(res.returncode, 0, res.stderr)
-            line = next(l for l in (Path(d) / "out" / "headline.md").read_text().splitlines()
-                        if l.startswith("| Whole ViT |"))
+            line = headline_line(self, results, Path(d) / "out", "Whole ViT")
             self.assertIn("| e14_l2_prefetch: 17.1 ms |", line)
             self.assertIn("1.14x faster than timm torch.compile + CUDA graph (19.5 ms)", line)
             self.assertIn("[`enc/encoder_gemm_ceiling`]", line)

@@ -988,10 +988,15 @@ if rounds:
                         f"range).")
 
 
+def fastest_of(candidates, b):
+    """The fastest of `candidates` timed at batch b, or None."""
+    timed = [v for v in candidates if np.isfinite(at(v, b))]
+    return min(timed, key=lambda v: at(v, b)) if timed else None
+
+
 def fastest_step(b):
     """The fastest of e6_best and the steps after it timed at batch b (e6_best when none is)."""
-    timed = [v for v in BEST_STEPS if np.isfinite(at(v, b))]
-    return min(timed, key=lambda v: at(v, b)) if timed else E6
+    return fastest_of(BEST_STEPS, b) or E6
 
 
 def vs_anchor(b):
@@ -1091,10 +1096,6 @@ LABEL.update({TORCHAO[0]: "torchao FP8, per tensor (CUDA graph)",
 TARGET_FP8_COMPILE = 2.0
 FP8_STEPS = [v for v in steps if step_table.is_fp8_step(v)]
 
-
-def fastest_of(candidates, b):
-    timed = [v for v in candidates if np.isfinite(at(v, b))]
-    return min(timed, key=lambda v: at(v, b)) if timed else None
 
 
 if targets_apply and len(at_key):

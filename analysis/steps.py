@@ -150,6 +150,43 @@ def aliases(path: Path = TABLE) -> dict[str, dict]:
             for r in read_table(path) if r["kind"] == "alias"}
 
 
+# The image sizes at which an fp16 step must pass timm parity with every parameter drawn
+# (experiments/timm_parity.py) to stand for timm's model.
+PARITY_SIZES = (224, 384)
+
+
+def parity_verdicts(results: Path) -> dict[str, dict[int, bool]]:
+    """step -> image size -> the verdict of its newest timm parity file with every parameter drawn,
+    over the run folders under `results` (dated names: the newest is the last in name order). The
+    newest counts because the draw grew stricter (6ae25e7: weights of 1/sqrt(fan-in), GELU over its
+    whole curve), under which e14's tanh GELU fails where it had passed. A custom mix (--compose)
+    vouches for no step."""
+    import json
+    out: dict[str, dict[int, bool]] = {}
+    for f in sorted(results.glob("**/timm_parity*/parity.json"), key=lambda f: f.relative_to(results).parts):
+        try:
+            j = json.loads(f.read_text())
+        except ValueError as e:
+            raise ValueError(f"{f}: not a parity result ({e})") from None
+        if "version" not in j or j.get("compose") or j.get("weight_set") != "random":
+            continue
+        out.setdefault(j["version"], {})[int(j["image_size"])] = j.get("passed") is True
+    return out
+
+
+def models_timm(version: str, verdicts: dict[str, dict[int, bool]]) -> bool:
+    """Whether a step computes timm's model as the study judges it: its newest timm parity with
+    every parameter drawn passes at each of PARITY_SIZES and fails at no size. FP8 steps are
+    judged by their own accuracy (experiments/fp8_accuracy.py), not by this."""
+    by_size = verdicts.get(version, {})
+    return all(by_size.get(px) for px in PARITY_SIZES) and all(by_size.values())
+
+
+def fails_parity(version: str, verdicts: dict[str, dict[int, bool]]) -> bool:
+    """Whether the step's newest timm parity with every parameter drawn fails at some size."""
+    return not all(verdicts.get(version, {}).values())
+
+
 # Steps that left the build (stages/encoder/TRIED.md) -> their parent: committed rows still name them.
 RETIRED = {"e11_split_gemms": "e10_fastest_gemms"}
 

@@ -5,7 +5,9 @@
   excepted, and the file names what it prunes;
 - this module's parser and writer agree with the C++ text form on every row;
 - every alias names the step that its run folder shows fastest of its precision (median of
-  rounds, vit_b 224 px) at two of the batches 1, 32 and 256, and the run has all three;
+  rounds, vit_b 224 px) at two of the batches 1, 32 and 256, and the run has all three; of the
+  fp16 steps only those that pass timm parity with every parameter drawn (steps.models_timm)
+  compete, and the alias's own step must be one;
 - once a final sitting is committed (a run folder with final.csv), every alias is re-derived
   from one: README's answer, the report and the aliases then name the same steps.
 """
@@ -98,16 +100,21 @@ class StepTable(unittest.TestCase):
 
     def test_aliases_name_the_fastest_step_of_their_run(self):
         table = {r["name"]: r for r in steps.steps()}
+        verdicts = steps.parity_verdicts(RESULTS)
+        competes = lambda v, prec: prec != "fp16" or steps.models_timm(v, verdicts)
         for alias, a in steps.aliases().items():
             with self.subTest(alias=alias):
                 run = RESULTS / a["measured"]
                 self.assertTrue(run.is_dir(), f"{alias}: no run folder {run}")
                 medians = step_medians(run)
                 prec = steps.precision(steps.parse(table[a["step"]]["composition"]))
+                self.assertTrue(competes(a["step"], prec),
+                                f"{alias}: {a['step']} has no passing timm parity with every parameter drawn "
+                                f"at {steps.PARITY_SIZES} px")
                 wins = 0
                 for b in KEY_BATCHES:
                     timed = {v: m for (v, batch), m in medians.items() if batch == b and
-                             steps.precision(steps.parse(table[v]["composition"])) == prec}
+                             steps.precision(steps.parse(table[v]["composition"])) == prec and competes(v, prec)}
                     self.assertIn(a["step"], timed, f"{alias}: {a['step']} has no row at batch {b}")
                     wins += min(timed, key=timed.get) == a["step"]
                 self.assertGreaterEqual(wins, 2, f"{alias}: {a['step']} is the fastest {prec} step at {wins} "

@@ -153,6 +153,10 @@ ok["act_mb"] = note.map(lambda s: number(s, r"activations ([0-9.]+) MB"))
 depth = ok["model"].map(lambda m: MODELS.get(m, (0, 0, np.nan))[2]).astype(float)
 ok["lpl"] = note.map(lambda s: number(s, r"([0-9.]+) launches per layer"))
 ok["lpl"] = ok["lpl"].fillna(ok["launches"] / depth)
+# A compiled anchor's count is its forward's only where the row says it compiled before counting
+# ("compiled in this row" / "kept"): older rows counted the compile's autotuning kernels too.
+COMPILED_ANCHOR = ok["version"].astype(str).isin([COMPILE]) | ok["version"].astype(str).str.startswith("pytorch_torchao")
+ok.loc[COMPILED_ANCHOR & ~note.str.contains(r"compiled in this row|compiled model kept", regex=True), "lpl"] = np.nan
 ok["graph"] = note.str.contains("cuda-graph replay", regex=False)
 ceil = run.ceilings().gemm_tflops
 ok["gemm_pct"] = 100 * ok["tflops"] / ceil if ceil else np.nan
@@ -732,7 +736,8 @@ if len(ladder):
         f"{anchors_at or 'none measured'}; above 1 = faster), the SM clock the rows recorded "
         f"(median; below the top clock the GPU was throttled), share of the fp16 GEMM ceiling "
         f"of the same run ({fmt_rate(ceil) + ' TFLOP/s' if ceil else 'not measured'}), routine "
-        f"time (images up, forward, logits down), kernel launches per layer, activation memory "
+        f"time (images up, forward, logits down), kernel launches per layer (none for a compiled anchor "
+        f"row that counted its compile's autotuning kernels), activation memory "
         f"(from the bench's note), and the number of rounds; e4_streams at its fastest stream "
         f"count" + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
 else:

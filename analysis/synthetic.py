@@ -443,6 +443,9 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
                     note = (f"timm 1.0.20 vit_base_patch16_{image} img_size={image}; checked "
                             f"(logits of images 0 and {batch - 1} vs float64); "
                             f"{'cuda-graph replay' if graph else 'eager'}")
+                    if v == "pytorch_timm_compile_graph" and batch == 256:
+                        # Rows since the compile ran before the kernel count say so; batch 1's are older.
+                        note += "; compiled model kept from an earlier row of this shape"
                 else:
                     note = encoder_note(v, batch, image, breakdown=breakdown, dev_us=dev_only,
                                         launches_per_layer=lpl, graph=graph)

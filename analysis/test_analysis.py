@@ -524,6 +524,15 @@ class EncoderReport(unittest.TestCase):
                       ladder)
         self.assertIn("measured in 3 rounds", self.text)
 
+    def test_compiled_anchor_launches_only_when_counted_after_compiling(self):
+        ladder = (self.out / "tables" / "encoder_ladder.md").read_text()
+        cells = {b: [c.strip() for c in l.split("|")]
+                 for b in ("1", "256") for l in ladder.splitlines()
+                 if l.startswith(f"| {b} | timm torch.compile + CUDA graph |")}
+        col = [c.strip() for c in ladder.splitlines()[2].split("|")].index("launches/layer")
+        self.assertEqual(cells["1"][col], "-")        # counted with the autotuning kernels: not shown
+        self.assertNotEqual(cells["256"][col], "-")   # counted after compiling
+
     def test_status_and_streams(self):
         status = (self.out / "tables" / "encoder_status.md").read_text()
         self.assertIn("| e1_library | 51 | 3 | 0 |", status)

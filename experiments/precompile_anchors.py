@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Compile a spec's compiled PyTorch anchors before its sitting, in parallel over a node's GPUs.
+
+torch.compile (max-autotune) and torchao's FP8 compile every shape for minutes (docs/method.md,
+Timing), one shape after another inside a sitting. Inductor keeps what it compiles in an on-disk
+cache (TORCHINDUCTOR_CACHE_DIR, by default /tmp/torchinductor_$USER) that a later process on the
+node loads instead of compiling. This script runs each compiled anchor of a spec once per shape
+(no warm-up, one timed call, no logits check, no energy loop), one process per GPU at a time over
+the GPUs given, so that the sitting that follows (run_sweep.py --spec SPEC, on one GPU) finds
+every shape compiled. Its rows go to a scratch CSV that is deleted: nothing it times is a result.
+
+  python3 experiments/precompile_anchors.py --spec final --gpus 1,2,3
+  python3 experiments/run_sweep.py --spec final --run-dir RUN --device 0
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_sweep  # noqa: E402
+
+# Anchors whose first call compiles (their names say so: torch.compile, torchao).
+COMPILED_WORDS = ("compile", "torchao")
+
+
+def compiled_anchor(name: str) -> bool:
+    return any(w in name for w in COMPILED_WORDS)
+
+
+def jobs(spec) -> list:
+    """One configuration per compiled anchor and shape (the first round's), torchao first: it
+    compiles longest, so the pool ends with the short jobs."""
+    todo = [c for c in run_sweep.expand(spec, rounds=1) if c.kind == "anchor" and compiled_anchor(c.label)]
+    for c in todo:  # one call, nothing else: the compile is the point
+        c.warmup, c.iters, c.check, c.energy_s = 0, 1, False, 0
+    return sorted(todo, key=lambda c: ("torchao" not in c.label, -c.batch))
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", required=True, help="spec file, or a name in experiments/specs/")
+    ap.add_argument("--gpus", default="0", help="comma list of CUDA device indices to compile on (default: 0)")
+    ap.add_argument("--python", default=os.environ.get("STUDY_PYTHON", sys.executable),
+                    help="python that runs the anchors (default: $STUDY_PYTHON, else this one)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds per compile (default: the spec's timeout_s)")
+    args = ap.parse_args(argv)
+    try:
+        args.gpus = [int(g) for g in args.gpus.split(",") if g.strip() != ""]
+    except ValueError:
+        ap.error(f"--gpus must be a comma list of device indices, got '{args.gpus}'")
+    if not args.gpus or min(args.gpus) < 0 or len(set(args.gpus)) != len(args.gpus):
+        ap.error(f"--gpus must name distinct device indices >= 0, got '{args.gpus}'")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        spec = run_sweep.load_spec(run_sweep.find_spec(args.spec))
+    except (run_sweep.SpecError, run_sweep.UsageError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    todo = jobs(spec)
+    if not todo:
+        print(f"{args.spec}: no compiled anchor (names with {' or '.join(COMPILED_WORDS)}): nothing to compile")
+        return 0
+    timeout = args.timeout or spec["timeout_s"]
+    print(f"compiling {len(todo)} anchor shapes of {args.spec} on GPU {', '.join(map(str, args.gpus))} "
+          f"(Inductor cache: {os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'its default')})", flush=True)
+    lock, failed, start = threading.Lock(), [], time.monotonic()
+
+    def worker(gpu, scratch):
+        while True:
+            with lock:
+                if not todo:
+                    return
+                cfg = todo.pop(0)
+            cmd, _ = run_sweep.command_for(cfg, spec, "", args.python)
+            cmd += cfg.args(str(Path(scratch) / f"gpu{gpu}.csv"), 0)
+            env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+            t0 = time.monotonic()
+            try:
+                res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+                ok, why = res.returncode == 0, (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+            except subprocess.TimeoutExpired:
+                ok, why = False, f"still compiling after {timeout:g} s"
+            with lock:
+                took = time.monotonic() - t0
+                print(f"  GPU {gpu}: {cfg.label} {cfg.model} batch={cfg.batch} image={cfg.image_size}: "
+                      f"{'compiled' if ok else 'FAILED'} in {took:.0f} s"
+                      f"{'' if ok else ': ' + why} ({run_sweep.hms(time.monotonic() - start)} elapsed)", flush=True)
+                if not ok:
+                    failed.append(cfg)
+
+    with tempfile.TemporaryDirectory(prefix="study_precompile_") as scratch:
+        threads = [threading.Thread(target=worker, args=(g, scratch)) for g in args.gpus]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if failed:
+        print(f"error: {len(failed)} anchor shapes did not compile; the sitting would compile them itself",
+              file=sys.stderr)
+        return 1
+    print(f"done in {run_sweep.hms(time.monotonic() - start)}: the sitting's compiled anchors load from the cache")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -934,13 +934,11 @@ else:
 
 # %%
 vouched = {}
-for f in sorted(run.path.parent.glob("*/**/timm_parity*/parity.json")):
-    try:
-        j = json.loads(f.read_text())
-    except ValueError as e:
-        raise sd.DataError(f"{sd.show_path(f)}: not a parity result ({e})") from None
-    if "version" not in j or j.get("compose"):  # a custom mix vouches for no step
-        continue
+try:
+    step_parity = step_table.parity_files(run.path.parent)
+except step_table.ParityFileError as e:
+    raise sd.DataError(f"{sd.show_path(e.path)}: not a parity result ({e.why})") from None
+for f, j in step_parity:
     parity_where = (f"{int(j['image_size'])} px, {j.get('weight_set', 'timm')} weights "
              f"({f.parent.relative_to(run.path.parent).parent})")
     vouched.setdefault(j["version"], {"passed": [], "failed": []})["passed" if j.get("passed") is True else "failed"].append(parity_where)

@@ -155,22 +155,38 @@ def aliases(path: Path = TABLE) -> dict[str, dict]:
 PARITY_SIZES = (224, 384)
 
 
-def parity_verdicts(results: Path) -> dict[str, dict[int, bool]]:
-    """step -> image size -> the verdict of its newest timm parity file with every parameter drawn,
-    over the run folders under `results` (dated names: the newest is the last in name order). The
-    newest counts because the draw grew stricter (6ae25e7: weights of 1/sqrt(fan-in), GELU over its
-    whole curve), under which e14's tanh GELU fails where it had passed. A custom mix (--compose)
-    vouches for no step."""
+class ParityFileError(ValueError):
+    """A parity.json that is not a parity result; `path` names it."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(f"{path}: not a parity result ({why})")
+        self.path, self.why = path, why
+
+
+def parity_files(results: Path) -> list[tuple[Path, dict]]:
+    """(path, result) of every timm parity file of a step (experiments/timm_parity.py) under the
+    run folders of `results`, in name order (dated folders: oldest first). A custom mix
+    (--compose) vouches for no step and is left out."""
     import json
-    out: dict[str, dict[int, bool]] = {}
-    for f in sorted(results.glob("**/timm_parity*/parity.json"), key=lambda f: f.relative_to(results).parts):
+    out = []
+    for f in sorted(results.glob("*/**/timm_parity*/parity.json"), key=lambda f: f.relative_to(results).parts):
         try:
             j = json.loads(f.read_text())
         except ValueError as e:
-            raise ValueError(f"{f}: not a parity result ({e})") from None
-        if "version" not in j or j.get("compose") or j.get("weight_set") != "random":
-            continue
-        out.setdefault(j["version"], {})[int(j["image_size"])] = j.get("passed") is True
+            raise ParityFileError(f, str(e)) from None
+        if "version" in j and not j.get("compose"):
+            out.append((f, j))
+    return out
+
+
+def parity_verdicts(results: Path) -> dict[str, dict[int, bool]]:
+    """step -> image size -> the verdict of its newest timm parity file with every parameter drawn.
+    The newest counts because the draw grew stricter (6ae25e7: weights of 1/sqrt(fan-in), GELU
+    over its whole curve), under which e14's tanh GELU fails where it had passed."""
+    out: dict[str, dict[int, bool]] = {}
+    for _, j in parity_files(results):
+        if j.get("weight_set") == "random":
+            out.setdefault(j["version"], {})[int(j["image_size"])] = j.get("passed") is True
     return out
 
 

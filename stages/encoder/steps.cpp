@@ -75,13 +75,15 @@ const std::vector<Step>& steps() {
 // at two of the three batches. An fp16 step may when its newest timm parity with every parameter
 // drawn passes at 224 and 384 px (experiments/timm_parity.py); FP8 steps are judged by their own
 // accuracy instead (experiments/fp8_accuracy.py).
-// fastest_fp16: e19, the one fp16 step that passes (0.474 / 2.27 / 18.14 ms on an H100); e14, GELU
-// in tanh form, is 3-6% faster in that sitting and fails parity (2.20x timm fp16's error at 224 px).
-// fastest_fp8: e15 at every batch (0.409 / 1.622 / 11.91 ms against e12's 0.423 / 1.661 / 12.24).
+// Both from the final sitting on an H100 (medians of 3 interleaved rounds, batch 1 / 32 / 256):
+// fastest_fp16: e19, the one fp16 step that passes (0.495 / 2.28 / 17.96 ms); e14, GELU in tanh
+// form, is 1.5-5% faster there (0.471 / 2.21 / 17.69) and fails parity (2.20x timm fp16's error).
+// fastest_fp8: e18 at batch 32 and 256 (1.541 / 11.50 ms against e15's 1.706 / 12.21); e15 at
+// batch 1 (0.410 against 0.415 ms).
 const std::vector<Alias>& aliases() {
   static const std::vector<Alias> list = {
-      {"fastest_fp16", "e19_exact_gelu", "20261126_NVIDIA_H100_80GB_HBM3_exact_gelu/encoder_exact_gelu"},
-      {"fastest_fp8", "e15_fp8_attention_e4m3", "20261125_NVIDIA_H200_fp8_fused/encoder_fp8_fused"},
+      {"fastest_fp16", "e19_exact_gelu", "20261126_NVIDIA_H100_80GB_HBM3_final"},
+      {"fastest_fp8", "e18_fp8_cutlass", "20261126_NVIDIA_H100_80GB_HBM3_final"},
   };
   return list;
 }

@@ -60,8 +60,10 @@ TARGET_B1_MS = 0.4        # at most 0.4 ms at batch 1
 BEST_STEPS = step_table.fp16_steps_from(E6)
 COMPONENTS = ["patch_embed", "layernorm", "qkv", "attention", "projection", "residual_add",
               "mlp", "head"]
+TORCHAO = ["pytorch_torchao_fp8_tensor_graph", "pytorch_torchao_fp8_row_graph"]
 LABEL = {EAGER: "timm eager", GRAPH: "timm in a CUDA graph",
-         COMPILE: "timm torch.compile + CUDA graph"}
+         COMPILE: "timm torch.compile + CUDA graph", TORCHAO[0]: "torchao FP8, per tensor (CUDA graph)",
+         TORCHAO[1]: "torchao FP8, per row, bf16 (CUDA graph)"}
 # Eager vs graph replay is the line style everywhere (the anchors keep the colours and markers
 # they have in every family's figures).
 EAGER_LINE, GRAPH_LINE = "--", "-"
@@ -224,8 +226,9 @@ def at(version, batch, col="median_us", image=None, model=None):
 
 
 def best_anchor(batch, image=None):
-    """(anchor, median us) of the fastest PyTorch anchor at this batch, or (None, nan)."""
-    times = {a: at(a, batch, image=image) for a in order if sd.is_anchor(a)}
+    """(anchor, median us) of the fastest fp16 PyTorch anchor at this batch, or (None, nan):
+    torchao's FP8 anchors are the FP8 steps' measure, judged apart."""
+    times = {a: at(a, batch, image=image) for a in order if sd.is_anchor(a) and a not in TORCHAO}
     times = {a: x for a, x in times.items() if np.isfinite(x)}
     if not times:
         return None, np.nan
@@ -1100,9 +1103,6 @@ elif len(at_key):
 # fastest fp16 and FP8 steps against every anchor at batch 1, 32 and 256.
 
 # %%
-TORCHAO = ["pytorch_torchao_fp8_tensor_graph", "pytorch_torchao_fp8_row_graph"]
-LABEL.update({TORCHAO[0]: "torchao FP8, per tensor (CUDA graph)",
-              TORCHAO[1]: "torchao FP8, per row, bf16 (CUDA graph)"})
 TARGET_FP8_COMPILE = 2.0
 FP8_STEPS = [v for v in steps if step_table.is_fp8_step(v)]
 
@@ -1149,7 +1149,7 @@ if (run.path / "final.csv").is_file() and targets_apply and len(at_key):
             e = at(v, b, "energy_j")
             rows_.append({"forward": f"{what}: {v}" if what.startswith("fastest") else what, "batch": b,
                           "ms": fmt_ms(m), "img/s": fmt_rate(b / m * 1e6),
-                          "img/J": f"{b / e:,.0f}" if np.isfinite(e) else "-",
+                          "img/J": (f"{b / e:,.0f}" if b / e >= 100 else f"{b / e:.1f}") if np.isfinite(e) else "-",
                           "SM MHz": f"{at(v, b, 'sm_mhz'):,.0f}" if np.isfinite(at(v, b, "sm_mhz")) else "-",
                           "x torch.compile": f"{at(COMPILE, b) / m:.2f}x" if np.isfinite(at(COMPILE, b)) else "-"})
     lines = []
@@ -1554,8 +1554,10 @@ if acc_json is not None:
         f"parameter randomized, and timm's init with outlier channels (LayerNorm gamma 20-50x on three "
         f"channels, two residual-stream channels offset by 25 and 40). The last column counts only the "
         f"images whose top-1/top-2 margin in timm fp32 exceeds 4x that forward's RMS logit error. "
-        f"Trained weights were not measured on this machine (no pretrained weights or ImageNet here): "
-        f"experiments/imagenet_accuracy.py measures ImageNet top-1 of fp16 and FP8 where they are.")
+        f"Untrained weights cannot judge an FP8 recipe by top-1: experiments/digits_accuracy.py trains a "
+        f"small ViT on scikit-learn's digits for that (its digits.txt beside this folder's, where run), "
+        f"and experiments/imagenet_accuracy.py measures ImageNet top-1 where ImageNet and pretrained "
+        f"weights are.")
 else:
     ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU has fp8_accuracy/accuracy.json "
                 "(experiments/fp8_accuracy.py writes it)")

@@ -352,13 +352,25 @@ def primary_gpu(runs: list[Run]) -> str | None:
     return max(counts, key=lambda g: (counts[g], newest[g]))
 
 
+def holds_final_sitting(run: Run) -> bool:
+    """Whether the run folder holds a final sitting (final.csv, `./study run final`)."""
+    return (run.path / "final.csv").is_file()
+
+
 def pick_run(runs: list[Run], family: str, gpu: str | None = None) -> Run | None:
     """Newest run with timings of this family, on `gpu` when given and any run there has
     timings of it (else on any GPU, so that a family measured elsewhere only still gets its
     section); a run where the family only has skipped or failed rows is used only when no run
-    has timings (so its status table still shows)."""
+    has timings (so its status table still shows). The encoder's section is the study's answer:
+    once a final sitting is committed it comes from one (on `gpu` where there is one there, else
+    from another GPU's), never from an older sitting that happens to be newer."""
     def key(r):
         return (r.newest_utc(family), r.name)
+    if family == "encoder":
+        finals = [r for r in runs if holds_final_sitting(r) and len(r.ok(family))]
+        here = [r for r in finals if gpu is not None and gpu_of(r) == gpu]
+        if here or finals:
+            return max(here or finals, key=key)
     if gpu is not None:
         on_gpu = [r for r in runs if gpu_of(r) == gpu]
         if any(len(r.ok(family)) for r in on_gpu):

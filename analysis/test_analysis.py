@@ -1567,6 +1567,21 @@ class AcrossGpus(unittest.TestCase):
         self.assertIn("run-a2", ladder)
         self.assertNotIn("run-b", ladder)
 
+    def test_encoder_section_comes_from_a_final_sitting(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            two_gpu_encoder_runs(root)
+            # An older final sitting on the primary GPU wins over a newer sweep there...
+            (root / "a1" / "encoder.csv").rename(root / "a1" / "final.csv")
+            runs = sd.load_runs(root)
+            self.assertEqual(sd.pick_run(runs, "encoder", "GPU A (synthetic)").name, "a1")
+            self.assertEqual(sd.pick_run(runs, "layernorm", "GPU A (synthetic)"), None)
+            # ...and with none there, another GPU's final sitting wins over every sweep.
+            (root / "a1" / "final.csv").rename(root / "a1" / "encoder.csv")
+            (root / "b" / "encoder.csv").rename(root / "b" / "final.csv")
+            runs = sd.load_runs(root)
+            self.assertEqual(sd.pick_run(runs, "encoder", "GPU A (synthetic)").name, "b")
+
     def test_speedups_within_each_run_and_whether_they_hold(self):
         table = (self.out / "tables" / "gpus_ratios.md").read_text()
         lines = [l for l in table.splitlines() if l.startswith("| encoder")]

@@ -678,7 +678,11 @@ class SweepTest(unittest.TestCase):
         spec = rs.load_spec(self.spec(family='"encoder"',
                                       versions='["e6_best", "fastest_fp8", "fastest_fp16", "e15_fp8_attention_e4m3"]'))
         table = {a: v["step"] for a, v in rs.step_table.aliases().items()}
-        self.assertEqual(spec["versions"], ["e6_best", table["fastest_fp8"], table["fastest_fp16"]])
+        # aliases resolved in place, a step named twice (by an alias and by name) kept once
+        named = ["e6_best", table["fastest_fp8"], table["fastest_fp16"], "e15_fp8_attention_e4m3"]
+        self.assertEqual(spec["versions"], list(dict.fromkeys(named)))
+        twice = rs.load_spec(self.spec(family='"encoder"', versions=f'["fastest_fp8", "{table["fastest_fp8"]}"]'))
+        self.assertEqual(twice["versions"], [table["fastest_fp8"]])
         every = rs.load_spec(self.spec(family='"encoder"', versions='["@versions"]'))["versions"]
         self.assertEqual(every, rs.step_table.ladder())
         self.assertIn("e1_library", every)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import statistics
 import sys
 import unittest
@@ -129,6 +130,22 @@ class StepTable(unittest.TestCase):
             with self.subTest(alias=alias):
                 self.assertIn(Path(a["measured"]).parts[0], finals,
                               f"{alias} is measured in {a['measured']}, not in a final sitting")
+
+    def test_readme_report_and_aliases_name_the_same_fastest_steps(self):
+        """README's answer and the report's (both generated from the final sitting) name as the
+        fastest fp16 and FP8 forwards the steps the aliases name."""
+        if not any(RESULTS.glob("*/final.csv")):
+            self.skipTest("no final sitting committed yet (./study run final)")
+        aliases = {a: v["step"] for a, v in steps.aliases().items()}
+        for doc in (REPO / "README.md", REPO / "report" / "README.md"):
+            text = doc.read_text()
+            for prec, alias in (("fp16", "fastest_fp16"), ("FP8", "fastest_fp8")):
+                with self.subTest(doc=doc.name, alias=alias):
+                    named = re.findall(rf"The fastest {prec} forward, `([^`]+)`", text)
+                    self.assertTrue(named, f"{doc}: no 'The fastest {prec} forward' line")
+                    self.assertEqual(set(named), {aliases[alias]},
+                                     f"{doc} names {named} as the fastest {prec} forward, {alias} {aliases[alias]}")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1203,11 +1203,13 @@ anchor_batches = sorted(int(b) for b in set(at_key.loc[at_key["version"].map(sd.
                                                        "batch"]))
 if anchor_batches:
     best = [(b, *best_anchor(b)) for b in anchor_batches]
-    findings.append(f"The fastest PyTorch anchor at {where}: " + "; ".join(
-        f"batch {b}: {label(a)} ({fmt_ms(us)} ms"
-        + (f", of {join_and([label(x) for x in order if sd.is_anchor(x) and np.isfinite(at(x, b))])})"
-           if sum(np.isfinite(at(x, b)) for x in order if sd.is_anchor(x)) > 1 else ", the only one measured)")
-        for b, a, us in best) + ".")
+    fp16_anchors = lambda b: [x for x in order if sd.is_anchor(x) and x not in TORCHAO and np.isfinite(at(x, b))]
+    fastest_anchors = [f"batch {b}: {label(a)} ({fmt_ms(us)} ms"
+                       + (f", of {join_and([label(x) for x in fp16_anchors(b)])})"
+                          if len(fp16_anchors(b)) > 1 else ", the only one measured)")
+                       for b, a, us in best if a is not None]
+    if fastest_anchors:
+        findings.append(f"The fastest fp16 PyTorch anchor at {where}: " + "; ".join(fastest_anchors) + ".")
     if not any(np.isfinite(at(COMPILE, b)) for b in anchor_batches):
         findings.append(f"This run has no {LABEL[COMPILE]} rows at {where}.")
 else:
@@ -1231,12 +1233,17 @@ for b in [b for b in (1, 256) if b in key_batches]:
     timed_steps = [v for v in steps if np.isfinite(at(v, b))]
     if len(timed_steps) >= 2:
         first, last = timed_steps[0], timed_steps[-1]
-        gains = [(at(prev_step(v, b), b) / at(v, b), v, prev_step(v, b))
-                 for v in timed_steps[1:]]
-        g, v, p = max(gains)
+        # A step is one change against its parent: only steps timed beside their parent count
+        # (a sitting of a few steps, the final one, has neighbours that are not parents).
+        gains = [(at(PREVIOUS[v], b) / at(v, b), v, PREVIOUS[v])
+                 for v in timed_steps[1:] if np.isfinite(at(PREVIOUS.get(v), b))]
+        largest = ""
+        if gains:
+            g, v, p = max(gains)
+            largest = f"; the largest single step is {v} ({sd.faster_or_slower(g)} than {p})"
         findings.append(f"At batch {b}, {last} takes {fmt_ms(at(last, b))} ms against "
-                        f"{first}'s {fmt_ms(at(first, b))} ms ({sd.faster_or_slower(at(first, b) / at(last, b))}); "
-                        f"the largest single step is {v} ({sd.faster_or_slower(g)} than {p}).")
+                        f"{first}'s {fmt_ms(at(first, b))} ms ({sd.faster_or_slower(at(first, b) / at(last, b))})"
+                        f"{largest}.")
 
 # Memory: one arena against a buffer per intermediate.
 b_mem = max(key_batches) if key_batches else None

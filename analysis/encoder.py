@@ -225,11 +225,15 @@ def at(version, batch, col="median_us", image=None, model=None):
     return float(d[col].iloc[0]) if len(d) else np.nan
 
 
+def fp16_anchors(batch, image=None):
+    """The fp16 PyTorch anchors timed at this batch: torchao's FP8 anchors are the FP8 steps'
+    measure, judged apart."""
+    return [a for a in order if sd.is_anchor(a) and a not in TORCHAO and np.isfinite(at(a, batch, image=image))]
+
+
 def best_anchor(batch, image=None):
-    """(anchor, median us) of the fastest fp16 PyTorch anchor at this batch, or (None, nan):
-    torchao's FP8 anchors are the FP8 steps' measure, judged apart."""
-    times = {a: at(a, batch, image=image) for a in order if sd.is_anchor(a) and a not in TORCHAO}
-    times = {a: x for a, x in times.items() if np.isfinite(x)}
+    """(anchor, median us) of the fastest fp16 PyTorch anchor at this batch, or (None, nan)."""
+    times = {a: at(a, batch, image=image) for a in fp16_anchors(batch, image)}
     if not times:
         return None, np.nan
     a = min(times, key=times.get)
@@ -1134,7 +1138,7 @@ if targets_apply and len(at_key):
 FINAL_ROWS = [("fastest fp16 step", None), ("fastest FP8 step", None), (LABEL[EAGER], EAGER),
               (LABEL[GRAPH], GRAPH), (LABEL[COMPILE], COMPILE), (LABEL[TORCHAO[0]], TORCHAO[0]),
               (LABEL[TORCHAO[1]], TORCHAO[1])]
-if (run.path / "final.csv").is_file() and targets_apply and len(at_key):
+if sd.holds_final_sitting(run) and targets_apply and len(at_key):
     # The answer's fp16 forward must compute timm's model; a faster one that fails parity is named beside it.
     TIMM_FP16 = [v for v in BEST_STEPS if step_table.models_timm(v, parity_newest)]
     s16, s8 = fastest_of(TIMM_FP16, 256), fastest_of(FP8_STEPS, 256)
@@ -1194,7 +1198,7 @@ if (run.path / "final.csv").is_file() and targets_apply and len(at_key):
               f"time over each forward's. {prov}.")
 else:
     why = (f"run folder {run.name} holds no final sitting (final.csv; `./study run final`)"
-           if not (run.path / "final.csv").is_file() else f"the final sitting has no timed rows at {where}")
+           if not sd.holds_final_sitting(run) else f"the final sitting has no timed rows at {where}")
     ctx.missing("text", "encoder_answer", why)
     ctx.missing("table", "encoder_final", why)
 
@@ -1203,7 +1207,6 @@ anchor_batches = sorted(int(b) for b in set(at_key.loc[at_key["version"].map(sd.
                                                        "batch"]))
 if anchor_batches:
     best = [(b, *best_anchor(b)) for b in anchor_batches]
-    fp16_anchors = lambda b: [x for x in order if sd.is_anchor(x) and x not in TORCHAO and np.isfinite(at(x, b))]
     fastest_anchors = [f"batch {b}: {label(a)} ({fmt_ms(us)} ms"
                        + (f", of {join_and([label(x) for x in fp16_anchors(b)])})"
                           if len(fp16_anchors(b)) > 1 else ", the only one measured)")

@@ -1135,6 +1135,31 @@ if targets_apply and len(at_key):
                ("met" if all(wins) else "missed") if len(wins) == len(KEY_BATCHES) else "not judged",
                "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
 
+def other_sittings(gpu, answer_steps, c256):
+    """One line per other sitting (run id) on this GPU model that timed an answer step and
+    torch.compile at batch 256 side by side: how far its ratios and times are from this
+    sitting's, so that the answer's ratio is read with the spread between sittings."""
+    out = []
+    for other in sd.load_runs(run.path.parent):
+        if other.name == run.name or sd.gpu_of(other) != gpu:
+            continue
+        d = other.ok("encoder")
+        d = d[(d["model"] == KEY_MODEL) & (d["image_size"] == KEY_IMAGE) & (d["batch"] == 256)]
+        for rid, g in d.groupby("run_id"):
+            m = g.groupby("version")["median_us"].median()
+            steps_ = [v for v in answer_steps if v in m.index]
+            if COMPILE not in m.index or not steps_:
+                continue
+            n = g["note"].astype(str).str.extract(r"\[round: (\d+)\]")[0].dropna().nunique() or 1
+            out.append(
+                f"Another sitting on this GPU model (run folder `{other.name}`, {n} round{'s' if n > 1 else ''}) "
+                f"gave at batch 256 " + " and ".join(
+                    f"`{v}` {m[COMPILE] / m[v]:.2f}x torch.compile ({m[v] / at(v, 256):.2f} of its time here)"
+                    for v in steps_)
+                + f", with torch.compile at {fmt_ms(m[COMPILE])} ms ({m[COMPILE] / c256:.2f} of its time here).")
+    return out
+
+
 FINAL_ROWS = [("fastest fp16 step", None), ("fastest FP8 step", None), (LABEL[EAGER], EAGER),
               (LABEL[GRAPH], GRAPH), (LABEL[COMPILE], COMPILE), (LABEL[TORCHAO[0]], TORCHAO[0]),
               (LABEL[TORCHAO[1]], TORCHAO[1])]
@@ -1192,6 +1217,8 @@ if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KE
                  f"{', '.join(dict.fromkeys(sd.short_commit(x, 7) for x in ok['commit'].astype(str)))}"
                  + ("." if IS_FINAL else "; not a final sitting (`./study run final`), so README's "
                     "answer does not come from it."))
+    if IS_FINAL and np.isfinite(c256):
+        lines += other_sittings(gpu, [v for v in (s8, s16) if v is not None], c256)
     final_table = sd.markdown_table(pd.DataFrame(rows_))
     if IS_FINAL:
         ctx.answer = "\n".join(f"- {x}" for x in lines) + "\n\n" + final_table

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals
 import study_data as sd
 
 ctx = sd.notebook_context("gpus", globals())
-runs, used = ctx.runs, ctx.used
+runs = ctx.runs
 sd.apply_style()
 
 HOLDS_WITHIN = 0.10   # a ratio "holds" on another GPU when it is within 10% and on the same side of 1
@@ -64,13 +64,16 @@ COMPARISONS = (
                   "the two plain GEMMs (gemm_only)") for r in (6304, 50432)]
     + [Comparison("mlp", f"{r} x 768", dict(rows=r, hidden=HIDDEN), ["pytorch_mlp_graph"],
                   "PyTorch MLP (graph)") for r in (6304, 50432)]
-    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm_graph"],
-                  "timm in a CUDA graph", ours=["e6_best"]) for b in (1, 32, 256)]
-    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm"],
-                  "timm eager", ours=["e6_best"]) for b in (1, 256)]
     + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm_compile_graph"],
-                  "torch.compile + CUDA graph", ours=["e6_best"]) for b in (1, 32, 256)]
+                  "torch.compile + CUDA graph") for b in (1, 32, 256)]
+    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm_graph"],
+                  "timm in a CUDA graph") for b in (1, 32, 256)]
+    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm"],
+                  "timm eager") for b in (1, 256)]
 )
+# The encoder's steps and anchors are compared only inside one sitting (one run_id): its run
+# folders hold sittings of different days (the compiled anchor, side steps).
+ONE_SITTING = {"encoder"}
 
 
 def at_shape(run, c):
@@ -86,6 +89,17 @@ def at_shape(run, c):
     return d
 
 
+def one_sitting(d, c):
+    """The rows of the newest sitting (run_id) that timed a reference of `c` and one of its
+    candidate versions, so that the speedup never pairs two sittings; empty when none did."""
+    def has_both(g):
+        vs = set(g["version"])
+        own = set(c.ours) if c.ours is not None else {v for v in vs if sd.is_own(v) and v not in NOT_THE_OPERATION}
+        return bool(vs & set(c.against)) and bool(vs & own)
+    sittings = [(g["utc"].max(), rid) for rid, g in d.groupby("run_id") if has_both(g)]
+    return d[d["run_id"] == max(sittings)[1]] if sittings else d.iloc[0:0]
+
+
 def medians(d):
     """Median across rounds per version, and the median SM clock its rows recorded."""
     if d.empty:
@@ -99,6 +113,8 @@ def compare(c, run_a, run_b):
     own run; None when either run lacks the versions at that shape. Both runs use one L2
     setting (the first both have, flushed preferred) and the same candidate versions."""
     da, db = at_shape(run_a, c), at_shape(run_b, c)
+    if c.family in ONE_SITTING:
+        da, db = one_sitting(da, c), one_sitting(db, c)
     flushes = [f for f in (1.0, 0.0) if (da["flush_l2"] == f).any() and (db["flush_l2"] == f).any()]
     if not flushes:
         return None
@@ -158,11 +174,14 @@ def mhz(a, b):
 
 
 rows, used_runs = [], {}
+on_primary = [r for r in runs if sd.gpu_of(r) == primary]
 for g in gpus:
     on_g = [r for r in runs if sd.gpu_of(r) == g]
     for i, c in enumerate(COMPARISONS):
-        run_a, run_b = used.get(c.family), sd.pick_run(on_g, c.family)
-        if run_a is None or run_b is None or sd.gpu_of(run_a) != primary:
+        # Each GPU's run of the family as its own section would pick it (for the encoder: its
+        # final sitting where it has one), also where the report's section is on another GPU.
+        run_a, run_b = sd.pick_run(on_primary, c.family), sd.pick_run(on_g, c.family)
+        if run_a is None or run_b is None:
             continue
         res = compare(c, run_a, run_b)
         if res is None:
@@ -257,13 +276,24 @@ else:
         big = cmp_df[(cmp_df["pair"] == g) & (cmp_df["component"] == "encoder")
                      & cmp_df["shape"].str.endswith("batch 256")
                      & (cmp_df["against"] == "timm in a CUDA graph")]
-        clocks = {r["gpu"]: (r["clk"], r["rclk"]) for _, r in big.iterrows()}
-        if len(clocks) == 2 and all(np.isfinite(v).all() for v in clocks.values()):
-            (ca, cra), (cb, crb) = clocks[primary], clocks[g]
+        clocks = {r["gpu"]: (r["clk"], r["rclk"], r["fastest"].split(":")[0]) for _, r in big.iterrows()}
+        if len(clocks) == 2 and all(np.isfinite(v[:2]).all() for v in clocks.values()):
+            (ca, cra, va), (cb, crb, vb) = clocks[primary], clocks[g]
             sentences.append(
                 f"At batch 256 the whole ViT runs below the top SM clock: the rows recorded "
-                f"{ca:,.0f} MHz for e6_best and {cra:,.0f} MHz for timm in a CUDA graph on {p}, "
-                f"{cb:,.0f} and {crb:,.0f} MHz on {o}. The clock depends on the code as well as the "
+                f"{ca:,.0f} MHz for {va} and {cra:,.0f} MHz for timm in a CUDA graph on {p}, "
+                f"{cb:,.0f} MHz for {vb} and {crb:,.0f} MHz for timm in a CUDA graph on {o}. The clock depends on the code as well as the "
                 f"GPU, so the batch-256 speedups above carry their clocks beside them.")
+    for g in gpus:
+        done = set(cmp_df.loc[cmp_df["pair"] == g, "component"])
+        on_g = [r for r in runs if sd.gpu_of(r) == g]
+        for fam in dict.fromkeys(c.family for c in COMPARISONS):
+            a, b = sd.pick_run(on_primary, fam), sd.pick_run(on_g, fam)
+            if fam in done or a is None or b is None:
+                continue
+            sentences.append(
+                f"No {fam} comparison between {p} and {short_gpu(g)}: run folders {a.name} and {b.name} "
+                f"time no common version beside its reference at the compared shapes"
+                + (" in one sitting" if fam in ONE_SITTING else "") + ".")
     ctx.text("gpus_findings", sentences)
 cmp_df

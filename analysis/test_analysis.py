@@ -1254,6 +1254,18 @@ class FinalSitting(unittest.TestCase):
                                      energy_j=(600.0 if v.startswith("e") else 680.0) * t * 1e-6,
                                      note=f"checked; cuda-graph replay [round: {k + 1}]"))
         synthetic.write_encoder_rows(cls.results / "final_run", rows, name="final.csv")
+        # An older one-round sitting on the same GPU with the FP8 step and torch.compile, and one
+        # whose torch.compile is from another sitting (another run id), which must not count.
+        synthetic.write_encoder_rows(cls.results / "another_sitting", [
+            dict(version="e15_fp8_attention_e4m3", batch=256, median_us=9600.0),
+            dict(version="pytorch_timm_compile_graph", batch=256, median_us=16830.0)],
+            run_id="another", utc="2025-11-22T12:00:00Z")
+        synthetic.write_encoder_rows(cls.results / "split_sitting", [
+            dict(version="e15_fp8_attention_e4m3", batch=256, median_us=9600.0)],
+            run_id="split-a", utc="2025-11-22T12:00:00Z")
+        synthetic.write_encoder_rows(cls.results / "split_sitting", [
+            dict(version="pytorch_timm_compile_graph", batch=256, median_us=16830.0)],
+            name="encoder_compile.csv", run_id="split-b", utc="2025-11-22T13:00:00Z")
         # e14 and e6_best pass timm parity with every parameter drawn at 224 and 384 px.
         for v in ("e14_l2_prefetch", "e6_best"):
             for px in (224, 384):
@@ -1293,6 +1305,11 @@ class FinalSitting(unittest.TestCase):
         self.assertIn("- The fastest FP8 forward, `e15_fp8_attention_e4m3`, takes 9.50 ms at batch 256: "
                       "2.08x torch.compile's throughput", self.text)
         self.assertIn("All from one sitting: run folder `final_run`", self.text)
+        # 16830 / 9600 = 1.75x; 9600 / 9500 = 1.01; 16830 / 19800 = 0.85.
+        self.assertIn("- Another sitting on this GPU model (run folder `another_sitting`, 1 round) gave at "
+                      "batch 256 `e15_fp8_attention_e4m3` 1.75x torch.compile (1.01 of its time here), "
+                      "with torch.compile at 16.8 ms (0.85 of its time here).", self.text)
+        self.assertNotIn("split_sitting", self.text)
         self.assertIn("| fastest fp16 step: e14_l2_prefetch | 256 | 17.1 |", self.text)
         self.assertIn("| torchao FP8, per tensor (CUDA graph) | 32 | 2.60 |", self.text)
         self.assertNotIn("No final sitting is committed yet", self.text)
@@ -1586,6 +1603,23 @@ class AcrossGpus(unittest.TestCase):
             runs = sd.load_runs(root)
             self.assertEqual(sd.pick_run(runs, "encoder", "GPU A (synthetic)").name, "b")
 
+    def test_encoder_ratios_only_inside_one_sitting(self):
+        # GPU B's anchors from another sitting (run id) than its steps: no encoder ratio there.
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            two_gpu_encoder_runs(root / "results")
+            import pandas as pd
+            f = root / "results" / "b" / "encoder.csv"
+            d = pd.read_csv(f)
+            d.loc[d["version"].str.startswith("pytorch_"), "run_id"] = "another-sitting"
+            d.to_csv(f, index=False)
+            res = build("--results", root / "results", "--out", root / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            text = (root / "out" / "README.md").read_text()
+            # The encoder is these runs' only family: no comparison is left at all.
+            self.assertIn("`gpus_ratios` not produced: no comparison has rows on both GPU A (synthetic) "
+                          "and GPU B (synthetic) at the same shape", text)
+
     def test_speedups_within_each_run_and_whether_they_hold(self):
         table = (self.out / "tables" / "gpus_ratios.md").read_text()
         lines = [l for l in table.splitlines() if l.startswith("| encoder")]
@@ -1605,7 +1639,7 @@ class AcrossGpus(unittest.TestCase):
         text = (self.out / "text" / "gpus_findings.md").read_text()
         self.assertIn("Of 5 comparisons timed on both GPU A (synthetic) and GPU B (synthetic), ", text)
         self.assertIn("recorded 1,600 MHz for e6_best and 1,900 MHz for timm in a CUDA graph on GPU A "
-                      "(synthetic), 1,500 and 1,750 MHz on GPU B (synthetic)", text)
+                      "(synthetic), 1,500 MHz for e6_best and 1,750 MHz for timm in a CUDA graph on GPU B (synthetic)", text)
         self.assertTrue((self.out / "figures" / "gpus_speedups.png").is_file())
 
     def test_one_gpu_only_says_so(self):

@@ -1149,8 +1149,12 @@ def other_sittings(gpu, answer_steps, c256):
     """One line per other sitting (run id) on this GPU model that timed an answer step and
     torch.compile at batch 256 side by side: how far its ratios and times are from this
     sitting's, so that the answer's ratio is read with the spread between sittings."""
+    try:
+        others = sd.load_runs(run.path.parent)
+    except sd.DataError:
+        return []  # a run folder outside a results root: no sibling sittings to read
     out = []
-    for other in sd.load_runs(run.path.parent):
+    for other in others:
         if other.name == run.name or sd.gpu_of(other) != gpu:
             continue
         d = other.ok("encoder")

@@ -1622,3 +1622,42 @@ if acc_json is not None:
 else:
     ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU has fp8_accuracy/accuracy.json "
                 "(experiments/fp8_accuracy.py writes it)")
+
+# The FP8 accuracy targets (docs/method.md, Targets), judged on the fastest FP8 step at batch 256:
+# its logits error no larger than each torchao FP8 anchor's on every weight set, and on the digits
+# model fp32 at least 97% top-1 with the FP8 step within 2 held-out images of fp32.
+V8_JUDGED = fastest_of(FP8_STEPS, 256) if targets_apply else None
+if V8_JUDGED is not None:
+    what = f"FP8: logits error no larger than torchao's FP8 (per tensor and per row), {V8_JUDGED}"
+    ours = acc_rows[acc_rows["forward"] == f"encoder {V8_JUDGED}"] if acc_json is not None else pd.DataFrame()
+    theirs = acc_rows[acc_rows["forward"].str.startswith("torchao")] if acc_json is not None else pd.DataFrame()
+    if len(ours) and len(theirs):
+        mine = ours.set_index("weights")["logits_rel_l2"]
+        excess = [(r["weights"], r["forward"], mine[r["weights"]] / r["logits_rel_l2"] - 1)
+                  for _, r in theirs.iterrows() if r["weights"] in mine.index]
+        worst = max(excess, key=lambda e: e[2])
+        ctx.target(what, "met" if worst[2] <= 0 else "missed",
+                   ("" if worst[2] <= 0 else f"{worst[2]:.1%} larger at most, {worst[0]} against {worst[1]}; ")
+                   + "; ".join(f"{w}: {mine[w]:.4f} against " + ", ".join(
+                       f"{f.removeprefix('torchao ')} {x:.4f}" for f, x in
+                       theirs[theirs["weights"] == w][["forward", "logits_rel_l2"]].itertuples(index=False))
+                       for w in mine.index)
+                   + f" (logits rel L2 against timm fp32; {sd.show_path(acc_json.parent)})")
+    else:
+        ctx.target(what, "not judged", f"no fp8_accuracy result on this GPU holds {V8_JUDGED} beside torchao")
+    what = f"FP8: digits model, fp32 at least 97% top-1 and {V8_JUDGED} within 2 held-out images of fp32"
+    found = []
+    for f in sorted(run.path.parent.glob("*/digits*/digits.json")):
+        j = json.loads(f.read_text())
+        if j.get("gpu") == sd.gpu_of(run) and f"encoder {V8_JUDGED}" in j.get("forwards", {}):
+            found.append((f, j))
+    if found:
+        f, j = found[-1]
+        fp32, q = j["forwards"]["timm fp32"], j["forwards"][f"encoder {V8_JUDGED}"]
+        crit = j["criteria"]
+        ok_ = fp32["top1"] >= crit["fp32_min"] and q["disagree_with_fp32"] <= crit["fp8_disagree_max"]
+        ctx.target(what, "met" if ok_ else "missed",
+                   f"fp32 {fp32['top1']:.2%}, {V8_JUDGED} {q['top1']:.2%} with {q['disagree_with_fp32']} of "
+                   f"{j['images_held_out']} held-out images away from fp32 ({sd.show_path(f.parent)})")
+    else:
+        ctx.target(what, "not judged", f"no digits result on this GPU holds {V8_JUDGED}")

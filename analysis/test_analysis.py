@@ -1270,6 +1270,28 @@ class FinalSitting(unittest.TestCase):
         for v in ("e14_l2_prefetch", "e6_best"):
             for px in (224, 384):
                 cls.parity(cls.results / "final_run", v, px, True)
+        # The FP8 step's accuracy beside torchao's, and its digits result.
+        acc = cls.results / "final_run" / "fp8_accuracy"
+        acc.mkdir(parents=True)
+        row = dict(precision="fp8_e4m3", images=256, finite=True, max_abs_logit_difference=0.1,
+                   top1_agreement=0.9, decisive_images=100, top1_agreement_decisive=1.0)
+        (acc / "accuracy.json").write_text(json.dumps({
+            "model": "vit_base_patch16_224", "image_size": 224, "images": 256, "calibration_images": 32,
+            "timm": "1.0.29", "gpu": "NVIDIA H200 (synthetic)", "rows": [
+                dict(row, weights=w, forward=f, logits_rel_l2=e) for w, f, e in (
+                    ("timm_init", "encoder e15_fp8_attention_e4m3", 0.100),
+                    ("timm_init", "torchao per tensor", 0.104),
+                    ("timm_init", "torchao per row (bf16)", 0.105),
+                    ("outliers", "encoder e15_fp8_attention_e4m3", 0.036),
+                    ("outliers", "torchao per tensor", 0.040),
+                    ("outliers", "torchao per row (bf16)", 0.030))]}))
+        digits = cls.results / "final_run" / "digits_e15"
+        digits.mkdir()
+        (digits / "digits.json").write_text(json.dumps({
+            "gpu": "NVIDIA H200 (synthetic)", "images_held_out": 360,
+            "criteria": {"fp32_min": 0.97, "fp8_disagree_max": 2},
+            "forwards": {"timm fp32": {"top1": 0.98, "disagree_with_fp32": 0},
+                         "encoder e15_fp8_attention_e4m3": {"top1": 0.975, "disagree_with_fp32": 3}}}))
         cls.readme = root / "README.md"
         cls.res, cls.text = cls.build_readme(root, "out")
         # The same sitting after e14 fails a newer parity run: e6_best answers for fp16.
@@ -1343,6 +1365,15 @@ class FinalSitting(unittest.TestCase):
                       "(vit_b, 224 px): **missed** (e14_l2_prefetch 17.1 ms, 1.16x", self.text)
         self.assertIn("encoder (whole ViT), fp16: at most 0.4 ms at batch 1 (vit_b, 224 px): **missed**",
                       self.text)
+        # 0.036 / 0.030 - 1 = 20% larger than per row on outliers; below both on timm_init.
+        self.assertIn("FP8: logits error no larger than torchao's FP8 (per tensor and per row), "
+                      "e15_fp8_attention_e4m3: **missed** (20.0% larger at most, outliers against torchao "
+                      "per row (bf16); timm_init: 0.1000 against per tensor 0.1040, per row (bf16) 0.1050;",
+                      self.text)
+        # 3 held-out images away from fp32, 2 allowed.
+        self.assertIn("FP8: digits model, fp32 at least 97% top-1 and e15_fp8_attention_e4m3 within 2 "
+                      "held-out images of fp32: **missed** (fp32 98.00%, e15_fp8_attention_e4m3 97.50% with "
+                      "3 of 360 held-out images away from fp32", self.text)
 
     def test_without_a_final_sitting_it_says_so(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1168,9 +1168,10 @@ def other_sittings(gpu, answer_steps, c256):
             out.append(
                 f"Another sitting on this GPU model (run folder `{other.name}`, {n} round{'s' if n > 1 else ''}) "
                 f"gave at batch 256 " + " and ".join(
-                    f"`{v}` {m[COMPILE] / m[v]:.2f}x torch.compile ({m[v] / at(v, 256):.2f} of its time here)"
+                    f"`{v}` {m[COMPILE] / m[v]:.2f}x torch.compile ({fmt_ms(m[v])} ms; {fmt_ms(at(v, 256))} here)"
                     for v in steps_)
-                + f", with torch.compile at {fmt_ms(m[COMPILE])} ms ({m[COMPILE] / c256:.2f} of its time here).")
+                + f", with torch.compile at {fmt_ms(m[COMPILE])} ms ({fmt_ms(c256)} here; ratios are only "
+                  f"taken inside a sitting).")
     return out
 
 

@@ -51,6 +51,24 @@ COLUMNS = ["run_id", "utc", "commit", "gpu", "torch", "timm", "torchao", "model"
            "seed", "weights", "forward", "logits_rel_l2", "top1_agreement", "decisive_images"]
 
 
+def fail(message):
+    """Bad command line or environment: one line on stderr, exit 2."""
+    print(f"fp8_torchao_probe.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_writable(out):
+    """Refuses an --out that could not be created, before any GPU work (nothing is created yet)."""
+    import os
+    if out.exists() and not out.is_dir():
+        fail(f"cannot write to --out {out}: not a folder")
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        fail(f"cannot write to --out {out}: {parent} is not a writable folder")
+
+
 def fake_quant(t, scale):
     import torch
     return (t / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float() * scale
@@ -122,25 +140,28 @@ def main(argv=None):
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    if args.images <= 0 or args.image_size <= 0 or args.image_size % 16:
-        sys.exit("fp8_torchao_probe.py: --images must be positive and --image-size a positive multiple of 16")
+    if args.images <= 0:
+        fail("--images must be positive")
+    if args.image_size <= 0 or args.image_size % 16:
+        fail("--image-size must be a positive multiple of 16")
+    check_writable(args.out)
     try:
         import torch
         import timm
     except ImportError as e:
-        sys.exit(f"fp8_torchao_probe.py: needs torch and timm ({e})")
+        fail(f"needs torch and timm ({e})")
     if not torch.cuda.is_available():
-        sys.exit("fp8_torchao_probe.py: needs a CUDA GPU (torchao's FP8 GEMMs)")
+        fail("needs a CUDA GPU (torchao's FP8 GEMMs run there)")
     import common
     torchao, why = common.import_torchao()
     if torchao is None:
-        sys.exit(f"fp8_torchao_probe.py: needs torchao ({why})")
+        fail(f"needs torchao ({why})")
     from torchao.float8.inference import Float8MMConfig
     from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor, quantize_
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        sys.exit(f"fp8_torchao_probe.py: cannot create {args.out}: {e}")
+        fail(f"cannot write to --out {args.out}: {e}")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")

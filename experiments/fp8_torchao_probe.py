@@ -35,6 +35,8 @@ EMULATED = [
     ("emulated, fp32, GEMM output rounded to fp16", "float32", {"round_out": True}),
     ("emulated, fp16 model", "float16", {}),
     ("emulated, fp16, scale computed in fp16", "float16", {"scale_half": True}),
+    ("emulated, fp16, both scales in fp16", "float16", {"scales_in_model_dtype": True}),
+    ("emulated, bf16, both scales in bf16", "bfloat16", {"scales_in_model_dtype": True}),
     ("emulated, fp16, LayerNorm in fp32", "float16", {"ln32": True}),
     ("emulated, fp16, attention in fp32", "float16", {"sdpa32": True}),
     ("emulated, fp16, GELU in fp32", "float16", {"gelu32": True}),
@@ -82,8 +84,11 @@ def emulated_linear(linear, opts):
     class EmulatedFp8Linear(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            w = linear.weight.detach().float()
-            self.weight = fake_quant(w, w.abs().amax() / E4M3_MAX)
+            w = linear.weight.detach()
+            # torchao divides the amax in the weight's own dtype (fp16 in an fp16 model)
+            scale = (w.abs().amax() / E4M3_MAX).float() if opts.get("scales_in_model_dtype") else \
+                w.abs().amax().float() / E4M3_MAX
+            self.weight = fake_quant(w.float(), scale)
             self.bias = linear.bias.detach().float()
 
         def forward(self, x):
@@ -91,7 +96,12 @@ def emulated_linear(linear, opts):
             if opts.get("round_x"):
                 xf = xf.half().float()
             amax = xf.abs().amax()
-            scale = (amax.half() / E4M3_MAX).float() if opts.get("scale_half") else amax / E4M3_MAX
+            if opts.get("scale_half"):
+                scale = (amax.half() / E4M3_MAX).float()
+            elif opts.get("scales_in_model_dtype"):
+                scale = (amax.to(dtype) / E4M3_MAX).float()
+            else:
+                scale = amax / E4M3_MAX
             y = F.linear(fake_quant(xf, scale), self.weight, self.bias)
             if opts.get("round_out"):
                 y = y.half().float()

@@ -1627,6 +1627,25 @@ else:
 # The FP8 accuracy targets (docs/method.md, Targets), judged on the fastest FP8 step at batch 256:
 # its logits error no larger than each torchao FP8 anchor's on every weight set, and on the digits
 # model fp32 at least 97% top-1 with the FP8 step within 2 held-out images of fp32.
+def torchao_in_fp32(step, mine):
+    """Where experiments/fp8_torchao_probe.py ran (newest folder): torchao's per-tensor FP8 on an
+    fp32 copy of the model, the same arithmetic without the half-precision forward around it,
+    beside the judged step's error; empty where no probe result exists."""
+    probes = sorted(run.path.parent.glob("*/probe/probe.csv"), key=lambda f: f.parent.parent.name)
+    if not probes:
+        return ""
+    rows = pd.read_csv(probes[-1])
+    fp32 = rows[rows["forward"] == "torchao, fp32 model"].set_index("weights")["logits_rel_l2"]
+    common = [w for w in mine.index if w in fp32.index]
+    if not common:
+        return ""
+    most = max(mine[w] / fp32[w] - 1 for w in common)
+    return ("; torchao per tensor on an fp32 copy of the model: "
+            + ", ".join(f"{w} {fp32[w]:.4f}" for w in common)
+            + f", {step} {most:+.1%} against it at most ({sd.show_path(probes[-1].parent.parent)}, {rows['gpu'].iloc[0]}: "
+            f"its folder README says what the half-precision model changes)")
+
+
 V8_JUDGED = fastest_of(FP8_STEPS, 256) if targets_apply else None
 if V8_JUDGED is not None:
     what = f"FP8: logits error no larger than torchao's FP8 (per tensor and per row), {V8_JUDGED}"
@@ -1643,7 +1662,8 @@ if V8_JUDGED is not None:
                        f"{f.removeprefix('torchao ')} {x:.4f}" for f, x in
                        theirs[theirs["weights"] == w][["forward", "logits_rel_l2"]].itertuples(index=False))
                        for w in mine.index)
-                   + f" (logits rel L2 against timm fp32; {sd.show_path(acc_json.parent)})")
+                   + f" (logits rel L2 against timm fp32; {sd.show_path(acc_json.parent)})"
+                   + ("" if worst[2] <= 0 else torchao_in_fp32(V8_JUDGED, mine)))
     else:
         ctx.target(what, "not judged", f"no fp8_accuracy result on this GPU holds {V8_JUDGED} beside torchao")
     what = f"FP8: digits model, fp32 at least 97% top-1 and {V8_JUDGED} within 2 held-out images of fp32"

@@ -1624,9 +1624,6 @@ else:
     ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU has fp8_accuracy/accuracy.json "
                 "(experiments/fp8_accuracy.py writes it)")
 
-# The FP8 accuracy targets (docs/method.md, Targets), judged on the fastest FP8 step at batch 256:
-# its logits error no larger than each torchao FP8 anchor's on every weight set, and on the digits
-# model fp32 at least 97% top-1 with the FP8 step within 2 held-out images of fp32.
 def torchao_in_fp32(step, mine):
     """Where experiments/fp8_torchao_probe.py ran (newest folder): torchao's per-tensor FP8 on an
     fp32 copy of the model, the same arithmetic without the half-precision forward around it,
@@ -1646,6 +1643,9 @@ def torchao_in_fp32(step, mine):
             f"its folder README says what the half-precision model changes)")
 
 
+# The FP8 accuracy targets (docs/method.md, Targets), judged on the fastest FP8 step at batch 256:
+# its logits error no larger than each torchao FP8 anchor's on every weight set, and on the digits
+# model fp32 at least 97% top-1 with the FP8 step within 2 held-out images of fp32.
 V8_JUDGED = fastest_of(FP8_STEPS, 256) if targets_apply else None
 if V8_JUDGED is not None:
     what = f"FP8: logits error no larger than torchao's FP8 (per tensor and per row), {V8_JUDGED}"

@@ -134,7 +134,8 @@ def run(model, images, dtype, dev, sdpa32=False):
     import torch.nn.functional as F
     sdpa = F.scaled_dot_product_attention
     if sdpa32:
-        F.scaled_dot_product_attention = lambda q, k, v, *a, **kw: sdpa(q.float(), k.float(), v.float(), *a, **kw).to(q.dtype)
+        F.scaled_dot_product_attention = lambda q, k, v, *a, **kw: sdpa(
+            q.float(), k.float(), v.float(), *a, **kw).to(q.dtype)
     try:
         with torch.inference_mode():
             return torch.cat([model(c.to(dev).to(dtype)).float().cpu() for c in images.split(32)])
@@ -205,7 +206,8 @@ def main(argv=None):
     lines = [f"{args.model} {args.image_size} px, {args.images} N(0,1) images (seed {args.seed}) against timm fp32; "
              f"{prov['gpu']}, torch {torch.__version__}, timm {timm.__version__}, torchao {torchao.__version__}, "
              f"commit {prov['commit']}", ""]
-    lines += [f"{r['weights']:10s} {r['forward']:45s} {r['logits_rel_l2']}  {float(r['top1_agreement']):.2%}" for r in rows]
+    lines += [f"{r['weights']:10s} {r['forward']:45s} {r['logits_rel_l2']}  {float(r['top1_agreement']):.2%}"
+              for r in rows]
     (args.out / "probe.txt").write_text("\n".join(lines) + "\n")
 
 

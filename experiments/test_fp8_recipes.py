@@ -31,17 +31,22 @@ except ImportError as e:
     WHY = f"needs torch and timm, which {sys.executable} lacks ({e}); run with a Python that has them"
 
 
-def run_main(*argv):
+def run_main(*argv, main=None):
+    """`main` (fp8_recipes.main by default) on argv: its exit code, stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            rc = fr.main(list(argv))
+            rc = (main or fr.main)(list(argv))
         except SystemExit as e:  # argparse's own errors
             rc = e.code
     return rc, out.getvalue(), err.getvalue()
 
 
-class Usage(unittest.TestCase):
+class CliUsage(unittest.TestCase):
+    """A temporary --out folder and `refused`: MAIN exits 2 with one line on stderr that says
+    what is wrong. fp8_torchao_probe's tests reuse it with their own MAIN."""
+    MAIN = staticmethod(fr.main)
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.out = Path(self.tmp.name) / "out"
@@ -50,12 +55,15 @@ class Usage(unittest.TestCase):
         self.tmp.cleanup()
 
     def refused(self, *argv, says):
-        rc, out, err = run_main(*argv)
+        rc, out, err = run_main(*argv, main=self.MAIN)
         self.assertEqual(rc, 2, err)
         lines = err.strip().splitlines()
         self.assertEqual(len(lines), 1, err)
         self.assertIn(says, lines[0])
         return lines[0]
+
+
+class Usage(CliUsage):
 
     def test_recipes_named_as_the_study_asks(self):
         for name in ("fp32", "fp16_inputs", "tensor_static", "tensor_dynamic", "channel_token",

@@ -8,11 +8,8 @@ suite exits 77 (skipped, saying why) where this interpreter lacks it.
   .venv/bin/python experiments/test_fp8_torchao_probe.py --torch    the emulation
 """
 
-import contextlib
-import io
 import subprocess
 import sys
-import tempfile
 import unittest
 from pathlib import Path
 from unittest import mock
@@ -20,6 +17,7 @@ from unittest import mock
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import fp8_torchao_probe as probe  # noqa: E402
+from test_fp8_recipes import CliUsage  # noqa: E402  (the shared command-line test helpers)
 
 try:
     import torch
@@ -29,32 +27,13 @@ except ImportError as e:
     WHY = f"needs torch, which {sys.executable} lacks ({e}); run with a Python that has it"
 
 
-def run_main(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = probe.main(list(argv))
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), err.getvalue()
-
-
-class Usage(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.out = Path(self.tmp.name) / "out"
-
-    def tearDown(self):
-        self.tmp.cleanup()
+class Usage(CliUsage):
+    MAIN = staticmethod(probe.main)
 
     def refused(self, *argv, says):
-        rc, _, err = run_main(*argv)
-        self.assertEqual(rc, 2, err)
-        lines = err.strip().splitlines()
-        self.assertEqual(len(lines), 1, err)
-        self.assertIn(says, lines[0])
-        self.assertFalse(self.out.exists())
-        return lines[0]
+        line = super().refused(*argv, says=says)
+        self.assertFalse(self.out.exists())  # nothing created on a refusal
+        return line
 
     def test_bad_sizes(self):
         self.refused("--images", "0", "--out", str(self.out), says="--images must be positive")

@@ -24,8 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "experiments"), str(REPO / "tests"), str(REPO / "experiments" / "anchors")]
 import fp8_accuracy as fa  # noqa: E402  (weights, images, metrics)
+import fp8_recipes as fr  # noqa: E402  (E4M3 rounding, the blocks' GEMMs)
 
-E4M3_MAX = 448.0
+E4M3_MAX = fr.FORMATS["e4m3"][1]
 
 # (name, model dtype, options) of the emulated forwards; torch dtypes are named, resolved later.
 EMULATED = [
@@ -72,8 +73,8 @@ def check_writable(out):
 
 
 def fake_quant(t, scale):
-    import torch
-    return (t / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float() * scale
+    """E4M3 round trip, as fp8_recipes.py rounds (clamped to +-448, nearest even)."""
+    return fr.fake_quant(t, scale, "e4m3")
 
 
 def emulated_linear(linear, opts):
@@ -113,10 +114,10 @@ def emulated_model(kind, args, dtype, opts, dev):
     import torch
     import torch.nn.functional as F
     m = fa.build_weights(kind, args.model, args.image_size, args.seed).eval().to(dev).to(dtype)
-    for blk in m.blocks:
-        for parent, attr in ((blk.attn, "qkv"), (blk.attn, "proj"), (blk.mlp, "fc1"), (blk.mlp, "fc2")):
-            setattr(parent, attr, emulated_linear(getattr(parent, attr), opts))
-        if opts.get("gelu32"):
+    for _, _, parent, attr in fr.gemm_modules(m, fr.ALL):
+        setattr(parent, attr, emulated_linear(getattr(parent, attr), opts))
+    if opts.get("gelu32"):
+        for blk in m.blocks:
             blk.mlp.act.forward = lambda x: F.gelu(x.float()).to(x.dtype)
     if opts.get("ln32"):
         for mod in m.modules():

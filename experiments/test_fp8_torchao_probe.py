@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Tests of fp8_torchao_probe.py, in two suites. Its command-line checks run anywhere (they happen
 before torch is imported); with --torch, its emulation of torchao's per-tensor arithmetic against
-fp8_recipes.py's tensor_dynamic recipe and against plain rounding rules, which needs torch: that
-suite exits 77 (skipped, saying why) where this interpreter lacks it.
+fp8_recipes.py's tensor_dynamic recipe and against plain rounding rules, which needs torch and
+timm: that suite exits 77 (skipped, saying why) where this interpreter lacks them.
 
   /usr/bin/python3 experiments/test_fp8_torchao_probe.py            the command-line checks
   .venv/bin/python experiments/test_fp8_torchao_probe.py --torch    the emulation
@@ -17,14 +17,11 @@ from unittest import mock
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import fp8_torchao_probe as probe  # noqa: E402
-from test_fp8_recipes import CliUsage  # noqa: E402  (the shared command-line test helpers)
+# The command-line test helpers and the torch check (the probe needs torch and timm too).
+from test_fp8_recipes import HAVE_TORCH, WHY, CliUsage  # noqa: E402
 
-try:
+if HAVE_TORCH:
     import torch
-    HAVE_TORCH, WHY = True, ""
-except ImportError as e:
-    HAVE_TORCH = False
-    WHY = f"needs torch, which {sys.executable} lacks ({e}); run with a Python that has it"
 
 
 class Usage(CliUsage):

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Tests of experiments/precompile_anchors.py with a fake anchor script (no torch, no GPU): only
-the compiled anchors run, once per shape, with one call and no check or energy loop, one at a
+the torch.compile anchors run (not torchao's, which the cache does not serve), once per shape, with one call and no check or energy loop, one at a
 time per GPU named, each seeing its GPU as device 0; a failing compile fails the script.
 
   /usr/bin/python3 experiments/test_precompile_anchors.py
@@ -16,7 +16,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "precompile_anchors.py"
 
-# Records its arguments, its CUDA_VISIBLE_DEVICES and its start and end time; "row" anchors fail.
+# Records its arguments, its CUDA_VISIBLE_DEVICES and its start and end time; fails at the batch
+# size in FAKE_FAIL_BATCH.
 FAKE = textwrap.dedent('''\
     import json, os, sys, time
     start = time.time()
@@ -24,7 +25,7 @@ FAKE = textwrap.dedent('''\
     with open(os.environ["FAKE_LOG"], "a") as f:
         f.write(json.dumps({"argv": sys.argv[1:], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
                             "start": start, "end": time.time()}) + "\\n")
-    sys.exit(3 if "row" in sys.argv[sys.argv.index("--version") + 1] else 0)
+    sys.exit(3 if sys.argv[sys.argv.index("--batch") + 1] == os.environ.get("FAKE_FAIL_BATCH") else 0)
     ''')
 
 SPEC = textwrap.dedent('''\
@@ -47,26 +48,28 @@ SPEC = textwrap.dedent('''\
 
 
 class Precompile(unittest.TestCase):
-    def run_script(self, anchors, gpus):
+    def run_script(self, anchors, gpus, fail_batch=""):
         d = Path(tempfile.mkdtemp())
         (d / "fake.py").write_text(FAKE)
         (d / "spec.toml").write_text(SPEC.format(script=d / "fake.py", anchors=json.dumps(anchors)))
         log = d / "log.jsonl"
         res = subprocess.run([sys.executable, str(SCRIPT), "--spec", str(d / "spec.toml"), "--gpus", gpus,
                               "--python", sys.executable], capture_output=True, text=True,
-                             env={"FAKE_LOG": str(log), "PATH": "/usr/bin:/bin"}, timeout=60)
+                             env={"FAKE_LOG": str(log), "FAKE_FAIL_BATCH": fail_batch, "PATH": "/usr/bin:/bin"}, timeout=60)
         calls = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
         return res, calls
 
     def test_compiled_anchors_once_per_shape_over_the_gpus(self):
         res, calls = self.run_script(["pytorch_timm_graph", "pytorch_timm_compile_graph",
-                                      "pytorch_torchao_fp8_tensor_graph"], "2,5")
+                                      "pytorch_torchao_fp8_tensor_graph", "vit_compile_graph_2"], "2,5")
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
         shapes = sorted((c["argv"][c["argv"].index("--version") + 1], c["argv"][c["argv"].index("--batch") + 1])
                         for c in calls)
         self.assertEqual(shapes, [("pytorch_timm_compile_graph", "1"), ("pytorch_timm_compile_graph", "32"),
-                                  ("pytorch_torchao_fp8_tensor_graph", "1"),
-                                  ("pytorch_torchao_fp8_tensor_graph", "32")])  # no eager/graph anchor, one round
+                                  ("vit_compile_graph_2", "1"), ("vit_compile_graph_2", "32")])
+        # no eager, graph or torchao anchor, one round; the larger batch first
+        self.assertEqual([c["argv"][c["argv"].index("--batch") + 1] for c in sorted(calls, key=lambda c: c["start"])][:2],
+                         ["32", "32"])
         for c in calls:
             a = c["argv"]
             self.assertEqual(a[a.index("--warmup") + 1], "0")
@@ -81,14 +84,14 @@ class Precompile(unittest.TestCase):
         self.assertIn("compiled in", res.stdout)
 
     def test_a_failed_compile_fails_the_script(self):
-        res, calls = self.run_script(["pytorch_torchao_fp8_row_graph", "pytorch_timm_compile_graph"], "0")
+        res, calls = self.run_script(["pytorch_timm_compile_graph", "vit_compile_graph_2"], "0", fail_batch="32")
         self.assertEqual(res.returncode, 1)
         self.assertEqual(len(calls), 4)  # the others still compile
         self.assertIn("FAILED", res.stdout)
         self.assertIn("2 anchor shapes did not compile", res.stderr)
 
     def test_nothing_to_compile_and_bad_arguments(self):
-        res, calls = self.run_script(["pytorch_timm", "pytorch_timm_graph"], "0")
+        res, calls = self.run_script(["pytorch_timm", "pytorch_timm_graph", "pytorch_torchao_fp8_tensor_graph"], "0")
         self.assertEqual((res.returncode, calls), (0, []))
         self.assertIn("nothing to compile", res.stdout)
         for gpus in ("a", "0,0", ""):

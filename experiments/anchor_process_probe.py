@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Why timm in a CUDA graph runs slower in a process that has already run other anchors.
+
+In the spec anchors_kept (one process answering every anchor row, keep_anchors) timm in a CUDA
+graph took 25.7 ms at batch 256 on an H100, as eager timm did; in a process of its own, on the
+same machine, 22.9 ms. This probe runs the steps below in one process, vit_b fp16 (timm's init,
+seed 1234), and for each the median of 20 timed calls (CUDA events) and the kernels one call
+launches (torch.profiler: name, count, total device time):
+
+  1. graph_first     a model captured in a CUDA graph before anything else ran
+  2. eager           a second model, eager forwards
+  3. graph_first     the first graph replayed again, after the eager forwards
+  4. graph_second    the second model captured now and replayed
+
+Writes OUT/probe.csv (step, median ms) and OUT/kernels.txt. Exit 2 on bad arguments.
+
+  python3 experiments/anchor_process_probe.py --out OUT [--batch 256]
+"""
+import argparse
+import csv
+import os
+import sys
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batch", type=int, default=256)
+    args = ap.parse_args(argv)
+    if args.batch < 1:
+        print(f"error: --batch must be positive, got {args.batch}", file=sys.stderr)
+        return 2
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        print(f"error: cannot create {args.out}: {e}", file=sys.stderr)
+        return 2
+    import torch
+    import timm
+    if not torch.cuda.is_available():
+        print("error: no CUDA device", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda")
+
+    def model():
+        torch.manual_seed(1234)
+        return timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=1000).eval().to(dev).half()
+
+    images = torch.randn(args.batch, 3, 224, 224, device=dev).half()
+
+    def graphed(net):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.no_grad():
+            for _ in range(3):
+                net(images)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g), torch.no_grad():
+            net(images)
+        return g.replay
+
+    def eager(net):
+        def call():
+            with torch.no_grad():
+                net(images)
+        return call
+
+    def median_ms(call):
+        for _ in range(5):
+            call()
+        times = []
+        for _ in range(20):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            call()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        return sorted(times)[len(times) // 2]
+
+    def kernels(call):
+        from torch.profiler import ProfilerActivity, profile
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            call()
+            torch.cuda.synchronize()
+        rows = []
+        for e in prof.key_averages():
+            us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+            if us > 0:
+                rows.append((us, e.count, e.key))
+        return sorted(rows, reverse=True)
+
+    first = graphed(model())
+    second_model = model()
+    steps = [("graph_first", first), ("eager", eager(second_model)), ("graph_first_again", first)]
+    results, listing = [], []
+    for name, call in steps:
+        results.append((name, median_ms(call)))
+        listing.append((name, kernels(call)))
+        print(f"{name:<20} {results[-1][1]:.3f} ms", flush=True)
+    second = graphed(second_model)
+    results.append(("graph_second", median_ms(second)))
+    listing.append(("graph_second", kernels(second)))
+    print(f"{'graph_second':<20} {results[-1][1]:.3f} ms", flush=True)
+
+    with open(os.path.join(args.out, "probe.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "median_ms", "batch", "gpu", "torch", "timm"])
+        for name, ms in results:
+            w.writerow([name, f"{ms:.4f}", args.batch, torch.cuda.get_device_name(), torch.__version__, timm.__version__])
+    with open(os.path.join(args.out, "kernels.txt"), "w") as f:
+        for name, rows in listing:
+            f.write(f"== {name}: device us, count, kernel\n")
+            for us, n, key in rows[:25]:
+                f.write(f"{us:10.1f} {n:5d}  {key[:150]}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,22 +4,27 @@
 In the spec anchors_kept (one process answering every anchor row, keep_anchors) timm in a CUDA
 graph took 25.7 ms at batch 256 on an H100, as eager timm did; in a process of its own, on the
 same machine, 22.9 ms. This probe runs the steps below in one process, vit_b fp16 (timm's init,
-seed 1234), and for each the median of 20 timed calls (CUDA events) and the kernels one call
-launches (torch.profiler: name, count, total device time):
+seed 1234), and for each the median of 20 timed calls (CUDA events), the GPU's temperature, SM
+clock and power just before and just after them (nvidia-smi), and the kernels one call launches
+(torch.profiler: name, count, total device time):
 
-  1. graph_first     a model captured in a CUDA graph before anything else ran
-  2. eager           a second model, eager forwards
-  3. graph_first     the first graph replayed again, after the eager forwards
-  4. graph_second    the second model captured now and replayed
+  graph_first         a model captured in a CUDA graph before anything else ran
+  eager               a second model, eager forwards
+  graph_first_again   the first graph replayed again, after the eager forwards
+  graph_second        the second model captured now and replayed
+  graph_first_rested  the first graph again after 30 s with the GPU idle
+  graph_first_hot     the first graph again after 10 s of back-to-back replays
 
-Writes OUT/probe.csv (step, median ms) and OUT/kernels.txt. Exit 2 on bad arguments.
+Writes OUT/probe.csv and OUT/kernels.txt. Exit 2 on bad arguments.
 
   python3 experiments/anchor_process_probe.py --out OUT [--batch 256]
 """
 import argparse
 import csv
 import os
+import subprocess
 import sys
+import time
 
 
 def main(argv=None):
@@ -92,24 +97,48 @@ def main(argv=None):
                 rows.append((us, e.count, e.key))
         return sorted(rows, reverse=True)
 
+    def gpu_state():
+        q = "temperature.gpu,clocks.sm,power.draw"
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits", "-i",
+                            str(torch.cuda.current_device())], capture_output=True, text=True)
+        return [v.strip() for v in r.stdout.strip().split(",")] if r.returncode == 0 else ["", "", ""]
+
+    def busy(call, seconds):
+        end = time.time() + seconds
+        while time.time() < end:
+            for _ in range(10):
+                call()
+            torch.cuda.synchronize()
+
     first = graphed(model())
     second_model = model()
-    steps = [("graph_first", first), ("eager", eager(second_model)), ("graph_first_again", first)]
     results, listing = [], []
-    for name, call in steps:
-        results.append((name, median_ms(call)))
+
+    def step(name, call, before=None):
+        if before:
+            before()
+        state = gpu_state()
+        ms = median_ms(call)
+        after = gpu_state()  # right after the timed calls: the clock they ran at, about
+        results.append((name, ms, *state, *after))
         listing.append((name, kernels(call)))
-        print(f"{name:<20} {results[-1][1]:.3f} ms", flush=True)
-    second = graphed(second_model)
-    results.append(("graph_second", median_ms(second)))
-    listing.append(("graph_second", kernels(second)))
-    print(f"{'graph_second':<20} {results[-1][1]:.3f} ms", flush=True)
+        print(f"{name:<20} {ms:.3f} ms  (before: {state[0]} C, {state[1]} MHz, {state[2]} W; "
+              f"after: {after[0]} C, {after[1]} MHz, {after[2]} W)", flush=True)
+
+    step("graph_first", first)
+    step("eager", eager(second_model))
+    step("graph_first_again", first)
+    step("graph_second", graphed(second_model))
+    step("graph_first_rested", first, lambda: time.sleep(30))
+    step("graph_first_hot", first, lambda: busy(first, 10))
 
     with open(os.path.join(args.out, "probe.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["step", "median_ms", "batch", "gpu", "torch", "timm"])
-        for name, ms in results:
-            w.writerow([name, f"{ms:.4f}", args.batch, torch.cuda.get_device_name(), torch.__version__, timm.__version__])
+        w.writerow(["step", "median_ms", "temperature_c", "sm_clock_mhz", "power_w", "temperature_c_after",
+                    "sm_clock_mhz_after", "power_w_after", "batch", "gpu", "torch", "timm"])
+        for name, ms, *state in results:
+            w.writerow([name, f"{ms:.4f}", *state, args.batch, torch.cuda.get_device_name(), torch.__version__,
+                        timm.__version__])
     with open(os.path.join(args.out, "kernels.txt"), "w") as f:
         for name, rows in listing:
             f.write(f"== {name}: device us, count, kernel\n")

@@ -62,8 +62,12 @@ def main(argv=None):
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g), torch.no_grad():
-            net(images)
-        return g.replay
+            out = net(images)
+
+        def replay():  # holds the model, the graph and its output: the graph reads and writes them
+            g.replay()
+            return net, out
+        return replay
 
     def eager(net):
         def call():

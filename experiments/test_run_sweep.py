@@ -817,6 +817,43 @@ class SweepTest(unittest.TestCase):
             else:
                 self.assertEqual((x["status"], d), ("ok", "STUDY_ANCHOR_DONE 0"), x["note"])
 
+    def test_a_graph_keeps_what_its_forward_reads_alive(self):
+        # A captured graph reads the model's weights by address; if nothing held the model after
+        # the capture, its memory went back to the allocator and the timed replays ran on
+        # whatever the next allocation wrote there. Fake torch: the graph API as no-ops.
+        sys.path.insert(0, str(HERE / "anchors"))
+        import common
+        import contextlib
+        import gc
+        import types
+        import weakref
+
+        class Stream:
+            def wait_stream(self, other):
+                pass
+
+        class Model:
+            def __call__(self):
+                return types.SimpleNamespace(fill_=lambda v: None)
+        cuda = types.SimpleNamespace(
+            Stream=lambda device=None: Stream(), current_stream=lambda dev=None: Stream(),
+            stream=lambda s: contextlib.nullcontext(), graph=lambda g: contextlib.nullcontext(),
+            CUDAGraph=lambda: types.SimpleNamespace(replay=lambda: None))
+        fake_torch = types.SimpleNamespace(cuda=cuda)
+
+        def build():  # as torch_vit.build: the model reachable only through forward
+            model = Model()
+            return common.eager_or_graph(fake_torch, lambda: model(), "cuda:0", True), weakref.ref(model)
+        (run, result, note), model = build()
+        gc.collect()
+        self.assertEqual(note, "cuda-graph replay")
+        self.assertIsNotNone(model(), "the graphed forward's model was freed while its graph can replay")
+        run()
+        result()
+        del run, result
+        gc.collect()
+        self.assertIsNone(model())  # and nothing holds it longer than the replays
+
     def test_keep_makes_once_per_key_while_serving(self):
         sys.path.insert(0, str(HERE / "anchors"))
         import common

@@ -163,6 +163,11 @@ def eager_or_graph(torch, forward, dev, graphed):
     with torch.cuda.graph(graph):
         y_static = forward()
 
+    # The graph reads the weights and inputs at the addresses they had at its capture, and a
+    # graph does not own them: whatever forward() reaches must live as long as the replays, or
+    # the caching allocator hands that memory to the next allocation (the check's float64
+    # reference, say) and every timed replay computes on what is left there. run and result hold
+    # forward, and through it the model.
     def run():
         graph.replay()
 
@@ -170,6 +175,7 @@ def eager_or_graph(torch, forward, dev, graphed):
         y_static.fill_(float("nan"))
         graph.replay()
         return y_static
+    run.keeps_alive = result.keeps_alive = forward
     return run, result, "cuda-graph replay"
 
 

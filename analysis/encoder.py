@@ -1146,16 +1146,19 @@ if targets_apply and len(at_key):
                "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
 
 def other_sittings(gpu, answer_steps, c256):
-    """One line per other sitting (run id) on this GPU model that timed an answer step and
+    """One line per other final sitting (run id) on this GPU model that timed an answer step and
     torch.compile at batch 256 side by side: how far its ratios and times are from this
-    sitting's, so that the answer's ratio is read with the spread between sittings."""
+    sitting's, so that the answer's ratio is read with the spread between sittings. Only final
+    sittings: their anchors answer every row in one kept process, while the graphed timm anchors
+    of the other runs, one process a row, were timed on freed weights until the anchors kept the
+    model alive (b9e6fe0; stages/encoder/NOTES.md), ~12% fast at batch 256."""
     try:
         others = sd.load_runs(run.path.parent)
     except sd.DataError:
         return []  # a run folder outside a results root: no sibling sittings to read
     out = []
     for other in others:
-        if other.name == run.name or sd.gpu_of(other) != gpu:
+        if other.name == run.name or sd.gpu_of(other) != gpu or not sd.holds_final_sitting(other):
             continue
         d = other.ok("encoder")
         d = d[(d["model"] == KEY_MODEL) & (d["image_size"] == KEY_IMAGE) & (d["batch"] == 256)]
@@ -1166,7 +1169,7 @@ def other_sittings(gpu, answer_steps, c256):
                 continue
             n = g["note"].astype(str).str.extract(r"\[round: (\d+)\]")[0].dropna().nunique() or 1
             out.append(
-                f"Another sitting on this GPU model (run folder `{other.name}`, {n} round{'s' if n > 1 else ''}) "
+                f"Another final sitting on this GPU model (run folder `{other.name}`, {n} round{'s' if n > 1 else ''}) "
                 f"gave at batch 256 " + " and ".join(
                     f"`{v}` {m[COMPILE] / m[v]:.2f}x torch.compile ({fmt_ms(m[v])} ms; {fmt_ms(at(v, 256))} here)"
                     for v in steps_)

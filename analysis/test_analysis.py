@@ -1254,12 +1254,17 @@ class FinalSitting(unittest.TestCase):
                                      energy_j=(600.0 if v.startswith("e") else 680.0) * t * 1e-6,
                                      note=f"checked; cuda-graph replay [round: {k + 1}]"))
         synthetic.write_encoder_rows(cls.results / "final_run", rows, name="final.csv")
-        # An older one-round sitting on the same GPU with the FP8 step and torch.compile, and one
-        # whose torch.compile is from another sitting (another run id), which must not count.
+        # An older one-round final sitting on the same GPU with the FP8 step and torch.compile;
+        # a run that is no final sitting (its anchors one process a row), and one whose
+        # torch.compile is from another sitting (another run id): neither may count.
         synthetic.write_encoder_rows(cls.results / "another_sitting", [
             dict(version="e15_fp8_attention_e4m3", batch=256, median_us=9600.0),
             dict(version="pytorch_timm_compile_graph", batch=256, median_us=16830.0)],
-            run_id="another", utc="2025-11-22T12:00:00Z")
+            name="final.csv", run_id="another", utc="2025-11-22T12:00:00Z")
+        synthetic.write_encoder_rows(cls.results / "one_row_anchors", [
+            dict(version="e15_fp8_attention_e4m3", batch=256, median_us=9600.0),
+            dict(version="pytorch_timm_compile_graph", batch=256, median_us=15000.0)],
+            run_id="one-row", utc="2025-11-22T14:00:00Z")
         synthetic.write_encoder_rows(cls.results / "split_sitting", [
             dict(version="e15_fp8_attention_e4m3", batch=256, median_us=9600.0)],
             run_id="split-a", utc="2025-11-22T12:00:00Z")
@@ -1340,11 +1345,12 @@ class FinalSitting(unittest.TestCase):
                       "2.08x torch.compile's throughput", self.text)
         self.assertIn("All from one sitting: run folder `final_run`", self.text)
         # 16830 / 9600 = 1.75x inside that sitting; its times beside this sitting's, no ratio across.
-        self.assertIn("- Another sitting on this GPU model (run folder `another_sitting`, 1 round) gave at "
+        self.assertIn("- Another final sitting on this GPU model (run folder `another_sitting`, 1 round) gave at "
                       "batch 256 `e15_fp8_attention_e4m3` 1.75x torch.compile (9.60 ms; 9.50 here), "
                       "with torch.compile at 16.8 ms (19.8 here; ratios are only taken inside a sitting).",
                       self.text)
         self.assertNotIn("split_sitting", self.text)
+        self.assertNotIn("one_row_anchors", self.text)
         self.assertIn("| fastest fp16 step: e14_l2_prefetch | 256 | 17.1 |", self.text)
         self.assertIn("| torchao FP8, per tensor (CUDA graph) | 32 | 2.60 |", self.text)
         self.assertNotIn("No final sitting is committed yet", self.text)

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Why timm in a CUDA graph runs slower in a process that has already run other anchors.
+"""Does timm in a CUDA graph keep its speed through a process's history, and what it replays.
 
 In the spec anchors_kept (one process answering every anchor row, keep_anchors) timm in a CUDA
 graph took 25.7 ms at batch 256 on an H100, as eager timm did; in a process of its own, on the
 same machine, 22.9 ms. This probe runs the steps below in one process, vit_b fp16 (timm's init,
 seed 1234), and for each the median of 20 timed calls (CUDA events), the GPU's temperature, SM
 clock and power just before and just after them (nvidia-smi), and the kernels one call launches
-(torch.profiler: name, count, total device time):
+(torch.profiler: name, count, total device time). Each graph holds its model; the probe's first
+version, which did not, reproduced the 22.9 ms, and so found the cause: the anchors' one-row
+runs replayed graphs whose model had been freed (experiments/results/20261127_NVIDIA_H200_anchor_process).
 
   graph_first         a model captured in a CUDA graph before anything else ran
   eager               a second model, eager forwards

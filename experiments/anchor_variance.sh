@@ -49,7 +49,7 @@ for c in compile_a compile_b; do
   grep -oE "extern_kernels\.[A-Za-z_0-9]+|triton_(tem|per|red|poi)_[A-Za-z_0-9]+\.run" "$err" | sed 's/\.run$//' |
     sed -E 's/_[0-9]+$//' | sort | uniq -c | sort -rn
   echo "== $c: autotuning (each product, its fastest two candidates)"
-  grep -A2 "^AUTOTUNE" "$err" | grep -v "^--$"
+  awk '/^AUTOTUNE/ { print; n = 2; next } n > 0 && /^  [^ ]+ [0-9.]+ ms / { print; n-- }' "$err"
 done > "$out/kernels.txt"
 tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
 echo "[anchor_variance] done: $out"

@@ -8,7 +8,9 @@
 # test summary (tests.txt).
 # Usage: experiments/gpu_job.sh [spec ...]   (default: layernorm_quick)
 # STUDY_TESTS=0 skips the test suite, STUDY_ASM=0 the resource reports, STUDY_SWEEPS=0 the
-# ceilings and sweeps. STUDY_SANITIZE=1 adds the sanitizer suite (docs/sanitizers.md; its summary
+# ceilings and sweeps. STUDY_TARGETS="t1 t2 ..." builds only those ninja targets (and the
+# ceilings) instead of everything: e.g. the final sitting's benches and the tests that
+# STUDY_TEST_ARGS names, 51 of the build's 183 CUDA compilations. STUDY_SANITIZE=1 adds the sanitizer suite (docs/sanitizers.md; its summary
 # into the run folder's sanitizer.txt) and STUDY_MUTANTS=1 the mutation suite (tests/mutants.py,
 # in a second build folder with test hooks, build-hooks; its report into mutants.md): both
 # after the tests, both stopping the job when they fail.
@@ -35,8 +37,10 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   meson setup "$BUILD" -Dcudnn=enabled -Dcudnn_root="$(echo "$cudnn" | sed -n 1p)" -Dtest_python="$py" > "$OUT/build.log" 2>&1 ||
     { cat "$OUT/build.log"; exit 1; }
 fi
-log "building"
-if ! ninja -C "$BUILD" >> "$OUT/build.log" 2>&1; then
+build_targets=()
+[ -n "${STUDY_TARGETS:-}" ] && build_targets=(${STUDY_TARGETS} common/ceilings)
+log "building ${build_targets[*]:-everything}"
+if ! ninja -C "$BUILD" "${build_targets[@]}" >> "$OUT/build.log" 2>&1; then
   grep -E "FAILED|error" "$OUT/build.log" | head -20
   log "the build failed (build.log): stopping"
   exit 1

@@ -4,11 +4,12 @@
 In the spec anchors_kept (one process answering every anchor row, keep_anchors) timm in a CUDA
 graph took 25.7 ms at batch 256 on an H100, as eager timm did; in a process of its own, on the
 same machine, 22.9 ms. This probe runs the steps below in one process, vit_b fp16 (timm's init,
-seed 1234), and for each the median of 20 timed calls (CUDA events), the GPU's temperature, SM
-clock and power just before and just after them (nvidia-smi), and the kernels one call launches
-(torch.profiler: name, count, total device time). Each graph holds its model; the probe's first
-version, which did not, reproduced the 22.9 ms, and so found the cause: the anchors' one-row
-runs replayed graphs whose model had been freed (experiments/results/20261127_NVIDIA_H200_anchor_process).
+seed 1234), and for each the median of 20 timed calls (CUDA events, the anchors' timing), the
+GPU's temperature, SM clock and power just before and just after them (nvidia-smi), and the
+kernels one call launches (torch.profiler: name, count, total device time). Each graph holds
+its model; the probe's first version, which did not, reproduced the 22.9 ms and so found the
+cause: the anchors' one-row runs replayed graphs whose model had been freed
+(experiments/results/20261127_NVIDIA_H200_anchor_process).
 
   graph_first         a model captured in a CUDA graph before anything else ran
   eager               a second model, eager forwards
@@ -27,6 +28,10 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "anchors"))
+import common  # noqa: E402  (stdlib only: the anchors' timing, torch handed in)
 
 
 def main(argv=None):
@@ -77,18 +82,8 @@ def main(argv=None):
                 net(images)
         return call
 
-    def median_ms(call):
-        for _ in range(5):
-            call()
-        times = []
-        for _ in range(20):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            call()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-        return sorted(times)[len(times) // 2]
+    def median_ms(call):  # the anchors' timing: 5 warm-up calls, 20 event pairs
+        return common.time_events(torch, call, 5, 20, False, torch.cuda.current_device())["median_us"] / 1000
 
     def kernels(call):
         from torch.profiler import ProfilerActivity, profile

@@ -10,8 +10,8 @@
 # STUDY_TESTS=0 skips the test suite, STUDY_ASM=0 the resource reports, STUDY_SWEEPS=0 the
 # ceilings and sweeps. STUDY_TARGETS="t1 t2 ..." builds only those ninja targets (and the
 # ceilings) instead of everything: e.g. the final sitting's benches and the tests that
-# STUDY_TEST_ARGS names, 51 of the build's 183 CUDA compilations, but 3.0 minutes against 3.7
-# on a 16-core GPU host: the CUTLASS layer, which the encoder needs, is most of both. STUDY_SANITIZE=1 adds the sanitizer suite (docs/sanitizers.md; its summary
+# STUDY_TEST_ARGS names, 51 of the build's 183 CUDA compilations; the CUTLASS layer, which the
+# encoder needs, stays most of the build's time. STUDY_SANITIZE=1 adds the sanitizer suite (docs/sanitizers.md; its summary
 # into the run folder's sanitizer.txt) and STUDY_MUTANTS=1 the mutation suite (tests/mutants.py,
 # in a second build folder with test hooks, build-hooks; its report into mutants.md): both
 # after the tests, both stopping the job when they fail.

@@ -11,7 +11,11 @@
 # ceilings and sweeps. STUDY_TARGETS="t1 t2 ..." builds only those ninja targets (and the
 # ceilings) instead of everything: e.g. the final sitting's benches and the tests that
 # STUDY_TEST_ARGS names, 51 of the build's 183 CUDA compilations; the CUTLASS layer, which the
-# encoder needs, stays most of the build's time. STUDY_SANITIZE=1 adds the sanitizer suite (docs/sanitizers.md; its summary
+# encoder needs, stays most of the build's time. STUDY_PRECOMPILE=N compiles the specs'
+# torch.compile anchors into Inductor's cache while the study builds and tests, N at a time on
+# the job's GPU (experiments/precompile_anchors.py; the GPU idles meanwhile), and waits for them
+# before the ceilings: the final sitting's first compiles (83-195 s each on an H100) then load
+# in seconds. STUDY_SANITIZE=1 adds the sanitizer suite (docs/sanitizers.md; its summary
 # into the run folder's sanitizer.txt) and STUDY_MUTANTS=1 the mutation suite (tests/mutants.py,
 # in a second build folder with test hooks, build-hooks; its report into mutants.md): both
 # after the tests, both stopping the job when they fail.
@@ -37,6 +41,20 @@ log "cuDNN: $(echo "$cudnn" | paste -sd ' ')"
 if [ ! -f "$BUILD/build.ninja" ]; then
   meson setup "$BUILD" -Dcudnn=enabled -Dcudnn_root="$(echo "$cudnn" | sed -n 1p)" -Dtest_python="$py" > "$OUT/build.log" 2>&1 ||
     { cat "$OUT/build.log"; exit 1; }
+fi
+# Compiles ahead, in the background until the ceilings (their log: precompile.log).
+precompile_pid=""
+if [ "${STUDY_PRECOMPILE:-0}" != 0 ] && [ "${STUDY_SWEEPS:-1}" = 1 ]; then
+  [[ $STUDY_PRECOMPILE =~ ^[1-9][0-9]*$ ]] ||
+    { echo "error: STUDY_PRECOMPILE must be a positive number of compiles at a time, got '$STUDY_PRECOMPILE'" >&2; exit 2; }
+  log "compiling the specs' torch.compile anchors ahead, $STUDY_PRECOMPILE at a time (precompile.log)"
+  spec_args=(); for spec in "${@:-layernorm_quick}"; do spec_args+=(--spec "$spec"); done
+  "$py" experiments/precompile_anchors.py "${spec_args[@]}" --gpus 0 --per-gpu "$STUDY_PRECOMPILE" --python "$py" \
+    > "$OUT/precompile.log" 2>&1 &
+  precompile_pid=$!
+  # A job that stops early (failed build or test) takes its compiles with it.
+  trap 'pkill -P "$precompile_pid" 2> /dev/null; kill "$precompile_pid" 2> /dev/null
+        "$py" experiments/run_readme.py "$RUN_DIR" > /dev/null || true' EXIT
 fi
 build_targets=()
 [ -n "${STUDY_TARGETS:-}" ] && build_targets=(${STUDY_TARGETS} common/ceilings)
@@ -96,6 +114,11 @@ fi
 [ "${STUDY_SWEEPS:-1}" = 1 ] || { log "done (no sweeps)"; exit 0; }
 specs=("$@")
 [ ${#specs[@]} -eq 0 ] && specs=(layernorm_quick)
+if [ -n "$precompile_pid" ]; then
+  log "waiting for the compiles ahead"
+  wait "$precompile_pid" || log "some anchor shapes did not compile ahead: the sitting compiles them itself"
+  grep -E "compiled in|FAILED|^done|^error" "$OUT/precompile.log"
+fi
 log "ceilings"
 $py experiments/run_sweep.py --spec ceilings --out "$RUN_DIR/ceilings.csv" --build-dir "$BUILD" --python "$py"
 for spec in "${specs[@]}"; do

@@ -6,13 +6,16 @@ after another inside a sitting. Inductor keeps what it compiles in an on-disk ca
 (TORCHINDUCTOR_CACHE_DIR, by default /tmp/torchinductor_$USER) that a later process on the node
 loads instead of compiling. This script runs each torch.compile anchor of a spec once per shape
 (no warm-up, one timed call, no logits check, no energy loop), one process per GPU at a time over
-the GPUs given, so that the sitting that follows (run_sweep.py --spec SPEC, on one GPU) finds
-every shape compiled. Its rows go to a scratch CSV that is deleted: nothing it times is a result.
+the GPUs given (or --per-gpu N at a time: on a node whose one GPU idles while the study builds,
+experiments/gpu_job.sh's STUDY_PRECOMPILE), so that the sitting that follows (run_sweep.py --spec
+SPEC, on one GPU) finds every shape compiled. Concurrent compiles autotune beside each other: the
+kernels they pick are in the cache's generated code, for a reader to compare. Its rows go to a
+scratch CSV that is deleted: nothing it times is a result.
 torchao's anchors are left out: the cache does not serve them (on an H100 at c589c59, batch 1:
 the compile anchor's first call took 86 s here and 8 s in the sitting after it; torchao's took
 101 s here and about as long again in the sitting).
 
-  python3 experiments/precompile_anchors.py --spec final --gpus 1,2,3
+  python3 experiments/precompile_anchors.py --spec final --spec final_384 --gpus 1,2,3
   python3 experiments/run_sweep.py --spec final --run-dir RUN --device 0
 """
 from __future__ import annotations
@@ -37,19 +40,23 @@ def compiled_anchor(name: str) -> bool:
     return COMPILED_WORD in name
 
 
-def jobs(spec) -> list:
-    """One configuration per compiled anchor and shape (the first round's), the largest batch
-    first: it compiles longest, so the pool ends with the short jobs."""
-    todo = [c for c in run_sweep.expand(spec, rounds=1) if c.kind == "anchor" and compiled_anchor(c.label)]
-    for c in todo:  # one call, nothing else: the compile is the point
+def jobs(specs) -> list:
+    """(spec, configuration) per compiled anchor and shape of the specs (the first round's), the
+    largest batch first: it compiles longest, so the pool ends with the short jobs."""
+    todo = [(spec, c) for spec in specs for c in run_sweep.expand(spec, rounds=1)
+            if c.kind == "anchor" and compiled_anchor(c.label)]
+    for _, c in todo:  # one call, nothing else: the compile is the point
         c.warmup, c.iters, c.check, c.energy_s = 0, 1, False, 0
-    return sorted(todo, key=lambda c: (-c.batch * c.image_size ** 2, c.label))
+    return sorted(todo, key=lambda sc: (-sc[1].batch * sc[1].image_size ** 2, sc[1].label))
 
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spec", required=True, help="spec file, or a name in experiments/specs/")
+    ap.add_argument("--spec", required=True, action="append",
+                    help="spec file, or a name in experiments/specs/ (repeat it for several specs)")
     ap.add_argument("--gpus", default="0", help="comma list of CUDA device indices to compile on (default: 0)")
+    ap.add_argument("--per-gpu", type=int, default=1,
+                    help="compiles at once on each GPU (default: 1)")
     ap.add_argument("--python", default=os.environ.get("STUDY_PYTHON", sys.executable),
                     help="python that runs the anchors (default: $STUDY_PYTHON, else this one)")
     ap.add_argument("--timeout", type=float, default=None,
@@ -61,34 +68,53 @@ def parse_args(argv):
         ap.error(f"--gpus must be a comma list of device indices, got '{args.gpus}'")
     if not args.gpus or min(args.gpus) < 0 or len(set(args.gpus)) != len(args.gpus):
         ap.error(f"--gpus must name distinct device indices >= 0, got '{args.gpus}'")
+    if args.per_gpu < 1:
+        ap.error(f"--per-gpu must be at least 1, got {args.per_gpu}")
     return args
+
+
+def visible_device(index: int) -> str:
+    """The CUDA_VISIBLE_DEVICES a compile on GPU `index` runs with: that entry of the caller's own
+    CUDA_VISIBLE_DEVICES where it has one (a Slurm job's GPU 0 is the node's GPU it was given)."""
+    outer = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if not outer:
+        return str(index)
+    if index >= len(outer):
+        raise run_sweep.UsageError(f"GPU {index} is not among CUDA_VISIBLE_DEVICES={','.join(outer)}")
+    return outer[index]
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        spec = run_sweep.load_spec(run_sweep.find_spec(args.spec))
+        specs = [run_sweep.load_spec(run_sweep.find_spec(name)) for name in args.spec]
     except (run_sweep.SpecError, run_sweep.UsageError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    todo = jobs(spec)
+    names = ", ".join(args.spec)
+    todo = jobs(specs)
     if not todo:
-        print(f"{args.spec}: no torch.compile anchor (a name with '{COMPILED_WORD}'): nothing to compile")
+        print(f"{names}: no torch.compile anchor (a name with '{COMPILED_WORD}'): nothing to compile")
         return 0
-    timeout = args.timeout or spec["timeout_s"]
-    print(f"compiling {len(todo)} anchor shapes of {args.spec} on GPU {', '.join(map(str, args.gpus))} "
-          f"(Inductor cache: {os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'its default')})", flush=True)
+    try:
+        devices = {g: visible_device(g) for g in args.gpus}
+    except run_sweep.UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"compiling {len(todo)} anchor shapes of {names} on GPU {', '.join(map(str, args.gpus))}, "
+          f"{args.per_gpu} at a time on each (Inductor cache: {os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'its default')})", flush=True)
     lock, failed, start = threading.Lock(), [], time.monotonic()
 
-    def worker(gpu, scratch):
+    def worker(gpu, slot, scratch):
         while True:
             with lock:
                 if not todo:
                     return
-                cfg = todo.pop(0)
+                spec, cfg = todo.pop(0)
+            timeout = args.timeout or spec["timeout_s"]
             cmd, _ = run_sweep.command_for(cfg, spec, "", args.python)
-            cmd += cfg.args(str(Path(scratch) / f"gpu{gpu}.csv"), 0)
-            env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+            cmd += cfg.args(str(Path(scratch) / f"gpu{gpu}_{slot}.csv"), 0)
+            env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices[gpu]}
             t0 = time.monotonic()
             try:
                 res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -104,7 +130,8 @@ def main(argv=None) -> int:
                     failed.append(cfg)
 
     with tempfile.TemporaryDirectory(prefix="study_precompile_") as scratch:
-        threads = [threading.Thread(target=worker, args=(g, scratch)) for g in args.gpus]
+        threads = [threading.Thread(target=worker, args=(g, slot, scratch))
+                   for g in args.gpus for slot in range(args.per_gpu)]
         for t in threads:
             t.start()
         for t in threads:

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Tests of experiments/precompile_anchors.py with a fake anchor script (no torch, no GPU): only
-the torch.compile anchors run (not torchao's, which the cache does not serve), once per shape, with one call and no check or energy loop, one at a
-time per GPU named, each seeing its GPU as device 0; a failing compile fails the script.
+the torch.compile anchors run (not torchao's, which the cache does not serve), once per shape,
+with one call and no check or energy loop, one at a time per GPU named (or --per-gpu at a time),
+each seeing its GPU as device 0 (the caller's CUDA_VISIBLE_DEVICES entry where it has one); a
+failing compile fails the script.
 
   /usr/bin/python3 experiments/test_precompile_anchors.py
 """
@@ -48,14 +50,15 @@ SPEC = textwrap.dedent('''\
 
 
 class Precompile(unittest.TestCase):
-    def run_script(self, anchors, gpus, fail_batch=""):
+    def run_script(self, anchors, gpus, fail_batch="", extra=(), env=None):
         d = Path(tempfile.mkdtemp())
         (d / "fake.py").write_text(FAKE)
         (d / "spec.toml").write_text(SPEC.format(script=d / "fake.py", anchors=json.dumps(anchors)))
         log = d / "log.jsonl"
         res = subprocess.run([sys.executable, str(SCRIPT), "--spec", str(d / "spec.toml"), "--gpus", gpus,
-                              "--python", sys.executable], capture_output=True, text=True,
-                             env={"FAKE_LOG": str(log), "FAKE_FAIL_BATCH": fail_batch, "PATH": "/usr/bin:/bin"}, timeout=60)
+                              "--python", sys.executable, *extra], capture_output=True, text=True,
+                             env={"FAKE_LOG": str(log), "FAKE_FAIL_BATCH": fail_batch, "PATH": "/usr/bin:/bin",
+                                  **(env or {})}, timeout=60)
         calls = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
         return res, calls
 
@@ -83,6 +86,45 @@ class Precompile(unittest.TestCase):
             self.assertTrue(all(a[1] <= b[0] for a, b in zip(mine, mine[1:])), mine)
         self.assertIn("compiled in", res.stdout)
 
+    def test_several_at_a_time_on_one_gpu(self):
+        res, calls = self.run_script(["pytorch_timm_compile_graph", "vit_compile_graph_2"], "0", extra=["--per-gpu", "3"])
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertEqual(len(calls), 4)
+        spans = sorted((c["start"], c["end"]) for c in calls)
+        # three start together, the fourth when one of them ends
+        self.assertTrue(spans[2][0] < spans[0][1], spans)
+        self.assertTrue(spans[3][0] >= min(e for _, e in spans[:3]) - 0.05, spans)
+        csvs = {c["argv"][c["argv"].index("--csv") + 1] for c in calls}
+        self.assertEqual(len({Path(p).name for p in csvs}), 3, csvs)  # one scratch CSV per slot
+        self.assertIn("3 at a time", res.stdout)
+
+    def test_several_specs_in_one_pool(self):
+        d = Path(tempfile.mkdtemp())
+        (d / "fake.py").write_text(FAKE)
+        (d / "a.toml").write_text(SPEC.format(script=d / "fake.py", anchors='["pytorch_timm_compile_graph"]'))
+        (d / "b.toml").write_text(SPEC.format(script=d / "fake.py", anchors='["vit_compile_graph_2"]')
+                                  .replace("batches = [1, 32]", "batches = [8]"))
+        log = d / "log.jsonl"
+        res = subprocess.run([sys.executable, str(SCRIPT), "--spec", str(d / "a.toml"), "--spec", str(d / "b.toml"),
+                              "--per-gpu", "3", "--python", sys.executable], capture_output=True, text=True,
+                             env={"FAKE_LOG": str(log), "PATH": "/usr/bin:/bin"}, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        calls = [json.loads(l) for l in log.read_text().splitlines()]
+        self.assertEqual(sorted((c["argv"][c["argv"].index("--version") + 1], c["argv"][c["argv"].index("--batch") + 1])
+                                for c in calls),
+                         [("pytorch_timm_compile_graph", "1"), ("pytorch_timm_compile_graph", "32"),
+                          ("vit_compile_graph_2", "8")])
+        spans = sorted((c["start"], c["end"]) for c in calls)
+        self.assertTrue(spans[2][0] < spans[0][1], spans)  # the two specs' shapes compile together
+
+    def test_gpus_index_the_callers_visible_devices(self):
+        res, calls = self.run_script(["pytorch_timm_compile_graph"], "0,1", env={"CUDA_VISIBLE_DEVICES": "6,3"})
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertEqual({c["gpu"] for c in calls}, {"6", "3"})
+        res, calls = self.run_script(["pytorch_timm_compile_graph"], "2", env={"CUDA_VISIBLE_DEVICES": "6,3"})
+        self.assertEqual((res.returncode, calls), (2, []))
+        self.assertIn("not among CUDA_VISIBLE_DEVICES=6,3", res.stderr)
+
     def test_a_failed_compile_fails_the_script(self):
         res, calls = self.run_script(["pytorch_timm_compile_graph", "vit_compile_graph_2"], "0", fail_batch="32")
         self.assertEqual(res.returncode, 1)
@@ -98,6 +140,9 @@ class Precompile(unittest.TestCase):
             res, _ = self.run_script(["pytorch_timm_compile_graph"], gpus)
             self.assertEqual(res.returncode, 2, gpus)
             self.assertIn("--gpus", res.stderr)
+        res, _ = self.run_script(["pytorch_timm_compile_graph"], "0", extra=["--per-gpu", "0"])
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("--per-gpu", res.stderr)
 
 
 if __name__ == "__main__":

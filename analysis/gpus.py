@@ -49,6 +49,10 @@ def vit_b_224(batch):
     return dict(model="vit_b", image_size=224, batch=batch)
 
 
+def vit_b_384(batch):
+    return dict(model="vit_b", image_size=384, batch=batch)
+
+
 COMPARISONS = (
     [Comparison("patch_embed", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_patchify_linear"],
                 "PyTorch patchify + F.linear") for b in (1, 32)]
@@ -70,6 +74,10 @@ COMPARISONS = (
                   "timm in a CUDA graph") for b in (1, 32, 256)]
     + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm"],
                   "timm eager") for b in (1, 256)]
+    # The final sitting's 384 px half (final_384.toml).
+    + [Comparison("encoder", "vit_b, 384 px, batch 32", vit_b_384(32), [anchor], label)
+       for anchor, label in (("pytorch_timm_compile_graph", "torch.compile + CUDA graph"),
+                             ("pytorch_timm_graph", "timm in a CUDA graph"))]
 )
 # The encoder's steps and anchors are compared only inside one sitting (one run_id): its run
 # folders hold sittings of different days (the compiled anchor, side steps).

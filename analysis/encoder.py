@@ -1145,6 +1145,24 @@ if targets_apply and len(at_key):
                ("met" if all(wins) else "missed") if len(wins) == len(KEY_BATCHES) else "not judged",
                "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
 
+# A torch.compile row whose first call took this long compiled in the sitting's own anchor process
+# (a cache load takes seconds).
+COMPILED_IN_SITTING_S = 30
+
+
+def compiled_in_sitting():
+    """{batch: seconds to the first call} for the key shape's torch.compile rows that compiled in
+    this sitting's anchor process instead of loading a compile made ahead in a fresh process:
+    compiled there, max-autotune picks a slower forward at small batches (docs/method.md, Timing)."""
+    d = ok[(ok["version"] == COMPILE) & (ok["model"] == key_model) & (ok["image_size"] == key_image)]
+    secs = d["note"].astype(str).str.extract(r"compiled in this row \((\d+) s to its first call\)")[0].dropna()
+    out = {}
+    for i, n in secs.astype(int).items():
+        if n >= COMPILED_IN_SITTING_S:
+            out[int(d.loc[i, "batch"])] = max(n, out.get(int(d.loc[i, "batch"]), 0))
+    return dict(sorted(out.items()))
+
+
 def other_sittings(gpu, answer_steps, c256):
     """One line per other final sitting (run id) on this GPU model that timed an answer step and
     torch.compile at batch 256 side by side: how far its ratios and times are from this
@@ -1228,6 +1246,16 @@ if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KE
             lines.append(f"At batch {b} the fastest forward is `{v}`, {fmt_ms(at(v, b))} ms, "
                          f"{sd.faster_or_slower(a_us / at(v, b))} than the fastest PyTorch anchor, "
                          f"{label(a)} ({fmt_ms(a_us)} ms).")
+    # At batch 256 cuBLAS wins autotuning's race by a wide margin wherever it compiled.
+    small = {b: n for b, n in compiled_in_sitting().items() if b <= 32}
+    if small:
+        at_b = " and ".join(f"batch {b}" for b in small)
+        lines.append(f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
+                     + ", ".join(f"{n} s to its first call" for n in small.values())
+                     + "), where max-autotune picks a slower forward at small batches (at batch 1 on an "
+                     "H200, 0.84 ms against 0.63 compiled ahead in a fresh process; docs/method.md, Timing): "
+                     f"at {at_b} torch.compile may be faster than this sitting shows, and the steps' "
+                     "lead over it and over the fastest PyTorch anchor smaller.")
     gpu = sd.gpu_of(run)
     n_rounds = max(rounds) if rounds else 1
     lines.append(f"All from one sitting: run folder `{run.name}` on {gpu}, "

@@ -11,14 +11,14 @@
 # ceilings and sweeps. STUDY_TARGETS="t1 t2 ..." builds only those ninja targets (and the
 # ceilings) instead of everything: e.g. the final sitting's benches and the tests that
 # STUDY_TEST_ARGS names, 51 of the build's 183 CUDA compilations; the CUTLASS layer, which the
-# encoder needs, stays most of the build's time. STUDY_PRECOMPILE=N compiles the specs'
-# torch.compile anchors into Inductor's cache while the study builds and tests, N at a time on
-# the job's GPU (experiments/precompile_anchors.py; the GPU idles meanwhile), and waits for them
-# before the ceilings: the final sitting's first compiles (83-195 s each on an H100) then load
-# in seconds. STUDY_SANITIZE=1 adds the sanitizer suite (docs/sanitizers.md; its summary
-# into the run folder's sanitizer.txt) and STUDY_MUTANTS=1 the mutation suite (tests/mutants.py,
-# in a second build folder with test hooks, build-hooks; its report into mutants.md): both
-# after the tests, both stopping the job when they fail.
+# encoder needs, stays most of the build's time. STUDY_PRECOMPILE=1 compiles the specs'
+# torch.compile anchors after the tests, one shape at a time, each in a fresh process on the
+# quiet machine (experiments/precompile_anchors.py), for the sittings to load from Inductor's
+# cache: a compile inside the sitting's kept anchor process, or beside other work, autotunes to
+# a slower forward (docs/method.md, Timing). STUDY_SANITIZE=1 adds the sanitizer suite
+# (docs/sanitizers.md; its summary into the run folder's sanitizer.txt) and STUDY_MUTANTS=1 the
+# mutation suite (tests/mutants.py, in a second build folder with test hooks, build-hooks; its
+# report into mutants.md): both after the tests, both stopping the job when they fail.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 command -v nvidia-smi > /dev/null || { echo "error: no nvidia-smi: experiments/gpu_job.sh runs on a GPU node" >&2; exit 2; }
@@ -42,20 +42,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   meson setup "$BUILD" -Dcudnn=enabled -Dcudnn_root="$(echo "$cudnn" | sed -n 1p)" -Dtest_python="$py" > "$OUT/build.log" 2>&1 ||
     { cat "$OUT/build.log"; exit 1; }
 fi
-# Compiles ahead, in the background until the ceilings (their log: precompile.log).
-precompile_pid=""
-if [ "${STUDY_PRECOMPILE:-0}" != 0 ] && [ "${STUDY_SWEEPS:-1}" = 1 ]; then
-  [[ $STUDY_PRECOMPILE =~ ^[1-9][0-9]*$ ]] ||
-    { echo "error: STUDY_PRECOMPILE must be a positive number of compiles at a time, got '$STUDY_PRECOMPILE'" >&2; exit 2; }
-  log "compiling the specs' torch.compile anchors ahead, $STUDY_PRECOMPILE at a time (precompile.log)"
-  spec_args=(); for spec in "${@:-layernorm_quick}"; do spec_args+=(--spec "$spec"); done
-  "$py" experiments/precompile_anchors.py "${spec_args[@]}" --gpus 0 --per-gpu "$STUDY_PRECOMPILE" --python "$py" \
-    > "$OUT/precompile.log" 2>&1 &
-  precompile_pid=$!
-  # A job that stops early (failed build or test) takes its compiles with it.
-  trap 'pkill -P "$precompile_pid" 2> /dev/null; kill "$precompile_pid" 2> /dev/null
-        "$py" experiments/run_readme.py "$RUN_DIR" > /dev/null || true' EXIT
-fi
+case "${STUDY_PRECOMPILE:-0}" in 0|1) ;; *)
+  echo "error: STUDY_PRECOMPILE must be 0 or 1, got '$STUDY_PRECOMPILE'" >&2; exit 2;; esac
 build_targets=()
 [ -n "${STUDY_TARGETS:-}" ] && build_targets=(${STUDY_TARGETS} common/ceilings)
 log "building ${build_targets[*]:-everything}"
@@ -114,9 +102,11 @@ fi
 [ "${STUDY_SWEEPS:-1}" = 1 ] || { log "done (no sweeps)"; exit 0; }
 specs=("$@")
 [ ${#specs[@]} -eq 0 ] && specs=(layernorm_quick)
-if [ -n "$precompile_pid" ]; then
-  log "waiting for the compiles ahead"
-  wait "$precompile_pid" || log "some anchor shapes did not compile ahead: the sitting compiles them itself"
+if [ "${STUDY_PRECOMPILE:-0}" = 1 ]; then
+  log "compiling the specs' torch.compile anchors ahead, one at a time (precompile.log)"
+  spec_args=(); for spec in "${specs[@]}"; do spec_args+=(--spec "$spec"); done
+  "$py" experiments/precompile_anchors.py "${spec_args[@]}" --gpus 0 --python "$py" > "$OUT/precompile.log" 2>&1 ||
+    log "some anchor shapes did not compile ahead: the sitting compiles them itself"
   grep -E "compiled in|FAILED|^done|^error" "$OUT/precompile.log"
 fi
 log "ceilings"

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Compile a spec's torch.compile anchors before its sitting, in parallel over a node's GPUs.
+"""Compile the specs' torch.compile anchors before their sittings, each shape in a fresh process.
 
-torch.compile (max-autotune) compiles every shape for minutes (docs/method.md, Timing), one shape
-after another inside a sitting. Inductor keeps what it compiles in an on-disk cache
-(TORCHINDUCTOR_CACHE_DIR, by default /tmp/torchinductor_$USER) that a later process on the node
-loads instead of compiling. This script runs each torch.compile anchor of a spec once per shape
-(no warm-up, one timed call, no logits check, no energy loop), one process per GPU at a time over
-the GPUs given (or --per-gpu N at a time: on a node whose one GPU idles while the study builds,
-experiments/gpu_job.sh's STUDY_PRECOMPILE), so that the sitting that follows (run_sweep.py --spec
-SPEC, on one GPU) finds every shape compiled. Concurrent compiles autotune beside each other: the
-kernels they pick are in the cache's generated code, for a reader to compare. Its rows go to a
-scratch CSV that is deleted: nothing it times is a result.
+torch.compile (max-autotune) compiles every shape for minutes (docs/method.md, Timing). Inductor
+keeps what it compiles in an on-disk cache (TORCHINDUCTOR_CACHE_DIR, by default
+/tmp/torchinductor_$USER) that a later process on the node loads instead of compiling. This
+script runs each torch.compile anchor of the specs once per shape (no warm-up, one timed call, no
+logits check, no energy loop), each in its own process, one process per GPU at a time over the
+GPUs given, so that the sitting that follows (run_sweep.py --spec SPEC, on one GPU) loads every
+shape. That is also what makes the compile a fair anchor: autotuning times its candidates, and a
+compile in the sitting's kept anchor process (after the other anchors ran there) or beside other
+work on the GPU and CPU picks a slower forward. On an H200 at batch 1: 0.63 ms compiled here
+alone, 0.84 ms compiled in the kept process, 0.74 ms compiled four at once beside the build
+(experiments/results/20261127_NVIDIA_H200_anchors_b1). Its rows go to a scratch CSV that is
+deleted: nothing it times is a result.
 torchao's anchors are left out: the cache does not serve them (on an H100 at c589c59, batch 1:
 the compile anchor's first call took 86 s here and 8 s in the sitting after it; torchao's took
 101 s here and about as long again in the sitting).
@@ -55,8 +57,6 @@ def parse_args(argv):
     ap.add_argument("--spec", required=True, action="append",
                     help="spec file, or a name in experiments/specs/ (repeat it for several specs)")
     ap.add_argument("--gpus", default="0", help="comma list of CUDA device indices to compile on (default: 0)")
-    ap.add_argument("--per-gpu", type=int, default=1,
-                    help="compiles at once on each GPU (default: 1)")
     ap.add_argument("--python", default=os.environ.get("STUDY_PYTHON", sys.executable),
                     help="python that runs the anchors (default: $STUDY_PYTHON, else this one)")
     ap.add_argument("--timeout", type=float, default=None,
@@ -68,8 +68,6 @@ def parse_args(argv):
         ap.error(f"--gpus must be a comma list of device indices, got '{args.gpus}'")
     if not args.gpus or min(args.gpus) < 0 or len(set(args.gpus)) != len(args.gpus):
         ap.error(f"--gpus must name distinct device indices >= 0, got '{args.gpus}'")
-    if args.per_gpu < 1:
-        ap.error(f"--per-gpu must be at least 1, got {args.per_gpu}")
     return args
 
 
@@ -101,11 +99,11 @@ def main(argv=None) -> int:
     except run_sweep.UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"compiling {len(todo)} anchor shapes of {names} on GPU {', '.join(map(str, args.gpus))}, "
-          f"{args.per_gpu} at a time on each (Inductor cache: {os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'its default')})", flush=True)
+    print(f"compiling {len(todo)} anchor shapes of {names} on GPU {', '.join(map(str, args.gpus))} "
+          f"(Inductor cache: {os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'its default')})", flush=True)
     lock, failed, start = threading.Lock(), [], time.monotonic()
 
-    def worker(gpu, slot, scratch):
+    def worker(gpu, scratch):
         while True:
             with lock:
                 if not todo:
@@ -113,7 +111,7 @@ def main(argv=None) -> int:
                 spec, cfg = todo.pop(0)
             timeout = args.timeout or spec["timeout_s"]
             cmd, _ = run_sweep.command_for(cfg, spec, "", args.python)
-            cmd += cfg.args(str(Path(scratch) / f"gpu{gpu}_{slot}.csv"), 0)
+            cmd += cfg.args(str(Path(scratch) / f"gpu{gpu}.csv"), 0)
             env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices[gpu]}
             t0 = time.monotonic()
             try:
@@ -130,8 +128,7 @@ def main(argv=None) -> int:
                     failed.append(cfg)
 
     with tempfile.TemporaryDirectory(prefix="study_precompile_") as scratch:
-        threads = [threading.Thread(target=worker, args=(g, slot, scratch))
-                   for g in args.gpus for slot in range(args.per_gpu)]
+        threads = [threading.Thread(target=worker, args=(g, scratch)) for g in args.gpus]
         for t in threads:
             t.start()
         for t in threads:

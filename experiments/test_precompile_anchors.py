@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Tests of experiments/precompile_anchors.py with a fake anchor script (no torch, no GPU): only
 the torch.compile anchors run (not torchao's, which the cache does not serve), once per shape,
-with one call and no check or energy loop, one at a time per GPU named (or --per-gpu at a time),
-each seeing its GPU as device 0 (the caller's CUDA_VISIBLE_DEVICES entry where it has one); a
-failing compile fails the script.
+with one call and no check or energy loop, one at a time per GPU named, each seeing its GPU as
+device 0 (the caller's CUDA_VISIBLE_DEVICES entry where it has one), several specs in one pool;
+a failing compile fails the script.
 
   /usr/bin/python3 experiments/test_precompile_anchors.py
 """
@@ -86,18 +86,6 @@ class Precompile(unittest.TestCase):
             self.assertTrue(all(a[1] <= b[0] for a, b in zip(mine, mine[1:])), mine)
         self.assertIn("compiled in", res.stdout)
 
-    def test_several_at_a_time_on_one_gpu(self):
-        res, calls = self.run_script(["pytorch_timm_compile_graph", "vit_compile_graph_2"], "0", extra=["--per-gpu", "3"])
-        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
-        self.assertEqual(len(calls), 4)
-        spans = sorted((c["start"], c["end"]) for c in calls)
-        # three start together, the fourth when one of them ends
-        self.assertTrue(spans[2][0] < spans[0][1], spans)
-        self.assertTrue(spans[3][0] >= min(e for _, e in spans[:3]) - 0.05, spans)
-        csvs = {c["argv"][c["argv"].index("--csv") + 1] for c in calls}
-        self.assertEqual(len({Path(p).name for p in csvs}), 3, csvs)  # one scratch CSV per slot
-        self.assertIn("3 at a time", res.stdout)
-
     def test_several_specs_in_one_pool(self):
         d = Path(tempfile.mkdtemp())
         (d / "fake.py").write_text(FAKE)
@@ -106,7 +94,7 @@ class Precompile(unittest.TestCase):
                                   .replace("batches = [1, 32]", "batches = [8]"))
         log = d / "log.jsonl"
         res = subprocess.run([sys.executable, str(SCRIPT), "--spec", str(d / "a.toml"), "--spec", str(d / "b.toml"),
-                              "--per-gpu", "3", "--python", sys.executable], capture_output=True, text=True,
+                              "--gpus", "0,1", "--python", sys.executable], capture_output=True, text=True,
                              env={"FAKE_LOG": str(log), "PATH": "/usr/bin:/bin"}, timeout=60)
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
         calls = [json.loads(l) for l in log.read_text().splitlines()]
@@ -115,7 +103,7 @@ class Precompile(unittest.TestCase):
                          [("pytorch_timm_compile_graph", "1"), ("pytorch_timm_compile_graph", "32"),
                           ("vit_compile_graph_2", "8")])
         spans = sorted((c["start"], c["end"]) for c in calls)
-        self.assertTrue(spans[2][0] < spans[0][1], spans)  # the two specs' shapes compile together
+        self.assertEqual({c["gpu"] for c in calls}, {"0", "1"})  # one pool over the GPUs
 
     def test_gpus_index_the_callers_visible_devices(self):
         res, calls = self.run_script(["pytorch_timm_compile_graph"], "0,1", env={"CUDA_VISIBLE_DEVICES": "6,3"})
@@ -140,9 +128,6 @@ class Precompile(unittest.TestCase):
             res, _ = self.run_script(["pytorch_timm_compile_graph"], gpus)
             self.assertEqual(res.returncode, 2, gpus)
             self.assertIn("--gpus", res.stderr)
-        res, _ = self.run_script(["pytorch_timm_compile_graph"], "0", extra=["--per-gpu", "0"])
-        self.assertEqual(res.returncode, 2)
-        self.assertIn("--per-gpu", res.stderr)
 
 
 if __name__ == "__main__":

@@ -105,7 +105,8 @@ specs=("$@")
 if [ "${STUDY_PRECOMPILE:-0}" = 1 ]; then
   log "compiling the specs' torch.compile anchors ahead, one at a time (precompile.log)"
   spec_args=(); for spec in "${specs[@]}"; do spec_args+=(--spec "$spec"); done
-  "$py" experiments/precompile_anchors.py "${spec_args[@]}" --gpus 0 --python "$py" > "$OUT/precompile.log" 2>&1 ||
+  "$py" experiments/precompile_anchors.py "${spec_args[@]}" --gpus 0 --python "$py" \
+    --kernels "$RUN_DIR/compile_kernels.txt" > "$OUT/precompile.log" 2>&1 ||
     log "some anchor shapes did not compile ahead: the sitting compiles them itself"
   grep -E "compiled in|FAILED|^done|^error" "$OUT/precompile.log"
 fi

@@ -17,18 +17,22 @@ torchao's anchors are left out: the cache does not serve them (on an H100 at c58
 the compile anchor's first call took 86 s here and 8 s in the sitting after it; torchao's took
 101 s here and about as long again in the sitting).
 
-  python3 experiments/precompile_anchors.py --spec final --spec final_384 --gpus 1,2,3
+  python3 experiments/precompile_anchors.py --spec final --spec final_384 --gpus 1,2,3 \
+      --kernels RUN/compile_kernels.txt
   python3 experiments/run_sweep.py --spec final --run-dir RUN --device 0
 """
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,6 +65,8 @@ def parse_args(argv):
                     help="python that runs the anchors (default: $STUDY_PYTHON, else this one)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds per compile (default: the spec's timeout_s)")
+    ap.add_argument("--kernels", type=Path, default=None,
+                    help="write here the kernels each forward compiled now calls (from the cache's generated code)")
     args = ap.parse_args(argv)
     try:
         args.gpus = [int(g) for g in args.gpus.split(",") if g.strip() != ""]
@@ -69,6 +75,36 @@ def parse_args(argv):
     if not args.gpus or min(args.gpus) < 0 or len(set(args.gpus)) != len(args.gpus):
         ap.error(f"--gpus must name distinct device indices >= 0, got '{args.gpus}'")
     return args
+
+
+def inductor_cache() -> Path:
+    """Where Inductor keeps its cache (its own default where TORCHINDUCTOR_CACHE_DIR is unset)."""
+    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+                or Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}")
+
+
+KERNEL_CALL = re.compile(r"extern_kernels\.\w+|triton_(?:tem|per|red|poi)_\w+(?=\.run\()")
+INPUT_SHAPE = re.compile(r"\((\d+), 3, (\d+), (\d+)\)")  # the images: (batch, 3, H, W)
+
+
+def kernel_report(cache: Path, since: float) -> str:
+    """Per generated forward written into the cache since `since` (a module with a call()): its
+    input images' shape and each kernel it calls, with how often (Triton kernels without their
+    numeric suffix). Which kernels autotuning picked is what a reader compares across compiles."""
+    out = []
+    modules = sorted(f for f in cache.rglob("*.py") if f.stat().st_mtime >= since) if cache.is_dir() else []
+    for f in modules:
+        code = f.read_text(errors="replace")
+        if "def call(" not in code:
+            continue
+        calls = [re.sub(r"_\d+$", "", k) for k in KERNEL_CALL.findall(code)]
+        shape = INPUT_SHAPE.search(code)
+        what = f"images {shape.group(1)} x 3 x {shape.group(2)} x {shape.group(3)}" if shape else "input shape not found"
+        out.append(f"== {f.relative_to(cache)} ({what})")
+        out += [f"{n:7d} {k}" for k, n in sorted(Counter(calls).items(), key=lambda kn: (-kn[1], kn[0]))]
+    if not out:
+        return "no generated forward was written: every shape was already in the cache\n"
+    return "\n".join(out) + "\n"
 
 
 def visible_device(index: int) -> str:
@@ -99,9 +135,16 @@ def main(argv=None) -> int:
     except run_sweep.UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.kernels:
+        try:
+            args.kernels.parent.mkdir(parents=True, exist_ok=True)
+            args.kernels.touch()
+        except OSError as e:
+            print(f"error: cannot write --kernels {args.kernels}: {e.strerror}", file=sys.stderr)
+            return 2
     print(f"compiling {len(todo)} anchor shapes of {names} on GPU {', '.join(map(str, args.gpus))} "
           f"(Inductor cache: {os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'its default')})", flush=True)
-    lock, failed, start = threading.Lock(), [], time.monotonic()
+    lock, failed, start, started_at = threading.Lock(), [], time.monotonic(), time.time()
 
     def worker(gpu, scratch):
         while True:
@@ -133,6 +176,10 @@ def main(argv=None) -> int:
             t.start()
         for t in threads:
             t.join()
+    if args.kernels:
+        args.kernels.write_text(f"# Kernels each torch.compile forward compiled by precompile_anchors.py ({names}) "
+                                f"calls, with how often\n" + kernel_report(inductor_cache(), started_at))
+        print(f"kernels of the compiled forwards: {args.kernels}")
     if failed:
         print(f"error: {len(failed)} anchor shapes did not compile; the sitting would compile them itself",
               file=sys.stderr)

@@ -3,11 +3,12 @@
 the torch.compile anchors run (not torchao's, which the cache does not serve), once per shape,
 with one call and no check or energy loop, one at a time per GPU named, each seeing its GPU as
 device 0 (the caller's CUDA_VISIBLE_DEVICES entry where it has one), several specs in one pool;
-a failing compile fails the script.
+--kernels lists the kernels of the forwards generated now; a failing compile fails the script.
 
   /usr/bin/python3 experiments/test_precompile_anchors.py
 """
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,17 @@ FAKE = textwrap.dedent('''\
     with open(os.environ["FAKE_LOG"], "a") as f:
         f.write(json.dumps({"argv": sys.argv[1:], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
                             "start": start, "end": time.time()}) + "\\n")
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache and os.environ.get("FAKE_GENERATES"):  # a generated forward, as Inductor writes one
+        b = sys.argv[sys.argv.index("--batch") + 1]
+        d = os.path.join(cache, "ab")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"module_b{b}.py"), "w") as f:
+            f.write(f"def call(args):\\n    assert_size_stride(arg0, ({b}, 3, 224, 224), ())\\n"
+                    "    extern_kernels.bias_addmm(x)\\n    extern_kernels.bias_addmm(y)\\n"
+                    "    triton_tem_fused_addmm_gelu_3.run(z)\\n    triton_per_fused_layer_norm_12.run(w)\\n")
+        with open(os.path.join(d, "helper.py"), "w") as f:
+            f.write("triton_poi_fused_0 = async_compile.triton('x')\\n")
     sys.exit(3 if sys.argv[sys.argv.index("--batch") + 1] == os.environ.get("FAKE_FAIL_BATCH") else 0)
     ''')
 
@@ -104,6 +116,32 @@ class Precompile(unittest.TestCase):
                           ("vit_compile_graph_2", "8")])
         spans = sorted((c["start"], c["end"]) for c in calls)
         self.assertEqual({c["gpu"] for c in calls}, {"0", "1"})  # one pool over the GPUs
+
+    def test_kernels_of_the_forwards_compiled_now(self):
+        cache = Path(tempfile.mkdtemp())
+        old = cache / "zz" / "old.py"  # a forward from an earlier compile: not this one's
+        old.parent.mkdir()
+        old.write_text("def call(args):\n    extern_kernels.mm(x)\n")
+        os.utime(old, (1e9, 1e9))
+        out = Path(tempfile.mkdtemp()) / "run" / "compile_kernels.txt"
+        res, calls = self.run_script(["pytorch_timm_compile_graph"], "0", extra=["--kernels", str(out)],
+                                     env={"TORCHINDUCTOR_CACHE_DIR": str(cache), "FAKE_GENERATES": "1"})
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        text = out.read_text()
+        self.assertIn("== ab/module_b1.py (images 1 x 3 x 224 x 224)\n      2 extern_kernels.bias_addmm\n"
+                      "      1 triton_per_fused_layer_norm\n      1 triton_tem_fused_addmm_gelu\n", text)
+        self.assertIn("== ab/module_b32.py (images 32 x 3 x 224 x 224)", text)
+        self.assertNotIn("old.py", text)
+        self.assertNotIn("helper.py", text)  # no call(): not a forward
+        # Nothing compiled now (all served by the cache): said so.
+        res, _ = self.run_script(["pytorch_timm_compile_graph"], "0", extra=["--kernels", str(out)],
+                                 env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertIn("no generated forward was written", out.read_text())
+        # An unwritable path: a clear error before any compile.
+        res, calls = self.run_script(["pytorch_timm_compile_graph"], "0", extra=["--kernels", "/proc/nope/k.txt"])
+        self.assertEqual((res.returncode, calls), (2, []))
+        self.assertIn("cannot write --kernels", res.stderr)
 
     def test_gpus_index_the_callers_visible_devices(self):
         res, calls = self.run_script(["pytorch_timm_compile_graph"], "0,1", env={"CUDA_VISIBLE_DEVICES": "6,3"})

@@ -363,6 +363,10 @@ class SweepTest(unittest.TestCase):
         (run / "tests" / "tests.txt").write_text(" 1/2 gpu - x  OK  1s\nOk:   1\nFail:   0\nSkipped:  1\n")
         (run / "mutants.md").write_text("# m\n\n**11 of 11 planted bugs caught**\n")
         (run / "ncu.csv").write_text('"ID","Kernel Name"\n"0","k"\n')
+        (run / "compile_kernels.txt").write_text(
+            "# Kernels\n== ab/c1.py (images 256 x 3 x 224 x 224)\n      2 extern_kernels.bias_addmm\n"
+            "== cd/c2.py (images 1 x 3 x 224 x 224)\n      4 triton_tem_fused_addmm\n"
+            "== ef/c3.py (images 32 x 3 x 384 x 384)\n      2 extern_kernels.bias_addmm\n")
         with open(run / "a.csv", "w") as f:
             f.write(",".join(rs.COLUMNS) + "\n")
             for status, commit, clock in (("ok", "0123456789abcdef0123-dirty", "1500"),
@@ -381,6 +385,8 @@ class SweepTest(unittest.TestCase):
         self.assertIn("- 1 other CSV file (Nsight Compute pages, probes): no study rows.", text)
         self.assertIn("- test suites (`tests/tests.txt`): Ok 1, Fail 0, Skipped 1.", text)
         self.assertIn("- planted bugs (`mutants.md`): 11 of 11 planted bugs caught.", text)
+        self.assertIn("- compiled forwards (`compile_kernels.txt`): 3 generated forwards and the kernels "
+                      "each calls: batch 1, 256 at 224 px; batch 32 at 384 px.", text)
         r = subprocess.run([PY, str(HERE / "run_readme.py"), str(self.dir / "none")],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)

@@ -1145,22 +1145,12 @@ if targets_apply and len(at_key):
                ("met" if all(wins) else "missed") if len(wins) == len(KEY_BATCHES) else "not judged",
                "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
 
-# A torch.compile row whose first call took this long compiled in the sitting's own anchor process
-# (a cache load takes seconds).
-COMPILED_IN_SITTING_S = 30
-
-
 def compiled_in_sitting():
     """{batch: seconds to the first call} for the key shape's torch.compile rows that compiled in
-    this sitting's anchor process instead of loading a compile made ahead in a fresh process:
-    compiled there, max-autotune picks a slower forward at small batches (docs/method.md, Timing)."""
+    this sitting's anchor process instead of loading a compile made ahead in a fresh process."""
     d = ok[(ok["version"] == COMPILE) & (ok["model"] == key_model) & (ok["image_size"] == key_image)]
-    secs = d["note"].astype(str).str.extract(r"compiled in this row \((\d+) s to its first call\)")[0].dropna()
-    out = {}
-    for i, n in secs.astype(int).items():
-        if n >= COMPILED_IN_SITTING_S:
-            out[int(d.loc[i, "batch"])] = max(n, out.get(int(d.loc[i, "batch"]), 0))
-    return dict(sorted(out.items()))
+    secs = sd.compiled_here_s(d["note"]).dropna()
+    return {int(b): int(n) for b, n in secs.groupby(d.loc[secs.index, "batch"]).max().items()}
 
 
 def other_sittings(gpu, answer_steps, c256):

@@ -137,12 +137,14 @@ def compare(c, run_a, run_b):
     if not refs or not ours:
         return None
     out = []
-    for m in (ma, mb):
+    for m, d in ((ma, da), (mb, db)):
         fastest = min(ours, key=lambda v: m.at[v, "median_us"])
         ref = min(refs, key=lambda v: m.at[v, "median_us"])
+        # Whether the reference compiled in its sitting's anchor process (docs/method.md, Timing).
+        compiled_here = bool(sd.compiled_here_s(d.loc[d["version"] == ref, "note"]).notna().any())
         out.append((fastest, m.at[fastest, "median_us"], ref, m.at[ref, "median_us"],
                     m.at[ref, "median_us"] / m.at[fastest, "median_us"], m.at[fastest, "sm_mhz"],
-                    m.at[ref, "sm_mhz"]))
+                    m.at[ref, "sm_mhz"], compiled_here))
     return out
 
 
@@ -196,11 +198,11 @@ for g in gpus:
             continue
         used_runs.setdefault(primary, {})[run_a.name] = run_a
         used_runs.setdefault(g, {})[run_b.name] = run_b
-        for gpu, (fastest, t, ref, rt, speedup, clk, rclk) in zip((primary, g), res):
+        for gpu, (fastest, t, ref, rt, speedup, clk, rclk, compiled_here) in zip((primary, g), res):
             rows.append({"order": i, "pair": g, "gpu": gpu, "component": c.family, "shape": c.shape,
                          "against": c.against_label, "fastest": f"{fastest}: {fmt_time(t)}",
                          "reference": f"{ref}: {fmt_time(rt)}", "speedup": speedup,
-                         "SM MHz": mhz(clk, rclk), "clk": clk, "rclk": rclk})
+                         "SM MHz": mhz(clk, rclk), "clk": clk, "rclk": rclk, "compiled_here": compiled_here})
 cmp_df = pd.DataFrame(rows)
 if not gpus or cmp_df.empty:
     why = (f"every committed run was measured on one GPU ({primary})" if not gpus else
@@ -281,6 +283,18 @@ else:
                 f"{r['component']} at {r['shape']} against {r['against']} "
                 f"({sd.fmt_ratio(base[r['order']])} on {p}, {sd.fmt_ratio(r['speedup'])} on {o})"
                 for _, r in apart.iterrows()) + ".")
+        # A reference compiled in one GPU's anchor process and ahead on the other: a reason the
+        # two speedups differ.
+        pair = cmp_df[cmp_df["pair"] == g]
+        for order, r in d[d["holds"] != "yes"].set_index("order").iterrows():
+            flags = pair[pair["order"] == order].set_index("gpu")["compiled_here"]
+            if flags.get(primary) == flags.get(g):
+                continue
+            sentences.append(
+                f"{r['component']} at {r['shape']} against {r['against']}: its reference compiled inside the "
+                f"sitting's anchor process on {p if flags.get(primary) else o} and ahead, in a fresh process, on "
+                f"{o if flags.get(primary) else p}; compiled ahead, max-autotune can pick a faster forward at "
+                f"small batches (docs/method.md, Timing).")
         big = cmp_df[(cmp_df["pair"] == g) & (cmp_df["component"] == "encoder")
                      & cmp_df["shape"].str.endswith("batch 256")
                      & (cmp_df["against"] == "timm in a CUDA graph")]

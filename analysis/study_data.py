@@ -352,6 +352,20 @@ def primary_gpu(runs: list[Run]) -> str | None:
     return max(counts, key=lambda g: (counts[g], newest[g]))
 
 
+# A compiled anchor row's note: "compiled in this row (N s to its first call)". N this large means
+# it compiled in the row's own (anchor) process; a load from a compile made ahead takes seconds.
+COMPILED_HERE_RE = re.compile(r"compiled in this row \((\d+) s to its first call\)")
+COMPILED_HERE_S = 30
+
+
+def compiled_here_s(notes: pd.Series) -> pd.Series:
+    """Seconds to the first call of each row that compiled in its own anchor process (at least
+    COMPILED_HERE_S), NaN elsewhere: max-autotune run there picks a slower forward at small
+    batches than one compiled ahead in a fresh process (docs/method.md, Timing)."""
+    n = notes.astype(str).str.extract(COMPILED_HERE_RE)[0].astype(float)
+    return n.where(n >= COMPILED_HERE_S)
+
+
 def holds_final_sitting(run: Run) -> bool:
     """Whether the run folder holds a final sitting (final.csv, `./study run final`)."""
     return (run.path / "final.csv").is_file()

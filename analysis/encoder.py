@@ -1242,8 +1242,8 @@ if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KE
         at_b = " and ".join(f"batch {b}" for b in small)
         lines.append(f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
                      + ", ".join(f"{n} s to its first call" for n in small.values())
-                     + "), where max-autotune picks a slower forward at small batches (at batch 1 on an "
-                     "H200, 0.84 ms against 0.63 compiled ahead in a fresh process; docs/method.md, Timing): "
+                     + "), where max-autotune picks a slower forward at small batches than compiled ahead "
+                     "in a fresh process (docs/method.md, Timing): "
                      f"at {at_b} torch.compile may be faster than this sitting shows, and the steps' "
                      "lead over it and over the fastest PyTorch anchor smaller.")
     gpu = sd.gpu_of(run)

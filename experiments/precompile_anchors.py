@@ -10,7 +10,8 @@ GPUs given, so that the sitting that follows (run_sweep.py --spec SPEC, on one G
 shape. That is also what makes the compile a fair anchor: autotuning times its candidates, and a
 compile in the sitting's kept anchor process (after the other anchors ran there) or beside other
 work on the GPU and CPU picks a slower forward. On an H200 at batch 1: 0.63 ms compiled here
-alone, 0.84 ms compiled in the kept process, 0.74 ms compiled four at once beside the build
+alone, 0.84 ms compiled in the kept process, 0.74 ms compiled four at once beside the build, in
+three sittings where timm in a graph took 0.69 ms each
 (experiments/results/20261127_NVIDIA_H200_anchors_b1). Its rows go to a scratch CSV that is
 deleted: nothing it times is a result.
 torchao's anchors are left out: the cache does not serve them (on an H100 at c589c59, batch 1:
@@ -36,6 +37,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_readme  # noqa: E402
 import run_sweep  # noqa: E402
 
 # Anchors whose compile the cache serves: torch.compile's (their names say so).
@@ -99,8 +101,7 @@ def kernel_report(cache: Path, since: float) -> str:
             continue
         calls = [re.sub(r"_\d+$", "", k) for k in KERNEL_CALL.findall(code)]
         shape = INPUT_SHAPE.search(code)
-        what = f"images {shape.group(1)} x 3 x {shape.group(2)} x {shape.group(3)}" if shape else "input shape not found"
-        out.append(f"== {f.relative_to(cache)} ({what})")
+        out.append(run_readme.forward_header(f.relative_to(cache), shape.groups() if shape else None))
         out += [f"{n:7d} {k}" for k, n in sorted(Counter(calls).items(), key=lambda kn: (-kn[1], kn[0]))]
     if not out:
         return "no generated forward was written: every shape was already in the cache\n"

@@ -82,6 +82,13 @@ def mutants_summary(path):
 COMPILED_FORWARD = re.compile(r"^== .*\(images (\d+) x 3 x (\d+) x \d+\)$")
 
 
+def forward_header(module, shape):
+    """A compile_kernels.txt section's first line: the generated module and its input images'
+    (batch, 3, H, W), or None where not found. COMPILED_FORWARD reads it back."""
+    what = f"images {shape[0]} x 3 x {shape[1]} x {shape[2]}" if shape else "input shape not found"
+    return f"== {module} ({what})"
+
+
 def kernels_summary(path):
     """'3 generated forwards and the kernels each calls: batch 1, 32, 256 at 224 px' from
     precompile_anchors.py's --kernels file."""

@@ -3,6 +3,8 @@
 installed offline (pip --no-index) into .deps/torchao/ on first use and imported from there; no
 wheel, or a wheel that does not import, is a reason to skip, never a crash. The wheels here are
 tiny fakes built on the spot; each case runs in its own interpreter (imports are cached).
+And inductor_options_kept: the Inductor options a torchao row sets (as its quantize_ does) are
+put back after the row, so a later row's compile sees Inductor's defaults (on a fake config).
 
   /usr/bin/python3 experiments/test_anchors_torchao.py
 """
@@ -68,6 +70,46 @@ class ImportTorchao(unittest.TestCase):
             self.assertIsNone(version)
             self.assertIn("does not import", why)
             self.assertIn("another torch", why)
+
+
+class FakeInductorConfig:
+    """The two methods of torch._inductor.config that inductor_options_kept uses."""
+    def __init__(self):
+        self.coordinate_descent_tuning = False
+        self.fx_graph_cache = True
+
+    def get_config_copy(self):
+        return dict(vars(self))
+
+    def load_config(self, config):
+        for name, value in config.items():
+            setattr(self, name, value)
+
+
+class InductorOptionsKept(unittest.TestCase):
+    def setUp(self):
+        sys.path.insert(0, str(HERE / "anchors"))
+        import common
+        self.kept = common.inductor_options_kept
+        self.torch = type("FakeTorch", (), {})()
+        self.torch._inductor = type("FakeInductor", (), {})()
+        self.torch._inductor.config = FakeInductorConfig()
+
+    def test_options_a_row_sets_are_put_back(self):
+        config = self.torch._inductor.config
+        with self.kept(self.torch):
+            config.coordinate_descent_tuning = True   # what torchao's quantize_ sets
+            self.assertTrue(config.coordinate_descent_tuning)  # for the row's own compile
+        self.assertFalse(config.coordinate_descent_tuning)
+        self.assertTrue(config.fx_graph_cache)
+
+    def test_put_back_when_the_row_fails(self):
+        config = self.torch._inductor.config
+        with self.assertRaises(RuntimeError):
+            with self.kept(self.torch):
+                config.coordinate_descent_tuning = True
+                raise RuntimeError("the compile failed")
+        self.assertFalse(config.coordinate_descent_tuning)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ is then made once and reused by every later row of that shape.
 """
 
 import argparse
+import contextlib
 import ctypes
 import datetime
 import json
@@ -601,6 +602,21 @@ def keep(key, make):
         _kept[key] = make()
         _kept_bytes[key] = max(0, _allocated() - before)
     return _kept[key]
+
+
+@contextlib.contextmanager
+def inductor_options_kept(torch):
+    """Puts Inductor's process-wide options back as they were once the block ends. torchao's
+    quantize_ (its set_inductor_config, on by default) turns on coordinate-descent tuning and
+    other options for the compile that follows; in a process that keeps anchors every later row's
+    compile would inherit them, and the fp16 torch.compile would compile in its row with them
+    instead of loading what precompile_anchors.py compiled ahead with Inductor's defaults."""
+    config = torch._inductor.config
+    before = config.get_config_copy()
+    try:
+        yield
+    finally:
+        config.load_config(before)
 
 
 def kept_by_other_rows():

@@ -26,6 +26,7 @@ Example:
   python3 experiments/anchors/torch_vit.py --version pytorch_timm_graph --batch 32 --csv out.csv
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -126,8 +127,6 @@ def build(torch, args):
         made.append(True)
         return make()
 
-    net, reference = common.keep(
-        ("vit", args.version, args.model, args.image_size, args.batch, args.seed, args.check, args.device), make_here)
     gen = torch.Generator(device=dev)
     gen.manual_seed(args.seed + 1)
     images = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=gen,
@@ -141,16 +140,20 @@ def build(torch, args):
 
     # A compiled model compiles on its first call, autotuning with thousands of benchmark kernels:
     # that call runs before the kernel count (which would take them in) and its seconds go into
-    # the note, never into a timing.
+    # the note, never into a timing. torchao's Inductor options hold for its own compile only.
     compile_note = ""
-    if fp8 or args.version == "pytorch_timm_compile_graph":
-        if made:
-            first = time.perf_counter()
-            forward()
-            torch.cuda.synchronize(dev)
-            compile_note = f"; compiled in this row ({time.perf_counter() - first:.0f} s to its first call)"
-        else:
-            compile_note = "; compiled model kept from an earlier row of this shape"
+    with common.inductor_options_kept(torch) if fp8 else contextlib.nullcontext():
+        net, reference = common.keep(
+            ("vit", args.version, args.model, args.image_size, args.batch, args.seed, args.check, args.device),
+            make_here)
+        if fp8 or args.version == "pytorch_timm_compile_graph":
+            if made:
+                first = time.perf_counter()
+                forward()
+                torch.cuda.synchronize(dev)
+                compile_note = f"; compiled in this row ({time.perf_counter() - first:.0f} s to its first call)"
+            else:
+                compile_note = "; compiled model kept from an earlier row of this shape"
     launches, launch_note = common.count_kernels(torch, forward, dev)
     run, result, note = common.eager_or_graph(torch, forward, dev, args.version != "pytorch_timm")
 

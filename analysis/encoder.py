@@ -1242,8 +1242,8 @@ if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KE
         at_b = " and ".join(f"batch {b}" for b in small)
         lines.append(f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
                      + ", ".join(f"{n} s to its first call" for n in small.values())
-                     + "), where max-autotune picks a slower forward at small batches than compiled ahead "
-                     "in a fresh process (docs/method.md, Timing): "
+                     + ") instead of loading a compile made ahead, alone, in a fresh process; compiled "
+                     "so, max-autotune can pick a slower forward at small batches (docs/method.md, Timing): "
                      f"at {at_b} torch.compile may be faster than this sitting shows, and the steps' "
                      "lead over it and over the fastest PyTorch anchor smaller.")
     gpu = sd.gpu_of(run)
@@ -1427,23 +1427,34 @@ if head_batch:
 print("\n".join(findings))
 
 # %%
-def newest_side(pattern):
+def newest_side(pattern, same_architecture=False):
     """The newest file matching `pattern` under this results root whose rows (the CSV itself,
-    or the JSON's `gpu`) were measured on this run's GPU; None when there is none. A JSON is as
-    new as the bench rows written beside it (a checkout's file times say nothing)."""
+    or the JSON's `gpu`) were measured on this run's GPU (with same_architecture, on any GPU that
+    runs the same binaries: for accuracy, never for times); None when there is none. A JSON is
+    as new as the bench rows written beside it (a checkout's file times say nothing)."""
     gpu, found = sd.gpu_of(run), []
+
+    def fits(g):
+        return g == gpu or (same_architecture and sd.same_architecture(g, gpu))
     for f in run.path.parent.glob(pattern):
         if f.suffix == ".csv":
             d = sd.read_csv(f)
-            if gpu in set(d["gpu"].astype(str)):
+            if any(fits(g) for g in set(d["gpu"].astype(str))):
                 found.append((pd.to_datetime(d["utc"]).max(), f))
         else:
             j = json.loads(f.read_text())
             beside = [pd.to_datetime(sd.read_csv(c)["utc"]).max() for c in f.parent.glob("*.csv")
                       if c.name != "accuracy.csv"]
-            if j.get("gpu") == gpu:
+            if fits(j.get("gpu", "")):
                 found.append((max(beside) if beside else pd.Timestamp(0, tz="UTC"), f))
     return sorted(found)[-1][1] if found else None
+
+
+def measured_on(gpu):
+    """What an accuracy result measured on another GPU of this one's architecture adds to its text."""
+    return ("" if gpu == sd.gpu_of(run) else
+            f", measured on {gpu}: {sd.architecture_of(gpu)}, the same binaries and arithmetic as on "
+            f"{sd.gpu_of(run)}")
 
 
 def side_ok(path):
@@ -1619,7 +1630,10 @@ side_step_table("encoder_fp8_fused", FP8_FUSED_STEP, [FP8_STEP, PREFETCH_STEP],
                 f"the SM clock of the FP8 step's and torch.compile's rows. The FP8 target: at most half "
                 f"of torch.compile's time at batch 256.", clocks=[FP8_FUSED_STEP, COMPILE])
 
-acc_json = newest_side("*/fp8_accuracy/accuracy.json")
+# Accuracy depends on the kernels' arithmetic, not on the card: another GPU of this one's
+# architecture serves where this one has no result, and the text names it.
+acc_json = newest_side("*/fp8_accuracy/accuracy.json") or newest_side("*/fp8_accuracy/accuracy.json",
+                                                                     same_architecture=True)
 if acc_json is not None:
     acc = json.loads(acc_json.read_text())
     acc_rows = pd.DataFrame(acc["rows"])
@@ -1633,7 +1647,8 @@ if acc_json is not None:
         "logits rel L2": lambda x: f"{x:.2e}", "top-1 agreement": lambda x: f"{x:.1%}"}),
         f"Accuracy against timm {acc['timm']} fp32 on the same weights ({acc['model']}, {acc['image_size']} px, "
         f"{acc['images']} N(0, 1) images per weight set; FP8 calibrated on {acc['calibration_images']} other "
-        f"images), experiments/fp8_accuracy.py in {sd.show_path(acc_json.parent)}: timm's init, every "
+        f"images), experiments/fp8_accuracy.py in {sd.show_path(acc_json.parent)}{measured_on(acc['gpu'])}: "
+        f"timm's init, every "
         f"parameter randomized, and timm's init with outlier channels (LayerNorm gamma 20-50x on three "
         f"channels, two residual-stream channels offset by 25 and 40). The last column counts only the "
         f"images whose top-1/top-2 margin in timm fp32 exceeds 4x that forward's RMS logit error. "
@@ -1642,8 +1657,8 @@ if acc_json is not None:
         f"and experiments/imagenet_accuracy.py measures ImageNet top-1 where ImageNet and pretrained "
         f"weights are.")
 else:
-    ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU has fp8_accuracy/accuracy.json "
-                "(experiments/fp8_accuracy.py writes it)")
+    ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU or its architecture has "
+                "fp8_accuracy/accuracy.json (experiments/fp8_accuracy.py writes it)")
 
 def torchao_in_fp32(step, mine):
     """Where experiments/fp8_torchao_probe.py ran (newest folder): torchao's per-tensor FP8 on an
@@ -1670,8 +1685,21 @@ def torchao_in_fp32(step, mine):
 V8_JUDGED = fastest_of(FP8_STEPS, 256) if targets_apply else None
 if V8_JUDGED is not None:
     what = f"FP8: logits error no larger than torchao's FP8 (per tensor and per row), {V8_JUDGED}"
-    ours = acc_rows[acc_rows["forward"] == f"encoder {V8_JUDGED}"] if acc_json is not None else pd.DataFrame()
-    theirs = acc_rows[acc_rows["forward"].str.startswith("torchao")] if acc_json is not None else pd.DataFrame()
+    # The newest fp8_accuracy result holding the judged step beside torchao: this GPU's first, then
+    # another GPU's of its architecture (the same arithmetic).
+    judged = []
+    for f in run.path.parent.glob("*/fp8_accuracy*/accuracy.json"):
+        j = json.loads(f.read_text())
+        forwards = {r["forward"] for r in j["rows"]}
+        if (sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) or j.get("gpu") == sd.gpu_of(run)) and \
+                f"encoder {V8_JUDGED}" in forwards and any(x.startswith("torchao") for x in forwards):
+            judged.append((j.get("gpu") == sd.gpu_of(run), f.parent.parent.name, f.parent.name, f, j))
+    ours = theirs = pd.DataFrame()
+    if judged:
+        *_, judged_json, judged_acc = max(judged, key=lambda e: e[:3])
+        judged_rows = pd.DataFrame(judged_acc["rows"])
+        ours = judged_rows[judged_rows["forward"] == f"encoder {V8_JUDGED}"]
+        theirs = judged_rows[judged_rows["forward"].str.startswith("torchao")]
     if len(ours) and len(theirs):
         mine = ours.set_index("weights")["logits_rel_l2"]
         excess = [(r["weights"], r["forward"], mine[r["weights"]] / r["logits_rel_l2"] - 1)
@@ -1683,23 +1711,27 @@ if V8_JUDGED is not None:
                        f"{f.removeprefix('torchao ')} {x:.4f}" for f, x in
                        theirs[theirs["weights"] == w][["forward", "logits_rel_l2"]].itertuples(index=False))
                        for w in mine.index)
-                   + f" (logits rel L2 against timm fp32; {sd.show_path(acc_json.parent)})"
+                   + f" (logits rel L2 against timm fp32; {sd.show_path(judged_json.parent)}"
+                     f"{measured_on(judged_acc['gpu'])})"
                    + ("" if worst[2] <= 0 else torchao_in_fp32(V8_JUDGED, mine)))
     else:
-        ctx.target(what, "not judged", f"no fp8_accuracy result on this GPU holds {V8_JUDGED} beside torchao")
+        ctx.target(what, "not judged",
+                   f"no fp8_accuracy result on this GPU or its architecture holds {V8_JUDGED} beside torchao")
     what = f"FP8: digits model, fp32 at least 97% top-1 and {V8_JUDGED} within 2 held-out images of fp32"
     found = []
     for f in sorted(run.path.parent.glob("*/digits*/digits.json")):
         j = json.loads(f.read_text())
-        if j.get("gpu") == sd.gpu_of(run) and f"encoder {V8_JUDGED}" in j.get("forwards", {}):
-            found.append((f, j))
+        if sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) or j.get("gpu") == sd.gpu_of(run):
+            if f"encoder {V8_JUDGED}" in j.get("forwards", {}):
+                found.append((j.get("gpu") == sd.gpu_of(run), f, j))  # this GPU's first, then the newest
     if found:
-        f, j = found[-1]
+        _, f, j = max(found, key=lambda e: (e[0], e[1].parent.parent.name))
         fp32, q = j["forwards"]["timm fp32"], j["forwards"][f"encoder {V8_JUDGED}"]
         crit = j["criteria"]
         ok_ = fp32["top1"] >= crit["fp32_min"] and q["disagree_with_fp32"] <= crit["fp8_disagree_max"]
         ctx.target(what, "met" if ok_ else "missed",
                    f"fp32 {fp32['top1']:.2%}, {V8_JUDGED} {q['top1']:.2%} with {q['disagree_with_fp32']} of "
-                   f"{j['images_held_out']} held-out images away from fp32 ({sd.show_path(f.parent)})")
+                   f"{j['images_held_out']} held-out images away from fp32 ({sd.show_path(f.parent)}"
+                   f"{measured_on(j['gpu'])})")
     else:
-        ctx.target(what, "not judged", f"no digits result on this GPU holds {V8_JUDGED}")
+        ctx.target(what, "not judged", f"no digits result on this GPU or its architecture holds {V8_JUDGED}")

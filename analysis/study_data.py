@@ -320,6 +320,23 @@ def gpu_of(run: Run) -> str:
     return g.value_counts().index[0] if len(g) else "unknown"
 
 
+# GPUs that run the same binaries (one compute capability). A result that depends only on the
+# kernels' arithmetic (an accuracy measurement, never a time) holds on every GPU of the family.
+ARCHITECTURES = {"Hopper (sm_90)": ("H100", "H200", "H800", "GH200")}
+
+
+def architecture_of(gpu: str) -> str | None:
+    """The architecture family of a GPU name (ARCHITECTURES), None when it is not listed."""
+    for arch, names in ARCHITECTURES.items():
+        if any(re.search(rf"\b{n}\b", gpu) for n in names):
+            return arch
+    return None
+
+
+def same_architecture(a: str, b: str) -> bool:
+    return architecture_of(a) is not None and architecture_of(a) == architecture_of(b)
+
+
 def fp8_ceiling_tflops(run: Run) -> float | None:
     """The FP8 GEMM ceiling (`ceilings`' gemm_fp8 row) on this run's GPU: the run's own, else
     the best of the committed run folders that measured one on that GPU (an FP8 experiment

@@ -1308,8 +1308,8 @@ class FinalSitting(unittest.TestCase):
                     ("outliers", "torchao, fp32 model", e)))
         digits = cls.results / "final_run" / "digits_e15"
         digits.mkdir()
-        (digits / "digits.json").write_text(json.dumps({
-            "gpu": "NVIDIA H200 (synthetic)", "images_held_out": 360,
+        (digits / "digits.json").write_text(json.dumps({  # another GPU of the same architecture
+            "gpu": "NVIDIA H100 80GB HBM3 (synthetic)", "images_held_out": 360,
             "criteria": {"fp32_min": 0.97, "fp8_disagree_max": 2},
             "forwards": {"timm fp32": {"top1": 0.98, "disagree_with_fp32": 0},
                          "encoder e15_fp8_attention_e4m3": {"top1": 0.975, "disagree_with_fp32": 3}}}))
@@ -1351,7 +1351,8 @@ class FinalSitting(unittest.TestCase):
         # Compiled in the sitting at batch 1 and 256 (not 32, loaded in 6 s): the answer says so
         # for batch 1 (at 256 autotuning's race is not close).
         self.assertIn("- torch.compile compiled inside this sitting's anchor process at batch 1 (84 s to its "
-                      "first call), where max-autotune picks a slower forward at small batches", self.text)
+                      "first call) instead of loading a compile made ahead, alone, in a fresh process; "
+                      "compiled so, max-autotune can pick a slower forward at small batches", self.text)
         self.assertIn("at batch 1 torch.compile may be faster than this sitting shows", self.text)
         # 16830 / 9600 = 1.75x inside that sitting; its times beside this sitting's, no ratio across.
         self.assertIn("- Another final sitting on this GPU model (run folder `another_sitting`, 1 round) gave at "
@@ -1407,6 +1408,8 @@ class FinalSitting(unittest.TestCase):
         self.assertIn("FP8: digits model, fp32 at least 97% top-1 and e15_fp8_attention_e4m3 within 2 "
                       "held-out images of fp32: **missed** (fp32 98.00%, e15_fp8_attention_e4m3 97.50% with "
                       "3 of 360 held-out images away from fp32", self.text)
+        self.assertIn("measured on NVIDIA H100 80GB HBM3 (synthetic): Hopper (sm_90), the same binaries "
+                      "and arithmetic as on NVIDIA H200 (synthetic)", self.text)
 
     def test_without_a_final_sitting_it_says_so(self):
         with tempfile.TemporaryDirectory() as d:
@@ -1541,6 +1544,13 @@ class HeadlineTable(unittest.TestCase):
 
 
 class Helpers(unittest.TestCase):
+    def test_architecture_families(self):
+        # Accuracy results cross between GPUs of one architecture, never to another.
+        self.assertTrue(sd.same_architecture("NVIDIA H200", "NVIDIA H100 80GB HBM3"))
+        self.assertFalse(sd.same_architecture("NVIDIA H200", "NVIDIA A100-SXM4-80GB"))
+        self.assertFalse(sd.same_architecture("NVIDIA H20", "NVIDIA H200"))  # not listed: no family
+        self.assertFalse(sd.same_architecture("unknown", "unknown"))
+
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})
         md = sd.markdown_table(df, {"us": sd.fmt_us})

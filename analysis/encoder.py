@@ -1153,6 +1153,63 @@ def compiled_in_sitting():
     return {int(b): int(n) for b, n in secs.groupby(d.loc[secs.index, "batch"]).max().items()}
 
 
+def compile_made_ahead_elsewhere(batch):
+    """For a batch where torch.compile compiled in this sitting: the newest other sitting on this
+    GPU model whose torch.compile at the key shape loaded a compile made ahead by
+    experiments/precompile_anchors.py (its run folder's compile_kernels.txt lists the shape, and
+    every first call took under COMPILED_HERE_S), with timm in a graph in the same run id. Returns
+    (run folder, torch.compile's time over timm in a graph's there), or None. Only that ratio
+    crosses sittings, never a time."""
+    gpu, root, found = sd.gpu_of(run), run.path.parent, []
+    shape = f"(images {batch} x 3 x {key_image} x {key_image})"
+    for kernels in sorted(root.glob("*/compile_kernels.txt")):
+        folder = kernels.parent
+        if folder.name == run.name or shape not in kernels.read_text():
+            continue
+        for f in sorted(folder.glob("*.csv")) + sorted(folder.glob("*/*.csv")):
+            d = sd.read_csv(f)
+            if not {"version", "gpu", "model", "image_size", "batch", "run_id"} <= set(d.columns):
+                continue
+            d = d[(d["status"] == "ok") & (d["gpu"].astype(str) == gpu) & (d["model"] == key_model)
+                  & (d["image_size"] == key_image) & (d["batch"] == batch)]
+            for rid, g in d.groupby("run_id"):
+                c, t = g[g["version"] == COMPILE], g[g["version"] == GRAPH]
+                first = c["note"].astype(str).str.extract(sd.COMPILED_HERE_RE)[0].astype(float).dropna()
+                if len(c) and len(t) and len(first) and (first < sd.COMPILED_HERE_S).all():
+                    found.append((pd.to_datetime(g["utc"]).max(), folder.name,
+                                  c["median_us"].median() / t["median_us"].median()))
+    return max(found)[1:] if found else None
+
+
+def compiled_in_sitting_line(small):
+    """README's note on the batches where torch.compile compiled in this sitting, with the check
+    from a sitting that loaded a compile made ahead where there is one."""
+    at_b = " and ".join(f"batch {b}" for b in small)
+    line = (f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
+            + ", ".join(f"{n} s to its first call" for n in small.values())
+            + ") instead of loading a compile made ahead, alone, in a fresh process; compiled so, "
+            "max-autotune can pick a slower forward at small batches (docs/method.md, Timing).")
+    unchecked = []
+    for b in small:
+        check = compile_made_ahead_elsewhere(b)
+        here = at(COMPILE, b) / at(GRAPH, b) if GRAPH in set(ok["version"]) else np.nan
+        if check is None or not np.isfinite(here):
+            unchecked.append(b)
+            continue
+        folder, there = check
+        verdict = ("no faster than this sitting's" if there >= here * 0.98 else
+                   f"{here / there - 1:.0%} faster than this sitting's, so the steps' lead over it is "
+                   f"smaller by about as much")
+        line += (f" At batch {b}, compiled ahead and loaded in another sitting on this GPU model "
+                 f"(run folder `{folder}`), torch.compile took {there:.2f}x timm in a graph's time, "
+                 f"against {here:.2f}x here: {verdict}.")
+    if unchecked:
+        at_u = " and ".join(f"batch {b}" for b in unchecked)
+        line += (f" At {at_u} torch.compile may be faster than this sitting shows, and the steps' lead "
+                 "over it and over the fastest PyTorch anchor smaller.")
+    return line
+
+
 def other_sittings(gpu, answer_steps, c256):
     """One line per other final sitting (run id) on this GPU model that timed an answer step and
     torch.compile at batch 256 side by side: how far its ratios and times are from this
@@ -1239,13 +1296,7 @@ if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KE
     # At batch 256 cuBLAS wins autotuning's race by a wide margin wherever it compiled.
     small = {b: n for b, n in compiled_in_sitting().items() if b <= 32}
     if small:
-        at_b = " and ".join(f"batch {b}" for b in small)
-        lines.append(f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
-                     + ", ".join(f"{n} s to its first call" for n in small.values())
-                     + ") instead of loading a compile made ahead, alone, in a fresh process; compiled "
-                     "so, max-autotune can pick a slower forward at small batches (docs/method.md, Timing): "
-                     f"at {at_b} torch.compile may be faster than this sitting shows, and the steps' "
-                     "lead over it and over the fastest PyTorch anchor smaller.")
+        lines.append(compiled_in_sitting_line(small))
     gpu = sd.gpu_of(run)
     n_rounds = max(rounds) if rounds else 1
     lines.append(f"All from one sitting: run folder `{run.name}` on {gpu}, "

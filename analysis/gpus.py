@@ -202,7 +202,9 @@ for g in gpus:
             rows.append({"order": i, "pair": g, "gpu": gpu, "component": c.family, "shape": c.shape,
                          "against": c.against_label, "fastest": f"{fastest}: {fmt_time(t)}",
                          "reference": f"{ref}: {fmt_time(rt)}", "speedup": speedup,
-                         "SM MHz": mhz(clk, rclk), "clk": clk, "rclk": rclk, "compiled_here": compiled_here})
+                         "SM MHz": mhz(clk, rclk), "clk": clk, "rclk": rclk, "compiled_here": compiled_here,
+                         "t_us": t, "ref_us": rt, "ref_version": ref,
+                         "copy_gbps": (run_a if gpu == primary else run_b).ceilings().copy_gbps or np.nan})
 cmp_df = pd.DataFrame(rows)
 if not gpus or cmp_df.empty:
     why = (f"every committed run was measured on one GPU ({primary})" if not gpus else
@@ -283,6 +285,20 @@ else:
                 f"{r['component']} at {r['shape']} against {r['against']} "
                 f"({sd.fmt_ratio(base[r['order']])} on {p}, {sd.fmt_ratio(r['speedup'])} on {o})"
                 for _, r in apart.iterrows()) + ".")
+        # What moved between the GPUs where a speedup moved more than HOLDS_WITHIN: the fastest
+        # version's time, the reference's, and the measured copy bandwidth beside them (a
+        # memory-bound kernel's time follows it, one bound elsewhere does not).
+        pair = cmp_df[cmp_df["pair"] == g]
+        for order, r in d[d["holds"] != "yes"].set_index("order").iterrows():
+            a = pair[(pair["order"] == order) & (pair["gpu"] == primary)].iloc[0]
+            bw = (f"; {p}'s measured copy bandwidth is {a['copy_gbps'] / r['copy_gbps']:.2f}x {o}'s "
+                  f"({a['copy_gbps']:,.0f} against {r['copy_gbps']:,.0f} GB/s, `ceilings` of each run)"
+                  if np.isfinite(a["copy_gbps"]) and np.isfinite(r["copy_gbps"]) else "")
+            sentences.append(
+                f"{r['component']} at {r['shape']} against {r['against']}, what moved: the fastest version "
+                f"takes {fmt_time(a['t_us'])} on {p} and {fmt_time(r['t_us'])} on {o} "
+                f"({r['t_us'] / a['t_us']:.2f}x as long), the reference {fmt_time(a['ref_us'])} and "
+                f"{fmt_time(r['ref_us'])} ({r['ref_us'] / a['ref_us']:.2f}x){bw}.")
         # A reference compiled in one GPU's anchor process and ahead on the other: a reason the
         # two speedups differ.
         pair = cmp_df[cmp_df["pair"] == g]

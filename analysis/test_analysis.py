@@ -1745,6 +1745,11 @@ class AcrossGpus(unittest.TestCase):
                       "inside the sitting's anchor process on GPU A (synthetic) and ahead, in a fresh process, on "
                       "GPU B (synthetic)", text)
         self.assertNotIn("batch 32 against torch.compile + CUDA graph: its reference", text)
+        # Where a speedup moved, which side moved (no copy bandwidth in these runs' ceilings).
+        self.assertIn("encoder at vit_b, 224 px, batch 256 against timm in a CUDA graph, what moved: the fastest "
+                      "version takes 18.00 ms on GPU A (synthetic) and 20.00 ms on GPU B (synthetic) (1.11x as "
+                      "long), the reference 26.00 ms and 21.00 ms (0.81x).", text)
+        self.assertNotIn("batch 32 against timm in a CUDA graph, what moved", text)
         self.assertIn("recorded 1,600 MHz for e6_best and 1,900 MHz for timm in a CUDA graph on GPU A "
                       "(synthetic), 1,500 MHz for e6_best and 1,750 MHz for timm in a CUDA graph on GPU B (synthetic)", text)
         self.assertTrue((self.out / "figures" / "gpus_speedups.png").is_file())

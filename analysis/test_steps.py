@@ -139,6 +139,12 @@ class StepTable(unittest.TestCase):
         aliases = {a: v["step"] for a, v in steps.aliases().items()}
         for doc in (REPO / "README.md", REPO / "report" / "README.md"):
             text = doc.read_text()
+            # ... and the aliases are measured in the sitting the answer comes from.
+            sitting = re.findall(r"All from one sitting: run folder `([^`]+)`", text)
+            for alias, a in steps.aliases().items():
+                with self.subTest(doc=doc.name, alias=alias, what="sitting"):
+                    self.assertEqual(set(sitting), {Path(a["measured"]).parts[0]},
+                                     f"{doc} answers from {sitting}, {alias} is measured in {a['measured']}")
             for prec, alias in (("fp16", "fastest_fp16"), ("FP8", "fastest_fp8")):
                 with self.subTest(doc=doc.name, alias=alias):
                     named = re.findall(rf"The fastest {prec} forward, `([^`]+)`", text)

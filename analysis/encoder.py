@@ -1486,7 +1486,7 @@ def newest_side(pattern, same_architecture=False):
     gpu, found = sd.gpu_of(run), []
 
     def fits(g):
-        return g == gpu or (same_architecture and sd.same_architecture(g, gpu))
+        return sd.same_architecture(g, gpu) if same_architecture else g == gpu
     for f in run.path.parent.glob(pattern):
         if f.suffix == ".csv":
             d = sd.read_csv(f)
@@ -1742,7 +1742,7 @@ if V8_JUDGED is not None:
     for f in run.path.parent.glob("*/fp8_accuracy*/accuracy.json"):
         j = json.loads(f.read_text())
         forwards = {r["forward"] for r in j["rows"]}
-        if (sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) or j.get("gpu") == sd.gpu_of(run)) and \
+        if sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) and \
                 f"encoder {V8_JUDGED}" in forwards and any(x.startswith("torchao") for x in forwards):
             judged.append((j.get("gpu") == sd.gpu_of(run), f.parent.parent.name, f.parent.name, f, j))
     ours = theirs = pd.DataFrame()
@@ -1772,9 +1772,8 @@ if V8_JUDGED is not None:
     found = []
     for f in sorted(run.path.parent.glob("*/digits*/digits.json")):
         j = json.loads(f.read_text())
-        if sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) or j.get("gpu") == sd.gpu_of(run):
-            if f"encoder {V8_JUDGED}" in j.get("forwards", {}):
-                found.append((j.get("gpu") == sd.gpu_of(run), f, j))  # this GPU's first, then the newest
+        if sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) and f"encoder {V8_JUDGED}" in j.get("forwards", {}):
+            found.append((j.get("gpu") == sd.gpu_of(run), f, j))  # this GPU's first, then the newest
     if found:
         _, f, j = max(found, key=lambda e: (e[0], e[1].parent.parent.name))
         fp32, q = j["forwards"]["timm fp32"], j["forwards"][f"encoder {V8_JUDGED}"]

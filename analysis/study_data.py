@@ -334,7 +334,8 @@ def architecture_of(gpu: str) -> str | None:
 
 
 def same_architecture(a: str, b: str) -> bool:
-    return architecture_of(a) is not None and architecture_of(a) == architecture_of(b)
+    """Whether two GPUs run the same binaries: one GPU model, or one listed architecture."""
+    return a == b or (architecture_of(a) is not None and architecture_of(a) == architecture_of(b))
 
 
 def fp8_ceiling_tflops(run: Run) -> float | None:

@@ -1568,7 +1568,7 @@ class Helpers(unittest.TestCase):
         self.assertTrue(sd.same_architecture("NVIDIA H200", "NVIDIA H100 80GB HBM3"))
         self.assertFalse(sd.same_architecture("NVIDIA H200", "NVIDIA A100-SXM4-80GB"))
         self.assertFalse(sd.same_architecture("NVIDIA H20", "NVIDIA H200"))  # not listed: no family
-        self.assertFalse(sd.same_architecture("unknown", "unknown"))
+        self.assertTrue(sd.same_architecture("NVIDIA L4", "NVIDIA L4"))  # one model, listed or not
 
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})

@@ -219,7 +219,8 @@ else:
                        for gpu, o, s in zip(cmp_df["gpu"], cmp_df["order"], cmp_df["speedup"])]
     shown = cmp_df.drop_duplicates(["order", "gpu"]).sort_values(["order", "gpu"], key=lambda col: (
         col if col.name != "gpu" else col.map(lambda x: (x != primary, x))))
-    provs = "; ".join(f"{short_gpu(g)}: " + ", ".join(f"run folder {n} ({r.provenance()})"
+    # Run folder and commit only: the report's run table holds each folder's run ids.
+    provs = "; ".join(f"{short_gpu(g)}: " + ", ".join(f"run folder {n} (commit {commits(r)})"
                                                      for n, r in used_runs[g].items())
                       for g in [primary] + [x for x in gpus if x in used_runs])
     table = shown[["component", "shape", "against", "gpu", "fastest", "reference", "speedup",

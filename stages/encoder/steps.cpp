@@ -75,15 +75,15 @@ const std::vector<Step>& steps() {
 // at two of the three batches. An fp16 step may when its newest timm parity with every parameter
 // drawn passes at 224 and 384 px (experiments/timm_parity.py); FP8 steps are judged by their own
 // accuracy instead (experiments/fp8_accuracy.py).
-// Both from the final sitting on an H100 (medians of 3 interleaved rounds, batch 1 / 32 / 256):
-// fastest_fp16: e19, the one fp16 step that passes (0.495 / 2.28 / 17.96 ms); e14, GELU in tanh
-// form, is 1.5-5% faster there (0.471 / 2.21 / 17.69) and fails parity (2.20x timm fp16's error).
-// fastest_fp8: e18 at batch 32 and 256 (1.541 / 11.50 ms against e15's 1.706 / 12.21); e15 at
-// batch 1 (0.410 against 0.415 ms).
+// Both from the H200 final sitting, the one README's answer comes from (medians of 3 interleaved
+// rounds, batch 1 / 32 / 256): fastest_fp16: e19, the one fp16 step that passes (0.442 / 2.22 /
+// 17.92 ms); e14, GELU in tanh form, is 1-5% faster there (0.422 / 2.20 / 17.36) and fails parity
+// (2.20x timm fp16's error). fastest_fp8: e18 at every batch (0.403 / 1.48 / 11.26 ms against
+// e15's 0.411 / 1.63 / 11.97). The H100 final sitting named the same two steps.
 const std::vector<Alias>& aliases() {
   static const std::vector<Alias> list = {
-      {"fastest_fp16", "e19_exact_gelu", "20261126_NVIDIA_H100_80GB_HBM3_final"},
-      {"fastest_fp8", "e18_fp8_cutlass", "20261126_NVIDIA_H100_80GB_HBM3_final"},
+      {"fastest_fp16", "e19_exact_gelu", "20261127_NVIDIA_H200_final"},
+      {"fastest_fp8", "e18_fp8_cutlass", "20261127_NVIDIA_H200_final"},
   };
   return list;
 }

@@ -1161,10 +1161,9 @@ def compile_made_ahead_elsewhere(batch):
     (run folder, torch.compile's time over timm in a graph's there), or None. Only that ratio
     crosses sittings, never a time."""
     gpu, root, found = sd.gpu_of(run), run.path.parent, []
-    shape = f"(images {batch} x 3 x {key_image} x {key_image})"
     for kernels in sorted(root.glob("*/compile_kernels.txt")):
         folder = kernels.parent
-        if folder.name == run.name or shape not in kernels.read_text():
+        if folder.name == run.name or (key_image, batch) not in sd.compiled_shapes(kernels.read_text()):
             continue
         for f in sorted(folder.glob("*.csv")) + sorted(folder.glob("*/*.csv")):
             d = sd.read_csv(f)
@@ -1174,7 +1173,7 @@ def compile_made_ahead_elsewhere(batch):
                   & (d["image_size"] == key_image) & (d["batch"] == batch)]
             for rid, g in d.groupby("run_id"):
                 c, t = g[g["version"] == COMPILE], g[g["version"] == GRAPH]
-                first = c["note"].astype(str).str.extract(sd.COMPILED_HERE_RE)[0].astype(float).dropna()
+                first = sd.first_call_s(c["note"]).dropna()
                 if len(c) and len(t) and len(first) and (first < sd.COMPILED_HERE_S).all():
                     found.append((pd.to_datetime(g["utc"]).max(), folder.name,
                                   c["median_us"].median() / t["median_us"].median()))

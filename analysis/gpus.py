@@ -203,7 +203,7 @@ for g in gpus:
                          "against": c.against_label, "fastest": f"{fastest}: {fmt_time(t)}",
                          "reference": f"{ref}: {fmt_time(rt)}", "speedup": speedup,
                          "SM MHz": mhz(clk, rclk), "clk": clk, "rclk": rclk, "compiled_here": compiled_here,
-                         "t_us": t, "ref_us": rt, "ref_version": ref,
+                         "t_us": t, "ref_us": rt,
                          "copy_gbps": (run_a if gpu == primary else run_b).ceilings().copy_gbps or np.nan})
 cmp_df = pd.DataFrame(rows)
 if not gpus or cmp_df.empty:
@@ -302,7 +302,6 @@ else:
                 f"{fmt_time(r['ref_us'])} ({r['ref_us'] / a['ref_us']:.2f}x){bw}.")
         # A reference compiled in one GPU's anchor process and ahead on the other: a reason the
         # two speedups differ.
-        pair = cmp_df[cmp_df["pair"] == g]
         for order, r in d[d["holds"] != "yes"].set_index("order").iterrows():
             flags = pair[pair["order"] == order].set_index("gpu")["compiled_here"]
             if flags.get(primary) == flags.get(g):

@@ -25,6 +25,8 @@ REPORT_DIR = REPO / "report"
 # (experiments/anchors/common.py; experiments/test_run_sweep.py checks it against common/harness/csv.cpp).
 sys.path.insert(0, str(REPO / "experiments" / "anchors"))
 from common import COLUMNS  # noqa: E402  (standard library only at module level)
+sys.path.append(str(REPO / "experiments"))  # after analysis/ and anchors/: no name of theirs shadowed
+from run_readme import compiled_shapes  # noqa: E402  (compile_kernels.txt: its writer's reader)
 # Columns appended to the schema after the first runs were committed: a file without them is
 # read with them empty. Every column up to `note` must be there.
 LATER_COLUMNS = COLUMNS[COLUMNS.index("note") + 1:]
@@ -376,11 +378,17 @@ COMPILED_HERE_RE = re.compile(r"compiled in this row \((\d+) s to its first call
 COMPILED_HERE_S = 30
 
 
+def first_call_s(notes: pd.Series) -> pd.Series:
+    """Seconds to the first call of each compiled anchor row made in that row (loaded from a
+    compile made ahead, or compiled there), NaN for rows that reused a kept model or compile nothing."""
+    return notes.astype(str).str.extract(COMPILED_HERE_RE)[0].astype(float)
+
+
 def compiled_here_s(notes: pd.Series) -> pd.Series:
     """Seconds to the first call of each row that compiled in its own anchor process (at least
     COMPILED_HERE_S), NaN elsewhere: max-autotune run there picks a slower forward at small
     batches than one compiled ahead in a fresh process (docs/method.md, Timing)."""
-    n = notes.astype(str).str.extract(COMPILED_HERE_RE)[0].astype(float)
+    n = first_call_s(notes)
     return n.where(n >= COMPILED_HERE_S)
 
 

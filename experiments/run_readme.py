@@ -89,12 +89,17 @@ def forward_header(module, shape):
     return f"== {module} ({what})"
 
 
+def compiled_shapes(text):
+    """(image size, batch) of each forward a compile_kernels.txt lists, in its order."""
+    return [(int(m.group(2)), int(m.group(1))) for line in text.splitlines()
+            if (m := COMPILED_FORWARD.match(line.strip()))]
+
+
 def kernels_summary(path):
     """'3 generated forwards and the kernels each calls: batch 1, 32, 256 at 224 px' from
     precompile_anchors.py's --kernels file."""
     text = path.read_text(errors="replace")
-    shapes = [(int(m.group(2)), int(m.group(1))) for line in text.splitlines()
-              if (m := COMPILED_FORWARD.match(line.strip()))]
+    shapes = compiled_shapes(text)
     if not shapes:
         return "no forward generated there" if "no generated forward" in text else None
     by_px = {}

@@ -22,6 +22,7 @@ if "STUDY_CONTEXT" not in globals():
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
 import study_data as sd
@@ -44,6 +45,7 @@ LADDER = sd.family_versions("mlp") + [GRAPH, EAGER]
 # timing references. Every other own version of the sweep is a fused MLP (bias + GELU after fc1,
 # bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
 NOT_FUSED = {UNFUSED, GRAPHED, HAND, GEMM, "pingpong_gemm_only"}
+PANELED = {"l2_panels"}        # the two GEMMs once per panel of rows (its NOTES)
 LABEL = {GRAPH: "PyTorch MLP (CUDA graph)", EAGER: "PyTorch MLP (eager)",
          GEMM: "gemm_only (the two plain GEMMs)"}
 DEFAULT_SETTING = ("cached", 4)   # bench defaults: heuristic once per shape, 4 MiB workspace
@@ -65,39 +67,50 @@ def join_and(items):
 # (`[extra: --workspace-mib 0]`); every bench row also names its workspace and heuristic in the
 # note. Rows with extra arguments are a separate experiment (shown only in the cuBLASLt table);
 # the rest is the sweep, where one L2 flush setting is kept.
+#
+# The section's run may be a sitting at the target rows only (every version, interleaved
+# rounds). Its figures over batch and image size, the widths and the cuBLASLt and ping-pong
+# experiments then come from the newest run on the same GPU with a sweep (sd.sweep_run), named
+# in their captions; every ratio stays within one run.
 
 # %%
-everything = run.rows("mlp")
-ok = run.ok("mlp")
-note = ok["note"].astype(str)
-ok["extra"] = note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
-# The problem's rows (--rows may override batch x tokens); older files give them in the note.
-ok["rows"] = sd.rows_of(ok)
-ws_note = pd.to_numeric(note.str.extract(r"workspace (\d+) MiB")[0], errors="coerce")
-ws_extra = pd.to_numeric(ok["extra"].str.extract(r"--workspace-mib[ =](\d+)")[0],
-                         errors="coerce")
-ok["workspace_mib"] = ws_note.fillna(ws_extra).fillna(DEFAULT_SETTING[1])
-heur_note = note.str.extract(r"heuristic (cached|every call)")[0]
-ok["heuristic"] = heur_note.fillna(ok["extra"].str.contains("--heuristic-every-call")
-                                   .map({True: "every call", False: "cached"}))
-# Work every version does (stages/mlp flops(): the two GEMMs); fills TFLOP/s where missing.
-ok["flops"] = 4.0 * ok["rows"] * ok["hidden"] * 4 * ok["hidden"]
-ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
+def timed(r):
+    """The MLP rows of run r, prepared as described above."""
+    everything = r.rows("mlp")
+    ok = r.ok("mlp")
+    note = ok["note"].astype(str)
+    ok["extra"] = note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
+    # The problem's rows (--rows may override batch x tokens); older files give them in the note.
+    ok["rows"] = sd.rows_of(ok)
+    ws_note = pd.to_numeric(note.str.extract(r"workspace (\d+) MiB")[0], errors="coerce")
+    ws_extra = pd.to_numeric(ok["extra"].str.extract(r"--workspace-mib[ =](\d+)")[0],
+                             errors="coerce")
+    ok["workspace_mib"] = ws_note.fillna(ws_extra).fillna(DEFAULT_SETTING[1])
+    heur_note = note.str.extract(r"heuristic (cached|every call)")[0]
+    ok["heuristic"] = heur_note.fillna(ok["extra"].str.contains("--heuristic-every-call")
+                                       .map({True: "every call", False: "cached"}))
+    # Work every version does (stages/mlp flops(): the two GEMMs); fills TFLOP/s where missing.
+    ok["flops"] = 4.0 * ok["rows"] * ok["hidden"] * 4 * ok["hidden"]
+    ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
+
+    is_lt = ok["extra"].str.match(LT_FLAGS)
+    main, flush, flush_dropped = sd.one_setting(ok[ok["extra"] == ""], "flush_l2")
+    # Interleaved rounds (and re-runs appended to the folder) count once: the median across
+    # them, with the range of the rounds' medians as its spread (lo_us, hi_us).
+    t = sd.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
+                           gbps=("gbps", "median"), launches=("launches", "median"))
+    return SimpleNamespace(
+        everything=everything, ok=ok, main=main, is_lt=is_lt, other_extra=int(((ok["extra"] != "") & ~is_lt).sum()),
+        flush=flush, flush_dropped=flush_dropped, t=t, vb=t[t["hidden"] == HIDDEN],
+        flush_text={0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
+            flush, "L2 flush setting not recorded"))
+
 
 LT_FLAGS = r"^(?:(?:--workspace-mib[ =]\d+|--heuristic-every-call)\s*)+$"
-is_lt = ok["extra"].str.match(LT_FLAGS)
-other_extra = int(((ok["extra"] != "") & ~is_lt).sum())
-main = ok[ok["extra"] == ""]
-main, flush, flush_dropped = sd.one_setting(main, "flush_l2")
-flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
-    flush, "L2 flush setting not recorded")
-
 KEYS = ["version", "hidden", "image_size", "batch", "rows"]
-# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
-# with the range of the rounds' medians as its spread (lo_us, hi_us).
-t = sd.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
-                       gbps=("gbps", "median"),
-                       launches=("launches", "median"))
+here = timed(run)
+everything, ok, main, is_lt, other_extra = here.everything, here.ok, here.main, here.is_lt, here.other_extra
+flush, flush_dropped, flush_text, t = here.flush, here.flush_dropped, here.flush_text, here.t
 rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
 vb = t[t["hidden"] == HIDDEN]
 order = sd.version_order(t["version"], LADDER)
@@ -107,10 +120,27 @@ if GEMM in style:  # a timing reference, not an MLP: grey and dotted so it reads
 ceil = run.ceilings()
 gemm_ceiling = ceil.gemm_tflops
 
+# The sweep over batch, image size and width (see above): this run's own, or the newest one
+# beside it when this run timed the target rows only.
+sweep = sd.sweep_run(run, "mlp")
+S = here if sweep is run else timed(sweep)
+order_s = sd.version_order(S.t["version"], LADDER)
+style_s = sd.styles(order_s, fastest=sd.fastest_at(S.vb, exclude=(GEMM,), rows=None))
+if GEMM in style_s:
+    style_s[GEMM] = style[GEMM] if GEMM in style else dict(color="#7f7f7f", marker=".", linestyle=":")
+sweep_ceiling = sweep.ceilings().gemm_tflops
+sweep_prov = ("" if sweep is run else
+              f"From the sweep of run folder {sweep.name} ({run.name} times only the target rows). ") \
+    + sweep.provenance("mlp")
+sweep_tprov = sweep.title_provenance("mlp")
+sweep_rounds_cells = sd.rounds_wording(S.t)[2]
 
-def at(version, rows, col="median_us", hidden=HIDDEN, image=None, batch=None):
-    """One value of the merged sweep, NaN when that version has no timing there."""
-    d = t[(t["version"] == version) & (t["hidden"] == hidden)]
+
+def at(version, rows, col="median_us", hidden=HIDDEN, image=None, batch=None, table=None):
+    """One value of the merged rows (this run's, or `table`), NaN when that version has no
+    timing there."""
+    table = t if table is None else table
+    d = table[(table["version"] == version) & (table["hidden"] == hidden)]
     if rows is not None:
         d = d[d["rows"] == rows]
     if image is not None:
@@ -133,15 +163,15 @@ t
 # ## Time per call vs batch, ViT-B at 224 and 384 px (log-log)
 
 # %%
-images = sorted(int(i) for i in set(vb["image_size"]))
+images = sorted(int(i) for i in set(S.vb["image_size"]))
 if images:
     fig, axes = plt.subplots(1, len(images), figsize=(sd.panels_width(len(images), 4.4), 4.3), squeeze=False)
     for ax, image in zip(axes[0], images):
-        d0 = vb[vb["image_size"] == image]
-        for v in order:
+        d0 = S.vb[S.vb["image_size"] == image]
+        for v in order_s:
             d = d0[d0["version"] == v].sort_values("batch")
             if len(d):
-                ax.plot(d["batch"], d["median_us"], **style[v])
+                ax.plot(d["batch"], d["median_us"], **style_s[v])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ticks = sorted(int(b) for b in set(d0["batch"]))
@@ -151,14 +181,14 @@ if images:
         ax.set_xlabel(f"batch ({tokens:.0f} tokens per image)")
         ax.set_title(f"{image} x {image} px, hidden {HIDDEN}")
     axes[0][0].set_ylabel("median time per call (us)")
-    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
-               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
-    sd.titled(fig, f"MLP: median time per call vs batch ({flush_text})", tprov)
+    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style_s[v]) for v in order_s],
+               loc="lower center", ncol=min(len(order_s), 4), bbox_to_anchor=(0.5, -0.02))
+    sd.titled(fig, f"MLP: median time per call vs batch ({S.flush_text})", sweep_tprov)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     ctx.figure("mlp_time", fig,
                f"MLP (hidden {HIDDEN}, mlp {4 * HIDDEN}) median time per call vs batch, one "
                f"panel per image size, log-log; PyTorch anchors dashed, gemm_only (the two GEMMs "
-               f"without epilogue) dotted; {flush_text}. {prov}.")
+               f"without epilogue) dotted; {S.flush_text}. {sweep_prov}.")
 else:
     ctx.missing("figure", "mlp_time", f"no timed MLP rows at hidden {HIDDEN}")
 
@@ -166,29 +196,29 @@ else:
 # ## GEMM throughput vs rows, against the measured GEMM ceiling
 
 # %%
-if len(vb):
+if len(S.vb):
     fig, ax = plt.subplots()
-    for v in order:
-        d = vb[vb["version"] == v].sort_values("rows")
+    for v in order_s:
+        d = S.vb[S.vb["version"] == v].sort_values("rows")
         if len(d):
-            ax.plot(d["rows"], d["tflops"], label=label(v), **style[v])
-    if gemm_ceiling:
-        ax.axhline(gemm_ceiling, color="#444444", linewidth=1.0)
-        ax.text(vb["rows"].min(), gemm_ceiling,
-                f" measured fp16 GEMM ceiling {gemm_ceiling:,.0f} TFLOP/s", va="bottom",
+            ax.plot(d["rows"], d["tflops"], label=label(v), **style_s[v])
+    if sweep_ceiling:
+        ax.axhline(sweep_ceiling, color="#444444", linewidth=1.0)
+        ax.text(S.vb["rows"].min(), sweep_ceiling,
+                f" measured fp16 GEMM ceiling {sweep_ceiling:,.0f} TFLOP/s", va="bottom",
                 fontsize=8)
     ax.set_xscale("log")
     ax.set_ylim(bottom=0)
     ax.set_xlabel(f"rows (batch x tokens, 224 and 384 px), hidden {HIDDEN}")
     ax.set_ylabel("TFLOP/s (4 x rows x hidden x 4 hidden / median time)")
     ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
-    sd.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", tprov)
+    sd.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", sweep_tprov)
     ceiling_text = (f"line at the fp16 GEMM ceiling measured in the same run "
-                    f"({gemm_ceiling:,.0f} TFLOP/s, 8192^3)" if gemm_ceiling else
+                    f"({sweep_ceiling:,.0f} TFLOP/s, 8192^3)" if sweep_ceiling else
                     "this run has no GEMM ceiling row, so no ceiling line")
     ctx.figure("mlp_tflops", fig,
                f"MLP throughput (the two GEMMs' flops over the whole call's median time) vs "
-               f"rows at hidden {HIDDEN}; {ceiling_text}; {flush_text}. {prov}.")
+               f"rows at hidden {HIDDEN}; {ceiling_text}; {S.flush_text}. {sweep_prov}.")
 else:
     ctx.missing("figure", "mlp_tflops", f"no timed MLP rows at hidden {HIDDEN}")
 
@@ -196,15 +226,15 @@ else:
 # ## Speedup vs unfused and vs PyTorch's MLP replayed as a CUDA graph
 
 # %%
-baselines = [b for b in (UNFUSED, GRAPH) if b in set(vb["version"])]
+baselines = [b for b in (UNFUSED, GRAPH) if b in set(S.vb["version"])]
 if baselines:
-    fig = sd.speedup_panels(vb, order, baselines, label, style,
+    fig = sd.speedup_panels(S.vb, order_s, baselines, label, style_s,
                             f"rows (batch x tokens), hidden {HIDDEN}")
-    sd.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", tprov)
+    sd.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", sweep_tprov)
     ctx.figure("mlp_speedup", fig,
                f"MLP speedup per rows at hidden {HIDDEN} against "
                f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "
-               f"median time, same run; gemm_only is the two plain GEMMs, not an MLP). {prov}.")
+               f"median time, same run; gemm_only is the two plain GEMMs, not an MLP). {sweep_prov}.")
 else:
     ctx.missing("figure", "mlp_speedup",
                 f"no rows of {UNFUSED} or {GRAPH} at hidden {HIDDEN} to compare against")
@@ -218,10 +248,12 @@ if not key_rows and len(vb):  # a sweep without batch 32/256 at 224: smallest an
     key_rows = sorted({int(vb["rows"].min()), int(vb["rows"].max())})
 
 
-def summary_rows(rows_list, hidden=HIDDEN, **where_):
+def summary_rows(rows_list, hidden=HIDDEN, ceiling=None, **where_):
+    ceiling = gemm_ceiling if ceiling is None else ceiling
+    versions = order if where_.get("table") is None else order_s
     out = []
     for r in rows_list:
-        for v in order:
+        for v in versions:
             m = at(v, r, hidden=hidden, **where_)
             if not np.isfinite(m):
                 continue
@@ -231,7 +263,7 @@ def summary_rows(rows_list, hidden=HIDDEN, **where_):
                             at(v, r, "lo_us", hidden=hidden, **where_),
                             at(v, r, "hi_us", hidden=hidden, **where_))} if rounds else {}),
                         "TFLOP/s": tf,
-                        "% of GEMM ceiling": 100 * tf / gemm_ceiling if gemm_ceiling else np.nan,
+                        "% of GEMM ceiling": 100 * tf / ceiling if ceiling else np.nan,
                         "launches": at(v, r, "launches", hidden=hidden, **where_),
                         "time / gemm_only": m / at(GEMM, r, hidden=hidden, **where_),
                         "time / PyTorch graph": m / at(GRAPH, r, hidden=hidden, **where_),
@@ -245,6 +277,8 @@ SUMMARY_FORMATS = {"rows": sd.fmt_int, "hidden": sd.fmt_int, "median us": sd.fmt
                    "time / PyTorch graph": sd.fmt_ratio, "time / PyTorch eager": sd.fmt_ratio}
 ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({gemm_ceiling:,.0f} TFLOP/s)"
                 if gemm_ceiling else "the GEMM ceiling (not measured in this run)")
+sweep_ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({sweep_ceiling:,.0f} TFLOP/s)"
+                      if sweep_ceiling else "the GEMM ceiling (not measured in that run)")
 summary = summary_rows(key_rows).dropna(axis=1, how="all")
 if len(summary):
     ctx.table("mlp_summary", sd.markdown_table(summary, SUMMARY_FORMATS),
@@ -302,13 +336,13 @@ else:
 # ## The ViT widths at batch 32, 224 px (hidden 384, 768, 1024)
 
 # %%
-wide = t[(t["image_size"] == 224) & (t["batch"] == KEY_BATCH)]
+wide = S.t[(S.t["image_size"] == 224) & (S.t["batch"] == KEY_BATCH)]
 widths = sorted(int(h) for h in set(wide["hidden"]))
 if len(widths) >= 2:
     parts = []
     for h in widths:
         r = int(wide.loc[wide["hidden"] == h, "rows"].iloc[0])
-        d = summary_rows([r], hidden=h, image=224, batch=KEY_BATCH)
+        d = summary_rows([r], hidden=h, image=224, batch=KEY_BATCH, table=S.t, ceiling=sweep_ceiling)
         model = wide.loc[wide["hidden"] == h, "model"].iloc[0]
         d.insert(0, "hidden", h)
         d.insert(0, "model", model if isinstance(model, str) and model else "-")
@@ -316,9 +350,9 @@ if len(widths) >= 2:
     by_width = pd.concat(parts, ignore_index=True).dropna(axis=1, how="all")
     ctx.table("mlp_widths", sd.markdown_table(by_width, SUMMARY_FORMATS),
               f"MLP at batch {KEY_BATCH}, 224 px ({int(wide['rows'].iloc[0])} rows) for each "
-              f"timed width (mlp = 4 x hidden): median time, TFLOP/s, share of {ceiling_note}, "
+              f"timed width (mlp = 4 x hidden): median time, TFLOP/s, share of {sweep_ceiling_note}, "
               f"kernels per call, and time as a ratio to gemm_only and to PyTorch; "
-              f"{flush_text}. {prov}.")
+              f"{S.flush_text}. {sweep_prov}.")
 else:
     ctx.missing("table", "mlp_widths",
                 (f"this run times only hidden {widths[0]}" if widths else "this run has no "
@@ -337,17 +371,17 @@ ALGO_CHOICE = {"": "heuristic's first", "--autotune 16": "fastest of the heurist
                "--search-all": "fastest of every algorithm"}
 
 
-def side_experiment(name, elsewhere=False):
-    """Timed rows of a side experiment kept in the run's `name`/ sub-folder (`name`.csv), with
-    `extra` and `rows` parsed from the note; None when the run has none. elsewhere: when the run
-    has none, the run folder on this run's GPU whose rows of it are the newest (an MLP experiment
-    measured beside a later run of another family); d.attrs["folder"] says where the rows came
-    from."""
-    path = run.path / name / f"{name}.csv"
+def side_experiment(name, elsewhere=False, base=None):
+    """Timed rows of a side experiment kept in the `name`/ sub-folder (`name`.csv) of the run
+    (or of `base`), with `extra` and `rows` parsed from the note; None when there is none.
+    elsewhere: when it has none, the run folder beside the run (same results root), on its GPU,
+    whose rows of it are the newest (an MLP experiment measured beside a later run of another
+    family); d.attrs["folder"] says where the rows came from."""
+    path = (base or run).path / name / f"{name}.csv"
     if not path.is_file() and elsewhere:
         gpu = sd.gpu_of(run)
         # The newest by its rows' time: folders of one day do not sort by name.
-        found = sorted((pd.to_datetime(d["utc"]).max(), p) for p in sd.RESULTS_ROOT.glob(f"*/{name}/{name}.csv")
+        found = sorted((pd.to_datetime(d["utc"]).max(), p) for p in run.path.parent.glob(f"*/{name}/{name}.csv")
                        for d in [sd.read_csv(p)] if gpu in set(d["gpu"].astype(str)))
         path = found[-1][1] if found else path
     if not path.is_file():
@@ -362,7 +396,7 @@ def side_experiment(name, elsewhere=False):
 
 
 algos = None
-a = side_experiment("mlp_autotune")
+a = side_experiment("mlp_autotune", base=sweep)
 if a is not None:
     a = a[a["version"].isin([FUSED, GEMM])].copy()
     a_note = a["note"].astype(str)
@@ -386,12 +420,12 @@ if a is not None and len(a):
         "rows": sd.fmt_int, "candidates timed": sd.fmt_int, f"{FUSED} us": sd.fmt_us,
         f"{GEMM} us": sd.fmt_us, "fused / gemm_only": sd.fmt_ratio}),
         f"cuBLASLt algorithm choice at hidden {HIDDEN} (experiments/specs/mlp_autotune.toml, "
-        f"in the run's mlp_autotune/ folder): each version with the heuristic's first "
+        f"in {sd.show_path(a.attrs['folder'])}): each version with the heuristic's first "
         f"algorithm, the fastest of its top 16, and the fastest of every algorithm cuBLASLt "
         f"will run (every algorithm id, its heuristic configurations and its tile x stages "
         f"grid; the candidates timed are those of the larger GEMM plan), each chosen per GEMM "
         f"and version; the row notes name the kernels kept. "
-        f"{sd.Run(run.path, a).provenance()}.")
+        f"{sd.Run(sweep.path, a).provenance()}.")
 else:
     ctx.missing("table", "mlp_algorithms",
                 "this run has no mlp_autotune/mlp_autotune.csv "
@@ -406,7 +440,7 @@ else:
 
 # %%
 PING, PING_GEMM = "pingpong_epilogue", "pingpong_gemm_only"
-pp = side_experiment("mlp_pingpong")
+pp = side_experiment("mlp_pingpong", base=sweep)
 if pp is not None and len(pp):
     w = pp.pivot_table(index="rows", columns="version", values="median_us", aggfunc="median")
     w = w.reset_index()
@@ -426,10 +460,10 @@ if pp is not None and len(pp):
                  "cuBLASLt epilogue cost": sd.fmt_ratio, "own GEMM / cuBLASLt": sd.fmt_ratio})
     ctx.table("mlp_pingpong", sd.markdown_table(show, fmts),
               f"Our own ping-pong GEMM (stages/mlp/pingpong_gemm.cu) at hidden {HIDDEN}, 224 px "
-              f"(experiments/specs/mlp_pingpong.toml, in the run's mlp_pingpong/ folder): median "
+              f"(experiments/specs/mlp_pingpong.toml, in {sd.show_path(pp.attrs['folder'])}): median "
               f"time per call; epilogue cost = each kernel's MLP over its own two plain GEMMs "
               f"({PING} / {PING_GEMM}, {FUSED} / {GEMM}); own GEMM / cuBLASLt = {PING_GEMM} / "
-              f"{GEMM}. {sd.Run(run.path, pp).provenance()}.")
+              f"{GEMM}. {sd.Run(sweep.path, pp).provenance()}.")
 else:
     ctx.missing("table", "mlp_pingpong",
                 "this run has no mlp_pingpong/mlp_pingpong.csv "
@@ -574,14 +608,14 @@ else:
 # ## cuBLASLt choices: heuristic cached vs queried every call, workspace size
 
 # %%
-lt_rows = ok[is_lt]
+lt_rows = S.ok[S.is_lt]
 lt, lt_flush = None, np.nan
 if len(lt_rows):
     lt_rows, lt_flush, _ = sd.one_setting(lt_rows, "flush_l2")
     # The default setting (no extra arguments) of the same versions and shapes, with the same
     # L2 flush setting, is the reference of every ratio.
-    same = ok[(ok["extra"] == "") & ok["version"].isin(set(lt_rows["version"]))
-              & (ok["flush_l2"] == lt_flush)]
+    same = S.ok[(S.ok["extra"] == "") & S.ok["version"].isin(set(lt_rows["version"]))
+              & (S.ok["flush_l2"] == lt_flush)]
     shapes = set(map(tuple, lt_rows[["hidden", "image_size", "batch"]].to_numpy()))
     same = same[[tuple(x) in shapes for x in same[["hidden", "image_size", "batch"]].to_numpy()]]
     lt = (pd.concat([lt_rows, same])
@@ -594,7 +628,7 @@ if len(lt_rows):
     lt["time / default"] = [m / ref.get((v, h, i, b), np.nan) for v, h, i, b, m in
                             lt[["version", "hidden", "image_size", "batch", "median_us"]]
                             .itertuples(index=False)]
-    lt["_o"] = lt["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order))
+    lt["_o"] = lt["version"].map({v: i for i, v in enumerate(order_s)}).fillna(len(order_s))
     lt["_d"] = ~((lt["heuristic"] == DEFAULT_SETTING[0])
                  & (lt["workspace_mib"] == DEFAULT_SETTING[1]))
     lt = lt.sort_values(["_o", "version", "hidden", "image_size", "batch", "_d", "heuristic",
@@ -611,7 +645,7 @@ if len(lt_rows):
         f"cuBLASLt choices (experiments/specs/mlp_cublaslt.toml): the GEMM algorithm from the "
         f"heuristic once per shape (cached, the default) or queried on every call, and the "
         f"workspace size (4 MiB default); time as a ratio to the default setting of the same "
-        f"version and batch; {lt_flush_text} (these rows only). {prov}.")
+        f"version and batch; {lt_flush_text} (these rows only). {sweep_prov}.")
 else:
     ctx.missing("table", "mlp_cublaslt",
                 "this run has no rows with cuBLASLt extra arguments "
@@ -621,12 +655,12 @@ else:
 # ## Every timed configuration at hidden 768 (median us)
 
 # %%
-if len(vb):
+if len(S.vb):
     ctx.table("mlp_sweep", sd.sweep_table(
-        vb, ["image_size", "batch", "rows"], "version", order, sd.fmt_us,
+        S.vb, ["image_size", "batch", "rows"], "version", order_s, sd.fmt_us,
         {c: sd.fmt_int for c in ("image_size", "batch", "rows")}),
         f"MLP median time per call (us) for every timed image size x batch x version at hidden "
-        f"{HIDDEN}{rounds_cells}; '-' = not timed (see the status table); {flush_text}. {prov}.")
+        f"{HIDDEN}{sweep_rounds_cells}; '-' = not timed (see the status table); {S.flush_text}. {sweep_prov}.")
 else:
     ctx.missing("table", "mlp_sweep", f"no timed MLP rows at hidden {HIDDEN}")
 
@@ -663,7 +697,9 @@ findings = [s for s in [sd.rounds_sentence(t)] if s]
 
 # The two MLP targets (docs/method.md), judged on the fastest fused version at 6304 and 50432
 # rows; fused_epilogue's sentences stay beside it (the step the original study took).
-fused_versions = [v for v in order if sd.is_own(v) and v not in NOT_FUSED]
+# The targets are fp16 ones: an FP8 version (fp8_*) runs GEMMs of another precision and a
+# ceiling twice as high, so it is compared with gemm_only in its own table instead.
+fused_versions = [v for v in order if sd.is_own(v) and v not in NOT_FUSED and not v.startswith("fp8_")]
 
 
 def fastest_fused(r):
@@ -776,17 +812,21 @@ if pp is not None and len(pp):
             f" the time of cuBLASLt's ({GEMM}): {verdict} (stages/mlp/pingpong_epilogue/NOTES.md).")
 
 
-def fastest_mlp(rows):
-    """Fastest own version that computes the MLP (gemm_only does not)."""
+def fastest_mlp(rows, fp16=False):
+    """Fastest own version that computes the MLP (gemm_only does not); fp16: of the fp16 ones."""
     d = vb[(vb["rows"] == rows) & vb["version"].map(sd.is_own) & (vb["version"] != GEMM)]
+    if fp16:
+        d = d[~d["version"].str.startswith("fp8_")]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
 for r in key_rows:
-    b = fastest_mlp(r)
+    b, b16 = fastest_mlp(r), fastest_mlp(r, fp16=True)
     if b is not None and b["version"] != FUSED and np.isfinite(at(FUSED, r)):
+        also = (f", the fastest fp16 one {b16['version']} ({sd.fmt_us(b16['median_us'])} us)"
+                if b16 is not None and b16["version"] != b["version"] else "")
         findings.append(f"At {r} x {HIDDEN} the fastest MLP version is {b['version']} "
-                        f"({sd.fmt_us(b['median_us'])} us), not {FUSED}.")
+                        f"({sd.fmt_us(b['median_us'])} us){also}, not {FUSED}.")
 
 # Each version against unfused at the largest key size: what removing the pointwise traffic
 # (or only vectorizing it, or only hiding the launches) is worth.
@@ -805,14 +845,15 @@ if key_rows:
                         f"{100 * gt / gemm_ceiling:.0f}% of the fp16 GEMM ceiling measured in "
                         f"the same run ({gemm_ceiling:,.0f} TFLOP/s at 8192^3).")
 
-# The graph's gain where launches dominate: the smallest timed size.
-if len(vb):
-    small = int(vb["rows"].min())
-    u, ug = at(UNFUSED, small), at(GRAPHED, small)
+# The graph's gain where launches dominate: the smallest timed size of the sweep.
+if len(S.vb):
+    small = S.vb.loc[S.vb["rows"].idxmin()]
+    u, ug = (at(v, int(small["rows"]), table=S.t) for v in (UNFUSED, GRAPHED))
     if np.isfinite(u) and np.isfinite(ug):
-        findings.append(f"At {small} rows ({where(small)}), {GRAPHED} takes {sd.fmt_us(ug)} us "
-                        f"against {UNFUSED}'s {sd.fmt_us(u)} us: replaying the same kernels "
-                        f"from one graph launch is {sd.faster_or_slower(u / ug)}.")
+        findings.append(f"At {int(small['rows'])} rows (batch {int(small['batch'])}, "
+                        f"{int(small['image_size'])} px{'' if sweep is run else ', run folder ' + sweep.name}), "
+                        f"{GRAPHED} takes {sd.fmt_us(ug)} us against {UNFUSED}'s {sd.fmt_us(u)} us: "
+                        f"replaying the same kernels from one graph launch is {sd.faster_or_slower(u / ug)}.")
 
 
 # Kernels per call and where the epilogue runs.
@@ -854,7 +895,21 @@ if counts:
                         f"{floor_who}: cuBLASLt ran at least one extra kernel (a separate "
                         f"epilogue pass or a split-K reduction), so its epilogue is not "
                         f"entirely inside the GEMMs.")
-    passes = [v for v in outside if v != FUSED]
+    # FP8 versions quantize x in a pass of their own; l2_panels runs its two GEMMs once per
+    # panel of rows. Both keep bias, GELU and the residual in the GEMMs' epilogues.
+    fp8 = [v for v in outside if v.startswith("fp8_")]
+    for extra_k in sorted({counts[v][0] - floor for v in fp8}):
+        who = [v for v in fp8 if counts[v][0] - floor == extra_k]
+        findings.append(f"{join_and(who)} run{'s' if len(who) == 1 else ''} {extra_k} "
+                        f"kernel{'s' if extra_k != 1 else ''} beyond {floor_who}: the pass that "
+                        f"quantizes x to E4M3; bias, GELU and the residual stay in the GEMMs' "
+                        f"epilogues.")
+    for v in [v for v in outside if v in PANELED]:
+        at_rows = ", ".join(f"{int(n)} kernels at {int(r)} rows" for r in sorted(set(vb["rows"]))
+                            for n in [at(v, r, "launches")] if np.isfinite(n))
+        findings.append(f"{v} runs its two GEMMs once per panel of rows ({at_rows}), each "
+                        f"with the fused epilogues: no pass of its own.")
+    passes = [v for v in outside if v != FUSED and v not in fp8 and v not in PANELED]
     for extra_k in sorted({counts[v][0] - floor for v in passes}):
         who = [v for v in passes if counts[v][0] - floor == extra_k]
         findings.append(f"{join_and(who)} run{'s' if len(who) == 1 else ''} {extra_k} "
@@ -878,9 +933,7 @@ if counts:
 if len(widths) >= 2:
     parts = []
     for h in widths:
-        f = at(FUSED, None, hidden=h, image=224, batch=KEY_BATCH)
-        g = at(GEMM, None, hidden=h, image=224, batch=KEY_BATCH)
-        a = at(GRAPH, None, hidden=h, image=224, batch=KEY_BATCH)
+        f, g, a = (at(v, None, hidden=h, image=224, batch=KEY_BATCH, table=S.t) for v in (FUSED, GEMM, GRAPH))
         bits = []
         if np.isfinite(f) and np.isfinite(g):
             bits.append(f"takes {sd.fmt_ratio(f / g)} the time of {GEMM}")
@@ -889,7 +942,8 @@ if len(widths) >= 2:
         if bits:
             parts.append(f"at hidden {h} it {' and '.join(bits)}")
     if parts:
-        findings.append(f"Across the ViT widths at batch {KEY_BATCH}, 224 px, for {FUSED}: "
+        findings.append(f"Across the ViT widths at batch {KEY_BATCH}, 224 px"
+                        f"{'' if sweep is run else ' (run folder ' + sweep.name + ')'}, for {FUSED}: "
                         + "; ".join(parts) + ".")
 
 # cuBLASLt settings.
@@ -905,7 +959,7 @@ if lt is not None:
             name += f" and a {int(ws)} MiB workspace"
         d = lt[(lt["heuristic"] == heur) & (lt["workspace_mib"] == ws)]
         per = []
-        for v in [v for v in order if v in set(d["version"])]:
+        for v in [v for v in order_s if v in set(d["version"])]:
             dv = d[(d["version"] == v) & np.isfinite(d["time / default"])].sort_values("batch")
             if len(dv):
                 per.append(f"{v} " + ", ".join(
@@ -939,8 +993,9 @@ ctx.text("mlp_findings", findings)
 # README's headline line: the fastest fp16 MLP (gemm_only computes none) at the largest target
 # size; the MLP has no library version, so its reference is cuBLASLt's two GEMMs alone. The
 # sitting is this run's sweep or a side experiment's (mlp_cutlass, mlp_power, mlp_exact_gelu on
-# this GPU), whichever has the fastest version relative to its own gemm_only; every number of the
-# line comes from that one sitting. The FP8 versions have their own table.
+# this GPU) whose fastest version this run did not time, whichever has the fastest version
+# relative to its own gemm_only; every number of the line comes from that one sitting. The FP8
+# versions have their own table.
 if key_rows:
     big = max(key_rows)
 
@@ -960,11 +1015,14 @@ if key_rows:
             measured_in=folder)
 
     candidates = [c for c in [headline_candidate(vb)] if c]
+    here_timed = set(vb.loc[vb["rows"] == big, "version"])
     for name in ("mlp_cutlass", "mlp_power", "mlp_exact_gelu"):
         d = side_experiment(name, elsewhere=True)
         if d is not None and len(d) and "hidden" in d:
             c = headline_candidate(d, str(d.attrs["folder"].relative_to(d.attrs["folder"].parent.parent)))
-            if c:
+            # A side sitting speaks for a version this run did not time; one this run timed
+            # is quoted from this run, the family's newest sitting, not from the luckier one.
+            if c and c[1]["fastest"] not in here_timed:
                 candidates.append(c)
     if candidates:
         ctx.headline(**min(candidates, key=lambda c: c[0])[1])

@@ -421,6 +421,25 @@ def pick_run(runs: list[Run], family: str, gpu: str | None = None) -> Run | None
     return max(pool, key=key) if pool else None
 
 
+def shapes_of(run: Run, family: str) -> int:
+    """How many problem shapes (batch x image size) the run timed for a family."""
+    d = run.ok(family)
+    return len(d[["batch", "image_size"]].drop_duplicates()) if len(d) else 0
+
+
+def sweep_run(run: Run, family: str, min_shapes: int = 3) -> Run:
+    """The run whose rows of `family` draw its figures over batch and image size: `run` itself
+    when it timed at least `min_shapes` shapes, else the newest run folder beside it, on the
+    same GPU, that did (a sitting at the target shapes only draws its sweep from the one
+    measured before it); `run` when there is none."""
+    if shapes_of(run, family) >= min_shapes:
+        return run
+    gpu = gpu_of(run)
+    others = [r for r in load_runs(run.path.parent) if r.path != run.path and gpu_of(r) == gpu
+              and shapes_of(r, family) >= min_shapes]
+    return max(others, key=lambda r: (r.newest_utc(family), r.name)) if others else run
+
+
 # ---------------------------------------------------------------------------------------------
 # Selections that every family needs
 # ---------------------------------------------------------------------------------------------

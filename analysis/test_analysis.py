@@ -407,6 +407,46 @@ class MlpSideHeadline(unittest.TestCase):
             self.assertIn("[`b_mlp/mlp_cutlass`](experiments/results/b_mlp/mlp_cutlass/) (side experiment)", line)
 
 
+class MlpTargetsSitting(unittest.TestCase):
+    """A newer MLP run that times only the target rows (every version, FP8 included) beside an
+    older full sweep on the same GPU: the section's tables, targets and README line come from
+    the newer run, its figures over batch and width from the older one, named in the captions;
+    the fp16 targets are judged on the fp16 versions, not on a faster FP8 one."""
+
+    def test_targets_run_beside_an_older_sweep(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            synthetic.write_mlp_run(results / "a_sweep", utc="2025-11-20T12:00:00Z")
+            model = dict(synthetic.MLP_MODEL, half_gelu_epilogue=(3.0, 1.01, 0.0, 2),
+                         fp8_cutlass=(3.0, 0.6, 0.0, 3))
+            synthetic.write_mlp_run(results / "b_targets", utc="2025-11-27T12:00:00Z", model=model,
+                                    batches=(32, 256), image_sizes=(224,), widths=(), cublaslt=False,
+                                    autotune=False, pingpong=False, with_status_rows=False)
+            # A luckier side sitting of a version the newer run timed: not the README's line.
+            side = results / "a_sweep" / "mlp_cutlass"
+            side.mkdir()
+            gemm = next(r for r in read_rows(results / "a_sweep" / "mlp.csv")
+                        if r["version"] == "gemm_only" and r["hidden"] == "768" and r["status"] == "ok"
+                        and int(r["batch"]) * int(r["tokens"]) == 50432)
+            with open(side / "mlp_cutlass.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(gemm))
+                w.writeheader()
+                w.writerows([gemm, dict(gemm, version="half_gelu_epilogue", median_us=gemm["median_us"])])
+            out = Path(d) / "out"
+            line = headline_line(self, results, out, "MLP")
+            self.assertIn("| half_gelu_epilogue:", line)
+            self.assertIn("[`b_targets`](experiments/results/b_targets/)", line)
+            readme = (out / "README.md").read_text()
+            caption = next(l for l in readme.splitlines() if l.startswith("*Figure: MLP (hidden 768, mlp 3072) median time"))
+            self.assertIn("From the sweep of run folder a_sweep (b_targets times only the target rows)", caption)
+            self.assertNotIn("Table `mlp_widths` not produced", readme)
+            self.assertIn("a_sweep/mlp_pingpong", readme)
+            text = (out / "text" / "mlp_findings.md").read_text()
+            self.assertIn("The target of the fastest fused version (half_gelu_epilogue) costing at most 1.05x", text)
+            self.assertIn("the fastest MLP version is fp8_cutlass", text)
+            self.assertIn("fp8_cutlass runs 1 kernel beyond gemm_only's 2: the pass that quantizes x", text)
+
+
 class MlpTargetMissed(unittest.TestCase):
     def test_sentences_follow_data(self):
         with tempfile.TemporaryDirectory() as d:
@@ -1599,6 +1639,22 @@ class Helpers(unittest.TestCase):
             runs = sd.load_runs(d)
             self.assertEqual(sd.pick_run(runs, "layernorm").path, good)
             self.assertIsNone(sd.pick_run(runs, "attention"))
+
+    def test_sweep_run_falls_back_to_an_older_sweep_on_the_same_gpu(self):
+        with tempfile.TemporaryDirectory() as d:
+            full = synthetic.write_run(Path(d) / "a_full", utc="2025-01-01T00:00:00Z",
+                                       configs=synthetic.SMALL_CONFIGS)
+            other_gpu = synthetic.write_run(Path(d) / "c_other", utc="2025-01-03T00:00:00Z",
+                                            configs=synthetic.SMALL_CONFIGS, gpu="GPU B (synthetic)")
+            targets = synthetic.write_run(Path(d) / "b_targets", utc="2025-01-02T00:00:00Z",
+                                          configs=[(224, 32), (224, 256)])
+            runs = {r.name: r for r in sd.load_runs(d)}
+            self.assertGreaterEqual(sd.shapes_of(runs["a_full"], "layernorm"), 3)
+            self.assertEqual(sd.sweep_run(runs["b_targets"], "layernorm").path, full)
+            self.assertEqual(sd.sweep_run(runs["a_full"], "layernorm").path, full)
+            self.assertEqual(sd.sweep_run(runs["c_other"], "layernorm").path, other_gpu)
+            # No sweep of the family anywhere: the run itself.
+            self.assertEqual(sd.sweep_run(runs["b_targets"], "attention").path, targets)
 
     def test_csv_before_appended_columns_loads(self):
         with tempfile.TemporaryDirectory() as d:

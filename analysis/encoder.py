@@ -1507,6 +1507,18 @@ def measured_on(gpu):
             f"{sd.gpu_of(run)}")
 
 
+def accuracy_result(pattern, holds):
+    """(path, parsed JSON) of the accuracy result matching `pattern` under this results root that
+    `holds` accepts, measured on this GPU (else on another of its architecture: the same
+    arithmetic), the newest run folder first; None when there is none."""
+    found = []
+    for f in run.path.parent.glob(pattern):
+        j = json.loads(f.read_text())
+        if sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) and holds(j):
+            found.append(((j.get("gpu") == sd.gpu_of(run), f.parent.parent.name, f.parent.name), f, j))
+    return max(found, key=lambda e: e[0])[1:] if found else None
+
+
 def side_ok(path):
     """A side experiment's timed rows and the median across rounds per (version, batch), us."""
     d = sd.read_csv(path)
@@ -1735,18 +1747,14 @@ def torchao_in_fp32(step, mine):
 V8_JUDGED = fastest_of(FP8_STEPS, 256) if targets_apply else None
 if V8_JUDGED is not None:
     what = f"FP8: logits error no larger than torchao's FP8 (per tensor and per row), {V8_JUDGED}"
-    # The newest fp8_accuracy result holding the judged step beside torchao: this GPU's first, then
-    # another GPU's of its architecture (the same arithmetic).
-    judged = []
-    for f in run.path.parent.glob("*/fp8_accuracy*/accuracy.json"):
-        j = json.loads(f.read_text())
+    def beside_torchao(j):
         forwards = {r["forward"] for r in j["rows"]}
-        if sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) and \
-                f"encoder {V8_JUDGED}" in forwards and any(x.startswith("torchao") for x in forwards):
-            judged.append((j.get("gpu") == sd.gpu_of(run), f.parent.parent.name, f.parent.name, f, j))
+        return f"encoder {V8_JUDGED}" in forwards and any(x.startswith("torchao") for x in forwards)
+
+    judged = accuracy_result("*/fp8_accuracy*/accuracy.json", beside_torchao)
     ours = theirs = pd.DataFrame()
     if judged:
-        *_, judged_json, judged_acc = max(judged, key=lambda e: e[:3])
+        judged_json, judged_acc = judged
         judged_rows = pd.DataFrame(judged_acc["rows"])
         ours = judged_rows[judged_rows["forward"] == f"encoder {V8_JUDGED}"]
         theirs = judged_rows[judged_rows["forward"].str.startswith("torchao")]
@@ -1768,13 +1776,9 @@ if V8_JUDGED is not None:
         ctx.target(what, "not judged",
                    f"no fp8_accuracy result on this GPU or its architecture holds {V8_JUDGED} beside torchao")
     what = f"FP8: digits model, fp32 at least 97% top-1 and {V8_JUDGED} within 2 held-out images of fp32"
-    found = []
-    for f in sorted(run.path.parent.glob("*/digits*/digits.json")):
-        j = json.loads(f.read_text())
-        if sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) and f"encoder {V8_JUDGED}" in j.get("forwards", {}):
-            found.append((j.get("gpu") == sd.gpu_of(run), f, j))  # this GPU's first, then the newest
+    found = accuracy_result("*/digits*/digits.json", lambda j: f"encoder {V8_JUDGED}" in j.get("forwards", {}))
     if found:
-        _, f, j = max(found, key=lambda e: (e[0], e[1].parent.parent.name))
+        f, j = found
         fp32, q = j["forwards"]["timm fp32"], j["forwards"][f"encoder {V8_JUDGED}"]
         crit = j["criteria"]
         ok_ = fp32["top1"] >= crit["fp32_min"] and q["disagree_with_fp32"] <= crit["fp8_disagree_max"]

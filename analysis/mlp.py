@@ -46,6 +46,11 @@ LADDER = sd.family_versions("mlp") + [GRAPH, EAGER]
 # bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
 NOT_FUSED = {UNFUSED, GRAPHED, HAND, GEMM, "pingpong_gemm_only"}
 PANELED = {"l2_panels"}        # the two GEMMs once per panel of rows (its NOTES)
+
+
+def is_fp8(v):
+    """An E4M3 version (fp8_*): its GEMMs multiply in another precision against another ceiling."""
+    return str(v).startswith("fp8_")
 LABEL = {GRAPH: "PyTorch MLP (CUDA graph)", EAGER: "PyTorch MLP (eager)",
          GEMM: "gemm_only (the two plain GEMMs)"}
 DEFAULT_SETTING = ("cached", 4)   # bench defaults: heuristic once per shape, 4 MiB workspace
@@ -112,11 +117,21 @@ here = timed(run)
 everything, ok, main, is_lt, other_extra = here.everything, here.ok, here.main, here.is_lt, here.other_extra
 flush, flush_dropped, flush_text, t = here.flush, here.flush_dropped, here.flush_text, here.t
 rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
-vb = t[t["hidden"] == HIDDEN]
-order = sd.version_order(t["version"], LADDER)
-style = sd.styles(order, fastest=sd.fastest_at(vb, exclude=(GEMM,), rows=None))
-if GEMM in style:  # a timing reference, not an MLP: grey and dotted so it reads as a floor
-    style[GEMM] = dict(color="#7f7f7f", marker=".", linestyle=":")
+vb = here.vb
+
+
+def drawing(table):
+    """Ladder order of a merged table's versions and a unique style per version, the fastest (at
+    hidden HIDDEN) drawn heavier and gemm_only, a timing reference and not an MLP, grey and dotted
+    so that it reads as a floor."""
+    versions = sd.version_order(table["version"], LADDER)
+    styles = sd.styles(versions, fastest=sd.fastest_at(table[table["hidden"] == HIDDEN], exclude=(GEMM,), rows=None))
+    if GEMM in styles:
+        styles[GEMM] = dict(color="#7f7f7f", marker=".", linestyle=":")
+    return versions, styles
+
+
+order, style = drawing(t)
 ceil = run.ceilings()
 gemm_ceiling = ceil.gemm_tflops
 
@@ -124,10 +139,7 @@ gemm_ceiling = ceil.gemm_tflops
 # beside it when this run timed the target rows only.
 sweep = sd.sweep_run(run, "mlp")
 S = here if sweep is run else timed(sweep)
-order_s = sd.version_order(S.t["version"], LADDER)
-style_s = sd.styles(order_s, fastest=sd.fastest_at(S.vb, exclude=(GEMM,), rows=None))
-if GEMM in style_s:
-    style_s[GEMM] = style[GEMM] if GEMM in style else dict(color="#7f7f7f", marker=".", linestyle=":")
+order_s, style_s = drawing(S.t)
 sweep_ceiling = sweep.ceilings().gemm_tflops
 sweep_prov = ("" if sweep is run else
               f"From the sweep of run folder {sweep.name} ({run.name} times only the target rows). ") \
@@ -248,9 +260,9 @@ if not key_rows and len(vb):  # a sweep without batch 32/256 at 224: smallest an
     key_rows = sorted({int(vb["rows"].min()), int(vb["rows"].max())})
 
 
-def summary_rows(rows_list, hidden=HIDDEN, ceiling=None, **where_):
+def summary_rows(rows_list, hidden=HIDDEN, ceiling=None, versions=None, **where_):
     ceiling = gemm_ceiling if ceiling is None else ceiling
-    versions = order if where_.get("table") is None else order_s
+    versions = order if versions is None else versions
     out = []
     for r in rows_list:
         for v in versions:
@@ -342,7 +354,8 @@ if len(widths) >= 2:
     parts = []
     for h in widths:
         r = int(wide.loc[wide["hidden"] == h, "rows"].iloc[0])
-        d = summary_rows([r], hidden=h, image=224, batch=KEY_BATCH, table=S.t, ceiling=sweep_ceiling)
+        d = summary_rows([r], hidden=h, image=224, batch=KEY_BATCH, table=S.t, ceiling=sweep_ceiling,
+                         versions=order_s)
         model = wide.loc[wide["hidden"] == h, "model"].iloc[0]
         d.insert(0, "hidden", h)
         d.insert(0, "model", model if isinstance(model, str) and model else "-")
@@ -529,7 +542,7 @@ if f8 is not None and len(f8):
         g = med.loc[(r, GEMM), "median"] if (r, GEMM) in med.index else np.nan
         for v in [x for x in FP8_VERSIONS + [GEMM] if (r, x) in med.index]:
             m = med.loc[(r, v)]
-            precision = "fp8_e4m3" if v.startswith("fp8_") else "fp16"
+            precision = "fp8_e4m3" if is_fp8(v) else "fp16"
             rows_.append({"rows": r, "version": v, "precision": precision, "us": m["median"],
                           "rounds range us": f"{sd.fmt_us(m['min'])}-{sd.fmt_us(m['max'])}",
                           f"x {GEMM}": m["median"] / g, "TFLOP/s": tfl.loc[(r, v)],
@@ -699,7 +712,7 @@ findings = [s for s in [sd.rounds_sentence(t)] if s]
 # rows; fused_epilogue's sentences stay beside it (the step the original study took).
 # The targets are fp16 ones: an FP8 version (fp8_*) runs GEMMs of another precision and a
 # ceiling twice as high, so it is compared with gemm_only in its own table instead.
-fused_versions = [v for v in order if sd.is_own(v) and v not in NOT_FUSED and not v.startswith("fp8_")]
+fused_versions = [v for v in order if sd.is_own(v) and v not in NOT_FUSED and not is_fp8(v)]
 
 
 def fastest_fused(r):
@@ -816,7 +829,7 @@ def fastest_mlp(rows, fp16=False):
     """Fastest own version that computes the MLP (gemm_only does not); fp16: of the fp16 ones."""
     d = vb[(vb["rows"] == rows) & vb["version"].map(sd.is_own) & (vb["version"] != GEMM)]
     if fp16:
-        d = d[~d["version"].str.startswith("fp8_")]
+        d = d[~d["version"].map(is_fp8)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
@@ -897,7 +910,7 @@ if counts:
                         f"entirely inside the GEMMs.")
     # FP8 versions quantize x in a pass of their own; l2_panels runs its two GEMMs once per
     # panel of rows. Both keep bias, GELU and the residual in the GEMMs' epilogues.
-    fp8 = [v for v in outside if v.startswith("fp8_")]
+    fp8 = [v for v in outside if is_fp8(v)]
     for extra_k in sorted({counts[v][0] - floor for v in fp8}):
         who = [v for v in fp8 if counts[v][0] - floor == extra_k]
         findings.append(f"{join_and(who)} run{'s' if len(who) == 1 else ''} {extra_k} "
@@ -1003,7 +1016,7 @@ if key_rows:
         """(fastest/gemm_only, headline kwargs) of one sitting at `big` rows, or None."""
         d = d[(d["rows"] == big) & (d["hidden"] == HIDDEN)]
         med = d.groupby("version")["median_us"].median()
-        own = med[[not sd.is_anchor(v) and v != GEMM and not v.startswith("fp8_") for v in med.index]]
+        own = med[[not sd.is_anchor(v) and v != GEMM and not is_fp8(v) for v in med.index]]
         if not len(own) or GEMM not in med.index:
             return None
         top = own.idxmin()

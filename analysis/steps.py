@@ -4,7 +4,8 @@ bench writes into each row's note and custom version.
 
 The text form (stages/encoder/composition.hpp): space-separated fields, the four family
 versions always (pe= ln= attn= mlp=), then only the fields that differ from their defaults
-(blocks= gemms= buffers= residual= streams= and the switches graph pdl l2_prefetch attn_e4m3).
+(blocks= gemms= buffers= residual= streams= and the switches graph pdl l2_prefetch attn_e4m3
+qkv_e4m3).
 Rows written before the step table carry older forms, which parse() reads too:
   - custom versions `custom:pe=A,ln=B,attn=C,mlp=D,reuse,graph,streams=N,fused,cutlass,pdl,
     lnfold,cublaslt,split,fp8,attn8,persistent,prefetch` (the arena was on only with `reuse`);
@@ -23,8 +24,8 @@ TABLE = REPO / "stages" / "encoder" / "steps.tsv"
 # Field -> default, in the text form's order.
 DEFAULTS = {"pe": "", "ln": "", "attn": "", "mlp": "", "blocks": "fp16", "gemms": "cublaslt",
             "buffers": "arena", "residual": "add", "graph": False, "streams": 1, "pdl": False,
-            "l2_prefetch": False, "attn_e4m3": False}
-SWITCHES = ("graph", "pdl", "l2_prefetch", "attn_e4m3")
+            "l2_prefetch": False, "attn_e4m3": False, "qkv_e4m3": False}
+SWITCHES = ("graph", "pdl", "l2_prefetch", "attn_e4m3", "qkv_e4m3")
 CHOICES = {"blocks": ("fp16", "fp16_ln_folded", "fp8", "persistent"),
            "gemms": ("cublaslt", "cutlass", "cutlass+cublaslt"),
            "buffers": ("arena", "per_layer"), "residual": ("add", "epilogue")}
@@ -93,7 +94,7 @@ def _parse_legacy_custom(body: str) -> dict:
 
 def _parse_legacy_mix(fields: list[str]) -> dict:
     c = {k: None for k in DEFAULTS}
-    c.update(blocks="fp16", gemms="cublaslt", pdl=False, l2_prefetch=False, attn_e4m3=False)
+    c.update(blocks="fp16", gemms="cublaslt", pdl=False, l2_prefetch=False, attn_e4m3=False, qkv_e4m3=False)
     for f in fields:
         key, eq, value = f.partition("=")
         if eq and key in ("pe", "ln", "attn", "mlp"):
@@ -113,7 +114,7 @@ def to_string(c: dict) -> str:
     """The text form of a composition dict (fields at their defaults left out)."""
     out = [f"{k}={c[k]}" for k in ("pe", "ln", "attn", "mlp")]
     for k in ("blocks", "gemms", "buffers", "residual", "graph", "streams", "pdl", "l2_prefetch",
-              "attn_e4m3"):
+              "attn_e4m3", "qkv_e4m3"):
         if c[k] == DEFAULTS[k]:
             continue
         out.append(k if k in SWITCHES else f"{k}={c[k]}")

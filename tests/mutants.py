@@ -22,6 +22,7 @@ from pathlib import Path
 ENCODER = "stages/encoder/test_encoder_{}"
 E14, E15, E13 = ENCODER.format("e14_l2_prefetch"), ENCODER.format("e15_fp8_attention_e4m3"), ENCODER.format(
     "e13_persistent")
+E20 = ENCODER.format("e20_e4m3_qkv")
 EVERY_BLOCK = "every block's residual stream*"
 FP8_STAGES = "FP8: each stage*"
 # (bug, test executable under the build folder, doctest test case, why that test catches it)
@@ -36,6 +37,7 @@ MUTANTS = [
     ("fp8_fc1_bias_dropped", E15, FP8_STAGES, "fc1 + GELU against the recipe on the GPU's own inputs"),
     ("fp8_scale_off", E15, FP8_STAGES, "fc2's branch against the recipe on the GPU's own inputs"),
     ("attention_mean", E15, FP8_STAGES, "the attention output in E4M3 against the recipe"),
+    ("e4m3_scores_unscaled", E20, FP8_STAGES, "the attention output in E4M3, from E4M3 Q, K and V, against the recipe"),
     ("prefetch_noop", E14, "the L2 prefetch leaves every bit*", "the device count of the bytes requested"),
     ("persistent_no_barrier", E13, EVERY_BLOCK, "the residual stream of the persistent kernel, arena poisoned"),
 ]

@@ -37,11 +37,13 @@ namespace {
 
 constexpr const char* kCublasLtSuffix = "+cublaslt";
 
-// "gelu_tanh"; for a folded LayerNorm "ln_gelu_tanh", for FP8 "fp8_gelu_tanh"; with cuBLASLt a
-// candidate "gelu_tanh+cublaslt".
+constexpr const char* kE4M3Suffix = "_e4m3";
+
+// "gelu_tanh"; for a folded LayerNorm "ln_gelu_tanh", for FP8 "fp8_none" or with an E4M3 output
+// "fp8_gelu_tanh_e4m3"; with cuBLASLt a candidate "gelu_tanh+cublaslt".
 std::string activation_field(const Key& k) {
   return (k.ln ? "ln_" : "") + std::string(k.fp8 ? "fp8_" : "") + activation_name(k.act) +
-         (k.cublaslt ? kCublasLtSuffix : "");
+         (k.e4m3_out ? kE4M3Suffix : "") + (k.cublaslt ? kCublasLtSuffix : "");
 }
 
 // Removes `suffix` from the end of s; whether it was there (and s longer than it).
@@ -51,13 +53,14 @@ bool strip_suffix(std::string& s, const std::string& suffix) {
   return true;
 }
 
-// The inverse of activation_field: sets k.act, k.ln, k.fp8 and k.cublaslt.
+// The inverse of activation_field: sets k.act, k.ln, k.fp8, k.e4m3_out and k.cublaslt.
 bool parse_activation(std::string s, Key& k) {
   k.ln = s.rfind("ln_", 0) == 0;
   if (k.ln) s = s.substr(3);
   k.fp8 = s.rfind("fp8_", 0) == 0;
   if (k.fp8) s = s.substr(4);
   k.cublaslt = strip_suffix(s, kCublasLtSuffix);
+  k.e4m3_out = k.fp8 && strip_suffix(s, kE4M3Suffix);
   for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::GeluTanhF16,
                        Activation::GeluErfFit})
     if (s == activation_name(c)) {
@@ -129,14 +132,17 @@ const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool c
   return list;
 }
 
-// The FP8 kernels of an epilogue: Bias (fp16 output, with or without the residual) or GeluBias
-// (E4M3 output). Stable storage.
-const std::vector<KernelEntry>& fp8_kernels_for(Epilogue e, bool residual) {
-  if (e == Epilogue::Bias) return residual ? detail::kernels_fp8_bias_residual() : detail::kernels_fp8_bias();
-  if (e == Epilogue::GeluBias && !residual) return detail::kernels_fp8_gelu_e4m3();
+// The FP8 kernels of an epilogue and output: Bias (fp16, with or without the residual; E4M3
+// without) or GeluBias (E4M3). Stable storage.
+const std::vector<KernelEntry>& fp8_kernels_for(Epilogue e, bool residual, bool e4m3_out) {
+  if (e == Epilogue::Bias && !e4m3_out)
+    return residual ? detail::kernels_fp8_bias_residual() : detail::kernels_fp8_bias();
+  if (e == Epilogue::Bias && !residual) return detail::kernels_fp8_bias_e4m3();
+  if (e == Epilogue::GeluBias && e4m3_out && !residual) return detail::kernels_fp8_gelu_e4m3();
   throw StudyError(ErrorKind::Usage, std::string("cutlass_gemm: FP8 kernels exist for bias (+ residual) with an fp16 "
-                                                 "output and bias + GELU with an E4M3 output, not ") +
-                                         epilogue_name(e) + (residual ? " with a residual" : ""));
+                                                 "output, bias and bias + GELU with an E4M3 output, not ") +
+                                         epilogue_name(e) + (residual ? " with a residual" : "") +
+                                         (e4m3_out ? " to E4M3" : " to fp16"));
 }
 
 // cuBLASLt's FP8 GEMM as a candidate: the caller's Fp8Gemm, same epilogue and output.
@@ -156,12 +162,12 @@ const KernelEntry kFp8CublasLtGelu{
     "cublaslt", fp8_cublaslt_given, nothing_to_prepare,
     [](const Launch& l, cudaStream_t s, bool) { return run_fp8_cublaslt(l, Epilogue::GeluBias, s); }, false};
 
-// The FP8 kernels of an epilogue, and cuBLASLt's after them when asked. Stable storage.
-const std::vector<KernelEntry>& fp8_candidates(Epilogue e, bool residual, bool cublaslt) {
-  const auto& kernels = fp8_kernels_for(e, residual);
+// The FP8 kernels of an epilogue and output, and cuBLASLt's after them when asked. Stable storage.
+const std::vector<KernelEntry>& fp8_candidates(Epilogue e, bool residual, bool e4m3_out, bool cublaslt) {
+  const auto& kernels = fp8_kernels_for(e, residual, e4m3_out);
   if (!cublaslt) return kernels;
-  static std::map<std::pair<Epilogue, bool>, std::vector<KernelEntry>> lists;
-  auto& list = lists[{e, residual}];
+  static std::map<std::tuple<Epilogue, bool, bool>, std::vector<KernelEntry>> lists;
+  auto& list = lists[{e, residual, e4m3_out}];
   if (list.empty()) {
     list = kernels;
     list.push_back(e == Epilogue::Bias ? kFp8CublasLtBias : kFp8CublasLtGelu);
@@ -353,8 +359,8 @@ std::string unavailable() {
 }
 
 bool Key::operator<(const Key& o) const {
-  return std::tie(gpu, m, n, k, act, residual, ln, fp8, cublaslt, candidates) <
-         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.fp8, o.cublaslt, o.candidates);
+  return std::tie(gpu, m, n, k, act, residual, ln, fp8, e4m3_out, cublaslt, candidates) <
+         std::tie(o.gpu, o.m, o.n, o.k, o.act, o.residual, o.ln, o.fp8, o.e4m3_out, o.cublaslt, o.candidates);
 }
 
 std::string CutlassCache::default_path() {
@@ -496,7 +502,7 @@ void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_
   const bool residual = op.residual != nullptr;
   // The exact GELU has no cuBLASLt candidate: its key records that none took part.
   const bool cublaslt = opt.cublaslt && cublaslt_has(act);
-  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, /*ln=*/false, /*fp8=*/false, cublaslt, {}},
+  run_planned({lay.gpu, s.m, s.n, s.k, act, residual, /*ln=*/false, /*fp8=*/false, false, cublaslt, {}},
               candidates(act, residual, cublaslt), {s, op, 0, 1, lay.sms, {}, opt.cublaslt, {}, nullptr}, stream,
               opt.pdl);
 }
@@ -511,7 +517,7 @@ void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, c
   for (const void* p : {static_cast<const void*>(ln.col_sum), static_cast<const void*>(ln.col_bias)})
     if (!aligned16(p)) throw StudyError(ErrorKind::Usage, "cutlass_gemm: the per-column vectors must be 16-byte aligned");
   Layer& lay = layer();
-  run_planned({lay.gpu, s.m, s.n, s.k, act, false, /*ln=*/true, /*fp8=*/false, false, {}},
+  run_planned({lay.gpu, s.m, s.n, s.k, act, false, /*ln=*/true, /*fp8=*/false, false, false, {}},
               ln_kernels_for(act), {s, op, 0, 1, lay.sms, ln, nullptr, {}, nullptr}, stream, opt.pdl);
 }
 
@@ -529,12 +535,11 @@ void validate_fp8(const GemmShape& s, Epilogue e, const Fp8Operands& op) {
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: FP8 needs x, its scale, w with its scale, and bias");
   if (op.w->scaling != fp8::Scaling::Tensor)
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: the FP8 kernels take per-tensor weight scales only");
-  const bool e4m3_out = e == Epilogue::GeluBias;
-  if (e4m3_out && (!op.y8 || !op.y_inv_scale || op.y || op.residual))
-    throw StudyError(ErrorKind::Usage,
-                     "cutlass_gemm: FP8 bias + GELU writes E4M3: y8 and y_inv_scale, no y, no residual");
-  if (!e4m3_out && (!op.y || op.y8))
-    throw StudyError(ErrorKind::Usage, "cutlass_gemm: FP8 bias writes fp16: y, no y8");
+  if (!op.y == !op.y8) throw StudyError(ErrorKind::Usage, "cutlass_gemm: FP8 writes one output: y (fp16) or y8 (E4M3)");
+  if (op.y8 && (!op.y_inv_scale || op.residual))
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: an FP8 GEMM's E4M3 output takes y_inv_scale and no residual");
+  if (e == Epilogue::GeluBias && !op.y8)
+    throw StudyError(ErrorKind::Usage, "cutlass_gemm: FP8 bias + GELU writes E4M3 (y8), not fp16");
   if (op.residual && op.residual == op.y)
     throw StudyError(ErrorKind::Usage, "cutlass_gemm: the residual must not be the output buffer");
   for (const void* p : {static_cast<const void*>(op.x), static_cast<const void*>(op.w->q.get()),
@@ -550,16 +555,17 @@ void run_fp8(const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t
   validate_fp8(s, e, op);
   Layer& lay = layer();
   const bool residual = op.residual != nullptr, cublaslt = opt.cublaslt != nullptr;
+  const bool e4m3_out = op.y8 != nullptr;
   Key key{lay.gpu, s.m, s.n, s.k, e == Epilogue::GeluBias ? Activation::GeluTanh : Activation::None,
-          residual, /*ln=*/false, /*fp8=*/true, cublaslt, {}};
+          residual, /*ln=*/false, /*fp8=*/true, e4m3_out, cublaslt, {}};
   Launch l{s, {}, 0, 1, lay.sms, {}, nullptr, op, opt.cublaslt};
-  run_planned(key, fp8_candidates(e, residual, cublaslt), l, stream, opt.pdl);
+  run_planned(key, fp8_candidates(e, residual, e4m3_out, cublaslt), l, stream, opt.pdl);
 }
 
 void run_fp8_kernel(const Choice& c, const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream) {
   validate_fp8(s, e, op);
   Layer& lay = layer();
-  const KernelEntry* k = find_kernel(fp8_kernels_for(e, op.residual != nullptr), c.kernel);
+  const KernelEntry* k = find_kernel(fp8_kernels_for(e, op.residual != nullptr, op.y8 != nullptr), c.kernel);
   if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled FP8 kernel named '" + c.kernel + "'");
   const Launch l{s, {}, c.raster, c.swizzle, lay.sms, {}, nullptr, op, nullptr};
   if (!k->implementable(l))
@@ -599,6 +605,8 @@ std::vector<std::string> kernel_names(Activation act, bool residual) { return na
 
 std::vector<std::string> ln_kernel_names(Activation act) { return names_of(ln_kernels_for(act)); }
 
-std::vector<std::string> fp8_kernel_names(Epilogue e, bool residual) { return names_of(fp8_kernels_for(e, residual)); }
+std::vector<std::string> fp8_kernel_names(Epilogue e, bool residual, bool e4m3_out) {
+  return names_of(fp8_kernels_for(e, residual, e4m3_out));
+}
 
 }  // namespace study::cutlass_gemm

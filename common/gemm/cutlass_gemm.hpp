@@ -65,6 +65,7 @@ struct Key {
   bool residual = false;
   bool ln = false;  // a LayerNorm folded in (LnFold)
   bool fp8 = false;  // E4M3 operands (run_fp8)
+  bool e4m3_out = false;  // and an E4M3 output (Fp8Operands::y8)
   bool cublaslt = false;  // cuBLASLt was a candidate too (RunOptions::cublaslt)
   // Which kernels the search chose among (8 hex digits hashing their names, set by the layer): a
   // build with other kernels compiled searches again instead of reusing a choice made without them.
@@ -74,8 +75,8 @@ struct Key {
 
 // The on-disk record of choices: a tab-separated text file, one choice per line
 //   gpu  m  n  k  activation  residual  kernel  raster  swizzle  us  candidates
-// (activation prefixed "ln_" for the LayerNorm-folded kernels and "fp8_" for the FP8 ones, suffixed "+cublaslt" when
-// cuBLASLt was a candidate; kernel "cublaslt" when cuBLASLt won).
+// (activation prefixed "ln_" for the LayerNorm-folded kernels and "fp8_" for the FP8 ones, suffixed "_e4m3" for an E4M3
+// output and "+cublaslt" when cuBLASLt was a candidate; kernel "cublaslt" when cuBLASLt won).
 // Lines that do not parse, and choices made among other candidates than this build's, are
 // ignored (a rebuild with other kernels searches again); a later line for the same key wins.
 // With $STUDY_CUTLASS_SEARCH_LOG set to a file, a search also appends every candidate it timed
@@ -140,13 +141,15 @@ void fold_layernorm(const __half* w, const __half* b, const __half* gamma, const
 void row_stats(const __half* x, int rows, int cols, float eps, float* mean, float* rstd, cudaStream_t stream);
 
 // FP8: the contract of study::Fp8Gemm (gemm/fp8.hpp), y = sx sw (X8 W8^T) + bias (+ residual)
-// in fp16 (Epilogue::Bias), or saturate(gelu_tanh(...) * y_inv_scale) in E4M3 (Epilogue::GeluBias
-// with op.y8), on CUTLASS's E4M3 Hopper kernels (fp32 accumulation, fast: as cuBLASLt's), per
-// tensor scales only (op.w->scaling Tensor). Searched and cached like run(), under its own key
-// ("fp8_none", "fp8_gelu_tanh"); with opt.cublaslt, cuBLASLt's FP8 GEMM (that Fp8Gemm) is one
-// more candidate and runs where it is faster. Throws StudyError(Usage) for a combination no
-// kernel has (per-channel weights, an fp16 GELU output, E4M3 with a residual, k or n not a
-// multiple of 16, misaligned pointers), StudyError(Library) when CUTLASS is unavailable.
+// in fp16 (Epilogue::Bias with op.y), saturate((...) * y_inv_scale) in E4M3 (Epilogue::Bias with
+// op.y8: an FP8 attention's input), or saturate(gelu_tanh(...) * y_inv_scale) in E4M3
+// (Epilogue::GeluBias with op.y8), on CUTLASS's E4M3 Hopper kernels (fp32 accumulation, fast: as
+// cuBLASLt's), per tensor scales only (op.w->scaling Tensor). Searched and cached like run(), under
+// its own key ("fp8_none", "fp8_none_e4m3", "fp8_gelu_tanh_e4m3"); with opt.cublaslt, cuBLASLt's
+// FP8 GEMM (that Fp8Gemm) is one more candidate and runs where it is faster. Throws
+// StudyError(Usage) for a combination no kernel has (per-channel weights, an fp16 GELU output,
+// E4M3 with a residual, k or n not a multiple of 16, misaligned pointers), StudyError(Library)
+// when CUTLASS is unavailable.
 struct Fp8RunOptions {
   bool pdl = false;
   Fp8Gemm* cublaslt = nullptr;
@@ -171,8 +174,9 @@ std::vector<std::string> choices();
 std::vector<std::string> kernel_names(Activation act, bool residual = false);
 // The names of the LayerNorm-folded kernels of one activation (None or GeluTanh).
 std::vector<std::string> ln_kernel_names(Activation act);
-// The names of the FP8 kernels of one epilogue (Bias, GeluBias) and residual (Bias only).
-std::vector<std::string> fp8_kernel_names(Epilogue e, bool residual = false);
+// The names of the FP8 kernels of one epilogue (Bias, GeluBias), residual (Bias only) and output
+// (GeluBias: E4M3 only).
+std::vector<std::string> fp8_kernel_names(Epilogue e, bool residual, bool e4m3_out);
 // run_fp8 with one named FP8 kernel (fp8_kernel_names()), without the search: the GPU suite's
 // check of every kernel.
 void run_fp8_kernel(const Choice& choice, const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream);

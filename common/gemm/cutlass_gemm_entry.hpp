@@ -47,5 +47,6 @@ const std::vector<KernelEntry>& kernels_ln_gelu_tanh();  // LayerNorm folded in,
 const std::vector<KernelEntry>& kernels_fp8_bias();           // E4M3 in, bias, fp16 out
 const std::vector<KernelEntry>& kernels_fp8_bias_residual();  // E4M3 in, bias + residual, fp16 out
 const std::vector<KernelEntry>& kernels_fp8_gelu_e4m3();      // E4M3 in, bias + tanh GELU, E4M3 out
+const std::vector<KernelEntry>& kernels_fp8_bias_e4m3();      // E4M3 in, bias, E4M3 out
 
 }  // namespace study::cutlass_gemm::detail

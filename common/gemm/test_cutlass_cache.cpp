@@ -142,12 +142,27 @@ TEST_CASE("an FP8 choice is its own key and round-trips") {
   CHECK(k.fp8);
   CHECK(k.cublaslt);
   CHECK(!k.ln);
+  CHECK(!k.e4m3_out);
   CHECK(k.act == cg::Activation::GeluTanh);
   CHECK(!(k < f8));
   CHECK(!(f8 < k));
   cg::Key fp16 = f8;
   fp16.fp8 = false;
   CHECK((fp16 < f8 || f8 < fp16));
+  // An E4M3 output is a key of its own (the QKV GEMM of the same shape writes fp16 or E4M3).
+  cg::Key e4m3 = f8;
+  e4m3.act = cg::Activation::None;
+  e4m3.e4m3_out = true;
+  const auto e4m3_line = cg::CutlassCache::format_line(e4m3, kChoice);
+  CHECK(e4m3_line.find("\tfp8_none_e4m3+cublaslt\t") != std::string::npos);
+  REQUIRE(cg::CutlassCache::parse_line(e4m3_line, k, c));
+  CHECK(k.e4m3_out);
+  CHECK(k.act == cg::Activation::None);
+  CHECK(!(k < e4m3));
+  CHECK(!(e4m3 < k));
+  cg::Key fp16_out = e4m3;
+  fp16_out.e4m3_out = false;
+  CHECK((fp16_out < e4m3 || e4m3 < fp16_out));
 }
 
 TEST_CASE("a choice searched with cuBLASLt among the candidates is its own key and round-trips") {

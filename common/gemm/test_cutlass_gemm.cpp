@@ -249,21 +249,25 @@ const study::GemmShape kFp8Shapes[] = {{197, 768, 768}, {400, 256, 3072}, {1, 76
 
 struct Fp8Form {
   study::Epilogue e;
-  bool residual;
+  bool residual, e4m3_out;
+  const char* key;  // its activation field in the search's key
 };
-// QKV (bias), projection and fc2 (bias + residual), fc1 (bias + GELU, E4M3 output).
-const Fp8Form kFp8Forms[] = {{study::Epilogue::Bias, false}, {study::Epilogue::Bias, true},
-                             {study::Epilogue::GeluBias, false}};
+// QKV (bias, in fp16 or E4M3 for an E4M3 attention), projection and fc2 (bias + residual), fc1
+// (bias + GELU, E4M3 output).
+const Fp8Form kFp8Forms[] = {{study::Epilogue::Bias, false, false, "fp8_none"},
+                             {study::Epilogue::Bias, false, true, "fp8_none_e4m3"},
+                             {study::Epilogue::Bias, true, false, "fp8_none"},
+                             {study::Epilogue::GeluBias, false, true, "fp8_gelu_tanh_e4m3"}};
 
 fp8_test::GemmCase fp8_case(const study::GemmShape& s, const Fp8Form& f) {
-  return {s, f.e, f.residual, f.e == study::Epilogue::GeluBias, study::fp8::Scaling::Tensor};
+  return {s, f.e, f.residual, f.e4m3_out, study::fp8::Scaling::Tensor};
 }
 
 }  // namespace
 
 TEST_CASE("every compiled FP8 kernel computes its epilogue") {
   for (const Fp8Form& f : kFp8Forms) {
-    const auto names = cg::fp8_kernel_names(f.e, f.residual);
+    const auto names = cg::fp8_kernel_names(f.e, f.residual, f.e4m3_out);
     REQUIRE(!names.empty());
     for (const auto& name : names)
       for (const auto& s : kFp8Shapes)
@@ -296,7 +300,7 @@ TEST_CASE("the FP8 search, cuBLASLt's FP8 GEMM a candidate, runs the faster unde
         const std::string line = cg::choices().back();
         INFO(line);
         CHECK(line.find(std::to_string(s.m) + "x" + std::to_string(s.n)) == 0);
-        CHECK(line.find(f.e == study::Epilogue::Bias ? " fp8_none+cublaslt" : " fp8_gelu_tanh+cublaslt") !=
+        CHECK(line.find(" " + std::string(f.key) + (f.residual ? "+cublaslt+residual" : "+cublaslt:")) !=
               std::string::npos);
       }
 }

@@ -21,6 +21,8 @@ const std::vector<Plant>& plants() {
       {"fp8_scale_off", "FP8 MLP: fc2's input scale 5% high (its dequantization off by 5%)"},
       {"attention_mean", "attention on the wgmma flash kernel: softmax scale 0, so each output row is the mean "
                          "of the image's values (what the FP8 steps' tests must tell from attention)"},
+      {"e4m3_scores_unscaled", "attention on E4M3 Q, K and V (v10_e4m3_qkv): the scores not multiplied by "
+                               "the q and k scales (their E4M3 units taken for the values)"},
       {"prefetch_noop", "encoder fp16 blocks: the L2 prefetch asks for nothing"},
       {"persistent_no_barrier", "e13's persistent kernel: no grid barrier between attention and the projection"},
   } : std::vector<Plant>{};

@@ -36,6 +36,12 @@ struct Version : study::VersionRecord<Problem, Args> {
   // copy. Null for the others.
   void (*launch_e4m3)(const Problem&, const __half* qkv, __nv_fp8_e4m3* out, const float* inv_scale,
                       cudaStream_t) = nullptr;
+  // Versions that read Q, K and V in E4M3 instead, [batch*tokens, 3*heads*head_dim] as the fp16
+  // contract lays them out, each value times qkv_scale (one host scalar: the static scale of an
+  // FP8 block's QKV GEMM output), and write E4M3 as launch_e4m3 does: an FP8 block's attention
+  // on half the bytes. Null for the others.
+  void (*launch_e4m3_qkv)(const Problem&, const __nv_fp8_e4m3* qkv, float qkv_scale, __nv_fp8_e4m3* out,
+                          const float* inv_scale, cudaStream_t) = nullptr;
 };
 
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.

@@ -49,13 +49,13 @@ inline float scale_log2() { return 1.4426950408889634f / std::sqrt(static_cast<f
 // Where this block's head (blockIdx.y = head, blockIdx.z = batch) lives: its Q, K and V columns
 // in the packed [batch*tokens, 3 * heads * kD] QKV buffer (row stride `stride`), and its output
 // columns in the [batch*tokens, heads * kD] output (row stride `width`; fp16, or E4M3 for an
-// FP8 projection).
-template <class OutT = __half>
+// FP8 projection; the input fp16, or E4M3 for an attention that reads the QKV GEMM's E4M3 output).
+template <class OutT = __half, class InT = __half>
 struct HeadView {
-  const __half *q, *k, *v;
+  const InT *q, *k, *v;
   OutT* out;
   int width, stride;
-  __device__ __forceinline__ HeadView(const __half* qkv, OutT* o, int tokens, int heads)
+  __device__ __forceinline__ HeadView(const InT* qkv, OutT* o, int tokens, int heads)
       : width(heads * kD), stride(3 * heads * kD) {
     const int h = blockIdx.y, b = blockIdx.z;
     q = qkv + b * tokens * stride + h * kD;

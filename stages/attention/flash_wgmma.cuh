@@ -20,6 +20,7 @@
 // the host, so that no wgmma sits under a branch or leaves accumulators that only some paths
 // define (either makes ptxas serialize every wgmma of the kernel).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
@@ -62,19 +63,119 @@ __device__ __forceinline__ void issue_values(float (&o)[32], const uint32_t (&p)
 
 // The versions built on this kernel, each a step on the one before.
 enum class Variant {
-  full_tail,       // v7_flash: every key tile computed 64 wide
-  exact_tail,      // v8_exact_tail: the last key tile at its own width
-  softmax_overlap  // v9_softmax_overlap: as v8, and a tile's softmax runs under the previous P V
+  full_tail,        // v7_flash: every key tile computed 64 wide
+  exact_tail,       // v8_exact_tail: the last key tile at its own width
+  softmax_overlap,  // v9_softmax_overlap: as v8, and a tile's softmax runs under the previous P V
+  e4m3_qkv          // v10_e4m3_qkv: v9's products and pipeline, Q, K and V read in E4M3 (E4M3Tiles)
 };
 constexpr bool exact_tail(Variant v) { return v != Variant::full_tail; }
+constexpr bool softmax_overlap(Variant v) { return v == Variant::softmax_overlap || v == Variant::e4m3_qkv; }
 
-// kOneTile: the sequence fits in one key tile (tokens <= 64), which is then the last one. The
-// variant is a template parameter also so that each version's kernels are their own symbols.
-// OutT: fp16, or E4M3 scaled by *out_inv_scale (null for fp16) for an FP8 projection.
-template <int kTailKeys, bool kOneTile, Variant kVariant, class OutT>
-__global__ void __launch_bounds__(kThreads, 2)
-kernel(const __half* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads, float scale_log2,
-       const float* __restrict__ out_inv_scale) {
+// How Q, K and V reach their fp16 swizzled tiles. The body below (attend) calls start() once,
+// then for each key tile j after the first: land(j) before the barrier after which tile j's
+// products may read it, and fetch(j + 1) after that barrier, into tile j - 2's stage (free by
+// then). Fp16Tiles: cp.async straight from the fp16 QKV buffer (v7-v9); E4M3Tiles below.
+struct Fp16Tiles {
+  __half *q_s, *k_s, *v_s;
+  const __half *q_g, *k_g, *v_g;
+  int stride, tokens;
+
+  __device__ __forceinline__ void fetch(int j) {
+    load_tile<kKeys, kThreads>(k_s + j % kStages * kKeys * kD, k_g, stride, j * kKeys, tokens);
+    load_tile<kKeys, kThreads>(v_s + j % kStages * kKeys * kD, v_g, stride, j * kKeys, tokens);
+    cp_async_commit();
+  }
+  // Q's rows row0.. and tile 0 landed; tile 1 on its way unless kOneTile.
+  template <bool kOneTile>
+  __device__ __forceinline__ void start(int row0) {
+    load_tile<kRows, kThreads>(q_s, q_g, stride, row0, tokens);
+    fetch(0);  // one group with Q
+    if constexpr (kOneTile) {
+      cp_async_wait<0>();
+    } else {
+      fetch(1);
+      cp_async_wait<1>();
+    }
+  }
+  __device__ __forceinline__ void land(int) { cp_async_wait<0>(); }  // this thread's part of it
+};
+
+// E4M3 Q, K and V (the QKV GEMM's E4M3 output: 64-byte rows), widened to the fp16 tiles on the
+// way in. A thread loads one 16-byte chunk (16 values) of every 64 rows into registers and stores
+// it as two swizzled 16-byte fp16 chunks; the conversion is exact (every E4M3 value is an fp16
+// value), so the tiles hold the E4M3 values themselves and the products are v9's. Tile j + 1 is
+// loaded into registers (8 of them) right after the barrier that frees a stage and stored at the
+// next one, so its latency hides under a whole tile's products and softmax.
+struct E4M3Tiles {
+  __half *q_s, *k_s, *v_s;
+  const __nv_fp8_e4m3 *q_g, *k_g, *v_g;
+  int stride, tokens;
+  uint4 k_next, v_next;
+
+  static constexpr int kRowChunks = kD / 16;  // 16-byte E4M3 chunks per row
+  static_assert(kKeys * kRowChunks == kThreads && kRows * kRowChunks == 2 * kThreads, "one chunk per thread");
+
+  // Chunk i of rows row0..: zeros past the sequence end, as Fp16Tiles' zero fill.
+  __device__ __forceinline__ uint4 load(const __nv_fp8_e4m3* src, int row0, int i) const {
+    const int t = row0 + i / kRowChunks;
+    if (t >= tokens) return make_uint4(0, 0, 0, 0);
+    return __ldg(reinterpret_cast<const uint4*>(src + t * stride + i % kRowChunks * 16));
+  }
+  static __device__ __forceinline__ void store(__half* tile, const uint4& chunk, int i) {
+    const int r = i / kRowChunks, c = i % kRowChunks;
+    const uint32_t w[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+    uint32_t h[8];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[k]), __NV_E4M3);
+      const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[k] >> 16), __NV_E4M3);
+      h[2 * k] = lo.x | static_cast<uint32_t>(lo.y) << 16;
+      h[2 * k + 1] = hi.x | static_cast<uint32_t>(hi.y) << 16;
+    }
+    *reinterpret_cast<uint4*>(tile + swizzle(r, 2 * c)) = make_uint4(h[0], h[1], h[2], h[3]);
+    *reinterpret_cast<uint4*>(tile + swizzle(r, 2 * c + 1)) = make_uint4(h[4], h[5], h[6], h[7]);
+  }
+
+  __device__ __forceinline__ void fetch(int j) {
+    k_next = load(k_g, j * kKeys, threadIdx.x);
+    v_next = load(v_g, j * kKeys, threadIdx.x);
+  }
+  __device__ __forceinline__ void land(int j) {
+    store(k_s + j % kStages * kKeys * kD, k_next, threadIdx.x);
+    store(v_s + j % kStages * kKeys * kD, v_next, threadIdx.x);
+  }
+  template <bool kOneTile>
+  __device__ __forceinline__ void start(int row0) {
+    const uint4 q0 = load(q_g, row0, threadIdx.x), q1 = load(q_g, row0, threadIdx.x + kThreads);
+    fetch(0);
+    store(q_s, q0, threadIdx.x);
+    store(q_s, q1, threadIdx.x + kThreads);
+    land(0);
+    if constexpr (!kOneTile) fetch(1);
+  }
+};
+
+// The factor the normalized output is multiplied by: the E4M3 output's inverse scale (or 1), times
+// the input's V scale where the input is E4M3.
+template <class InT>
+__device__ __forceinline__ float out_scale(const float* out_inv_scale, float v_scale) {
+  const float s = out_inv_scale ? *out_inv_scale : 1.f;
+  if constexpr (std::is_same_v<InT, __half>)
+    return s;
+  else
+    return s * v_scale;
+}
+
+// The body of every kernel on this file's pipeline, for the tiles' source Tiles (constructed from
+// the head's view, the shared-memory tiles and the sequence length). kOneTile: the sequence fits
+// in one key tile (tokens <= 64), which is then the last one.
+// OutT: fp16, or E4M3 scaled by *out_inv_scale (null for fp16) for an FP8 projection. InT: fp16,
+// or E4M3 values whose V is scaled by v_scale (Q's and K's scales the caller folds into
+// scale_log2): the output is multiplied by it.
+template <int kTailKeys, bool kOneTile, Variant kVariant, class Tiles, class InT, class OutT>
+__device__ __forceinline__ void attend(const InT* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads,
+                                       float scale_log2, const float* __restrict__ out_inv_scale,
+                                       float v_scale = 1.f) {
   static_assert(kTailKeys % 16 == 0 && kTailKeys >= 16 && kTailKeys <= kKeys, "16..64 keys by 16");
 #ifdef STUDY_WGMMA
   using namespace sm90;
@@ -89,26 +190,13 @@ kernel(const __half* __restrict__ qkv, OutT* __restrict__ out, int tokens, int h
   // kernel that issues one under a branch it cannot prove uniform.
   const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
-  const HeadView<OutT> head(qkv, out, tokens, heads);
-  const int stride = head.stride;
-  const __half *q_g = head.q, *k_g = head.k, *v_g = head.v;
+  const HeadView<OutT, InT> head(qkv, out, tokens, heads);
+  Tiles io{q_s, k_s, v_s, head.q, head.k, head.v, head.stride, tokens};
   const int row0 = blockIdx.x * kRows;
   const int tiles = (tokens + kKeys - 1) / kKeys;
-  auto load_kv = [&](int j) {
-    load_tile<kKeys, kThreads>(k_s + j % kStages * kKeys * kD, k_g, stride, j * kKeys, tokens);
-    load_tile<kKeys, kThreads>(v_s + j % kStages * kKeys * kD, v_g, stride, j * kKeys, tokens);
-    cp_async_commit();
-  };
   auto valid_keys = [&](int j) { return min(kKeys, tokens - j * kKeys); };
 
-  load_tile<kRows, kThreads>(q_s, q_g, stride, row0, tokens);
-  load_kv(0);  // one group with Q
-  if constexpr (kOneTile) {
-    cp_async_wait<0>();
-  } else {
-    load_kv(1);
-    cp_async_wait<1>();
-  }
+  io.template start<kOneTile>(row0);
   fence_proxy_async();
   __syncthreads();
 
@@ -149,7 +237,7 @@ kernel(const __half* __restrict__ qkv, OutT* __restrict__ out, int tokens, int h
   // v9: S(j+1) is issued first and only it is waited on, so P V(j) is still running when the
   // softmax of tile j+1 starts; O's rescale (which P V writes) and P's registers (which P V
   // reads) wait for it, as does the barrier after which tile j's K/V stage is refilled.
-  constexpr bool kOverlap = kVariant == Variant::softmax_overlap;
+  constexpr bool kOverlap = softmax_overlap(kVariant);
   auto step = [&](int j, auto& sc, auto is_tail, auto next_is_tail) {
     constexpr bool kIsTail = decltype(is_tail)::value, kNextIsTail = decltype(next_is_tail)::value;
     constexpr int kN = kIsTail ? kTailKeys : kKeys;
@@ -165,10 +253,10 @@ kernel(const __half* __restrict__ qkv, OutT* __restrict__ out, int tokens, int h
       if (grew) rescale_o(st, corr);
     }
     if constexpr (!kIsTail) {
-      cp_async_wait<0>();  // tile j+1 (this thread's part)
+      io.land(j + 1);
       fence_proxy_async();
       __syncthreads();  // all of tile j+1 landed; every warpgroup is done with tile j-1
-      if (j + 2 < tiles) load_kv(j + 2);  // into tile j-1's stage
+      if (j + 2 < tiles) io.fetch(j + 2);  // into tile j-1's stage
     }
     if (!active) return;
     uint32_t p[kN / 16][4];
@@ -212,19 +300,44 @@ kernel(const __half* __restrict__ qkv, OutT* __restrict__ out, int tokens, int h
     asm volatile("bar.sync 2, 128;\n" ::: "memory");
   const int warp_row0 = group * kGroupRows + 16 * warp;
   store_rows(st, q_s + warp_row0 * kD, head.out, head.width, row0 + warp_row0, tokens, lane,
-             out_inv_scale ? *out_inv_scale : 1.f);
+             out_scale<InT>(out_inv_scale, v_scale));
+#endif
+}
+
+// v7-v9's kernel: fp16 Q, K and V. The variant is a template parameter also so that each
+// version's kernels are their own symbols.
+template <int kTailKeys, bool kOneTile, Variant kVariant, class OutT>
+__global__ void __launch_bounds__(kThreads, 2)
+kernel(const __half* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads, float scale_log2,
+       const float* __restrict__ out_inv_scale) {
+#ifdef STUDY_WGMMA
+  attend<kTailKeys, kOneTile, kVariant, Fp16Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale);
 #else
   __trap();  // built without sm_90a: launch() refuses before getting here
 #endif
 }
 
-template <class OutT>
-using Kernel = void (*)(const __half*, OutT*, int, int, float, const float*);
+// v10's kernel: E4M3 Q, K and V, one dequantization scale for all three. Q's and K's scales are
+// folded into scale_log2 by the host (S = scale^2 Q8 K8^T), V's is v_scale, applied with the
+// output's normalization.
+template <int kTailKeys, bool kOneTile, Variant kVariant, class OutT>
+__global__ void __launch_bounds__(kThreads, 2)
+kernel_e4m3_in(const __nv_fp8_e4m3* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads,
+               float scale_log2, const float* __restrict__ out_inv_scale, float v_scale) {
+#ifdef STUDY_WGMMA
+  attend<kTailKeys, kOneTile, kVariant, E4M3Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale, v_scale);
+#else
+  __trap();
+#endif
+}
 
-// The instantiation for a last tile of kTailKeys keys' width.
-template <int kTailKeys, Variant kVariant, class OutT>
-Kernel<OutT> pick(bool one_tile) {
-  return one_tile ? kernel<kTailKeys, true, kVariant, OutT> : kernel<kTailKeys, false, kVariant, OutT>;
+// The instantiation for a last tile of kTailKeys keys' width, for an fp16 or E4M3 input.
+template <int kTailKeys, Variant kVariant, class InT, class OutT>
+auto pick(bool one_tile) {
+  if constexpr (std::is_same_v<InT, __half>)
+    return one_tile ? kernel<kTailKeys, true, kVariant, OutT> : kernel<kTailKeys, false, kVariant, OutT>;
+  else
+    return one_tile ? kernel_e4m3_in<kTailKeys, true, kVariant, OutT> : kernel_e4m3_in<kTailKeys, false, kVariant, OutT>;
 }
 
 inline std::string unavailable() { return sm90::wgmma_unavailable(); }
@@ -234,28 +347,30 @@ inline std::string supports(const Problem& p) {
   return unavailable();
 }
 
-// Launches the kernel for problem p as version `name`, refusing what supports() refuses, with
-// the output in fp16 (out_inv_scale null) or E4M3. With an exact tail the last tile's products
-// run at the width of its keys rounded up to 16; otherwise at 64 like every tile. Each
-// version's file instantiates only its own kernels.
-template <Variant kVariant, class OutT>
-void launch(const Problem& p, const __half* qkv, OutT* out, const float* out_inv_scale, cudaStream_t stream,
-            const char* name) {
-  constexpr bool kE4M3 = std::is_same_v<OutT, __nv_fp8_e4m3>;
-  require_aligned(qkv, out, kE4M3 ? 8 : 16, name);
+// Launches the kernel for problem p as version `name`, refusing what supports() refuses: the
+// input fp16 (in_scale 1), or E4M3 dequantized by in_scale; the output fp16 (out_inv_scale null)
+// or E4M3. With an exact tail the last tile's products run at the width of its keys rounded up to
+// 16; otherwise at 64 like every tile. Each version's file instantiates only its own kernels.
+template <Variant kVariant, class InT, class OutT>
+void launch(const Problem& p, const InT* qkv, float in_scale, OutT* out, const float* out_inv_scale,
+            cudaStream_t stream, const char* name) {
+  constexpr bool kE4M3In = std::is_same_v<InT, __nv_fp8_e4m3>, kE4M3 = std::is_same_v<OutT, __nv_fp8_e4m3>;
+  require_aligned(qkv, out, kE4M3 && !kE4M3In ? 8 : 16, name);
   if (kE4M3 != (out_inv_scale != nullptr))
     throw std::invalid_argument(std::string(name) + ": an E4M3 output takes its scale, an fp16 one none");
+  if (!(in_scale > 0.f && std::isfinite(in_scale)) || (!kE4M3In && in_scale != 1.f))
+    throw std::invalid_argument(std::string(name) + ": an E4M3 input's scale is positive and finite, an fp16 one 1");
   if (const auto why = supports(p); !why.empty())
     throw study::StudyError(study::ErrorKind::Usage, std::string(name) + ": " + why);
   const int tiles = (p.tokens + kKeys - 1) / kKeys;
   const int tail = p.tokens - (tiles - 1) * kKeys;  // 1..64 keys
   const int width = exact_tail(kVariant) ? (tail + 15) / 16 * 16 : kKeys;
   const bool one_tile = tiles == 1;
-  Kernel<OutT> k = pick<kKeys, kVariant, OutT>(one_tile);
+  auto k = pick<kKeys, kVariant, InT, OutT>(one_tile);
   if constexpr (exact_tail(kVariant)) {
-    if (width == 16) k = pick<16, kVariant, OutT>(one_tile);
-    if (width == 32) k = pick<32, kVariant, OutT>(one_tile);
-    if (width == 48) k = pick<48, kVariant, OutT>(one_tile);
+    if (width == 16) k = pick<16, kVariant, InT, OutT>(one_tile);
+    if (width == 32) k = pick<32, kVariant, InT, OutT>(one_tile);
+    if (width == 48) k = pick<48, kVariant, InT, OutT>(one_tile);
   }
   // Each instantiation is its own kernel: its attributes are set once, on first use.
   static std::once_flag configured[4][2];
@@ -267,14 +382,20 @@ void launch(const Problem& p, const __half* qkv, OutT* out, const float* out_inv
   const dim3 grid = head_grid(p.tokens, p.heads, p.batch, kRows);
   float scale = scale_log2() * (study::planted("softmax_scale_off") ? 1.01f : 1.f);
   if (study::planted("attention_mean")) scale = 0.f;  // equal scores: every output the mean of the values
-  k<<<grid, kThreads, kSmemBytes, stream>>>(qkv, out, p.tokens, p.heads, scale, out_inv_scale);
+  if constexpr (kE4M3In) {
+    // The scores of E4M3 Q and K, each in in_scale's units.
+    if (!study::planted("e4m3_scores_unscaled")) scale *= in_scale * in_scale;
+    k<<<grid, kThreads, kSmemBytes, stream>>>(qkv, out, p.tokens, p.heads, scale, out_inv_scale, in_scale);
+  } else {
+    k<<<grid, kThreads, kSmemBytes, stream>>>(qkv, out, p.tokens, p.heads, scale, out_inv_scale);
+  }
   LAUNCH_CHECK();
 }
 
 // The family's launch (fp16 output).
 template <Variant kVariant>
 void launch(const Problem& p, const Args& a, cudaStream_t stream, const char* name) {
-  launch<kVariant, __half>(p, a.qkv, a.out, nullptr, stream, name);
+  launch<kVariant, __half, __half>(p, a.qkv, 1.f, a.out, nullptr, stream, name);
 }
 
 }  // namespace attention::flash_wgmma

@@ -13,6 +13,8 @@
 #include "harness/gpu.hpp"
 #include "harness/gpu_test_main.hpp"
 #include "harness/random.hpp"
+#include "gemm/fp8.hpp"
+#include "gemm/fp8_reference.hpp"
 #include "harness/stage_version.hpp"
 #include "reference.hpp"
 
@@ -155,6 +157,58 @@ TEST_CASE("the E4M3 output, where the version has one, is the fp16 output scaled
   const DeviceProblem dev(p, make_inputs(p, study::fresh_seed()));
   study::DeviceBuffer<__nv_fp8_e4m3> out8(dev.out.size());
   CHECK_THROWS(version().launch_e4m3(p, dev.qkv.get(), out8.get(), nullptr, nullptr));  // no scale
+}
+
+// The E4M3 input (Version::launch_e4m3_qkv): QKV rounded to E4M3 in one scale on the host, the
+// reference computed on those values dequantized, and the E4M3 output compared with the
+// reference rounded the same way (gemm/fp8_reference.hpp's stage tolerance: one E4M3 step where
+// the kernel's fp16 arithmetic put a value across a rounding boundary). The input scale makes
+// the largest values of QKV reach 448, the output's saturates the largest ~third.
+TEST_CASE("the E4M3 input, where the version reads one, computes the attention of its values") {
+  namespace f8 = study::fp8;
+  if (!version().launch_e4m3_qkv) {
+    CHECK(std::string(study::kStageVersion) != "v10_e4m3_qkv");  // the FP8 encoder's E4M3-QKV attention
+    return;
+  }
+  const Problem shapes[] = {{1, 197, 12, 64}, {3, 197, 12, 64}, {3, 1, 12, 64}, {3, 17, 3, 64}, {2, 577, 12, 64},
+                            {3, 40, 3, 64},   {3, 50, 3, 64},   {3, 90, 3, 64}, {3, 105, 12, 64}, {3, 128, 3, 64},
+                            {1, 1025, 3, 64}};
+  for (const auto& p : shapes)
+    for (Inputs kind : {Inputs::Normal, Inputs::LargeQK}) {
+      const auto seed = study::fresh_seed();
+      INFO("batch " << p.batch << ", tokens " << p.tokens << ", heads " << p.heads << ", "
+                    << (kind == Inputs::LargeQK ? "large q and k" : "normal inputs") << ", seed " << seed);
+      const auto in = make_inputs(p, seed, kind);
+      float amax = 0.f;
+      for (float v : in.qkv) amax = std::max(amax, std::fabs(v));
+      const float qkv_scale = amax / f8::kE4M3Max;
+      const auto q8 = f8::quantized(in.qkv, 1.f / qkv_scale);  // E4M3 values, as floats
+      std::vector<f8::e4m3> q8_bytes(q8.size());
+      for (std::size_t i = 0; i < q8.size(); ++i) q8_bytes[i] = f8::e4m3(q8[i]);  // exact: already E4M3 values
+      std::vector<float> y;
+      ref::attention(f8::scaled(q8, qkv_scale), p.batch, p.tokens, p.heads, p.head_dim, y);
+      float y_amax = 0.f;
+      for (float v : y) y_amax = std::max(y_amax, std::fabs(v));
+      const float inv_scale = f8::kE4M3Max / (0.7f * y_amax);
+      const auto want = f8::quantized(y, inv_scale);
+      const auto qkv = study::to_device(q8_bytes);
+      const auto scale = study::to_device(std::vector<float>{inv_scale});
+      study::DeviceBuffer<f8::e4m3> out8(y.size());
+      study::poison(out8);  // 0xFF: NaN in E4M3
+      version().launch_e4m3_qkv(p, qkv.get(), qkv_scale, out8.get(), scale.get(), nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const auto got = f8::host_values(out8.get(), out8.size());
+      const auto cmp = study::compare(got, want, f8::e4m3_stage_tolerance(want));
+      INFO(cmp.summary());
+      CHECK(cmp.ok);
+      CHECK(std::count(want.begin(), want.end(), f8::kE4M3Max) > 0);  // the clamp was exercised
+    }
+  const Problem p{1, 17, 3, 64};
+  study::DeviceBuffer<f8::e4m3> qkv(static_cast<std::size_t>(3) * 17 * 3 * 64), out8(17 * 3 * 64);
+  const auto scale = study::to_device(std::vector<float>{1.f});
+  CHECK_THROWS(version().launch_e4m3_qkv(p, qkv.get(), 1.f, out8.get(), nullptr, nullptr));           // no scale
+  CHECK_THROWS(version().launch_e4m3_qkv(p, qkv.get(), 0.f, out8.get(), scale.get(), nullptr));       // input's 0
+  CHECK_THROWS(version().launch_e4m3_qkv(p, qkv.get(), NAN, out8.get(), scale.get(), nullptr));       // or NaN
 }
 
 TEST_CASE("empty and oversized problems are refused") {

@@ -53,7 +53,7 @@ Options parse_options(int argc, char** argv) {
                  "fields applied on top of the step, a custom mix (e.g. \"mlp=half_gelu_epilogue l2_prefetch\"; "
                  "fields: pe= ln= attn= mlp= blocks=fp16|fp16_ln_folded|fp8|persistent "
                  "gemms=cublaslt|cutlass|cutlass+cublaslt buffers=arena|per_layer residual=add|epilogue "
-                 "streams=N graph pdl l2_prefetch attn_e4m3, a switch also as name=on|off)");
+                 "streams=N graph pdl l2_prefetch attn_e4m3 qkv_e4m3, a switch also as name=on|off)");
   cli.add_string("--patch-embed", &o.pe, "patch-embedding version (a custom mix; default the step's)");
   cli.add_string("--layernorm", &o.ln, "LayerNorm version (a custom mix)");
   cli.add_string("--attention", &o.attn, "attention version (a custom mix)");

@@ -83,6 +83,7 @@ class Fp16Blocks final : public BlockRunner {
     });
     m.observe_input(i, Cal::Ln1, b.ln1, l.rows() * D, s);
     m.component("qkv", s, [&] { gemm({rows, 3 * D, D}, {b.ln1, v.qkv_w, b.qkv, v.qkv_b}, *l.gemm, s); });
+    m.observe_input(i, Cal::Qkv, b.qkv, l.rows() * 3 * D, s);
     m.component("attention", s, [&] { attn_.launch(l.attn, {b.qkv, b.attn}, s); });
     if (study::kTestHooks) plant_attention_bugs(l, b, s);
     m.observe_input(i, Cal::Attention, b.attn, l.rows() * D, s);
@@ -135,7 +136,7 @@ class Fp16Blocks final : public BlockRunner {
 };
 
 std::string supports(const RunnerSetup& s, int) {
-  if (s.c.attention_e4m3) return "an E4M3 attention output feeds an FP8 projection: blocks=fp8 only";
+  if (s.c.attention_e4m3 || s.c.qkv_e4m3) return "E4M3 activations around the attention are blocks=fp8's";
   if (s.c.l2_prefetch && !layernorm::carries_prefetch(s.ln))
     return std::string("the L2 prefetch rides on the LayerNorm kernel (Args::prefetch), which layernorm ") +
            s.ln.name + " does not carry";

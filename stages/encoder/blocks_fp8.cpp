@@ -1,8 +1,9 @@
 // blocks=fp8: the four block GEMMs in FP8 E4M3 on cuBLASLt (common/gemm/fp8.hpp), the residual
 // stream in fp16:
-//   LN1 written in E4M3 -> QKV GEMM + bias -> attention -> (one quantizing pass, or with
-//   attn_e4m3 the attention writes E4M3 itself) -> projection GEMM + bias (+ residual) -> LN2
-//   written in E4M3 -> MLP (its FP8 version: fc1 + bias + GELU to E4M3, fc2 + bias + residual)
+//   LN1 written in E4M3 -> QKV GEMM + bias (in fp16, or with qkv_e4m3 in E4M3, which the attention
+//   reads) -> attention -> (one quantizing pass, or with attn_e4m3 the attention writes E4M3
+//   itself) -> projection GEMM + bias (+ residual) -> LN2 written in E4M3 -> MLP (its FP8 version:
+//   fc1 + bias + GELU to E4M3, fc2 + bias + residual)
 // Weights are quantized per tensor once per forward object; activations take the static scales
 // of the weights' calibration (encoder::calibrate_fp8), which the forward refuses to run without.
 // With gemms=cutlass+cublaslt the QKV and projection GEMMs run on the CUTLASS layer's FP8 kernels,
@@ -43,11 +44,13 @@ class Fp8Blocks final : public BlockRunner {
     }
   }
 
-  // The lane's FP8 GEMM layer and one E4M3 buffer [rows, hidden] for the GEMM input of the
-  // moment (LN1's output, attention's output, LN2's output in turn).
+  // The lane's FP8 GEMM layer, one E4M3 buffer [rows, hidden] for the GEMM input of the moment
+  // (LN1's output, attention's output, LN2's output in turn) and with qkv_e4m3 one [rows, 3 hidden]
+  // for the QKV GEMM's output.
   void add_lane(Lane& l) override {
-    lanes_.push_back({std::make_unique<study::Fp8Gemm>(),
-                      study::DeviceBuffer<f8::e4m3>(static_cast<std::size_t>(l.rows()) * p_.model.hidden)});
+    const std::size_t act = static_cast<std::size_t>(l.rows()) * p_.model.hidden;
+    lanes_.push_back({std::make_unique<study::Fp8Gemm>(), study::DeviceBuffer<f8::e4m3>(act),
+                      study::DeviceBuffer<f8::e4m3>(c_.qkv_e4m3 ? 3 * act : 0)});
   }
 
   const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
@@ -56,7 +59,10 @@ class Fp8Blocks final : public BlockRunner {
   }
 
   void poison_scratch() override {
-    for (auto& st : lanes_) study::poison(st.act8);
+    for (auto& st : lanes_) {
+      study::poison(st.act8);
+      if (c_.qkv_e4m3) study::poison(st.qkv8);
+    }
   }
 
   void capture_fp8_stages() override {
@@ -79,7 +85,9 @@ class Fp8Blocks final : public BlockRunner {
     };
     auto e4m3s = [](const void* d, std::size_t n) { return f8::host_values(static_cast<const f8::e4m3*>(d), n); };
     CUDA_CHECK(cudaDeviceSynchronize());
-    return {halves(capture_->x_in.get(), act), e4m3s(capture_->ln1.get(), act), halves(b.qkv, 3 * act),
+    // With qkv_e4m3 the QKV GEMM wrote E4M3 only (the last block's is still in the lane's buffer).
+    const std::vector<float> qkv = c_.qkv_e4m3 ? e4m3s(lanes_[l.index].qkv8.get(), 3 * act) : halves(b.qkv, 3 * act);
+    return {halves(capture_->x_in.get(), act), e4m3s(capture_->ln1.get(), act), qkv,
             e4m3s(capture_->attn.get(), act), halves(b.x_mid, act), e4m3s(capture_->ln2.get(), act),
             e4m3s(b.h, act / p_.model.hidden * p_.model.mlp()), halves(b.x_out, act)};
   }
@@ -92,7 +100,7 @@ class Fp8Blocks final : public BlockRunner {
   };
   struct LaneState {
     std::unique_ptr<study::Fp8Gemm> gemm;
-    study::DeviceBuffer<f8::e4m3> act8;
+    study::DeviceBuffer<f8::e4m3> act8, qkv8;
   };
   // The last block's input and E4M3 GEMM inputs, copied aside (a test hook).
   struct Capture {
@@ -104,9 +112,11 @@ class Fp8Blocks final : public BlockRunner {
     CUDA_CHECK(cudaMemcpyAsync(to.get(), from, to.bytes(), cudaMemcpyDeviceToDevice, s));
   }
 
-  // y = x W^T + bias (+ residual) in fp16, x the lane's act8 in scale x.
+  // y = x W^T + bias (+ residual) in fp16, x the lane's act8 in scale x; or, given y8, the same
+  // without a residual in E4M3, in scale y8_scale.
   void gemm(LaneState& st, const study::GemmShape& shape, const f8::ActivationScale& x, const f8::Weight& w,
-            const __half* bias, const __half* residual, __half* y, cudaStream_t s) const {
+            const __half* bias, const __half* residual, __half* y, cudaStream_t s, f8::e4m3* y8 = nullptr,
+            const f8::ActivationScale* y8_scale = nullptr) const {
     study::Fp8Operands op;
     op.x = st.act8.get();
     op.x_scale = x.scale();
@@ -114,6 +124,8 @@ class Fp8Blocks final : public BlockRunner {
     op.bias = bias;
     op.residual = residual;
     op.y = y;
+    op.y8 = y8;
+    op.y_inv_scale = y8_scale ? y8_scale->inv_scale() : nullptr;
     if (c_.gemms == Gemms::CutlassCublaslt)
       study::cutlass_gemm::run_fp8(shape, study::Epilogue::Bias, op, s, {c_.pdl, st.gemm.get()});
     else
@@ -133,9 +145,17 @@ class Fp8Blocks final : public BlockRunner {
     if (cap) keep(cap->x_in, b.x_in, s);
     m.component("layernorm", s, [&] { layernorm(b.x_in, v.ln1_g, v.ln1_b, q.in[Cal::Ln1]); });
     if (cap) keep(cap->ln1, st.act8.get(), s);
-    m.component("qkv", s, [&] { gemm(st, {rows, 3 * D, D}, q.in[Cal::Ln1], q.qkv, v.qkv_b, nullptr, b.qkv, s); });
+    m.component("qkv", s, [&] {
+      if (c_.qkv_e4m3)  // the attention's input, in E4M3 (its fp16 form never exists)
+        gemm(st, {rows, 3 * D, D}, q.in[Cal::Ln1], q.qkv, v.qkv_b, nullptr, nullptr, s, st.qkv8.get(), &q.in[Cal::Qkv]);
+      else
+        gemm(st, {rows, 3 * D, D}, q.in[Cal::Ln1], q.qkv, v.qkv_b, nullptr, b.qkv, s);
+    });
     m.component("attention", s, [&] {
-      if (c_.attention_e4m3)  // the projection's input, in E4M3 (its fp16 form never exists)
+      if (c_.qkv_e4m3)
+        attn_.launch_e4m3_qkv(l.attn, st.qkv8.get(), q.in[Cal::Qkv].host_scale, st.act8.get(),
+                              q.in[Cal::Attention].inv_scale(), s);
+      else if (c_.attention_e4m3)  // the projection's input, in E4M3 (its fp16 form never exists)
         attn_.launch_e4m3(l.attn, b.qkv, st.act8.get(), q.in[Cal::Attention].inv_scale(), s);
       else
         attn_.launch(l.attn, {b.qkv, b.attn}, s);
@@ -172,7 +192,11 @@ class Fp8Blocks final : public BlockRunner {
 std::string supports(const RunnerSetup& s, int) {
   const int D = s.p.model.hidden;
   if (!s.mlp.fp8) return std::string("an FP8 forward needs an FP8 MLP version, not ") + s.mlp.name;
-  if (s.c.attention_e4m3 && !s.attn.launch_e4m3)
+  if (s.c.qkv_e4m3 && !s.c.attention_e4m3)
+    return "an attention reading E4M3 (qkv_e4m3) writes E4M3 too: it needs attn_e4m3";
+  if (s.c.qkv_e4m3 && !s.attn.launch_e4m3_qkv)
+    return std::string("an E4M3 QKV needs an attention version that reads it, not ") + s.attn.name;
+  if (s.c.attention_e4m3 && !s.c.qkv_e4m3 && !s.attn.launch_e4m3)
     return std::string("an E4M3 attention output needs an attention version that writes E4M3, not ") + s.attn.name;
   if (s.c.l2_prefetch) return "its LayerNorm writes E4M3 and carries no L2 prefetch";
   if (s.c.gemms == Gemms::Cutlass)
@@ -186,10 +210,12 @@ std::string supports(const RunnerSetup& s, int) {
   return {};
 }
 
-// E4M3 weights of the four GEMMs; per lane an E4M3 activation buffer and a GEMM workspace.
-double extra_device_bytes(const Problem& p, const Composition&, int lanes) {
+// E4M3 weights of the four GEMMs; per lane an E4M3 activation buffer (and QKV buffer) and a GEMM
+// workspace.
+double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
   const double d = p.model.hidden;
-  return p.model.layers * 12.0 * d * d + static_cast<double>(p.rows()) * d + lanes * 32.0 * (1 << 20);
+  return p.model.layers * 12.0 * d * d + static_cast<double>(p.rows()) * d * (c.qkv_e4m3 ? 4 : 1) +
+         lanes * 32.0 * (1 << 20);
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ class LnFoldedBlocks final : public BlockRunner {
 std::string supports(const RunnerSetup& s, int) {
   if (s.c.gemms == Gemms::Cublaslt) return "a folded LayerNorm runs on the CUTLASS GEMM layer only (gemms=cutlass)";
   if (s.c.l2_prefetch) return "no LayerNorm kernel is left to carry the L2 prefetch";
-  if (s.c.attention_e4m3) return "an E4M3 attention output feeds an FP8 projection: blocks=fp8 only";
+  if (s.c.attention_e4m3 || s.c.qkv_e4m3) return "E4M3 activations around the attention are blocks=fp8's";
   if (s.p.model.hidden % 8 || s.p.model.hidden > 1024)
     return "the row statistics need hidden a multiple of 8 and at most 1024, not " + std::to_string(s.p.model.hidden);
   return {};

@@ -33,7 +33,7 @@ class PersistentBlocks final : public BlockRunner {
 };
 
 std::string supports(const RunnerSetup& s, int lane_batch) {
-  if (s.c.gemms != Gemms::Cublaslt || s.c.pdl || s.c.l2_prefetch || s.c.attention_e4m3)
+  if (s.c.gemms != Gemms::Cublaslt || s.c.pdl || s.c.l2_prefetch || s.c.attention_e4m3 || s.c.qkv_e4m3)
     return "the persistent kernel computes the blocks itself: no CUTLASS GEMMs, PDL, L2 prefetch or E4M3 attention "
            "with it";
   return persistent::refuses(s.p, lane_batch);

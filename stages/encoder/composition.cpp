@@ -61,6 +61,7 @@ std::string Composition::to_string() const {
   if (pdl) s += " pdl";
   if (l2_prefetch) s += " l2_prefetch";
   if (attention_e4m3) s += " attn_e4m3";
+  if (qkv_e4m3) s += " qkv_e4m3";
   return s;
 }
 
@@ -98,10 +99,11 @@ Composition apply(Composition c, const std::string& text) {
     else if (key == "pdl") c.pdl = on_off(key, value);
     else if (key == "l2_prefetch") c.l2_prefetch = on_off(key, value);
     else if (key == "attn_e4m3") c.attention_e4m3 = on_off(key, value);
+    else if (key == "qkv_e4m3") c.qkv_e4m3 = on_off(key, value);
     else
       refuse("unknown field '" + field +
              "' (known: pe= ln= attn= mlp= blocks= gemms= buffers= residual= streams= graph pdl l2_prefetch "
-             "attn_e4m3)");
+             "attn_e4m3 qkv_e4m3)");
   }
   return c;
 }

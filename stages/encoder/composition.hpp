@@ -41,6 +41,9 @@ struct Composition {
   bool l2_prefetch = false;
   // Fp8 blocks: the attention writes the projection's E4M3 input itself (no quantizing pass).
   bool attention_e4m3 = false;
+  // Fp8 blocks with attention_e4m3: the QKV GEMM writes E4M3 (static scale) and the attention
+  // reads it (a version with attention::Version::launch_e4m3_qkv); no fp16 QKV exists.
+  bool qkv_e4m3 = false;
 
   bool fp8() const { return blocks == Blocks::Fp8; }
   const char* precision() const { return fp8() ? "fp8_e4m3" : "fp16"; }

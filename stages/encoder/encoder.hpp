@@ -56,10 +56,11 @@ study::MemoryNeed memory_need(const Problem& p, const Composition& c);
 std::string why_unavailable(const Composition& c);
 
 // The static activation scales of an FP8 forward: per block, the amax of its four GEMM inputs
-// (LN1's output, attention's output, LN2's output, GELU's output) over the images of a
-// calibration forward in fp16 (calibrate_fp8). Each scale is kCalibrationMargin * amax / 448.
+// (LN1's output, attention's output, LN2's output, GELU's output) and of the QKV GEMM's output
+// (the attention's input, where it reads E4M3) over the images of a calibration forward in fp16
+// (calibrate_fp8). Each scale is kCalibrationMargin * amax / 448.
 struct Fp8Calibration {
-  enum Input { Ln1, Attention, Ln2, Gelu, kInputs };
+  enum Input { Ln1, Qkv, Attention, Ln2, Gelu, kInputs };
   std::vector<std::array<float, kInputs>> amax;  // one entry per block
   int images = 0;                                // the calibration batch
 };

@@ -65,6 +65,10 @@ const std::vector<Step>& steps() {
        "the MLP version erf_fit_epilogue: fc1's GELU in its exact form (timm's), by a fitted exp2 at about the "
        "tanh form's cost",
        "mlp=erf_fit_epilogue"},
+      {"e20_e4m3_qkv", "e18_fp8_cutlass",
+       "the QKV GEMM writes E4M3 (static scale) and the attention (v10_e4m3_qkv) reads it: half the bytes out of "
+       "the GEMM and into the attention, the products unchanged",
+       "attn=v10_e4m3_qkv qkv_e4m3"},
   };
   return table;
 }

@@ -187,8 +187,9 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
   auto scale = [&](Fp8Calibration::Input k) {  // fp8::ActivationScale's
     return amax[k] > 0.f ? f8::kCalibrationMargin * amax[k] / f8::kE4M3Max : 1.f;
   };
-  const float s_ln1 = scale(Fp8Calibration::Ln1), s_attn = scale(Fp8Calibration::Attention),
-              s_ln2 = scale(Fp8Calibration::Ln2), s_gelu = scale(Fp8Calibration::Gelu);
+  const float s_ln1 = scale(Fp8Calibration::Ln1), s_qkv = scale(Fp8Calibration::Qkv),
+              s_attn = scale(Fp8Calibration::Attention), s_ln2 = scale(Fp8Calibration::Ln2),
+              s_gelu = scale(Fp8Calibration::Gelu);
   auto weight = [](const std::vector<float>& w, int n, int k) {  // the FP8 blocks scale weights per tensor
     return f8::dequantized_weight(w, n, k, f8::Scaling::Tensor);
   };
@@ -199,9 +200,14 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
   check_stage("LN1 in E4M3", g.ln1, want, f8::e4m3_stage_tolerance(want));
 
   ref::linear(f8::scaled(g.ln1, s_ln1), rows, D, weight(b.qkv_w, 3 * D, D), b.qkv_b, 3 * D, want);
-  check_stage("QKV", g.qkv, want, {5e-3, 1e-2 * study::rms(want), 1e-2});
+  if (c.qkv_e4m3) {  // the GPU's QKV in E4M3 units, and the attention's input dequantized
+    want = f8::quantized(want, 1.f / s_qkv);
+    check_stage("QKV in E4M3", g.qkv, want, f8::e4m3_stage_tolerance(want));
+  } else {
+    check_stage("QKV", g.qkv, want, {5e-3, 1e-2 * study::rms(want), 1e-2});
+  }
 
-  ref::attention(g.qkv, batch, T, p.model.heads, p.model.head_dim(), y);
+  ref::attention(c.qkv_e4m3 ? f8::scaled(g.qkv, s_qkv) : g.qkv, batch, T, p.model.heads, p.model.head_dim(), y);
   for (auto& v : y) v = c.attention_e4m3 ? half_rounded(v / s_attn) * s_attn : half_rounded(v);
   want = f8::quantized(y, 1.f / s_attn);
   check_stage("attention output in E4M3", g.attn, want, f8::e4m3_stage_tolerance(want));
@@ -242,6 +248,7 @@ std::vector<std::array<float, Fp8Calibration::kInputs>> reference_amax(const std
     ref::layernorm(x, b.ln1_g, b.ln1_b, rows, D, ref::kLayerNormEps, h);
     m[Fp8Calibration::Ln1] = amax(h);
     ref::linear(h, rows, D, b.qkv_w, b.qkv_b, 3 * D, qkv);
+    m[Fp8Calibration::Qkv] = amax(qkv);
     ref::attention(qkv, n, T, w.cfg.heads, w.cfg.head_dim(), a);
     m[Fp8Calibration::Attention] = amax(a);
     ref::linear(a, rows, D, b.proj_w, b.proj_b, D, proj);
@@ -472,6 +479,9 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
   c.streams = 1;
   c.attention_e4m3 = true;  // an E4M3 attention output without the FP8 blocks
   c.blocks = Blocks::Fp16;
+  CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("E4M3"), study::StudyError);
+  c.attention_e4m3 = false;
+  c.qkv_e4m3 = true;  // an E4M3 QKV without the FP8 blocks
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("E4M3"), study::StudyError);
   c = step();
   c.streams = 1;

@@ -25,7 +25,8 @@ TEST_CASE("the text form reads back every step's composition and a composition w
   all.mlp = "d";
   all.blocks = Blocks::Fp8;
   all.gemms = Gemms::CutlassCublaslt;
-  all.per_layer_buffers = all.residual_epilogue = all.graph = all.pdl = all.l2_prefetch = all.attention_e4m3 = true;
+  all.per_layer_buffers = all.residual_epilogue = all.graph = all.pdl = all.l2_prefetch = all.attention_e4m3 =
+      all.qkv_e4m3 = true;
   all.streams = 3;
   const Composition back = parse(all.to_string());
   CHECK(back == all);
@@ -34,6 +35,7 @@ TEST_CASE("the text form reads back every step's composition and a composition w
   CHECK(back.per_layer_buffers);
   CHECK(back.streams == 3);
   CHECK(back.attention_e4m3);
+  CHECK(back.qkv_e4m3);
   // Every field that differs from the default shows in the text, so no two compositions share one.
   CHECK(all.to_string().find("blocks=fp8") != std::string::npos);
   CHECK(Composition{}.to_string() == "pe= ln= attn= mlp=");

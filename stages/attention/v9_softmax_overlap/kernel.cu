@@ -15,7 +15,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 
 void launch_e4m3(const Problem& p, const __half* qkv, __nv_fp8_e4m3* out, const float* inv_scale,
                  cudaStream_t stream) {
-  flash_wgmma::launch<kVariant>(p, qkv, out, inv_scale, stream, "v9_softmax_overlap");
+  flash_wgmma::launch<kVariant>(p, qkv, 1.f, out, inv_scale, stream, "v9_softmax_overlap");
 }
 
 }  // namespace

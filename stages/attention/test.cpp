@@ -163,7 +163,11 @@ TEST_CASE("the E4M3 output, where the version has one, is the fp16 output scaled
 // reference computed on those values dequantized, and the E4M3 output compared with the
 // reference rounded the same way (gemm/fp8_reference.hpp's stage tolerance: one E4M3 step where
 // the kernel's fp16 arithmetic put a value across a rounding boundary). The input scale makes
-// the largest values of QKV reach 448, the output's saturates the largest ~third.
+// the largest values of QKV reach 448, the output's saturates the largest ~third. The output's
+// is no short binary fraction of the input's: with large q and k the softmax is one-hot, so an
+// output is one V value, v8 * qkv_scale; at a ratio like 448 / (0.7 * 128) = 5 every v8 * 5 would
+// sit on an E4M3 rounding midpoint, where the kernel's fp16 staging and the reference's direct
+// rounding may part by a step on every row (the double rounding flash.cuh's store_rows states).
 TEST_CASE("the E4M3 input, where the version reads one, computes the attention of its values") {
   namespace f8 = study::fp8;
   if (!version().launch_e4m3_qkv) {
@@ -189,7 +193,7 @@ TEST_CASE("the E4M3 input, where the version reads one, computes the attention o
       ref::attention(f8::scaled(q8, qkv_scale), p.batch, p.tokens, p.heads, p.head_dim, y);
       float y_amax = 0.f;
       for (float v : y) y_amax = std::max(y_amax, std::fabs(v));
-      const float inv_scale = f8::kE4M3Max / (0.7f * y_amax);
+      const float inv_scale = f8::kE4M3Max / (0.7071068f * y_amax);  // 1 / sqrt(2): no short fraction
       const auto want = f8::quantized(y, inv_scale);
       const auto qkv = study::to_device(q8_bytes);
       const auto scale = study::to_device(std::vector<float>{inv_scale});

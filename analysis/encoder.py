@@ -1692,6 +1692,20 @@ side_step_table("encoder_fp8_fused", FP8_FUSED_STEP, [FP8_STEP, PREFETCH_STEP],
                 f"the SM clock of the FP8 step's and torch.compile's rows. The FP8 target: at most half "
                 f"of torch.compile's time at batch 256.", clocks=[FP8_FUSED_STEP, COMPILE])
 
+# %% [markdown]
+# ## E4M3 Q, K and V: e20 against e18
+#
+# experiments/specs/encoder_e4m3_qkv.toml (a side experiment: e18_fp8_cutlass and e20_e4m3_qkv, 3
+# interleaved rounds, each row with its energy loop). stages/encoder/e20_e4m3_qkv/NOTES.md has the
+# eager breakdown: the QKV GEMM's halved store, and an attention slower on E4M3 input.
+
+# %%
+E4M3_QKV_STEP = "e20_e4m3_qkv"
+side_step_table("encoder_e4m3_qkv", E4M3_QKV_STEP, ["e18_fp8_cutlass"],
+                f"{E4M3_QKV_STEP} (e18 with the QKV GEMM writing E4M3 and the attention v10_e4m3_qkv reading "
+                f"it; stages/encoder/{E4M3_QKV_STEP}/NOTES.md) against e18_fp8_cutlass, {where}, with both "
+                f"steps' SM clock in the timed loop.", clocks=["e18_fp8_cutlass", E4M3_QKV_STEP])
+
 # Accuracy depends on the kernels' arithmetic, not on the card: another GPU of this one's
 # architecture serves where this one has no result, and the text names it.
 acc_json = newest_side("*/fp8_accuracy/accuracy.json") or newest_side("*/fp8_accuracy/accuracy.json",

@@ -477,6 +477,7 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
     write_prefetch(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_gemm_ceiling(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_fp8_fused(folder, gpu, run_id=run_id, commit=commit, utc=utc)
+    write_e4m3_qkv(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     return folder
 
 
@@ -540,6 +541,17 @@ def write_fp8_fused(folder, gpu, *, run_id, commit, utc):
               "pytorch_timm_compile_graph": 3610.4}),
         (256, {"e12_fp8": 12236.2, "e14_l2_prefetch": 17126.3, "e15_fp8_attention_e4m3": 11913.3,
                "pytorch_timm_compile_graph": 19824.1})), fields)
+
+
+def write_e4m3_qkv(folder, gpu, *, run_id, commit, utc):
+    """The encoder_e4m3_qkv spec's rows: e18_fp8_cutlass and e20_e4m3_qkv at batch 1, 32 and 256."""
+    def fields(v, us):
+        return {"sm_clock_mhz": 1920 if us > 10000 else 1980, "precision": "fp8_e4m3", "note": "synthetic"}
+
+    write_side_encoder(folder, "encoder_e4m3_qkv", _base(run_id, commit, gpu, utc), (
+        (1, {"e18_fp8_cutlass": 406.0, "e20_e4m3_qkv": 421.2}),
+        (32, {"e18_fp8_cutlass": 1487.9, "e20_e4m3_qkv": 1513.5}),
+        (256, {"e18_fp8_cutlass": 11013.3, "e20_e4m3_qkv": 10821.8})), fields)
 
 
 def write_fp8(folder, gpu, *, run_id, commit, utc):

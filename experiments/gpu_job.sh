@@ -113,8 +113,9 @@ fi
 log "ceilings"
 $py experiments/run_sweep.py --spec ceilings --out "$RUN_DIR/ceilings.csv" --build-dir "$BUILD" --python "$py"
 for spec in "${specs[@]}"; do
-  name=${spec%_quick}
-  log "sweep $spec -> $RUN_DIR/$name.csv"
-  $py experiments/run_sweep.py --spec "$spec" --out "$RUN_DIR/$name.csv" --build-dir "$BUILD" --python "$py" ${STUDY_SWEEP_ARGS:-}
+  # --run-dir: RUN_DIR/<name>.csv, or RUN_DIR/<name>/<name>.csv for a side experiment (where the
+  # analysis looks for it).
+  log "sweep $spec -> $RUN_DIR"
+  $py experiments/run_sweep.py --spec "$spec" --run-dir "$RUN_DIR" --build-dir "$BUILD" --python "$py" ${STUDY_SWEEP_ARGS:-}
 done
 log "done: $RUN_DIR"

@@ -74,7 +74,7 @@ def test_summary(path):
 
 def mutants_summary(path):
     """The bold verdict line(s) of tests/mutants.py's report."""
-    lines = [line.strip().strip("*") for line in path.read_text(errors="replace").splitlines()
+    lines = [line.strip().strip("*").rstrip(".") for line in path.read_text(errors="replace").splitlines()
              if line.startswith("**")]
     return "; ".join(lines) or None
 

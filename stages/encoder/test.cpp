@@ -275,7 +275,15 @@ TEST_CASE("every block's residual stream, every row, and the logits, at partial 
   check_every_block("vit_b", 2, 3, 224, step());
 }
 
-TEST_CASE("twelve blocks: the logits") { check_logits(problem("vit_ti", 12, 2, 32), step()); }
+// 1000 classes: the FP8 steps' bound (kFp8LogitsRelTol) is a rel L2 over the logits, which over the
+// 20 logits of 2 images x 10 classes swings with the weights drawn: the FP8 recipe simulated over
+// 150 draws (experiments/fp8_logits_bound.py) gives p99 0.148 and max 0.196 there, 1.3% of draws
+// above the bound, against max 0.103 over 2 x 1000 logits (stages/encoder/e12_fp8/NOTES.md).
+TEST_CASE("twelve blocks: the logits") {
+  Problem p = problem("vit_ti", 12, 2, 32);
+  p.num_classes = 1000;
+  check_logits(p, step());
+}
 
 TEST_CASE("the last block's QKV, attention output and (persistent kernel) MLP hidden") {
   const Composition c = step();

@@ -66,10 +66,13 @@ enum class Variant {
   full_tail,        // v7_flash: every key tile computed 64 wide
   exact_tail,       // v8_exact_tail: the last key tile at its own width
   softmax_overlap,  // v9_softmax_overlap: as v8, and a tile's softmax runs under the previous P V
-  e4m3_qkv          // v10_e4m3_qkv: v9's products and pipeline, Q, K and V read in E4M3 (E4M3Tiles)
+  e4m3_qkv,         // v10_e4m3_qkv: v9's products and pipeline, Q, K and V read in E4M3 (E4M3Tiles)
+  e4m3_next_first   // v11_e4m3_next_first: as v10, tile 1 requested before tile 0 is widened
 };
 constexpr bool exact_tail(Variant v) { return v != Variant::full_tail; }
-constexpr bool softmax_overlap(Variant v) { return v == Variant::softmax_overlap || v == Variant::e4m3_qkv; }
+constexpr bool softmax_overlap(Variant v) {
+  return v == Variant::softmax_overlap || v == Variant::e4m3_qkv || v == Variant::e4m3_next_first;
+}
 
 // How Q, K and V reach their fp16 swizzled tiles. The body below (attend) calls start() once,
 // then for each key tile j after the first: land(j) before the barrier after which tile j's
@@ -106,6 +109,10 @@ struct Fp16Tiles {
 // value), so the tiles hold the E4M3 values themselves and the products are v9's. Tile j + 1 is
 // loaded into registers (8 of them) right after the barrier that frees a stage and stored at the
 // next one, so its latency hides under a whole tile's products and softmax.
+// kNextFirst: the prologue requests tile 1 before it waits for Q and tile 0 to widen them, as
+// Fp16Tiles' cp.async do (v11), instead of after (v10: a CTA then waits two memory latencies
+// before its second key tile).
+template <bool kNextFirst>
 struct E4M3Tiles {
   __half *q_s, *k_s, *v_s;
   const __nv_fp8_e4m3 *q_g, *k_g, *v_g;
@@ -148,10 +155,19 @@ struct E4M3Tiles {
   __device__ __forceinline__ void start(int row0) {
     const uint4 q0 = load(q_g, row0, threadIdx.x), q1 = load(q_g, row0, threadIdx.x + kThreads);
     fetch(0);
-    store(q_s, q0, threadIdx.x);
-    store(q_s, q1, threadIdx.x + kThreads);
-    land(0);
-    if constexpr (!kOneTile) fetch(1);
+    if constexpr (kNextFirst && !kOneTile) {
+      const uint4 k0 = k_next, v0 = v_next;  // tile 0, in flight
+      fetch(1);
+      store(q_s, q0, threadIdx.x);
+      store(q_s, q1, threadIdx.x + kThreads);
+      store(k_s, k0, threadIdx.x);
+      store(v_s, v0, threadIdx.x);
+    } else {
+      store(q_s, q0, threadIdx.x);
+      store(q_s, q1, threadIdx.x + kThreads);
+      land(0);
+      if constexpr (!kOneTile) fetch(1);
+    }
   }
 };
 
@@ -325,7 +341,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 kernel_e4m3_in(const __nv_fp8_e4m3* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads,
                float scale_log2, const float* __restrict__ out_inv_scale, float v_scale) {
 #ifdef STUDY_WGMMA
-  attend<kTailKeys, kOneTile, kVariant, E4M3Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale, v_scale);
+  using Tiles = E4M3Tiles<kVariant == Variant::e4m3_next_first>;
+  attend<kTailKeys, kOneTile, kVariant, Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale, v_scale);
 #else
   __trap();
 #endif

@@ -1,5 +1,6 @@
 // The flash kernel on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a) that v7_flash,
-// v8_exact_tail and v9_softmax_overlap launch (Variant below says how they differ).
+// v8_exact_tail, v9_softmax_overlap and, on E4M3 Q, K and V, v10_e4m3_qkv and v11_e4m3_next_first
+// launch (Variant below says how they differ).
 //
 // A block owns 128 query rows of one (batch, head): 2 warpgroups (4 warps each) of 64 rows.
 // Per 64-key tile and warpgroup, S = Q K^T is 4 wgmma m64n64k16 with both operands read by
@@ -9,7 +10,8 @@
 // m64n64k16 with P from registers and V read transposed from shared memory. wgmma is
 // asynchronous: P V of tile j and S of tile j+1 are issued back to back and waited on once,
 // and the 4 warpgroups an SM holds interleave one's softmax with another's products. K and V
-// go through 3 shared-memory stages filled by cp.async, two tiles ahead of the products.
+// go through 3 shared-memory stages filled by cp.async, two tiles ahead of the products (on
+// E4M3 input through registers, widened to fp16 on the way: E4M3Tiles).
 // Tiles are 128-byte rows, 1024-byte aligned, in the 128-byte swizzle wgmma's descriptors
 // name (the same XOR layout v7_flash_mma uses for ldmatrix).
 //

@@ -26,13 +26,13 @@ case $family in attention|mlp|patch_embed|encoder) ;;
 esac
 # Every version of the family's list (stages/FAMILY/versions.def); for patch_embed the
 # device-resident ones only (v1-v3 launch a kernel per dot product: nothing to profile).
-list=stages/$family/versions.def
-[ "$family" = encoder ] && list=stages/encoder/steps.tsv
 if [ "$family" = encoder ]; then
   [ -n "${NCU_VERSIONS:-}" ] ||
     { echo "ncu_family.sh: the encoder needs NCU_VERSIONS (the steps to profile)" >&2; exit 2; }
+  list=stages/encoder/steps.tsv
   mapfile -t versions < <(awk -F'\t' '$2 == "step" {print $1}' "$(dirname "$0")/../$list")
 else
+  list=stages/$family/versions.def
   mapfile -t versions < <(sed -n 's/^STUDY_VERSION(\(.*\))$/\1/p' "$(dirname "$0")/../$list")
 fi
 [ "$family" = patch_embed ] && mapfile -t versions < <(printf '%s\n' "${versions[@]}" |

@@ -31,6 +31,19 @@ cg::Key make_key() {
 const cg::Key kKey = make_key();
 const cg::Choice kChoice{"128x256x64_c2x1_coop", 1, 4, 312.5f};
 
+// key written as one line, with `field` in its activation column, then read back: the key read,
+// which must equal the one written.
+cg::Key round_trip(const cg::Key& key, const std::string& field) {
+  cg::Key k;
+  cg::Choice c;
+  const auto line = cg::CutlassCache::format_line(key, kChoice);
+  CHECK(line.find("\t" + field + "\t") != std::string::npos);
+  REQUIRE(cg::CutlassCache::parse_line(line, k, c));
+  CHECK(!(k < key));
+  CHECK(!(key < k));
+  return k;
+}
+
 }  // namespace
 
 TEST_CASE("a choice survives format_line and parse_line") {
@@ -119,14 +132,7 @@ TEST_CASE("the layer says why it cannot run here, and lists its kernels when bui
 TEST_CASE("a LayerNorm-folded choice is its own key and round-trips") {
   cg::Key ln = kKey;
   ln.ln = true;
-  cg::Key k;
-  cg::Choice c;
-  const auto line = cg::CutlassCache::format_line(ln, kChoice);
-  CHECK(line.find("\tln_gelu_tanh\t") != std::string::npos);
-  REQUIRE(cg::CutlassCache::parse_line(line, k, c));
-  CHECK(k.ln);
-  CHECK(!(k < ln));
-  CHECK(!(ln < k));
+  CHECK(round_trip(ln, "ln_gelu_tanh").ln);
   CHECK((kKey < ln || ln < kKey));
 }
 
@@ -134,18 +140,12 @@ TEST_CASE("an FP8 choice is its own key and round-trips") {
   cg::Key f8 = kKey;
   f8.fp8 = true;
   f8.cublaslt = true;
-  cg::Key k;
-  cg::Choice c;
-  const auto line = cg::CutlassCache::format_line(f8, kChoice);
-  CHECK(line.find("\tfp8_gelu_tanh+cublaslt\t") != std::string::npos);
-  REQUIRE(cg::CutlassCache::parse_line(line, k, c));
+  const cg::Key k = round_trip(f8, "fp8_gelu_tanh+cublaslt");
   CHECK(k.fp8);
   CHECK(k.cublaslt);
   CHECK(!k.ln);
   CHECK(!k.e4m3_out);
   CHECK(k.act == cg::Activation::GeluTanh);
-  CHECK(!(k < f8));
-  CHECK(!(f8 < k));
   cg::Key fp16 = f8;
   fp16.fp8 = false;
   CHECK((fp16 < f8 || f8 < fp16));
@@ -153,13 +153,9 @@ TEST_CASE("an FP8 choice is its own key and round-trips") {
   cg::Key e4m3 = f8;
   e4m3.act = cg::Activation::None;
   e4m3.e4m3_out = true;
-  const auto e4m3_line = cg::CutlassCache::format_line(e4m3, kChoice);
-  CHECK(e4m3_line.find("\tfp8_none_e4m3+cublaslt\t") != std::string::npos);
-  REQUIRE(cg::CutlassCache::parse_line(e4m3_line, k, c));
-  CHECK(k.e4m3_out);
-  CHECK(k.act == cg::Activation::None);
-  CHECK(!(k < e4m3));
-  CHECK(!(e4m3 < k));
+  const cg::Key back = round_trip(e4m3, "fp8_none_e4m3+cublaslt");
+  CHECK(back.e4m3_out);
+  CHECK(back.act == cg::Activation::None);
   cg::Key fp16_out = e4m3;
   fp16_out.e4m3_out = false;
   CHECK((fp16_out < e4m3 || e4m3 < fp16_out));

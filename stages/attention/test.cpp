@@ -162,7 +162,12 @@ TEST_CASE("the E4M3 output, where the version has one, is the fp16 output scaled
 // The E4M3 input (Version::launch_e4m3_qkv): QKV rounded to E4M3 in one scale on the host, the
 // reference computed on those values dequantized, and the E4M3 output compared with the
 // reference rounded the same way (gemm/fp8_reference.hpp's stage tolerance: one E4M3 step where
-// the kernel's fp16 arithmetic put a value across a rounding boundary). The input scale makes
+// the kernel's fp16 arithmetic put a value across a rounding boundary). The kernel stages O times
+// the scale in fp16 before converting it (flash.cuh, store_rows), and so does the reference: rounded
+// directly, the two part by one step wherever fp16 lands a value on an E4M3 midpoint, and with
+// large q and k (one-hot softmax: every output row of a head is one V row) such values repeat
+// down whole columns, rel L2 above the tolerance's 1e-2 in a fifth of the draws at 3 heads
+// (experiments/e4m3_double_rounding.py). The input scale makes
 // the largest values of QKV reach 448, the output's saturates the largest ~third. The output's
 // is no short binary fraction of the input's: with large q and k the softmax is one-hot, so an
 // output is one V value, v8 * qkv_scale; at a ratio like 448 / (0.7 * 128) = 5 every v8 * 5 would
@@ -194,7 +199,10 @@ TEST_CASE("the E4M3 input, where the version reads one, computes the attention o
       float y_amax = 0.f;
       for (float v : y) y_amax = std::max(y_amax, std::fabs(v));
       const float inv_scale = f8::kE4M3Max / (0.7071068f * y_amax);  // 1 / sqrt(2): no short fraction
-      const auto want = f8::quantized(y, inv_scale);
+      std::vector<float> staged(y.size());
+      for (std::size_t i = 0; i < y.size(); ++i) staged[i] = y[i] * inv_scale;
+      study::round_to_half(staged);
+      const auto want = f8::quantized(staged, 1.f);
       const auto qkv = study::to_device(q8_bytes);
       const auto scale = study::to_device(std::vector<float>{inv_scale});
       study::DeviceBuffer<f8::e4m3> out8(y.size());

@@ -213,7 +213,9 @@ TEST_CASE("the E4M3 input, where the version reads one, computes the attention o
       const auto cmp = study::compare(got, want, f8::e4m3_stage_tolerance(want));
       INFO(cmp.summary());
       CHECK(cmp.ok);
-      CHECK(std::count(want.begin(), want.end(), f8::kE4M3Max) > 0);  // the clamp was exercised
+      // The clamp was exercised, on either side: the largest |y| maps to 448 sqrt 2 (the positive
+      // side alone may stay below 448 where the largest value is negative).
+      CHECK(std::count_if(want.begin(), want.end(), [](float v) { return std::fabs(v) == f8::kE4M3Max; }) > 0);
     }
   const Problem p{1, 17, 3, 64};
   study::DeviceBuffer<f8::e4m3> qkv(static_cast<std::size_t>(3) * 17 * 3 * 64), out8(17 * 3 * 64);

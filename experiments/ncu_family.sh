@@ -10,7 +10,9 @@
 # e.g. NCU_METRICS=dram__bytes_read.sum,dram__bytes_write.sum, so that no replay warms the L2).
 # For the encoder (its steps from stages/encoder/steps.tsv) NCU_VERSIONS must name the steps, and
 # NCU_KERNEL (a regex on the kernel's mangled name) with NCU_LAUNCH_COUNT picks kernels inside
-# the forward, e.g. NCU_KERNEL='flash_wgmma' NCU_LAUNCH_COUNT=12 for one forward's attentions.
+# the forward. The FP8 steps calibrate on an fp16 forward first, so pick their kernels by what only
+# the FP8 forward launches: NCU_KERNEL='flash_wgmma.*__nv_fp8_e4m3' NCU_LAUNCH_COUNT=12 for one
+# forward's attentions (E4M3 output; the calibration's write fp16).
 #   experiments/ncu_family.sh FAMILY OUT.csv [BUILD_DIR (default build)] [extra bench args...]
 # Each bench runs once, unchecked and untimed beyond one call (--warmup 0 --iters 1 --no-check),
 # so only the timed call is profiled (library versions may launch several kernels per call).
@@ -62,7 +64,7 @@ esac
 ncu_bin=${NCU:-ncu}
 # Kernels inside a forward: which ones, and how many launches.
 select=()
-[ -n "${NCU_KERNEL:-}" ] && select+=(--kernel-name "regex:$NCU_KERNEL")
+[ -n "${NCU_KERNEL:-}" ] && select+=(--kernel-name-base mangled --kernel-name "regex:$NCU_KERNEL")
 [ -n "${NCU_LAUNCH_COUNT:-}" ] && select+=(--launch-count "$NCU_LAUNCH_COUNT")
 mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d)

@@ -1693,18 +1693,21 @@ side_step_table("encoder_fp8_fused", FP8_FUSED_STEP, [FP8_STEP, PREFETCH_STEP],
                 f"of torch.compile's time at batch 256.", clocks=[FP8_FUSED_STEP, COMPILE])
 
 # %% [markdown]
-# ## E4M3 Q, K and V: e20 against e18
+# ## E4M3 Q, K and V: e20 and e21 against e18
 #
-# experiments/specs/encoder_e4m3_qkv.toml (a side experiment: e18_fp8_cutlass and e20_e4m3_qkv, 3
-# interleaved rounds, each row with its energy loop). stages/encoder/e20_e4m3_qkv/NOTES.md has the
-# eager breakdown: the QKV GEMM's halved store, and an attention slower on E4M3 input.
+# experiments/specs/encoder_e4m3_qkv.toml (a side experiment: e18_fp8_cutlass, e20_e4m3_qkv and
+# e21_e4m3_next_first, 3 interleaved rounds, each row with its energy loop).
+# stages/encoder/e20_e4m3_qkv/NOTES.md has the eager breakdown (the QKV GEMM's halved store, an
+# attention slower on E4M3 input), stages/attention/v11_e4m3_next_first/NOTES.md the profile.
 
 # %%
-E4M3_QKV_STEP = "e20_e4m3_qkv"
-side_step_table("encoder_e4m3_qkv", E4M3_QKV_STEP, ["e18_fp8_cutlass"],
-                f"{E4M3_QKV_STEP} (e18 with the QKV GEMM writing E4M3 and the attention v10_e4m3_qkv reading "
-                f"it; stages/encoder/{E4M3_QKV_STEP}/NOTES.md) against e18_fp8_cutlass, {where}, with both "
-                f"steps' SM clock in the timed loop.", clocks=["e18_fp8_cutlass", E4M3_QKV_STEP])
+E4M3_QKV_STEP = "e21_e4m3_next_first"
+side_step_table("encoder_e4m3_qkv", E4M3_QKV_STEP, ["e18_fp8_cutlass", "e20_e4m3_qkv"],
+                f"{E4M3_QKV_STEP} (e20_e4m3_qkv with the attention v11_e4m3_next_first; "
+                f"stages/encoder/{E4M3_QKV_STEP}/NOTES.md) against e20 (e18 with the QKV GEMM writing "
+                f"E4M3 and the attention v10_e4m3_qkv reading it) and e18_fp8_cutlass, {where}, with the "
+                f"steps' SM clock in the timed loop.",
+                clocks=["e18_fp8_cutlass", "e20_e4m3_qkv", E4M3_QKV_STEP])
 
 # Accuracy depends on the kernels' arithmetic, not on the card: another GPU of this one's
 # architecture serves where this one has no result, and the text names it.

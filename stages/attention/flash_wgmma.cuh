@@ -111,9 +111,9 @@ struct Fp16Tiles {
 // value), so the tiles hold the E4M3 values themselves and the products are v9's. Tile j + 1 is
 // loaded into registers (8 of them) right after the barrier that frees a stage and stored at the
 // next one, so its latency hides under a whole tile's products and softmax.
-// kNextFirst: the prologue requests tile 1 before it waits for Q and tile 0 to widen them, as
-// Fp16Tiles' cp.async do (v11), instead of after (v10: a CTA then waits two memory latencies
-// before its second key tile).
+// kNextFirst: the prologue's source requests tile 1 before it waits for Q and tile 0 to widen
+// them, as Fp16Tiles' cp.async do (v11), instead of after (v10). ptxas issues tile 1's loads that
+// early in both, so the two compile to the same instructions (v11_e4m3_next_first/NOTES.md).
 template <bool kNextFirst>
 struct E4M3Tiles {
   __half *q_s, *k_s, *v_s;

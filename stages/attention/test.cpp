@@ -198,8 +198,7 @@ TEST_CASE("the E4M3 input, where the version reads one, computes the attention o
       float y_amax = 0.f;
       for (float v : y) y_amax = std::max(y_amax, std::fabs(v));
       const float inv_scale = f8::kE4M3Max / (0.7071068f * y_amax);  // 1 / sqrt(2): no short fraction
-      std::vector<float> staged(y.size());
-      for (std::size_t i = 0; i < y.size(); ++i) staged[i] = y[i] * inv_scale;
+      auto staged = f8::scaled(y, inv_scale);
       study::round_to_half(staged);
       const auto want = f8::quantized(staged, 1.f);
       const auto qkv = study::to_device(q8_bytes);

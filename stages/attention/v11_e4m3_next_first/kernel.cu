@@ -1,7 +1,8 @@
-// v11_e4m3_next_first: v10_e4m3_qkv with the second key tile requested before the first is
-// widened (flash_wgmma.cuh, E4M3Tiles<true>): a CTA waits one memory latency before its second
-// tile, as v9's cp.async pipeline does, where v10 waits two. Its fp16 launch, the family's
-// contract, is v9's kernel under this version's own symbols.
+// v11_e4m3_next_first: v10_e4m3_qkv with the second key tile requested in the source before the
+// first is widened (flash_wgmma.cuh, E4M3Tiles<true>), as v9's cp.async pipeline asks for it.
+// Measured: ptxas had already ordered v10 so, and the two kernels are the same instructions
+// (NOTES.md). Its fp16 launch, the family's contract, is v9's kernel under this version's own
+// symbols.
 #include "attention/flash_wgmma.cuh"
 
 namespace attention {

@@ -9,8 +9,6 @@
 # which hands it `STUDY_CONTEXT`.
 
 # %%
-import sys
-from pathlib import Path
 
 import matplotlib
 
@@ -20,14 +18,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
-import study_data as sd
+from analysis import plots
+from studylib import catalog, formatting, notebook, paths, rundata
+import studylib
 
-ctx = sd.notebook_context("attention", globals())
+ctx = notebook.notebook_context("attention", globals())
 run = ctx.run
 prov = ctx.provenance()              # captions: every run id and commit
 tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-sd.apply_style()
+plots.apply_style()
 
 HEADS, HEAD_DIM = 12, 64          # ViT-B; the attention targets' shapes (docs/method.md)
 KEY_BATCH = 32                    # the batch of the targets
@@ -39,7 +38,7 @@ CUDNN_GRAPH = "pytorch_sdpa_cudnn_graph"  # PyTorch's cuDNN SDPA, possibly a new
 BEST_CUDNN = "the best cuDNN result"
 FASTEST_TARGET = 0.9              # target: fastest version <= 0.9x the best cuDNN result
 V6 = "v6_coalesced_k"             # the last step before the flash kernels
-LADDER = sd.family_versions("attention") + [
+LADDER = catalog.family_versions("attention") + [
           "pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph", "pytorch_sdpa_efficient_graph",
           "pytorch_sdpa_math_graph", "pytorch_sdpa_cudnn", "pytorch_sdpa_flash",
           "pytorch_sdpa_efficient", "pytorch_sdpa_math"]
@@ -50,7 +49,7 @@ def fmt_tflops(x):
 
 
 def label(v):
-    if sd.is_anchor(v):
+    if catalog.is_anchor(v):
         name = v.removeprefix("pytorch_sdpa_")
         graph = name.endswith("_graph")
         return f"PyTorch SDPA {name.removesuffix('_graph')} ({'CUDA graph' if graph else 'eager'})"
@@ -65,7 +64,7 @@ everything = run.rows("attention")
 ok = run.ok("attention")
 other_shape = int(((ok["heads"] != HEADS) | (ok["head_dim"] != HEAD_DIM)).sum())
 ok = ok[(ok["heads"] == HEADS) & (ok["head_dim"] == HEAD_DIM)]
-ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
+ok, flush, flush_dropped = rundata.one_setting(ok, "flush_l2")
 # Work every version must do (attention::flops()); fills TFLOP/s for any row without it.
 ok["flops"] = 4.0 * ok["batch"] * HEADS * ok["tokens"] ** 2 * HEAD_DIM
 ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
@@ -74,11 +73,11 @@ ok["bytes"] = 2.0 * ok["batch"] * ok["tokens"] * HEADS * HEAD_DIM * 4
 ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
 
 # Interleaved rounds count once: their median, with the rounds' range as spread.
-t = sd.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "median"),
+t = rundata.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "median"),
                        gbps=("gbps", "median"))
-rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
-order = sd.version_order(t["version"], LADDER)
-style = sd.styles(order, fastest=sd.fastest_at(t, batch=None, tokens=t["tokens"].min() if len(t) else None))
+rounds, rounds_caption, rounds_cells = formatting.rounds_wording(t)
+order = catalog.version_order(t["version"], LADDER)
+style = plots.styles(order, fastest=plots.fastest_at(t, batch=None, tokens=t["tokens"].min() if len(t) else None))
 flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
     flush, "L2 flush setting not recorded")
 batches = sorted(int(b) for b in set(t["batch"]))
@@ -110,12 +109,12 @@ if len(kb):
     mid = np.exp(np.log(kb["median_us"]).mean()) if (kb["median_us"] > 0).all() else 1.0
     ref = mid * (n / np.exp(np.log(n).mean())) ** 2
     ax.plot(n, ref, color="#444444", linewidth=0.8, linestyle=":", label="slope tokens^2")
-sd.measured_ticks(ax, kb["tokens"])
+plots.measured_ticks(ax, kb["tokens"])
 ax.set_yscale("log")
 ax.set_xlabel(f"tokens (batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM})")
 ax.set_ylabel("median time per call (us)")
-sd.legend_outside(ax, fontsize=7)
-sd.titled(fig, f"Attention: median time per call vs tokens ({flush_text})", tprov)
+plots.legend_outside(ax, fontsize=7)
+plots.titled(fig, f"Attention: median time per call vs tokens ({flush_text})", tprov)
 ctx.figure("attention_scaling", fig,
            f"Attention median time per call vs tokens at batch {key_batch}, {HEADS} heads, "
            f"head_dim {HEAD_DIM}, log-log, ticks at the measured token counts, with a tokens^2 "
@@ -128,7 +127,7 @@ ctx.figure("attention_scaling", fig,
 # %%
 token_counts = sorted(int(x) for x in set(t["tokens"]))
 if token_counts and len(batches) > 1:
-    fig, axes = plt.subplots(1, len(token_counts), figsize=(sd.panels_width(len(token_counts), 4.0), 4.2),
+    fig, axes = plt.subplots(1, len(token_counts), figsize=(plots.panels_width(len(token_counts), 4.0), 4.2),
                              squeeze=False)
     for ax, n in zip(axes[0], token_counts):
         d0 = t[t["tokens"] == n]
@@ -136,7 +135,7 @@ if token_counts and len(batches) > 1:
             d = d0[d0["version"] == v].sort_values("batch")
             if len(d):
                 ax.plot(d["batch"], d["median_us"], **style[v])
-        sd.measured_ticks(ax, d0["batch"], base=2)
+        plots.measured_ticks(ax, d0["batch"], base=2)
         ax.set_yscale("log")
         ax.set_xlabel("batch")
         ax.set_title(f"{n} tokens")
@@ -144,7 +143,7 @@ if token_counts and len(batches) > 1:
     fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
                loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02),
                fontsize=7)
-    sd.titled(fig, "Attention: median time per call vs batch", tprov)
+    plots.titled(fig, "Attention: median time per call vs batch", tprov)
     fig.tight_layout(rect=(0, 0.16, 1, 1))
     ctx.figure("attention_batch", fig,
                f"Attention median time per call vs batch, one panel per token count, log-log; "
@@ -168,17 +167,17 @@ best_rows = pd.DataFrame([{"version": BEST_CUDNN, "tokens": n, "median_us": best
 best_rows = best_rows[np.isfinite(best_rows["median_us"])] if len(best_rows) else best_rows
 if len(best_rows):
     fig, ax = plt.subplots()
-    sd.plot_ratios(ax, pd.concat([kb, best_rows]), order, BEST_CUDNN, "tokens", label, style,
+    plots.plot_ratios(ax, pd.concat([kb, best_rows]), order, BEST_CUDNN, "tokens", label, style,
                    speedup=False)
-    sd.reference_line(ax, 1.0, f"1x: {BEST_CUDNN}")
-    sd.reference_line(ax, FASTEST_TARGET, f"{FASTEST_TARGET:g}x: target of the fastest version "
+    plots.reference_line(ax, 1.0, f"1x: {BEST_CUDNN}")
+    plots.reference_line(ax, FASTEST_TARGET, f"{FASTEST_TARGET:g}x: target of the fastest version "
                                           f"(at most this)", linestyle="--")
-    sd.measured_ticks(ax, kb["tokens"])
+    plots.measured_ticks(ax, kb["tokens"])
     ax.set_yscale("log")
     ax.set_xlabel(f"tokens (batch {key_batch})")
     ax.set_ylabel(f"time / {BEST_CUDNN} (below 1 = faster)")
-    sd.legend_outside(ax, fontsize=7)
-    sd.titled(fig, f"Attention: time relative to {BEST_CUDNN}", tprov)
+    plots.legend_outside(ax, fontsize=7)
+    plots.titled(fig, f"Attention: time relative to {BEST_CUDNN}", tprov)
     ctx.figure("attention_vs_cudnn", fig,
                f"Attention time per call divided by {BEST_CUDNN} at batch {key_batch} (per token "
                f"count, the lower median of {CUDNN} and {label(CUDNN_GRAPH)} in the same run), "
@@ -194,7 +193,7 @@ else:
 
 # %%
 key_tokens = [n for n in KEY_TOKENS if n in set(kb["tokens"])] or token_counts
-own = [v for v in order if sd.is_own(v)]  # the ladder's steps, in order
+own = [v for v in order if catalog.is_own(v)]  # the ladder's steps, in order
 summary = []
 for v in order:
     row = {"version": v}
@@ -203,7 +202,7 @@ for v in order:
         m = at(v, n)
         row[f"{n}: us"] = m
         if rounds:
-            row[f"{n}: range"] = sd.fmt_spread(at(v, n, col="lo_us"), at(v, n, col="hi_us"))
+            row[f"{n}: range"] = formatting.fmt_spread(at(v, n, col="lo_us"), at(v, n, col="hi_us"))
         row[f"{n}: x prev"] = at(prev, n) / m if prev else np.nan
         row[f"{n}: / best cuDNN"] = m / best_cudnn(n)[0]
     if any(np.isfinite(row[f"{n}: us"]) for n in key_tokens):
@@ -212,9 +211,9 @@ summary = pd.DataFrame(summary)
 if len(summary):
     formats = {}
     for n in key_tokens:
-        formats.update({f"{n}: us": sd.fmt_us, f"{n}: x prev": sd.fmt_ratio,
-                        f"{n}: / best cuDNN": sd.fmt_ratio})
-    ctx.table("attention_summary", sd.markdown_table(summary, formats),
+        formats.update({f"{n}: us": formatting.fmt_us, f"{n}: x prev": formatting.fmt_ratio,
+                        f"{n}: / best cuDNN": formatting.fmt_ratio})
+    ctx.table("attention_summary", formatting.markdown_table(summary, formats),
         f"The attention ladder at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}, at "
         f"{', '.join(map(str, key_tokens))} tokens: median time per call (us){rounds_caption}, "
         f"speedup over the "
@@ -230,12 +229,12 @@ summary
 
 # %%
 rl_tokens = [n for n in key_tokens if n in set(kb["tokens"])]
-rl = sd.roofline_points(kb[kb["tokens"].isin(rl_tokens)],
+rl = plots.roofline_points(kb[kb["tokens"].isin(rl_tokens)],
                         lambda r: f"{int(r['tokens'])} tokens")
 headline_tokens = max(rl_tokens) if rl_tokens else None
-rl_gap = sd.roofline_gap(rl, run.ceilings())
+rl_gap = plots.roofline_gap(rl, run.ceilings())
 if rl_gap is None:
-    fig, caption = sd.roofline_figure(
+    fig, caption = plots.roofline_figure(
         rl, order, style, label, run.ceilings(),
         f"Attention: roofline at batch {key_batch}", tprov,
         headline=f"{headline_tokens} tokens" if headline_tokens else None)
@@ -255,7 +254,7 @@ else:
 # %%
 def lesson(version):
     """First paragraph under '## Lesson' in stages/attention/<version>/NOTES.md, or None."""
-    notes = sd.REPO / "stages" / "attention" / version / "NOTES.md"
+    notes = paths.REPO / "stages" / "attention" / version / "NOTES.md"
     if not notes.is_file():
         return None
     text = notes.read_text()
@@ -266,10 +265,10 @@ def lesson(version):
 
 
 lessons = pd.DataFrame([{"version": v, "what it taught": lesson(v)}
-                        for v in order if not sd.is_anchor(v)])
+                        for v in order if not catalog.is_anchor(v)])
 lessons = lessons[lessons["what it taught"].notna()]
 if len(lessons):
-    ctx.table("attention_lessons", sd.markdown_table(lessons),
+    ctx.table("attention_lessons", formatting.markdown_table(lessons),
               "What each step of the attention ladder taught, from the Lesson section of its "
               "stages/attention/<version>/NOTES.md (the measurements behind each are there).")
 else:
@@ -280,8 +279,8 @@ lessons
 # ## Every timed configuration (median us)
 
 # %%
-ctx.table("attention_sweep", sd.sweep_table(t, ["tokens", "batch"], "version", order, sd.fmt_us,
-                                            {"tokens": sd.fmt_int, "batch": sd.fmt_int}),
+ctx.table("attention_sweep", formatting.sweep_table(t, ["tokens", "batch"], "version", order, formatting.fmt_us,
+                                            {"tokens": formatting.fmt_int, "batch": formatting.fmt_int}),
     f"Attention median time per call (us) for every timed tokens x batch x version"
     f"{rounds_cells}; '-' = not "
     f"timed (see the status table). {prov}.")
@@ -304,24 +303,24 @@ if ncu_path.is_file():
     raw = pd.read_csv(ncu_path, dtype=str)
     missing = [c for c in ["version", "Kernel Name", *NCU_COLUMNS] if c not in raw.columns]
     if missing:
-        raise sd.DataError(f"{sd.show_path(ncu_path)}: missing column(s) {', '.join(missing)}")
+        raise studylib.DataError(f"{rundata.show_path(ncu_path)}: missing column(s) {', '.join(missing)}")
     ncu = raw[["version", "Kernel Name", *NCU_COLUMNS]].rename(columns=NCU_COLUMNS)
     # "void attention::<unnamed>::kernel<4, 2, 1>(const __half *, ...)" -> "kernel<4, 2, 1>"
     ncu["Kernel Name"] = (ncu["Kernel Name"].str.replace(r"\(.*$", "", regex=True)
                           .str.replace(r"^.*::", "", regex=True).str.slice(0, 60))
-    ctx.table("attention_ncu", sd.markdown_table(ncu),
+    ctx.table("attention_ncu", formatting.markdown_table(ncu),
               f"Nsight Compute metrics per kernel launch at batch 32, 224 px (197 tokens), "
-              f"clocks not locked; memory % and SM % of peak sustained; {sd.show_path(ncu_path)}. "
+              f"clocks not locked; memory % and SM % of peak sustained; {rundata.show_path(ncu_path)}. "
               f"{prov}.")
 else:
     ctx.missing("table", "attention_ncu",
-                f"this run has no {sd.show_path(ncu_path)} (experiments/ncu_family.sh attention writes it)")
+                f"this run has no {rundata.show_path(ncu_path)} (experiments/ncu_family.sh attention writes it)")
 
 # %% [markdown]
 # ## Status: what was timed, skipped or failed
 
 # %%
-st = sd.status_table(everything.assign(
+st = formatting.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
     .sort_values(["_o", "version"], kind="stable"))
 left_out = []
@@ -329,7 +328,7 @@ if other_shape:
     left_out.append(f"{other_shape} timed rows at another heads/head_dim are not plotted")
 if flush_dropped:
     left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not plotted")
-ctx.table("attention_status", sd.markdown_table(st),
+ctx.table("attention_status", formatting.markdown_table(st),
           "Attention rows per version and status, with the reason of every row that was not "
           "timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
 st
@@ -338,11 +337,11 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = [s for s in [sd.rounds_sentence(t)] if s]
+findings = [s for s in [formatting.rounds_sentence(t)] if s]
 
 
 def fastest_own(n):
-    d = kb[(kb["tokens"] == n) & kb["version"].map(sd.is_own)]
+    d = kb[(kb["tokens"] == n) & kb["version"].map(catalog.is_own)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
@@ -357,23 +356,23 @@ for n in key_tokens:
         met_fastest.append(ratio <= FASTEST_TARGET)
         target_parts.append(f"{n} tokens: {ratio:.2f}x ({b['version']})")
         findings.append(f"At {n} tokens (batch {key_batch}), our fastest version, {b['version']}, "
-                        f"takes {sd.fmt_us(b['median_us'])} us ({fmt_tflops(b['tflops'])} "
-                        f"TFLOP/s): {ratio:.2f}x {BEST_CUDNN} ({sd.fmt_us(c)} us, "
+                        f"takes {formatting.fmt_us(b['median_us'])} us ({fmt_tflops(b['tflops'])} "
+                        f"TFLOP/s): {ratio:.2f}x {BEST_CUDNN} ({formatting.fmt_us(c)} us, "
                         f"{label(c_source)}).")
         v6 = at(V6, n)
         if np.isfinite(v6) and b["version"] != V6:
-            findings.append(f"At {n} tokens, {V6} takes {sd.fmt_us(v6)} us, {v6 / c:.1f}x "
+            findings.append(f"At {n} tokens, {V6} takes {formatting.fmt_us(v6)} us, {v6 / c:.1f}x "
                             f"{BEST_CUDNN}.")
     else:
         findings.append(f"At {n} tokens our fastest version, {b['version']}, takes "
-                        f"{sd.fmt_us(b['median_us'])} us; this run has neither {CUDNN} nor "
+                        f"{formatting.fmt_us(b['median_us'])} us; this run has neither {CUDNN} nor "
                         f"{label(CUDNN_GRAPH)} there.")
     for anchor in (CUDNN, CUDNN_GRAPH, "pytorch_sdpa_flash_graph"):
         a = at(anchor, n)
         if np.isfinite(a):
             findings.append(f"At {n} tokens, {b['version']} is "
-                            f"{sd.faster_or_slower(a / b['median_us'])} than {label(anchor)} "
-                            f"({sd.fmt_us(a)} us).")
+                            f"{formatting.faster_or_slower(a / b['median_us'])} than {label(anchor)} "
+                            f"({formatting.fmt_us(a)} us).")
 if met_fastest and key_batch == KEY_BATCH and key_tokens == list(KEY_TOKENS):
     findings.append(f"The target of our fastest version at most {FASTEST_TARGET:g}x {BEST_CUDNN} "
                     f"(per token count the lower median of {CUDNN} and {label(CUDNN_GRAPH)}) at "
@@ -384,19 +383,19 @@ if met_fastest and key_batch == KEY_BATCH and key_tokens == list(KEY_TOKENS):
 # Growth from the smallest to the largest token count against tokens^2.
 if len(key_tokens) >= 2:
     lo, hi = min(key_tokens), max(key_tokens)
-    for v in [v for v in order if sd.is_own(v) or sd.is_library(v)]:
+    for v in [v for v in order if catalog.is_own(v) or catalog.is_library(v)]:
         a, b = at(v, lo), at(v, hi)
         if np.isfinite(a) and np.isfinite(b):
             findings.append(f"{v} grows {b / a:.1f}x from {lo} to {hi} tokens "
                             f"(tokens^2 grows {(hi / lo) ** 2:.1f}x).")
 
-findings.append(sd.status_finding(everything))
+findings.append(formatting.status_finding(everything))
 
 ctx.text("attention_findings", findings)
 
 # README's headline line: the fastest version of all at batch 32, 197 tokens (ViT-B, 224 px).
 head_tokens = KEY_TOKENS[0] if KEY_TOKENS[0] in key_tokens else (key_tokens[0] if key_tokens else None)
-top = kb[(kb["tokens"] == head_tokens) & ~kb["version"].map(sd.is_anchor)] if head_tokens else kb.iloc[:0]
+top = kb[(kb["tokens"] == head_tokens) & ~kb["version"].map(catalog.is_anchor)] if head_tokens else kb.iloc[:0]
 if len(top):
     top = top.loc[top["median_us"].idxmin()]
     ctx.headline(family="Attention", shape=f"batch {key_batch}, {head_tokens} tokens, {HEADS} "

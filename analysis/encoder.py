@@ -22,7 +22,6 @@
 import io
 import json
 import re
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -34,16 +33,17 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
-import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
-import study_data as sd
-from common import MODELS  # experiments/anchors/common.py: name -> (hidden, heads, depth)
+from studylib import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
+from analysis import plots
+from studylib import catalog, formatting, notebook, paths, run_folder, rundata
+import studylib
+from studylib.schema import MODELS  # name -> (hidden, heads, depth)
 
-ctx = sd.notebook_context("encoder", globals())
+ctx = notebook.notebook_context("encoder", globals())
 run = ctx.run
 prov = ctx.provenance()              # captions: every run id and commit
 tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-sd.apply_style()
+plots.apply_style()
 
 KEY_MODEL, KEY_IMAGE = "vit_b", 224   # the study's targets are set at ViT-B/16, 224 px
 KEY_BATCHES = (1, 32, 256)
@@ -146,7 +146,7 @@ note = ok["note"].astype(str)
 short = note.str.contains(r"\blayers=\d+", regex=True)
 n_short = int(short.sum())
 ok = ok[~short]
-ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
+ok, flush, flush_dropped = rundata.one_setting(ok, "flush_l2")
 flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
     flush, "L2 flush setting not recorded")
 note = ok["note"].astype(str)
@@ -166,7 +166,7 @@ ok["gemm_pct"] = 100 * ok["tflops"] / ceil if ceil else np.nan
 KEYS = ["version", "model", "image_size", "batch", "streams"]
 # Interleaved rounds give one row per round: the median across them is the value, the range of
 # the rounds' medians its spread.
-t = sd.collapse_rounds(ok, KEYS, routine_us=("routine_us", "median"),
+t = rundata.collapse_rounds(ok, KEYS, routine_us=("routine_us", "median"),
                        tflops=("tflops", "median"), gemm_pct=("gemm_pct", "median"),
                        lpl=("lpl", "median"), act_mb=("act_mb", "median"),
                        sm_mhz=("sm_clock_mhz", "median"), energy_j=("energy_j", "median"),
@@ -188,7 +188,7 @@ components = [c for c in COMPONENTS if c in set(parts["component"])] + \
 # One row per (version, model, image, batch) for the ladder views: e4 at its fastest stream
 # count there (the streams table shows every count), every other version on its one stream.
 lad = t.loc[t.groupby(["version", "model", "image_size", "batch"])["median_us"].idxmin()]
-order = sd.version_order(t["version"], LADDER + ANCHORS)
+order = catalog.version_order(t["version"], LADDER + ANCHORS)
 customs = [v for v in order if v.startswith("custom:")]
 CUSTOM_LABEL = {v: f"custom {chr(ord('A') + i)}" if i < 26 else f"custom {i + 1}"
                 for i, v in enumerate(customs)}
@@ -201,7 +201,7 @@ def label(v):
 
 custom_key = "; ".join(f"{CUSTOM_LABEL[v]} = `{v.removeprefix('custom:')}`" for v in customs)
 graphed = ok.groupby("version")["graph"].any().to_dict()
-style = sd.styles(order, fastest=sd.fastest_at(lad, model="vit_b", image_size=224, batch=None))
+style = plots.styles(order, fastest=plots.fastest_at(lad, model="vit_b", image_size=224, batch=None))
 for v in order:
     is_graph = graphed.get(v, v in (GRAPH, COMPILE) or bool(step_table.is_graph_version(v)))
     style[v]["linestyle"] = GRAPH_LINE if is_graph else EAGER_LINE
@@ -228,7 +228,7 @@ def at(version, batch, col="median_us", image=None, model=None):
 def fp16_anchors(batch, image=None):
     """The fp16 PyTorch anchors timed at this batch: torchao's FP8 anchors are the FP8 steps'
     measure, judged apart."""
-    return [a for a in order if sd.is_anchor(a) and a not in TORCHAO and np.isfinite(at(a, batch, image=image))]
+    return [a for a in order if catalog.is_anchor(a) and a not in TORCHAO and np.isfinite(at(a, batch, image=image))]
 
 
 def best_anchor(batch, image=None):
@@ -270,7 +270,7 @@ lad
 
 # %%
 if len(km):
-    fig, axes = plt.subplots(1, len(images), figsize=(sd.panels_width(len(images), 5.2), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(images), figsize=(plots.panels_width(len(images), 5.2), 4.6), squeeze=False)
     handles = {}
     for ax, image in zip(axes[0], images):
         d0 = km[km["image_size"] == image]
@@ -297,7 +297,7 @@ if len(km):
         ax.set_xlabel("batch (images per forward)")
         ax.set_title(f"{key_model}, {image} px")
     axes[0][0].set_ylabel("images per second (median of rounds)")
-    sd.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", tprov)
+    plots.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", tprov)
     legend_below(fig, list(handles.values()), 0.06 + 0.035 * ((len(handles) + 2) // 3))
     ctx.figure("encoder_throughput", fig,
                f"Images per second (batch / median time of one forward) against batch, "
@@ -316,13 +316,13 @@ else:
 vc_batches = [b for b in sorted(int(x) for x in set(at_key["batch"])) if np.isfinite(at(COMPILE, b))]
 vc_order = [v for v in order if v != COMPILE and any(np.isfinite(at(v, b)) for b in vc_batches)]
 if vc_batches and vc_order:
-    fig, axes = plt.subplots(1, len(vc_batches), figsize=(sd.panels_width(len(vc_batches), 3.3, 2.2),
+    fig, axes = plt.subplots(1, len(vc_batches), figsize=(plots.panels_width(len(vc_batches), 3.3, 2.2),
                                                           0.28 * len(vc_order) + 1.9),
                              sharey=True, squeeze=False)
     for ax, b in zip(axes[0], vc_batches):
         c = at(COMPILE, b)
         ratio = [c / at(v, b) for v in vc_order]
-        steps_here = [(r, v) for v, r in zip(vc_order, ratio) if np.isfinite(r) and not sd.is_anchor(v)]
+        steps_here = [(r, v) for v, r in zip(vc_order, ratio) if np.isfinite(r) and not catalog.is_anchor(v)]
         top = max(steps_here)[1] if steps_here else None
         for i, (v, r) in enumerate(zip(vc_order, ratio)):
             if not np.isfinite(r):
@@ -341,7 +341,7 @@ if vc_batches and vc_order:
         ax.set_xlabel("torch.compile time / step time")
     axes[0][0].set_yticks(range(len(vc_order)), [label(v) for v in vc_order], fontsize=7)
     axes[0][0].invert_yaxis()
-    sd.titled(fig, f"Whole ViT forward: speedup over torch.compile + CUDA graph, {where}", tprov)
+    plots.titled(fig, f"Whole ViT forward: speedup over torch.compile + CUDA graph, {where}", tprov)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     ctx.figure("encoder_vs_compile", fig,
                f"Speedup of every ladder step and PyTorch anchor over timm under torch.compile "
@@ -411,7 +411,7 @@ if b1_order:
     ax.set_xlim(0, max(x_end, ax.get_xlim()[1] if not cut else 0) * 1.3)  # room for the value labels
     refs.append(plt.Rectangle((0, 0), 1, 1, facecolor="#999999", hatch="//", edgecolor="white",
                               label="eager (hatched); solid bars: graph replay"))
-    sd.titled(fig, f"Whole ViT forward at batch 1, {where}", tprov)
+    plots.titled(fig, f"Whole ViT forward at batch 1, {where}", tprov)
     fig.legend(handles=refs, loc="lower center", ncol=min(len(refs), 3), frameon=False,
                bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout(rect=(0, 0.08 + 0.04 * (len(refs) > 3), 1, 0.92))
@@ -448,7 +448,7 @@ if len(e):
     ax.set_ylabel(f"energy per image at batch {EB} (mJ)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    sd.titled(fig, f"Time against energy per image, batch {EB}, {where}", tprov)
+    plots.titled(fig, f"Time against energy per image, batch {EB}, {where}", tprov)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     ctx.figure("encoder_energy", fig,
                f"Each ladder step and PyTorch anchor at batch {EB}, {where}: the median time per image "
@@ -472,8 +472,8 @@ if len(energy_rows):
         "x torch.compile images/J": (r["batch"] / r["energy_j"] / comp[int(r["batch"])]
                                      if int(r["batch"]) in comp else np.nan)}
         for _, r in energy_rows.sort_values(["batch", "median_us"]).iterrows()])
-    ctx.table("encoder_images_per_joule", sd.markdown_table(et, {
-        "batch": sd.fmt_int, "ms": lambda x: f"{x:.3f}", "images/J": lambda x: f"{x:.1f}",
+    ctx.table("encoder_images_per_joule", formatting.markdown_table(et, {
+        "batch": formatting.fmt_int, "ms": lambda x: f"{x:.3f}", "images/J": lambda x: f"{x:.1f}",
         "W": lambda x: f"{x:.0f}", "MHz": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}",
         "x torch.compile images/J": lambda x: "-" if not np.isfinite(x) else f"{x:.2f}x"}),
         f"Energy per image of every step and anchor measured with it, {where}: images per joule (the batch "
@@ -498,7 +498,7 @@ def ncu_kernels(path: Path) -> pd.DataFrame:
     lines = path.read_text().splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
-        raise sd.DataError(f"{sd.show_path(path)}: no Nsight Compute table (no \"ID\" header)")
+        raise studylib.DataError(f"{rundata.show_path(path)}: no Nsight Compute table (no \"ID\" header)")
     d = pd.read_csv(io.StringIO("\n".join(lines[start:])), low_memory=False)
     d = d[pd.to_numeric(d["ID"], errors="coerce").notna()].copy()  # drops the units row
     for c in d.columns:
@@ -523,8 +523,8 @@ b1_probes = []
 for b1_f in sorted(run.path.parent.glob("*/small_m_probe/ncu_forward_b1.csv")):  # this results root
     b1_rows_csv = b1_f.parent / "rows.csv"
     if b1_rows_csv.is_file():
-        b1_rows = sd.read_csv(b1_rows_csv)
-        if sd.gpu_of(run) in set(b1_rows["gpu"].astype(str)):
+        b1_rows = rundata.read_csv(b1_rows_csv)
+        if rundata.gpu_of(run) in set(b1_rows["gpu"].astype(str)):
             b1_probes.append((pd.to_datetime(b1_rows["utc"]).max(), b1_f))
 if b1_probes:
     b1_probe = sorted(b1_probes)[-1][1]
@@ -548,9 +548,9 @@ if b1_probes:
                              "DRAM % of peak (mean)": b1_g["dram"].map(lambda v: f"{v:.1f}")})
     b1_table.loc[len(b1_table)] = ["**total**", int(b1_g["kernels"].sum()), f"{b1_total_us:.1f}", "100%",
                                    f"{b1_g['mb'].sum():.1f}", ""]
-    ctx.table("encoder_b1_kernels", sd.markdown_table(b1_table.reset_index(drop=True)),
+    ctx.table("encoder_b1_kernels", formatting.markdown_table(b1_table.reset_index(drop=True)),
               f"Every kernel of one eager batch-1 forward of e6_best (vit_b, 224 px), from Nsight "
-              f"Compute (experiments/small_m_probe.sh, in {sd.show_path(b1_probe.parent)}): caches "
+              f"Compute (experiments/small_m_probe.sh, in {rundata.show_path(b1_probe.parent)}): caches "
               f"flushed before each kernel, clocks not locked; the durations add up to "
               f"{b1_total_us:.0f} us, against the forward's graph replay in the ladder, where the "
               f"activations stay in L2 and launches overlap. Every kernel runs at a small share of "
@@ -572,7 +572,7 @@ bd_versions = [v for v in order if v in set(bd["version"])] if len(bd) else []
 comp_colors = dict(zip(components, plt.get_cmap("tab10").colors))
 if len(bd_versions):
     panels = [b for b in bd_batches if b in set(bd["batch"])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(sd.panels_width(len(panels), 5.0), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(plots.panels_width(len(panels), 5.0), 4.6), squeeze=False)
     for ax, b in zip(axes[0], panels):
         vs = [v for v in bd_versions if len(bd[(bd["version"] == v) & (bd["batch"] == b)])]
         bottom = np.zeros(len(vs))
@@ -592,7 +592,7 @@ if len(bd_versions):
     handles.append(plt.Line2D([], [], linestyle="none", marker="_", markersize=14,
                               markeredgewidth=2, color="#000000",
                               label="measured forward (median)"))
-    sd.titled(fig, f"Whole ViT forward: device time per component, {where}", tprov)
+    plots.titled(fig, f"Whole ViT forward: device time per component, {where}", tprov)
     fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     ctx.figure("encoder_breakdown", fig,
@@ -614,8 +614,8 @@ if len(bd_versions):
             row["measured"] = at(v, b)
             rows.append(row)
     bt = pd.DataFrame(rows)
-    ctx.table("encoder_components", sd.markdown_table(
-        bt, {c: sd.fmt_us for c in components + ["sum", "measured"]} | {"batch": sd.fmt_int}),
+    ctx.table("encoder_components", formatting.markdown_table(
+        bt, {c: formatting.fmt_us for c in components + ["sum", "measured"]} | {"batch": formatting.fmt_int}),
         f"Device time per component of one eager forward (us, summed over the layers; median "
         f"of the rounds), its sum, and the measured forward (median us) at {where}; '-' = the "
         f"version has no such component. {prov}.")
@@ -674,8 +674,8 @@ if rows:
                         "run at " + join_and(f"{r['GEMM']} {r['% of ceiling']:.0f}%" for _, r in top.iterrows())
                         + f" of the measured GEMM rate ({gemm_ceiling:,.0f} TFLOP/s), with the SM clock at "
                         f"{top['SM MHz'].iloc[0]:,.0f} MHz (eager breakdown; launch gaps included).")
-    ctx.table("encoder_gemms", sd.markdown_table(
-        gt, {"batch": sd.fmt_int, "us": sd.fmt_us, "TFLOP/s": fmt_rate,
+    ctx.table("encoder_gemms", formatting.markdown_table(
+        gt, {"batch": formatting.fmt_int, "us": formatting.fmt_us, "TFLOP/s": fmt_rate,
              "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%",
              "SM MHz": fmt_rate}),
         f"The block GEMMs of one eager forward at {where}: device time summed over the layers "
@@ -730,12 +730,12 @@ ladder = pd.DataFrame(rows)
 if len(ladder):
     anchors_at = "; ".join(f"batch {b}: {label(best_anchor(b)[0])}" for b in key_batches
                            if best_anchor(b)[0])
-    ctx.table("encoder_ladder", sd.markdown_table(ladder, {
-        "batch": sd.fmt_int, "streams": sd.fmt_int, "ms": fmt_ms, "img/s": fmt_rate,
-        "x prev": sd.fmt_ratio, "x best anchor": sd.fmt_ratio, "SM MHz": fmt_rate,
-        "% GEMM ceiling": sd.fmt_pct,
+    ctx.table("encoder_ladder", formatting.markdown_table(ladder, {
+        "batch": formatting.fmt_int, "streams": formatting.fmt_int, "ms": fmt_ms, "img/s": fmt_rate,
+        "x prev": formatting.fmt_ratio, "x best anchor": formatting.fmt_ratio, "SM MHz": fmt_rate,
+        "% GEMM ceiling": formatting.fmt_pct,
         "routine ms": fmt_ms, "launches/layer": fmt_one, "activations MB": fmt_mb,
-        "rounds": sd.fmt_int}),
+        "rounds": formatting.fmt_int}),
         f"The encoder ladder and the PyTorch anchors at {where}, batch "
         f"{', '.join(map(str, key_batches))}: median time of one forward (ms) and the range of "
         f"the rounds' medians, images per second, speedup over the previous ladder step (its "
@@ -759,17 +759,17 @@ ladder
 # Absolute times only: a ratio between two rows of this table would pair two sittings.
 
 # %%
-TRIED = sd.REPO / "stages" / "encoder" / "TRIED.md"
+TRIED = paths.REPO / "stages" / "encoder" / "TRIED.md"
 pruned = re.findall(r"^## (e\d+_\w+):", TRIED.read_text(), re.M) if TRIED.is_file() else []
 every_step = [v for v in LADDER if re.match(r"e\d+_", v)] + [v for v in pruned if v not in LADDER]
 every_step.sort(key=lambda v: int(re.match(r"e(\d+)_", v).group(1)))
-gpu_here, newest, in_build = sd.gpu_of(run), {}, set(step_table.ladder())
+gpu_here, newest, in_build = rundata.gpu_of(run), {}, set(step_table.ladder())
 for path in sorted(run.path.parent.rglob("*.csv")):
     if "report" in path.relative_to(run.path.parent).parts:
         continue
     try:
-        d = sd.read_csv(path)
-    except sd.DataError:   # an Nsight Compute page or a probe, not study rows
+        d = rundata.read_csv(path)
+    except studylib.DataError:   # an Nsight Compute page or a probe, not study rows
         continue
     d = d[(d["family"] == "encoder") & (d["status"] == "ok") & (d["model"] == KEY_MODEL)
           & (d["image_size"] == KEY_IMAGE) & (d["gpu"].astype(str) == gpu_here)
@@ -789,7 +789,7 @@ for v in every_step:
     row["sitting"] = f"`{entry[1]}`" if entry else "not measured on this GPU"
     rows_.append(row)
 if rows_:
-    ctx.table("encoder_every_step", sd.markdown_table(pd.DataFrame(rows_), {
+    ctx.table("encoder_every_step", formatting.markdown_table(pd.DataFrame(rows_), {
         **{f"batch {b} ms": fmt_ms for b in KEY_BATCHES}}),
         f"Every encoder step of the table and every step that left the build (stages/encoder/TRIED.md), "
         f"at {KEY_MODEL}, {KEY_IMAGE} px on {gpu_here}: median time of one forward (median over the "
@@ -805,13 +805,13 @@ if rows_:
 # this GPU that timed e4 (its e3 rows beside it) is shown, and the caption names it.
 streams_t, streams_prov, streams_tprov, streams_from = t, prov, tprov, ""
 if not (t["version"] == E4).any():
-    for other in sorted(sd.load_runs(), key=lambda r: r.name, reverse=True):
+    for other in sorted(rundata.load_runs(), key=lambda r: r.name, reverse=True):
         o = other.ok("encoder")
-        if sd.gpu_of(other) != sd.gpu_of(run) or not (o["version"] == E4).any():
+        if rundata.gpu_of(other) != rundata.gpu_of(run) or not (o["version"] == E4).any():
             continue
         o = o.assign(streams=o["streams"].fillna(1))
         o = o[~o["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
-        streams_t = sd.collapse_rounds(o, KEYS)
+        streams_t = rundata.collapse_rounds(o, KEYS)
         streams_prov, streams_tprov = other.provenance("encoder"), other.title_provenance("encoder")
         streams_from = f" (from run folder {other.name}: this run did not time {E4})"
         break
@@ -837,7 +837,7 @@ if len(e4) and len(e3):
     batch_axis(ax, sorted(int(b) for b in set(e4["batch"]) & set(e3.index)))
     ax.set_xlabel("batch (images per forward)")
     ax.set_ylabel("e4 time / e3_graph time (below 1 = faster)")
-    sd.titled(fig, f"Streams: the batch split over streams, {where}", streams_tprov)
+    plots.titled(fig, f"Streams: the batch split over streams, {where}", streams_tprov)
     legend_below(fig, handles, 0.06 + 0.035 * ((len(handles) + 2) // 3))
     ctx.figure("encoder_streams", fig,
                f"Median time of e4_streams (the batch cut into one lane per stream, each a whole "
@@ -858,9 +858,9 @@ if len(e4) and len(e3):
         row["fastest / e3"] = best / row["e3_graph ms"] if best_s else np.nan
         srows.append(row)
     st_tab = pd.DataFrame(srows)
-    ctx.table("encoder_stream_counts", sd.markdown_table(st_tab, {
-        c: (sd.fmt_int if c in ("batch", "fastest streams") else
-            sd.fmt_ratio if c == "fastest / e3" else fmt_ms) for c in st_tab.columns}),
+    ctx.table("encoder_stream_counts", formatting.markdown_table(st_tab, {
+        c: (formatting.fmt_int if c in ("batch", "fastest streams") else
+            formatting.fmt_ratio if c == "fastest / e3" else fmt_ms) for c in st_tab.columns}),
         f"e4_streams at every stream count against e3_graph on one stream, {where}: median "
         f"time of one forward (ms), the fastest stream count, and its time / e3's (below 1 = "
         f"faster); '-' = not run or not timed{streams_from}. {streams_prov}.")
@@ -879,11 +879,11 @@ if len(t):
                        for v, s in zip(t["version"], t["streams"])])
     cols = list(dict.fromkeys(
         c for v in order for c in sw.loc[sw["version"] == v].sort_values("streams")["col"]))
-    spread_cells = ("; in parentheses the range of the rounds' medians" if sd.multi_round(t)
+    spread_cells = ("; in parentheses the range of the rounds' medians" if rundata.multi_round(t)
                     else "")
-    ctx.table("encoder_sweep", sd.sweep_table(
+    ctx.table("encoder_sweep", formatting.sweep_table(
         sw, ["model", "image_size", "batch"], "col", cols, fmt_ms,
-        {"image_size": sd.fmt_int, "batch": sd.fmt_int}),
+        {"image_size": formatting.fmt_int, "batch": formatting.fmt_int}),
         f"Median time of one forward (ms, median of the rounds"
         f"{spread_cells}) "
         f"for every timed model x "
@@ -917,12 +917,12 @@ for f in sorted(run.path.glob("timm_parity*/parity.json")):
             "verdict": "passed" if j["passed"] else "failed",
             "GPU": j["gpu"], "timm": j["timm"]})
     except (ValueError, KeyError, TypeError) as e:
-        raise sd.DataError(f"{sd.show_path(f)}: not a parity result ({e})") from None
+        raise studylib.DataError(f"{rundata.show_path(f)}: not a parity result ({e})") from None
 if parity:
     crit = json.loads(sorted(run.path.glob("timm_parity*/parity.json"))[0].read_text())["criteria"]
-    ctx.table("encoder_parity", sd.markdown_table(
+    ctx.table("encoder_parity", formatting.markdown_table(
         pd.DataFrame(parity).sort_values("image px"),
-        {"image px": sd.fmt_int, "images": sd.fmt_int, "rel L2 vs timm fp16": lambda x: f"{x:.2e}",
+        {"image px": formatting.fmt_int, "images": formatting.fmt_int, "rel L2 vs timm fp16": lambda x: f"{x:.2e}",
          "timm fp16 vs fp32": lambda x: f"{x:.2e}", "max abs diff": lambda x: f"{x:.4f}"}),
         f"Logits of the encoder against timm's fp16 forward on the same weights (timm's seeded "
         f"init exported to safetensors) and the same N(0, 1) images "
@@ -944,7 +944,7 @@ vouched = {}
 try:
     step_parity = step_table.parity_files(run.path.parent)
 except step_table.ParityFileError as e:
-    raise sd.DataError(f"{sd.show_path(e.path)}: not a parity result ({e.why})") from None
+    raise studylib.DataError(f"{rundata.show_path(e.path)}: not a parity result ({e.why})") from None
 for f, j in step_parity:
     parity_where = (f"{int(j['image_size'])} px, {j.get('weight_set', 'timm')} weights "
              f"({f.parent.relative_to(run.path.parent).parent})")
@@ -959,7 +959,7 @@ by_step = pd.DataFrame({
         for v in LADDER],
     "passing timm parity": ["; ".join(vouched[v]["passed"]) or "**none**" if v in vouched else "**none**" for v in LADDER],
     "failing timm parity": ["; ".join(vouched[v]["failed"]) if v in vouched else "" for v in LADDER]})
-ctx.table("encoder_parity_by_step", sd.markdown_table(by_step, {}),
+ctx.table("encoder_parity_by_step", formatting.markdown_table(by_step, {}),
           "The timm parity files (experiments/timm_parity.py) of each encoder step, over every committed "
           "run folder, passing and failing: image size, weight set (random: every parameter drawn; timm: "
           "timm's own init, whose zero biases and unit gains hide some bugs) and run; **none** marks a "
@@ -971,7 +971,7 @@ ctx.table("encoder_parity_by_step", sd.markdown_table(by_step, {}),
 # ## Status: what was timed, skipped or failed
 
 # %%
-st = sd.status_table(everything.assign(
+st = formatting.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
     .sort_values(["_o", "version"], kind="stable"))
 st["version"] = st["version"].map(label)
@@ -980,7 +980,7 @@ if n_short:
     left_out.append(f"{n_short} timed rows of a shortened model (--layers) are not shown")
 if flush_dropped:
     left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not shown")
-ctx.table("encoder_status", sd.markdown_table(st),
+ctx.table("encoder_status", formatting.markdown_table(st),
           "Encoder rows (ladder, custom mixes and PyTorch anchors, every round) per version and "
           "status, with the reason of every row that was not timed"
           + (f" ({'; '.join(left_out)})" if left_out else "")
@@ -1032,7 +1032,7 @@ def vs_anchor(b):
     if not a:
         return f"batch {b}: {v} {fmt_ms(m)} ms, no PyTorch anchor measured", None
     return (f"batch {b}: {v} {fmt_ms(m)} ms against {label(a)} {fmt_ms(a_us)} ms "
-            f"({sd.faster_or_slower(a_us / m)}{clocks(v, a, b)})"), m < a_us
+            f"({formatting.faster_or_slower(a_us / m)}{clocks(v, a, b)})"), m < a_us
 
 
 def clocks(v, a, b):
@@ -1099,7 +1099,7 @@ if targets_apply and len(at_key):
         ratios = [(b, at(E6, b) / at(v, b)) for b in KEY_BATCHES if np.isfinite(at(v, b) / at(E6, b))]
         if ratios:
             findings.append(f"{v} against {E6}: " + "; ".join(
-                f"batch {b} {sd.faster_or_slower(r)}" for b, r in ratios)
+                f"batch {b} {formatting.faster_or_slower(r)}" for b, r in ratios)
                 + (" (faster at every batch)." if all(r > 1 for _, r in ratios) else "."))
 elif not len(t):
     findings.append("This run has no timed encoder rows, so no target can be judged.")
@@ -1140,7 +1140,7 @@ if targets_apply and len(at_key):
         if v is not None and a is not None:
             wins.append(at(v, b) < at(a, b))
             parts.append(f"batch {b}: {v} {fmt_ms(at(v, b))} ms against {label(a)} {fmt_ms(at(a, b))} ms "
-                         f"({sd.faster_or_slower(at(a, b) / at(v, b))})")
+                         f"({formatting.faster_or_slower(at(a, b) / at(v, b))})")
     ctx.target(f"FP8: faster than torchao's FP8 at batch 1, 32 and 256 ({where})",
                ("met" if all(wins) else "missed") if len(wins) == len(KEY_BATCHES) else "not judged",
                "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
@@ -1149,7 +1149,7 @@ def compiled_in_sitting():
     """{batch: seconds to the first call} for the key shape's torch.compile rows that compiled in
     this sitting's anchor process instead of loading a compile made ahead in a fresh process."""
     d = ok[(ok["version"] == COMPILE) & (ok["model"] == key_model) & (ok["image_size"] == key_image)]
-    secs = sd.compiled_here_s(d["note"]).dropna()
+    secs = rundata.compiled_here_s(d["note"]).dropna()
     return {int(b): int(n) for b, n in secs.groupby(d.loc[secs.index, "batch"]).max().items()}
 
 
@@ -1160,21 +1160,21 @@ def compile_made_ahead_elsewhere(batch):
     every first call took under COMPILED_HERE_S), with timm in a graph in the same run id. Returns
     (run folder, torch.compile's time over timm in a graph's there), or None. Only that ratio
     crosses sittings, never a time."""
-    gpu, root, found = sd.gpu_of(run), run.path.parent, []
+    gpu, root, found = rundata.gpu_of(run), run.path.parent, []
     for kernels in sorted(root.glob("*/compile_kernels.txt")):
         folder = kernels.parent
-        if folder.name == run.name or (key_image, batch) not in sd.compiled_shapes(kernels.read_text()):
+        if folder.name == run.name or (key_image, batch) not in run_folder.compiled_shapes(kernels.read_text()):
             continue
         for f in sorted(folder.glob("*.csv")) + sorted(folder.glob("*/*.csv")):
-            d = sd.read_csv(f)
+            d = rundata.read_csv(f)
             if not {"version", "gpu", "model", "image_size", "batch", "run_id"} <= set(d.columns):
                 continue
             d = d[(d["status"] == "ok") & (d["gpu"].astype(str) == gpu) & (d["model"] == key_model)
                   & (d["image_size"] == key_image) & (d["batch"] == batch)]
             for rid, g in d.groupby("run_id"):
                 c, t = g[g["version"] == COMPILE], g[g["version"] == GRAPH]
-                first = sd.first_call_s(c["note"]).dropna()
-                if len(c) and len(t) and len(first) and (first < sd.COMPILED_HERE_S).all():
+                first = rundata.first_call_s(c["note"]).dropna()
+                if len(c) and len(t) and len(first) and (first < rundata.COMPILED_HERE_S).all():
                     found.append((pd.to_datetime(g["utc"]).max(), folder.name,
                                   c["median_us"].median() / t["median_us"].median()))
     return max(found)[1:] if found else None
@@ -1217,12 +1217,12 @@ def other_sittings(gpu, answer_steps, c256):
     of the other runs, one process a row, were timed on freed weights until the anchors kept the
     model alive (b9e6fe0; stages/encoder/NOTES.md), ~12% fast at batch 256."""
     try:
-        others = sd.load_runs(run.path.parent)
-    except sd.DataError:
+        others = rundata.load_runs(run.path.parent)
+    except studylib.DataError:
         return []  # a run folder outside a results root: no sibling sittings to read
     out = []
     for other in others:
-        if other.name == run.name or sd.gpu_of(other) != gpu or not sd.holds_final_sitting(other):
+        if other.name == run.name or rundata.gpu_of(other) != gpu or not rundata.holds_final_sitting(other):
             continue
         d = other.ok("encoder")
         d = d[(d["model"] == KEY_MODEL) & (d["image_size"] == KEY_IMAGE) & (d["batch"] == 256)]
@@ -1247,7 +1247,7 @@ FINAL_ROWS = [("fastest fp16 step", None), ("fastest FP8 step", None), (LABEL[EA
               (LABEL[TORCHAO[1]], TORCHAO[1])]
 # Any run with the rows gets the table (the quick preset's run reproduces README's); only a
 # final sitting gives README its answer.
-IS_FINAL = sd.holds_final_sitting(run)
+IS_FINAL = rundata.holds_final_sitting(run)
 if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KEY_BATCHES):
     # The answer's fp16 forward must compute timm's model; a faster one that fails parity is named beside it.
     TIMM_FP16 = [v for v in BEST_STEPS if step_table.models_timm(v, parity_newest)]
@@ -1290,22 +1290,22 @@ if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KE
         a, a_us = best_anchor(b)
         if v is not None and a is not None:
             lines.append(f"At batch {b} the fastest forward is `{v}`, {fmt_ms(at(v, b))} ms, "
-                         f"{sd.faster_or_slower(a_us / at(v, b))} than the fastest PyTorch anchor, "
+                         f"{formatting.faster_or_slower(a_us / at(v, b))} than the fastest PyTorch anchor, "
                          f"{label(a)} ({fmt_ms(a_us)} ms).")
     # At batch 256 cuBLAS wins autotuning's race by a wide margin wherever it compiled.
     small = {b: n for b, n in compiled_in_sitting().items() if b <= 32}
     if small:
         lines.append(compiled_in_sitting_line(small))
-    gpu = sd.gpu_of(run)
+    gpu = rundata.gpu_of(run)
     n_rounds = max(rounds) if rounds else 1
     lines.append(f"All from one sitting: run folder `{run.name}` on {gpu}, "
                  f"{n_rounds} interleaved round{'s' if n_rounds > 1 else ''} (medians), commit "
-                 f"{', '.join(dict.fromkeys(sd.short_commit(x, 7) for x in ok['commit'].astype(str)))}"
+                 f"{', '.join(dict.fromkeys(rundata.short_commit(x, 7) for x in ok['commit'].astype(str)))}"
                  + ("." if IS_FINAL else "; not a final sitting (`./study run final`), so README's "
                     "answer does not come from it."))
     if IS_FINAL and np.isfinite(c256):
         lines += other_sittings(gpu, [v for v in (s8, s16) if v is not None], c256)
-    final_table = sd.markdown_table(pd.DataFrame(rows_))
+    final_table = formatting.markdown_table(pd.DataFrame(rows_))
     if IS_FINAL:
         ctx.answer = "\n".join(f"- {x}" for x in lines) + "\n\n" + final_table
     # The report opens its encoder section with the same answer README gives.
@@ -1322,7 +1322,7 @@ else:
     ctx.missing("table", "encoder_final", why)
 
 # Which anchor is the fastest at each batch.
-anchor_batches = sorted(int(b) for b in set(at_key.loc[at_key["version"].map(sd.is_anchor),
+anchor_batches = sorted(int(b) for b in set(at_key.loc[at_key["version"].map(catalog.is_anchor),
                                                        "batch"]))
 if anchor_batches:
     best = [(b, *best_anchor(b)) for b in anchor_batches]
@@ -1362,9 +1362,9 @@ for b in [b for b in (1, 256) if b in key_batches]:
         largest = ""
         if gains:
             g, v, p = max(gains)
-            largest = f"; the largest single step is {v} ({sd.faster_or_slower(g)} than {p})"
+            largest = f"; the largest single step is {v} ({formatting.faster_or_slower(g)} than {p})"
         findings.append(f"At batch {b}, {last} takes {fmt_ms(at(last, b))} ms against "
-                        f"{first}'s {fmt_ms(at(first, b))} ms ({sd.faster_or_slower(at(first, b) / at(last, b))})"
+                        f"{first}'s {fmt_ms(at(first, b))} ms ({formatting.faster_or_slower(at(first, b) / at(last, b))})"
                         f"{largest}.")
 
 # Memory: one arena against a buffer per intermediate.
@@ -1417,7 +1417,7 @@ if fast_b1 and np.isfinite(floor_us):
                     f"{weights_mb.median():.1f} MB of weights at the measured copy bandwidth)"
                     + (f", in ~{kernels:.0f} kernels." if np.isfinite(kernels) else "."))
 
-findings.append(sd.status_finding(everything, label=label, what="row", shown="shown",
+findings.append(formatting.status_finding(everything, label=label, what="row", shown="shown",
                                  all_ok="Every row passed its logits check and was timed."))
 
 ctx.text("encoder_findings", findings)
@@ -1438,7 +1438,7 @@ def headline_candidate(rows, folder=None):
              & (rows["batch"] == head_batch) & (rows["streams"].fillna(1) == 1)
              & ~rows["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
     med = d.groupby("version")["median_us"].median()
-    fp16 = [v for v in med.index if not sd.is_anchor(v) and not step_table.is_fp8_step(v)
+    fp16 = [v for v in med.index if not catalog.is_anchor(v) and not step_table.is_fp8_step(v)
             and not str(v).startswith("custom:")]
     if not fp16:
         return None
@@ -1459,13 +1459,13 @@ def headline_candidate(rows, folder=None):
 
 if head_batch:
     candidates = [c for c in [headline_candidate(ok)] if c]
-    gpu_here = sd.gpu_of(run)
+    gpu_here = rundata.gpu_of(run)
     # Side experiments as run_sweep writes them (RUN/<spec>/<spec>.csv), not probes.
     for path in sorted(p for p in run.path.parent.glob("*/*/*.csv") if p.parent.name == p.stem):
         rel = path.relative_to(run.path.parent)
         try:
-            side = sd.read_csv(path)
-        except sd.DataError:
+            side = rundata.read_csv(path)
+        except studylib.DataError:
             continue
         side = side[(side["family"] == "encoder") & (side["gpu"].astype(str) == gpu_here)]
         if len(side):
@@ -1482,18 +1482,18 @@ def newest_side(pattern, same_architecture=False):
     or the JSON's `gpu`) were measured on this run's GPU (with same_architecture, on any GPU that
     runs the same binaries: for accuracy, never for times); None when there is none. A JSON is
     as new as the bench rows written beside it (a checkout's file times say nothing)."""
-    gpu, found = sd.gpu_of(run), []
+    gpu, found = rundata.gpu_of(run), []
 
     def fits(g):
-        return sd.same_architecture(g, gpu) if same_architecture else g == gpu
+        return rundata.same_architecture(g, gpu) if same_architecture else g == gpu
     for f in run.path.parent.glob(pattern):
         if f.suffix == ".csv":
-            d = sd.read_csv(f)
+            d = rundata.read_csv(f)
             if any(fits(g) for g in set(d["gpu"].astype(str))):
                 found.append((pd.to_datetime(d["utc"]).max(), f))
         else:
             j = json.loads(f.read_text())
-            beside = [pd.to_datetime(sd.read_csv(c)["utc"]).max() for c in f.parent.glob("*.csv")
+            beside = [pd.to_datetime(rundata.read_csv(c)["utc"]).max() for c in f.parent.glob("*.csv")
                       if c.name != "accuracy.csv"]
             if fits(j.get("gpu", "")):
                 found.append((max(beside) if beside else pd.Timestamp(0, tz="UTC"), f))
@@ -1502,9 +1502,9 @@ def newest_side(pattern, same_architecture=False):
 
 def measured_on(gpu):
     """What an accuracy result measured on another GPU of this one's architecture adds to its text."""
-    return ("" if gpu == sd.gpu_of(run) else
-            f", measured on {gpu}: {sd.architecture_of(gpu)}, the same binaries and arithmetic as on "
-            f"{sd.gpu_of(run)}")
+    return ("" if gpu == rundata.gpu_of(run) else
+            f", measured on {gpu}: {rundata.architecture_of(gpu)}, the same binaries and arithmetic as on "
+            f"{rundata.gpu_of(run)}")
 
 
 def accuracy_result(pattern, holds):
@@ -1514,14 +1514,14 @@ def accuracy_result(pattern, holds):
     found = []
     for f in run.path.parent.glob(pattern):
         j = json.loads(f.read_text())
-        if sd.same_architecture(j.get("gpu", ""), sd.gpu_of(run)) and holds(j):
-            found.append(((j.get("gpu") == sd.gpu_of(run), f.parent.parent.name, f.parent.name), f, j))
+        if rundata.same_architecture(j.get("gpu", ""), rundata.gpu_of(run)) and holds(j):
+            found.append(((j.get("gpu") == rundata.gpu_of(run), f.parent.parent.name, f.parent.name), f, j))
     return max(found, key=lambda e: e[0])[1:] if found else None
 
 
 def side_ok(path):
     """A side experiment's timed rows and the median across rounds per (version, batch), us."""
-    d = sd.read_csv(path)
+    d = rundata.read_csv(path)
     d = d[d["status"] == "ok"].copy()
     return d, d.groupby(["version", "batch"])["median_us"].median()
 
@@ -1572,13 +1572,13 @@ def side_step_table(name, step, compared, caption, clocks=()):
         rows.append(row)
     show = pd.DataFrame(rows)
     fmt = {c: fmt_ms_3dp for c in show.columns if c.endswith(" ms")}
-    fmt.update({c: sd.fmt_ratio for c in show.columns if c.startswith("x ")})
+    fmt.update({c: formatting.fmt_ratio for c in show.columns if c.startswith("x ")})
     fmt.update({c: fmt_rate for c in show.columns if c.endswith(" MHz")})
-    fmt["batch"] = sd.fmt_int
-    ctx.table(name, sd.markdown_table(show, fmt),
+    fmt["batch"] = formatting.fmt_int
+    ctx.table(name, formatting.markdown_table(show, fmt),
               f"{caption} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "
-              f"{sd.show_path(csv.parent)}); x v = v's time over {step}'s (above 1: {step} is faster). "
-              f"{sd.Run(csv.parent, d).provenance()}.")
+              f"{rundata.show_path(csv.parent)}); x v = v's time over {step}'s (above 1: {step} is faster). "
+              f"{rundata.Run(csv.parent, d).provenance()}.")
 
 
 PREFETCH_STEP = "e14_l2_prefetch"
@@ -1630,18 +1630,18 @@ if fp8_csv is not None:
         f8_rows.append(row)
     f8_show = pd.DataFrame(f8_rows)
     f8_fmt = {c: fmt_ms_3dp for c in f8_show.columns if c.endswith(" ms")}
-    f8_fmt.update({"batch": sd.fmt_int, "x fastest fp16 step": sd.fmt_ratio,
+    f8_fmt.update({"batch": formatting.fmt_int, "x fastest fp16 step": formatting.fmt_ratio,
                    "SM MHz (FP8)": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"})
-    ctx.table("encoder_fp8", sd.markdown_table(f8_show, f8_fmt),
+    ctx.table("encoder_fp8", formatting.markdown_table(f8_show, f8_fmt),
               f"The FP8 step (QKV, projection, fc1 and fc2 in E4M3 with per-tensor weight scales and "
               f"static activation scales; stages/encoder/e12_fp8/NOTES.md) against the fastest fp16 "
               f"steps and timm in a CUDA graph, {where}: medians of 3 interleaved rounds "
-              f"(experiments/specs/encoder_fp8.toml, in {sd.show_path(fp8_csv.parent)}); "
+              f"(experiments/specs/encoder_fp8.toml, in {rundata.show_path(fp8_csv.parent)}); "
               f"x fastest fp16 step = the faster fp16 step's time over e12_fp8's. "
-              f"{sd.Run(fp8_csv.parent, f8).provenance()}.")
+              f"{rundata.Run(fp8_csv.parent, f8).provenance()}.")
     # Per GEMM at the largest batch: component time of the median round's eager breakdown; e15's
     # from the encoder_fp8_fused rows when a run has them (its projection has no quantizing pass).
-    ceil8, ceil16 = sd.fp8_ceiling_tflops(run), run.ceilings().gemm_tflops
+    ceil8, ceil16 = rundata.fp8_ceiling_tflops(run), run.ceilings().gemm_tflops
     f8_big = int(f8["batch"].max())
     hidden, _, depth = MODELS[key_model]
     rows_big = f8_big * ((key_image // 16) ** 2 + 1)
@@ -1664,7 +1664,7 @@ if fp8_csv is not None:
                 g_rows.append({"step": v, "GEMM": comp, "ms": parts_v[comp] / 1e3, "TFLOP/s": t,
                                "% of ceiling": 100 * t / ceiling if ceiling else np.nan, "ceiling": kind})
     if g_rows:
-        ctx.table("encoder_fp8_gemms", sd.markdown_table(pd.DataFrame(g_rows), {
+        ctx.table("encoder_fp8_gemms", formatting.markdown_table(pd.DataFrame(g_rows), {
             "ms": lambda x: f"{x:.2f}", "TFLOP/s": lambda x: f"{x:,.0f}",
             "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
             f"Per-GEMM throughput at batch {f8_big}, {where}, from the eager breakdown of the median "
@@ -1722,11 +1722,11 @@ if acc_json is not None:
     acc_show = acc_rows[["weights", "forward", "precision", "logits_rel_l2", "top1_agreement", "decisive"]]
     acc_show = acc_show.rename(columns={"logits_rel_l2": "logits rel L2", "top1_agreement": "top-1 agreement",
                                         "decisive": "agreement where the margin > 4x the error"})
-    ctx.table("encoder_fp8_accuracy", sd.markdown_table(acc_show, {
+    ctx.table("encoder_fp8_accuracy", formatting.markdown_table(acc_show, {
         "logits rel L2": lambda x: f"{x:.2e}", "top-1 agreement": lambda x: f"{x:.1%}"}),
         f"Accuracy against timm {acc['timm']} fp32 on the same weights ({acc['model']}, {acc['image_size']} px, "
         f"{acc['images']} N(0, 1) images per weight set; FP8 calibrated on {acc['calibration_images']} other "
-        f"images), experiments/fp8_accuracy.py in {sd.show_path(acc_json.parent)}{measured_on(acc['gpu'])}: "
+        f"images), experiments/fp8_accuracy.py in {rundata.show_path(acc_json.parent)}{measured_on(acc['gpu'])}: "
         f"timm's init, every "
         f"parameter randomized, and timm's init with outlier channels (LayerNorm gamma 20-50x on three "
         f"channels, two residual-stream channels offset by 25 and 40). The last column counts only the "
@@ -1754,7 +1754,7 @@ def torchao_in_fp32(step, mine):
     most = max(mine[w] / fp32[w] - 1 for w in common)
     return ("; torchao per tensor on an fp32 copy of the model: "
             + ", ".join(f"{w} {fp32[w]:.4f}" for w in common)
-            + f", {step} {most:+.1%} against it at most ({sd.show_path(probes[-1].parent.parent)}, {rows['gpu'].iloc[0]}: "
+            + f", {step} {most:+.1%} against it at most ({rundata.show_path(probes[-1].parent.parent)}, {rows['gpu'].iloc[0]}: "
             f"its folder README says what the half-precision model changes)")
 
 
@@ -1786,7 +1786,7 @@ if V8_JUDGED is not None:
                        f"{f.removeprefix('torchao ')} {x:.4f}" for f, x in
                        theirs[theirs["weights"] == w][["forward", "logits_rel_l2"]].itertuples(index=False))
                        for w in mine.index)
-                   + f" (logits rel L2 against timm fp32; {sd.show_path(judged_json.parent)}"
+                   + f" (logits rel L2 against timm fp32; {rundata.show_path(judged_json.parent)}"
                      f"{measured_on(judged_acc['gpu'])})"
                    + ("" if worst[2] <= 0 else torchao_in_fp32(V8_JUDGED, mine)))
     else:
@@ -1801,7 +1801,7 @@ if V8_JUDGED is not None:
         ok_ = fp32["top1"] >= crit["fp32_min"] and q["disagree_with_fp32"] <= crit["fp8_disagree_max"]
         ctx.target(what, "met" if ok_ else "missed",
                    f"fp32 {fp32['top1']:.2%}, {V8_JUDGED} {q['top1']:.2%} with {q['disagree_with_fp32']} of "
-                   f"{j['images_held_out']} held-out images away from fp32 ({sd.show_path(f.parent)}"
+                   f"{j['images_held_out']} held-out images away from fp32 ({rundata.show_path(f.parent)}"
                    f"{measured_on(j['gpu'])})")
     else:
         ctx.target(what, "not judged", f"no digits result on this GPU or its architecture holds {V8_JUDGED}")

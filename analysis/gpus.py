@@ -10,9 +10,7 @@
 # ROOT] [--out DIR]`) or from `report/build.py`, which hands it `STUDY_CONTEXT`.
 
 # %%
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import matplotlib
 
@@ -22,12 +20,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
-import study_data as sd
+from analysis import plots
+from studylib import catalog, formatting, notebook, rundata
 
-ctx = sd.notebook_context("gpus", globals())
+ctx = notebook.notebook_context("gpus", globals())
 runs = ctx.runs
-sd.apply_style()
+plots.apply_style()
 
 HOLDS_WITHIN = 0.10   # a ratio "holds" on another GPU when it is within 10% and on the same side of 1
 HIDDEN = 768
@@ -39,7 +37,7 @@ NOT_THE_OPERATION = {"gemm_only", "pingpong_gemm_only", "cpu_baseline"}
 class Comparison:
     family: str
     shape: str            # in words
-    match: dict           # column -> value the rows must have (rows: sd.rows_of)
+    match: dict           # column -> value the rows must have (rows: rundata.rows_of)
     against: list         # the faster of these (present in both GPUs' runs) is the reference
     against_label: str
     ours: list | None = None   # None: the fastest own version that both runs timed there
@@ -88,7 +86,7 @@ def at_shape(run, c):
     """The run's timed rows of the comparison's family at its shape (full models only)."""
     d = run.ok(c.family)
     if "rows" in c.match:
-        d = d.assign(rows=sd.rows_of(d))
+        d = d.assign(rows=rundata.rows_of(d))
     for k, v in c.match.items():
         d = d[d[k] == v]
     if c.family == "encoder":
@@ -102,7 +100,7 @@ def one_sitting(d, c):
     candidate versions, so that the speedup never pairs two sittings; empty when none did."""
     def has_both(g):
         vs = set(g["version"])
-        own = set(c.ours) if c.ours is not None else {v for v in vs if sd.is_own(v) and v not in NOT_THE_OPERATION}
+        own = set(c.ours) if c.ours is not None else {v for v in vs if catalog.is_own(v) and v not in NOT_THE_OPERATION}
         return bool(vs & set(c.against)) and bool(vs & own)
     sittings = [(g["utc"].max(), rid) for rid, g in d.groupby("run_id") if has_both(g)]
     return d[d["run_id"] == max(sittings)[1]] if sittings else d.iloc[0:0]
@@ -133,7 +131,7 @@ def compare(c, run_a, run_b):
     if c.ours is not None:
         ours = [v for v in c.ours if v in both]
     else:
-        ours = [v for v in both if sd.is_own(v) and v not in NOT_THE_OPERATION]
+        ours = [v for v in both if catalog.is_own(v) and v not in NOT_THE_OPERATION]
     if not refs or not ours:
         return None
     out = []
@@ -141,7 +139,7 @@ def compare(c, run_a, run_b):
         fastest = min(ours, key=lambda v: m.at[v, "median_us"])
         ref = min(refs, key=lambda v: m.at[v, "median_us"])
         # Whether the reference compiled in its sitting's anchor process (docs/method.md, Timing).
-        compiled_here = bool(sd.compiled_here_s(d.loc[d["version"] == ref, "note"]).notna().any())
+        compiled_here = bool(rundata.compiled_here_s(d.loc[d["version"] == ref, "note"]).notna().any())
         out.append((fastest, m.at[fastest, "median_us"], ref, m.at[ref, "median_us"],
                     m.at[ref, "median_us"] / m.at[fastest, "median_us"], m.at[fastest, "sm_mhz"],
                     m.at[ref, "sm_mhz"], compiled_here))
@@ -155,7 +153,7 @@ def holds(sa, sb):
 
 
 def fmt_time(us):
-    return "-" if not np.isfinite(us) else (f"{us / 1000:.2f} ms" if us >= 1000 else f"{sd.fmt_us(us)} us")
+    return "-" if not np.isfinite(us) else (f"{us / 1000:.2f} ms" if us >= 1000 else f"{formatting.fmt_us(us)} us")
 
 
 def short_gpu(g):
@@ -164,7 +162,7 @@ def short_gpu(g):
 
 def commits(run):
     """A run folder's commits as a title has room for: the first (7 digits) and how many more."""
-    c = [sd.short_commit(x, 7) for x in dict.fromkeys(run.df["commit"].astype(str).str.strip()) if x]
+    c = [rundata.short_commit(x, 7) for x in dict.fromkeys(run.df["commit"].astype(str).str.strip()) if x]
     return (c[0] + (f" + {len(c) - 1} more" if len(c) > 1 else "")) if c else "commit unknown"
 
 
@@ -172,8 +170,8 @@ def commits(run):
 # ## The comparisons on each GPU, side by side
 
 # %%
-primary = sd.primary_gpu(runs)
-gpus = sorted({sd.gpu_of(r) for r in runs} - {primary})
+primary = rundata.primary_gpu(runs)
+gpus = sorted({rundata.gpu_of(r) for r in runs} - {primary})
 KINDS = {"gpus_ratios": "table", "gpus_speedups": "figure", "gpus_findings": "text"}
 
 
@@ -184,13 +182,13 @@ def mhz(a, b):
 
 
 rows, used_runs = [], {}
-on_primary = [r for r in runs if sd.gpu_of(r) == primary]
+on_primary = [r for r in runs if rundata.gpu_of(r) == primary]
 for g in gpus:
-    on_g = [r for r in runs if sd.gpu_of(r) == g]
+    on_g = [r for r in runs if rundata.gpu_of(r) == g]
     for i, c in enumerate(COMPARISONS):
         # Each GPU's run of the family as its own section would pick it (for the encoder: its
         # final sitting where it has one), also where the report's section is on another GPU.
-        run_a, run_b = sd.pick_run(on_primary, c.family), sd.pick_run(on_g, c.family)
+        run_a, run_b = rundata.pick_run(on_primary, c.family), rundata.pick_run(on_g, c.family)
         if run_a is None or run_b is None:
             continue
         res = compare(c, run_a, run_b)
@@ -225,7 +223,7 @@ else:
                       for g in [primary] + [x for x in gpus if x in used_runs])
     table = shown[["component", "shape", "against", "gpu", "fastest", "reference", "speedup",
                    "SM MHz", "holds"]].assign(gpu=shown["gpu"].map(short_gpu))
-    ctx.table("gpus_ratios", sd.markdown_table(table, {"speedup": sd.fmt_ratio}),
+    ctx.table("gpus_ratios", formatting.markdown_table(table, {"speedup": formatting.fmt_ratio}),
               f"The study's key comparisons on every GPU with committed runs, each computed inside "
               f"one run of one GPU: the fastest version (of those both GPUs' runs timed at that "
               f"shape; median across rounds) and its time, the reference and its time, the speedup "
@@ -251,8 +249,8 @@ else:
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("speedup over the reference (reference time / fastest time, within one run)")
-    sd.legend_outside(ax)
-    sd.titled(fig, "Key speedups per GPU, each within one run",
+    plots.legend_outside(ax)
+    plots.titled(fig, "Key speedups per GPU, each within one run",
               "\n".join(f"{short_gpu(g)}: " + ", ".join(f"{n} ({commits(r)})" for n, r in used_runs[g].items())
                         for g in order if g in used_runs))
     fig.tight_layout()
@@ -278,13 +276,13 @@ else:
         for _, r in flips.iterrows():
             sentences.append(
                 f"{r['component']} at {r['shape']} against {r['against']}: "
-                f"{sd.faster_or_slower(base[r['order']])} on {p}, "
-                f"{sd.faster_or_slower(r['speedup'])} on {o}.")
+                f"{formatting.faster_or_slower(base[r['order']])} on {p}, "
+                f"{formatting.faster_or_slower(r['speedup'])} on {o}.")
         apart = d[d["holds"] == "direction only"]
         if len(apart):
             sentences.append(f"Same direction on {o}, more than {HOLDS_WITHIN:.0%} apart: " + "; ".join(
                 f"{r['component']} at {r['shape']} against {r['against']} "
-                f"({sd.fmt_ratio(base[r['order']])} on {p}, {sd.fmt_ratio(r['speedup'])} on {o})"
+                f"({formatting.fmt_ratio(base[r['order']])} on {p}, {formatting.fmt_ratio(r['speedup'])} on {o})"
                 for _, r in apart.iterrows()) + ".")
         # What moved between the GPUs where a speedup moved more than HOLDS_WITHIN: the fastest
         # version's time, the reference's, and the measured copy bandwidth beside them (a
@@ -324,9 +322,9 @@ else:
                 f"GPU, so the batch-256 speedups above carry their clocks beside them.")
     for g in gpus:
         done = set(cmp_df.loc[cmp_df["pair"] == g, "component"])
-        on_g = [r for r in runs if sd.gpu_of(r) == g]
+        on_g = [r for r in runs if rundata.gpu_of(r) == g]
         for fam in dict.fromkeys(c.family for c in COMPARISONS):
-            a, b = sd.pick_run(on_primary, fam), sd.pick_run(on_g, fam)
+            a, b = rundata.pick_run(on_primary, fam), rundata.pick_run(on_g, fam)
             if fam in done or a is None or b is None:
                 continue
             sentences.append(

@@ -7,8 +7,6 @@
 # [--run DIR] [--out DIR]`) or from `report/build.py`, which hands it `STUDY_CONTEXT`.
 
 # %%
-import sys
-from pathlib import Path
 
 import matplotlib
 
@@ -18,14 +16,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
-import study_data as sd
+from analysis import plots
+from studylib import catalog, formatting, notebook, rundata
 
-ctx = sd.notebook_context("layernorm", globals())
+ctx = notebook.notebook_context("layernorm", globals())
 run = ctx.run
 prov = ctx.provenance()              # captions: every run id and commit
 tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-sd.apply_style()
+plots.apply_style()
 
 HIDDEN = 768                  # ViT-B; the sweep's rows are batch x tokens at this width
 KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes
@@ -33,7 +31,7 @@ TARGET_FRACTION = 0.80        # target: >= 80% of copy bandwidth at 50432 x 768 
 V1 = "v1_shared"
 GRAPH = "pytorch_layer_norm_graph"
 EAGER = "pytorch_layer_norm"
-LADDER = sd.family_versions("layernorm") + [GRAPH, EAGER]
+LADDER = catalog.family_versions("layernorm") + [GRAPH, EAGER]
 LABEL = {GRAPH: "PyTorch F.layer_norm (CUDA graph)", EAGER: "PyTorch F.layer_norm (eager)"}
 
 # %% [markdown]
@@ -44,8 +42,8 @@ everything = run.rows("layernorm")
 ok = run.ok("layernorm")
 other_hidden = int((ok["hidden"] != HIDDEN).sum())
 ok = ok[ok["hidden"] == HIDDEN]
-ok, flush, flush_dropped = sd.one_setting(ok, "flush_l2")
-ok["rows"] = sd.rows_of(ok)
+ok, flush, flush_dropped = rundata.one_setting(ok, "flush_l2")
+ok["rows"] = rundata.rows_of(ok)
 
 # Bytes the kernel must move (same count as stages/layernorm bytes()); fills GB/s for any
 # anchor row that did not record it, so every version is measured against the same bytes.
@@ -57,14 +55,14 @@ ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]),
 
 # Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
 # with the range of the rounds' medians as its spread (lo_us, hi_us).
-t = sd.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
+t = rundata.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
                        tflops=("tflops", "median"),
                        batch=("batch", "first"), tokens=("tokens", "first"))
-rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
-order = sd.version_order(t["version"], LADDER)
+rounds, rounds_caption, rounds_cells = formatting.rounds_wording(t)
+order = catalog.version_order(t["version"], LADDER)
 # A run with no timings (every row skipped or failed) still gets its status table and findings.
 NOT_TIMED = f"no timed LayerNorm rows at hidden {HIDDEN} in this run (see the status table)"
-style = sd.styles(order, fastest=sd.fastest_at(t, rows=None))
+style = plots.styles(order, fastest=plots.fastest_at(t, rows=None))
 ceil = run.ceilings()
 copy = ceil.copy_gbps
 flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
@@ -96,8 +94,8 @@ if len(t):
     ax.set_yscale("log")
     ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
     ax.set_ylabel("median time per call (us)")
-    sd.legend_outside(ax)
-    sd.titled(fig, f"LayerNorm: median time per call vs rows ({flush_text})", tprov)
+    plots.legend_outside(ax)
+    plots.titled(fig, f"LayerNorm: median time per call vs rows ({flush_text})", tprov)
     ctx.figure("layernorm_time", fig,
                f"LayerNorm median time per call vs rows (batch x tokens) at hidden {HIDDEN}, "
                f"log-log; PyTorch F.layer_norm eager dashed, its CUDA-graph replay dotted; "
@@ -130,8 +128,8 @@ if len(t):
         ax.set_ylabel("achieved GB/s (bytes read + written / median time)")
     ax.set_xscale("log")
     ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
-    sd.legend_outside(ax)  # right of the axes: the curves fill the whole plot
-    sd.titled(fig, "LayerNorm: achieved bandwidth vs rows" + (", % of copy" if copy else ""), tprov)
+    plots.legend_outside(ax)  # right of the axes: the curves fill the whole plot
+    plots.titled(fig, "LayerNorm: achieved bandwidth vs rows" + (", % of copy" if copy else ""), tprov)
     ceiling_text = (f"bytes read + written / median time as a share of the device copy bandwidth "
                     f"measured in the same run ({copy:,.0f} GB/s), with lines at 100% and at the "
                     f"{TARGET_FRACTION:.0%} target" if copy else
@@ -148,8 +146,8 @@ else:
 # %%
 baselines = [b for b in (V1, GRAPH, EAGER) if b in order]
 if baselines:
-    fig = sd.speedup_panels(t, order, baselines, label, style, "rows (batch x tokens)")
-    sd.titled(fig, "LayerNorm: speedup per rows (above 1 = faster than the baseline)", tprov)
+    fig = plots.speedup_panels(t, order, baselines, label, style, "rows (batch x tokens)")
+    plots.titled(fig, "LayerNorm: speedup per rows (above 1 = faster than the baseline)", tprov)
     ctx.figure("layernorm_speedup", fig,
                f"LayerNorm speedup per rows against {', '.join(label(b) for b in baselines)} "
                f"(baseline median time / version median time, same run). {prov}.")
@@ -172,7 +170,7 @@ for r in key_rows:
             continue
         summary.append({
             "rows": r, "version": v, "median us": m,
-            **({sd.SPREAD_COLUMN: sd.fmt_spread(at(v, r, "lo_us"), at(v, r, "hi_us"))}
+            **({formatting.SPREAD_COLUMN: formatting.fmt_spread(at(v, r, "lo_us"), at(v, r, "hi_us"))}
                if rounds else {}),
             "GB/s": at(v, r, "gbps"),
             "% of copy": 100 * at(v, r, "gbps") / copy if copy else np.nan,
@@ -183,10 +181,10 @@ summary = pd.DataFrame(summary)
 # A run without v1 or without the anchors would show a column of dashes: leave it out.
 summary = summary.dropna(axis=1, how="all")
 if len(summary):
-    ctx.table("layernorm_summary", sd.markdown_table(summary, {
-        "rows": sd.fmt_int, "median us": sd.fmt_us, "GB/s": sd.fmt_gbps,
-        "% of copy": sd.fmt_pct, f"speedup vs {V1}": sd.fmt_ratio,
-        "time / PyTorch graph": sd.fmt_ratio, "time / PyTorch eager": sd.fmt_ratio}),
+    ctx.table("layernorm_summary", formatting.markdown_table(summary, {
+        "rows": formatting.fmt_int, "median us": formatting.fmt_us, "GB/s": formatting.fmt_gbps,
+        "% of copy": formatting.fmt_pct, f"speedup vs {V1}": formatting.fmt_ratio,
+        "time / PyTorch graph": formatting.fmt_ratio, "time / PyTorch eager": formatting.fmt_ratio}),
         f"LayerNorm at {' and '.join(str(r) for r in key_rows)} rows x {HIDDEN}: median time"
         f"{rounds_caption}, "
         f"achieved bandwidth, share of the measured copy bandwidth"
@@ -200,12 +198,12 @@ summary
 # ## The ladder at the target sizes: time, speedup over the previous step, ratio to cuDNN
 
 # %%
-LIBRARY = next((v for v in order if sd.is_library(v)), None)
-steps = [v for v in order if sd.is_own(v)]
-ladder, ladder_formats = sd.ladder_table(order, steps, key_rows, at, LIBRARY,
+LIBRARY = next((v for v in order if catalog.is_library(v)), None)
+steps = [v for v in order if catalog.is_own(v)]
+ladder, ladder_formats = formatting.ladder_table(order, steps, key_rows, at, LIBRARY,
                                          size_label=lambda r: f"{r} rows", spread=rounds)
 if len(ladder):
-    ctx.table("layernorm_ladder", sd.markdown_table(ladder, ladder_formats),
+    ctx.table("layernorm_ladder", formatting.markdown_table(ladder, ladder_formats),
               f"The LayerNorm ladder at {' and '.join(map(str, key_rows))} rows x {HIDDEN}: "
               f"median time per call (us){rounds_caption}, speedup over the previous step of "
               f"the ladder (x prev: its time / this time)"
@@ -220,10 +218,10 @@ else:
 # ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
 
 # %%
-rl = sd.roofline_points(t[t["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
-rl_gap = sd.roofline_gap(rl, ceil)
+rl = plots.roofline_points(t[t["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
+rl_gap = plots.roofline_gap(rl, ceil)
 if rl_gap is None:
-    fig, caption = sd.roofline_figure(rl, order, style, label, ceil,
+    fig, caption = plots.roofline_figure(rl, order, style, label, ceil,
                                       f"LayerNorm: roofline at hidden {HIDDEN}", tprov,
                                       headline=f"{max(key_rows)} rows")
     ctx.figure("layernorm_roofline", fig,
@@ -241,8 +239,8 @@ else:
 
 # %%
 if len(t):
-    ctx.table("layernorm_sweep", sd.sweep_table(t, ["rows"], "version", order, sd.fmt_us,
-                                                {"rows": sd.fmt_int}),
+    ctx.table("layernorm_sweep", formatting.sweep_table(t, ["rows"], "version", order, formatting.fmt_us,
+                                                {"rows": formatting.fmt_int}),
         f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}"
         f"{rounds_cells}; "
         f"'-' = not timed (see the status table). {prov}.")
@@ -253,7 +251,7 @@ else:
 # ## Status: what was timed, skipped or failed
 
 # %%
-st = sd.status_table(everything.assign(
+st = formatting.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
     .sort_values(["_o", "version"], kind="stable"))
 left_out = []
@@ -263,7 +261,7 @@ if other_hidden:
 if flush_dropped:
     left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not "
                     f"plotted")
-ctx.table("layernorm_status", sd.markdown_table(st),
+ctx.table("layernorm_status", formatting.markdown_table(st),
           "LayerNorm rows per version and status, with the reason of every row that was not "
           "timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
 st
@@ -275,20 +273,20 @@ st
 def fastest(rows):
     """The fastest of every version shown at this size, library versions included (the
     PyTorch anchors are what it is compared with, so they are not candidates)."""
-    d = t[(t["rows"] == rows) & ~t["version"].map(sd.is_anchor)]
+    d = t[(t["rows"] == rows) & ~t["version"].map(catalog.is_anchor)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
 def fastest_own(rows):
-    d = t[(t["rows"] == rows) & t["version"].map(sd.is_own)]
+    d = t[(t["rows"] == rows) & t["version"].map(catalog.is_own)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
 def named(v):
-    return f"{v} (a library version)" if sd.is_library(v) else v
+    return f"{v} (a library version)" if catalog.is_library(v) else v
 
 
-findings = [s for s in [sd.rounds_sentence(t)] if s] if len(t) else []
+findings = [s for s in [formatting.rounds_sentence(t)] if s] if len(t) else []
 big = max(key_rows) if key_rows else None  # None: nothing timed in this run
 best = fastest(big) if key_rows else None
 if best is not None:
@@ -298,9 +296,9 @@ if best is not None:
         pct = 100 * g / copy
         findings.append(
             f"The fastest version, {named(v)}, reaches {pct:.0f}% of the measured copy bandwidth at "
-            f"{shape} ({sd.fmt_gbps(g)} of {sd.fmt_gbps(copy)} GB/s, {sd.fmt_us(m)} us per "
+            f"{shape} ({formatting.fmt_gbps(g)} of {formatting.fmt_gbps(copy)} GB/s, {formatting.fmt_us(m)} us per "
             f"call).")
-        own = t[(t["rows"] == big) & t["version"].map(sd.is_own)]
+        own = t[(t["rows"] == big) & t["version"].map(catalog.is_own)]
         if big == KEY_ROWS[1] and len(own):
             # The target is for the study's own kernels, whatever a library reaches.
             mine = own.loc[own["median_us"].idxmin()]
@@ -311,34 +309,34 @@ if best is not None:
             ctx.target(f"at least {TARGET_FRACTION:.0%} of the copy bandwidth at {shape}",
                        "met" if met == "met" else "missed",
                        f"{mine['version']}: {100 * mine['gbps'] / copy:.0f}% "
-                       f"({sd.fmt_gbps(mine['gbps'])} of {sd.fmt_gbps(copy)} GB/s)")
+                       f"({formatting.fmt_gbps(mine['gbps'])} of {formatting.fmt_gbps(copy)} GB/s)")
     else:
-        findings.append(f"The fastest version at {shape}, {named(v)}, takes {sd.fmt_us(m)} us "
-                        f"({sd.fmt_gbps(g)} GB/s); this run has no copy ceiling to compare "
+        findings.append(f"The fastest version at {shape}, {named(v)}, takes {formatting.fmt_us(m)} us "
+                        f"({formatting.fmt_gbps(g)} GB/s); this run has no copy ceiling to compare "
                         f"with.")
     if v != V1 and np.isfinite(at(V1, big)):
-        findings.append(f"At {shape}, {v} is {sd.faster_or_slower(at(V1, big) / m)} than "
-                        f"{V1} ({sd.fmt_us(at(V1, big))} us).")
+        findings.append(f"At {shape}, {v} is {formatting.faster_or_slower(at(V1, big) / m)} than "
+                        f"{V1} ({formatting.fmt_us(at(V1, big))} us).")
 
 beats = []
 for r in key_rows:
     b, first = fastest_own(r), fastest(r)
     if b is None:
         continue
-    if sd.is_library(first["version"]):
+    if catalog.is_library(first["version"]):
         findings.append(f"At {r} x {HIDDEN}, the fastest version is the library version "
-                        f"{first['version']} ({sd.fmt_us(first['median_us'])} us); our fastest, "
-                        f"{b['version']}, takes {sd.fmt_us(b['median_us'])} us.")
+                        f"{first['version']} ({formatting.fmt_us(first['median_us'])} us); our fastest, "
+                        f"{b['version']}, takes {formatting.fmt_us(b['median_us'])} us.")
     parts = []
     for anchor, how in ((GRAPH, "replayed as a CUDA graph"), (EAGER, "called eagerly")):
         a = at(anchor, r)
         if np.isfinite(a):
-            parts.append(f"{sd.faster_or_slower(a / b['median_us'])} than F.layer_norm {how} "
-                         f"({sd.fmt_us(a)} us)")
+            parts.append(f"{formatting.faster_or_slower(a / b['median_us'])} than F.layer_norm {how} "
+                         f"({formatting.fmt_us(a)} us)")
     if parts:
-        which = "our fastest version" if sd.is_library(first["version"]) else "the fastest version"
+        which = "our fastest version" if catalog.is_library(first["version"]) else "the fastest version"
         findings.append(f"At {r} x {HIDDEN}, {which}, {b['version']} "
-                        f"({sd.fmt_us(b['median_us'])} us), is {' and '.join(parts)}.")
+                        f"({formatting.fmt_us(b['median_us'])} us), is {' and '.join(parts)}.")
     if np.isfinite(at(GRAPH, r)):
         beats.append(b["median_us"] < at(GRAPH, r))
 if beats and key_rows == list(KEY_ROWS):
@@ -350,11 +348,11 @@ if beats and key_rows == list(KEY_ROWS):
                "; ".join(f"{r} rows: {at(GRAPH, r) / fastest_own(r)['median_us']:.2f}x"
                          for r in KEY_ROWS if fastest_own(r) is not None and np.isfinite(at(GRAPH, r))))
 
-for lib in [v for v in order if sd.is_library(v)]:
+for lib in [v for v in order if catalog.is_library(v)]:
     m = at(lib, big)
     if np.isfinite(m):
         share = (f", {100 * at(lib, big, 'gbps') / copy:.0f}% of copy" if copy else "")
-        findings.append(f"The library version {lib} takes {sd.fmt_us(m)} us at {big} x {HIDDEN}"
+        findings.append(f"The library version {lib} takes {formatting.fmt_us(m)} us at {big} x {HIDDEN}"
                         f"{share}.")
 
 if copy and flush == 0.0:
@@ -368,7 +366,7 @@ if copy and flush == 0.0:
             f"and at most {mb:.0f} MB move per call, so part of the traffic is served from L2 "
             f"and those points are not DRAM bandwidth.")
 
-findings.append(sd.status_finding(everything, "failed the correctness check"))
+findings.append(formatting.status_finding(everything, "failed the correctness check"))
 
 ctx.text("layernorm_findings", findings)
 

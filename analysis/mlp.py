@@ -11,8 +11,6 @@
 
 # %%
 import re
-import sys
-from pathlib import Path
 
 import matplotlib
 import matplotlib.ticker
@@ -24,14 +22,14 @@ import numpy as np
 import pandas as pd
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
-import study_data as sd
+from analysis import plots
+from studylib import catalog, formatting, notebook, rundata
 
-ctx = sd.notebook_context("mlp", globals())
+ctx = notebook.notebook_context("mlp", globals())
 run = ctx.run
 prov = ctx.provenance()              # captions: every run id and commit
 tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-sd.apply_style()
+plots.apply_style()
 
 HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
 KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes
@@ -40,7 +38,7 @@ TARGET_GEMM_RATIO = 1.05      # target: fastest fused version <= 1.05x the two p
 UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilogue",
                                        "handwritten_epilogue", "gemm_only")
 GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
-LADDER = sd.family_versions("mlp") + [GRAPH, EAGER]
+LADDER = catalog.family_versions("mlp") + [GRAPH, EAGER]
 # Versions that are not a fused MLP: the unfused steps, the epilogue as separate kernels, and the
 # timing references. Every other own version of the sweep is a fused MLP (bias + GELU after fc1,
 # bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
@@ -75,7 +73,7 @@ def join_and(items):
 #
 # The section's run may be a sitting at the target rows only (every version, interleaved
 # rounds). Its figures over batch and image size, the widths and the cuBLASLt and ping-pong
-# experiments then come from the newest run on the same GPU with a sweep (sd.sweep_run), named
+# experiments then come from the newest run on the same GPU with a sweep (rundata.sweep_run), named
 # in their captions; every ratio stays within one run.
 
 # %%
@@ -86,7 +84,7 @@ def timed(r):
     note = ok["note"].astype(str)
     ok["extra"] = note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
     # The problem's rows (--rows may override batch x tokens); older files give them in the note.
-    ok["rows"] = sd.rows_of(ok)
+    ok["rows"] = rundata.rows_of(ok)
     ws_note = pd.to_numeric(note.str.extract(r"workspace (\d+) MiB")[0], errors="coerce")
     ws_extra = pd.to_numeric(ok["extra"].str.extract(r"--workspace-mib[ =](\d+)")[0],
                              errors="coerce")
@@ -99,10 +97,10 @@ def timed(r):
     ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
 
     is_lt = ok["extra"].str.match(LT_FLAGS)
-    main, flush, flush_dropped = sd.one_setting(ok[ok["extra"] == ""], "flush_l2")
+    main, flush, flush_dropped = rundata.one_setting(ok[ok["extra"] == ""], "flush_l2")
     # Interleaved rounds (and re-runs appended to the folder) count once: the median across
     # them, with the range of the rounds' medians as its spread (lo_us, hi_us).
-    t = sd.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
+    t = rundata.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
                            gbps=("gbps", "median"), launches=("launches", "median"))
     return SimpleNamespace(
         everything=everything, ok=ok, main=main, is_lt=is_lt, other_extra=int(((ok["extra"] != "") & ~is_lt).sum()),
@@ -116,7 +114,7 @@ KEYS = ["version", "hidden", "image_size", "batch", "rows"]
 here = timed(run)
 everything, ok, main, is_lt, other_extra = here.everything, here.ok, here.main, here.is_lt, here.other_extra
 flush, flush_dropped, flush_text, t = here.flush, here.flush_dropped, here.flush_text, here.t
-rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
+rounds, rounds_caption, rounds_cells = formatting.rounds_wording(t)
 vb = here.vb
 
 
@@ -124,8 +122,8 @@ def drawing(table):
     """Ladder order of a merged table's versions and a unique style per version, the fastest (at
     hidden HIDDEN) drawn heavier and gemm_only, a timing reference and not an MLP, grey and dotted
     so that it reads as a floor."""
-    versions = sd.version_order(table["version"], LADDER)
-    styles = sd.styles(versions, fastest=sd.fastest_at(table[table["hidden"] == HIDDEN], exclude=(GEMM,), rows=None))
+    versions = catalog.version_order(table["version"], LADDER)
+    styles = plots.styles(versions, fastest=plots.fastest_at(table[table["hidden"] == HIDDEN], exclude=(GEMM,), rows=None))
     if GEMM in styles:
         styles[GEMM] = dict(color="#7f7f7f", marker=".", linestyle=":")
     return versions, styles
@@ -137,7 +135,7 @@ gemm_ceiling = ceil.gemm_tflops
 
 # The sweep over batch, image size and width (see above): this run's own, or the newest one
 # beside it when this run timed the target rows only.
-sweep = sd.sweep_run(run, "mlp")
+sweep = rundata.sweep_run(run, "mlp")
 S = here if sweep is run else timed(sweep)
 order_s, style_s = drawing(S.t)
 sweep_ceiling = sweep.ceilings().gemm_tflops
@@ -145,7 +143,7 @@ sweep_prov = ("" if sweep is run else
               f"From the sweep of run folder {sweep.name} ({run.name} times only the target rows). ") \
     + sweep.provenance("mlp")
 sweep_tprov = sweep.title_provenance("mlp")
-sweep_rounds_cells = sd.rounds_wording(S.t)[2]
+sweep_rounds_cells = formatting.rounds_wording(S.t)[2]
 
 
 def at(version, rows, col="median_us", hidden=HIDDEN, image=None, batch=None, table=None):
@@ -177,7 +175,7 @@ t
 # %%
 images = sorted(int(i) for i in set(S.vb["image_size"]))
 if images:
-    fig, axes = plt.subplots(1, len(images), figsize=(sd.panels_width(len(images), 4.4), 4.3), squeeze=False)
+    fig, axes = plt.subplots(1, len(images), figsize=(plots.panels_width(len(images), 4.4), 4.3), squeeze=False)
     for ax, image in zip(axes[0], images):
         d0 = S.vb[S.vb["image_size"] == image]
         for v in order_s:
@@ -195,7 +193,7 @@ if images:
     axes[0][0].set_ylabel("median time per call (us)")
     fig.legend(handles=[plt.Line2D([], [], label=label(v), **style_s[v]) for v in order_s],
                loc="lower center", ncol=min(len(order_s), 4), bbox_to_anchor=(0.5, -0.02))
-    sd.titled(fig, f"MLP: median time per call vs batch ({S.flush_text})", sweep_tprov)
+    plots.titled(fig, f"MLP: median time per call vs batch ({S.flush_text})", sweep_tprov)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     ctx.figure("mlp_time", fig,
                f"MLP (hidden {HIDDEN}, mlp {4 * HIDDEN}) median time per call vs batch, one "
@@ -224,7 +222,7 @@ if len(S.vb):
     ax.set_xlabel(f"rows (batch x tokens, 224 and 384 px), hidden {HIDDEN}")
     ax.set_ylabel("TFLOP/s (4 x rows x hidden x 4 hidden / median time)")
     ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
-    sd.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", sweep_tprov)
+    plots.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", sweep_tprov)
     ceiling_text = (f"line at the fp16 GEMM ceiling measured in the same run "
                     f"({sweep_ceiling:,.0f} TFLOP/s, 8192^3)" if sweep_ceiling else
                     "this run has no GEMM ceiling row, so no ceiling line")
@@ -240,9 +238,9 @@ else:
 # %%
 baselines = [b for b in (UNFUSED, GRAPH) if b in set(S.vb["version"])]
 if baselines:
-    fig = sd.speedup_panels(S.vb, order_s, baselines, label, style_s,
+    fig = plots.speedup_panels(S.vb, order_s, baselines, label, style_s,
                             f"rows (batch x tokens), hidden {HIDDEN}")
-    sd.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", sweep_tprov)
+    plots.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", sweep_tprov)
     ctx.figure("mlp_speedup", fig,
                f"MLP speedup per rows at hidden {HIDDEN} against "
                f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "
@@ -271,7 +269,7 @@ def summary_rows(rows_list, hidden=HIDDEN, ceiling=None, versions=None, **where_
                 continue
             tf = at(v, r, "tflops", hidden=hidden, **where_)
             out.append({"rows": r, "version": v, "median us": m,
-                        **({sd.SPREAD_COLUMN: sd.fmt_spread(
+                        **({formatting.SPREAD_COLUMN: formatting.fmt_spread(
                             at(v, r, "lo_us", hidden=hidden, **where_),
                             at(v, r, "hi_us", hidden=hidden, **where_))} if rounds else {}),
                         "TFLOP/s": tf,
@@ -283,17 +281,17 @@ def summary_rows(rows_list, hidden=HIDDEN, ceiling=None, versions=None, **where_
     return pd.DataFrame(out)
 
 
-SUMMARY_FORMATS = {"rows": sd.fmt_int, "hidden": sd.fmt_int, "median us": sd.fmt_us,
-                   "TFLOP/s": sd.fmt_gbps, "% of GEMM ceiling": sd.fmt_pct,
-                   "launches": sd.fmt_int, "time / gemm_only": sd.fmt_ratio,
-                   "time / PyTorch graph": sd.fmt_ratio, "time / PyTorch eager": sd.fmt_ratio}
+SUMMARY_FORMATS = {"rows": formatting.fmt_int, "hidden": formatting.fmt_int, "median us": formatting.fmt_us,
+                   "TFLOP/s": formatting.fmt_gbps, "% of GEMM ceiling": formatting.fmt_pct,
+                   "launches": formatting.fmt_int, "time / gemm_only": formatting.fmt_ratio,
+                   "time / PyTorch graph": formatting.fmt_ratio, "time / PyTorch eager": formatting.fmt_ratio}
 ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({gemm_ceiling:,.0f} TFLOP/s)"
                 if gemm_ceiling else "the GEMM ceiling (not measured in this run)")
 sweep_ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({sweep_ceiling:,.0f} TFLOP/s)"
                       if sweep_ceiling else "the GEMM ceiling (not measured in that run)")
 summary = summary_rows(key_rows).dropna(axis=1, how="all")
 if len(summary):
-    ctx.table("mlp_summary", sd.markdown_table(summary, SUMMARY_FORMATS),
+    ctx.table("mlp_summary", formatting.markdown_table(summary, SUMMARY_FORMATS),
               f"MLP at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median time per "
               f"call{rounds_caption}, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
               f"(counted by capturing one call into a CUDA graph; PyTorch: by its profiler), and "
@@ -311,12 +309,12 @@ summary
 # without bias, GELU or residual: what any MLP built on the library's GEMMs cannot beat.
 
 # %%
-steps = [v for v in order if sd.is_own(v) and v != GEMM]
-ladder, ladder_formats = sd.ladder_table(
+steps = [v for v in order if catalog.is_own(v) and v != GEMM]
+ladder, ladder_formats = formatting.ladder_table(
     order, steps, key_rows, lambda v, r, col: at(v, r, col), GEMM if GEMM in order else None,
     size_label=lambda r: f"{r} rows", spread=rounds)
 if len(ladder):
-    ctx.table("mlp_ladder", sd.markdown_table(ladder, ladder_formats),
+    ctx.table("mlp_ladder", formatting.markdown_table(ladder, ladder_formats),
               f"The MLP ladder at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median "
               f"time per call (us){rounds_caption}, speedup over the previous step of the "
               f"ladder ({' -> '.join(steps)}; x prev: its time / this time), and time as a "
@@ -330,10 +328,10 @@ else:
 # ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
 
 # %%
-rl = sd.roofline_points(vb[vb["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
-rl_gap = sd.roofline_gap(rl, ceil)
+rl = plots.roofline_points(vb[vb["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
+rl_gap = plots.roofline_gap(rl, ceil)
 if rl_gap is None:
-    fig, caption = sd.roofline_figure(rl, order, style, label, ceil,
+    fig, caption = plots.roofline_figure(rl, order, style, label, ceil,
                                       f"MLP: roofline at hidden {HIDDEN}", tprov,
                                       headline=f"{max(key_rows)} rows")
     ctx.figure("mlp_roofline", fig,
@@ -361,7 +359,7 @@ if len(widths) >= 2:
         d.insert(0, "model", model if isinstance(model, str) and model else "-")
         parts.append(d.drop(columns=["rows"]))
     by_width = pd.concat(parts, ignore_index=True).dropna(axis=1, how="all")
-    ctx.table("mlp_widths", sd.markdown_table(by_width, SUMMARY_FORMATS),
+    ctx.table("mlp_widths", formatting.markdown_table(by_width, SUMMARY_FORMATS),
               f"MLP at batch {KEY_BATCH}, 224 px ({int(wide['rows'].iloc[0])} rows) for each "
               f"timed width (mlp = 4 x hidden): median time, TFLOP/s, share of {sweep_ceiling_note}, "
               f"kernels per call, and time as a ratio to gemm_only and to PyTorch; "
@@ -392,19 +390,19 @@ def side_experiment(name, elsewhere=False, base=None):
     family); d.attrs["folder"] says where the rows came from."""
     path = (base or run).path / name / f"{name}.csv"
     if not path.is_file() and elsewhere:
-        gpu = sd.gpu_of(run)
+        gpu = rundata.gpu_of(run)
         # The newest by its rows' time: folders of one day do not sort by name.
         found = sorted((pd.to_datetime(d["utc"]).max(), p) for p in run.path.parent.glob(f"*/{name}/{name}.csv")
-                       for d in [sd.read_csv(p)] if gpu in set(d["gpu"].astype(str)))
+                       for d in [rundata.read_csv(p)] if gpu in set(d["gpu"].astype(str)))
         path = found[-1][1] if found else path
     if not path.is_file():
         return None
-    d = sd.read_csv(path)
+    d = rundata.read_csv(path)
     d.attrs["folder"] = path.parent
     d = d[d["status"] == "ok"].copy()
     n = d["note"].astype(str)
     d["extra"] = n.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
-    d["rows"] = sd.rows_of(d)
+    d["rows"] = rundata.rows_of(d)
     return d
 
 
@@ -429,16 +427,16 @@ if a is not None and len(a):
                                  GEMM: f"{GEMM} us"})
     show = show[["rows", "choice", "candidates timed", f"{FUSED} us", f"{GEMM} us",
                  "fused / gemm_only"]]
-    ctx.table("mlp_algorithms", sd.markdown_table(show, {
-        "rows": sd.fmt_int, "candidates timed": sd.fmt_int, f"{FUSED} us": sd.fmt_us,
-        f"{GEMM} us": sd.fmt_us, "fused / gemm_only": sd.fmt_ratio}),
+    ctx.table("mlp_algorithms", formatting.markdown_table(show, {
+        "rows": formatting.fmt_int, "candidates timed": formatting.fmt_int, f"{FUSED} us": formatting.fmt_us,
+        f"{GEMM} us": formatting.fmt_us, "fused / gemm_only": formatting.fmt_ratio}),
         f"cuBLASLt algorithm choice at hidden {HIDDEN} (experiments/specs/mlp_autotune.toml, "
-        f"in {sd.show_path(a.attrs['folder'])}): each version with the heuristic's first "
+        f"in {rundata.show_path(a.attrs['folder'])}): each version with the heuristic's first "
         f"algorithm, the fastest of its top 16, and the fastest of every algorithm cuBLASLt "
         f"will run (every algorithm id, its heuristic configurations and its tile x stages "
         f"grid; the candidates timed are those of the larger GEMM plan), each chosen per GEMM "
         f"and version; the row notes name the kernels kept. "
-        f"{sd.Run(sweep.path, a).provenance()}.")
+        f"{rundata.Run(sweep.path, a).provenance()}.")
 else:
     ctx.missing("table", "mlp_algorithms",
                 "this run has no mlp_autotune/mlp_autotune.csv "
@@ -468,15 +466,15 @@ if pp is not None and len(pp):
         show["cuBLASLt epilogue cost"] = w[FUSED] / w[GEMM]
     if PING_GEMM in w and GEMM in w:
         show["own GEMM / cuBLASLt"] = w[PING_GEMM] / w[GEMM]
-    fmts = {c: sd.fmt_us for c in show.columns if c.endswith(" us")}
-    fmts.update({"rows": sd.fmt_int, "own epilogue cost": sd.fmt_ratio,
-                 "cuBLASLt epilogue cost": sd.fmt_ratio, "own GEMM / cuBLASLt": sd.fmt_ratio})
-    ctx.table("mlp_pingpong", sd.markdown_table(show, fmts),
+    fmts = {c: formatting.fmt_us for c in show.columns if c.endswith(" us")}
+    fmts.update({"rows": formatting.fmt_int, "own epilogue cost": formatting.fmt_ratio,
+                 "cuBLASLt epilogue cost": formatting.fmt_ratio, "own GEMM / cuBLASLt": formatting.fmt_ratio})
+    ctx.table("mlp_pingpong", formatting.markdown_table(show, fmts),
               f"Our own ping-pong GEMM (stages/mlp/pingpong_gemm.cu) at hidden {HIDDEN}, 224 px "
-              f"(experiments/specs/mlp_pingpong.toml, in {sd.show_path(pp.attrs['folder'])}): median "
+              f"(experiments/specs/mlp_pingpong.toml, in {rundata.show_path(pp.attrs['folder'])}): median "
               f"time per call; epilogue cost = each kernel's MLP over its own two plain GEMMs "
               f"({PING} / {PING_GEMM}, {FUSED} / {GEMM}); own GEMM / cuBLASLt = {PING_GEMM} / "
-              f"{GEMM}. {sd.Run(sweep.path, pp).provenance()}.")
+              f"{GEMM}. {rundata.Run(sweep.path, pp).provenance()}.")
 else:
     ctx.missing("table", "mlp_pingpong",
                 "this run has no mlp_pingpong/mlp_pingpong.csv "
@@ -504,18 +502,18 @@ if cu is not None and len(cu):
         for v in [x for x in CUTLASS_VERSIONS + [GEMM, GRAPH] if (r, x) in med.index]:
             m = med.loc[(r, v)]
             rows_.append({"rows": r, "version": v, "us": m["median"],
-                          "rounds range us": f"{sd.fmt_us(m['min'])}-{sd.fmt_us(m['max'])}",
+                          "rounds range us": f"{formatting.fmt_us(m['min'])}-{formatting.fmt_us(m['max'])}",
                           f"x {GEMM}": m["median"] / g, "SM MHz": clock.loc[(r, v)]})
     show = pd.DataFrame(rows_)
-    where_cu = sd.show_path(cu.attrs["folder"])
-    ctx.table("mlp_cutlass", sd.markdown_table(show, {
-        "rows": sd.fmt_int, "us": sd.fmt_us, f"x {GEMM}": sd.fmt_ratio,
+    where_cu = rundata.show_path(cu.attrs["folder"])
+    ctx.table("mlp_cutlass", formatting.markdown_table(show, {
+        "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {GEMM}": formatting.fmt_ratio,
         "SM MHz": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"}),
         f"The MLP on the CUTLASS GEMM layer at hidden {HIDDEN} (experiments/specs/mlp_cutlass.toml, "
         f"in {where_cu}): median time per call across 3 interleaved rounds and the rounds' range, "
         f"the time over {GEMM}'s (the two plain cuBLASLt GEMMs, the target's yardstick: at most "
         f"{TARGET_GEMM_RATIO:.2f}x), and the SM clock of the rows. "
-        f"{sd.Run(cu.attrs['folder'], cu).provenance()}.")
+        f"{rundata.Run(cu.attrs['folder'], cu).provenance()}.")
 else:
     ctx.missing("table", "mlp_cutlass", "no run folder on this GPU has mlp_cutlass/mlp_cutlass.csv "
                 "(experiments/specs/mlp_cutlass.toml writes it)")
@@ -534,7 +532,7 @@ else:
 FP8_VERSIONS = ["fp8_tensor", "fp8_channel", "half_gelu_epilogue", FUSED]
 f8 = side_experiment("mlp_fp8", elsewhere=True)
 if f8 is not None and len(f8):
-    ceiling = {"fp8_e4m3": sd.fp8_ceiling_tflops(run), "fp16": run.ceilings().gemm_tflops}
+    ceiling = {"fp8_e4m3": rundata.fp8_ceiling_tflops(run), "fp16": run.ceilings().gemm_tflops}
     med = f8.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
     tfl = f8.groupby(["rows", "version"])["tflops"].median()
     rows_ = []
@@ -544,24 +542,24 @@ if f8 is not None and len(f8):
             m = med.loc[(r, v)]
             precision = "fp8_e4m3" if is_fp8(v) else "fp16"
             rows_.append({"rows": r, "version": v, "precision": precision, "us": m["median"],
-                          "rounds range us": f"{sd.fmt_us(m['min'])}-{sd.fmt_us(m['max'])}",
+                          "rounds range us": f"{formatting.fmt_us(m['min'])}-{formatting.fmt_us(m['max'])}",
                           f"x {GEMM}": m["median"] / g, "TFLOP/s": tfl.loc[(r, v)],
                           "% of its ceiling": 100 * tfl.loc[(r, v)] / ceiling[precision]
                           if ceiling[precision] else np.nan})
     show = pd.DataFrame(rows_)
-    skipped = sd.read_csv(f8.attrs["folder"] / "mlp_fp8.csv")
+    skipped = rundata.read_csv(f8.attrs["folder"] / "mlp_fp8.csv")
     skipped = skipped[skipped["status"] == "skipped"]
     why = (f" {', '.join(sorted(set(skipped['version'])))} skipped: "
            f"{skipped['note'].iloc[0].split(' [')[0]}." if len(skipped) else "")
-    ctx.table("mlp_fp8", sd.markdown_table(show, {
-        "rows": sd.fmt_int, "us": sd.fmt_us, f"x {GEMM}": sd.fmt_ratio, "TFLOP/s": lambda x: f"{x:,.0f}",
+    ctx.table("mlp_fp8", formatting.markdown_table(show, {
+        "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {GEMM}": formatting.fmt_ratio, "TFLOP/s": lambda x: f"{x:,.0f}",
         "% of its ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
         f"FP8 (E4M3) MLPs at hidden {HIDDEN} (experiments/specs/mlp_fp8.toml, in "
-        f"{sd.show_path(f8.attrs['folder'])}): median time per call across 3 interleaved rounds, "
+        f"{rundata.show_path(f8.attrs['folder'])}): median time per call across 3 interleaved rounds, "
         f"the time over {GEMM}'s (the two plain fp16 GEMMs), and throughput against the ceiling of the "
         f"version's precision (FP8 {ceiling['fp8_e4m3'] or float('nan'):,.0f} TFLOP/s, fp16 "
         f"{ceiling['fp16'] or float('nan'):,.0f}, `ceilings` on this GPU).{why} "
-        f"{sd.Run(f8.attrs['folder'], f8).provenance()}.")
+        f"{rundata.Run(f8.attrs['folder'], f8).provenance()}.")
 else:
     ctx.missing("table", "mlp_fp8", "no run folder on this GPU has mlp_fp8/mlp_fp8.csv "
                 "(experiments/specs/mlp_fp8.toml writes it)")
@@ -575,7 +573,7 @@ else:
 
 # %%
 VERSIONS_ROWS = KEY_ROWS[1]
-sittings = [(f"main run ({run.name})", main.assign(rows=sd.rows_of(main)))]
+sittings = [(f"main run ({run.name})", main.assign(rows=rundata.rows_of(main)))]
 for name in ("mlp_cutlass", "mlp_fp8", "mlp_power", "mlp_exact_gelu"):
     d = side_experiment(name, elsewhere=True)
     if d is not None and len(d):
@@ -587,8 +585,8 @@ for title, d in sittings:
     if GEMM in med.index and len(med) > 1:
         panels.append((title, (med / med[GEMM]).drop(GEMM)))
 if panels:
-    every = sd.version_order(sorted({v for _, r in panels for v in r.index}), LADDER)
-    vstyle = sd.styles(every)
+    every = catalog.version_order(sorted({v for _, r in panels for v in r.index}), LADDER)
+    vstyle = plots.styles(every)
     n_bars = sum(len(r) for _, r in panels)
     fig, axes = plt.subplots(len(panels), 1, figsize=(8.0, 0.24 * n_bars + 1.0 * len(panels) + 0.8),
                              squeeze=False, gridspec_kw={"height_ratios": [len(r) + 1 for _, r in panels]})
@@ -605,7 +603,7 @@ if panels:
         ax.set_xlim(0, top * 1.15)
         ax.set_title(title, fontsize=8, loc="left")
     axes[-1, 0].set_xlabel(f"time per call / {GEMM}'s in the same sitting, {VERSIONS_ROWS} x {HIDDEN} rows")
-    sd.titled(fig, f"MLP: every version against the two plain GEMMs, sitting by sitting", tprov)
+    plots.titled(fig, f"MLP: every version against the two plain GEMMs, sitting by sitting", tprov)
     fig.tight_layout()
     ctx.figure("mlp_versions", fig,
                f"Every MLP version at {VERSIONS_ROWS} x {HIDDEN} (mlp {4 * HIDDEN}), one panel per sitting "
@@ -624,7 +622,7 @@ else:
 lt_rows = S.ok[S.is_lt]
 lt, lt_flush = None, np.nan
 if len(lt_rows):
-    lt_rows, lt_flush, _ = sd.one_setting(lt_rows, "flush_l2")
+    lt_rows, lt_flush, _ = rundata.one_setting(lt_rows, "flush_l2")
     # The default setting (no extra arguments) of the same versions and shapes, with the same
     # L2 flush setting, is the reference of every ratio.
     same = S.ok[(S.ok["extra"] == "") & S.ok["version"].isin(set(lt_rows["version"]))
@@ -651,10 +649,10 @@ if len(lt_rows):
     show = lt.rename(columns={"workspace_mib": "workspace MiB", "median_us": "median us"})
     show = show[["version", "hidden", "batch", "rows", "heuristic", "workspace MiB",
                  "median us", "launches", "time / default"]].dropna(axis=1, how="all")
-    ctx.table("mlp_cublaslt", sd.markdown_table(show, {
-        "hidden": sd.fmt_int, "batch": sd.fmt_int, "rows": sd.fmt_int,
-        "workspace MiB": sd.fmt_int, "median us": sd.fmt_us, "launches": sd.fmt_int,
-        "time / default": sd.fmt_ratio}),
+    ctx.table("mlp_cublaslt", formatting.markdown_table(show, {
+        "hidden": formatting.fmt_int, "batch": formatting.fmt_int, "rows": formatting.fmt_int,
+        "workspace MiB": formatting.fmt_int, "median us": formatting.fmt_us, "launches": formatting.fmt_int,
+        "time / default": formatting.fmt_ratio}),
         f"cuBLASLt choices (experiments/specs/mlp_cublaslt.toml): the GEMM algorithm from the "
         f"heuristic once per shape (cached, the default) or queried on every call, and the "
         f"workspace size (4 MiB default); time as a ratio to the default setting of the same "
@@ -669,9 +667,9 @@ else:
 
 # %%
 if len(S.vb):
-    ctx.table("mlp_sweep", sd.sweep_table(
-        S.vb, ["image_size", "batch", "rows"], "version", order_s, sd.fmt_us,
-        {c: sd.fmt_int for c in ("image_size", "batch", "rows")}),
+    ctx.table("mlp_sweep", formatting.sweep_table(
+        S.vb, ["image_size", "batch", "rows"], "version", order_s, formatting.fmt_us,
+        {c: formatting.fmt_int for c in ("image_size", "batch", "rows")}),
         f"MLP median time per call (us) for every timed image size x batch x version at hidden "
         f"{HIDDEN}{sweep_rounds_cells}; '-' = not timed (see the status table); {S.flush_text}. {sweep_prov}.")
 else:
@@ -681,7 +679,7 @@ else:
 # ## Status: what was timed, skipped or failed
 
 # %%
-st = sd.status_table(everything.assign(
+st = formatting.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
     .sort_values(["_o", "version"], kind="stable"))
 left_out = []
@@ -696,7 +694,7 @@ if flush_dropped:
                                     "where they match its L2 setting")
     left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not in "
                     f"the sweep's figures and tables{as_ref}")
-ctx.table("mlp_status", sd.markdown_table(st),
+ctx.table("mlp_status", formatting.markdown_table(st),
           "MLP rows per version and status (every width and setting), with the reason of every "
           "row that was not timed" + (f" ({'; '.join(left_out)})" if left_out else "") +
           f". {prov}.")
@@ -706,13 +704,13 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = [s for s in [sd.rounds_sentence(t)] if s]
+findings = [s for s in [formatting.rounds_sentence(t)] if s]
 
 # The two MLP targets (docs/method.md), judged on the fastest fused version at 6304 and 50432
 # rows; fused_epilogue's sentences stay beside it (the step the original study took).
 # The targets are fp16 ones: an FP8 version (fp8_*) runs GEMMs of another precision and a
 # ceiling twice as high, so it is compared with gemm_only in its own table instead.
-fused_versions = [v for v in order if sd.is_own(v) and v not in NOT_FUSED and not is_fp8(v)]
+fused_versions = [v for v in order if catalog.is_own(v) and v not in NOT_FUSED and not is_fp8(v)]
 
 
 def fastest_fused(r):
@@ -734,13 +732,13 @@ for r in key_rows:
                         (EAGER, "the PyTorch MLP called eagerly")):
         a = at(anchor, r)
         if np.isfinite(a):
-            comps.append(f"{sd.faster_or_slower(a / f)} than {how} ({sd.fmt_us(a)} us)")
+            comps.append(f"{formatting.faster_or_slower(a / f)} than {how} ({formatting.fmt_us(a)} us)")
     g = at(GEMM, r)
     if np.isfinite(g):
-        comps.append(f"{sd.fmt_ratio(f / g)} the time of {GEMM} ({sd.fmt_us(g)} us, the two "
+        comps.append(f"{formatting.fmt_ratio(f / g)} the time of {GEMM} ({formatting.fmt_us(g)} us, the two "
                      f"plain GEMMs)")
-    findings.append(f"At {r} x {HIDDEN} ({where(r)}), {FUSED} takes {sd.fmt_us(f)} us "
-                    f"({sd.fmt_gbps(tf)} TFLOP/s{share})" +
+    findings.append(f"At {r} x {HIDDEN} ({where(r)}), {FUSED} takes {formatting.fmt_us(f)} us "
+                    f"({formatting.fmt_gbps(tf)} TFLOP/s{share})" +
                     (": " + join_and(comps) if comps else "") + ".")
 
 best = {r: fastest_fused(r) for r in KEY_ROWS}
@@ -765,10 +763,10 @@ if all(np.isfinite(gemm_ratios)):
     findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} (the "
                     f"two plain GEMMs) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is "
                     f"{'met' if met else 'not met'} "
-                    f"({' and '.join(sd.fmt_ratio(x) for x in gemm_ratios)}).")
+                    f"({' and '.join(formatting.fmt_ratio(x) for x in gemm_ratios)}).")
     ctx.target(f"at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows",
                "met" if met else "missed",
-               "; ".join(f"{r} rows: {sd.fmt_ratio(x)} ({best[r][1]})" for r, x in zip(KEY_ROWS, gemm_ratios)))
+               "; ".join(f"{r} rows: {formatting.fmt_ratio(x)} ({best[r][1]})" for r, x in zip(KEY_ROWS, gemm_ratios)))
 else:
     findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
                     f"cannot be judged from this run: it lacks a timing of a fused version or "
@@ -784,21 +782,21 @@ if cu is not None and len(cu):
     if len(ratios) == len(KEY_ROWS):
         met = all(x <= TARGET_GEMM_RATIO for _, x in ratios.values())
         findings.append(
-            f"On the CUTLASS layer ({sd.show_path(cu.attrs['folder'])}, 3 rounds), the fastest "
-            f"fused MLP costs " + join_and(f"{sd.fmt_ratio(x)} {GEMM} at {r} rows ({v})"
+            f"On the CUTLASS layer ({rundata.show_path(cu.attrs['folder'])}, 3 rounds), the fastest "
+            f"fused MLP costs " + join_and(f"{formatting.fmt_ratio(x)} {GEMM} at {r} rows ({v})"
                                            for r, (v, x) in ratios.items())
             + f": the {TARGET_GEMM_RATIO:.2f}x target is {'met' if met else 'not met'} there.")
         ctx.target(f"at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows, "
-                   f"in the CUTLASS side sitting ({sd.show_path(cu.attrs['folder'])})",
+                   f"in the CUTLASS side sitting ({rundata.show_path(cu.attrs['folder'])})",
                    "met" if met else "missed",
-                   "; ".join(f"{r} rows: {sd.fmt_ratio(x)} ({v})" for r, (v, x) in ratios.items()))
+                   "; ".join(f"{r} rows: {formatting.fmt_ratio(x)} ({v})" for r, (v, x) in ratios.items()))
 if algos is not None:
     searched = algos[algos["extra"] == "--search-all"].dropna(subset=["fused / gemm_only"])
     if len(searched):
         findings.append(
             "With each GEMM's algorithm the fastest of every one cuBLASLt will run (up to "
             f"{int(searched['timed'].max())} candidates timed per GEMM), {FUSED} costs "
-            + join_and(f"{sd.fmt_ratio(x)} {GEMM} at {int(r)} rows"
+            + join_and(f"{formatting.fmt_ratio(x)} {GEMM} at {int(r)} rows"
                        for r, x in zip(searched["rows"], searched["fused / gemm_only"]))
             + f": no algorithm cuBLASLt offers for these shapes brings the epilogues within "
               f"{TARGET_GEMM_RATIO:.2f}x.")
@@ -818,16 +816,16 @@ if pp is not None and len(pp):
                     else ", and the main loop keeps up with cuBLASLt's")
         findings.append(
             f"Our own ping-pong GEMM ({PING}) pays " +
-            join_and(f"{sd.fmt_ratio(keyed.loc[r, PING] / keyed.loc[r, PING_GEMM])} of its own "
+            join_and(f"{formatting.fmt_ratio(keyed.loc[r, PING] / keyed.loc[r, PING_GEMM])} of its own "
                      f"plain GEMMs at {r} rows" for r in at_key) +
             " for its epilogues, while its plain GEMMs take " +
-            join_and(f"{sd.fmt_ratio(keyed.loc[r, PING_GEMM] / keyed.loc[r, GEMM])}" for r in at_key) +
+            join_and(f"{formatting.fmt_ratio(keyed.loc[r, PING_GEMM] / keyed.loc[r, GEMM])}" for r in at_key) +
             f" the time of cuBLASLt's ({GEMM}): {verdict} (stages/mlp/pingpong_epilogue/NOTES.md).")
 
 
 def fastest_mlp(rows, fp16=False):
     """Fastest own version that computes the MLP (gemm_only does not); fp16: of the fp16 ones."""
-    d = vb[(vb["rows"] == rows) & vb["version"].map(sd.is_own) & (vb["version"] != GEMM)]
+    d = vb[(vb["rows"] == rows) & vb["version"].map(catalog.is_own) & (vb["version"] != GEMM)]
     if fp16:
         d = d[~d["version"].map(is_fp8)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
@@ -836,25 +834,25 @@ def fastest_mlp(rows, fp16=False):
 for r in key_rows:
     b, b16 = fastest_mlp(r), fastest_mlp(r, fp16=True)
     if b is not None and b["version"] != FUSED and np.isfinite(at(FUSED, r)):
-        also = (f", the fastest fp16 one {b16['version']} ({sd.fmt_us(b16['median_us'])} us)"
+        also = (f", the fastest fp16 one {b16['version']} ({formatting.fmt_us(b16['median_us'])} us)"
                 if b16 is not None and b16["version"] != b["version"] else "")
         findings.append(f"At {r} x {HIDDEN} the fastest MLP version is {b['version']} "
-                        f"({sd.fmt_us(b['median_us'])} us){also}, not {FUSED}.")
+                        f"({formatting.fmt_us(b['median_us'])} us){also}, not {FUSED}.")
 
 # Each version against unfused at the largest key size: what removing the pointwise traffic
 # (or only vectorizing it, or only hiding the launches) is worth.
 if key_rows:
     big = max(key_rows)
     u = at(UNFUSED, big)
-    others = [v for v in order if sd.is_own(v) and v not in (UNFUSED, GEMM)
+    others = [v for v in order if catalog.is_own(v) and v not in (UNFUSED, GEMM)
               and np.isfinite(at(v, big))]
     if np.isfinite(u) and others:
-        findings.append(f"At {big} x {HIDDEN}, against {UNFUSED} ({sd.fmt_us(u)} us): " +
-                        join_and(f"{v} {sd.faster_or_slower(u / at(v, big))}"
+        findings.append(f"At {big} x {HIDDEN}, against {UNFUSED} ({formatting.fmt_us(u)} us): " +
+                        join_and(f"{v} {formatting.faster_or_slower(u / at(v, big))}"
                                  for v in others) + ".")
     g, gt = at(GEMM, big), at(GEMM, big, "tflops")
     if np.isfinite(g) and gemm_ceiling:
-        findings.append(f"{GEMM} reaches {sd.fmt_gbps(gt)} TFLOP/s at {big} x {HIDDEN}, "
+        findings.append(f"{GEMM} reaches {formatting.fmt_gbps(gt)} TFLOP/s at {big} x {HIDDEN}, "
                         f"{100 * gt / gemm_ceiling:.0f}% of the fp16 GEMM ceiling measured in "
                         f"the same run ({gemm_ceiling:,.0f} TFLOP/s at 8192^3).")
 
@@ -865,8 +863,8 @@ if len(S.vb):
     if np.isfinite(u) and np.isfinite(ug):
         findings.append(f"At {int(small['rows'])} rows (batch {int(small['batch'])}, "
                         f"{int(small['image_size'])} px{'' if sweep is run else ', run folder ' + sweep.name}), "
-                        f"{GRAPHED} takes {sd.fmt_us(ug)} us against {UNFUSED}'s {sd.fmt_us(u)} us: "
-                        f"replaying the same kernels from one graph launch is {sd.faster_or_slower(u / ug)}.")
+                        f"{GRAPHED} takes {formatting.fmt_us(ug)} us against {UNFUSED}'s {formatting.fmt_us(u)} us: "
+                        f"replaying the same kernels from one graph launch is {formatting.faster_or_slower(u / ug)}.")
 
 
 # Kernels per call and where the epilogue runs.
@@ -888,14 +886,14 @@ if counts:
                 (f" ({', '.join(f'{n} at {r} rows' for r, n in odd)})" if odd else ""))
     how = ("one call captured into a CUDA graph and its kernel nodes counted" +
            ("; PyTorch: its profiler's kernels per eager call"
-            if any(sd.is_anchor(v) for v in counts) else ""))
+            if any(catalog.is_anchor(v) for v in counts) else ""))
     findings.append(f"Kernels per call ({how}): " +
                     join_and(count_text(v) for v in counts) + ".")
     floor, floor_who = ((counts[GEMM][0], f"{GEMM}'s {counts[GEMM][0]}") if GEMM in counts
                         else (2, "the 2 GEMMs"))
     inside, outside = [], []
     for v in counts:
-        if not sd.is_own(v) or v == GEMM:
+        if not catalog.is_own(v) or v == GEMM:
             continue
         (inside if counts[v][0] <= floor else outside).append(v)
     if inside:
@@ -949,9 +947,9 @@ if len(widths) >= 2:
         f, g, a = (at(v, None, hidden=h, image=224, batch=KEY_BATCH, table=S.t) for v in (FUSED, GEMM, GRAPH))
         bits = []
         if np.isfinite(f) and np.isfinite(g):
-            bits.append(f"takes {sd.fmt_ratio(f / g)} the time of {GEMM}")
+            bits.append(f"takes {formatting.fmt_ratio(f / g)} the time of {GEMM}")
         if np.isfinite(f) and np.isfinite(a):
-            bits.append(f"is {sd.faster_or_slower(a / f)} than the PyTorch MLP graph")
+            bits.append(f"is {formatting.faster_or_slower(a / f)} than the PyTorch MLP graph")
         if bits:
             parts.append(f"at hidden {h} it {' and '.join(bits)}")
     if parts:
@@ -976,7 +974,7 @@ if lt is not None:
             dv = d[(d["version"] == v) & np.isfinite(d["time / default"])].sort_values("batch")
             if len(dv):
                 per.append(f"{v} " + ", ".join(
-                    f"{sd.fmt_ratio(x)} at batch {int(b)}"
+                    f"{formatting.fmt_ratio(x)} at batch {int(b)}"
                     for b, x in zip(dv["batch"], dv["time / default"])))
         if per:
             findings.append(f"With {name}, the time per call relative to the default "
@@ -999,7 +997,7 @@ if lt is not None:
         findings.append("The cuBLASLt setting changes the kernel count: " + "; ".join(changed)
                         + ".")
 
-findings.append(sd.status_finding(everything, "failed the correctness check"))
+findings.append(formatting.status_finding(everything, "failed the correctness check"))
 
 ctx.text("mlp_findings", findings)
 
@@ -1016,7 +1014,7 @@ if key_rows:
         """(fastest/gemm_only, headline kwargs) of one sitting at `big` rows, or None."""
         d = d[(d["rows"] == big) & (d["hidden"] == HIDDEN)]
         med = d.groupby("version")["median_us"].median()
-        own = med[[not sd.is_anchor(v) and v != GEMM and not is_fp8(v) for v in med.index]]
+        own = med[[not catalog.is_anchor(v) and v != GEMM and not is_fp8(v) for v in med.index]]
         if not len(own) or GEMM not in med.index:
             return None
         top = own.idxmin()

@@ -14,9 +14,6 @@
 # `report/build.py`, which hands it `STUDY_CONTEXT`.
 
 # %%
-import re
-import sys
-from pathlib import Path
 
 import matplotlib
 
@@ -26,21 +23,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent) if "__file__" in globals() else ".")
-import study_data as sd
+from analysis import plots
+from studylib import catalog, formatting, notebook, rundata
 
 FAMILY = "patch_embed"
-ctx = sd.notebook_context(FAMILY, globals())
+ctx = notebook.notebook_context(FAMILY, globals())
 run = ctx.run
 prov = ctx.provenance()              # captions: every run id and commit
 tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-sd.apply_style()
+plots.apply_style()
 
 CPU, V1, V2 = "cpu_baseline", "v1_single_channel", "v2_unified_channel"
 V3, V3G, V4 = "v3_streams", "v3_streams_graph", "v4_one_copy"
 CUDNN = "cudnn"
 CONV, LINEAR = "pytorch_conv2d", "pytorch_patchify_linear"
-LADDER = sd.family_versions("patch_embed") + [CONV, LINEAR]
+LADDER = catalog.family_versions("patch_embed") + [CONV, LINEAR]
 STREAM_VERSIONS = [V3, V3G]
 ROUTINE_VERSIONS = [V1, V2, V3, V3G, V4]     # the versions that copy from and to the host
 GEMM_FROM = V4                               # time vs batch on ViT-B: v4 onward + anchors
@@ -69,7 +66,7 @@ ok = run.ok(FAMILY)
 # The launch-bound stream versions (tenths of a second per call) are compared among themselves
 # only, and their stream sweep leaves L2 alone: one L2 setting is kept over the other versions.
 streams_ok = ok[ok["version"].isin(STREAM_VERSIONS)]
-ok, flush, flush_dropped = sd.one_setting(ok[~ok["version"].isin(STREAM_VERSIONS)], "flush_l2")
+ok, flush, flush_dropped = rundata.one_setting(ok[~ok["version"].isin(STREAM_VERSIONS)], "flush_l2")
 ok = pd.concat([ok, streams_ok], ignore_index=True)
 ok["streams"] = ok["streams"].fillna(1)
 # Which way an anchor row was timed (the faster of eager and CUDA-graph replay, see
@@ -79,18 +76,18 @@ KEYS = ["version", "model", "hidden", "image_size", "batch", "streams"]
 TIMES = ["median_us", "routine_us", "h2d_us", "preprocess_us", "d2h_us"]
 # Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
 # with the range of the rounds' medians as its spread (lo_us, hi_us).
-t = sd.collapse_rounds(ok, KEYS, **{c: (c, "median") for c in TIMES[1:]},
+t = rundata.collapse_rounds(ok, KEYS, **{c: (c, "median") for c in TIMES[1:]},
                        device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
                        launches=("launches", "first"), host_syncs=("host_syncs", "first"),
                        how=("how", "first"), gbps=("gbps", "median"),
                        tflops=("tflops", "median"))
-rounds, rounds_caption, rounds_cells = sd.rounds_wording(t)
+rounds, rounds_caption, rounds_cells = formatting.rounds_wording(t)
 # One row per version and shape: the stream versions at their fastest stream count.
 best = (t.sort_values("median_us", kind="stable")
          .drop_duplicates(["version", "model", "hidden", "image_size", "batch"])
          .reset_index(drop=True))
-order = sd.version_order(t["version"], LADDER)
-style = sd.styles(order, fastest=sd.fastest_at(best, model=MAIN_MODEL, image_size=224, batch=None))
+order = catalog.version_order(t["version"], LADDER)
+style = plots.styles(order, fastest=plots.fastest_at(best, model=MAIN_MODEL, image_size=224, batch=None))
 # Each anchor its own colour and marker (filled where the CUDA graph was the faster, hollow
 # where eager was), apart from every version's.
 style.update({CONV: dict(color="#000000", marker="h", linestyle="--", markersize=6),
@@ -128,10 +125,10 @@ def fmt_x(x):
 
 
 def faster_or_slower(ratio):
-    """sd.faster_or_slower, with ratios of 100x and more printed without decimals."""
+    """formatting.faster_or_slower, with ratios of 100x and more printed without decimals."""
     if np.isfinite(ratio) and ratio > 0 and max(ratio, 1 / ratio) >= 100:
         return f"{fmt_x(ratio)} faster" if ratio >= 1 else f"{fmt_x(1 / ratio)} slower"
-    return sd.faster_or_slower(ratio)
+    return formatting.faster_or_slower(ratio)
 
 
 def shape_text(model, image, batch):
@@ -157,7 +154,7 @@ def plot_version(ax, d, v, x, y="median_us", **extra):
     """A version's line; an anchor's markers filled where its CUDA graph was the faster."""
     d = d.sort_values(x)
     st = dict(style[v], **extra)
-    if not sd.is_anchor(v):
+    if not catalog.is_anchor(v):
         ax.plot(d[x], d[y], **st)
         return
     ax.plot(d[x], d[y], **dict(st, marker=None))
@@ -170,7 +167,7 @@ def plot_version(ax, d, v, x, y="median_us", **extra):
 
 def legend_handles(versions, anchors_note=True):
     h = [plt.Line2D([], [], label=label(v), **style[v]) for v in versions]
-    if anchors_note and any(sd.is_anchor(v) for v in versions):
+    if anchors_note and any(catalog.is_anchor(v) for v in versions):
         h.append(plt.Line2D([], [], linestyle="none", marker="h", color="#000000",
                             markerfacecolor="none",
                             label="anchors: hollow = eager faster, filled = CUDA graph faster"))
@@ -192,7 +189,7 @@ t
 def small_shape():
     """The shape (off the main model) timed by the most ladder versions: v1-v3 only run at
     small sizes, so this is where the early steps meet; ties go to the larger problem."""
-    d = best[(best["model"] != MAIN_MODEL) & ~best["version"].map(sd.is_anchor)]
+    d = best[(best["model"] != MAIN_MODEL) & ~best["version"].map(catalog.is_anchor)]
     if d.empty:
         return None
     c = (d.groupby(["model", "image_size", "batch"]).agg(n=("version", "nunique"))
@@ -224,7 +221,7 @@ key_shapes
 b1 = best[best["batch"] == 1]
 panels = [m for m in models if len(b1[b1["model"] == m])]
 if panels:
-    fig, axes = plt.subplots(1, len(panels), figsize=(sd.panels_width(len(panels), 4.6), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(plots.panels_width(len(panels), 4.6), 4.4), squeeze=False)
     shown = []
     for ax, m in zip(axes[0], panels):
         d0 = b1[b1["model"] == m]
@@ -239,7 +236,7 @@ if panels:
         ax.set_title(f"{m}, batch 1")
     axes[0][0].set_ylabel("median time per call (us)")
     shown = [v for v in order if v in shown]
-    sd.titled(fig, f"Patch embedding: time per call vs image size, batch 1 ({flush_text})", tprov)
+    plots.titled(fig, f"Patch embedding: time per call vs image size, batch 1 ({flush_text})", tprov)
     shared_legend(fig, legend_handles(shown), bottom=0.2)
     ctx.figure(f"{FAMILY}_image_size", fig,
                f"Patch embedding median time per call vs image size at batch 1, log y, one panel "
@@ -266,7 +263,7 @@ if len(s3):
     cmap = plt.get_cmap("viridis")
     colors = {n: cmap(i / max(1, len(counts) - 1) * 0.9) for i, n in enumerate(counts)}
     markers = dict(zip(counts, ["o", "s", "^", "D", "v", "P", "X", "<", ">"] * 3))
-    fig, axes = plt.subplots(1, len(sv), figsize=(sd.panels_width(len(sv), 4.8), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(sv), figsize=(plots.panels_width(len(sv), 4.8), 4.4), squeeze=False,
                              sharey=True)
     side = [v for v in (V1, V2) if v in set(t["version"])]
     for ax, v in zip(axes[0], sv):
@@ -288,7 +285,7 @@ if len(s3):
                for n in counts]
     handles += [plt.Line2D([], [], label=f"{w} (1 stream, host sync per launch)",
                            **dict(style[w], linestyle=":")) for w in side]
-    sd.titled(fig, f"Patch embedding: v3 time per call vs batch, stream count varied "
+    plots.titled(fig, f"Patch embedding: v3 time per call vs batch, stream count varied "
                    f"({sm}, {simage} px)", tprov)
     shared_legend(fig, handles, bottom=0.2)
     ctx.figure(f"{FAMILY}_streams", fig,
@@ -315,7 +312,7 @@ def knee(d):
 
 knees = {}
 if stream_shape is not None and len(counts) > 1:
-    fig, axes = plt.subplots(1, len(sv), figsize=(sd.panels_width(len(sv), 4.8), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(sv), figsize=(plots.panels_width(len(sv), 4.8), 4.4), squeeze=False,
                              sharey=True)
     batches3 = sorted({int(b) for b in sd3["batch"]})
     bcolors = {b: plt.get_cmap("plasma")(i / max(1, len(batches3) - 1) * 0.85)
@@ -340,7 +337,7 @@ if stream_shape is not None and len(counts) > 1:
     handles.append(plt.Line2D([], [], linestyle="none", marker="o", markersize=11,
                               markerfacecolor="none", color="#444444",
                               label=f"knee: fewest streams within {KNEE:.0%} of the fastest"))
-    sd.titled(fig, f"Patch embedding: v3 time per call vs stream count ({sm}, {simage} px)", tprov)
+    plots.titled(fig, f"Patch embedding: v3 time per call vs stream count ({sm}, {simage} px)", tprov)
     shared_legend(fig, handles, bottom=0.18, ncol=5)
     ctx.figure(f"{FAMILY}_streams_count", fig,
                f"Median time per call of {' and '.join(sv)} vs the number of streams at {sm}, "
@@ -356,11 +353,11 @@ else:
 
 # %%
 gemm_versions = [v for v in order if v in LADDER[LADDER.index(GEMM_FROM):] or
-                 (v not in LADDER and not sd.is_anchor(v))]
+                 (v not in LADDER and not catalog.is_anchor(v))]
 mb = best[(best["model"] == MAIN_MODEL) & best["version"].isin(gemm_versions)]
 images = sorted({int(i) for i in mb["image_size"]})
 if images and mb["batch"].nunique() > 1:
-    fig, axes = plt.subplots(1, len(images), figsize=(sd.panels_width(len(images), 4.2), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(images), figsize=(plots.panels_width(len(images), 4.2), 4.4), squeeze=False)
     shown = []
     for ax, image in zip(axes[0], images):
         d0 = mb[mb["image_size"] == image]
@@ -374,11 +371,11 @@ if images and mb["batch"].nunique() > 1:
         ax.set_xlabel("batch")
         ax.set_title(f"{MAIN_MODEL}, {image} px ({(image // 16) ** 2} patches)")
     axes[0][0].set_ylabel("median time per call (us)")
-    sd.titled(fig, f"Patch embedding: time per call vs batch, {MAIN_MODEL} ({flush_text})", tprov)
+    plots.titled(fig, f"Patch embedding: time per call vs batch, {MAIN_MODEL} ({flush_text})", tprov)
     shared_legend(fig, legend_handles([v for v in gemm_versions if v in shown]), bottom=0.2)
     ctx.figure(f"{FAMILY}_batch", fig,
                f"Median time per call vs batch on {MAIN_MODEL} (hidden {hidden_of.get(MAIN_MODEL, 768)}), "
-               f"one panel per image size, log-log: {', '.join(v for v in gemm_versions if not sd.is_anchor(v))} "
+               f"one panel per image size, log-log: {', '.join(v for v in gemm_versions if not catalog.is_anchor(v))} "
                f"against {label(CONV)} and {label(LINEAR)} (each the faster of eager and "
                f"CUDA-graph replay; the anchors do not add the cls token and position embedding "
                f"that the versions do). {flush_text}. {prov}.")
@@ -391,7 +388,7 @@ else:
 # ## and to the faster anchor, at the key shapes
 
 # %%
-own_order = [v for v in order if sd.is_own(v)]
+own_order = [v for v in order if catalog.is_own(v)]
 ladder_rows = []
 for m, image, b in key_shapes:
     present = [v for v in order if np.isfinite(at(v, m, image, b))]
@@ -405,7 +402,7 @@ for m, image, b in key_shapes:
             "shape": shape_text(m, image, b), "version": v,
             "streams": at(v, m, image, b, "streams") if v in STREAM_VERSIONS else np.nan,
             "median us": us,
-            **({sd.SPREAD_COLUMN: sd.fmt_spread(at(v, m, image, b, "lo_us"),
+            **({formatting.SPREAD_COLUMN: formatting.fmt_spread(at(v, m, image, b, "lo_us"),
                                                 at(v, m, image, b, "hi_us"))} if rounds else {}),
             "previous step": prev or "-",
             "x previous": at(prev, m, image, b) / us if prev else np.nan,
@@ -417,9 +414,9 @@ for m, image, b in key_shapes:
 ladder = pd.DataFrame(ladder_rows)
 if len(ladder):
     ladder = ladder.dropna(axis=1, how="all")
-    fmts = {"streams": sd.fmt_int, "median us": sd.fmt_us, "x previous": fmt_x,
+    fmts = {"streams": formatting.fmt_int, "median us": formatting.fmt_us, "x previous": fmt_x,
             f"x {CPU}": fmt_x, f"time / {CUDNN}": fmt_x, "time / faster anchor": fmt_x}
-    ctx.table(f"{FAMILY}_ladder", sd.markdown_table(ladder, {k: f for k, f in fmts.items()
+    ctx.table(f"{FAMILY}_ladder", formatting.markdown_table(ladder, {k: f for k, f in fmts.items()
                                                              if k in ladder.columns}),
               f"The patch-embedding ladder at its key shapes: median time per call (us; "
               f"cpu_baseline CPU time, the rest device time){rounds_caption}, speedup over the previous step "
@@ -435,8 +432,8 @@ ladder
 # ## Speedup over cpu_baseline and over the previous step, per key shape
 
 # %%
-if len(ladder) and ladder["version"].map(sd.is_own).any():
-    steps_all = [v for v in order if not sd.is_anchor(v) and v in set(ladder["version"])]
+if len(ladder) and ladder["version"].map(catalog.is_own).any():
+    steps_all = [v for v in order if not catalog.is_anchor(v) and v in set(ladder["version"])]
     xpos = {v: i for i, v in enumerate(steps_all)}
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.6), squeeze=False)
     shape_colors = plt.get_cmap("tab10")
@@ -460,7 +457,7 @@ if len(ladder) and ladder["version"].map(sd.is_own).any():
     axes[0][0].set_ylabel("baseline time / version time")
     handles = [plt.Line2D([], [], color=shape_colors(i), marker="o", label=sh)
                for i, sh in enumerate(dict.fromkeys(ladder["shape"]))]
-    sd.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", tprov)
+    plots.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", tprov)
     shared_legend(fig, handles, bottom=0.14)
     ctx.figure(f"{FAMILY}_speedup", fig,
                f"Speedup of each version over {CPU} (left) and over the previous step present at "
@@ -478,11 +475,11 @@ rl_shapes = main_shapes()
 rl = best[best["version"] != CPU]
 rl = rl[[(m, int(i), int(b)) in rl_shapes for m, i, b in
          zip(rl["model"], rl["image_size"], rl["batch"])]]
-rl = sd.roofline_points(rl, lambda r: shape_text(r["model"], int(r["image_size"]), int(r["batch"])))
-rl_gap = sd.roofline_gap(rl, run.ceilings())
+rl = plots.roofline_points(rl, lambda r: shape_text(r["model"], int(r["image_size"]), int(r["batch"])))
+rl_gap = plots.roofline_gap(rl, run.ceilings())
 if rl_gap is None:
     head = shape_text(*max(rl_shapes, key=lambda s: s[2]))
-    fig, caption = sd.roofline_figure(rl, order, style, label, run.ceilings(),
+    fig, caption = plots.roofline_figure(rl, order, style, label, run.ceilings(),
                                       f"Patch embedding: roofline on {MAIN_MODEL}", tprov,
                                       headline=head)
     ctx.figure(f"{FAMILY}_roofline", fig,
@@ -506,7 +503,7 @@ mem = best[np.isfinite(best["device_bytes"]) | np.isfinite(best["host_bytes"])]
 mem_panels = [s for s in mem_shapes if len(mem[(mem["model"] == s[0]) & (mem["image_size"] == s[1])
                                                & (mem["batch"] == s[2])])]
 if mem_panels:
-    fig, axes = plt.subplots(1, len(mem_panels), figsize=(sd.panels_width(len(mem_panels), 5.2), 4.4),
+    fig, axes = plt.subplots(1, len(mem_panels), figsize=(plots.panels_width(len(mem_panels), 5.2), 4.4),
                              squeeze=False)
     for ax, (m, image, b) in zip(axes[0], mem_panels):
         d = mem[(mem["model"] == m) & (mem["image_size"] == image) & (mem["batch"] == b)]
@@ -522,7 +519,7 @@ if mem_panels:
         ax.set_ylabel("MiB allocated")
     handles = [matplotlib.patches.Patch(color="#1f77b4", label="device memory"),
                matplotlib.patches.Patch(color="#ff7f0e", label="host memory (pinned buffers)")]
-    sd.titled(fig, "Patch embedding: memory allocated per version", tprov)
+    plots.titled(fig, "Patch embedding: memory allocated per version", tprov)
     shared_legend(fig, handles, bottom=0.1)
     ctx.figure(f"{FAMILY}_memory", fig,
                f"Device and host memory each version allocates (device_bytes, host_bytes of its "
@@ -555,7 +552,7 @@ SEGMENTS = [("h2d_us", "copy up (H2D)", "#1f77b4"), ("preprocess_us", "preproces
             ("rest_us", "kernels, launches and syncs", "#ff7f0e"), ("d2h_us", "copy down (D2H)", "#9467bd"),
             ("unsplit_us", "routine (no split recorded)", "#bbbbbb")]
 if rt_panels:
-    fig, axes = plt.subplots(1, len(rt_panels), figsize=(sd.panels_width(len(rt_panels), 4.8), 4.4),
+    fig, axes = plt.subplots(1, len(rt_panels), figsize=(plots.panels_width(len(rt_panels), 4.8), 4.4),
                              squeeze=False)
     for ax, (m, image, b) in zip(axes[0], rt_panels):
         d = rt[(rt["model"] == m) & (rt["image_size"] == image) & (rt["batch"] == b)]
@@ -568,7 +565,7 @@ if rt_panels:
             ax.bar(x, share, 0.6, bottom=bottom, color=color)
             bottom += share
         for xi, tot in zip(x, total):
-            ax.text(xi, 101, f"{sd.fmt_us(tot)} us", ha="center", va="bottom", fontsize=7)
+            ax.text(xi, 101, f"{formatting.fmt_us(tot)} us", ha="center", va="bottom", fontsize=7)
         ax.set_ylim(0, 112)
         ax.set_xlim(-0.75, max(len(d), 3) - 0.25)  # one bar stays a bar, not a wall
         ax.set_xticks(x)
@@ -576,7 +573,7 @@ if rt_panels:
         ax.set_title(shape_text(m, image, b))
         ax.set_ylabel("share of the routine (%)")
     used = [s for s in SEGMENTS if np.nansum(rt[s[0]].to_numpy(dtype=float)) > 0]
-    sd.titled(fig, "Patch embedding: where the host-to-host routine goes", tprov)
+    plots.titled(fig, "Patch embedding: where the host-to-host routine goes", tprov)
     shared_legend(fig, [matplotlib.patches.Patch(color=c, label=l) for _, l, c in used],
                   bottom=0.12, ncol=5)
     ctx.figure(f"{FAMILY}_routine", fig,
@@ -593,7 +590,7 @@ else:
 # ## Timeline of v3: one lane per stream, one stream against many (per-launch CUDA events)
 
 # %%
-timeline = sd.side_table(run.path, TIMELINE_FILE, TIMELINE_COLUMNS,
+timeline = rundata.side_table(run.path, TIMELINE_FILE, TIMELINE_COLUMNS,
                          ["batch", "image_size", "hidden", "streams", "stream", "launch",
                           "start_us", "end_us"])
 tl_sentence = None
@@ -630,7 +627,7 @@ else:
             peak = max(peak, cur)
         return peak
 
-    fig, axes = plt.subplots(1, len(lanes), figsize=(sd.panels_width(len(lanes), 4.6), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(lanes), figsize=(plots.panels_width(len(lanes), 4.6), 4.4), squeeze=False,
                              sharex=True)
     spans = []
     for ax, (v, n) in zip(axes[0], lanes):
@@ -648,11 +645,11 @@ else:
         if n_lanes <= 16:
             ax.set_yticks(sorted(d["stream"].unique()))
         ax.set_xlabel("time since the first launch (us)")
-        ax.set_title(f"{v}, {stream_label(n)}\n{len(d)} launches in {sd.fmt_us(span)} us, "
+        ax.set_title(f"{v}, {stream_label(n)}\n{len(d)} launches in {formatting.fmt_us(span)} us, "
                      f"at most {spans[-1][4]} at once", fontsize=8)
         ax.grid(axis="y", visible=False)
     axes[0][0].set_ylabel("stream (one lane each)")
-    sd.titled(fig, f"Patch embedding: per-launch timeline of v3 (batch {tb}, {ti} px, hidden {th})",
+    plots.titled(fig, f"Patch embedding: per-launch timeline of v3 (batch {tb}, {ti} px, hidden {th})",
               tprov)
     fig.tight_layout()
     ctx.figure(f"{FAMILY}_timeline", fig,
@@ -662,10 +659,10 @@ else:
                f"{' vs '.join(stream_label(n) for _, n in lanes)}. {prov}.")
     one, many = spans[0], spans[1] if len(spans) > 1 else None
     tl_sentence = (f"The timeline of {one[0]} at batch {tb}, {ti} px, hidden {th}: on "
-                   f"{stream_label(one[1])} its {one[3]} launches take {sd.fmt_us(one[2])} us "
+                   f"{stream_label(one[1])} its {one[3]} launches take {formatting.fmt_us(one[2])} us "
                    f"with at most {one[4]} running at once")
     if many:
-        tl_sentence += (f"; on {stream_label(many[1])} they take {sd.fmt_us(many[2])} us "
+        tl_sentence += (f"; on {stream_label(many[1])} they take {formatting.fmt_us(many[2])} us "
                         f"({one[2] / many[2]:.1f}x shorter) with up to {many[4]} running at once")
     tl_sentence += "."
 
@@ -673,18 +670,18 @@ else:
 # ## Every timed configuration (median us), and the status of every row
 
 # %%
-ctx.table(f"{FAMILY}_sweep", sd.sweep_table(
-    t, ["model", "image_size", "batch", "streams"], "version", order, sd.fmt_us,
-    {c: sd.fmt_int for c in ("image_size", "batch", "streams")}),
+ctx.table(f"{FAMILY}_sweep", formatting.sweep_table(
+    t, ["model", "image_size", "batch", "streams"], "version", order, formatting.fmt_us,
+    {c: formatting.fmt_int for c in ("image_size", "batch", "streams")}),
     f"Patch-embedding median time per call (us) for every timed model x image size x batch x "
     f"streams x version{rounds_cells}; '-' = not timed (see the status table). {flush_text}. {prov}.")
 
-st = sd.status_table(everything.assign(
+st = formatting.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
     .sort_values(["_o", "version"], kind="stable"))
 left_out = [f"{flush_dropped} timed rows with the other L2 flush setting are not plotted"] \
     if flush_dropped else []
-ctx.table(f"{FAMILY}_status", sd.markdown_table(st),
+ctx.table(f"{FAMILY}_status", formatting.markdown_table(st),
           "Patch-embedding rows per version and status, with the reason of every row that was "
           "not timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
 st
@@ -693,21 +690,21 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = [s for s in [sd.rounds_sentence(t)] if s]
+findings = [s for s in [formatting.rounds_sentence(t)] if s]
 
 
 def fastest(model, image, batch, own_only=False):
     """Fastest version shown at a shape (libraries included unless own_only), or None."""
     d = best[(best["model"] == model) & (best["image_size"] == image) & (best["batch"] == batch)
-             & ~best["version"].map(sd.is_anchor)]
+             & ~best["version"].map(catalog.is_anchor)]
     if own_only:
-        d = d[d["version"].map(sd.is_own)]
+        d = d[d["version"].map(catalog.is_own)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
 def anchor_text(a, model, image, batch):
     h = how(a, model, image, batch)
-    return f"{SHORT[a]} ({sd.fmt_us(at(a, model, image, batch))} us{', ' + h if h else ''})"
+    return f"{SHORT[a]} ({formatting.fmt_us(at(a, model, image, batch))} us{', ' + h if h else ''})"
 
 
 # The F.conv2d target: batch 256, 224 px, ViT-B.
@@ -717,7 +714,7 @@ where = f"batch {CONV_BATCH}, {KEY_IMAGE} px ({MAIN_MODEL})"
 if f is not None and np.isfinite(conv):
     r = conv / f["median_us"]
     findings.append(f"At {where}, the fastest version, {f['version']} "
-                    f"({sd.fmt_us(f['median_us'])} us), is {faster_or_slower(r)} than "
+                    f"({formatting.fmt_us(f['median_us'])} us), is {faster_or_slower(r)} than "
                     f"{anchor_text(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)}: the target of at "
                     f"least {CONV_TARGET:.0f}x faster than F.conv2d is "
                     f"{'met' if r >= CONV_TARGET else 'not met'}.")
@@ -726,7 +723,7 @@ if f is not None and np.isfinite(conv):
     fo = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH, own_only=True)
     if fo is not None and fo["version"] != f["version"]:
         findings.append(f"The fastest version written here, {fo['version']} "
-                        f"({sd.fmt_us(fo['median_us'])} us), is "
+                        f"({formatting.fmt_us(fo['median_us'])} us), is "
                         f"{faster_or_slower(conv / fo['median_us'])} than F.conv2d at {where}.")
 else:
     findings.append(f"This run has no {'F.conv2d row' if f is not None else 'timed version'} at "
@@ -737,13 +734,13 @@ else:
 f1, lin1 = fastest(MAIN_MODEL, KEY_IMAGE, 1), at(LINEAR, MAIN_MODEL, KEY_IMAGE, 1)
 if f1 is not None and np.isfinite(lin1):
     findings.append(f"At batch 1, {KEY_IMAGE} px (no target), the fastest version, {f1['version']} "
-                    f"({sd.fmt_us(f1['median_us'])} us), is {faster_or_slower(lin1 / f1['median_us'])} "
+                    f"({formatting.fmt_us(f1['median_us'])} us), is {faster_or_slower(lin1 / f1['median_us'])} "
                     f"than {anchor_text(LINEAR, MAIN_MODEL, KEY_IMAGE, 1)}"
                     + ("; PyTorch is the faster there." if f1["median_us"] > lin1 else "."))
 
 # Losses along the ladder: a rung more than 10% slower than an earlier one at some image size
 # (the largest batch of each), which a headline at 224 px would not show.
-own_ladder = [v for v in order if sd.is_own(v) and v != CPU]
+own_ladder = [v for v in order if catalog.is_own(v) and v != CPU]
 for image in sorted(int(i) for i in set(best.loc[best["model"] == MAIN_MODEL, "image_size"])):
     at_image = best[(best["model"] == MAIN_MODEL) & (best["image_size"] == image)]
     if not len(at_image):
@@ -754,8 +751,8 @@ for image in sorted(int(i) for i in set(best.loc[best["model"] == MAIN_MODEL, "i
         m = at(v, MAIN_MODEL, image, b)
         if earlier and np.isfinite(m) and m > 1.1 * min(earlier)[0]:
             t0, u = min(earlier)
-            findings.append(f"At {image} px, batch {b}, {v} ({sd.fmt_us(m)} us) is {m / t0:.2f}x slower than "
-                            f"the earlier {u} ({sd.fmt_us(t0)} us).")
+            findings.append(f"At {image} px, batch {b}, {v} ({formatting.fmt_us(m)} us) is {m / t0:.2f}x slower than "
+                            f"the earlier {u} ({formatting.fmt_us(t0)} us).")
 
 # The patchify + F.linear target: batch 32 and 256, 224 px.
 beats, unjudged, linear_parts = [], [], []
@@ -768,7 +765,7 @@ for b in LINEAR_BATCHES:
     beats.append(f["median_us"] < lin)
     linear_parts.append(f"batch {b}: {lin / f['median_us']:.2f}x ({f['version']})")
     findings.append(f"At batch {b}, {KEY_IMAGE} px, the fastest version, {f['version']} "
-                    f"({sd.fmt_us(f['median_us'])} us), is "
+                    f"({formatting.fmt_us(f['median_us'])} us), is "
                     f"{faster_or_slower(lin / f['median_us'])} than "
                     f"{anchor_text(LINEAR, MAIN_MODEL, KEY_IMAGE, b)}.")
 for what in dict.fromkeys(w for _, w in unjudged):
@@ -794,18 +791,18 @@ if stream_shape is not None:
         b = max(per_batch)
         k, kt, bs, bt = per_batch[b]
         one = at(v, sm, simage, b, table=t[t["streams"] == 1])
-        start = (f"on 1 stream it takes {sd.fmt_us(one)} us, " if np.isfinite(one) else "")
+        start = (f"on 1 stream it takes {formatting.fmt_us(one)} us, " if np.isfinite(one) else "")
         most = int(d["streams"].max())
         most_t = at(v, sm, simage, b, table=t[(t["version"] == v) & (t["streams"] == most)])
-        rest = (f"no stream count is more than {KNEE:.0%} faster (the fastest, {sd.fmt_us(bt)} us, "
-                f"at {stream_label(bs)}; {sd.fmt_us(most_t)} us at {stream_label(most)}).")
+        rest = (f"no stream count is more than {KNEE:.0%} faster (the fastest, {formatting.fmt_us(bt)} us, "
+                f"at {stream_label(bs)}; {formatting.fmt_us(most_t)} us at {stream_label(most)}).")
         if k == 1:  # the knee is the single stream: say so once
             findings.append(f"More streams do not help {v} ({shape_text(sm, simage, b)}): "
-                            f"{sd.fmt_us(kt)} us on 1 stream, and {rest}")
+                            f"{formatting.fmt_us(kt)} us on 1 stream, and {rest}")
         else:
             findings.append(
                 f"More streams stop helping {v} at {stream_label(k)} ({shape_text(sm, simage, b)}): "
-                f"{start}{sd.fmt_us(kt)} us on {stream_label(k)}, and {rest}")
+                f"{start}{formatting.fmt_us(kt)} us on {stream_label(k)}, and {rest}")
         if len(per_batch) > 1:
             ks = ", ".join(f"batch {bb}: {per_batch[bb][0]}" for bb in sorted(per_batch))
             findings.append(f"The knee of {v} (fewest streams within {KNEE:.0%} of the fastest) "
@@ -823,7 +820,7 @@ for m, image, b in key_shapes:
     if not np.isfinite(c) or f is None or f["version"] == CPU:
         continue
     s = (f"At {shape_text(m, image, b)}, the fastest version, {f['version']}, is "
-         f"{faster_or_slower(c / f['median_us'])} than {CPU} ({sd.fmt_us(c)} us on the CPU)")
+         f"{faster_or_slower(c / f['median_us'])} than {CPU} ({formatting.fmt_us(c)} us on the CPU)")
     v1 = at(V1, m, image, b)
     if np.isfinite(v1) and f["version"] != V1:
         s += f"; {V1} is {faster_or_slower(c / v1)} than {CPU}"
@@ -837,16 +834,16 @@ for m, image, b in reversed(key_shapes):
         r = r.iloc[0]
         copies = r["h2d_us"] + r["d2h_us"]
         findings.append(f"At {shape_text(m, image, b)}, {V4}'s host-to-host routine takes "
-                        f"{sd.fmt_us(r['routine_us'])} us, {100 * copies / r['routine_us']:.0f}% "
-                        f"of it in the two copies ({sd.fmt_us(r['h2d_us'])} us up, "
-                        f"{sd.fmt_us(r['d2h_us'])} us down), against {sd.fmt_us(r['median_us'])} us "
+                        f"{formatting.fmt_us(r['routine_us'])} us, {100 * copies / r['routine_us']:.0f}% "
+                        f"of it in the two copies ({formatting.fmt_us(r['h2d_us'])} us up, "
+                        f"{formatting.fmt_us(r['d2h_us'])} us down), against {formatting.fmt_us(r['median_us'])} us "
                         f"of device time.")
         break
 
 missing_versions = [v for v in LADDER if v not in set(everything["version"])]
 if missing_versions:
     findings.append(f"This run has no rows of {', '.join(missing_versions)}.")
-findings.append(sd.status_finding(everything))
+findings.append(formatting.status_finding(everything))
 
 ctx.text(f"{FAMILY}_findings", findings)
 

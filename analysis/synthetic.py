@@ -22,8 +22,7 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from study_data import COLUMNS  # noqa: E402
+from studylib.schema import COLUMNS
 
 HIDDEN = 768
 TOKENS = {224: 197, 384: 577, 512: 1025}

@@ -19,8 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-BUILD = REPO / "report" / "build.py"
-sys.path.insert(0, str(HERE))
+BUILD = [sys.executable, "-m", "report.build"]
 
 try:
     import matplotlib  # noqa: F401
@@ -31,14 +30,15 @@ except ImportError as e:
         sys.exit(77)  # meson's "skipped"
     raise unittest.SkipTest(f"{e}: needs pandas and matplotlib")
 
-import study_data as sd  # noqa: E402
-import synthetic  # noqa: E402
+import studylib
+from analysis import plots, synthetic
+from studylib import catalog, formatting, notebook, rundata, schema
 
 OWN = ["v1_shared", "v2_cub", "v3_seq_tiling", "v4_vectorized", "v5_unrolled"]
 
 
 def build(*args, env=None):
-    return subprocess.run([sys.executable, str(BUILD), *map(str, args)], capture_output=True,
+    return subprocess.run([*BUILD, *map(str, args)], capture_output=True, cwd=REPO,
                           text=True, env={**os.environ, "MPLBACKEND": "Agg", **(env or {})},
                           timeout=300)
 
@@ -106,7 +106,7 @@ class ReportBuild(unittest.TestCase):
         # its NOTES.md title, from the version lists (no intro can fall behind them).
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
         for family in ("patch_embed", "layernorm", "attention", "mlp", "encoder"):
-            for v in sd.family_versions(family):
+            for v in catalog.family_versions(family):
                 self.assertRegex(self.readme, rf"\| `{v}` \| \w[^|]* \| `stages/{family}/{v}/NOTES.md` \|",
                                  f"{family}/{v}")
 
@@ -263,8 +263,8 @@ def mlp_timings(run_dir, hidden=768):
 
 
 def us(x):
-    """sd.fmt_us on a CSV value: the sentences print times this way."""
-    return sd.fmt_us(float(x))
+    """formatting.fmt_us on a CSV value: the sentences print times this way."""
+    return formatting.fmt_us(float(x))
 
 
 class MlpReport(unittest.TestCase):
@@ -339,7 +339,7 @@ class MlpReport(unittest.TestCase):
             ratios.append((f < g, f / go))
             self.assertIn(f"At {rows} x 768 (batch {rows // 197}, 224 px), fused_epilogue takes "
                           f"{us(f)} us", self.text)
-            self.assertIn(f"{sd.faster_or_slower(g / f)} than the PyTorch MLP replayed as a CUDA "
+            self.assertIn(f"{formatting.faster_or_slower(g / f)} than the PyTorch MLP replayed as a CUDA "
                           f"graph ({us(g)} us)", self.text)
             self.assertIn(f"{f / go:.2f}x the time of gemm_only ({us(go)} us", self.text)
         met = "met" if all(faster for faster, _ in ratios) else "not met"
@@ -463,7 +463,7 @@ class MlpTargetMissed(unittest.TestCase):
             f, g = (float(t[(v, 50432)]["median_us"]) for v in ("fused_epilogue",
                                                                  "pytorch_mlp_graph"))
             self.assertGreater(f, g)
-            self.assertIn(f"{sd.faster_or_slower(g / f)} than the PyTorch MLP replayed", text)
+            self.assertIn(f"{formatting.faster_or_slower(g / f)} than the PyTorch MLP replayed", text)
             self.assertIn("(the stricter anchor) at 6304 and 50432 rows is not met.", text)
             r = [float(t[("fused_epilogue", n)]["median_us"]) / float(t[("gemm_only", n)]
                                                                    ["median_us"])
@@ -746,12 +746,12 @@ class PatchEmbedReport(unittest.TestCase):
             best = min(shown, key=shown.get)
             lin = t[("pytorch_patchify_linear", "vit_b", 224, b, 1)]
             self.assertIn(f"At batch {b}, 224 px, the fastest version, {best} ({us(shown[best])} "
-                          f"us), is {sd.faster_or_slower(lin / shown[best])} than patchify + "
+                          f"us), is {formatting.faster_or_slower(lin / shown[best])} than patchify + "
                           f"F.linear ({us(lin)} us, eager).", self.text)
             if b == 256:
                 conv = t[("pytorch_conv2d", "vit_b", 224, b, 1)]
                 met = "met" if conv / shown[best] >= 10 else "not met"
-                self.assertIn(f"is {sd.faster_or_slower(conv / shown[best])} than F.conv2d "
+                self.assertIn(f"is {formatting.faster_or_slower(conv / shown[best])} than F.conv2d "
                               f"({us(conv)} us, eager): the target of at least 10x faster than "
                               f"F.conv2d is {met}.", self.text)
 
@@ -980,19 +980,19 @@ class RowsColumn(unittest.TestCase):
             run = synthetic.write_run(Path(d) / "r", configs=[(224, 32)])
             for f in run.glob("*.csv"):
                 rewrite_csv(f, lambda rows: [{k: v for k, v in r.items()
-                                              if k not in sd.LATER_COLUMNS} for r in rows])
+                                              if k not in schema.LATER_COLUMNS} for r in rows])
             self.assertNotIn("rows", (run / "layernorm.csv").read_text().splitlines()[0])
-            df = sd.read_csv(run / "layernorm.csv")
-            for c in sd.LATER_COLUMNS:  # numbers read as NaN, the one text column as empty
+            df = rundata.read_csv(run / "layernorm.csv")
+            for c in schema.LATER_COLUMNS:  # numbers read as NaN, the one text column as empty
                 text = c in ("precision", "energy_why_not")
                 self.assertTrue((df[c] == "").all() if text else df[c].isna().all(), c)
-            self.assertEqual(set(sd.rows_of(df)), {32 * 197})
+            self.assertEqual(set(rundata.rows_of(df)), {32 * 197})
             res = build("--run", run, "--out", Path(d) / "out")
             self.assertEqual(res.returncode, 0, res.stderr)
 
     def test_schema_appends_new_columns_after_note(self):
-        self.assertEqual(sd.COLUMNS[:sd.COLUMNS.index("note") + 1][-1], "note")
-        self.assertEqual(sd.LATER_COLUMNS, ["rows", "h2d_us", "preprocess_us", "d2h_us",
+        self.assertEqual(schema.COLUMNS[:schema.COLUMNS.index("note") + 1][-1], "note")
+        self.assertEqual(schema.LATER_COLUMNS, ["rows", "h2d_us", "preprocess_us", "d2h_us",
                                             "sm_clock_mhz", "mem_clock_mhz", "power_limit_w",
                                             "precision", "energy_j", "images_per_j", "power_w",
                                             "energy_sm_clock_mhz", "energy_s", "energy_calls",
@@ -1020,7 +1020,7 @@ class RunReport(unittest.TestCase):
             self.assertIn("the CSVs of run folder", readme)
             self.assertTrue(any((run / "report" / "figures").glob("layernorm_*.png")))
             # The run's report/ is not mistaken for a run or for data of the run.
-            self.assertEqual(sd.run_folders(results), [run])
+            self.assertEqual(rundata.run_folders(results), [run])
             res = build("--results", results, "--out", Path(d) / "all")
             self.assertEqual(res.returncode, 0, res.stderr)
 
@@ -1078,10 +1078,10 @@ class Rounds(unittest.TestCase):
         self.assertEqual(len(times), 3)
         summary = self.read("three", "tables", "layernorm_summary")
         self.assertIn("| rows | version | median us | rounds' range us | GB/s |", summary)
-        self.assertIn(f"| 50432 | v5_unrolled | {sd.fmt_us(times[1])} | "
-                      f"{sd.fmt_us(times[0])}-{sd.fmt_us(times[2])} |", summary)
+        self.assertIn(f"| 50432 | v5_unrolled | {formatting.fmt_us(times[1])} | "
+                      f"{formatting.fmt_us(times[0])}-{formatting.fmt_us(times[2])} |", summary)
         sweep = self.read("three", "tables", "layernorm_sweep")
-        self.assertIn(f"{sd.fmt_us(times[1])} ({sd.fmt_us(times[0])}-{sd.fmt_us(times[2])})", sweep)
+        self.assertIn(f"{formatting.fmt_us(times[1])} ({formatting.fmt_us(times[0])}-{formatting.fmt_us(times[2])})", sweep)
         for family, (_, table) in self.WRITERS.items():
             self.assertNotIn("range", self.read("one", "tables", table), family)
             self.assertIn("range", self.read("three", "tables", table), family)
@@ -1095,15 +1095,15 @@ class Rounds(unittest.TestCase):
         df = pd.DataFrame({"version": ["a"] * 3 + ["b"], "median_us": [3.0, 1.0, 2.0, 5.0],
                            "note": ["[round: 1]", "[round: 2]", "x [round: 3] [extra: --y]", ""],
                            "gbps": [1.0, 3.0, 2.0, 4.0]})
-        self.assertEqual(list(sd.round_of(df)), [1, 2, 3, 1])
-        t = sd.collapse_rounds(df, ["version"], gbps=("gbps", "median"))
+        self.assertEqual(list(rundata.round_of(df)), [1, 2, 3, 1])
+        t = rundata.collapse_rounds(df, ["version"], gbps=("gbps", "median"))
         self.assertEqual(t.to_dict("list"), {"version": ["a", "b"], "median_us": [2.0, 5.0],
                                              "lo_us": [1.0, 5.0], "hi_us": [3.0, 5.0],
                                              "n": [3, 1], "gbps": [2.0, 4.0]})
-        self.assertTrue(sd.multi_round(t))
-        self.assertFalse(sd.multi_round(t[t["version"] == "b"]))
-        self.assertIsNone(sd.rounds_sentence(t[t["version"] == "b"]))
-        self.assertEqual(sd.fmt_spread(1.0, 3.0), "1.00-3.00")
+        self.assertTrue(rundata.multi_round(t))
+        self.assertFalse(rundata.multi_round(t[t["version"] == "b"]))
+        self.assertIsNone(formatting.rounds_sentence(t[t["version"] == "b"]))
+        self.assertEqual(formatting.fmt_spread(1.0, 3.0), "1.00-3.00")
 
 
 class Figures(unittest.TestCase):
@@ -1128,38 +1128,38 @@ class Figures(unittest.TestCase):
         cls.tmp.cleanup()
 
     def test_every_anchor_its_own_colour_and_marker(self):
-        order = sd.version_order(list(synthetic.ATTN_MODEL), [])
-        st = sd.styles(order)
-        anchors = [v for v in order if sd.is_anchor(v)]
-        colours = {sd.anchor_base(v): st[v]["color"] for v in anchors}
+        order = catalog.version_order(list(synthetic.ATTN_MODEL), [])
+        st = plots.styles(order)
+        anchors = [v for v in order if catalog.is_anchor(v)]
+        colours = {plots.anchor_base(v): st[v]["color"] for v in anchors}
         self.assertEqual(len(colours), 4)
         self.assertEqual(len(set(colours.values())), 4)
         pairs = [(st[v]["color"], st[v]["marker"]) for v in order]
         self.assertEqual(len(set(pairs)), len(order), pairs)
         for v in anchors:  # eager and graph: one colour, their own markers and line styles
-            self.assertEqual(st[v]["color"], colours[sd.anchor_base(v)])
+            self.assertEqual(st[v]["color"], colours[plots.anchor_base(v)])
             self.assertEqual(st[v]["linestyle"], ":" if v.endswith("_graph") else "--")
 
     def test_no_two_series_drawn_alike(self):
         # More own versions than colours and markers, several libraries, every anchor: each
         # series keeps a colour x marker pair of its own.
         order = ([f"v{i}_x" for i in range(30)] + ["cudnn", "cudnn_graph", "cublaslt_x", "library_y"]
-                 + [v for v in synthetic.ATTN_MODEL if sd.is_anchor(v)])
-        st = sd.styles(order, fastest="v12_x")
+                 + [v for v in synthetic.ATTN_MODEL if catalog.is_anchor(v)])
+        st = plots.styles(order, fastest="v12_x")
         pairs = [(st[v]["color"], st[v]["marker"]) for v in order]
         self.assertEqual(len(set(pairs)), len(order))
         self.assertGreater(st["v12_x"]["linewidth"], st["v11_x"].get("linewidth", 1.4))
-        self.assertEqual(sd.styles(order, fastest="nope")["v12_x"], sd.styles(order)["v12_x"])
+        self.assertEqual(plots.styles(order, fastest="nope")["v12_x"], plots.styles(order)["v12_x"])
 
     def test_figure_checks_series_and_width(self):
         import matplotlib.pyplot as plt
         with tempfile.TemporaryDirectory() as d:
-            ctx = sd.Context("layernorm", None, Path(d))
+            ctx = notebook.Context("layernorm", None, Path(d))
             fig, ax = plt.subplots()   # the planted clash: two versions, one colour and marker
             ax.plot([1, 2], [1, 2], color="#1f77b4", marker="o", label="v1")
             ax.plot([1, 2], [2, 3], color="#1f77b4", marker="o", label="v10")
             ax.legend()
-            with self.assertRaisesRegex(sd.FigureError, "'v1' and 'v10' are drawn alike"):
+            with self.assertRaisesRegex(studylib.FigureError, "'v1' and 'v10' are drawn alike"):
                 ctx.figure("layernorm_clash", fig, "c")
             fig, ax = plt.subplots()   # hollow and filled markers of one colour are told apart
             ax.plot([1], [1], color="#444444", marker="o", linestyle="none", label="filled")
@@ -1169,17 +1169,17 @@ class Figures(unittest.TestCase):
             ctx.figure("layernorm_fill", fig, "c")
             fig, ax = plt.subplots(figsize=(14, 3))   # 14 in x 150 dpi: 2,100 px
             ax.plot([1, 2], [1, 2])
-            with self.assertRaisesRegex(sd.FigureError, "layernorm_wide is 2[0-9]{3} px wide"):
+            with self.assertRaisesRegex(studylib.FigureError, "layernorm_wide is 2[0-9]{3} px wide"):
                 ctx.figure("layernorm_wide", fig, "c")
 
     def test_committed_figures_at_most_2000_px(self):
         figures = sorted((REPO / "report" / "figures").glob("*.png"))
         self.assertTrue(figures)
         for f in figures:
-            self.assertLessEqual(sd.png_width(f), sd.MAX_FIGURE_PX, f.name)
+            self.assertLessEqual(notebook.png_width(f), notebook.MAX_FIGURE_PX, f.name)
 
     def test_title_provenance_is_short(self):
-        run = sd.load_run(self.ln)
+        run = rundata.load_run(self.ln)
         t = run.title_provenance("layernorm")
         self.assertIn(run.name, t)
         self.assertNotIn("run ", t)   # the run ids stay in the caption
@@ -1187,19 +1187,19 @@ class Figures(unittest.TestCase):
 
     def test_no_roofline_without_ceilings(self):
         import pandas as pd
-        p = sd.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0]}),
+        p = plots.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0]}),
                                lambda r: "s")
-        self.assertIsNone(sd.roofline_gap(p, sd.Ceilings(3000.0, None, None)))
-        self.assertIn("no ceilings", sd.roofline_gap(p, sd.Ceilings(None, None, None)))
-        self.assertIn("no timed row", sd.roofline_gap(p.iloc[0:0], sd.Ceilings(3000.0, 700.0, None)))
+        self.assertIsNone(plots.roofline_gap(p, rundata.Ceilings(3000.0, None, None)))
+        self.assertIn("no ceilings", plots.roofline_gap(p, rundata.Ceilings(None, None, None)))
+        self.assertIn("no timed row", plots.roofline_gap(p.iloc[0:0], rundata.Ceilings(3000.0, 700.0, None)))
 
     def test_ticks_reference_line_and_legend_helpers(self):
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots()
         ax.plot([197, 577, 1025], [1, 2, 3], label="a")
-        sd.measured_ticks(ax, [197, 577, 1025, 577])
-        line = sd.reference_line(ax, 1.0, "1x: same time")
-        leg = sd.legend_outside(ax)
+        plots.measured_ticks(ax, [197, 577, 1025, 577])
+        line = plots.reference_line(ax, 1.0, "1x: same time")
+        leg = plots.legend_outside(ax)
         fig.canvas.draw()
         self.assertEqual(list(ax.get_xticks()), [197, 577, 1025])
         self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["197", "577", "1,025"])
@@ -1229,8 +1229,8 @@ class Figures(unittest.TestCase):
                       else "PyTorch SDPA cudnn (CUDA graph)")
             own = min((m, v) for v, m in t.items() if v.startswith("v"))
             self.assertIn(f"At {n} tokens (batch 32), our fastest version, {own[1]}, takes "
-                          f"{sd.fmt_us(own[0])} us", findings)
-            self.assertIn(f"{own[0] / best:.2f}x the best cuDNN result ({sd.fmt_us(best)} us, "
+                          f"{formatting.fmt_us(own[0])} us", findings)
+            self.assertIn(f"{own[0] / best:.2f}x the best cuDNN result ({formatting.fmt_us(best)} us, "
                           f"{source})", findings)
         self.assertIn("The target of our fastest version at most 0.9x the best cuDNN result "
                       "(per token count the lower median of cudnn_sdpa and PyTorch SDPA cudnn "
@@ -1246,9 +1246,9 @@ class Figures(unittest.TestCase):
         self.assertIn(f"| v2_cub | ", ladder)
         line = next(x for x in ladder.splitlines() if x.startswith("| v5_unrolled |"))
         cells = [c.strip() for c in line.strip("|").split("|")]
-        self.assertEqual(cells[4:7], [sd.fmt_us(t["v5_unrolled"]),
-                                      sd.fmt_ratio(t["v4_vectorized"] / t["v5_unrolled"]),
-                                      sd.fmt_ratio(t["v5_unrolled"] / t["cudnn"])])
+        self.assertEqual(cells[4:7], [formatting.fmt_us(t["v5_unrolled"]),
+                                      formatting.fmt_ratio(t["v4_vectorized"] / t["v5_unrolled"]),
+                                      formatting.fmt_ratio(t["v5_unrolled"] / t["cudnn"])])
         mlp = (self.out / "tables" / "mlp_ladder.md").read_text()
         self.assertIn("6304 rows: / gemm_only", mlp)
         self.assertIn("unfused -> unfused_graph -> fused_epilogue", mlp)
@@ -1264,7 +1264,7 @@ class Figures(unittest.TestCase):
         self.assertIn("under the copy bandwidth measured in the same run (3,000 GB/s) and the "
                       "fp16 GEMM rate measured in the same run (720 TFLOP/s)", self.readme)
         import pandas as pd
-        p = sd.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0],
+        p = plots.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0],
                                              "rows": [10]}), lambda r: "s")
         self.assertAlmostEqual(float(p["ai"].iloc[0]), 0.5)
 
@@ -1564,10 +1564,10 @@ class HeadlineTable(unittest.TestCase):
              if r["batch"] == "256" and r["image_size"] == "224" and r["status"] == "ok"}
         best = min((v for v in t if not v.startswith("pytorch_")), key=t.get)
         line = next(x for x in self.table().splitlines() if x.startswith("| LayerNorm |"))
-        self.assertIn(f"| {best}: {sd.fmt_us(t[best])} us |", line)
-        self.assertIn(f"{sd.faster_or_slower(t['cudnn'] / t[best])} than cudnn "
-                      f"({sd.fmt_us(t['cudnn'])} us)", line)
-        self.assertIn(f"{sd.faster_or_slower(t['pytorch_layer_norm_graph'] / t[best])} than "
+        self.assertIn(f"| {best}: {formatting.fmt_us(t[best])} us |", line)
+        self.assertIn(f"{formatting.faster_or_slower(t['cudnn'] / t[best])} than cudnn "
+                      f"({formatting.fmt_us(t['cudnn'])} us)", line)
+        self.assertIn(f"{formatting.faster_or_slower(t['pytorch_layer_norm_graph'] / t[best])} than "
                       f"PyTorch F.layer_norm (CUDA graph)", line)
         self.assertIn("[`ln_run`](experiments/results/ln_run/)", line)
         self.assertIn("| Attention | batch 32, 197 tokens", self.table())
@@ -1580,7 +1580,7 @@ class HeadlineTable(unittest.TestCase):
         text = self.readme.read_text()
         block = text[text.index("<!-- versions:start -->"):text.index("<!-- versions:end -->")]
         ln = next(x for x in block.splitlines() if x.startswith("| LayerNorm |"))
-        self.assertEqual([v for v in sd.family_versions("layernorm")],
+        self.assertEqual([v for v in catalog.family_versions("layernorm")],
                          [m for m in re.findall(r"\[(\w+)\]\(stages/layernorm/", ln)])
         steps = next(x for x in block.splitlines() if x.startswith("| encoder (whole ViT) |"))
         self.assertIn("[e1_library](stages/encoder/e1_library/NOTES.md)", steps)
@@ -1605,20 +1605,20 @@ class HeadlineTable(unittest.TestCase):
 class Helpers(unittest.TestCase):
     def test_architecture_families(self):
         # Accuracy results cross between GPUs of one architecture, never to another.
-        self.assertTrue(sd.same_architecture("NVIDIA H200", "NVIDIA H100 80GB HBM3"))
-        self.assertFalse(sd.same_architecture("NVIDIA H200", "NVIDIA A100-SXM4-80GB"))
-        self.assertFalse(sd.same_architecture("NVIDIA H20", "NVIDIA H200"))  # not listed: no family
-        self.assertTrue(sd.same_architecture("NVIDIA L4", "NVIDIA L4"))  # one model, listed or not
+        self.assertTrue(rundata.same_architecture("NVIDIA H200", "NVIDIA H100 80GB HBM3"))
+        self.assertFalse(rundata.same_architecture("NVIDIA H200", "NVIDIA A100-SXM4-80GB"))
+        self.assertFalse(rundata.same_architecture("NVIDIA H20", "NVIDIA H200"))  # not listed: no family
+        self.assertTrue(rundata.same_architecture("NVIDIA L4", "NVIDIA L4"))  # one model, listed or not
 
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})
-        md = sd.markdown_table(df, {"us": sd.fmt_us})
+        md = formatting.markdown_table(df, {"us": formatting.fmt_us})
         self.assertIn("| a\\|b | 1,234 | - |", md)
         self.assertIn("|---|---:|---:|", md)
 
     def test_one_setting_keeps_majority(self):
         df = pandas.DataFrame({"flush_l2": [0.0, 0.0, 1.0]})
-        kept, value, dropped = sd.one_setting(df)
+        kept, value, dropped = rundata.one_setting(df)
         self.assertEqual((len(kept), value, dropped), (2, 0.0, 1))
 
     def test_pick_run_prefers_timed(self):
@@ -1636,9 +1636,9 @@ class Helpers(unittest.TestCase):
                 w.writeheader()
                 w.writerows(rows)
             (newer / "anchors.csv").unlink()
-            runs = sd.load_runs(d)
-            self.assertEqual(sd.pick_run(runs, "layernorm").path, good)
-            self.assertIsNone(sd.pick_run(runs, "attention"))
+            runs = rundata.load_runs(d)
+            self.assertEqual(rundata.pick_run(runs, "layernorm").path, good)
+            self.assertIsNone(rundata.pick_run(runs, "attention"))
 
     def test_sweep_run_falls_back_to_an_older_sweep_on_the_same_gpu(self):
         with tempfile.TemporaryDirectory() as d:
@@ -1648,26 +1648,26 @@ class Helpers(unittest.TestCase):
                                             configs=synthetic.SMALL_CONFIGS, gpu="GPU B (synthetic)")
             targets = synthetic.write_run(Path(d) / "b_targets", utc="2025-01-02T00:00:00Z",
                                           configs=[(224, 32), (224, 256)])
-            runs = {r.name: r for r in sd.load_runs(d)}
-            self.assertGreaterEqual(sd.shapes_of(runs["a_full"], "layernorm"), 3)
-            self.assertEqual(sd.sweep_run(runs["b_targets"], "layernorm").path, full)
-            self.assertEqual(sd.sweep_run(runs["a_full"], "layernorm").path, full)
-            self.assertEqual(sd.sweep_run(runs["c_other"], "layernorm").path, other_gpu)
+            runs = {r.name: r for r in rundata.load_runs(d)}
+            self.assertGreaterEqual(rundata.shapes_of(runs["a_full"], "layernorm"), 3)
+            self.assertEqual(rundata.sweep_run(runs["b_targets"], "layernorm").path, full)
+            self.assertEqual(rundata.sweep_run(runs["a_full"], "layernorm").path, full)
+            self.assertEqual(rundata.sweep_run(runs["c_other"], "layernorm").path, other_gpu)
             # No sweep of the family anywhere: the run itself.
-            self.assertEqual(sd.sweep_run(runs["b_targets"], "attention").path, targets)
+            self.assertEqual(rundata.sweep_run(runs["b_targets"], "attention").path, targets)
 
     def test_csv_before_appended_columns_loads(self):
         with tempfile.TemporaryDirectory() as d:
             run = synthetic.write_run(Path(d) / "r", configs=[(224, 1)])
             path = run / "layernorm.csv"
-            old = sd.COLUMNS[:sd.COLUMNS.index("note") + 1]   # the schema before them
+            old = schema.COLUMNS[:schema.COLUMNS.index("note") + 1]   # the schema before them
             rows = read_rows(path)
             with open(path, "w", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=old, extrasaction="ignore")
                 w.writeheader()
                 w.writerows(rows)
             self.assertEqual(path.read_text().splitlines()[0], ",".join(old))
-            df = sd.read_csv(path)
+            df = rundata.read_csv(path)
             self.assertEqual(len(df), len(rows))
             self.assertTrue(df["rows"].isna().all())
             self.assertTrue(df["h2d_us"].isna().all())
@@ -1676,16 +1676,16 @@ class Helpers(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             run = synthetic.write_patch_embed_run(Path(d) / "r", images=(224,), batches=(1,))
             self.assertTrue((run / "patch_embed_timeline.csv").is_file())
-            r = sd.load_run(run)
+            r = rundata.load_run(run)
             self.assertEqual(set(r.df["source"].map(lambda p: Path(p).name)),
                              {"patch_embed.csv", "patch_embed_anchors.csv", "ceilings.csv"})
-            tl = sd.side_table(run, "patch_embed_timeline.csv", ["stream", "start_us"],
+            tl = rundata.side_table(run, "patch_embed_timeline.csv", ["stream", "start_us"],
                                ["stream", "start_us"])
             self.assertGreater(len(tl), 0)
-            self.assertIsNone(sd.side_table(run, "nope_timeline.csv", [], []))
+            self.assertIsNone(rundata.side_table(run, "nope_timeline.csv", [], []))
 
     def test_short_commit_keeps_dirty_flag(self):
-        self.assertEqual(sd.short_commit("0123456789abcdef0123456789abcdef01234567-dirty"),
+        self.assertEqual(rundata.short_commit("0123456789abcdef0123456789abcdef01234567-dirty"),
                          "0123456789ab-dirty")
 
 
@@ -1734,12 +1734,12 @@ class AcrossGpus(unittest.TestCase):
 
     def test_sections_use_the_primary_gpu(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
-        runs = sd.load_runs(Path(self.tmp.name) / "results")
-        self.assertEqual(sd.primary_gpu(runs), "GPU A (synthetic)")
-        self.assertEqual(sd.pick_run(runs, "encoder", "GPU A (synthetic)").name, "a2")
-        self.assertEqual(sd.pick_run(runs, "encoder").name, "b")  # newest of all
+        runs = rundata.load_runs(Path(self.tmp.name) / "results")
+        self.assertEqual(rundata.primary_gpu(runs), "GPU A (synthetic)")
+        self.assertEqual(rundata.pick_run(runs, "encoder", "GPU A (synthetic)").name, "a2")
+        self.assertEqual(rundata.pick_run(runs, "encoder").name, "b")  # newest of all
         # A family that the primary GPU never measured still gets its run from elsewhere.
-        self.assertEqual(sd.pick_run(runs, "encoder", "GPU C").name, "b")
+        self.assertEqual(rundata.pick_run(runs, "encoder", "GPU C").name, "b")
         ladder = (self.out / "tables" / "encoder_ladder.md").read_text()
         self.assertIn("run-a2", ladder)
         self.assertNotIn("run-b", ladder)
@@ -1750,14 +1750,14 @@ class AcrossGpus(unittest.TestCase):
             two_gpu_encoder_runs(root)
             # An older final sitting on the primary GPU wins over a newer sweep there...
             (root / "a1" / "encoder.csv").rename(root / "a1" / "final.csv")
-            runs = sd.load_runs(root)
-            self.assertEqual(sd.pick_run(runs, "encoder", "GPU A (synthetic)").name, "a1")
-            self.assertEqual(sd.pick_run(runs, "layernorm", "GPU A (synthetic)"), None)
+            runs = rundata.load_runs(root)
+            self.assertEqual(rundata.pick_run(runs, "encoder", "GPU A (synthetic)").name, "a1")
+            self.assertEqual(rundata.pick_run(runs, "layernorm", "GPU A (synthetic)"), None)
             # ...and with none there, another GPU's final sitting wins over every sweep.
             (root / "a1" / "final.csv").rename(root / "a1" / "encoder.csv")
             (root / "b" / "encoder.csv").rename(root / "b" / "final.csv")
-            runs = sd.load_runs(root)
-            self.assertEqual(sd.pick_run(runs, "encoder", "GPU A (synthetic)").name, "b")
+            runs = rundata.load_runs(root)
+            self.assertEqual(rundata.pick_run(runs, "encoder", "GPU A (synthetic)").name, "b")
 
     def test_encoder_ratios_only_inside_one_sitting(self):
         # GPU B's anchors from another sitting (run id) than its steps: no encoder ratio there.

@@ -16,13 +16,11 @@ from __future__ import annotations
 import csv
 import re
 import statistics
-import sys
 import unittest
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import steps  # noqa: E402
+from studylib import steps
 
 REPO = steps.REPO
 BEFORE = REPO / "stages" / "encoder" / "steps_before_redesign.txt"

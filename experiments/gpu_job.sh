@@ -13,7 +13,7 @@
 # STUDY_TEST_ARGS names, 51 of the build's 183 CUDA compilations; the CUTLASS layer, which the
 # encoder needs, stays most of the build's time. STUDY_PRECOMPILE=1 compiles the specs'
 # torch.compile anchors after the tests, one shape at a time, each in a fresh process on the
-# quiet machine (experiments/precompile_anchors.py), for the sittings to load from Inductor's
+# quiet machine (experiments/anchors/precompile.py), for the sittings to load from Inductor's
 # cache: a compile inside the sitting's kept anchor process, or beside other work, autotunes to
 # a slower forward (docs/method.md, Timing). STUDY_SANITIZE=1 adds the sanitizer suite
 # (docs/sanitizers.md; its summary into the run folder's sanitizer.txt) and STUDY_MUTANTS=1 the
@@ -32,7 +32,7 @@ log() { printf '[device] %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 log "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader)"
 py=$(command -v python3)
 # The run folder's README summarizes what it holds (CSVs, test summaries), however the job ends.
-trap '"$py" experiments/run_readme.py "$RUN_DIR" > /dev/null || true' EXIT
+trap '"$py" -m studylib.run_folder "$RUN_DIR" > /dev/null || true' EXIT
 # The cuDNN the build links: the one the PyTorch anchors load where there is one, else the newest
 # system cuDNN (the choice ./study makes, by the same script).
 cudnn=$($py common/cudnn/find_cudnn.py --python "$py" --system "$(dirname "$(dirname "$(command -v nvcc)")")" \
@@ -105,17 +105,17 @@ specs=("$@")
 if [ "${STUDY_PRECOMPILE:-0}" = 1 ]; then
   log "compiling the specs' torch.compile anchors ahead, one at a time (precompile.log)"
   spec_args=(); for spec in "${specs[@]}"; do spec_args+=(--spec "$spec"); done
-  "$py" experiments/precompile_anchors.py "${spec_args[@]}" --gpus 0 --python "$py" \
+  "$py" -m experiments.anchors.precompile "${spec_args[@]}" --gpus 0 --python "$py" \
     --kernels "$RUN_DIR/compile_kernels.txt" > "$OUT/precompile.log" 2>&1 ||
     log "some anchor shapes did not compile ahead: the sitting compiles them itself"
   grep -E "compiled in|FAILED|^done|^error" "$OUT/precompile.log"
 fi
 log "ceilings"
-$py experiments/run_sweep.py --spec ceilings --out "$RUN_DIR/ceilings.csv" --build-dir "$BUILD" --python "$py"
+$py -m experiments.sweep --spec ceilings --out "$RUN_DIR/ceilings.csv" --build-dir "$BUILD" --python "$py"
 for spec in "${specs[@]}"; do
   # --run-dir: RUN_DIR/<name>.csv, or RUN_DIR/<name>/<name>.csv for a side experiment (where the
   # analysis looks for it).
   log "sweep $spec -> $RUN_DIR"
-  $py experiments/run_sweep.py --spec "$spec" --run-dir "$RUN_DIR" --build-dir "$BUILD" --python "$py" ${STUDY_SWEEP_ARGS:-}
+  $py -m experiments.sweep --spec "$spec" --run-dir "$RUN_DIR" --build-dir "$BUILD" --python "$py" ${STUDY_SWEEP_ARGS:-}
 done
 log "done: $RUN_DIR"

@@ -39,10 +39,12 @@ from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")  # before any notebook imports pyplot: no display
 
-REPO = Path(__file__).resolve().parent.parent
+import studylib
+from studylib import catalog, formatting, notebook, paths, rundata, schema
+from studylib.paths import REPO
+
+# The notebooks run by path (runpy), each given its context; the report imports none of them.
 ANALYSIS = REPO / "analysis"
-sys.path.insert(0, str(ANALYSIS))
-import study_data as sd  # noqa: E402
 
 BLOCK = re.compile(r"<!--\s*family:(\w+)\s*-->(.*?)<!--\s*end:\1\s*-->", re.S)
 MARKER = re.compile(r"<!--\s*(figure|table|text):(\w+)\s*-->")
@@ -60,7 +62,7 @@ class StaleReadme(Exception):
     """README.md's headline table is not what the committed CSVs give (exit 1)."""
 
 
-class TemplateError(sd.DataError):
+class TemplateError(studylib.DataError):
     """A template marker that nothing fills: also exit 2, since the report would be wrong."""
 
 
@@ -93,21 +95,21 @@ def clean_family_outputs(out_dir: Path, family: str):
 
 
 def no_data_note(family: str, args) -> str:
-    where = (f"run folder `{sd.show_path(Path(args.run_dir))}`" if args.run_dir else
-             f"`{sd.show_path(Path(args.results))}/`")
+    where = (f"run folder `{rundata.show_path(Path(args.run_dir))}`" if args.run_dir else
+             f"`{rundata.show_path(Path(args.results))}/`")
     return (f"*No committed run yet: no CSV in {where} has rows with family `{family}`.*")
 
 
 def build_cross_run(family: str, block: str, runs: list, used: dict, out_dir: Path):
-    """A notebook over every run folder (sd.CROSS_RUN), given the runs the sections used."""
+    """A notebook over every run folder (notebook.CROSS_RUN), given the runs the sections used."""
     clean_family_outputs(out_dir, family)
-    ctx = sd.Context(family, None, out_dir, runs=runs, used=used)
+    ctx = notebook.Context(family, None, out_dir, runs=runs, used=used)
     print(f"[{family}] {len(runs)} run folders: running analysis/{family}.py", flush=True)
     try:
         runpy.run_path(str(ANALYSIS / f"{family}.py"), init_globals={"STUDY_CONTEXT": ctx},
                        run_name=f"study_{family}")
     except Exception as e:
-        if not isinstance(e, sd.DataError):
+        if not isinstance(e, studylib.DataError):
             e.add_note(f"while running analysis/{family}.py over every run")
         raise
     return fill(block, ctx.artifacts, out_dir, f"template (block {family})").strip("\n")
@@ -117,26 +119,26 @@ def build_family(family: str, block: str, runs: list, args, out_dir: Path):
     """Returns (markdown for the block, run used or None, the notebook's context or None: its
     headline line, the targets it judged and, for the encoder, the study's answer)."""
     clean_family_outputs(out_dir, family)
-    run = runs[0] if args.run_dir else sd.pick_run(runs, family, args.primary_gpu)
+    run = runs[0] if args.run_dir else rundata.pick_run(runs, family, args.primary_gpu)
     if run is None or run.rows(family).empty:
         return no_data_note(family, args), None, None
-    notebook = ANALYSIS / f"{family}.py"
-    if not notebook.is_file():
+    notebook_path = ANALYSIS / f"{family}.py"
+    if not notebook_path.is_file():
         counts = run.rows(family)["status"].value_counts()
-        summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in sd.STATUSES)
+        summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in schema.STATUSES)
         return (f"*Run `{run.name}` has {len(run.rows(family))} rows with family `{family}` "
                 f"({summary}), but there is no analysis notebook "
                 f"`analysis/{family}.py` yet.*"), run, None
-    ctx = sd.Context(family, run, out_dir)
+    ctx = notebook.Context(family, run, out_dir)
     print(f"[{family}] {run.name}: running analysis/{family}.py", flush=True)
     try:
-        runpy.run_path(str(notebook), init_globals={"STUDY_CONTEXT": ctx},
+        runpy.run_path(str(notebook_path), init_globals={"STUDY_CONTEXT": ctx},
                        run_name=f"study_{family}")
     except Exception as e:  # a bug, not bad data: keep the traceback, say where it happened
-        if not isinstance(e, sd.DataError):
+        if not isinstance(e, studylib.DataError):
             e.add_note(f"while running analysis/{family}.py on run {run.name}")
         raise
-    text = fill(block, ctx.artifacts, out_dir, f"{sd.show_path(args.template)} (family {family})")
+    text = fill(block, ctx.artifacts, out_dir, f"{rundata.show_path(args.template)} (family {family})")
     return text.strip("\n"), run, ctx
 
 
@@ -149,12 +151,12 @@ def headline_table(heads: list, used: dict) -> str:
         if x is None or not np.isfinite(x):
             return "-"
         return (f"{x / 1000:.2f} ms" if x < 10000 else f"{x / 1000:.1f} ms") if unit == "ms" \
-            else f"{sd.fmt_us(x)} us"
+            else f"{formatting.fmt_us(x)} us"
 
     def against(name, x, h):
         if not name or x is None or not np.isfinite(x):
             return "-"
-        return f"{sd.faster_or_slower(x / h.fastest_us)} than {name} ({t(x, h.unit)})"
+        return f"{formatting.faster_or_slower(x / h.fastest_us)} than {name} ({t(x, h.unit)})"
 
     rows = []
     for family, h in heads:
@@ -170,7 +172,7 @@ def headline_table(heads: list, used: dict) -> str:
             "measured in": f"{gpu}, {where}"})
     if not rows:
         return "*No committed run yet: `./study run`, then `./study report`.*\n"
-    return sd.markdown_table(pd.DataFrame(rows))
+    return formatting.markdown_table(pd.DataFrame(rows))
 
 
 TARGET_ORDER = ["patch_embed", "layernorm", "attention", "mlp", "encoder"]
@@ -218,7 +220,7 @@ def versions_block() -> str:
              "stages/encoder/steps.tsv; do not edit: rebuild it. -->", "",
              "| family | versions, in ladder order |", "|---|---|"]
     for family, title in FAMILY_TITLES.items():
-        names = sd.family_versions(family)
+        names = catalog.family_versions(family)
         lines.append(f"| {title} | " + ", ".join(f"[{v}](stages/{family}/{v}/NOTES.md)" for v in names) + " |")
     return "\n".join(lines) + "\n\n"
 
@@ -241,12 +243,12 @@ def versions_outputs(out_dir: Path) -> dict:
     for family in FAMILY_TITLES:
         # The NOTES path as text: a link would depend on where the report is written.
         rows = [{"version": f"`{v}`", "what it is": notes_title(family, v),
-                 "notes": f"`stages/{family}/{v}/NOTES.md`"} for v in sd.family_versions(family)]
+                 "notes": f"`stages/{family}/{v}/NOTES.md`"} for v in catalog.family_versions(family)]
         p = out_dir / "tables" / f"versions_{family}.md"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(f"*Every {FAMILY_TITLES[family]} version, in ladder order (from its version "
-                     "list), as its NOTES.md names it.*\n\n" + sd.markdown_table(pd.DataFrame(rows)))
-        art[f"versions_{family}"] = sd.Artifact("table", f"versions_{family}", p)
+                     "list), as its NOTES.md names it.*\n\n" + formatting.markdown_table(pd.DataFrame(rows)))
+        art[f"versions_{family}"] = notebook.Artifact("table", f"versions_{family}", p)
     return art
 
 
@@ -272,14 +274,14 @@ def study_outputs(used: dict, out_dir: Path) -> dict:
         rows.append({"run folder": run.name,
                      "run id": " + ".join(dict.fromkeys(d["run_id"].astype(str))),
                      "GPU": " + ".join(dict.fromkeys(d["gpu"].astype(str))),
-                     "commit": " + ".join(dict.fromkeys(sd.short_commit(x) for x in d["commit"])),
+                     "commit": " + ".join(dict.fromkeys(rundata.short_commit(x) for x in d["commit"])),
                      "UTC": str(d["utc"].max()),
                      "families shown": ", ".join(fams),
                      "copy GB/s": c.copy_gbps if c.copy_gbps else float("nan"),
                      "GEMM fp16 TFLOP/s": c.gemm_tflops if c.gemm_tflops else float("nan")})
         parts = []
         if c.copy_gbps:
-            parts.append(f"a device-to-device copy bandwidth of {sd.fmt_gbps(c.copy_gbps)} GB/s "
+            parts.append(f"a device-to-device copy bandwidth of {formatting.fmt_gbps(c.copy_gbps)} GB/s "
                          f"(bytes read + written)")
         if c.gemm_tflops:
             parts.append(f"{c.gemm_tflops:,.0f} TFLOP/s for an fp16 tensor-core GEMM")
@@ -298,17 +300,17 @@ def study_outputs(used: dict, out_dir: Path) -> dict:
         p = runs_md
         p.write_text("*Runs this report is built from (one folder under experiments/results/ "
                      "each), with the ceilings measured in the same run.*\n\n" +
-                     sd.markdown_table(pd.DataFrame(rows), {
-                         "copy GB/s": sd.fmt_gbps,
-                         "GEMM fp16 TFLOP/s": lambda x: sd.fmt_gbps(x)}))
-        art["study_runs"] = sd.Artifact("table", "study_runs", p)
+                     formatting.markdown_table(pd.DataFrame(rows), {
+                         "copy GB/s": formatting.fmt_gbps,
+                         "GEMM fp16 TFLOP/s": lambda x: formatting.fmt_gbps(x)}))
+        art["study_runs"] = notebook.Artifact("table", "study_runs", p)
         p = ceilings_md
         p.write_text(" ".join(sentences) + "\n")
-        art["study_ceilings"] = sd.Artifact("text", "study_ceilings", p)
+        art["study_ceilings"] = notebook.Artifact("text", "study_ceilings", p)
     else:
         why = "no committed run yet"  # fill() prints this at the marker
-        art["study_runs"] = sd.Artifact("table", "study_runs", None, reason=why)
-        art["study_ceilings"] = sd.Artifact("text", "study_ceilings", None, reason=why)
+        art["study_runs"] = notebook.Artifact("table", "study_runs", None, reason=why)
+        art["study_ceilings"] = notebook.Artifact("text", "study_ceilings", None, reason=why)
     return art
 
 
@@ -371,7 +373,7 @@ def side_folders_section(runs: list, root: Path, cache: dict) -> str:
     return ("\n## Folders without a run's rows\n\nTest-suite, sanitizer and mutation reports, "
             "accuracy checks and side experiments: the report reads them only for their own "
             "tables (each folder's README says how it was made).\n\n"
-            + sd.markdown_table(pd.DataFrame(rows)))
+            + formatting.markdown_table(pd.DataFrame(rows)))
 
 
 def results_index(runs: list, used: dict, root: Path) -> str:
@@ -380,7 +382,7 @@ def results_index(runs: list, used: dict, root: Path) -> str:
     import pandas as pd
     cache = {}
     rows = []
-    primary = sd.primary_gpu(runs)
+    primary = rundata.primary_gpu(runs)
     families = sorted({f for r in runs for f in r.families()})
     for run in sorted(runs, key=lambda r: r.name):
         d = run.df
@@ -395,9 +397,9 @@ def results_index(runs: list, used: dict, root: Path) -> str:
         side = sorted(str(c.parent.relative_to(run.path)) for c in run.path.rglob("*.csv")
                       if c.parent != run.path and "report" not in c.relative_to(run.path).parts)
         uses = [f for f in families if used.get(f) is run]
-        other_gpu = sd.gpu_of(run) != primary
+        other_gpu = rundata.gpu_of(run) != primary
         if other_gpu and not uses:
-            uses = [f"across GPUs ({sd.gpu_of(run)} beside {primary})"]
+            uses = [f"across GPUs ({rundata.gpu_of(run)} beside {primary})"]
         superseded = [] if other_gpu else [f"{f} (by {used[f].name})" for f in run.families()
                                            if f in used and used[f] is not run]
         rows.append({
@@ -415,7 +417,7 @@ def results_index(runs: list, used: dict, root: Path) -> str:
                    "also measured in (superseded)": ", ".join(
                        r.name for r in sorted(runs, key=lambda r: r.name)
                        if len(r.rows(f)) and used.get(f) is not r
-                       and sd.gpu_of(r) == primary) or "-"}
+                       and rundata.gpu_of(r) == primary) or "-"}
                   for f in families]
     return ("<!-- Generated by report/build.py (./study report) from the run folders below. "
             "Do not edit: rebuild it. -->\n\n"
@@ -428,38 +430,38 @@ def results_index(runs: list, used: dict, root: Path) -> str:
             "on; runs on other GPUs are compared with it in the report's across-GPUs section); "
             "older runs of the family are superseded and kept for the record. Commits are full hashes (`-dirty`: built from a tree with uncommitted "
             "changes). The CSV columns are described in `docs/method.md`.\n\n"
-            "## Runs\n\n" + sd.markdown_table(pd.DataFrame(rows)) +
+            "## Runs\n\n" + formatting.markdown_table(pd.DataFrame(rows)) +
             side_folders_section(runs, root, cache) +
             "\n## Which run the report uses, per family\n\n" +
-            sd.markdown_table(pd.DataFrame(per_family, columns=[
+            formatting.markdown_table(pd.DataFrame(per_family, columns=[
                 "family", "report uses", "also measured in (superseded)"])))
 
 
 def build(args) -> Path:
     template = Path(args.template)
     if not template.is_file():
-        raise TemplateError(f"{sd.show_path(template)}: template not found")
+        raise TemplateError(f"{rundata.show_path(template)}: template not found")
     source = template.read_text()
     if args.run:
-        args.run_dir = sd.resolve_run_dir(args.run, args.results)
-        runs = [sd.load_run(args.run_dir)]
+        args.run_dir = rundata.resolve_run_dir(args.run, args.results)
+        runs = [rundata.load_run(args.run_dir)]
         # One run's report belongs to the run: report/ shows every committed run and must not
         # be replaced by a report of some families from one of them.
         out_dir = Path(args.out or Path(args.run_dir) / "report").resolve()
     else:
         if args.results_given and not Path(args.results).is_dir():
-            raise sd.DataError(f"{args.results}: results folder not found")
+            raise studylib.DataError(f"{args.results}: results folder not found")
         args.run_dir = None
-        runs = sd.load_runs(args.results)
+        runs = rundata.load_runs(args.results)
         out_dir = Path(args.out or REPO / "report").resolve()
 
-    args.primary_gpu = sd.primary_gpu(runs)  # once: every family section picks its run on it
+    args.primary_gpu = rundata.primary_gpu(runs)  # once: every family section picks its run on it
     used, pieces, pos, heads, cross, targets, answer = {}, [], 0, [], [], [], None
     for m in BLOCK.finditer(source):
         family, block = m.group(1), m.group(2)
         pieces.append(source[pos:m.start()])
         pos = m.end()
-        if family in sd.CROSS_RUN:  # filled once every family's section has picked its run
+        if family in notebook.CROSS_RUN:  # filled once every family's section has picked its run
             cross.append((len(pieces), family, block))
             pieces.append("")
             continue
@@ -478,11 +480,11 @@ def build(args) -> Path:
     body = "".join(pieces)
     stray = STRAY.search(body)
     if stray:
-        raise TemplateError(f"{sd.show_path(template)}: '{stray.group(0)}' has no matching "
+        raise TemplateError(f"{rundata.show_path(template)}: '{stray.group(0)}' has no matching "
                             f"{'end' if stray.group(1) == 'family' else 'family'} marker")
     body = fill(body, {**study_outputs(used, out_dir), **versions_outputs(out_dir)}, out_dir,
-                sd.show_path(template))
-    source_csvs = (f"the CSVs of run folder {sd.show_path(Path(args.run_dir))}" if args.run_dir
+                rundata.show_path(template))
+    source_csvs = (f"the CSVs of run folder {rundata.show_path(Path(args.run_dir))}" if args.run_dir
                    else "the CSVs under experiments/results/")
     header = (f"<!-- Generated by report/build.py from report/template.md and {source_csvs}. "
               "Edit the template, not this file. -->\n\n")
@@ -501,13 +503,13 @@ def build(args) -> Path:
         target = Path(args.readme) if args.readme else REPO / "README.md"
         if args.check_readme:
             current = target.read_text() if target.is_file() else ""
-            if with_headline(current, block, sd.show_path(target)) != current:
-                raise StaleReadme(f"{sd.show_path(target)}: the headline or versions table is not what "
+            if with_headline(current, block, rundata.show_path(target)) != current:
+                raise StaleReadme(f"{rundata.show_path(target)}: the headline or versions table is not what "
                                   f"the committed CSVs and version lists give: run ./study report and "
                                   f"commit it")
         elif args.readme or out_dir == (REPO / "report").resolve():
             target.write_text(with_headline(target.read_text() if target.is_file() else "",
-                                            block, sd.show_path(target)))
+                                            block, rundata.show_path(target)))
         if out_dir != (REPO / "report").resolve():
             (out_dir / "headline.md").write_text(block)
     return readme
@@ -528,10 +530,10 @@ def main(argv=None) -> int:
                    help="write no README; exit 1 when its headline table is stale")
     args = p.parse_args(argv)
     args.results_given = args.results is not None
-    args.results = args.results or str(sd.RESULTS_ROOT)
+    args.results = args.results or str(paths.RESULTS_ROOT)
     try:
         readme = build(args)
-    except sd.DataError as e:
+    except studylib.DataError as e:
         print(f"report/build.py: error: {e}", file=sys.stderr)
         return 2
     except StaleReadme as e:

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Merges the shard CSVs of a sweep into a run folder: header once, every configuration once.
 
-  merge.py --results DIR --num-shards N --spec SPEC [--ceilings] [--build-dir B]
-  merge.py --out merged.csv a.csv b.csv ...
+  python3 -m sbatch.merge --results DIR --num-shards N --spec SPEC [--ceilings] [--build-dir B]
+  python3 -m sbatch.merge --out merged.csv a.csv b.csv ...
 
 With --results, DIR is the run folder that sbatch/submit.sh lays out: the shards are
 DIR/shards/shard_<i>.csv for i in 0..N-1, and the merged sweep goes where ./study run puts it,
@@ -26,8 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
-import run_sweep as rs  # noqa: E402  (one definition of the schema and of the key)
+from studylib import row_file, specs  # one definition of the schema and of the key
+from studylib.paths import REPO
 
 RANK = {"ok": 0, "skipped": 1, "failed": 2}
 
@@ -51,7 +51,7 @@ def gpu_models(inputs):
     for p in inputs:
         if not Path(p).is_file():
             continue
-        rows, _ = rs.read_csv(p)
+        rows, _ = row_file.read_csv(p)
         for g in dict.fromkeys(r["gpu"].strip() for r in rows):
             if g.lower() not in NO_GPU:
                 models.setdefault(g, []).append(Path(p).name)
@@ -79,12 +79,12 @@ def merge(inputs, out, expected=None, log=print):
         return 1
     best, order, dups = {}, [], 0
     for p in inputs:
-        rows, problems = rs.read_csv(p)
+        rows, problems = row_file.read_csv(p)
         for msg in problems:
             log(f"merge: warning: {msg}")
         log(f"merge: {p}: {len(rows)} rows")
         for r in rows:
-            k = rs.row_key(r)
+            k = specs.row_key(r)
             if k not in best:
                 best[k] = r
                 order.append(k)
@@ -96,9 +96,9 @@ def merge(inputs, out, expected=None, log=print):
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=out.name + ".", dir=out.parent)
     with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-        f.write(rs.HEADER_LINE + "\n")
+        f.write(row_file.HEADER_LINE + "\n")
         for k in order:
-            f.write(rs.format_row(best[k]))
+            f.write(row_file.format_row(best[k]))
         f.flush()
         os.fsync(f.fileno())
     os.chmod(tmp, 0o644)
@@ -122,8 +122,8 @@ def merge(inputs, out, expected=None, log=print):
 
 
 def expected_keys(spec_name, build_dir, skip_unbuilt):
-    spec = rs.load_spec(rs.find_spec(spec_name))
-    configs, _ = rs.select_configs(spec, Path(build_dir).resolve(), sys.executable,
+    spec = specs.load_spec(specs.find_spec(spec_name))
+    configs, _ = specs.select_configs(spec, Path(build_dir).resolve(), sys.executable,
                                    skip_unbuilt=skip_unbuilt, dry_run=True)
     return [k for c in configs for k in c.keys()]
 
@@ -137,7 +137,7 @@ def main(argv=None):
     p.add_argument("--spec", help="check that every configuration of this spec has a row")
     p.add_argument("--ceilings", action="store_true",
                    help="with --results: also merge DIR/shards/ceilings.csv into DIR/ceilings.csv")
-    p.add_argument("--build-dir", default=str(rs.REPO / "build"),
+    p.add_argument("--build-dir", default=str(REPO / "build"),
                    help="with --spec and --skip-unbuilt: where the benches are")
     p.add_argument("--skip-unbuilt", action="store_true",
                    help="with --spec: expect no rows for versions that are not built (as the runner)")
@@ -164,8 +164,8 @@ def main(argv=None):
         if out is None:
             if not (a.results and a.spec):
                 return usage("--out is required (or --results with --spec: DIR/<spec name>.csv)")
-            spec_path = rs.find_spec(a.spec)
-            out = Path(a.results) / rs.output_name(spec_path, rs.load_spec(spec_path))
+            spec_path = specs.find_spec(a.spec)
+            out = Path(a.results) / specs.output_name(spec_path, specs.load_spec(spec_path))
         if Path(out).resolve() in {Path(x).resolve() for x in inputs}:
             return usage("--out must not be one of the inputs")
         ceilings = ceilings_shard(a.results) if a.ceilings else None
@@ -180,7 +180,7 @@ def main(argv=None):
         if rc == 0 and a.results:
             log(f"merge: run folder {a.results} is ready: ./study report --run {a.results}")
         return rc
-    except (rs.UsageError, rs.SpecError) as e:
+    except (specs.UsageError, specs.SpecError) as e:
         print(f"merge: error: {e}", file=sys.stderr)
         return 2
 

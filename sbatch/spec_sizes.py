@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The table of sweep sizes in sbatch/README.md, generated from the specs and the committed runs.
 
-    /usr/bin/python3 sbatch/spec_sizes.py           # rewrite the table in sbatch/README.md
-    /usr/bin/python3 sbatch/spec_sizes.py --check   # exit 1 when the table is stale
+    python3 -m sbatch.spec_sizes           # rewrite the table in sbatch/README.md
+    python3 -m sbatch.spec_sizes --check   # exit 1 when the table is stale
 
 Per spec of experiments/specs/: its configurations (interleaved rounds counted), its timeout_s,
 the whole sweep's time as measured in the newest committed CSV of that spec (the time between the
@@ -21,9 +21,8 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import run_sweep  # noqa: E402  (the spec loader and the configuration expansion)
+from studylib import specs  # the spec loader and the configuration expansion
+from studylib.paths import REPO
 
 README = REPO / "sbatch" / "README.md"
 START, END = "<!-- spec-sizes:start -->", "<!-- spec-sizes:end -->"
@@ -35,12 +34,12 @@ def measured(spec_path, spec, configs, results):
     """(seconds, configurations of the spec it holds, run folder) of the committed CSV of the
     spec's name that holds the most of the spec's configurations (the newest of equals), or
     None. A quick sweep's CSV has its full sweep's name and counts for it only partly."""
-    name = Path(run_sweep.output_name(spec_path, spec)).name
+    name = Path(specs.output_name(spec_path, spec)).name
     best = None
     for path in results.rglob(name):   # a side folder may hold it one level down
         with open(path, newline="", encoding="utf-8") as f:
             rows = [r for r in csv.DictReader(f) if r.get("utc")]
-        keys = {run_sweep.row_key(r) for r in rows}
+        keys = {specs.row_key(r) for r in rows}
         done = sum(all(k in keys for k in c.keys()) for c in configs)
         if done and (best is None or (done, max(r["utc"] for r in rows)) > best[:2]):
             best = (done, max(r["utc"] for r in rows), path, rows)
@@ -50,7 +49,7 @@ def measured(spec_path, spec, configs, results):
     ours = {k for c in configs for k in c.keys()}
     spans = {}
     for r in rows:
-        if run_sweep.row_key(r) not in ours:   # another spec's rows in the same file
+        if specs.row_key(r) not in ours:   # another spec's rows in the same file
             continue
         t = datetime.datetime.fromisoformat(r["utc"].replace("Z", "+00:00"))
         lo, hi = spans.get(r.get("run_id", ""), (t, t))
@@ -73,8 +72,8 @@ def table(specs_dir, results):
     lines = ["| spec | configurations | timeout_s | measured, whole sweep (newest committed run) | "
              f"`--time` per task, {SHARDS} shards |", "|---|---:|---:|---|---|"]
     for spec_path in sorted(specs_dir.glob("*.toml")):
-        spec = run_sweep.load_spec(spec_path)
-        configs = run_sweep.expand(spec)
+        spec = specs.load_spec(spec_path)
+        configs = specs.expand(spec)
         n = len(configs)
         bound = math.ceil(n / SHARDS) * spec["timeout_s"]
         m = measured(spec_path, spec, configs, results)
@@ -106,12 +105,12 @@ def main(argv=None):
         return 2
     try:
         new = block.sub(lambda _: f"{START}\n{table(a.specs, a.results)}\n{END}", text)
-    except run_sweep.SpecError as e:
+    except specs.SpecError as e:
         print(f"spec_sizes.py: error: {e}", file=sys.stderr)
         return 2
     if a.check:
         if new != text:
-            print(f"{a.readme}: the spec-size table is stale: run /usr/bin/python3 sbatch/spec_sizes.py",
+            print(f"{a.readme}: the spec-size table is stale: run python3 -m sbatch.spec_sizes",
                   file=sys.stderr)
             return 1
         print(f"{a.readme}: the spec-size table is current")

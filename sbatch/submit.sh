@@ -24,7 +24,7 @@ usage: sbatch/submit.sh --spec SPEC --shards N --results DIR [options] [-- RUNNE
   --python PY          python >= 3.11 on the nodes (default: $STUDY_PYTHON, /usr/bin/python3)
   --run-id ID          provenance run id for all shards (default: UTC time + submit host)
   --wait               block until the merge job has finished; exit with its status
-  -- RUNNER_ARGS       passed to experiments/run_sweep.py (e.g. --skip-unbuilt --timeout 120)
+  -- RUNNER_ARGS       passed to the sweep runner (python3 -m experiments.sweep) (e.g. --skip-unbuilt --timeout 120)
 USAGE
 }
 
@@ -73,11 +73,11 @@ case "$spec" in
   */*|*.toml) spec_path=$(cd "$(dirname "$spec")" && pwd)/$(basename "$spec") ;;
   *) spec_path="$repo/experiments/specs/$spec.toml" ;;
 esac
-"$python" "$repo/experiments/run_sweep.py" --spec "$spec_path" --build-dir "$build_dir" \
+PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$python" -m experiments.sweep --spec "$spec_path" --build-dir "$build_dir" \
   --check-only ${runner_args[@]+"${runner_args[@]}"} >/dev/null || die "the sweep does not validate (see above)"
 [[ "$(basename "$spec_path")" == ceilings.toml ]] && ceilings=0  # the sweep is the ceilings
 if ((ceilings)); then
-  "$python" "$repo/experiments/run_sweep.py" --spec ceilings --build-dir "$build_dir" --check-only \
+  PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$python" -m experiments.sweep --spec ceilings --build-dir "$build_dir" --check-only \
     >/dev/null || die "the ceilings spec does not validate (see above; --no-ceilings to go without)"
 fi
 

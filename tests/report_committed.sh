@@ -8,7 +8,7 @@ py=$1 root=$2
 "$py" -c 'import pandas, matplotlib' 2>/dev/null || { echo "no pandas/matplotlib: skipping"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-MPLBACKEND=Agg "$py" "$root/report/build.py" --out "$out" > "$out/build.log" 2>&1 || { cat "$out/build.log"; exit 1; }
+(cd "$root" && MPLBACKEND=Agg "$py" -m report.build --out "$out") > "$out/build.log" 2>&1 || { cat "$out/build.log"; exit 1; }
 # Output paths inside the text differ (out dir); compare everything else.
 if ! diff <(sed "s#$out#report#g" "$out/README.md") "$root/report/README.md" > "$out/diff.txt"; then
   echo "report/README.md is stale: run ./study report and commit it"; head -20 "$out/diff.txt"; exit 1

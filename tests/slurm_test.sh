@@ -122,7 +122,7 @@ say "node $host idle"
 results="$tmp/results"
 # --skip-unbuilt: a build without cuDNN has no layernorm_cudnn; the expected count below
 # leaves out the same versions.
-expected=$("$py" "$repo/experiments/run_sweep.py" --spec "$spec" --build-dir "$build" \
+expected=$(PYTHONPATH="$repo" "$py" -m experiments.sweep --spec "$spec" --build-dir "$build" \
   --skip-unbuilt --dry-run 2>/dev/null | wc -l)
 ((expected > 0)) || fail "dry run of $spec lists no configuration"
 # The committed report and results index, to check that nothing below touches them.

@@ -8,8 +8,13 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "cudnn"))
-import find_cudnn  # noqa: E402
+import importlib.util
+
+# common/cudnn/find_cudnn.py is a script of the C++ build (./study runs it), not a package module.
+_spec = importlib.util.spec_from_file_location(
+    "find_cudnn", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "cudnn", "find_cudnn.py"))
+find_cudnn = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(find_cudnn)
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "cudnn", "find_cudnn.py")
 

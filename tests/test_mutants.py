@@ -6,14 +6,12 @@ import contextlib
 import io
 import json
 import re
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import mutants  # noqa: E402
+import mutants  # beside this script, which runs by path
 
 FAKE = """#!/bin/sh
 # Fails when a bug is planted ({catches}), or always ({broken}).

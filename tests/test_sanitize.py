@@ -5,14 +5,12 @@ report by the tool, a failure with or without the tool, a bench that declines th
 import contextlib
 import os
 import io
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import sanitize  # noqa: E402
+import sanitize  # beside this script, which runs by path
 
 # The bench: writes one row with the status in $STATUS (none: no file) to the path after --csv,
 # exits $EXIT_PLAIN without the tool ($UNDER_TOOL unset) and 0 under it.

@@ -11,15 +11,14 @@ Problem as stages/attention (attention.hpp): a packed qkv tensor [batch*tokens, 
 viewed as q, k, v [B, H, T, D] exactly as timm does (qkv.reshape(B, T, 3, H, D).permute(2, 0,
 3, 1, 4)), no copies; scale 1/sqrt(D); fp16. The output stays [B, H, T, D]: the transpose back
 to [B*T, H*D] that timm does next is a separate copy and is not timed. Example:
-  python3 experiments/anchors/torch_attention.py --version pytorch_sdpa_cudnn_graph --batch 32 \
+  python3 -m experiments.anchors.torch_attention --version pytorch_sdpa_cudnn_graph --batch 32 \
       --image-size 224 --model vit_b --csv out.csv
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
+from experiments.anchors import harness  # standard library only; torch is imported inside harness.run_anchor
+from studylib import schema
 
 FAMILY = "attention"
 BACKENDS = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION",
@@ -28,17 +27,17 @@ VERSIONS = tuple(f"pytorch_sdpa_{b}{g}" for b in BACKENDS for g in ("", "_graph"
 
 
 def add_args(p):
-    # Not dest "tokens": common.parse_args sets args.tokens to the image's token count.
-    p.add_argument("--tokens", dest="tokens_override", type=common._positive("--tokens"), default=None,
+    # Not dest "tokens": harness.parse_args sets args.tokens to the image's token count.
+    p.add_argument("--tokens", dest="tokens_override", type=harness._positive("--tokens"), default=None,
                    help="tokens per image (default (image/16)^2 + 1)")
-    p.add_argument("--heads", type=common._positive("--heads"), default=None,
+    p.add_argument("--heads", type=harness._positive("--heads"), default=None,
                    help="attention heads (default: the model's)")
-    p.add_argument("--head-dim", type=common._positive("--head-dim"), default=None,
+    p.add_argument("--head-dim", type=harness._positive("--head-dim"), default=None,
                    help="features per head (default: the model's, 64)")
 
 
 def shape(args):
-    hidden, model_heads, _ = common.MODELS[args.model]
+    hidden, model_heads, _ = schema.MODELS[args.model]
     tokens = args.tokens_override if args.tokens_override is not None else args.tokens
     heads = args.heads if args.heads is not None else model_heads
     head_dim = args.head_dim if args.head_dim is not None else hidden // model_heads
@@ -64,7 +63,7 @@ def flops(b, t, h, d):
 
 def build(torch, args):
     if args.streams != 1:
-        raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
+        raise harness.Skip("PyTorch anchors run on one stream (streams=1 only)")
     from torch.nn.attention import SDPBackend, sdpa_kernel
     B, T, H, D = shape(args)
     dev = torch.device("cuda", args.device)
@@ -87,18 +86,18 @@ def build(torch, args):
         attend()
         torch.cuda.synchronize(dev)
     except RuntimeError as e:  # this backend has no kernel for the shape or the GPU
-        raise common.Skip(f"{backend.name} refuses B={B} T={T} H={H} D={D}: "
+        raise harness.Skip(f"{backend.name} refuses B={B} T={T} H={H} D={D}: "
                           f"{str(e).splitlines()[0]}") from None
-    launches, launch_note = common.count_kernels(torch, attend, dev)
+    launches, launch_note = harness.count_kernels(torch, attend, dev)
 
-    run, result, note = common.eager_or_graph(torch, attend, dev, graphed)
+    run, result, note = harness.eager_or_graph(torch, attend, dev, graphed)
 
     def check():
         # Every (batch, head) in float64, one batch at a time (bounds the T x T scores).
         got = result()
         torch.cuda.synchronize(dev)
         nonfinite = int((~torch.isfinite(got)).sum().item())
-        err = common.ErrorSum(torch)
+        err = harness.ErrorSum(torch)
         for b in range(B):
             qd, kd, vd = q[b].double(), k[b].double(), v[b].double()
             ref = torch.softmax(qd @ kd.transpose(-1, -2) * scale, dim=-1) @ vd
@@ -107,14 +106,14 @@ def build(torch, args):
         max_abs, rel = err.result()
         return max_abs, rel, nonfinite
 
-    return common.Problem(run=run, check=check, bytes_moved=bytes_moved(B, T, H, D),
+    return harness.Problem(run=run, check=check, bytes_moved=bytes_moved(B, T, H, D),
                           flops=flops(B, T, H, D), launches=launches, host_syncs=0,
                           note=f"B={B} T={T} H={H} D={D}; {{check}}; {note}; "
                                f"q/k/v strided views of packed qkv{launch_note}")
 
 
 def main(argv=None):
-    return common.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
+    return harness.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
                              build, argv)
 
 

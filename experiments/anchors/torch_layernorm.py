@@ -8,15 +8,13 @@
 
 Problem: rows = batch * tokens (or --rows), hidden from the model (or --hidden), eps 1e-6,
 fp16 input/output/gamma/beta. Example:
-  python3 experiments/anchors/torch_layernorm.py --version pytorch_layer_norm --batch 32 \
+  python3 -m experiments.anchors.torch_layernorm --version pytorch_layer_norm --batch 32 \
       --image-size 224 --model vit_b --csv out.csv
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
+from experiments.anchors import harness  # standard library only; torch is imported inside harness.run_anchor
 
 FAMILY = "layernorm"
 VERSIONS = ("pytorch_layer_norm", "pytorch_layer_norm_graph")
@@ -25,11 +23,11 @@ CHECK_CHUNK = 1 << 24  # elements per float64 reference chunk: bounds the check'
 
 
 def add_args(p):
-    common.add_rows_hidden_args(p)
+    harness.add_rows_hidden_args(p)
 
 
 def shape(args):
-    return common.rows_hidden(args)
+    return harness.rows_hidden(args)
 
 
 def identity(args):
@@ -50,7 +48,7 @@ def flops(rows, hidden):
 
 def build(torch, args):
     if args.streams != 1:
-        raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
+        raise harness.Skip("PyTorch anchors run on one stream (streams=1 only)")
     rows, hidden = shape(args)
     dev = torch.device("cuda", args.device)
     F = torch.nn.functional
@@ -65,7 +63,7 @@ def build(torch, args):
     def layer_norm():
         return F.layer_norm(x, (hidden,), gamma, beta, EPS)
 
-    run, result, note = common.eager_or_graph(torch, layer_norm, dev,
+    run, result, note = harness.eager_or_graph(torch, layer_norm, dev,
                                               args.version == "pytorch_layer_norm_graph")
 
     def check():
@@ -73,7 +71,7 @@ def build(torch, args):
         torch.cuda.synchronize(dev)
         g64, b64 = gamma.double(), beta.double()
         nonfinite = int((~torch.isfinite(got)).sum().item())
-        err = common.ErrorSum(torch)
+        err = harness.ErrorSum(torch)
         step = max(1, CHECK_CHUNK // hidden)
         for r0 in range(0, rows, step):
             xd = x[r0:r0 + step].double()
@@ -85,13 +83,13 @@ def build(torch, args):
         max_abs, rel = err.result()
         return max_abs, rel, nonfinite
 
-    return common.Problem(run=run, check=check, bytes_moved=bytes_moved(rows, hidden),
+    return harness.Problem(run=run, check=check, bytes_moved=bytes_moved(rows, hidden),
                           flops=flops(rows, hidden), launches=1, host_syncs=0,
                           note=f"rows={rows}; {{check}}; {note}")
 
 
 def main(argv=None):
-    return common.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
+    return harness.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
                              build, argv)
 
 

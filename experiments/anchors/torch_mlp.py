@@ -10,15 +10,13 @@ Problem as stages/mlp (mlp.hpp): rows = batch * tokens (or --rows), hidden from 
 --hidden), mlp_hidden = 4 * hidden, fp16 tensors, exact (erf) GELU as timm's nn.GELU().
 PyTorch's own GEMM settings are left at their defaults (what users get); the note records
 allow_fp16_reduced_precision_reduction. Example:
-  python3 experiments/anchors/torch_mlp.py --version pytorch_mlp --batch 32 \
+  python3 -m experiments.anchors.torch_mlp --version pytorch_mlp --batch 32 \
       --image-size 224 --model vit_b --csv out.csv
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
+from experiments.anchors import harness  # standard library only; torch is imported inside harness.run_anchor
 
 FAMILY = "mlp"
 VERSIONS = ("pytorch_mlp", "pytorch_mlp_graph")
@@ -26,11 +24,11 @@ CHECK_CHUNK = 1 << 24  # elements of the float64 intermediate per chunk: bounds 
 
 
 def add_args(p):
-    common.add_rows_hidden_args(p, "features per row (default: the model's hidden size); mlp = 4x")
+    harness.add_rows_hidden_args(p, "features per row (default: the model's hidden size); mlp = 4x")
 
 
 def shape(args):
-    rows, hidden = common.rows_hidden(args)
+    rows, hidden = harness.rows_hidden(args)
     return rows, hidden, 4 * hidden
 
 
@@ -52,7 +50,7 @@ def flops(rows, hidden, mlp):
 
 def build(torch, args):
     if args.streams != 1:
-        raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
+        raise harness.Skip("PyTorch anchors run on one stream (streams=1 only)")
     rows, hidden, mlp = shape(args)
     dev = torch.device("cuda", args.device)
     F = torch.nn.functional
@@ -71,15 +69,15 @@ def build(torch, args):
     def mlp_forward():
         return x + F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
 
-    launches, launch_note = common.count_kernels(torch, mlp_forward, dev)
-    run, result, note = common.eager_or_graph(torch, mlp_forward, dev, args.version == "pytorch_mlp_graph")
+    launches, launch_note = harness.count_kernels(torch, mlp_forward, dev)
+    run, result, note = harness.eager_or_graph(torch, mlp_forward, dev, args.version == "pytorch_mlp_graph")
 
     def check():
         got = result()
         torch.cuda.synchronize(dev)
         nonfinite = int((~torch.isfinite(got)).sum().item())
         w1d, b1d, w2d, b2d = w1.double(), b1.double(), w2.double(), b2.double()
-        err = common.ErrorSum(torch)
+        err = harness.ErrorSum(torch)
         step = max(1, CHECK_CHUNK // mlp)
         for r0 in range(0, rows, step):
             xd = x[r0:r0 + step].double()
@@ -90,14 +88,14 @@ def build(torch, args):
         return max_abs, rel, nonfinite
 
     reduced = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
-    return common.Problem(run=run, check=check, bytes_moved=bytes_moved(rows, hidden, mlp),
+    return harness.Problem(run=run, check=check, bytes_moved=bytes_moved(rows, hidden, mlp),
                           flops=flops(rows, hidden, mlp), launches=launches, host_syncs=0,
                           note=f"rows={rows} mlp_hidden={mlp}; {{check}}; {note}; "
                                f"allow_fp16_reduced_precision_reduction={reduced}{launch_note}")
 
 
 def main(argv=None):
-    return common.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
+    return harness.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
                              build, argv)
 
 

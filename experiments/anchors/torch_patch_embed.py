@@ -14,19 +14,18 @@ versions, neither anchor adds the cls token or the position embedding (the encod
 in timm); their output has P rows per image, not 1 + P.
 
 Each row is the faster of two ways to run the same expression, both timed by the same method
-(common.time_events): eager (one Python call chain per repeat, PyTorch's host overhead
+(harness.time_events): eager (one Python call chain per repeat, PyTorch's host overhead
 included) and one CUDA-graph replay per repeat. The note says which was kept and gives both
 medians. PyTorch's settings stay at their defaults (what users get); the note records
 cudnn.benchmark and allow_fp16_reduced_precision_reduction. Example:
-  python3 experiments/anchors/torch_patch_embed.py --version pytorch_conv2d --batch 256 \
+  python3 -m experiments.anchors.torch_patch_embed --version pytorch_conv2d --batch 256 \
       --image-size 224 --model vit_b --csv out.csv
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
+from experiments.anchors import harness  # standard library only; torch is imported inside harness.run_anchor
+from studylib import schema
 
 FAMILY = "patch_embed"
 VERSIONS = ("pytorch_conv2d", "pytorch_patchify_linear")
@@ -40,9 +39,9 @@ def add_args(p):
 
 def shape(args):
     """(batch, side, patches, hidden, k) with side = S/16 patches per row and k = 3 x 16 x 16."""
-    side = args.image_size // common.PATCH
-    hidden = common.MODELS[args.model][0]
-    return args.batch, side, side * side, hidden, CHANNELS * common.PATCH * common.PATCH
+    side = args.image_size // schema.PATCH
+    hidden = schema.MODELS[args.model][0]
+    return args.batch, side, side * side, hidden, CHANNELS * schema.PATCH * schema.PATCH
 
 
 def identity(args):
@@ -63,9 +62,9 @@ def flops(batch, patches, hidden, k):
 
 def build(torch, args):
     if args.streams != 1:
-        raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
+        raise harness.Skip("PyTorch anchors run on one stream (streams=1 only)")
     batch, side, patches, hidden, k = shape(args)
-    size, p = args.image_size, common.PATCH
+    size, p = args.image_size, schema.PATCH
     dev = torch.device("cuda", args.device)
     F = torch.nn.functional
     gen = torch.Generator(device=dev)
@@ -92,9 +91,9 @@ def build(torch, args):
             return F.linear(patches_, w2d, b)
         what = "reshape/permute patchify + F.linear"
 
-    launches, launch_note = common.count_kernels(torch, forward, dev)
-    eager_run, eager_result, _ = common.eager_or_graph(torch, forward, dev, False)
-    graph_run, graph_result, _ = common.eager_or_graph(torch, forward, dev, True)
+    launches, launch_note = harness.count_kernels(torch, forward, dev)
+    eager_run, eager_result, _ = harness.eager_or_graph(torch, forward, dev, False)
+    graph_run, graph_result, _ = harness.eager_or_graph(torch, forward, dev, True)
 
     def check():
         # Both ways of running are checked (they must agree with the reference); the graph's
@@ -104,7 +103,7 @@ def build(torch, args):
         torch.cuda.synchronize(dev)
         nonfinite = sum(int((~torch.isfinite(g)).sum().item()) for g in got)
         wd, bd = w2d.double(), b.double()
-        errs = [common.ErrorSum(torch) for _ in got]
+        errs = [harness.ErrorSum(torch) for _ in got]
         step = max(1, CHECK_CHUNK // (patches * max(k, hidden)))
         for i0 in range(0, batch, step):
             xd = x[i0:i0 + step].double()
@@ -119,7 +118,7 @@ def build(torch, args):
         return (max(r[0] for r in results), max(r[1] for r in results), nonfinite)
 
     reduced = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
-    return common.Problem(
+    return harness.Problem(
         run=None, check=check, bytes_moved=bytes_moved(batch, patches, hidden, k),
         flops=flops(batch, patches, hidden, k), launches=launches, host_syncs=0,
         variants=[("eager", eager_run), ("cuda-graph replay", graph_run)],
@@ -129,7 +128,7 @@ def build(torch, args):
 
 
 def main(argv=None):
-    return common.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
+    return harness.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
                              build, argv)
 
 

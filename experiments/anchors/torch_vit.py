@@ -23,16 +23,15 @@ vit_{tiny,small,base,large}_patch16 (the study's vit_ti/s/b/l) with seeded rando
 (timm's own init; no pretrained download) and 1000 classes, logits out. The check compares
 the fp16 logits of the first and the last image with the same model run in float64.
 Example:
-  python3 experiments/anchors/torch_vit.py --version pytorch_timm_graph --batch 32 --csv out.csv
+  python3 -m experiments.anchors.torch_vit --version pytorch_timm_graph --batch 32 --csv out.csv
 """
 
 import contextlib
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (stdlib only; torch is imported inside common.run_anchor)
+from experiments.anchors import harness  # standard library only; torch is imported inside harness.run_anchor
+from studylib import schema
 
 FAMILY = "encoder"
 TORCHAO = ("pytorch_torchao_fp8_tensor_graph", "pytorch_torchao_fp8_row_graph")
@@ -40,7 +39,7 @@ VERSIONS = ("pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph") 
 TIMM_NAMES = {"vit_ti": "vit_tiny_patch16_224", "vit_s": "vit_small_patch16_224",
               "vit_b": "vit_base_patch16_224", "vit_l": "vit_large_patch16_224"}
 NUM_CLASSES = 1000
-CONV_K = 3 * common.PATCH * common.PATCH
+CONV_K = 3 * schema.PATCH * schema.PATCH
 
 
 def add_args(p):
@@ -48,14 +47,14 @@ def add_args(p):
 
 
 def identity(args):
-    hidden, heads, _ = common.MODELS[args.model]
+    hidden, heads, _ = schema.MODELS[args.model]
     return {"tokens": args.tokens, "hidden": hidden, "heads": heads, "head_dim": hidden // heads,
             "rows": args.batch * args.tokens, "host_syncs": 0}
 
 
 def weight_count(model, tokens):
     """Parameters of a timm ViT with 1000 classes: what stages/encoder's bytes() counts."""
-    d, _, depth = common.MODELS[model]
+    d, _, depth = schema.MODELS[model]
     per_block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
     return (CONV_K * d + d) + d + tokens * d + depth * per_block + 2 * d + (d * NUM_CLASSES + NUM_CLASSES)
 
@@ -68,24 +67,24 @@ def bytes_moved(model, batch, image_size, tokens):
 def flops(model, batch, tokens):
     # Per block 24 T d^2 (QKV, projection, fc1, fc2) + 4 T^2 d (Q K^T and P V); patch
     # embedding 2 P 768 d; head on the cls row 2 d classes. ViT-B/16 at 224: 35.1 GFLOP/image.
-    d, _, depth = common.MODELS[model]
+    d, _, depth = schema.MODELS[model]
     per_block = 24 * tokens * d * d + 4 * tokens * tokens * d
     return batch * (depth * per_block + 2 * (tokens - 1) * CONV_K * d + 2 * d * NUM_CLASSES)
 
 
 def build(torch, args):
     if args.streams != 1:
-        raise common.Skip("PyTorch anchors run on one stream (streams=1 only)")
+        raise harness.Skip("PyTorch anchors run on one stream (streams=1 only)")
     import timm
     dev = torch.device("cuda", args.device)
     fp8 = args.version in TORCHAO
     row_scales = args.version == "pytorch_torchao_fp8_row_graph"
     if fp8:
         if torch.cuda.get_device_capability(dev) < (8, 9):
-            raise common.Skip("FP8 GEMMs need compute capability 8.9 or newer")
-        torchao, why = common.import_torchao()
+            raise harness.Skip("FP8 GEMMs need compute capability 8.9 or newer")
+        torchao, why = harness.import_torchao()
         if torchao is None:
-            raise common.Skip(why)
+            raise harness.Skip(why)
     dtype = torch.bfloat16 if row_scales else torch.float16
 
     def make():
@@ -142,8 +141,8 @@ def build(torch, args):
     # that call runs before the kernel count (which would take them in) and its seconds go into
     # the note, never into a timing. torchao's Inductor options hold for its own compile only.
     compile_note = ""
-    with common.inductor_options_kept(torch) if fp8 else contextlib.nullcontext():
-        net, reference = common.keep(
+    with harness.inductor_options_kept(torch) if fp8 else contextlib.nullcontext():
+        net, reference = harness.keep(
             ("vit", args.version, args.model, args.image_size, args.batch, args.seed, args.check, args.device),
             make_here)
         if fp8 or args.version == "pytorch_timm_compile_graph":
@@ -154,8 +153,8 @@ def build(torch, args):
                 compile_note = f"; compiled in this row ({time.perf_counter() - first:.0f} s to its first call)"
             else:
                 compile_note = "; compiled model kept from an earlier row of this shape"
-    launches, launch_note = common.count_kernels(torch, forward, dev)
-    run, result, note = common.eager_or_graph(torch, forward, dev, args.version != "pytorch_timm")
+    launches, launch_note = harness.count_kernels(torch, forward, dev)
+    run, result, note = harness.eager_or_graph(torch, forward, dev, args.version != "pytorch_timm")
 
     def check():
         got = result().clone()
@@ -164,7 +163,7 @@ def build(torch, args):
         picks = sorted({0, args.batch - 1})
         with torch.no_grad():
             ref = reference(images[picks].double())
-        err = common.ErrorSum(torch)
+        err = harness.ErrorSum(torch)
         err.add(got[picks], ref)
         max_abs, rel = err.result()
         return max_abs, rel, nonfinite
@@ -173,7 +172,7 @@ def build(torch, args):
     if fp8:
         scales = "PerRow), bf16 model (per-row needs it)" if row_scales else "PerTensor)"
         what = f"torchao {torchao.__version__} Float8DynamicActivationFloat8WeightConfig({scales}; "
-    return common.Problem(run=run, check=check, rel_tol=common.FP8_REL_TOL if fp8 else common.FP16_REL_TOL,
+    return harness.Problem(run=run, check=check, rel_tol=harness.FP8_REL_TOL if fp8 else harness.FP16_REL_TOL,
                           columns={"precision": "fp8_e4m3"} if fp8 else None,
                           bytes_moved=bytes_moved(args.model, args.batch, args.image_size, args.tokens),
                           flops=flops(args.model, args.batch, args.tokens), launches=launches,
@@ -184,7 +183,7 @@ def build(torch, args):
 
 
 def main(argv=None):
-    return common.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
+    return harness.run_anchor(FAMILY, VERSIONS, __doc__.splitlines()[0], add_args, identity,
                              build, argv)
 
 

@@ -15,10 +15,9 @@ from pathlib import Path
 from unittest import mock
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import fp8_torchao_probe as probe  # noqa: E402
+from experiments.accuracy import fp8_torchao_probe as probe
 # The command-line test helpers and the torch check (the probe needs torch and timm too).
-from test_fp8_recipes import HAVE_TORCH, WHY, CliUsage  # noqa: E402
+from experiments.accuracy.test_fp8_recipes import HAVE_TORCH, WHY, CliUsage
 
 if HAVE_TORCH:
     import torch
@@ -70,7 +69,7 @@ class Emulation(unittest.TestCase):
         self.assertEqual(probe.fake_quant(t, 2.0).tolist()[4:], [512.0, -896.0])  # 250 -> 256; -500 -> -448
 
     def test_equals_the_recipe_simulation(self):
-        import fp8_recipes as fr
+        from experiments.accuracy import fp8_recipes as fr
         y = probe.emulated_linear(self.lin, {})(self.x)
         ref = fr.fake_quant_linear(self.lin, fr.RECIPES["tensor_dynamic"])(self.x)
         self.assertTrue(torch.equal(y, ref))

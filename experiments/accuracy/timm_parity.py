@@ -27,8 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "reference"))
+from studylib.paths import REPO
 
 REL_L2_MAX = 1e-2
 AGREEMENT_MIN = 0.99
@@ -61,7 +60,7 @@ def main(argv=None):
         return 2
 
     import torch
-    import export_timm_fixture as fx
+    from reference import export_timm_fixture as fx
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.out / "work"
     work.mkdir(exist_ok=True)

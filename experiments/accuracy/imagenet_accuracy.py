@@ -52,8 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "reference"))
+from studylib.paths import REPO
 
 PROG = "imagenet_accuracy.py"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -265,7 +264,7 @@ def timm_reference(model_key, image_size, weights):
     """(forward(images) -> logits, state dict, info) of timm's model in fp32."""
     import torch
     import timm
-    import export_timm_fixture as fx
+    from reference import export_timm_fixture as fx
     name = fx.TIMM_NAMES[model_key]
     try:
         if weights is not None:
@@ -312,7 +311,7 @@ def timm_reference(model_key, image_size, weights):
 
 
 def export_weights(state_dict, path, metadata):
-    import export_timm_fixture as fx
+    from reference import export_timm_fixture as fx
     fx.save_safetensors(state_dict, path, metadata)
 
 

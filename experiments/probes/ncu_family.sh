@@ -13,7 +13,7 @@
 # the forward. The FP8 steps calibrate on an fp16 forward first, so pick their kernels by what only
 # the FP8 forward launches: NCU_KERNEL='flash_wgmma.*__nv_fp8_e4m3' NCU_LAUNCH_COUNT=12 for one
 # forward's attentions (E4M3 output; the calibration's write fp16).
-#   experiments/ncu_family.sh FAMILY OUT.csv [BUILD_DIR (default build)] [extra bench args...]
+#   experiments/probes/ncu_family.sh FAMILY OUT.csv [BUILD_DIR (default build)] [extra bench args...]
 # Each bench runs once, unchecked and untimed beyond one call (--warmup 0 --iters 1 --no-check),
 # so only the timed call is profiled (library versions may launch several kernels per call).
 # Keep OUT outside a results run folder's top level (e.g. <run>/ncu/FAMILY.csv): that
@@ -32,10 +32,10 @@ if [ "$family" = encoder ]; then
   [ -n "${NCU_VERSIONS:-}" ] ||
     { echo "ncu_family.sh: the encoder needs NCU_VERSIONS (the steps to profile)" >&2; exit 2; }
   list=stages/encoder/steps.tsv
-  mapfile -t versions < <(awk -F'\t' '$2 == "step" {print $1}' "$(dirname "$0")/../$list")
+  mapfile -t versions < <(awk -F'\t' '$2 == "step" {print $1}' "$(dirname "$0")/../../$list")
 else
   list=stages/$family/versions.def
-  mapfile -t versions < <(sed -n 's/^STUDY_VERSION(\(.*\))$/\1/p' "$(dirname "$0")/../$list")
+  mapfile -t versions < <(sed -n 's/^STUDY_VERSION(\(.*\))$/\1/p' "$(dirname "$0")/../../$list")
 fi
 [ "$family" = patch_embed ] && mapfile -t versions < <(printf '%s\n' "${versions[@]}" |
   grep -vx -e cpu_baseline -e v1_single_channel -e v2_unified_channel -e v3_streams -e v3_streams_graph)

@@ -32,8 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "reference"))
+from studylib.paths import REPO
 
 AGREEMENT_MIN = 0.99
 DECISIVE = 4.0
@@ -61,7 +60,7 @@ def add_outliers(model):
 
 def build_weights(kind, model_name, image_size, seed):
     import torch
-    import export_timm_fixture as fx
+    from reference import export_timm_fixture as fx
     model = fx.timm_vit(model_name, image_size, seed)
     if kind == "randomized":
         fx.randomize(model, torch.Generator().manual_seed(seed + 7))
@@ -137,7 +136,7 @@ def main(argv=None):
             return 2
 
     import torch
-    import export_timm_fixture as fx
+    from reference import export_timm_fixture as fx
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.out / "work"
     work.mkdir(exist_ok=True)
@@ -147,9 +146,8 @@ def main(argv=None):
     fx.save_safetensors({"images": images}, images_path, {})
     fx.save_safetensors({"images": calibration}, calibration_path, {})
 
-    sys.path.insert(0, str(REPO / "experiments" / "anchors"))
-    import common  # the anchors' torchao import (the wheel of .deps/wheels/ on an offline node)
-    torchao, torchao_why = common.import_torchao()
+    from experiments.anchors import harness  # the anchors' torchao import (the wheel of .deps/wheels/ on an offline node)
+    torchao, torchao_why = harness.import_torchao()
     rows, commands = [], []
     for kind in sets:
         print(f"fp8_accuracy.py: {kind}: timm fp32 and fp16, then {', '.join(benches)}", flush=True)

@@ -27,9 +27,8 @@ import numpy as np
 from PIL import Image
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-import imagenet_accuracy as ia  # noqa: E402
+from experiments.accuracy import imagenet_accuracy as ia
+from studylib.paths import REPO
 
 PY = sys.executable
 CLASSES = ["n01440764", "n02102040", "n03000134"]
@@ -47,8 +46,7 @@ FAKE = textwrap.dedent('''\
     #!{py}
     import argparse, hashlib, json, os, sys
     import numpy as np
-    sys.path.insert(0, {experiments!r})
-    from imagenet_accuracy import read_safetensors, write_safetensors
+    from experiments.accuracy.imagenet_accuracy import read_safetensors, write_safetensors
     version = os.path.basename(sys.argv[0])[len("encoder_"):]
     p = argparse.ArgumentParser()
     for f in ("--model", "--image-size", "--batch", "--weights", "--images", "--calibration-images",
@@ -123,7 +121,7 @@ class ImageNetAccuracyTest(unittest.TestCase):
         bench_dir.mkdir(parents=True)
         for v in ("e6_best", "e12_fp8", "broken", "skip"):
             p = bench_dir / f"encoder_{v}"
-            p.write_text(FAKE.format(py=PY, experiments=str(HERE)))
+            p.write_text(FAKE.format(py=PY))
             p.chmod(p.stat().st_mode | stat.S_IXUSR)
         self.calls = bench_dir / "calls.jsonl"
         self.weights = self.dir / "study_weights.safetensors"

@@ -18,7 +18,7 @@ import argparse
 
 import numpy as np
 
-from fp8_logits_bound import e4m3, fp16
+from experiments.accuracy.fp8_logits_bound import e4m3, fp16
 
 HEAD_DIM = 64
 SHAPES = [(3, 17, 3), (3, 40, 3), (3, 50, 3), (3, 90, 3), (3, 197, 12)]  # batch, tokens, heads

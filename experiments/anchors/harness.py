@@ -1,4 +1,4 @@
-"""Shared pieces of the PyTorch anchors: CLI, provenance, CSV row, event timing, statistics.
+"""The PyTorch anchors' harness: CLI, provenance, the CSV row, event timing, statistics.
 
 The anchors must produce rows that compare one-to-one with the C++ benches, so everything
 here mirrors common/ (cli.cpp, csv.cpp, provenance.cpp, timing.cpp, stats.cpp, compare.cpp).
@@ -16,32 +16,14 @@ import contextlib
 import ctypes
 import datetime
 import json
-import math
 import os
 import socket
 import statistics
 import subprocess
 import sys
 
-# Column order of every CSV of the study; must equal csv_columns() in common/harness/csv.cpp
-# (experiments/test_run_sweep.py checks that). Columns after "note" were added later; files
-# written before them lack them (analysis/study_data.py reads such files as empty columns).
-COLUMNS = [
-    "run_id", "utc", "commit", "gpu", "sm_count", "driver", "cuda", "cudnn", "cublas", "host",
-    "family", "version", "model", "batch", "image_size", "tokens", "hidden", "heads",
-    "head_dim", "streams", "warmup", "iters", "flush_l2", "mean_us", "std_us", "median_us",
-    "min_us", "max_us", "routine_us", "gbps", "tflops", "launches", "host_syncs",
-    "device_bytes", "host_bytes", "max_abs_err", "rel_l2_err", "status", "note",
-    # Appended later, so that readers of older files keep their column positions; files
-    # written before them simply lack them (the analysis reads them as empty).
-    "rows", "h2d_us", "preprocess_us", "d2h_us", "sm_clock_mhz", "mem_clock_mhz",
-    "power_limit_w", "precision",
-    "energy_j", "images_per_j", "power_w", "energy_sm_clock_mhz", "energy_s", "energy_calls", "energy_why_not"]
+from studylib.schema import MODELS, PATCH, append_row, format_cell
 
-# name -> (hidden, heads, depth), as common/vit_config.cpp.
-MODELS = {"vit_ti": (192, 3, 12), "vit_s": (384, 6, 12), "vit_b": (768, 12, 12),
-          "vit_l": (1024, 16, 24)}
-PATCH = 16
 FP16_REL_TOL = 5e-3  # compare.hpp kFp16RelTol
 # FP8 anchors (torchao): every GEMM input and weight rounded to E4M3, as the FP8 encoder steps'
 # logits bound has it (stages/encoder/harness.hpp, kFp8LogitsRelTol).
@@ -64,45 +46,6 @@ def tokens_for_image(image_size):
         raise UsageError(f"image size {image_size} must be a positive multiple of the patch size 16")
     side = image_size // PATCH
     return side * side + 1
-
-
-def fmt(value):
-    """A CSV cell formatted like the C++ Row::set overloads (%.6g doubles, 1/0 bools)."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf"
-        return format(value, ".6g")
-    return str(value)
-
-
-def csv_escape(field):
-    # Same rule as csv.cpp: quote only when needed; newlines become spaces so one row is
-    # always one line (the sweep runner's resume logic relies on that).
-    if not any(c in field for c in ',"\n\r'):
-        return field
-    return '"' + field.replace('"', '""').replace("\n", " ").replace("\r", " ") + '"'
-
-
-def format_line(values):
-    return ",".join(csv_escape(fmt(values.get(c))) for c in COLUMNS) + "\n"
-
-
-def append_row(path, values):
-    """Appends one row (header first when the file is new or empty), flushed and fsynced."""
-    with open(path, "a", encoding="utf-8") as f:
-        if f.tell() == 0:
-            f.write(",".join(COLUMNS) + "\n")
-        f.write(format_line(values))
-        f.flush()
-        os.fsync(f.fileno())
 
 
 # ---- command line -----------------------------------------------------------------------------
@@ -474,7 +417,7 @@ def time_faster(torch, variants, warmup, iters, flush_l2, device):
     timed = [(name, fn, time_events(torch, fn, warmup, iters, flush_l2, device))
              for name, fn in variants]
     name, fn, stats = min(timed, key=lambda t: t[2]["median_us"])
-    medians = ", ".join(f"{n} {fmt(s['median_us'])} us" for n, _, s in timed)
+    medians = ", ".join(f"{n} {format_cell(s['median_us'])} us" for n, _, s in timed)
     return stats, f"timed: {name} (the faster; medians {medians})", fn
 
 
@@ -567,7 +510,7 @@ def measure_energy(torch, fn, median_us, images, seconds, device):
 def _emit(args, row):
     print(f"{row['family']:<8} {row['version']:<24} {row.get('model', ''):<8} "
           f"batch={row.get('batch', '')!s:<4} image={row.get('image_size', '')!s:<4} "
-          f"median_us={fmt(row.get('median_us')):<10} gbps={fmt(row.get('gbps')):<8} "
+          f"median_us={format_cell(row.get('median_us')):<10} gbps={format_cell(row.get('gbps')):<8} "
           f"{row['status']} {row.get('note', '')}", flush=True)
     if args.csv:
         append_row(args.csv, row)

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Tests of experiments/precompile_anchors.py with a fake anchor script (no torch, no GPU): only
+"""Tests of experiments/anchors/precompile.py with a fake anchor script (no torch, no GPU): only
 the torch.compile anchors run (not torchao's, which the cache does not serve), once per shape,
 with one call and no check or energy loop, one at a time per GPU named, each seeing its GPU as
 device 0 (the caller's CUDA_VISIBLE_DEVICES entry where it has one), several specs in one pool;
 --kernels lists the kernels of the forwards generated now; a failing compile fails the script.
 
-  /usr/bin/python3 experiments/test_precompile_anchors.py
+  python3 -m experiments.anchors.test_precompile
 """
 import json
 import os
@@ -17,7 +17,9 @@ import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPT = HERE / "precompile_anchors.py"
+# Run as a user runs it, by module name from the checkout (cwd), in a bare environment.
+PRECOMPILE = [sys.executable, "-m", "experiments.anchors.precompile"]
+REPO = HERE.parent.parent
 
 # Records its arguments, its CUDA_VISIBLE_DEVICES and its start and end time; fails at the batch
 # size in FAKE_FAIL_BATCH.
@@ -67,10 +69,10 @@ class Precompile(unittest.TestCase):
         (d / "fake.py").write_text(FAKE)
         (d / "spec.toml").write_text(SPEC.format(script=d / "fake.py", anchors=json.dumps(anchors)))
         log = d / "log.jsonl"
-        res = subprocess.run([sys.executable, str(SCRIPT), "--spec", str(d / "spec.toml"), "--gpus", gpus,
+        res = subprocess.run([*PRECOMPILE, "--spec", str(d / "spec.toml"), "--gpus", gpus,
                               "--python", sys.executable, *extra], capture_output=True, text=True,
                              env={"FAKE_LOG": str(log), "FAKE_FAIL_BATCH": fail_batch, "PATH": "/usr/bin:/bin",
-                                  **(env or {})}, timeout=60)
+                                  **(env or {})}, cwd=REPO, timeout=60)
         calls = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
         return res, calls
 
@@ -105,9 +107,9 @@ class Precompile(unittest.TestCase):
         (d / "b.toml").write_text(SPEC.format(script=d / "fake.py", anchors='["vit_compile_graph_2"]')
                                   .replace("batches = [1, 32]", "batches = [8]"))
         log = d / "log.jsonl"
-        res = subprocess.run([sys.executable, str(SCRIPT), "--spec", str(d / "a.toml"), "--spec", str(d / "b.toml"),
+        res = subprocess.run([*PRECOMPILE, "--spec", str(d / "a.toml"), "--spec", str(d / "b.toml"),
                               "--gpus", "0,1", "--python", sys.executable], capture_output=True, text=True,
-                             env={"FAKE_LOG": str(log), "PATH": "/usr/bin:/bin"}, timeout=60)
+                             env={"FAKE_LOG": str(log), "PATH": "/usr/bin:/bin"}, cwd=REPO, timeout=60)
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
         calls = [json.loads(l) for l in log.read_text().splitlines()]
         self.assertEqual(sorted((c["argv"][c["argv"].index("--version") + 1], c["argv"][c["argv"].index("--batch") + 1])

@@ -5,14 +5,12 @@ timm and a GPU (the script itself, on the GPU machine)."""
 import contextlib
 import gzip
 import io
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import digits_accuracy as da  # noqa: E402
+from experiments.accuracy import digits_accuracy as da
 
 
 def run(*argv):

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Tests of experiments/anchor_variance.sh (with a fake anchor interpreter: no torch, no GPU) and
-of the command line of experiments/anchor_process_probe.py (checked before torch is imported).
+of the command line of experiments/probes/anchor_process.py (checked before torch is imported).
 
   /usr/bin/python3 experiments/test_anchor_process.py
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VARIANCE = HERE / "anchor_variance.sh"
-PROBE = HERE / "anchor_process_probe.py"
+PROBE = HERE / "anchor_process.py"
 
 # Stands in for the anchors' python: `-c CODE ...` runs the real interpreter (the script's row
 # printer); anything else is an anchor row: one CSV row, an autotuning table and kernel calls on

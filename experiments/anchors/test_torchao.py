@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""experiments/anchors/common.py import_torchao, without torch: a torchao wheel in .deps/wheels/ is
+"""experiments/anchors/harness.py import_torchao, without torch: a torchao wheel in .deps/wheels/ is
 installed offline (pip --no-index) into .deps/torchao/ on first use and imported from there; no
 wheel, or a wheel that does not import, is a reason to skip, never a crash. The wheels here are
 tiny fakes built on the spot; each case runs in its own interpreter (imports are cached).
@@ -37,10 +37,8 @@ def fake_wheel(folder, version="0.0.1", body='__version__ = "{v}"\n'):
 def import_in(repo):
     """(module version or None, why) from import_torchao(repo), in a fresh interpreter."""
     code = textwrap.dedent(f"""\
-        import sys
-        sys.path.insert(0, {str(HERE / "anchors")!r})
-        import common
-        m, why = common.import_torchao({str(repo)!r})
+        from experiments.anchors import harness
+        m, why = harness.import_torchao({str(repo)!r})
         print(m.__version__ if m else "None"); print(why)""")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     lines = out.stdout.splitlines()
@@ -88,9 +86,8 @@ class FakeInductorConfig:
 
 class InductorOptionsKept(unittest.TestCase):
     def setUp(self):
-        sys.path.insert(0, str(HERE / "anchors"))
-        import common
-        self.kept = common.inductor_options_kept
+        from experiments.anchors import harness
+        self.kept = harness.inductor_options_kept
         self.torch = type("FakeTorch", (), {})()
         self.torch._inductor = type("FakeInductor", (), {})()
         self.torch._inductor.config = FakeInductorConfig()

@@ -13,9 +13,6 @@ import tempfile
 import unittest
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "reference"))
 
 try:
     import torch
@@ -29,10 +26,9 @@ except ImportError as e:
 # it is given (fc1's bias zeroed for BUG "no_fc1_bias"; for "gelu_tanh" in fp16, with GELU's tanh
 # form unless --compose names "erf"), the logits written where the real bench writes them.
 FAKE = """#!{python}
-import argparse, sys
-sys.path.insert(0, {reference!r})
+import argparse
 import torch
-import export_timm_fixture as fx
+from reference import export_timm_fixture as fx
 from safetensors.torch import load_file, save_file
 ap = argparse.ArgumentParser()
 for opt in ("--model", "--weights", "--images", "--logits-out", "--csv", "--warmup", "--iters"):
@@ -64,13 +60,13 @@ def fake_build(root, bug=""):
     build = Path(root) / (bug or "exact")
     bench = build / "stages" / "encoder" / "encoder_fake"
     bench.parent.mkdir(parents=True)
-    bench.write_text(FAKE.format(python=sys.executable, reference=str(HERE.parent / "reference"), bug=bug))
+    bench.write_text(FAKE.format(python=sys.executable, bug=bug))
     bench.chmod(0o755)
     return build
 
 
 def parity(build, out, weight_set, *extra):
-    import timm_parity
+    from experiments.accuracy import timm_parity
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return timm_parity.main(["--model", "vit_ti", "--image-size", "32", "--images", "256", "--version", "fake",
                              "--build-dir", str(build), "--out", str(out), "--weight-set", weight_set,
@@ -105,7 +101,7 @@ class Parity(unittest.TestCase):
             self.assertIn("fake + mlp=cutlass_epilogue_erf vs timm", (Path(d) / "erf" / "parity.txt").read_text())
 
     def test_bad_use(self):
-        import timm_parity
+        from experiments.accuracy import timm_parity
         with tempfile.TemporaryDirectory() as d:
             self.assertEqual(timm_parity.main(["--image-size", "30", "--out", d]), 2)
             self.assertEqual(timm_parity.main(["--version", "none", "--build-dir", d, "--out", d]), 2)

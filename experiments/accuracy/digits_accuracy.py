@@ -34,11 +34,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "reference"))
-sys.path.insert(0, str(REPO / "experiments" / "anchors"))
-sys.path.insert(0, str(REPO / "analysis"))
-import steps  # noqa: E402  (the encoder's step table and its aliases; standard library only)
+from studylib import steps  # the encoder's step table and its aliases
+from studylib.paths import REPO
 
 IMAGE = 64           # 8 x 8 digits, each pixel an 8 x 8 block
 HELD_OUT = 360
@@ -139,7 +136,7 @@ def main(argv=None):
         return 2
 
     import torch
-    import export_timm_fixture as fx
+    from reference import export_timm_fixture as fx
     import timm
     from safetensors.torch import save_file
     dev = torch.device("cuda")
@@ -167,8 +164,8 @@ def main(argv=None):
     for key, (step, bench) in benches.items():
         logits[f"encoder {step}"] = run_bench(bench, a.layers, weights, images, calibration,
                                               work / f"logits_{key}.safetensors", a.out / "rows.csv")
-    import common
-    torchao, why = common.import_torchao()
+    from experiments.anchors import harness
+    torchao, why = harness.import_torchao()
     if torchao is not None:
         from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor, quantize_
         quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))

@@ -6,7 +6,7 @@ keeps what it compiles in an on-disk cache (TORCHINDUCTOR_CACHE_DIR, by default
 /tmp/torchinductor_$USER) that a later process on the node loads instead of compiling. This
 script runs each torch.compile anchor of the specs once per shape (no warm-up, one timed call, no
 logits check, no energy loop), each in its own process, one process per GPU at a time over the
-GPUs given, so that the sitting that follows (run_sweep.py --spec SPEC, on one GPU) loads every
+GPUs given, so that the sitting that follows (experiments.sweep --spec SPEC, on one GPU) loads every
 shape. That is also what makes the compile a fair anchor: autotuning times its candidates, and a
 compile in the sitting's kept anchor process (after the other anchors ran there) or beside other
 work on the GPU and CPU picks a slower forward. On an H200 at batch 1: 0.63 ms compiled here
@@ -18,9 +18,9 @@ torchao's anchors are left out: the cache does not serve them (on an H100 at c58
 the compile anchor's first call took 86 s here and 8 s in the sitting after it; torchao's took
 101 s here and about as long again in the sitting).
 
-  python3 experiments/precompile_anchors.py --spec final --spec final_384 --gpus 1,2,3 \
+  python3 -m experiments.anchors.precompile --spec final --spec final_384 --gpus 1,2,3 \
       --kernels RUN/compile_kernels.txt
-  python3 experiments/run_sweep.py --spec final --run-dir RUN --device 0
+  python3 -m experiments.sweep --spec final --run-dir RUN --device 0
 """
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run_readme  # noqa: E402
-import run_sweep  # noqa: E402
+from studylib import run_folder
+from studylib.specs import SpecError, UsageError, command_for, expand, find_spec, load_spec
+from studylib.progress import hms
 
 # Anchors whose compile the cache serves: torch.compile's (their names say so).
 COMPILED_WORD = "compile"
@@ -51,7 +51,7 @@ def compiled_anchor(name: str) -> bool:
 def jobs(specs) -> list:
     """(spec, configuration) per compiled anchor and shape of the specs (the first round's), the
     largest batch first: it compiles longest, so the pool ends with the short jobs."""
-    todo = [(spec, c) for spec in specs for c in run_sweep.expand(spec, rounds=1)
+    todo = [(spec, c) for spec in specs for c in expand(spec, rounds=1)
             if c.kind == "anchor" and compiled_anchor(c.label)]
     for _, c in todo:  # one call, nothing else: the compile is the point
         c.warmup, c.iters, c.check, c.energy_s = 0, 1, False, 0
@@ -101,7 +101,7 @@ def kernel_report(cache: Path, since: float) -> str:
             continue
         calls = [re.sub(r"_\d+$", "", k) for k in KERNEL_CALL.findall(code)]
         shape = INPUT_SHAPE.search(code)
-        out.append(run_readme.forward_header(f.relative_to(cache), shape.groups() if shape else None))
+        out.append(run_folder.forward_header(f.relative_to(cache), shape.groups() if shape else None))
         out += [f"{n:7d} {k}" for k, n in sorted(Counter(calls).items(), key=lambda kn: (-kn[1], kn[0]))]
     if not out:
         return "no generated forward was written: every shape was already in the cache\n"
@@ -115,15 +115,15 @@ def visible_device(index: int) -> str:
     if not outer:
         return str(index)
     if index >= len(outer):
-        raise run_sweep.UsageError(f"GPU {index} is not among CUDA_VISIBLE_DEVICES={','.join(outer)}")
+        raise UsageError(f"GPU {index} is not among CUDA_VISIBLE_DEVICES={','.join(outer)}")
     return outer[index]
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        specs = [run_sweep.load_spec(run_sweep.find_spec(name)) for name in args.spec]
-    except (run_sweep.SpecError, run_sweep.UsageError, OSError) as e:
+        specs = [load_spec(find_spec(name)) for name in args.spec]
+    except (SpecError, UsageError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     names = ", ".join(args.spec)
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         return 0
     try:
         devices = {g: visible_device(g) for g in args.gpus}
-    except run_sweep.UsageError as e:
+    except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.kernels:
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
                     return
                 spec, cfg = todo.pop(0)
             timeout = args.timeout or spec["timeout_s"]
-            cmd, _ = run_sweep.command_for(cfg, spec, "", args.python)
+            cmd, _ = command_for(cfg, spec, "", args.python)
             cmd += cfg.args(str(Path(scratch) / f"gpu{gpu}.csv"), 0)
             env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices[gpu]}
             t0 = time.monotonic()
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
                 took = time.monotonic() - t0
                 print(f"  GPU {gpu}: {cfg.label} {cfg.model} batch={cfg.batch} image={cfg.image_size}: "
                       f"{'compiled' if ok else 'FAILED'} in {took:.0f} s"
-                      f"{'' if ok else ': ' + why} ({run_sweep.hms(time.monotonic() - start)} elapsed)", flush=True)
+                      f"{'' if ok else ': ' + why} ({hms(time.monotonic() - start)} elapsed)", flush=True)
                 if not ok:
                     failed.append(cfg)
 
@@ -178,14 +178,14 @@ def main(argv=None) -> int:
         for t in threads:
             t.join()
     if args.kernels:
-        args.kernels.write_text(f"# Kernels each torch.compile forward compiled by precompile_anchors.py ({names}) "
+        args.kernels.write_text(f"# Kernels each torch.compile forward compiled by experiments/anchors/precompile.py ({names}) "
                                 f"calls, with how often\n" + kernel_report(inductor_cache(), started_at))
         print(f"kernels of the compiled forwards: {args.kernels}")
     if failed:
         print(f"error: {len(failed)} anchor shapes did not compile; the sitting would compile them itself",
               file=sys.stderr)
         return 1
-    print(f"done in {run_sweep.hms(time.monotonic() - start)}: the sitting's compiled anchors load from the cache")
+    print(f"done in {hms(time.monotonic() - start)}: the sitting's compiled anchors load from the cache")
     return 0
 
 

@@ -6,15 +6,15 @@
 # kernels their own autotuning picked. The first round's logs keep Inductor's autotuning tables
 # (the candidates it timed, fastest first) and the generated code: which kernels each forward calls.
 #
-#   experiments/anchor_variance.sh OUT [batch] [rounds]      (defaults: 256, 2)
+#   experiments/probes/anchor_variance.sh OUT [batch] [rounds]      (defaults: 256, 2)
 #
 # Writes OUT/compile_a.csv, OUT/compile_b.csv and OUT/control.csv (the anchors' rows, one per
 # round, energy included), OUT/kernels.txt (per compile, the kernels its forward calls and the
 # autotuning winners) and OUT/logs.tgz. The caches stay in OUT/cache_a and OUT/cache_b.
 # Exit 2 on bad arguments, 1 when a forward fails.
 set -uo pipefail
-cd "$(dirname "$(readlink -f "$0")")/.."
-usage="usage: experiments/anchor_variance.sh OUT [batch] [rounds]"
+cd "$(dirname "$(readlink -f "$0")")/../.."
+usage="usage: experiments/probes/anchor_variance.sh OUT [batch] [rounds]"
 out=${1:-}; batch=${2:-256}; rounds=${3:-2}
 [ -n "$out" ] || { echo "error: no output folder; $usage" >&2; exit 2; }
 [[ $batch =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ ]] ||
@@ -29,7 +29,7 @@ forward() {
   [ "$3" = 1 ] && logs=(TORCH_LOGS=output_code)  # the compiling round prints the code it generated
   echo "[anchor_variance] $(date -u +%T) round $3: $1 ($2, batch $batch)"
   env TORCHINDUCTOR_CACHE_DIR="$out/cache_$1" "${logs[@]}" \
-    "$py" experiments/anchors/torch_vit.py --version "$2" --batch "$batch" --warmup 5 --iters 20 --energy 5 \
+    "$py" -m experiments.anchors.torch_vit --version "$2" --batch "$batch" --warmup 5 --iters 20 --energy 5 \
     --csv "$out/$1.csv" > "$out/logs/$1_round$3.out" 2> "$out/logs/$1_round$3.err" ||
     { tail -3 "$out/logs/$1_round$3.err" >&2; echo "error: $1 failed in round $3" >&2; exit 1; }
   "$py" -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1])))[-1]

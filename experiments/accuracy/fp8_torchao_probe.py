@@ -21,10 +21,8 @@ import csv
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "experiments"), str(REPO / "tests"), str(REPO / "experiments" / "anchors")]
-import fp8_accuracy as fa  # noqa: E402  (weights, images, metrics)
-import fp8_recipes as fr  # noqa: E402  (E4M3 rounding, the blocks' GEMMs)
+from experiments.accuracy import fp8_accuracy as fa  # weights, images, metrics
+from experiments.accuracy import fp8_recipes as fr  # E4M3 rounding, the blocks' GEMMs
 
 E4M3_MAX = fr.FORMATS["e4m3"][1]
 
@@ -164,8 +162,8 @@ def main(argv=None):
         fail(f"needs torch and timm ({e})")
     if not torch.cuda.is_available():
         fail("needs a CUDA GPU (torchao's FP8 GEMMs run there)")
-    import common
-    torchao, why = common.import_torchao()
+    from experiments.anchors import harness
+    torchao, why = harness.import_torchao()
     if torchao is None:
         fail(f"needs torchao ({why})")
     from torchao.float8.inference import Float8MMConfig
@@ -177,7 +175,7 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
-    prov = common.provenance(torch)
+    prov = harness.provenance(torch)
     fixed = {"run_id": prov["run_id"], "utc": prov["utc"], "commit": prov["commit"], "gpu": prov["gpu"],
              "torch": torch.__version__, "timm": timm.__version__, "torchao": torchao.__version__,
              "model": args.model, "image_size": args.image_size, "images": args.images, "seed": args.seed}

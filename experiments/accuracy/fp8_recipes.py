@@ -53,10 +53,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE / "anchors"))
-import fp8_accuracy as fa  # noqa: E402  (stdlib at import; torch only inside its functions)
+from experiments.accuracy import fp8_accuracy as fa  # standard library at import; torch only inside its functions
 
 PROG = "fp8_recipes.py"
 INSTALL = ("install them, e.g. /usr/bin/python3 -m venv .venv && .venv/bin/pip install torch timm numpy, "
@@ -368,7 +365,7 @@ def main(argv=None):
         args = parse_args(argv)
         check_out(args.out)
         torch, timm = import_torch()
-        import export_timm_fixture as fx
+        from reference import export_timm_fixture as fx
         if args.threads:
             torch.set_num_threads(args.threads)
         device = torch.device(args.device)
@@ -378,7 +375,7 @@ def main(argv=None):
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
 
-    import common as anchor_common  # experiments/anchors/common.py: the study's provenance
+    from experiments.anchors import harness as anchor_common  # the study's provenance
     prov = anchor_common.provenance()
     # fp32 matmuls and convolutions must be fp32 on a GPU too (no TF32).
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -19,8 +19,7 @@ from pathlib import Path
 from unittest import mock
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import fp8_recipes as fr  # noqa: E402
+from experiments.accuracy import fp8_recipes as fr
 
 try:
     import torch
@@ -255,7 +254,7 @@ class TinyRun(unittest.TestCase):
                 self.assertEqual(r["model"], "vit_tiny_patch16_224")
 
     def test_modules_restored(self):
-        import fp8_accuracy as fa
+        from experiments.accuracy import fp8_accuracy as fa
         model = fa.build_weights("timm_init", "vit_ti", 32, 0)
         before = [id(m) for m in model.modules()]
         amax = fr.calibrate(model, torch.randn(2, 3, 32, 32), 2, torch.device("cpu"))

@@ -20,7 +20,7 @@ cause: the anchors' one-row runs replayed graphs whose model had been freed
 
 Writes OUT/probe.csv and OUT/kernels.txt. Exit 2 on bad arguments.
 
-  python3 experiments/anchor_process_probe.py --out OUT [--batch 256]
+  python3 -m experiments.probes.anchor_process --out OUT [--batch 256]
 """
 import argparse
 import csv
@@ -28,10 +28,8 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "anchors"))
-import common  # noqa: E402  (stdlib only: the anchors' timing, torch handed in)
+from experiments.anchors import harness  # standard library only: the anchors' timing, torch handed in
 
 
 def main(argv=None):
@@ -83,7 +81,7 @@ def main(argv=None):
         return call
 
     def median_ms(call):  # the anchors' timing: 5 warm-up calls, 20 event pairs
-        return common.time_events(torch, call, 5, 20, False, torch.cuda.current_device())["median_us"] / 1000
+        return harness.time_events(torch, call, 5, 20, False, torch.cuda.current_device())["median_us"] / 1000
 
     def kernels(call):
         from torch.profiler import ProfilerActivity, profile

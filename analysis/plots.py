@@ -1,0 +1,285 @@
+"""The analysis notebooks' plot style and figure helpers: one line style per version (fixed by
+the family's order), speedup panels, measured ticks, legends beside the axes, rooflines, and the
+provenance title every figure carries."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from studylib.catalog import is_anchor, is_library
+from studylib.notebook import FIGURE_DPI
+
+# Own versions: distinguishable colours in ladder order; red is kept for the library version
+# and dark colours for the PyTorch anchors so the eye finds the baselines at once in every
+# figure. No two series of a figure share colour and marker (check_series, at save time): the
+# own versions walk the 9 x 9 pairs diagonally, so the tenth version differs from the first in
+# its marker, not only in the order of the legend.
+_OWN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+               "#bcbd22", "#7f7f7f"]
+
+
+_OWN_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">"]
+
+_LIB_COLORS = ["#d62728", "#ff9896"]
+
+_LIB_MARKERS = ["*", "p", "h"]
+
+# PyTorch anchors: one colour per anchor; its eager run (dashed) and its CUDA-graph replay
+# (dotted) share the colour and differ in marker as well as line.
+_ANCHOR_COLORS = ["#000000", "#b8860b", "#556b2f", "#c71585", "#3a3a8c", "#843c39"]
+
+_ANCHOR_MARKERS = [("x", "+"), ("^", "v"), ("s", "D"), ("h", "H"), ("<", ">"), ("1", "2")]
+
+ANCHOR_EAGER_LINE, ANCHOR_GRAPH_LINE = "--", ":"
+
+GRAPH_SUFFIX = "_graph"
+
+# The fastest version of a figure (styles(fastest=...)) is drawn heavier than the rest.
+_FASTEST = dict(linewidth=2.6, markersize=7, zorder=5)
+
+TITLE_CHARS = 110      # a provenance line longer than this wraps (a long title widens the PNG)
+
+MAX_FIGURE_IN = 12.5   # widest figure drawn, in inches: 1,875 px at FIGURE_DPI, room for a legend
+
+
+def panels_width(panels: int, per_panel: float, extra: float = 0.0) -> float:
+    """Figure width for a row of panels, narrower panels where many would pass MAX_FIGURE_IN."""
+    return min(per_panel * panels + extra, MAX_FIGURE_IN)
+
+
+def anchor_base(version: str) -> str:
+    """The anchor an eager or CUDA-graph row belongs to (`pytorch_x_graph` -> `pytorch_x`)."""
+    return str(version).removesuffix(GRAPH_SUFFIX)
+
+
+def apply_style():
+    import matplotlib
+    matplotlib.rcParams.update({
+        "figure.figsize": (7.5, 4.6),
+        "figure.dpi": 100,
+        "savefig.dpi": FIGURE_DPI,
+        "savefig.bbox": "tight",
+        "font.size": 9,
+        "axes.titlesize": 9,
+        "axes.labelsize": 9,
+        "legend.fontsize": 8,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "grid.linewidth": 0.6,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "lines.linewidth": 1.4,
+        "lines.markersize": 4.5,
+    })
+
+
+def styles(order: list[str], fastest: str | None = None) -> dict[str, dict]:
+    """Line style per version, fixed by the family's version order so one version looks the
+    same in every figure of the family. Each PyTorch anchor has its own colour; its eager run
+    is dashed and its CUDA-graph replay dotted, with markers of their own. `fastest`, the
+    version a figure's findings name fastest, is drawn heavier."""
+    out, own, lib = {}, 0, 0
+    bases = list(dict.fromkeys(anchor_base(v) for v in order if is_anchor(v)))
+    for v in order:
+        if is_anchor(v):
+            i = bases.index(anchor_base(v))
+            graph = v.endswith(GRAPH_SUFFIX)
+            out[v] = dict(color=_ANCHOR_COLORS[i % len(_ANCHOR_COLORS)],
+                          marker=_ANCHOR_MARKERS[i % len(_ANCHOR_MARKERS)][graph],
+                          linestyle=ANCHOR_GRAPH_LINE if graph else ANCHOR_EAGER_LINE)
+        elif is_library(v):
+            out[v] = dict(color=_LIB_COLORS[lib % 2], marker=_LIB_MARKERS[lib // 2 % 3],
+                          linestyle="-.", markersize=7)
+            lib += 1
+        else:
+            n = len(_OWN_COLORS)
+            out[v] = dict(color=_OWN_COLORS[own % n], marker=_OWN_MARKERS[(own + own // n) % n],
+                          linestyle="-")
+            own += 1
+    if fastest in out:
+        out[fastest] = {**out[fastest], **_FASTEST}
+    return out
+
+
+def fastest_at(t: pd.DataFrame, exclude=(), **at) -> str | None:
+    """The version a figure draws heavier: of the non-anchor versions of a collapsed table (not
+    in `exclude`), the one with the lowest median time at one shape, `at` column=value (None:
+    the column's largest value among those rows). None when no row matches."""
+    d = t[[not is_anchor(v) and v not in exclude for v in t["version"]]]
+    for col, value in at.items():
+        if d.empty:
+            return None
+        d = d[d[col] == (d[col].max() if value is None else value)]
+    return None if d.empty else str(d.loc[d["median_us"].idxmin(), "version"])
+
+
+def plot_ratios(ax, table: pd.DataFrame, order: list[str], baseline: str, key: str, label, style,
+                speedup: bool):
+    """One line per version of `order` but the baseline, against `key`: baseline median time /
+    version median time (speedup=True) or its inverse, time as a ratio to the baseline."""
+    base = table[table["version"] == baseline].set_index(key)["median_us"]
+    for v in order:
+        if v == baseline:
+            continue
+        d = table[table["version"] == v].set_index(key)["median_us"]
+        r = ((base / d) if speedup else (d / base)).dropna().sort_index()
+        if len(r):
+            ax.plot(r.index, r.values, label=label(v), **style[v])
+
+
+def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], label, style,
+                   xlabel: str, panel_width: float = 4.3):
+    """One panel per baseline: baseline median time / version median time against rows, for
+    every other version in `order`, with one shared legend below the panels. Returns the
+    figure; the caller titles it and saves it with its own caption."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(baselines), figsize=(panels_width(len(baselines), panel_width), 4.3),
+                             squeeze=False)
+    for ax, b in zip(axes[0], baselines):
+        plot_ratios(ax, table, order, b, "rows", label, style, speedup=True)
+        ax.axhline(1.0, color="#444444", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_title(f"vs {label(b)}")
+    axes[0][0].set_ylabel("speedup (baseline time / version time)")
+    # Each panel omits its own baseline, so the legend is shared.
+    fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
+               loc="lower center", ncol=min(len(order), 4), bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.12, 1, 0.92))
+    return fig
+
+
+def measured_ticks(ax, values, axis: str = "x", base: float = 10):
+    """Log axis with a tick at every measured value (197, 577, 1025 tokens; batch 1 ... 256),
+    printed as plain numbers, and no minor ticks."""
+    import matplotlib.ticker as mt
+    values = sorted({float(v) for v in values if np.isfinite(v)})
+    a = getattr(ax, f"{axis}axis")
+    getattr(ax, f"set_{axis}scale")("log", base=base)
+    a.set_major_locator(mt.FixedLocator(values))
+    a.set_major_formatter(mt.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    a.set_minor_locator(mt.NullLocator())
+
+
+def reference_line(ax, y: float, label: str, **kw):
+    """A horizontal reference line that names itself in the legend."""
+    kw = {"color": "#444444", "linewidth": 0.9, "linestyle": "-", **kw}
+    return ax.axhline(y, label=label, **kw)
+
+
+def legend_outside(ax, **kw):
+    """The legend right of the axes, where it covers no data."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                     frameon=False, **kw)
+
+
+def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, ceilings,
+                    what: str, provenance: str, headline: str | None = None):
+    """The roofline of one family: every version at its arithmetic intensity (the family's
+    flops over its bytes, the counts behind the row's TFLOP/s and GB/s) and its achieved
+    TFLOP/s, under the run's measured ceilings: the copy bandwidth line (TFLOP/s = intensity x
+    GB/s / 1000) and the fp16 GEMM rate. `points` holds version, shape (text), ai (flop/byte)
+    and tflops; rows of the `headline` shape are filled, other shapes hollow. An anchor timed
+    both eagerly and as a CUDA-graph replay is shown by its replay (GPU time, the same work).
+    Returns the figure and a caption fragment naming the ceilings drawn."""
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker as mt
+    p = points[np.isfinite(points["ai"]) & np.isfinite(points["tflops"])
+               & (points["ai"] > 0) & (points["tflops"] > 0)]
+    present = set(p["version"])
+    order = [v for v in order if not (is_anchor(v) and not v.endswith(GRAPH_SUFFIX)
+                                      and v + GRAPH_SUFFIX in present)]
+    fig, ax = plt.subplots(figsize=(8.6, 4.8))
+    handles = []
+    for v in order:
+        d = p[p["version"] == v]
+        if not len(d):
+            continue
+        st = {k: val for k, val in style[v].items() if k != "linestyle"}
+        st["markersize"] = max(st.get("markersize", 0), 6)
+        if st.get("marker") == ".":
+            st["marker"] = "o"
+        filled = d[d["shape"] == headline] if headline else d
+        hollow = d[d["shape"] != headline] if headline else d.iloc[:0]
+        if len(filled):
+            ax.plot(filled["ai"], filled["tflops"], linestyle="none", **st)
+        if len(hollow):
+            ax.plot(hollow["ai"], hollow["tflops"], linestyle="none", markerfacecolor="none",
+                    **st)
+        handles.append(plt.Line2D([], [], linestyle="none", label=label(v), **st))
+    lo = p["ai"].min() / 3 if len(p) else 0.1
+    hi = p["ai"].max() * 3 if len(p) else 100.0
+    copy, gemm = ceilings.copy_gbps, ceilings.gemm_tflops
+    parts = []
+    if copy and gemm:
+        ridge = gemm * 1000 / copy
+        lo, hi = min(lo, ridge / 3), max(hi, ridge * 3)
+    x = np.geomspace(lo, hi, 200)
+    roof = np.full_like(x, np.inf)
+    if copy:
+        roof = np.minimum(roof, x * copy / 1000)
+        parts.append(f"the copy bandwidth measured in the same run ({copy:,.0f} GB/s)")
+    if gemm:
+        roof = np.minimum(roof, np.full_like(x, gemm))
+        parts.append(f"the fp16 GEMM rate measured in the same run ({gemm:,.0f} TFLOP/s)")
+    if parts:
+        ax.plot(x, roof, color="#444444", linewidth=1.2)
+        if copy:
+            handles.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
+                                      label=f"measured ceilings: copy {copy:,.0f} GB/s"
+                                      + (f", GEMM {gemm:,.0f} TFLOP/s" if gemm else "")))
+        else:
+            handles.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
+                                      label=f"measured GEMM ceiling {gemm:,.0f} TFLOP/s"))
+    if headline and (p["shape"] != headline).any():
+        shapes = ", ".join(dict.fromkeys(p.loc[p["shape"] != headline, "shape"]))
+        handles.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
+                                  label=f"filled: {headline}"))
+        handles.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
+                                  markerfacecolor="none", label=f"hollow: {shapes}"))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    top = max([p["tflops"].max() if len(p) else 1.0] + ([gemm] if gemm else []))
+    bottom = p["tflops"].min() if len(p) else top / 1e3
+    ax.set_ylim(bottom / 3, top * 2.5)
+    for a in (ax.xaxis, ax.yaxis):
+        a.set_major_locator(mt.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_minor_locator(mt.NullLocator())
+        a.set_major_formatter(mt.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    ax.set_xlabel("arithmetic intensity (flops / bytes the operation must move, flop/byte)")
+    ax.set_ylabel("achieved TFLOP/s (flops / median time)")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              frameon=False, fontsize=7)
+    titled(fig, what, provenance)
+    fig.tight_layout()
+    return fig, (" and ".join(parts) if parts else "no ceiling measured in this run")
+
+
+def roofline_gap(points: pd.DataFrame, ceilings) -> str | None:
+    """Why a roofline cannot be drawn, or None: it needs timed points with both rates and at
+    least one ceiling measured in the same run (a roofline without its roof would mislead)."""
+    if not len(points) or not np.isfinite(points["ai"]).any():
+        return "no timed row records both GB/s and TFLOP/s"
+    if not (ceilings.copy_gbps or ceilings.gemm_tflops):
+        return ("this run measured no ceilings (experiments/specs/ceilings.toml), and a roofline "
+                "without the run's own roof is not drawn")
+    return None
+
+
+def roofline_points(t: pd.DataFrame, shape) -> pd.DataFrame:
+    """Roofline points of a collapsed table with median `tflops` and `gbps` columns: the
+    arithmetic intensity of a row is its flops over its bytes, tflops x 1000 / gbps (both from
+    the family's counts over the same median time). `shape` maps a row to its shape text."""
+    p = t.copy()
+    p["ai"] = 1000.0 * p["tflops"] / p["gbps"]
+    p["shape"] = [shape(r) for _, r in p.iterrows()]
+    return p
+
+
+def titled(fig, what: str, provenance: str):
+    """Figure title: what is shown, then the provenance line required on every figure (the
+    short one, Run.title_provenance: the run table and the caption hold the run ids)."""
+    import textwrap
+    lines = [w for line in provenance.splitlines() for w in textwrap.wrap(line, TITLE_CHARS) or [""]]
+    fig.suptitle("\n".join([what, *lines]), fontsize=9)

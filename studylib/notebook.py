@@ -1,0 +1,231 @@
+"""The contract between an analysis notebook and report/build.py: where the data comes from,
+where the outputs go, and what was produced (figures, tables, text, the headline line, the
+targets judged). A notebook run on its own builds its context from its command line."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from studylib import DataError, FigureError, NoData
+from studylib.paths import REPORT_DIR, RESULTS_ROOT
+from studylib.rundata import Run, load_run, load_runs, pick_run, primary_gpu, resolve_run_dir, sections_runs, show_path
+
+FIGURE_DPI = 150
+
+MAX_FIGURE_PX = 2000   # widest PNG the report embeds at its full resolution
+
+
+def _series_key(handle):
+    """What tells a legend entry apart at a glance: colour, marker and whether the marker is
+    filled (a line without a marker: colour and line style; a patch: colour and hatch)."""
+    from matplotlib.colors import to_hex
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    if isinstance(handle, Line2D):
+        marker = handle.get_marker()
+        if marker in (None, "None", "none", "", " "):
+            return ("line", to_hex(handle.get_color()), handle.get_linestyle())
+        face = handle.get_markerfacecolor()
+        filled = not (isinstance(face, str) and face.lower() == "none")
+        return ("marker", to_hex(handle.get_color()), str(marker), filled)
+    if isinstance(handle, Patch):
+        return ("patch", to_hex(handle.get_facecolor()), handle.get_hatch())
+    try:   # a scatter's PathCollection: its colour and its marker's outline
+        return ("points", to_hex(handle.get_facecolor()[0]),
+                handle.get_paths()[0].vertices.round(3).tobytes())
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+
+
+def check_series(fig, name: str):
+    """Raise FigureError when two entries of one legend of `fig` name different series drawn
+    alike (same colour and marker), so a reader could not tell them apart."""
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    for lg in legends:
+        if lg is None:
+            continue
+        seen = {}
+        handles = getattr(lg, "legend_handles", None) or getattr(lg, "legendHandles", [])
+        for h, t in zip(handles, lg.get_texts()):
+            label = t.get_text()
+            key = _series_key(h)
+            if key is None:
+                continue
+            other = seen.setdefault(key, label)
+            if other != label:
+                raise FigureError(f"figure {name}: '{other}' and '{label}' are drawn alike "
+                                  f"({', '.join(map(str, key[1:]))})")
+
+
+def png_width(path: Path) -> int:
+    """Pixel width from a PNG's IHDR chunk (bytes 16-19, big-endian)."""
+    head = Path(path).read_bytes()[:24]
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        raise FigureError(f"{path}: not a PNG")
+    return int.from_bytes(head[16:20], "big")
+
+
+@dataclass
+class Artifact:
+    kind: str               # figure | table | text
+    name: str
+    path: Path | None       # None when it could not be produced
+    caption: str = ""
+    reason: str = ""        # why it was not produced
+
+
+@dataclass
+class Headline:
+    """A family's line of README's headline table: the fastest version of all (libraries
+    included, anchors not) at the family's headline shape, against its library version and its
+    PyTorch anchors there, all from one run."""
+    family: str                       # as the table names it ("LayerNorm")
+    shape: str                        # the headline shape, in words
+    fastest: str
+    fastest_us: float
+    library: str | None = None        # the library version (or reference) compared with
+    library_us: float = float("nan")
+    anchors: list = field(default_factory=list)   # [(label, median us)]
+    unit: str = "us"                  # "us" or "ms" for the printed times
+    # A side experiment's folder under the results root when the line comes from it (its own
+    # sitting, every number of the line from it) rather than from the family's run.
+    measured_in: str | None = None
+
+
+@dataclass
+class Target:
+    """One of the study's targets (docs/method.md, Targets) as a notebook judged it on its run."""
+    family: str
+    what: str               # the target in words
+    verdict: str            # "met", "missed" or "not judged"
+    detail: str = ""        # the numbers behind the verdict
+    run: str = ""           # the run folder judged
+
+
+VERDICTS = ("met", "missed", "not judged")
+
+
+@dataclass
+class Context:
+    """Handed to a notebook by report/build.py (as STUDY_CONTEXT), or built from the command
+    line when the notebook runs on its own. The notebook writes through it, and build.py reads
+    `artifacts` afterwards to fill the template markers."""
+    family: str
+    run: Run | None         # None for a notebook over every run (CROSS_RUN)
+    out_dir: Path
+    artifacts: dict = field(default_factory=dict)
+    headline_entry: Headline | None = None
+    runs: list = field(default_factory=list)   # CROSS_RUN notebooks: every run folder...
+    used: dict = field(default_factory=dict)   # ...and the run each family section uses
+    targets: list = field(default_factory=list)  # [Target] judged by the notebook
+    answer: str | None = None  # the study's one answer (encoder, from a final sitting): markdown
+
+    def headline(self, **kw):
+        """The family's line of README's headline table (report/build.py writes the table)."""
+        self.headline_entry = Headline(**kw)
+
+    def target(self, what: str, verdict: str, detail: str = ""):
+        """A study target judged on this run; README lists every one (report/build.py)."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"target verdict must be one of {VERDICTS}, got {verdict!r}")
+        self.targets.append(Target(self.family, what, verdict, detail,
+                                   self.run.name if self.run is not None else ""))
+
+    def _path(self, sub: str, name: str, ext: str) -> Path:
+        # Family-prefixed names let build.py clean a family's stale outputs safely.
+        if not name.startswith(self.family + "_"):
+            raise ValueError(f"artifact name '{name}' must start with '{self.family}_'")
+        d = self.out_dir / sub
+        d.mkdir(parents=True, exist_ok=True)
+        return d / f"{name}.{ext}"
+
+    def provenance(self) -> str:
+        return self.run.provenance(self.family)
+
+    def title_provenance(self) -> str:
+        return self.run.title_provenance(self.family)
+
+    def figure(self, name: str, fig, caption: str):
+        """Save `fig` as figures/NAME.png, after checking that no two of its series are drawn
+        alike; a PNG wider than MAX_FIGURE_PX is an error (FigureError names it)."""
+        import matplotlib.pyplot as plt
+        path = self._path("figures", name, "png")
+        try:
+            check_series(fig, name)
+            fig.savefig(path, dpi=FIGURE_DPI)
+        finally:
+            plt.close(fig)
+        width = png_width(path)
+        if width > MAX_FIGURE_PX:
+            raise FigureError(f"figure {name} is {width} px wide, more than {MAX_FIGURE_PX}: "
+                              "shorten its title, legend or panels")
+        self.artifacts[name] = Artifact("figure", name, path, caption)
+        return path
+
+    def table(self, name: str, table_md: str, caption: str):
+        path = self._path("tables", name, "md")
+        path.write_text(f"*{caption}*\n\n{table_md}")
+        self.artifacts[name] = Artifact("table", name, path, caption)
+        return path
+
+    def text(self, name: str, sentences: list[str], bullets: bool = True):
+        """Generated sentences; a bullet list by default so each finding reads on its own."""
+        path = self._path("text", name, "md")
+        items = [s.strip() for s in sentences if s.strip()]
+        path.write_text(("\n".join(f"- {s}" for s in items) if bullets else
+                         "\n\n".join(items)) + "\n")
+        self.artifacts[name] = Artifact("text", name, path)
+        return path
+
+    def missing(self, kind: str, name: str, reason: str):
+        """Record that an output could not be made from this run (for example no baseline
+        rows); the report prints the reason at its marker instead of failing."""
+        self.artifacts[name] = Artifact(kind, name, None, reason=reason)
+
+
+# Notebooks that read every run folder instead of one (their template block is filled after
+# the families' blocks, with the runs those used).
+CROSS_RUN = ("gpus",)
+
+
+def notebook_context(family: str, namespace: dict) -> Context:
+    """The context build.py injected, or one from this notebook's own command line:
+    `--run DIR`, `--results ROOT`, `--out DIR` (parse_known_args: Jupyter adds its own)."""
+    given = namespace.get("STUDY_CONTEXT")
+    if given is not None:
+        return given
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    p = argparse.ArgumentParser(description=f"{family} analysis notebook")
+    p.add_argument("--run", help="run folder (path or name under the results root)")
+    p.add_argument("--results", default=str(RESULTS_ROOT), help="results root")
+    p.add_argument("--out", help="output folder (figures/, tables/); default report/, or with "
+                                 "--run the run's DIR/report/")
+    args, _ = p.parse_known_args()
+    if family in CROSS_RUN:
+        try:
+            runs = [load_run(resolve_run_dir(args.run, args.results))] if args.run else \
+                load_runs(args.results)
+        except DataError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        return Context(family, None, Path(args.out or REPORT_DIR), runs=runs,
+                       used=sections_runs(runs))
+    try:
+        if args.run:
+            run_dir = resolve_run_dir(args.run, args.results)
+            args.out = args.out or str(run_dir / "report")
+            run = load_run(run_dir)
+        else:
+            runs = load_runs(args.results)
+            run = pick_run(runs, family, primary_gpu(runs))
+        if run is None or run.rows(family).empty:
+            raise NoData(f"no committed run has rows with family '{family}' "
+                         f"(looked in {show_path(Path(args.run or args.results))})")
+    except DataError as e:
+        # The same one line and exit code 2 that report/build.py gives.
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return Context(family, run, Path(args.out or REPORT_DIR))

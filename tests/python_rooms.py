@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The Python half keeps its rooms. studylib/ is the floor every room imports by name;
+analysis/, experiments/, sbatch/ and report/ never import each other; no file edits sys.path
+(a script runs as a module of the checkout, python3 -m ROOM.MODULE, or beside the module it
+imports); studylib/ imports no room; and no Python file is longer than MAX_LINES, except those
+listed in SPLIT_PENDING, which may only shrink.
+Usage: python_rooms.py REPO_ROOT"""
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOMS = ("analysis", "experiments", "sbatch", "report")
+FLOOR = "studylib"
+MAX_LINES = 700
+# Files still over MAX_LINES, with their length when the limit came in: they may only shrink.
+SPLIT_PENDING = {
+    "analysis/test_analysis.py": 1880,
+    "analysis/encoder.py": 1807,
+    "analysis/mlp.py": 1042,
+    "analysis/synthetic.py": 956,
+    "analysis/patch_embed.py": 867,
+}
+# The one place that may put a folder on sys.path: the anchors' offline install of the torchao
+# wheel into a temporary site folder on a GPU node without network (a package, not the study).
+SYS_PATH_ALLOWED = {"experiments/anchors/harness.py"}
+SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\s*\(|\[[^\]]*\]\s*=|\s*\+=)")
+
+
+def imported_modules(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+
+
+def main(root):
+    root = Path(root).resolve()
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout.split()
+    problems = []
+    for rel in files:
+        path = root / rel
+        text = path.read_text()
+        room = rel.split("/")[0]
+        for n, line in enumerate(text.splitlines(), 1):
+            if SYS_PATH_EDIT.search(line) and rel not in SYS_PATH_ALLOWED:
+                problems.append(f"{rel}:{n}: edits sys.path: import the package by name (python3 -m ...)")
+        lines = text.count("\n")
+        limit = SPLIT_PENDING.get(rel, MAX_LINES)
+        if lines > limit:
+            problems.append(f"{rel}: {lines} lines, more than {limit}: split it by concern")
+        if room not in ROOMS + (FLOOR,):
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as e:
+            problems.append(f"{rel}: does not parse ({e})")
+            continue
+        for mod in imported_modules(tree):
+            top = mod.split(".")[0]
+            if room == FLOOR and top in ROOMS:
+                problems.append(f"{rel}: the floor imports the room {mod}")
+            elif top in ROOMS and top != room:
+                problems.append(f"{rel}: imports {mod}: rooms import {FLOOR}, never each other")
+    for rel, was in SPLIT_PENDING.items():
+        if rel not in files:
+            problems.append(f"tests/python_rooms.py lists {rel}, which is gone: remove it from SPLIT_PENDING")
+        elif (root / rel).read_text().count("\n") <= MAX_LINES:
+            problems.append(f"{rel} is {MAX_LINES} lines or fewer now: remove it from SPLIT_PENDING")
+    for p in problems:
+        print("FAIL " + p)
+    print(f"{len(files)} Python files: " + (f"{len(problems)} problem(s)" if problems else
+          f"rooms kept, no sys.path edit, at most {MAX_LINES} lines but {len(SPLIT_PENDING)} files still to split"))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

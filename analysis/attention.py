@@ -286,7 +286,7 @@ ctx.table("attention_sweep", formatting.sweep_table(t, ["tokens", "batch"], "ver
     f"timed (see the status table). {prov}.")
 
 # %% [markdown]
-# ## Nsight Compute metrics (experiments/ncu_family.sh attention), when the run folder has them
+# ## Nsight Compute metrics (experiments/probes/ncu_family.sh attention), when the run folder has them
 
 # %%
 NCU_COLUMNS = {  # ncu metric -> table column
@@ -314,7 +314,7 @@ if ncu_path.is_file():
               f"{prov}.")
 else:
     ctx.missing("table", "attention_ncu",
-                f"this run has no {rundata.show_path(ncu_path)} (experiments/ncu_family.sh attention writes it)")
+                f"this run has no {rundata.show_path(ncu_path)} (experiments/probes/ncu_family.sh attention writes it)")
 
 # %% [markdown]
 # ## Status: what was timed, skipped or failed

@@ -896,7 +896,7 @@ else:
 # %% [markdown]
 # ## Parity with timm: the same weights and images through timm and through the encoder
 #
-# experiments/timm_parity.py writes `<run>/timm_parity_<size>/parity.json`: logits against
+# experiments/accuracy/timm_parity.py writes `<run>/timm_parity_<size>/parity.json`: logits against
 # timm's fp16 forward (rel L2, max abs difference, top-1 agreement) and timm's own fp16 against
 # its fp32, the scale of rounding the comparison is judged against.
 
@@ -926,14 +926,14 @@ if parity:
          "timm fp16 vs fp32": lambda x: f"{x:.2e}", "max abs diff": lambda x: f"{x:.4f}"}),
         f"Logits of the encoder against timm's fp16 forward on the same weights (timm's seeded "
         f"init exported to safetensors) and the same N(0, 1) images "
-        f"(experiments/timm_parity.py, in this run folder): relative L2 of the logits (passes at "
+        f"(experiments/accuracy/timm_parity.py, in this run folder): relative L2 of the logits (passes at "
         f"<= {crit['rel_l2_max']:g}), timm's own fp16 against its fp32 for scale, the largest "
         f"absolute difference, and top-1 agreement over the images whose top-1/top-2 margin is "
         f"more than {crit['margin_factor']:g}x that difference (passes at >= "
         f"{100 * crit['agreement_min']:.0f}%) and over all images.")
 else:
     ctx.missing("table", "encoder_parity", "this run folder has no timm_parity_*/parity.json "
-                "(experiments/timm_parity.py --out RUN/timm_parity_SIZE)")
+                "(experiments/accuracy/timm_parity.py --out RUN/timm_parity_SIZE)")
 
 # %% [markdown]
 # Which steps a passing parity file vouches for, over every run folder beside this one: a step
@@ -960,7 +960,7 @@ by_step = pd.DataFrame({
     "passing timm parity": ["; ".join(vouched[v]["passed"]) or "**none**" if v in vouched else "**none**" for v in LADDER],
     "failing timm parity": ["; ".join(vouched[v]["failed"]) if v in vouched else "" for v in LADDER]})
 ctx.table("encoder_parity_by_step", formatting.markdown_table(by_step, {}),
-          "The timm parity files (experiments/timm_parity.py) of each encoder step, over every committed "
+          "The timm parity files (experiments/accuracy/timm_parity.py) of each encoder step, over every committed "
           "run folder, passing and failing: image size, weight set (random: every parameter drawn; timm: "
           "timm's own init, whose zero biases and unit gains hide some bugs) and run; **none** marks a "
           "step whose logits no parity file has passed. Parity files of a custom mix (`--compose`) "
@@ -1156,7 +1156,7 @@ def compiled_in_sitting():
 def compile_made_ahead_elsewhere(batch):
     """For a batch where torch.compile compiled in this sitting: the newest other sitting on this
     GPU model whose torch.compile at the key shape loaded a compile made ahead by
-    experiments/precompile_anchors.py (its run folder's compile_kernels.txt lists the shape, and
+    experiments/anchors/precompile.py (its run folder's compile_kernels.txt lists the shape, and
     every first call took under COMPILED_HERE_S), with timm in a graph in the same run id. Returns
     (run folder, torch.compile's time over timm in a graph's there), or None. Only that ratio
     crosses sittings, never a time."""
@@ -1284,7 +1284,7 @@ if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KE
                      + ": it does not compute timm's model within the study's bound.")
     if s16 is None:
         lines.append("No fp16 step of this sitting passes timm parity with every parameter drawn at 224 "
-                     "and 384 px (experiments/timm_parity.py), so none stands as the fastest fp16 forward.")
+                     "and 384 px (experiments/accuracy/timm_parity.py), so none stands as the fastest fp16 forward.")
     for b in (1, 32):
         v = fastest_of(TIMM_FP16 + FP8_STEPS, b)
         a, a_us = best_anchor(b)
@@ -1460,7 +1460,7 @@ def headline_candidate(rows, folder=None):
 if head_batch:
     candidates = [c for c in [headline_candidate(ok)] if c]
     gpu_here = rundata.gpu_of(run)
-    # Side experiments as run_sweep writes them (RUN/<spec>/<spec>.csv), not probes.
+    # Side experiments as the sweep runner writes them (RUN/<spec>/<spec>.csv), not probes.
     for path in sorted(p for p in run.path.parent.glob("*/*/*.csv") if p.parent.name == p.stem):
         rel = path.relative_to(run.path.parent)
         try:
@@ -1605,7 +1605,7 @@ side_step_table("encoder_gemm_ceiling", PREFETCH_STEP, ["e6_best"],
 # ## FP8 (E4M3): e12_fp8 against the fastest fp16 steps, per GEMM, and its accuracy
 #
 # experiments/specs/encoder_fp8.toml (a side experiment: e6_best, e10_fastest_gemms, e12_fp8 and
-# timm in a CUDA graph, 3 interleaved rounds) and experiments/fp8_accuracy.py, each taken from
+# timm in a CUDA graph, 3 interleaved rounds) and experiments/accuracy/fp8_accuracy.py, each taken from
 # the newest run folder on this run's GPU that has them (this results root).
 
 # %%
@@ -1726,21 +1726,21 @@ if acc_json is not None:
         "logits rel L2": lambda x: f"{x:.2e}", "top-1 agreement": lambda x: f"{x:.1%}"}),
         f"Accuracy against timm {acc['timm']} fp32 on the same weights ({acc['model']}, {acc['image_size']} px, "
         f"{acc['images']} N(0, 1) images per weight set; FP8 calibrated on {acc['calibration_images']} other "
-        f"images), experiments/fp8_accuracy.py in {rundata.show_path(acc_json.parent)}{measured_on(acc['gpu'])}: "
+        f"images), experiments/accuracy/fp8_accuracy.py in {rundata.show_path(acc_json.parent)}{measured_on(acc['gpu'])}: "
         f"timm's init, every "
         f"parameter randomized, and timm's init with outlier channels (LayerNorm gamma 20-50x on three "
         f"channels, two residual-stream channels offset by 25 and 40). The last column counts only the "
         f"images whose top-1/top-2 margin in timm fp32 exceeds 4x that forward's RMS logit error. "
-        f"Untrained weights cannot judge an FP8 recipe by top-1: experiments/digits_accuracy.py trains a "
+        f"Untrained weights cannot judge an FP8 recipe by top-1: experiments/accuracy/digits_accuracy.py trains a "
         f"small ViT on scikit-learn's digits for that (its digits.txt beside this folder's, where run), "
-        f"and experiments/imagenet_accuracy.py measures ImageNet top-1 where ImageNet and pretrained "
+        f"and experiments/accuracy/imagenet_accuracy.py measures ImageNet top-1 where ImageNet and pretrained "
         f"weights are.")
 else:
     ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU or its architecture has "
-                "fp8_accuracy/accuracy.json (experiments/fp8_accuracy.py writes it)")
+                "fp8_accuracy/accuracy.json (experiments/accuracy/fp8_accuracy.py writes it)")
 
 def torchao_in_fp32(step, mine):
-    """Where experiments/fp8_torchao_probe.py ran (newest folder): torchao's per-tensor FP8 on an
+    """Where experiments/accuracy/fp8_torchao_probe.py ran (newest folder): torchao's per-tensor FP8 on an
     fp32 copy of the model, the same arithmetic without the half-precision forward around it,
     beside the judged step's error; empty where no probe result exists."""
     probes = sorted(run.path.parent.glob("*/probe/probe.csv"), key=lambda f: f.parent.parent.name)

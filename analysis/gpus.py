@@ -2,7 +2,7 @@
 # # Across GPUs: which of the study's ratios hold on another GPU
 #
 # The family sections of the report are measured on one GPU (the one most run folders were
-# measured on, `study_data.primary_gpu`). Runs on other GPUs (for example `./study run` on an
+# measured on, `studylib.rundata.primary_gpu`). Runs on other GPUs (for example `./study run` on an
 # H100) are set beside it here: for each of the study's key comparisons (a fastest version
 # against a library or PyTorch anchor, at one shape) the speedup is computed inside each GPU's
 # own run, then the speedups are compared. No ratio ever divides a time of one GPU by a time

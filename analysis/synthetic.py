@@ -555,7 +555,7 @@ def write_e4m3_qkv(folder, gpu, *, run_id, commit, utc):
 
 
 def write_fp8(folder, gpu, *, run_id, commit, utc):
-    """The FP8 side experiments as the encoder_fp8 spec and experiments/fp8_accuracy.py write
+    """The FP8 side experiments as the encoder_fp8 spec and experiments/accuracy/fp8_accuracy.py write
     them: `<folder>/encoder_fp8/encoder_fp8.csv` (e6_best, e10_fastest_gemms, e12_fp8 at batch 1
     and 256 with eager breakdowns, timm in a CUDA graph), `<folder>/fp8_accuracy/accuracy.json`,
     and an FP8 ceiling row beside the run's ceilings."""
@@ -615,7 +615,7 @@ def write_small_m_probe(folder, gpu, *, run_id, commit, utc):
 
 
 def write_parity(folder, image, gpu, rel_l2=1.8e-3, agreement=1.0):
-    """`<folder>/timm_parity_<image>/parity.json` as experiments/timm_parity.py writes it."""
+    """`<folder>/timm_parity_<image>/parity.json` as experiments/accuracy/timm_parity.py writes it."""
     d = Path(folder) / f"timm_parity_{image}"
     d.mkdir(parents=True, exist_ok=True)
     (d / "parity.json").write_text(json.dumps({

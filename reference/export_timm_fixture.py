@@ -9,7 +9,7 @@ Run from anywhere on a machine with torch and timm (no GPU needed; it runs on th
 
 The second form exports a full-size timm ViT (vit_ti/s/b/l, any image size) with timm's own
 seeded random init (no pretrained download) as a state dict the encoder bench loads with
---weights; experiments/timm_parity.py uses it.
+--weights; experiments/accuracy/timm_parity.py uses it.
 
 It writes reference/fixtures/tiny_vit.safetensors (the timm state dict, F32),
 reference/fixtures/tiny_vit_io.safetensors (tensors `input` [2,3,32,32] and `logits` [2,10])

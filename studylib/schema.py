@@ -7,7 +7,7 @@ import math
 import os
 
 # Column order of every CSV of the study; must equal csv_columns() in common/harness/csv.cpp
-# (experiments/test_run_sweep.py checks that). Columns after "note" were added later; files
+# (experiments/sweep/test_sweep.py checks that). Columns after "note" were added later; files
 # written before them lack them (studylib.rundata reads such files as empty columns).
 COLUMNS = [
     "run_id", "utc", "commit", "gpu", "sm_count", "driver", "cuda", "cudnn", "cublas", "host",

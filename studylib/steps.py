@@ -152,7 +152,7 @@ def aliases(path: Path = TABLE) -> dict[str, dict]:
 
 
 # The image sizes at which an fp16 step must pass timm parity with every parameter drawn
-# (experiments/timm_parity.py) to stand for timm's model.
+# (experiments/accuracy/timm_parity.py) to stand for timm's model.
 PARITY_SIZES = (224, 384)
 
 
@@ -165,7 +165,7 @@ class ParityFileError(ValueError):
 
 
 def parity_files(results: Path) -> list[tuple[Path, dict]]:
-    """(path, result) of every timm parity file of a step (experiments/timm_parity.py) under the
+    """(path, result) of every timm parity file of a step (experiments/accuracy/timm_parity.py) under the
     run folders of `results`, in name order (dated folders: oldest first). A custom mix
     (--compose) vouches for no step and is left out."""
     import json
@@ -194,7 +194,7 @@ def parity_verdicts(results: Path) -> dict[str, dict[int, bool]]:
 def models_timm(version: str, verdicts: dict[str, dict[int, bool]]) -> bool:
     """Whether a step computes timm's model as the study judges it: its newest timm parity with
     every parameter drawn passes at each of PARITY_SIZES and fails at no size. FP8 steps are
-    judged by their own accuracy (experiments/fp8_accuracy.py), not by this."""
+    judged by their own accuracy (experiments/accuracy/fp8_accuracy.py), not by this."""
     by_size = verdicts.get(version, {})
     return all(by_size.get(px) for px in PARITY_SIZES) and all(by_size.values())
 

@@ -148,18 +148,17 @@ done
 csvs=$(cd "$results" && ls *.csv | tr '\n' ' ')
 [[ "$csvs" == "ceilings.csv layernorm.csv " ]] || fail "the run folder holds other CSVs than the run's: $csvs"
 
-"$py" - "$repo" "$build" "$spec" "$results" "$expected" <<'EOF' || fail "run folder check"
+PYTHONPATH="$repo" "$py" - "$build" "$spec" "$results" "$expected" <<'EOF' || fail "run folder check"
 import collections, sys
 from pathlib import Path
-repo, build, spec, results, expected = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), int(sys.argv[5])
-sys.path.insert(0, repo + "/experiments")
-import run_sweep as rs
+from studylib import row_file, specs
+build, spec, results, expected = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 for name, spec_name, skip in (("layernorm.csv", spec, True), ("ceilings.csv", "ceilings", False)):
-    rows, problems = rs.read_csv(results / name)
+    rows, problems = row_file.read_csv(results / name)
     assert not problems, problems
-    cfgs, _ = rs.select_configs(rs.load_spec(rs.find_spec(spec_name)), build, sys.executable, skip_unbuilt=skip, dry_run=True)
+    cfgs, _ = specs.select_configs(specs.load_spec(specs.find_spec(spec_name)), build, sys.executable, skip_unbuilt=skip, dry_run=True)
     want = collections.Counter(k for c in cfgs for k in c.keys())
-    got = collections.Counter(rs.row_key(r) for r in rows)
+    got = collections.Counter(specs.row_key(r) for r in rows)
     dups = [k for k, n in got.items() if n > 1]
     lost = [k for k in want if k not in got]
     extra = [k for k in got if k not in want]

@@ -2,7 +2,7 @@
 """A trained ViT in fp32, fp16 and FP8: a smoke check of the FP8 forward on real data.
 
     STUDY_PYTHON=/path/to/python-with-torch-and-timm \\
-    $STUDY_PYTHON experiments/digits_accuracy.py --build-dir build --out experiments/results/<run>/digits
+    $STUDY_PYTHON experiments/accuracy/digits_accuracy.py --build-dir build --out experiments/results/<run>/digits
 
 Untrained weights cannot judge an FP8 recipe (their top-1 margins are noise), and ImageNet with
 pretrained weights needs a download this study's GPU jobs cannot make. This trains a small ViT on
@@ -25,7 +25,7 @@ training images), and torchao's FP8 (per tensor) where it imports. Writes digits
 into --out: each forward's top-1 and its disagreements with fp32. One held-out image is 0.28 points:
 this is a small check, which catches a broken recipe, not a fine difference between good ones.
 Exit 0 when fp32 reaches 97% and the FP8 step disagrees with fp32 on at most 2 images, 1 when not,
-2 on bad use. experiments/imagenet_accuracy.py stays the path for ImageNet and pretrained weights.
+2 on bad use. experiments/accuracy/imagenet_accuracy.py stays the path for ImageNet and pretrained weights.
 """
 import argparse
 import gzip

@@ -7,7 +7,7 @@ lands it on an E4M3 midpoint. Simulated in numpy at the E4M3-input test's shapes
 sqrt 2)); prints, per shape, the rel L2 between the two roundings over many draws. Standard library
 and numpy only, CPU.
 
-    /usr/bin/python3 experiments/e4m3_double_rounding.py --draws 200
+    /usr/bin/python3 experiments/accuracy/e4m3_double_rounding.py --draws 200
 
 With large q and k (the harness's Inputs::LargeQK: Q and K uniform in [8, 16], V normal) the
 softmax is one-hot and each output row of a head is one V row, so a value that rounds the other way

@@ -3,7 +3,7 @@
 easy and where it is hard.
 
     STUDY_PYTHON=/path/to/python-with-torch-and-timm \\
-    $STUDY_PYTHON experiments/fp8_accuracy.py --model vit_b --images 256 --build-dir build \\
+    $STUDY_PYTHON experiments/accuracy/fp8_accuracy.py --model vit_b --images 256 --build-dir build \\
         --out experiments/results/<run>/fp8_accuracy
 
 Three weight sets of timm's vit_*_patch16 (no pretrained download on this machine):

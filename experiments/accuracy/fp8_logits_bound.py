@@ -4,7 +4,7 @@ the encoder's FP8 steps (stages/encoder/blocks_fp8.cpp) simulated in numpy, agai
 with the exact GELU, over many weight draws, at the shape of the encoder test's twelve-block case
 (vit_ti, 12 blocks, 32 px images: 5 tokens). Standard library and numpy only, CPU.
 
-    /usr/bin/python3 experiments/fp8_logits_bound.py --draws 100 --classes 1000 --batch 2
+    /usr/bin/python3 experiments/accuracy/fp8_logits_bound.py --draws 100 --classes 1000 --batch 2
 
 Per draw: weights as reference/weights.cpp draws them (timm-scale: std 0.02, LayerNorm gains
 around 1), N(0, 1) images rounded to fp16, static activation scales from the amax of 32 other

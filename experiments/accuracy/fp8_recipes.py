@@ -2,12 +2,12 @@
 """FP8 quantization recipes simulated inside timm's ViT forward: could any E4M3 recipe agree with
 timm fp32 on >= 99% of the images where the FP8 step (e12_fp8) does not?
 
-    .venv/bin/python experiments/fp8_recipes.py --threads 2 --out out/fp8_recipes
-    .venv/bin/python experiments/fp8_recipes.py --recipes fp32,tensor_static --weight-sets timm_init \\
+    .venv/bin/python experiments/accuracy/fp8_recipes.py --threads 2 --out out/fp8_recipes
+    .venv/bin/python experiments/accuracy/fp8_recipes.py --recipes fp32,tensor_static --weight-sets timm_init \\
         --images 8 --out out/fp8_smoke
 
 Same weight sets (timm_init, randomized, outliers), model, N(0, 1) images, calibration images and
-seeds as experiments/fp8_accuracy.py (its functions are imported, not copied). In every block the
+seeds as experiments/accuracy/fp8_accuracy.py (its functions are imported, not copied). In every block the
 selected GEMMs of attn.qkv, attn.proj, mlp.fc1 and mlp.fc2 are replaced by
     y = dequant(q(x)) @ dequant(q(W))^T + b
 in fp32, where q rounds x / scale to the format (E4M3: torch.float8_e4m3fn after clamping to

@@ -14,7 +14,7 @@ on one GPU and fp8_accuracy.py's weights and images:
   taken back to fp32.
 
 Each forward's logits rel L2 and top-1 agreement against timm fp32 go to probe.csv (provenance
-columns first) and probe.txt. Usage: experiments/fp8_torchao_probe.py --out DIR [--images 256]
+columns first) and probe.txt. Usage: experiments/accuracy/fp8_torchao_probe.py --out DIR [--images 256]
 """
 import argparse
 import csv

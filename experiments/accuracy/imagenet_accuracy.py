@@ -2,7 +2,7 @@
 """ImageNet top-1 of timm fp32, the fp16 encoder step and the FP8 step, on the same images.
 
     STUDY_PYTHON=/path/to/python-with-torch-and-timm \\
-    $STUDY_PYTHON experiments/imagenet_accuracy.py --val-dir /data/imagenet/val --model vit_b \\
+    $STUDY_PYTHON experiments/accuracy/imagenet_accuracy.py --val-dir /data/imagenet/val --model vit_b \\
         --build-dir build --out experiments/results/<run>/imagenet_accuracy
 
 Weights: timm's pretrained vit_*_patch16_224 (timm.create_model(..., pretrained=True), so they

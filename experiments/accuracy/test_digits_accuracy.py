@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""experiments/digits_accuracy.py without torch: its command-line checks and the dataset loader on
+"""experiments/accuracy/digits_accuracy.py without torch: its command-line checks and the dataset loader on
 the copy `./study setup` extracts (a small fake here). The training and the forwards need torch,
 timm and a GPU (the script itself, on the GPU machine)."""
 import contextlib

@@ -4,8 +4,8 @@ they happen before torch is imported); with --torch, the E4M3 / E5M2 emulation o
 a whole run on a tiny ViT (the fp32 control agrees 100%, rel L2 0), which need torch and timm: that
 suite exits 77 (skipped, saying why) where this interpreter lacks them, so no case passes unrun.
 
-  /usr/bin/python3 experiments/test_fp8_recipes.py              the command-line checks
-  .venv/bin/python experiments/test_fp8_recipes.py --torch      the emulation and the tiny run
+  /usr/bin/python3 experiments/accuracy/test_fp8_recipes.py              the command-line checks
+  .venv/bin/python experiments/accuracy/test_fp8_recipes.py --torch      the emulation and the tiny run
 """
 
 import contextlib

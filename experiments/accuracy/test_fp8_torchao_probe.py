@@ -4,8 +4,8 @@ before torch is imported); with --torch, its emulation of torchao's per-tensor a
 fp8_recipes.py's tensor_dynamic recipe and against plain rounding rules, which needs torch and
 timm: that suite exits 77 (skipped, saying why) where this interpreter lacks them.
 
-  /usr/bin/python3 experiments/test_fp8_torchao_probe.py            the command-line checks
-  .venv/bin/python experiments/test_fp8_torchao_probe.py --torch    the emulation
+  /usr/bin/python3 experiments/accuracy/test_fp8_torchao_probe.py            the command-line checks
+  .venv/bin/python experiments/accuracy/test_fp8_torchao_probe.py --torch    the emulation
 """
 
 import subprocess

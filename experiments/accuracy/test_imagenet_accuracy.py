@@ -3,8 +3,8 @@
 temporary dir, and fake encoder benches (small Python scripts in a temporary build dir) that
 predict an image's class from its colour, so that every expected top-1 is exact.
 
-  /usr/bin/python3 -m unittest experiments/test_imagenet_accuracy.py      (from the repo root)
-  /usr/bin/python3 experiments/test_imagenet_accuracy.py
+  /usr/bin/python3 -m unittest experiments/accuracy/test_imagenet_accuracy.py      (from the repo root)
+  /usr/bin/python3 experiments/accuracy/test_imagenet_accuracy.py
 
 The val dir also holds files that are not images (a .txt in a class folder, a hidden file, a
 CSV beside the class folders): list_images ignores them, as torchvision's ImageFolder does.

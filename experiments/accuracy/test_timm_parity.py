@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""experiments/timm_parity.py against fake encoder benches (needs torch and timm; exits 77, saying
+"""experiments/accuracy/timm_parity.py against fake encoder benches (needs torch and timm; exits 77, saying
 why, where this interpreter lacks them): a bench that computes timm's forward exactly passes; one
 that drops fc1's bias fails with every parameter randomized, and passes on timm's own init, whose
 zero biases hide the bug (why the random weight set is the default); one that computes GELU in
 its tanh form fails with every parameter randomized (the drawn fc1 biases put the pre-activations
 where that form is furthest from erf) and passes when --compose asks it for the exact form.
 
-  .venv/bin/python experiments/test_timm_parity.py
+  .venv/bin/python experiments/accuracy/test_timm_parity.py
 """
 import sys
 import tempfile

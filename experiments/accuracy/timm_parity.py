@@ -2,7 +2,7 @@
 """Parity of the study's whole-ViT forward with timm's, on the same weights and images.
 
     STUDY_PYTHON=/path/to/python-with-torch-and-timm \\
-    $STUDY_PYTHON experiments/timm_parity.py --model vit_b --image-size 224 --images 256 \\
+    $STUDY_PYTHON experiments/accuracy/timm_parity.py --model vit_b --image-size 224 --images 256 \\
         --version e6_best --build-dir build --out experiments/results/<run>/timm_parity
 
 It exports timm's vit_*_patch16 (reference/export_timm_fixture.py --model) with one of two weight

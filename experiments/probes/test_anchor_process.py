@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of experiments/anchor_variance.sh (with a fake anchor interpreter: no torch, no GPU) and
+"""Tests of experiments/probes/anchor_variance.sh (with a fake anchor interpreter: no torch, no GPU) and
 of the command line of experiments/probes/anchor_process.py (checked before torch is imported).
 
   /usr/bin/python3 experiments/test_anchor_process.py

@@ -35,7 +35,7 @@ import pandas as pd
 
 from studylib import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
 from analysis import plots
-from studylib import catalog, formatting, notebook, paths, run_folder, rundata
+from studylib import catalog, formatting, notebook, paths, run_folder, rundata, specs
 import studylib
 from studylib.schema import MODELS  # name -> (hidden, heads, depth)
 
@@ -1532,11 +1532,12 @@ def fmt_ms_3dp(ms):
 
 
 # %% [markdown]
-# ## L2 prefetch: e14_l2_prefetch against e10 (the same forward without it) and e6_best
+# ## Side experiments, as their specs declare them
 #
-# experiments/specs/encoder_prefetch.toml (a side experiment: e6_best, e10_fastest_gemms,
-# e14_l2_prefetch and timm in a CUDA graph, 3 interleaved rounds), from the newest run folder on
-# this run's GPU that has it.
+# A side experiment's spec (experiments/specs/*.toml, side_experiment = true) may declare a
+# comparison: which step its table is about, against which steps, which SM clocks to show, its
+# caption, and whether to draw the ratios. Each is read from the newest run folder on this run's
+# GPU that has its rows (e14's L2 prefetch, the GEMM-ceiling judgment, e15 and e20/e21 today).
 
 # %%
 def side_csv(name):
@@ -1545,15 +1546,20 @@ def side_csv(name):
     return newest_side(f"*/{name}/{name}.csv")
 
 
-def side_step_table(name, step, compared, caption, clocks=()):
-    """Side experiment `name`'s table, one row per batch: the medians across rounds (ms) of
-    `compared`, `step` and the anchors the rows have; "x v" = v's time over the step's for v in
-    `compared` and the anchors (above 1: the step is faster); "v MHz" = the median SM clock of v's
-    rows for v in `clocks`. Reported missing when no run folder on this GPU has its rows."""
+def side_comparison(name, c):
+    """Side experiment `name`'s declared comparison `c` (its spec's [comparison]): a table, one
+    row per batch, of the medians across rounds (ms) of `against`, `step` and the anchors the rows
+    have; "x v" = v's time over the step's for v in `against` and the anchors (above 1: the step
+    is faster); "v MHz" = the median SM clock of v's rows for v in `clocks`; with `figure`, those
+    ratios drawn per batch. Reported missing when no run folder on this GPU has its rows."""
+    step, compared, clocks = c["step"], c["against"], c["clocks"]
+    caption = c["caption"].format(where=where)
     csv = side_csv(name)
     if csv is None:
-        ctx.missing("table", name, f"no run folder on this GPU has {name}/{name}.csv "
-                    f"(experiments/specs/{name}.toml writes it)")
+        why = f"no run folder on this GPU has {name}/{name}.csv (experiments/specs/{name}.toml writes it)"
+        ctx.missing("table", name, why)
+        if c["figure"]:
+            ctx.missing("figure", f"{name}_ratios", why)
         return
     d, med = side_ok(csv)
     anchors = [a for a in ANCHORS if a in set(d["version"])]
@@ -1575,31 +1581,44 @@ def side_step_table(name, step, compared, caption, clocks=()):
     fmt.update({c: formatting.fmt_ratio for c in show.columns if c.startswith("x ")})
     fmt.update({c: fmt_rate for c in show.columns if c.endswith(" MHz")})
     fmt["batch"] = formatting.fmt_int
+    side_run = rundata.Run(csv.parent, d)
     ctx.table(name, formatting.markdown_table(show, fmt),
               f"{caption} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "
               f"{rundata.show_path(csv.parent)}); x v = v's time over {step}'s (above 1: {step} is faster). "
-              f"{rundata.Run(csv.parent, d).provenance()}.")
+              f"{side_run.provenance()}.", section=c["title"])
+    if c["figure"]:
+        ratios_figure(f"{name}_ratios", show, step, [v for v in compared + anchors if f"x {label(v)}" in show],
+                      c["title"], side_run, section=c["title"])
 
 
-PREFETCH_STEP = "e14_l2_prefetch"
-side_step_table("encoder_prefetch", PREFETCH_STEP, ["e6_best", "e10_fastest_gemms"],
-                f"e14_l2_prefetch (e10 with each block's second LayerNorm requesting the first half of "
-                f"the next block's weights into L2; stages/encoder/e14_l2_prefetch/NOTES.md) against "
-                f"e10_fastest_gemms, e6_best and timm in a CUDA graph, {where}.")
+def ratios_figure(name, show, step, versions, title, side_run, section):
+    """Per batch, one bar per compared version: its time over `step`'s (above 1: the step is
+    faster), each bar with its value, a line at 1."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    width = 0.8 / max(len(versions), 1)
+    xs = np.arange(len(show))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, v in enumerate(versions):
+        vals = show[f"x {label(v)}"].to_numpy(dtype=float)
+        bars = ax.bar(xs + (i - (len(versions) - 1) / 2) * width, vals, width, label=label(v),
+                      color=colors[i % len(colors)])
+        ax.bar_label(bars, labels=[formatting.fmt_ratio(x) for x in vals], fontsize=7, padding=1)
+    plots.reference_line(ax, 1.0, f"1x: as fast as {step}")
+    ax.set_xticks(xs, [f"batch {int(b)}" for b in show["batch"]])
+    ax.set_ylabel(f"time over {step}'s (x)")
+    ax.set_ylim(0, max(1.1, float(np.nanmax(show[[f"x {label(v)}" for v in versions]].to_numpy())) * 1.15))
+    plots.legend_outside(ax)
+    plots.titled(fig, f"{title}: above 1, {step} is faster", side_run.title_provenance())
+    ctx.figure(name, fig, f"Each compared forward's median time over {step}'s, per batch (medians of "
+               f"the interleaved rounds; above 1: {step} is faster). {side_run.provenance()}.", section=section)
 
-# %% [markdown]
-# ## The GEMM-ceiling judgment: the fastest step against e6_best and every PyTorch anchor
-#
-# experiments/specs/encoder_gemm_ceiling.toml (a side experiment: e6_best and e14_l2_prefetch
-# against timm in a CUDA graph and torch.compile in a CUDA graph, 3 interleaved rounds, one
-# sitting), from the newest run folder on this run's GPU that has it. The SM clock columns show
-# the power limit at work at batch 256.
 
-# %%
-side_step_table("encoder_gemm_ceiling", PREFETCH_STEP, ["e6_best"],
-                f"The fastest step, e14_l2_prefetch, against e6_best, timm in a CUDA graph and "
-                f"torch.compile (max-autotune) in a CUDA graph in one sitting, {where}, with the SM "
-                f"clock of e14's and torch.compile's rows.", clocks=[PREFETCH_STEP, COMPILE])
+# The side experiments that declare a comparison in their spec (experiments/specs/*.toml,
+# [comparison]): each one's table, and figure where it asks for one.
+for side_name, comparison in specs.comparisons("encoder"):
+    side_comparison(side_name, comparison)
+
+
 
 # %% [markdown]
 # ## FP8 (E4M3): e12_fp8 against the fastest fp16 steps, per GEMM, and its accuracy
@@ -1679,36 +1698,9 @@ else:
     ctx.missing("table", "encoder_fp8_gemms", "no encoder_fp8 rows on this GPU")
 
 # %% [markdown]
-# ## FP8 without the quantizing pass: e15 against e12, the fastest fp16 step and torch.compile
-#
-# experiments/specs/encoder_fp8_fused.toml (a side experiment: e12_fp8, e14_l2_prefetch,
-# e15_fp8_attention_e4m3 and torch.compile in a CUDA graph, 3 interleaved rounds).
+# ## FP8 accuracy against timm fp32, and the FP8 accuracy targets
 
 # %%
-side_step_table("encoder_fp8_fused", FP8_FUSED_STEP, [FP8_STEP, PREFETCH_STEP],
-                f"{FP8_FUSED_STEP} (e12_fp8 with the attention writing the projection's E4M3 input "
-                f"itself; stages/encoder/{FP8_FUSED_STEP}/NOTES.md) against e12_fp8, the fastest fp16 "
-                f"step e14_l2_prefetch and torch.compile (max-autotune) in a CUDA graph, {where}, with "
-                f"the SM clock of the FP8 step's and torch.compile's rows. The FP8 target: at most half "
-                f"of torch.compile's time at batch 256.", clocks=[FP8_FUSED_STEP, COMPILE])
-
-# %% [markdown]
-# ## E4M3 Q, K and V: e20 and e21 against e18
-#
-# experiments/specs/encoder_e4m3_qkv.toml (a side experiment: e18_fp8_cutlass, e20_e4m3_qkv and
-# e21_e4m3_next_first, 3 interleaved rounds, each row with its energy loop).
-# stages/encoder/e20_e4m3_qkv/NOTES.md has the eager breakdown (the QKV GEMM's halved store, an
-# attention slower on E4M3 input), stages/attention/v11_e4m3_next_first/NOTES.md the profile.
-
-# %%
-E4M3_QKV_STEP = "e21_e4m3_next_first"
-side_step_table("encoder_e4m3_qkv", E4M3_QKV_STEP, ["e18_fp8_cutlass", "e20_e4m3_qkv"],
-                f"{E4M3_QKV_STEP} (e20_e4m3_qkv with the attention v11_e4m3_next_first; "
-                f"stages/encoder/{E4M3_QKV_STEP}/NOTES.md) against e20 (e18 with the QKV GEMM writing "
-                f"E4M3 and the attention v10_e4m3_qkv reading it) and e18_fp8_cutlass, {where}, with the "
-                f"steps' SM clock in the timed loop.",
-                clocks=["e18_fp8_cutlass", "e20_e4m3_qkv", E4M3_QKV_STEP])
-
 # Accuracy depends on the kernels' arithmetic, not on the card: another GPU of this one's
 # architecture serves where this one has no result, and the text names it.
 acc_json = newest_side("*/fp8_accuracy/accuracy.json") or newest_side("*/fp8_accuracy/accuracy.json",

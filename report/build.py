@@ -48,6 +48,8 @@ ANALYSIS = REPO / "analysis"
 
 BLOCK = re.compile(r"<!--\s*family:(\w+)\s*-->(.*?)<!--\s*end:\1\s*-->", re.S)
 MARKER = re.compile(r"<!--\s*(figure|table|text):(\w+)\s*-->")
+# Every declared comparison of a family (its spec's [comparison]) that no marker of its own places.
+COMPARISONS = re.compile(r"^<!--\s*comparisons:(\w+)\s*-->\n\n?", re.M)
 STRAY = re.compile(r"<!--\s*(family|end):(\w+)\s*-->")
 HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
 HEADLINE = re.compile(re.escape(HEADLINE_START) + r"\n(.*?)" + re.escape(HEADLINE_END), re.S)
@@ -72,6 +74,18 @@ def rel(path: Path, out_dir: Path) -> str:
 
 
 def fill(block: str, artifacts: dict, out_dir: Path, where: str) -> str:
+    placed = {m.group(2) for m in MARKER.finditer(block)}
+
+    def comparisons(_m):
+        """The unplaced comparisons' outputs, each under its title; nothing when there are none."""
+        sections = {}
+        for a in artifacts.values():
+            if a.section and a.name not in placed:
+                sections.setdefault(a.section, []).append(f"<!-- {a.kind}:{a.name} -->")
+        return "".join(f"#### {title}\n\n" + "\n\n".join(marks) + "\n\n" for title, marks in sections.items())
+
+    block = COMPARISONS.sub(comparisons, block)
+
     def one(m):
         kind, name = m.group(1), m.group(2)
         a = artifacts.get(name)

@@ -75,6 +75,10 @@ class Artifact:
     path: Path | None       # None when it could not be produced
     caption: str = ""
     reason: str = ""        # why it was not produced
+    # A declared comparison's title (experiments/specs/*.toml, [comparison]): the report places
+    # such outputs at its family's `comparisons` marker, under this title, unless a marker of
+    # their own does.
+    section: str = ""
 
 
 @dataclass
@@ -148,7 +152,7 @@ class Context:
     def title_provenance(self) -> str:
         return self.run.title_provenance(self.family)
 
-    def figure(self, name: str, fig, caption: str):
+    def figure(self, name: str, fig, caption: str, section: str = ""):
         """Save `fig` as figures/NAME.png, after checking that no two of its series are drawn
         alike; a PNG wider than MAX_FIGURE_PX is an error (FigureError names it)."""
         import matplotlib.pyplot as plt
@@ -162,13 +166,13 @@ class Context:
         if width > MAX_FIGURE_PX:
             raise FigureError(f"figure {name} is {width} px wide, more than {MAX_FIGURE_PX}: "
                               "shorten its title, legend or panels")
-        self.artifacts[name] = Artifact("figure", name, path, caption)
+        self.artifacts[name] = Artifact("figure", name, path, caption, section=section)
         return path
 
-    def table(self, name: str, table_md: str, caption: str):
+    def table(self, name: str, table_md: str, caption: str, section: str = ""):
         path = self._path("tables", name, "md")
         path.write_text(f"*{caption}*\n\n{table_md}")
-        self.artifacts[name] = Artifact("table", name, path, caption)
+        self.artifacts[name] = Artifact("table", name, path, caption, section=section)
         return path
 
     def text(self, name: str, sentences: list[str], bullets: bool = True):

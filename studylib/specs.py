@@ -4,6 +4,7 @@ stream count of "sm" and its round recorded in the row's note), and what each co
 (a stage bench of the build, or a PyTorch anchor script). Read by the sweep runner, the Slurm
 merge and the analysis alike. Standard library only; experiments/README.md has the spec format.
 """
+import os
 import re
 import shlex
 import sys
@@ -56,8 +57,14 @@ SPEC_KEYS = {
     "streams": list, "warmup": int, "iters": int, "seed": int, "flush_l2": (bool, list),
     "check": bool, "timeout_s": (int, float), "extra_args": list, "max_device_gib": (int, float),
     "shapeless": bool, "side_experiment": bool, "rounds": int, "energy_s": (int, float),
-    "keep_anchors": bool,
+    "keep_anchors": bool, "comparison": dict,
 }
+# A side experiment's comparison (spec table [comparison]): what its table, and with figure = true
+# its figure, set against what. The family's notebook draws every declared comparison with one
+# function, so a new measured comparison needs a spec and no code.
+COMPARISON_KEYS = {"step": str, "against": list, "clocks": list, "caption": str, "title": str, "figure": bool}
+# STUDY_SPECS_DIR: another folder of specs (a test's).
+SPECS_DIR = Path(os.environ.get("STUDY_SPECS_DIR") or EXPERIMENTS / "specs")
 
 DEFAULT_BINARY = "stages/{family}/{family}_{version}"
 
@@ -182,7 +189,44 @@ def load_spec(path):
     clash = set(s["versions"]) & set(s["anchors"])
     if clash:
         raise SpecError(f"'versions' and 'anchors' both list {sorted(clash)}")
+    if "comparison" in s:
+        s["comparison"] = check_comparison(s)
     return s
+
+
+def check_comparison(s):
+    """The spec's [comparison] with its defaults; SpecError names what is wrong."""
+    c = dict(s["comparison"])
+    if not s["side_experiment"]:
+        raise SpecError("'comparison' is for a side experiment (side_experiment = true)")
+    for key, value in c.items():
+        if key not in COMPARISON_KEYS:
+            raise SpecError(f"'comparison' has unknown key '{key}' (known: {', '.join(COMPARISON_KEYS)})")
+        if not isinstance(value, COMPARISON_KEYS[key]):
+            raise SpecError(f"'comparison.{key}' has the wrong type ({type(value).__name__})")
+    for key in ("step", "against", "caption"):
+        if key not in c:
+            raise SpecError(f"'comparison' needs '{key}'")
+    c.setdefault("clocks", [])
+    c.setdefault("figure", False)
+    c.setdefault("title", f"{c['step']} against {', '.join(c['against'])}")
+    timed = set(s["versions"]) | set(s["anchors"])
+    for v in [c["step"]] + c["against"] + c["clocks"]:
+        if not isinstance(v, str) or v not in timed:
+            raise SpecError(f"'comparison' names {v!r}, which the spec does not time")
+    if c["step"] not in s["versions"]:
+        raise SpecError(f"'comparison.step' must be one of the spec's 'versions', got {c['step']!r}")
+    return c
+
+
+def comparisons(family, specs_dir=None):
+    """[(spec name, its comparison)] of every spec of `family` that declares one, by name."""
+    out = []
+    for path in sorted(Path(specs_dir or SPECS_DIR).glob("*.toml")):
+        spec = load_spec(path)
+        if spec["family"] == family and "comparison" in spec:
+            out.append((path.stem, spec["comparison"]))
+    return out
 
 
 def resolve_versions(family, names):
@@ -219,14 +263,14 @@ def output_name(spec_path, spec):
 
 
 def find_spec(name):
-    """A path as given, else experiments/specs/<name>[.toml]."""
+    """A path as given, else experiments/specs/<name>[.toml] (or $STUDY_SPECS_DIR's)."""
     p = Path(name)
     if p.is_file():
         return p
-    for cand in (EXPERIMENTS / "specs" / name, EXPERIMENTS / "specs" / (name + ".toml")):
+    for cand in (SPECS_DIR / name, SPECS_DIR / (name + ".toml")):
         if cand.is_file():
             return cand
-    raise UsageError(f"spec '{name}' not found (neither a file nor in {EXPERIMENTS / 'specs'})")
+    raise UsageError(f"spec '{name}' not found (neither a file nor in {SPECS_DIR})")
 
 
 def extra_text(extra):

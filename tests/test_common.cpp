@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include "cudnn/cudnn_version.hpp"
+#include "harness/cudnn_version.hpp"
 #include "device/gelu.cuh"
 #include "harness/bench.hpp"
 #include "harness/check.hpp"

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 #include <cudnn.h>
-#include "cudnn/cudnn_version.hpp"
+#include "harness/cudnn_version.hpp"
 #include "harness/check.hpp"
 
 // The build's headers are those of the cuDNN it links (meson.build passes that cuDNN's version;

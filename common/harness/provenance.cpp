@@ -9,7 +9,7 @@
 #include "harness/nvml.hpp"
 #ifdef STUDY_HAVE_CUDNN
 #include <cudnn.h>
-#include "cudnn/cudnn_version.hpp"
+#include "harness/cudnn_version.hpp"
 #endif
 
 namespace study {

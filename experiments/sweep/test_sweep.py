@@ -443,7 +443,15 @@ class SweepTest(SweepCase):
                            ({"image_sizes": "[100]"}, "'image_sizes'"),
                            ({"models": '["vit_x"]'}, "'models'"),
                            ({"batches": None}, "missing required key 'batches'"),
-                           ({"anchors": '["p"]'}, "'anchor_script'")):
+                           ({"anchors": '["p"]'}, "'anchor_script'"),
+                           ({"comparison": '{step = "a", against = ["b"], caption = "x"}'},
+                            "'comparison' is for a side experiment"),
+                           ({"side_experiment": "true", "comparison": '{step = "a", against = ["zzz"], caption = "x"}'},
+                            "'comparison' names 'zzz'"),
+                           ({"side_experiment": "true", "comparison": '{step = "a", against = ["b"]}'},
+                            "'comparison' needs 'caption'"),
+                           ({"side_experiment": "true", "comparison": '{step = "a", against = ["b"], caption = "x", plot = 1}'},
+                            "'comparison' has unknown key 'plot'")):
             r = self.run_sweep(self.spec(**kw), check=False)
             self.assertEqual(r.returncode, 2, kw)
             self.assertIn(needle, r.stderr, kw)

@@ -1,0 +1,235 @@
+"""The MLP section of the report on synthetic runs: tables, side experiments' headline, the
+targets sitting and a missed target.
+
+    python3 -m analysis.test_mlp_report      (from the repository root)
+"""
+import csv
+import tempfile
+import unittest
+from pathlib import Path
+
+from analysis.testing import skip_without_pandas
+
+skip_without_pandas(__name__)
+
+from analysis import synthetic  # noqa: E402
+from analysis.testing import build, headline_line, read_rows, us  # noqa: E402
+from studylib import formatting  # noqa: E402
+
+
+def mlp_timings(run_dir, hidden=768):
+    """MLP sweep timings {(version, rows): row} straight from mlp.csv with the csv module
+    (the sweep's rows: no extra arguments, L2 flushed), independent of the pandas code."""
+    return {(r["version"], int(r["batch"]) * int(r["tokens"])): r
+            for r in read_rows(run_dir / "mlp.csv")
+            if r["status"] == "ok" and r["hidden"] == str(hidden) and r["flush_l2"] == "1"
+            and "[extra:" not in r["note"]}
+
+
+class MlpReport(unittest.TestCase):
+    """A results root with a LayerNorm run and a newer MLP run: each family picks its own run,
+    and the MLP section's sentences follow the MLP CSV."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        results = root / "results"
+        cls.ln = synthetic.write_run(results / "a_layernorm", configs=synthetic.SMALL_CONFIGS)
+        cls.mlp = synthetic.write_mlp_run(results / "b_mlp")
+        cls.out = root / "out"
+        cls.res = build("--results", results, "--out", cls.out)
+        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+        cls.text = ((cls.out / "text" / "mlp_findings.md").read_text()
+                    if cls.res.returncode == 0 else "")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_build_succeeds(self):
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")
+        self.assertNotRegex(self.readme, r"No committed run yet: .* family `(mlp|layernorm)`")
+
+    def test_outputs_written(self):
+        for name in ("mlp_time", "mlp_tflops", "mlp_speedup"):
+            p = self.out / "figures" / f"{name}.png"
+            self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertIn(f"](figures/{name}.png)", self.readme)
+        for name in ("mlp_summary", "mlp_widths", "mlp_cublaslt", "mlp_algorithms", "mlp_pingpong",
+                     "mlp_status", "mlp_sweep"):
+            self.assertIn("|---", (self.out / "tables" / f"{name}.md").read_text(), name)
+        summary = (self.out / "tables" / "mlp_summary.md").read_text()
+        for v in synthetic.MLP_MODEL:
+            self.assertIn(f"| 6304 | {v} |", summary)
+            self.assertIn(f"| 50432 | {v} |", summary)
+        self.assertIn("| gemm_only | 24 | 0 | 0 |",
+                      (self.out / "tables" / "mlp_status.md").read_text())
+        widths = (self.out / "tables" / "mlp_widths.md").read_text()
+        for h in ("| vit_s | 384 |", "| vit_b | 768 |", "| vit_l | 1024 |"):
+            self.assertIn(h, widths)
+        cublaslt = (self.out / "tables" / "mlp_cublaslt.md").read_text()
+        self.assertIn("| every call | 4 |", cublaslt)
+        self.assertIn("| cached | 0 |", cublaslt)
+        self.assertIn("L2 not flushed", cublaslt)
+        algorithms = (self.out / "tables" / "mlp_algorithms.md").read_text()
+        self.assertIn("| 6304 | heuristic's first | 1 |", algorithms)
+        self.assertIn("| 50432 | fastest of every algorithm | 243 |", algorithms)
+        self.assertEqual(algorithms.count("| 6304 |"), 3)   # the sweep's rows do not leak in
+        pingpong = (self.out / "tables" / "mlp_pingpong.md").read_text()
+        self.assertIn("| 6304 |", pingpong)
+        self.assertIn("| 1.40x |", pingpong)   # own GEMM / cuBLASLt: the synthetic factor
+        self.assertIn("the fastest of every one cuBLASLt will run (up to 243 candidates timed per "
+                      "GEMM), fused_epilogue costs", self.text)
+
+    def test_provenance_per_family(self):
+        self.assertIn("run synthetic-mlp-run, commit fedcba987654", self.readme)
+        self.assertIn("GPU NVIDIA H200 (synthetic)", self.readme)
+        self.assertIn("run synthetic-run-1", self.readme)   # the LayerNorm section's own run
+
+    def test_sentences_match_data(self):
+        t = mlp_timings(self.mlp)
+        ratios = []
+        for rows in (6304, 50432):
+            f = float(t[("fused_epilogue", rows)]["median_us"])
+            g = float(t[("pytorch_mlp_graph", rows)]["median_us"])
+            go = float(t[("gemm_only", rows)]["median_us"])
+            ratios.append((f < g, f / go))
+            self.assertIn(f"At {rows} x 768 (batch {rows // 197}, 224 px), fused_epilogue takes "
+                          f"{us(f)} us", self.text)
+            self.assertIn(f"{formatting.faster_or_slower(g / f)} than the PyTorch MLP replayed as a CUDA "
+                          f"graph ({us(g)} us)", self.text)
+            self.assertIn(f"{f / go:.2f}x the time of gemm_only ({us(go)} us", self.text)
+        met = "met" if all(faster for faster, _ in ratios) else "not met"
+        self.assertIn("replayed as a CUDA graph (the stricter anchor) at 6304 and 50432 rows is "
+                      + met + ".", self.text)
+        met = "met" if all(r <= 1.05 for _, r in ratios) else "not met"
+        self.assertIn(f"The target of the fastest fused version (fused_epilogue) costing at most "
+                      f"1.05x gemm_only (the two plain GEMMs) at 6304 and 50432 rows is {met} "
+                      f"({ratios[0][1]:.2f}x and {ratios[1][1]:.2f}x)", self.text)
+        self.assertIn("fused_epilogue runs as many kernels as gemm_only's 2", self.text)
+        self.assertIn("unfused, unfused_graph and handwritten_epilogue run 2 kernels beyond",
+                      self.text)
+        self.assertIn("1 configuration skipped and 1 failed", self.text)
+        self.assertIn(self.text.splitlines()[0][2:], self.readme)
+
+    def test_graph_and_cublaslt_sentences(self):
+        t = mlp_timings(self.mlp)
+        u, ug = (float(t[(v, 197)]["median_us"]) for v in ("unfused", "unfused_graph"))
+        self.assertIn(f"unfused_graph takes {us(ug)} us against unfused's {us(u)} us", self.text)
+        default = {}
+        every = {}
+        for r in read_rows(self.mlp / "mlp_cublaslt.csv"):
+            if r["version"] != "unfused":
+                continue
+            if "[extra:" not in r["note"]:
+                default[r["batch"]] = float(r["median_us"])
+            elif "--heuristic-every-call" in r["note"]:
+                every[r["batch"]] = float(r["median_us"])
+        self.assertIn(f"With the GEMM heuristic queried on every call, the time per call relative "
+                      f"to the default", self.text)
+        self.assertIn(f"unfused {every['1'] / default['1']:.2f}x at batch 1, "
+                      f"{every['8'] / default['8']:.2f}x at batch 8", self.text)
+
+
+class MlpSideHeadline(unittest.TestCase):
+    """README's MLP line comes from the sitting whose fastest fp16 version is fastest relative to
+    its own gemm_only: here a side experiment (mlp_cutlass) beside the run's sweep."""
+
+    def test_side_experiment_wins_the_headline(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            run = synthetic.write_mlp_run(results / "b_mlp")
+            rows = [r for r in read_rows(run / "mlp.csv") if r["status"] == "ok" and r["hidden"] == "768"
+                    and int(r["batch"]) * int(r["tokens"]) == 50432 and r["version"] == "gemm_only"]
+            self.assertTrue(rows)
+            side = run / "mlp_cutlass"
+            side.mkdir()
+            gemm = rows[0]
+            fast = dict(gemm, version="half_gelu_epilogue", median_us=str(float(gemm["median_us"]) * 1.001))
+            slow = dict(gemm, version="fp8_tensor", median_us=str(float(gemm["median_us"]) * 0.6))
+            with open(side / "mlp_cutlass.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(gemm))
+                w.writeheader()
+                w.writerows([gemm, fast, slow])
+            line = headline_line(self, results, Path(d) / "out", "MLP")
+            # fp8_tensor (faster still) is not an fp16 MLP: the line names half_gelu_epilogue.
+            self.assertIn("| half_gelu_epilogue:", line)
+            self.assertIn("[`b_mlp/mlp_cutlass`](experiments/results/b_mlp/mlp_cutlass/) (side experiment)", line)
+
+
+class MlpTargetsSitting(unittest.TestCase):
+    """A newer MLP run that times only the target rows (every version, FP8 included) beside an
+    older full sweep on the same GPU: the section's tables, targets and README line come from
+    the newer run, its figures over batch and width from the older one, named in the captions;
+    the fp16 targets are judged on the fp16 versions, not on a faster FP8 one."""
+
+    def test_targets_run_beside_an_older_sweep(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            synthetic.write_mlp_run(results / "a_sweep", utc="2025-11-20T12:00:00Z")
+            model = dict(synthetic.MLP_MODEL, half_gelu_epilogue=(3.0, 1.01, 0.0, 2),
+                         fp8_cutlass=(3.0, 0.6, 0.0, 3))
+            synthetic.write_mlp_run(results / "b_targets", utc="2025-11-27T12:00:00Z", model=model,
+                                    batches=(32, 256), image_sizes=(224,), widths=(), cublaslt=False,
+                                    autotune=False, pingpong=False, with_status_rows=False)
+            # A luckier side sitting of a version the newer run timed: not the README's line.
+            side = results / "a_sweep" / "mlp_cutlass"
+            side.mkdir()
+            gemm = next(r for r in read_rows(results / "a_sweep" / "mlp.csv")
+                        if r["version"] == "gemm_only" and r["hidden"] == "768" and r["status"] == "ok"
+                        and int(r["batch"]) * int(r["tokens"]) == 50432)
+            with open(side / "mlp_cutlass.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(gemm))
+                w.writeheader()
+                w.writerows([gemm, dict(gemm, version="half_gelu_epilogue", median_us=gemm["median_us"])])
+            out = Path(d) / "out"
+            line = headline_line(self, results, out, "MLP")
+            self.assertIn("| half_gelu_epilogue:", line)
+            self.assertIn("[`b_targets`](experiments/results/b_targets/)", line)
+            readme = (out / "README.md").read_text()
+            caption = next(l for l in readme.splitlines() if l.startswith("*Figure: MLP (hidden 768, mlp 3072) median time"))
+            self.assertIn("From the sweep of run folder a_sweep (b_targets times only the target rows)", caption)
+            self.assertNotIn("Table `mlp_widths` not produced", readme)
+            self.assertIn("a_sweep/mlp_pingpong", readme)
+            text = (out / "text" / "mlp_findings.md").read_text()
+            self.assertIn("The target of the fastest fused version (half_gelu_epilogue) costing at most 1.05x", text)
+            self.assertIn("the fastest MLP version is fp8_cutlass", text)
+            self.assertIn("fp8_cutlass runs 1 kernel beyond gemm_only's 2: the pass that quantizes x", text)
+
+
+class MlpTargetMissed(unittest.TestCase):
+    def test_sentences_follow_data(self):
+        with tempfile.TemporaryDirectory() as d:
+            # fused_epilogue 1.5x the GEMMs: slower than PyTorch's graph and over 1.05x.
+            model = dict(synthetic.MLP_MODEL, fused_epilogue=(3.2, 1.5, 0.0, 3))
+            run = synthetic.write_mlp_run(Path(d) / "r", model=model, batches=(1, 32, 256),
+                                          image_sizes=(224,), widths=(), cublaslt=False,
+                                          with_status_rows=False)
+            res = build("--run", run, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            out = Path(d) / "out"
+            text = (out / "text" / "mlp_findings.md").read_text()
+            t = mlp_timings(run)
+            f, g = (float(t[(v, 50432)]["median_us"]) for v in ("fused_epilogue",
+                                                                 "pytorch_mlp_graph"))
+            self.assertGreater(f, g)
+            self.assertIn(f"{formatting.faster_or_slower(g / f)} than the PyTorch MLP replayed", text)
+            self.assertIn("(the stricter anchor) at 6304 and 50432 rows is not met.", text)
+            r = [float(t[("fused_epilogue", n)]["median_us"]) / float(t[("gemm_only", n)]
+                                                                   ["median_us"])
+                 for n in (6304, 50432)]
+            self.assertIn(f"at 6304 and 50432 rows is not met ({r[0]:.2f}x and {r[1]:.2f}x)",
+                          text)
+            self.assertIn("fused_epilogue runs 1 kernel beyond gemm_only's 2: cuBLASLt ran at "
+                          "least one extra kernel", text)
+            self.assertIn("Every configuration passed the correctness check", text)
+            readme = (out / "README.md").read_text()
+            self.assertIn("*Table `mlp_widths` not produced: this run times only hidden 768", readme)
+            self.assertIn("*Table `mlp_cublaslt` not produced: this run has no rows", readme)
+            self.assertRegex(readme, r"No committed run yet: .* family `layernorm`")
+
+
+if __name__ == "__main__":
+    unittest.main()

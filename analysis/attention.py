@@ -18,15 +18,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import plots
-from studylib import catalog, formatting, notebook, paths, rundata
 import studylib
+from analysis import plots
+from studylib import catalog, formatting, paths, rundata
 
-ctx = notebook.notebook_context("attention", globals())
-run = ctx.run
-prov = ctx.provenance()              # captions: every run id and commit
-tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-plots.apply_style()
+ctx, run, prov, tprov = plots.open_notebook("attention", globals())
 
 HEADS, HEAD_DIM = 12, 64          # ViT-B; the attention targets' shapes (docs/method.md)
 KEY_BATCH = 32                    # the batch of the targets

@@ -33,17 +33,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from studylib import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
-from analysis import plots
-from studylib import catalog, formatting, notebook, paths, run_folder, rundata, specs
 import studylib
+from analysis import plots
+from studylib import catalog, formatting, paths, run_folder, rundata, specs
+from studylib import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
 from studylib.schema import MODELS  # name -> (hidden, heads, depth)
 
-ctx = notebook.notebook_context("encoder", globals())
-run = ctx.run
-prov = ctx.provenance()              # captions: every run id and commit
-tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-plots.apply_style()
+ctx, run, prov, tprov = plots.open_notebook("encoder", globals())
 
 KEY_MODEL, KEY_IMAGE = "vit_b", 224   # the study's targets are set at ViT-B/16, 224 px
 KEY_BATCHES = (1, 32, 256)

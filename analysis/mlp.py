@@ -23,13 +23,9 @@ import pandas as pd
 from types import SimpleNamespace
 
 from analysis import plots
-from studylib import catalog, formatting, notebook, rundata
+from studylib import catalog, formatting, rundata
 
-ctx = notebook.notebook_context("mlp", globals())
-run = ctx.run
-prov = ctx.provenance()              # captions: every run id and commit
-tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-plots.apply_style()
+ctx, run, prov, tprov = plots.open_notebook("mlp", globals())
 
 HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
 KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes

@@ -24,14 +24,10 @@ import numpy as np
 import pandas as pd
 
 from analysis import plots
-from studylib import catalog, formatting, notebook, rundata
+from studylib import catalog, formatting, rundata
 
 FAMILY = "patch_embed"
-ctx = notebook.notebook_context(FAMILY, globals())
-run = ctx.run
-prov = ctx.provenance()              # captions: every run id and commit
-tprov = ctx.title_provenance()       # titles: GPU, run folder, commit
-plots.apply_style()
+ctx, run, prov, tprov = plots.open_notebook(FAMILY, globals())
 
 CPU, V1, V2 = "cpu_baseline", "v1_single_channel", "v2_unified_channel"
 V3, V3G, V4 = "v3_streams", "v3_streams_graph", "v4_one_copy"

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from studylib.catalog import is_anchor, is_library
+from studylib import notebook
 from studylib.notebook import FIGURE_DPI
 
 # Own versions: distinguishable colours in ladder order; red is kept for the library version
@@ -283,3 +284,14 @@ def titled(fig, what: str, provenance: str):
     import textwrap
     lines = [w for line in provenance.splitlines() for w in textwrap.wrap(line, TITLE_CHARS) or [""]]
     fig.suptitle("\n".join([what, *lines]), fontsize=9)
+
+
+def open_notebook(family: str, namespace: dict):
+    """A family notebook's first cell: its context (report/build.py's, or one built from the
+    notebook's own command line) with the plot style applied. Returns the context, its run, and
+    the provenance for captions (every run id and commit) and for titles (GPU, run folder,
+    commit)."""
+    ctx = notebook.notebook_context(family, namespace)
+    apply_style()
+    return ctx, ctx.run, ctx.provenance(), ctx.title_provenance()
+

@@ -14,11 +14,11 @@ from pathlib import Path
 ROOMS = ("analysis", "experiments", "sbatch", "report")
 FLOOR = "studylib"
 MAX_LINES = 700
-# Files still over MAX_LINES, with their length when the limit came in: they may only shrink.
+# Files still over MAX_LINES, with their length now: they may only shrink (lower the number as they do).
 SPLIT_PENDING = {
-    "analysis/encoder.py": 1807,
-    "analysis/mlp.py": 1042,
-    "analysis/patch_embed.py": 867,
+    "analysis/encoder.py": 1795,
+    "analysis/mlp.py": 1036,
+    "analysis/patch_embed.py": 860,
 }
 # The one place that may put a folder on sys.path: the anchors' offline install of the torchao
 # wheel into a temporary site folder on a GPU node without network (a package, not the study).

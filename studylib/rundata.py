@@ -389,7 +389,7 @@ def sweep_run(run: Run, family: str, min_shapes: int = 3) -> Run:
     return max(others, key=lambda r: (r.newest_utc(family), r.name)) if others else run
 
 
-# The sweep runner's tag of a multi-round sweep (experiments/sweep/ --rounds): each row
+# The sweep runner's tag of a multi-round sweep (python3 -m experiments.sweep --rounds): each row
 # of round k ends its note with "[round: k]"; a row without it is round 1.
 ROUND_RE = re.compile(r"\[round: (\d+)\]")
 

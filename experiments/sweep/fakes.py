@@ -137,7 +137,7 @@ FAKE_SERVER = textwrap.dedent('''\
 
 class SweepCase(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="test_run_sweep_")
+        self.tmp = tempfile.TemporaryDirectory(prefix="test_sweep_")
         self.dir = Path(self.tmp.name)
         self.build = self.dir / "build"
         (self.build / "stages" / "fake").mkdir(parents=True)

@@ -37,6 +37,7 @@ from collections import Counter
 from pathlib import Path
 
 from studylib import run_folder
+from studylib.paths import with_checkout_on_path
 from studylib.specs import SpecError, UsageError, command_for, expand, find_spec, load_spec
 from studylib.progress import hms
 
@@ -156,7 +157,7 @@ def main(argv=None) -> int:
             timeout = args.timeout or spec["timeout_s"]
             cmd, _ = command_for(cfg, spec, "", args.python)
             cmd += cfg.args(str(Path(scratch) / f"gpu{gpu}.csv"), 0)
-            env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices[gpu]}
+            env = with_checkout_on_path({**os.environ, "CUDA_VISIBLE_DEVICES": devices[gpu]})
             t0 = time.monotonic()
             try:
                 res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

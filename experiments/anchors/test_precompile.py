@@ -29,6 +29,7 @@ FAKE = textwrap.dedent('''\
     time.sleep(0.3)
     with open(os.environ["FAKE_LOG"], "a") as f:
         f.write(json.dumps({"argv": sys.argv[1:], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                            "pythonpath": os.environ.get("PYTHONPATH", ""),
                             "start": start, "end": time.time()}) + "\\n")
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache and os.environ.get("FAKE_GENERATES"):  # a generated forward, as Inductor writes one
@@ -89,6 +90,8 @@ class Precompile(unittest.TestCase):
                          ["32", "32"])
         for c in calls:
             a = c["argv"]
+            # The anchor scripts import the study's package: the checkout comes first on their path.
+            self.assertEqual(c["pythonpath"].split(os.pathsep)[0], str(REPO))
             self.assertEqual(a[a.index("--warmup") + 1], "0")
             self.assertEqual(a[a.index("--iters") + 1], "1")
             self.assertEqual(a[a.index("--device") + 1], "0")

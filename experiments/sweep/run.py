@@ -26,7 +26,7 @@ from pathlib import Path
 
 from experiments.sweep.process import AnchorWorker, Terminated, _on_signal, run_config, runner_row, with_extra_note
 from studylib import run_folder
-from studylib.paths import REPO
+from studylib.paths import REPO, with_checkout_on_path
 from studylib.progress import hms
 from studylib.row_file import Output, read_csv
 from studylib.specs import (EXIT_FAILED_ROWS, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, SpecError, UsageError,
@@ -172,10 +172,8 @@ def main(argv=None):
         datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         + "-" + socket.gethostname())
     commit = os.environ.get("STUDY_COMMIT") or git_commit()
-    # The anchor scripts import the study's package by name: the checkout on their path.
-    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, STUDY_RUN_ID=run_id, STUDY_COMMIT=commit,
-               STUDY_SWEEP_DEVICE=str(args.device), PYTHONPATH=pythonpath)
+    env = with_checkout_on_path(dict(os.environ, STUDY_RUN_ID=run_id, STUDY_COMMIT=commit,
+                                     STUDY_SWEEP_DEVICE=str(args.device)))
     prov = {"run_id": run_id, "commit": commit, "host": socket.gethostname()}
     if commit.endswith("-dirty"):
         print(f"warning: this checkout has uncommitted changes, so every row will name {commit}: "

@@ -33,6 +33,7 @@ from studylib.specs import (EXIT_FAILED_ROWS, EXIT_INCOMPLETE, EXIT_OK, EXIT_USA
                             NO_DEVICE, STATUSES, estimate_device_bytes, extra_text, find_spec, load_spec,
                             output_name, row_key, select_configs)
 
+
 @dataclass
 class Sweep:
     """What one sweep runs and where its rows go, as main() resolved it from the command line
@@ -195,7 +196,8 @@ def main(argv=None):
           f"{len(todo)} to run; run {run_id}, commit {commit}", flush=True)
     signal.signal(signal.SIGTERM, _on_signal)  # Slurm's time limit / scancel: stop cleanly
     try:
-        return sweep(Sweep(args, spec, todo, commands, env, prov, timeout_s, budget, out))
+        return sweep(Sweep(args=args, spec=spec, todo=todo, commands=commands, env=env, prov=prov,
+                           timeout_s=timeout_s, budget=budget, out=out))
     finally:
         if args.run_dir:   # the folder's README summarizes its CSVs, even after a stop
             try:

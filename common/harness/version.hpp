@@ -32,6 +32,26 @@ struct VersionRecord {
   double (*host_sync_count)(const Problem&) = nullptr;
 
   std::string why_unavailable() const { return unavailable ? unavailable() : std::string(); }
+
+  // A version that cannot run inside a CUDA graph: its counts, and the bench's work budget.
+  void not_capturable(double (*launches)(const Problem&), double (*host_syncs)(const Problem&),
+                      double max_work) {
+    capturable = false;
+    launch_count = launches;
+    host_sync_count = host_syncs;
+    bench_max_work = max_work;
+  }
 };
+
+// A family's Version with the three fields every version sets, the others at their defaults:
+//   Version v = study::make_version<Version>("v6_implicit_gemm", supports, launch);
+template <class V>
+V make_version(const char* name, decltype(V::supports) supports, decltype(V::launch) launch) {
+  V v{};
+  v.name = name;
+  v.supports = supports;
+  v.launch = launch;
+  return v;
+}
 
 }  // namespace study

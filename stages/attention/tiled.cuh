@@ -333,3 +333,16 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream, const char* na
 }
 
 }  // namespace attention::tiled
+
+// A tiled version is one instantiation of the kernel above, so its kernel.cu is one line:
+//   STUDY_TILED_VERSION(v4_multiwarp, 4, Vector, Wmma, Transposed)
+#define STUDY_TILED_VERSION(NAME, WARPS, LOADS, SCORES, K_LAYOUT)                                  \
+  namespace attention {                                                                          \
+  namespace {                                                                                    \
+  void launch_##NAME(const Problem& p, const Args& a, cudaStream_t stream) {                    \
+    tiled::launch<WARPS, tiled::Loads::LOADS, tiled::Scores::SCORES, tiled::KLayout::K_LAYOUT>(   \
+        p, a, stream, #NAME);                                                                    \
+  }                                                                                              \
+  }                                                                                              \
+  extern const Version NAME{#NAME, check_tiled, launch_##NAME};                                  \
+  }

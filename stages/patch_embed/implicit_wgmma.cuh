@@ -173,10 +173,7 @@ void launch_balanced(const char* version, const Problem& pr, const Args& a, cuda
 
 // The record of a Hopper-only version of this kernel.
 inline Version version_record(const char* name, void (*launch)(const Problem&, const Args&, cudaStream_t)) {
-  Version v{};
-  v.name = name;
-  v.supports = supports;
-  v.launch = launch;
+  Version v = study::make_version<Version>(name, supports, launch);
   v.unavailable = sm90::wgmma_unavailable;
   return v;
 }

@@ -89,6 +89,17 @@ void staged(const Problem& p, const Args& a, cudaStream_t stream) {
   kCompute(p, a, stream);
 }
 
+// Such a version's record: launch runs both stages; scratch holds what preprocessing writes.
+template <StageFn kPreprocess, StageFn kCompute>
+Version staged_version(const char* name, std::string (*supports)(const Problem&),
+                       std::size_t (*scratch)(const Problem&)) {
+  Version v = study::make_version<Version>(name, supports, staged<kPreprocess, kCompute>);
+  v.scratch = scratch;
+  v.preprocess = kPreprocess;
+  v.compute = kCompute;
+  return v;
+}
+
 // All versions in ladder order; find_version throws StudyError(Usage) for an unknown name.
 const std::vector<Version>& versions();
 const Version& find_version(const std::string& name);

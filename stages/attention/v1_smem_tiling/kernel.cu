@@ -3,16 +3,4 @@
 // tile loader gives consecutive threads consecutive rows, one element each: uncoalesced.
 #include "attention/tiled.cuh"
 
-namespace attention {
-namespace {
-
-void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  using namespace tiled;
-  tiled::launch<1, Loads::Scalar, Scores::Simt, KLayout::Rows>(p, a, stream, "v1_smem_tiling");
-}
-
-}  // namespace
-
-extern const Version v1_smem_tiling{"v1_smem_tiling", check_tiled, launch};
-
-}  // namespace attention
+STUDY_TILED_VERSION(v1_smem_tiling, 1, Scalar, Simt, Rows)

@@ -3,16 +3,4 @@
 // global loads are strided again. P V stays on CUDA cores.
 #include "attention/tiled.cuh"
 
-namespace attention {
-namespace {
-
-void launch(const Problem& p, const Args& a, cudaStream_t stream) {
-  using namespace tiled;
-  tiled::launch<1, Loads::Vector, Scores::Wmma, KLayout::Transposed>(p, a, stream, "v3_wmma");
-}
-
-}  // namespace
-
-extern const Version v3_wmma{"v3_wmma", check_tiled, launch};
-
-}  // namespace attention
+STUDY_TILED_VERSION(v3_wmma, 1, Vector, Wmma, Transposed)

@@ -66,19 +66,13 @@ double no_launches(const Problem&) { return 0; }
 }  // namespace
 
 extern const Version cpu_baseline = [] {
-  Version v{};
-  v.name = "cpu_baseline";
-  v.supports = supports;
-  v.launch = launch;
-  v.capturable = false;
-  v.launch_count = no_launches;
-  v.host_sync_count = no_launches;
+  Version v = study::make_version<Version>("cpu_baseline", supports, launch);
+  // About 1-2 G multiply-adds per second on one core: batch 256 at 224 px (3.0e10) takes
+  // tens of seconds per call, which the bench still times (with few repeats); more is skipped.
+  v.not_capturable(no_launches, no_launches, 3.2e10);
   v.on_host = true;
   v.work_unit = "multiply-adds";
   v.work = macs;
-  // About 1-2 G multiply-adds per second on one core: batch 256 at 224 px (3.0e10) takes
-  // tens of seconds per call, which the bench still times (with few repeats); more is skipped.
-  v.bench_max_work = 3.2e10;
   return v;
 }();
 

@@ -118,10 +118,7 @@ void launch(const Problem& p, const Args& a, cudaStream_t stream) {
 }  // namespace
 
 extern const Version cudnn = [] {
-  Version v{};
-  v.name = "cudnn";
-  v.supports = supports;
-  v.launch = launch;
+  Version v = study::make_version<Version>("cudnn", supports, launch);
   v.scratch = scratch;
   v.unavailable = study::cudnn_unavailable;
   return v;
@@ -136,10 +133,7 @@ extern const Version cudnn = [] {
 namespace patch_embed {
 using NotBuilt = study::CudnnNotBuilt<Problem, Args>;
 extern const Version cudnn = [] {
-  Version v{};
-  v.name = "cudnn";
-  v.supports = NotBuilt::supports;
-  v.launch = NotBuilt::launch;
+  Version v = study::make_version<Version>("cudnn", NotBuilt::supports, NotBuilt::launch);
   v.unavailable = [] { return NotBuilt::supports(Problem{}); };
   return v;
 }();

@@ -66,16 +66,11 @@ double launches(const Problem& p) {
 }  // namespace
 
 extern const Version v1_single_channel = [] {
-  Version v{};
-  v.name = "v1_single_channel";
-  v.supports = supports;
-  v.launch = launch;
-  v.capturable = false;  // host syncs inside, and millions of launches at ViT sizes
-  v.launch_count = launches;
-  v.host_sync_count = launches;  // one after every launch
+  Version v = study::make_version<Version>("v1_single_channel", supports, launch);
+  // Host syncs inside (one after every launch), and millions of launches at ViT sizes; a launch
+  // plus a host wait costs about 5-10 us: 2e5 launches are a few seconds per call.
+  v.not_capturable(launches, launches, 2e5);
   v.scratch = scratch;
-  // A launch plus a host wait costs about 5-10 us: 2e5 launches are a few seconds per call.
-  v.bench_max_work = 2e5;
   return v;
 }();
 

@@ -39,17 +39,9 @@ double launches(const Problem& p) {
 }  // namespace
 
 extern const Version v2_unified_channel = [] {
-  Version v{};
-  v.name = "v2_unified_channel";
-  v.supports = supports;
-  v.launch = staged<preprocess, compute>;
-  v.capturable = false;  // host syncs inside, and millions of launches at ViT sizes
-  v.launch_count = launches;
-  v.host_sync_count = launches;  // one after every launch
-  v.scratch = scratch;
-  v.preprocess = preprocess;
-  v.compute = compute;
-  v.bench_max_work = 2e5;  // as v1: a launch plus a host wait each
+  Version v = staged_version<preprocess, compute>("v2_unified_channel", supports, scratch);
+  // As v1: host syncs inside (one after every launch), millions of launches at ViT sizes.
+  v.not_capturable(launches, launches, 2e5);
   return v;
 }();
 

@@ -74,19 +74,11 @@ double no_syncs(const Problem&) { return 0; }
 }  // namespace
 
 extern const Version v3_streams = [] {
-  Version v{};
-  v.name = "v3_streams";
-  v.supports = supports;
-  v.launch = v3_enqueue;
-  v.capturable = false;  // capturable in principle, but not at millions of launches
-  v.launch_count = v3_launches;
-  v.host_sync_count = no_syncs;
-  v.scratch = scratch;
-  v.preprocess = v3_preprocess;
-  v.compute = v3_compute;
+  Version v = staged_version<v3_preprocess, v3_compute>("v3_streams", supports, scratch);
+  // Capturable in principle, but not at millions of launches; no host wait per launch: about
+  // 2-4 us each, so 1e6 launches are a few seconds per call.
+  v.not_capturable(v3_launches, no_syncs, 1e6);
   v.multi_stream = true;
-  // No host wait per launch: about 2-4 us each, so 1e6 launches are a few seconds per call.
-  v.bench_max_work = 1e6;
   return v;
 }();
 

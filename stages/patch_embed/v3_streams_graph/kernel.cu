@@ -80,20 +80,14 @@ double no_syncs(const Problem&) { return 0; }
 }  // namespace
 
 extern const Version v3_streams_graph = [] {
-  Version v{};
-  v.name = "v3_streams_graph";
-  v.supports = supports;
-  v.launch = launch;
+  Version v = study::make_version<Version>("v3_streams_graph", supports, launch);
   // A graph launched inside another capture would need a child-graph node; the counts are
   // known anyway: launches are the graph's kernel nodes, replayed by one cudaGraphLaunch.
-  v.capturable = false;
-  v.launch_count = v3_launches;
-  v.host_sync_count = no_syncs;
-  v.scratch = scratch;
-  v.multi_stream = true;
   // Capture and instantiation cost host time and memory per node (about a kilobyte each):
   // 2e5 nodes are seconds to build and a few hundred MB of host memory.
-  v.bench_max_work = 2e5;
+  v.not_capturable(v3_launches, no_syncs, 2e5);
+  v.scratch = scratch;
+  v.multi_stream = true;
   return v;
 }();
 

@@ -92,15 +92,6 @@ void compute(const Problem& p, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version v4_one_copy = [] {
-  Version v{};
-  v.name = "v4_one_copy";
-  v.supports = supports;
-  v.launch = staged<preprocess, compute>;
-  v.scratch = scratch;
-  v.preprocess = preprocess;
-  v.compute = compute;
-  return v;
-}();
+extern const Version v4_one_copy = staged_version<preprocess, compute>("v4_one_copy", supports, scratch);
 
 }  // namespace patch_embed

@@ -56,13 +56,7 @@ void compute(const Problem& p, const Args& a, cudaStream_t stream) {
 }  // namespace
 
 extern const Version v5_im2col_gemm = [] {
-  Version v{};
-  v.name = "v5_im2col_gemm";
-  v.supports = supports;
-  v.launch = staged<preprocess, compute>;
-  v.scratch = scratch;
-  v.preprocess = preprocess;
-  v.compute = compute;
+  Version v = staged_version<preprocess, compute>("v5_im2col_gemm", supports, scratch);
   v.uses_gemm = true;
   return v;
 }();

@@ -131,12 +131,6 @@ void launch(const Problem& pr, const Args& a, cudaStream_t stream) {
 
 }  // namespace
 
-extern const Version v6_implicit_gemm = [] {
-  Version v{};
-  v.name = "v6_implicit_gemm";
-  v.supports = supports;
-  v.launch = launch;
-  return v;
-}();
+extern const Version v6_implicit_gemm = study::make_version<Version>("v6_implicit_gemm", supports, launch);
 
 }  // namespace patch_embed

@@ -27,6 +27,8 @@ BEFORE = REPO / "stages" / "encoder" / "steps_before_redesign.txt"
 TRIED = REPO / "stages" / "encoder" / "TRIED.md"
 RESULTS = REPO / "experiments" / "results"
 KEY_BATCHES = (1, 32, 256)
+# Family versions the old form named for a step whose blocks compute that part themselves.
+NEVER_RAN = {"e9_ln_folded": ("mlp",), "e13_persistent": ("attn", "mlp")}
 
 
 def before() -> dict[str, str]:
@@ -62,7 +64,12 @@ class StepTable(unittest.TestCase):
                 if name not in table:
                     self.assertIn(name, TRIED.read_text(), f"{name} left the table but not for TRIED.md")
                     continue
-                self.assertEqual(steps.parse(table[name]["composition"]), steps.parse(text))
+                measured = steps.parse(text)
+                # The old form named every family version; the table leaves out those the
+                # step's blocks never ran (its runner does not read them: composition.hpp).
+                for field in NEVER_RAN.get(name, ()):
+                    measured[field] = ""
+                self.assertEqual(steps.parse(table[name]["composition"]), measured)
         for name in table:
             if name not in old:  # a step added with the table: its parent's plus its delta
                 self.assertIn(table[name]["parent"], table)
@@ -94,6 +101,9 @@ class StepTable(unittest.TestCase):
                          "pe=a ln=b attn=c mlp=d graph pdl")
         self.assertEqual(steps.note_mix("pe=a ln=b attn=c mlp=d gemms=cutlass (best: x=y) layers=2; z"),
                          "pe=a ln=b attn=c mlp=d gemms=cutlass")
+        self.assertEqual(steps.note_mix("pe=a ln=b blocks=persistent residual=epilogue graph; logits checked"),
+                         "pe=a ln=b blocks=persistent residual=epilogue graph")
+        self.assertEqual(steps.parse("pe=a ln=b attn=c mlp=d attn=none")["attn"], "")
         with self.assertRaises(steps.FormError):
             steps.parse("pe=a ln=b attn=c mlp=d sparkle")
 

@@ -2,10 +2,10 @@
 stages/encoder/steps.cpp and kept current by a CPU test), and the composition text form that the
 bench writes into each row's note and custom version.
 
-The text form (stages/encoder/composition.hpp): space-separated fields, the four family
-versions always (pe= ln= attn= mlp=), then only the fields that differ from their defaults
-(blocks= gemms= buffers= residual= streams= and the switches graph pdl l2_prefetch attn_e4m3
-qkv_e4m3).
+The text form (stages/encoder/composition.hpp): space-separated fields, pe= and ln= always,
+attn= and mlp= where the blocks run a family version of them (`none` in a delta takes one out),
+then only the fields that differ from their defaults (blocks= gemms= buffers= residual= streams=
+and the switches graph pdl l2_prefetch attn_e4m3 qkv_e4m3).
 Rows written before the step table carry older forms, which parse() reads too:
   - custom versions `custom:pe=A,ln=B,attn=C,mlp=D,reuse,graph,streams=N,fused,cutlass,pdl,
     lnfold,cublaslt,split,fp8,attn8,persistent,prefetch` (the arena was on only with `reuse`);
@@ -63,6 +63,8 @@ def parse(text: str) -> dict:
             if value not in ("", "on", "off"):
                 raise FormError(f"{key} takes on or off, not {value!r}")
             c[key] = value != "off"
+        elif key in ("attn", "mlp") and value == "none":
+            c[key] = ""
         elif key in ("pe", "ln", "attn", "mlp") and eq and value:
             c[key] = value
         elif key in CHOICES and value in CHOICES[key]:
@@ -112,7 +114,7 @@ def _parse_legacy_mix(fields: list[str]) -> dict:
 
 def to_string(c: dict) -> str:
     """The text form of a composition dict (fields at their defaults left out)."""
-    out = [f"{k}={c[k]}" for k in ("pe", "ln", "attn", "mlp")]
+    out = [f"{k}={c[k]}" for k in ("pe", "ln", "attn", "mlp") if k in ("pe", "ln") or c[k]]
     for k in ("blocks", "gemms", "buffers", "residual", "graph", "streams", "pdl", "l2_prefetch",
               "attn_e4m3", "qkv_e4m3"):
         if c[k] == DEFAULTS[k]:
@@ -250,7 +252,7 @@ def is_graph_version(version: str) -> bool | None:
     return None
 
 
-NOTE_MIX = re.compile(r"\s*(pe=\S+ ln=\S+ attn=\S+ mlp=\S+(?: (?![a-z_]+:)[a-z0-9_]+(?:=[\w+]+)?)*)")
+NOTE_MIX = re.compile(r"\s*(pe=\S+ ln=\S+(?: attn=\S+)?(?: mlp=\S+)?(?: (?![a-z_]+:)[a-z0-9_]+(?:=[\w+]+)?)*)")
 
 
 def note_mix(note: str) -> str | None:

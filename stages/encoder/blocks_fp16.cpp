@@ -13,7 +13,7 @@ namespace {
 
 class Fp16Blocks final : public BlockRunner {
  public:
-  explicit Fp16Blocks(const RunnerSetup& s) : p_(s.p), c_(s.c), w_(s.w), ln_(s.ln), attn_(s.attn), mlp_(s.mlp) {}
+  explicit Fp16Blocks(const RunnerSetup& s) : p_(s.p), c_(s.c), w_(s.w), ln_(s.ln), attn_(*s.attn), mlp_(*s.mlp) {}
 
   void add_lane(Lane&) override {}
 
@@ -136,11 +136,10 @@ class Fp16Blocks final : public BlockRunner {
 };
 
 std::string supports(const RunnerSetup& s, int) {
-  if (s.c.attention_e4m3 || s.c.qkv_e4m3) return "E4M3 activations around the attention are blocks=fp8's";
   if (s.c.l2_prefetch && !layernorm::carries_prefetch(s.ln))
     return std::string("the L2 prefetch rides on the LayerNorm kernel (Args::prefetch), which layernorm ") +
            s.ln.name + " does not carry";
-  if (s.mlp.fp8) return std::string("mlp ") + s.mlp.name + " takes E4M3 inputs: blocks=fp8 only";
+  if (s.mlp->fp8) return std::string("mlp ") + s.mlp->name + " takes E4M3 inputs: blocks=fp8 only";
   return {};
 }
 
@@ -148,6 +147,7 @@ std::string supports(const RunnerSetup& s, int) {
 
 extern const Runner fp16_runner = {
     Blocks::Fp16,
+    kFieldAttn | kFieldMlp | kFieldGemms | kFieldResidual | kFieldPdl | kFieldL2Prefetch,
     [] { return std::string(); },
     supports,
     [](const Problem&, const Composition&, int) { return 0.0; },

@@ -23,7 +23,7 @@ using Cal = Fp8Calibration;
 
 class Fp8Blocks final : public BlockRunner {
  public:
-  explicit Fp8Blocks(const RunnerSetup& s) : p_(s.p), c_(s.c), w_(s.w), attn_(s.attn), mlp_(s.mlp) {
+  explicit Fp8Blocks(const RunnerSetup& s) : p_(s.p), c_(s.c), w_(s.w), attn_(*s.attn), mlp_(*s.mlp) {
     const Cal& cal = w_.fp8_calibration;
     if (static_cast<int>(cal.amax.size()) != p_.model.layers)
       throw study::StudyError(study::ErrorKind::Usage,
@@ -191,14 +191,13 @@ class Fp8Blocks final : public BlockRunner {
 
 std::string supports(const RunnerSetup& s, int) {
   const int D = s.p.model.hidden;
-  if (!s.mlp.fp8) return std::string("an FP8 forward needs an FP8 MLP version, not ") + s.mlp.name;
+  if (!s.mlp->fp8) return std::string("an FP8 forward needs an FP8 MLP version, not ") + s.mlp->name;
   if (s.c.qkv_e4m3 && !s.c.attention_e4m3)
     return "an attention reading E4M3 (qkv_e4m3) writes E4M3 too: it needs attn_e4m3";
-  if (s.c.qkv_e4m3 && !s.attn.launch_e4m3_qkv)
-    return std::string("an E4M3 QKV needs an attention version that reads it, not ") + s.attn.name;
-  if (s.c.attention_e4m3 && !s.c.qkv_e4m3 && !s.attn.launch_e4m3)
-    return std::string("an E4M3 attention output needs an attention version that writes E4M3, not ") + s.attn.name;
-  if (s.c.l2_prefetch) return "its LayerNorm writes E4M3 and carries no L2 prefetch";
+  if (s.c.qkv_e4m3 && !s.attn->launch_e4m3_qkv)
+    return std::string("an E4M3 QKV needs an attention version that reads it, not ") + s.attn->name;
+  if (s.c.attention_e4m3 && !s.c.qkv_e4m3 && !s.attn->launch_e4m3)
+    return std::string("an E4M3 attention output needs an attention version that writes E4M3, not ") + s.attn->name;
   if (s.c.gemms == Gemms::Cutlass)
     return "its GEMMs are cuBLASLt's FP8 GEMMs (gemms=cublaslt) or the CUTLASS layer's with cuBLASLt a candidate "
            "(gemms=cutlass+cublaslt)";
@@ -222,6 +221,7 @@ double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
 
 extern const Runner fp8_runner = {
     Blocks::Fp8,
+    kFieldAttn | kFieldMlp | kFieldGemms | kFieldResidual | kFieldPdl | kFieldAttnE4m3 | kFieldQkvE4m3,
     [] { return f8::unavailable(); },
     supports,
     extra_device_bytes,

@@ -16,7 +16,7 @@ namespace cg = study::cutlass_gemm;
 
 class LnFoldedBlocks final : public BlockRunner {
  public:
-  explicit LnFoldedBlocks(const RunnerSetup& s) : p_(s.p), c_(s.c), w_(s.w), attn_(s.attn) {
+  explicit LnFoldedBlocks(const RunnerSetup& s) : p_(s.p), c_(s.c), w_(s.w), attn_(*s.attn) {
     const int D = p_.model.hidden;
     for (const BlockView& v : w_.blocks)
       folded_.push_back({fold(v.qkv_w, v.qkv_b, v.ln1_g, v.ln1_b, 3 * D, D),
@@ -107,8 +107,6 @@ class LnFoldedBlocks final : public BlockRunner {
 
 std::string supports(const RunnerSetup& s, int) {
   if (s.c.gemms == Gemms::Cublaslt) return "a folded LayerNorm runs on the CUTLASS GEMM layer only (gemms=cutlass)";
-  if (s.c.l2_prefetch) return "no LayerNorm kernel is left to carry the L2 prefetch";
-  if (s.c.attention_e4m3 || s.c.qkv_e4m3) return "E4M3 activations around the attention are blocks=fp8's";
   if (s.p.model.hidden % 8 || s.p.model.hidden > 1024)
     return "the row statistics need hidden a multiple of 8 and at most 1024, not " + std::to_string(s.p.model.hidden);
   return {};
@@ -124,6 +122,7 @@ double extra_device_bytes(const Problem& p, const Composition&, int) {
 
 extern const Runner fp16_ln_folded_runner = {
     Blocks::Fp16LnFolded,
+    kFieldAttn | kFieldGemms | kFieldResidual | kFieldPdl,
     [] { return study::cutlass_gemm::unavailable(); },
     supports,
     extra_device_bytes,

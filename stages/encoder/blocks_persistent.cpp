@@ -33,9 +33,7 @@ class PersistentBlocks final : public BlockRunner {
 };
 
 std::string supports(const RunnerSetup& s, int lane_batch) {
-  if (s.c.gemms != Gemms::Cublaslt || s.c.pdl || s.c.l2_prefetch || s.c.attention_e4m3 || s.c.qkv_e4m3)
-    return "the persistent kernel computes the blocks itself: no CUTLASS GEMMs, PDL, L2 prefetch or E4M3 attention "
-           "with it";
+  if (!s.c.residual_epilogue) return "the persistent kernel adds the residual in its GEMM epilogues (residual=epilogue)";
   return persistent::refuses(s.p, lane_batch);
 }
 
@@ -47,6 +45,7 @@ double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
 
 extern const Runner persistent_runner = {
     Blocks::Persistent,
+    kFieldResidual,  // the persistent kernel computes every part of the blocks itself
     persistent::unavailable,
     supports,
     extra_device_bytes,

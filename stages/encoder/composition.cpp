@@ -15,6 +15,22 @@ const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
 const std::pair<Gemms, const char*> kGemms[] = {
     {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
 
+struct FieldName {
+  Field field;
+  const char* written;
+  const char* what;
+};
+const FieldName kFieldNames[] = {
+    {kFieldAttn, "attn=", "an attention version"},
+    {kFieldMlp, "mlp=", "an MLP version"},
+    {kFieldGemms, "gemms=", "where the QKV and projection GEMMs run"},
+    {kFieldResidual, "residual=epilogue", "the residual added in the projection's epilogue"},
+    {kFieldPdl, "pdl", "programmatic dependent launch"},
+    {kFieldL2Prefetch, "l2_prefetch", "the next block's weights requested into L2"},
+    {kFieldAttnE4m3, "attn_e4m3", "an E4M3 attention output"},
+    {kFieldQkvE4m3, "qkv_e4m3", "an E4M3 QKV"},
+};
+
 [[noreturn]] void refuse(const std::string& what) {
   throw study::StudyError(study::ErrorKind::Usage, "composition: " + what);
 }
@@ -49,9 +65,28 @@ const char* name(Gemms g) {
   return "?";
 }
 
+std::string describe(Field f) {
+  for (const auto& n : kFieldNames)
+    if (n.field == f) return std::string(n.written) + " (" + n.what + ")";
+  return "?";
+}
+
+unsigned fields_set(const Composition& c) {
+  const Composition d;
+  const std::pair<bool, Field> set[] = {
+      {!c.attention.empty(), kFieldAttn}, {!c.mlp.empty(), kFieldMlp},   {c.gemms != d.gemms, kFieldGemms},
+      {c.residual_epilogue, kFieldResidual}, {c.pdl, kFieldPdl},          {c.l2_prefetch, kFieldL2Prefetch},
+      {c.attention_e4m3, kFieldAttnE4m3},   {c.qkv_e4m3, kFieldQkvE4m3}};
+  unsigned fields = 0;
+  for (const auto& [on, f] : set) fields |= on ? f : 0u;
+  return fields;
+}
+
 std::string Composition::to_string() const {
   const Composition d;
-  std::string s = "pe=" + patch_embed + " ln=" + layernorm + " attn=" + attention + " mlp=" + mlp;
+  std::string s = "pe=" + patch_embed + " ln=" + layernorm;
+  if (!attention.empty()) s += " attn=" + attention;
+  if (!mlp.empty()) s += " mlp=" + mlp;
   if (blocks != d.blocks) s += std::string(" blocks=") + name(blocks);
   if (gemms != d.gemms) s += std::string(" gemms=") + name(gemms);
   if (per_layer_buffers) s += " buffers=per_layer";
@@ -71,14 +106,16 @@ Composition apply(Composition c, const std::string& text) {
   while (in >> field) {
     const auto eq = field.find('=');
     const std::string key = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
-    auto version = [&](std::string& v) {
-      if (value.empty()) refuse(key + " needs a version name");
-      v = value;
+    // attn=none and mlp=none: the blocks compute that part themselves (a step's delta on a parent
+    // that named a version).
+    auto version = [&](std::string& v, bool may_be_none) {
+      if (value.empty()) refuse(key + " needs a version name" + (may_be_none ? " or none" : ""));
+      v = may_be_none && value == "none" ? "" : value;
     };
-    if (key == "pe") version(c.patch_embed);
-    else if (key == "ln") version(c.layernorm);
-    else if (key == "attn") version(c.attention);
-    else if (key == "mlp") version(c.mlp);
+    if (key == "pe") version(c.patch_embed, false);
+    else if (key == "ln") version(c.layernorm, false);
+    else if (key == "attn") version(c.attention, true);
+    else if (key == "mlp") version(c.mlp, true);
     else if (key == "blocks") c.blocks = lookup(kBlocks, key, value);
     else if (key == "gemms") c.gemms = lookup(kGemms, key, value);
     else if (key == "buffers") {

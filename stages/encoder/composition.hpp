@@ -2,8 +2,9 @@
 // whole forward. Every encoder step (steps.hpp) is one Composition; a custom mix is another.
 //
 // One text form serves the step table, the bench's CSV rows and --help, and the analysis
-// (analysis/steps.py reads it back): space-separated fields in a fixed order, the four family
-// versions always, every other field only where it differs from its default:
+// (studylib/steps.py reads it back): space-separated fields in a fixed order, pe= and ln= always,
+// attn= and mlp= where the blocks run a family version of them, every other field only where it
+// differs from its default:
 //   pe=v10_round_tiles ln=v5_unrolled attn=v9_softmax_overlap mlp=fastest_epilogue
 //   gemms=cutlass+cublaslt residual=epilogue graph pdl l2_prefetch
 // A switch is written as its bare name when on (`graph`), or as `graph=on|off`.
@@ -27,8 +28,24 @@ enum class Gemms {
   CutlassCublaslt,  // the same search with cuBLASLt one more candidate: the faster per shape
 };
 
+// The fields a block runner may read (Runner::reads). The forward itself reads pe, ln (at least
+// the final LayerNorm's), blocks, buffers, graph and streams; every other field that is set away
+// from its default (a version: named at all) must be one its runner reads, so that a composition
+// names only what runs.
+enum Field : unsigned {
+  kFieldAttn = 1u << 0,        // attn=
+  kFieldMlp = 1u << 1,         // mlp=
+  kFieldGemms = 1u << 2,       // gemms=
+  kFieldResidual = 1u << 3,    // residual=
+  kFieldPdl = 1u << 4,         // pdl
+  kFieldL2Prefetch = 1u << 5,  // l2_prefetch
+  kFieldAttnE4m3 = 1u << 6,    // attn_e4m3
+  kFieldQkvE4m3 = 1u << 7,     // qkv_e4m3
+};
+
 struct Composition {
-  std::string patch_embed, layernorm, attention, mlp;
+  std::string patch_embed, layernorm;
+  std::string attention, mlp;  // empty where the runner computes that part itself (blocks=persistent)
   Blocks blocks = Blocks::Fp16;
   Gemms gemms = Gemms::Cublaslt;
   bool per_layer_buffers = false;  // a fresh buffer for every intermediate of every layer (no arena)
@@ -51,6 +68,11 @@ struct Composition {
   bool operator!=(const Composition& o) const { return !(*this == o); }
   std::string to_string() const;
 };
+
+// The runner fields (Field) that c sets: a version named, a switch or choice off its default.
+unsigned fields_set(const Composition& c);
+// How a field is written and what it is: "attn_e4m3 (an E4M3 attention output)".
+std::string describe(Field f);
 
 // The fields of `text` applied on top of `base` (a step's delta on its parent's composition; a
 // whole composition on Composition{}). Throws StudyError(Usage) naming an unknown field or value.

@@ -19,8 +19,8 @@ struct Forward::Impl {
   const DeviceWeights& w;
   const patch_embed::Version& pe;
   const layernorm::Version& ln;
-  const attention::Version& attn;
-  const mlp::Version& mlp;
+  const attention::Version* attn;  // null where the blocks compute the attention themselves
+  const mlp::Version* mlp;         // and the MLP
   std::vector<Lane> lanes;
   std::unique_ptr<BlockRunner> blocks;
   Marks marks;
@@ -35,8 +35,9 @@ struct Forward::Impl {
       : p(prob), c(comp), w(weights),
         pe(patch_embed::find_version(comp.patch_embed)),
         ln(layernorm::find_version(comp.layernorm)),
-        attn(attention::find_version(comp.attention)),
-        mlp(mlp::find_version(comp.mlp)) {
+        attn(comp.attention.empty() ? nullptr : &attention::find_version(comp.attention)),
+        mlp(comp.mlp.empty() ? nullptr : &mlp::find_version(comp.mlp)) {
+    if (auto why = check_fields(c); !why.empty()) refuse(why);
     if (auto why = check_problem(p); !why.empty()) refuse(why);
     if (static_cast<int>(w.blocks.size()) != p.model.layers)
       refuse("weights have " + std::to_string(w.blocks.size()) + " blocks, the model " +
@@ -97,8 +98,8 @@ struct Forward::Impl {
         {std::string("patch_embed ") + pe.name, pe.supports(l.pe)},
         {std::string("layernorm ") + ln.name, ln.supports(l.ln)},
         {std::string("layernorm ") + ln.name + " (final, cls rows)", ln.supports(l.ln_final)},
-        {std::string("attention ") + attn.name, attn.supports(l.attn)},
-        {std::string("mlp ") + mlp.name, mlp.supports(l.mlp)},
+        {std::string("attention ") + (attn ? attn->name : ""), attn ? attn->supports(l.attn) : ""},
+        {std::string("mlp ") + (mlp ? mlp->name : ""), mlp ? mlp->supports(l.mlp) : ""},
     };
     for (const auto& [who, why] : answers)
       if (!why.empty()) refuse(who + " refuses batch " + std::to_string(l.batch) + ": " + why);
@@ -250,7 +251,7 @@ bool Forward::capturable() const { return impl_->pe.capturable; }
 
 Fp8Calibration Forward::observe_gemm_inputs(const __half* images, __half* logits, cudaStream_t stream) {
   Impl& m = *impl_;
-  if (m.c.blocks != Blocks::Fp16 || m.lanes.size() != 1 || !m.mlp.computes_mlp)
+  if (m.c.blocks != Blocks::Fp16 || m.lanes.size() != 1 || !m.mlp || !m.mlp->computes_mlp)
     refuse("observing GEMM inputs needs blocks=fp16 on one stream with an MLP version that computes the MLP");
   const int layers = m.p.model.layers;
   study::DeviceBuffer<float> amax(static_cast<std::size_t>(layers) * Fp8Calibration::kInputs);

@@ -100,8 +100,9 @@ struct RunnerSetup {
   const Composition& c;
   const DeviceWeights& w;
   const layernorm::Version& ln;
-  const attention::Version& attn;
-  const mlp::Version& mlp;
+  // Set exactly where the runner reads attn= / mlp= (check_fields).
+  const attention::Version* attn;
+  const mlp::Version* mlp;
 };
 
 class BlockRunner {
@@ -127,6 +128,9 @@ class BlockRunner {
 // A runner kind: its record, as the families' versions have theirs.
 struct Runner {
   Blocks blocks;
+  // The composition's runner fields it reads (composition.hpp's Field); check_fields refuses the
+  // others, so a runner refuses in supports() only values of fields it reads.
+  unsigned reads;
   // Why this build or GPU cannot run it at all (empty: it can).
   std::string (*unavailable)();
   // Why it cannot run composition s.c on s.p with lanes of `lane_batch` images (empty: it can).
@@ -138,6 +142,10 @@ struct Runner {
 
 // The runner of c.blocks (runners.cpp holds the list).
 const Runner& runner_for(Blocks b);
+
+// Why composition c does not fit its runner (empty: it does): a field set that the runner does
+// not read (it would name what does not run), or a version it reads not named.
+std::string check_fields(const Composition& c);
 
 // The MLP's arguments in a block: LN2's output in, the residual stream x_mid added, x_out out,
 // h the intermediate, the lane's cuBLASLt Gemm.

@@ -13,12 +13,26 @@ const Runner& runner_for(Blocks b) {
   throw study::StudyError(study::ErrorKind::Usage, std::string("no block runner for blocks=") + name(b));
 }
 
+std::string check_fields(const Composition& c) {
+  const Runner& r = runner_for(c.blocks);
+  const std::string who = std::string("blocks=") + name(c.blocks);
+  const unsigned set = fields_set(c);
+  for (unsigned bit = 1; bit <= kFieldQkvE4m3; bit <<= 1)
+    if ((set & bit) && !(r.reads & bit))
+      return who + " does not read " + describe(Field(bit)) + ": leave it out, a composition names only what runs";
+  for (Field f : {kFieldAttn, kFieldMlp})
+    if ((r.reads & f) && !(set & f)) return who + " needs " + describe(f);
+  return {};
+}
+
 std::string why_unavailable(const Composition& c) {
+  // A version the composition does not name (the runner computes that part itself) is no reason.
+  auto why = [](auto find, const std::string& v) { return v.empty() ? std::string() : find(v).why_unavailable(); };
   const std::pair<const char*, std::string> parts[] = {
-      {"patch_embed", patch_embed::find_version(c.patch_embed).why_unavailable()},
-      {"layernorm", layernorm::find_version(c.layernorm).why_unavailable()},
-      {"attention", attention::find_version(c.attention).why_unavailable()},
-      {"mlp", mlp::find_version(c.mlp).why_unavailable()}};
+      {"patch_embed", why(patch_embed::find_version, c.patch_embed)},
+      {"layernorm", why(layernorm::find_version, c.layernorm)},
+      {"attention", why(attention::find_version, c.attention)},
+      {"mlp", why(mlp::find_version, c.mlp)}};
   const std::string versions[] = {c.patch_embed, c.layernorm, c.attention, c.mlp};
   for (int i = 0; i < 4; ++i)
     if (!parts[i].second.empty()) return std::string(parts[i].first) + " " + versions[i] + ": " + parts[i].second;

@@ -495,7 +495,9 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
   c.streams = 1;
   c.blocks = Blocks::Fp16LnFolded;  // a folded LayerNorm on cuBLASLt
   c.gemms = Gemms::Cublaslt;
-  c.l2_prefetch = false;
+  c.l2_prefetch = c.attention_e4m3 = c.qkv_e4m3 = false;  // fields the folded blocks do not read
+  c.mlp.clear();
+  if (c.attention.empty()) c.attention = "v0_naive";  // e13's blocks run none
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("CUTLASS"), study::StudyError);
   Problem bad = p;
   bad.image_size = 100;

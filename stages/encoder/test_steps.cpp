@@ -1,12 +1,13 @@
 // The step table on the CPU: the composition text form reads back what it writes and refuses
-// what it does not know; every step's parent exists and comes first; steps.tsv is what the
-// table generates. (analysis/test_steps.py checks every step against the composition it was
+// what it does not know; every step names only what its block runner reads; every step's parent
+// exists and comes first; steps.tsv is what the table generates. (analysis/test_steps.py checks every step against the composition it was
 // measured with, steps_before_redesign.txt.)
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include "encoder/runner.hpp"
 #include "encoder/steps.hpp"
 #include "harness/check.hpp"
 
@@ -38,7 +39,42 @@ TEST_CASE("the text form reads back every step's composition and a composition w
   CHECK(back.qkv_e4m3);
   // Every field that differs from the default shows in the text, so no two compositions share one.
   CHECK(all.to_string().find("blocks=fp8") != std::string::npos);
-  CHECK(Composition{}.to_string() == "pe= ln= attn= mlp=");
+  CHECK(Composition{}.to_string() == "pe= ln=");
+  // attn=none and mlp=none take a version back out (a step whose blocks compute that part).
+  const Composition none = apply(all, "attn=none mlp=none");
+  CHECK(none.attention.empty());
+  CHECK(none.mlp.empty());
+  CHECK(none.to_string().find("attn=") == std::string::npos);
+  CHECK(parse(none.to_string()) == none);
+}
+
+TEST_CASE("every step names only what its block runner reads, and the check refuses the rest") {
+  for (const auto& s : steps()) {
+    CAPTURE(s.name);
+    CHECK(check_fields(find_step(s.name)) == "");
+  }
+  Composition c = find_step("e19_exact_gelu");
+  c.blocks = Blocks::Persistent;  // runs no attention or MLP version, no CUTLASS GEMMs, no L2 prefetch
+  CHECK(check_fields(c).find("does not read attn=") != std::string::npos);
+  c.attention.clear();
+  c.mlp.clear();
+  CHECK(check_fields(c).find("does not read gemms=") != std::string::npos);
+  c.gemms = Gemms::Cublaslt;
+  c.pdl = false;
+  CHECK(check_fields(c).find("does not read l2_prefetch") != std::string::npos);
+  c.l2_prefetch = false;
+  CHECK(check_fields(c) == "");
+  c.blocks = Blocks::Fp16;  // reads both versions: each must be named
+  CHECK(check_fields(c).find("needs attn=") != std::string::npos);
+  c.attention = "v9_softmax_overlap";
+  CHECK(check_fields(c).find("needs mlp=") != std::string::npos);
+  c.mlp = "fused_epilogue";
+  CHECK(check_fields(c) == "");
+  c.qkv_e4m3 = true;  // the fp8 blocks' alone
+  CHECK(check_fields(c).find("does not read qkv_e4m3 (an E4M3 QKV)") != std::string::npos);
+  c = find_step("e9_ln_folded");
+  c.mlp = "erf_fit_epilogue";  // would label the folded blocks' tanh GELU as exact
+  CHECK(check_fields(c).find("blocks=fp16_ln_folded does not read mlp=") != std::string::npos);
 }
 
 TEST_CASE("a delta changes only the fields it names; a switch turns off with =off") {
@@ -58,7 +94,7 @@ TEST_CASE("unknown fields, values and names are refused with what is known") {
   CHECK_THROWS_WITH_AS(parse("streams=0"), doctest::Contains("positive"), study::StudyError);
   CHECK_THROWS_WITH_AS(parse("streams=2x"), doctest::Contains("positive"), study::StudyError);
   CHECK_THROWS_WITH_AS(parse("buffers=pool"), doctest::Contains("per_layer"), study::StudyError);
-  CHECK_THROWS_WITH_AS(parse("mlp="), doctest::Contains("version name"), study::StudyError);
+  CHECK_THROWS_WITH_AS(parse("mlp="), doctest::Contains("version name or none"), study::StudyError);
   CHECK_THROWS_WITH_AS(find_step("e99_magic"), doctest::Contains("e15_fp8_attention_e4m3"), study::StudyError);
   CHECK_THROWS_WITH_AS(find_step("best"), doctest::Contains("fastest_fp16"), study::StudyError);
 }

@@ -23,13 +23,8 @@
 namespace study::cutlass_gemm {
 
 const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::None: return "none";
-    case Activation::GeluTanh: return "gelu_tanh";
-    case Activation::GeluErf: return "gelu_erf";
-    case Activation::GeluTanhF16: return "gelu_tanh_f16";
-    case Activation::GeluErfFit: return "gelu_erf_fit";
-  }
+  for (const auto& [act, name] : kActivations)
+    if (act == a) return name;
   return "?";
 }
 
@@ -61,10 +56,9 @@ bool parse_activation(std::string s, Key& k) {
   if (k.fp8) s = s.substr(4);
   k.cublaslt = strip_suffix(s, kCublasLtSuffix);
   k.e4m3_out = k.fp8 && strip_suffix(s, kE4M3Suffix);
-  for (Activation c : {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::GeluTanhF16,
-                       Activation::GeluErfFit})
-    if (s == activation_name(c)) {
-      k.act = c;
+  for (const auto& [act, name] : kActivations)
+    if (s == name) {
+      k.act = act;
       return true;
     }
   return false;

@@ -31,6 +31,17 @@ namespace study::cutlass_gemm {
 // GeluTanhF16: the tanh form with the epilogue (bias add and GELU) in fp16 pairs, one
 // tanh.approx.f16x2 per two outputs instead of one tanh.approx.f32 per output.
 enum class Activation { None, GeluTanh, GeluErf, GeluTanhF16, GeluErfFit };
+// Every activation with the name the search cache and the rows spell it with (a new activation:
+// its enumerator, this line, its functor in cutlass_gemm_kernels.cuh and its kernel list).
+struct ActivationName {
+  Activation act;
+  const char* name;
+};
+inline constexpr ActivationName kActivations[] = {{Activation::None, "none"},
+                                                  {Activation::GeluTanh, "gelu_tanh"},
+                                                  {Activation::GeluErf, "gelu_erf"},
+                                                  {Activation::GeluTanhF16, "gelu_tanh_f16"},
+                                                  {Activation::GeluErfFit, "gelu_erf_fit"}};
 const char* activation_name(Activation a);
 
 // A LayerNorm folded into the GEMM that follows it, y = LN(x) W^T + b with LN(x) = (x - mu) rstd

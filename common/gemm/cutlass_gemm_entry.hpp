@@ -35,18 +35,12 @@ struct KernelEntry {
   bool scheduler_knobs = true;  // raster and swizzle matter (false: the cuBLASLt candidate)
 };
 
-// The kernels of each epilogue (generated kernel files; empty in a build without CUTLASS).
-const std::vector<KernelEntry>& kernels_bias();
-const std::vector<KernelEntry>& kernels_bias_residual();
-const std::vector<KernelEntry>& kernels_gelu_tanh();
-const std::vector<KernelEntry>& kernels_gelu_erf();
-const std::vector<KernelEntry>& kernels_gelu_tanh_f16();  // GeluTanhF16: the fc1 tiles only
-const std::vector<KernelEntry>& kernels_gelu_erf_fit();   // GeluErfFit: the exact GELU by device/gelu.cuh
-const std::vector<KernelEntry>& kernels_ln_bias();       // LayerNorm folded in, bias
-const std::vector<KernelEntry>& kernels_ln_gelu_tanh();  // LayerNorm folded in, bias, tanh GELU
-const std::vector<KernelEntry>& kernels_fp8_bias();           // E4M3 in, bias, fp16 out
-const std::vector<KernelEntry>& kernels_fp8_bias_residual();  // E4M3 in, bias + residual, fp16 out
-const std::vector<KernelEntry>& kernels_fp8_gelu_e4m3();      // E4M3 in, bias + tanh GELU, E4M3 out
-const std::vector<KernelEntry>& kernels_fp8_bias_e4m3();      // E4M3 in, bias, E4M3 out
+// The kernel list functions (gemm/cutlass_kernel_lists.def), defined in the generated units:
+// kernels_bias(), kernels_gelu_erf_fit(), ... (empty in a build without CUTLASS).
+#define STUDY_KERNEL_GROUP(...)
+#define STUDY_KERNEL_LIST(function, ...) const std::vector<KernelEntry>& function();
+#include "gemm/cutlass_kernel_lists.def"
+#undef STUDY_KERNEL_GROUP
+#undef STUDY_KERNEL_LIST
 
 }  // namespace study::cutlass_gemm::detail

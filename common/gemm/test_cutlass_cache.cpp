@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include "gemm/cutlass_gemm.hpp"
 
 namespace cg = study::cutlass_gemm;
@@ -198,8 +199,10 @@ TEST_CASE("the fp16-epilogue GELU is an activation of its own") {
 }
 
 TEST_CASE("every activation round-trips through the cache's text") {
-  for (cg::Activation a : {cg::Activation::None, cg::Activation::GeluTanh, cg::Activation::GeluErf,
-                           cg::Activation::GeluTanhF16, cg::Activation::GeluErfFit}) {
+  std::set<std::string> names;
+  for (const auto& [a, name] : cg::kActivations) {
+    CHECK(names.insert(name).second);  // each spelled once
+    CHECK(std::string(cg::activation_name(a)) == name);
     cg::Key key = kKey, k;
     key.act = a;
     cg::Choice c;

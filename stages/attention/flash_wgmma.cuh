@@ -1,6 +1,6 @@
 // The flash kernel on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a) that v7_flash,
-// v8_exact_tail, v9_softmax_overlap and, on E4M3 Q, K and V, v10_e4m3_qkv and v11_e4m3_next_first
-// launch (Variant below says how they differ).
+// v8_exact_tail, v9_softmax_overlap and, on E4M3 Q, K and V, v10_e4m3_qkv launch (Variant below
+// says how they differ).
 //
 // A block owns 128 query rows of one (batch, head): 2 warpgroups (4 warps each) of 64 rows.
 // Per 64-key tile and warpgroup, S = Q K^T is 4 wgmma m64n64k16 with both operands read by
@@ -69,11 +69,10 @@ enum class Variant {
   exact_tail,       // v8_exact_tail: the last key tile at its own width
   softmax_overlap,  // v9_softmax_overlap: as v8, and a tile's softmax runs under the previous P V
   e4m3_qkv,         // v10_e4m3_qkv: v9's products and pipeline, Q, K and V read in E4M3 (E4M3Tiles)
-  e4m3_next_first   // v11_e4m3_next_first: as v10, tile 1 requested before tile 0 is widened
 };
 constexpr bool exact_tail(Variant v) { return v != Variant::full_tail; }
 constexpr bool softmax_overlap(Variant v) {
-  return v == Variant::softmax_overlap || v == Variant::e4m3_qkv || v == Variant::e4m3_next_first;
+  return v == Variant::softmax_overlap || v == Variant::e4m3_qkv;
 }
 
 // How Q, K and V reach their fp16 swizzled tiles. The body below (attend) calls start() once,
@@ -111,10 +110,8 @@ struct Fp16Tiles {
 // value), so the tiles hold the E4M3 values themselves and the products are v9's. Tile j + 1 is
 // loaded into registers (8 of them) right after the barrier that frees a stage and stored at the
 // next one, so its latency hides under a whole tile's products and softmax.
-// kNextFirst: the prologue's source requests tile 1 before it waits for Q and tile 0 to widen
-// them, as Fp16Tiles' cp.async do (v11), instead of after (v10). ptxas issues tile 1's loads that
-// early in both, so the two compile to the same instructions (v11_e4m3_next_first/NOTES.md).
-template <bool kNextFirst>
+// The prologue's source requests tile 1 after Q and tile 0 are widened; ptxas issues its loads
+// before that anyway (v11_e4m3_next_first in stages/attention/TRIED.md, which wrote them first).
 struct E4M3Tiles {
   __half *q_s, *k_s, *v_s;
   const __nv_fp8_e4m3 *q_g, *k_g, *v_g;
@@ -157,19 +154,10 @@ struct E4M3Tiles {
   __device__ __forceinline__ void start(int row0) {
     const uint4 q0 = load(q_g, row0, threadIdx.x), q1 = load(q_g, row0, threadIdx.x + kThreads);
     fetch(0);
-    if constexpr (kNextFirst && !kOneTile) {
-      const uint4 k0 = k_next, v0 = v_next;  // tile 0, in flight
-      fetch(1);
-      store(q_s, q0, threadIdx.x);
-      store(q_s, q1, threadIdx.x + kThreads);
-      store(k_s, k0, threadIdx.x);
-      store(v_s, v0, threadIdx.x);
-    } else {
-      store(q_s, q0, threadIdx.x);
-      store(q_s, q1, threadIdx.x + kThreads);
-      land(0);
-      if constexpr (!kOneTile) fetch(1);
-    }
+    store(q_s, q0, threadIdx.x);
+    store(q_s, q1, threadIdx.x + kThreads);
+    land(0);
+    if constexpr (!kOneTile) fetch(1);
   }
 };
 
@@ -343,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 kernel_e4m3_in(const __nv_fp8_e4m3* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads,
                float scale_log2, const float* __restrict__ out_inv_scale, float v_scale) {
 #ifdef STUDY_WGMMA
-  using Tiles = E4M3Tiles<kVariant == Variant::e4m3_next_first>;
+  using Tiles = E4M3Tiles;
   attend<kTailKeys, kOneTile, kVariant, Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale, v_scale);
 #else
   __trap();

@@ -70,10 +70,6 @@ const std::vector<Step>& steps() {
        "the QKV GEMM writes E4M3 (static scale) and the attention (v10_e4m3_qkv) reads it: half the bytes out of "
        "the GEMM and into the attention, the products unchanged",
        "attn=v10_e4m3_qkv qkv_e4m3"},
-      {"e21_e4m3_next_first", "e20_e4m3_qkv",
-       "the attention version v11_e4m3_next_first: e20's with the second key tile requested before the first "
-       "is widened, as v9's cp.async pipeline asks for it",
-       "attn=v11_e4m3_next_first"},
   };
   return table;
 }

@@ -144,6 +144,14 @@ def fmt_int(x) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{int(round(x))}"
 
 
+def join_and(items) -> str:
+    """'a', 'a and b', 'a, b and c'; '' for none."""
+    items = list(items)
+    if not items:
+        return ""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def faster_or_slower(ratio: float) -> str:
     """'1.72x faster' / '1.30x slower' from baseline_time / our_time."""
     return f"{fmt_ratio(ratio)} faster" if ratio >= 1 else f"{fmt_ratio(1 / ratio)} slower"

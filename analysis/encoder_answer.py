@@ -1,0 +1,467 @@
+"""The study's answer and its targets for the whole ViT, from one run folder's encoder rows
+(EncoderData) and the accuracy results beside it: the fp16 and FP8 targets judged, README's answer
+from a final sitting, and README's headline line. analysis/encoder.py calls these in this order."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+import studylib
+from analysis.encoder_data import (
+    ANCHORS, BEST_STEPS, COMPILE, E6, EAGER, GRAPH, KEY_BATCHES, KEY_IMAGE, KEY_MODEL, LABEL, TARGET_B1_MS,
+    TARGET_COMPILE, TARGET_FP8_COMPILE, TORCHAO, fmt_ms, fmt_rate, join_and)
+from analysis.encoder_side import accuracy_result, measured_on
+from studylib import steps as step_table
+from studylib import catalog, formatting, run_folder, rundata
+
+
+def fp16_targets(data, ctx):
+    """The findings on the rounds and the fp16 targets (returned, the first of the notebook's findings),
+    and the fp16 targets judged into ctx."""
+    at, at_key, best_anchor, label = data.at, data.at_key, data.best_anchor, data.label
+    parity_newest, steps, t, targets_apply = data.parity_newest, data.steps, data.timed, data.targets_apply
+    where, rounds, fastest_of, clocks = data.where, data.rounds, data.fastest_of, data.clocks
+    findings = []
+    if rounds:
+        if max(rounds) == 1:
+            findings.append("Every configuration was measured once (one round): the verdicts below "
+                            "rest on single rows, not on the median of three or more interleaved "
+                            "rounds.")
+        else:
+            counts = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}")
+            findings.append(f"Each configuration at {where} was measured in {counts} rounds; every "
+                            f"time below is the median across them (the ladder table gives the "
+                            f"range).")
+
+
+    # The fp16 targets are judged on the steps that compute timm's model (the answer's rule), where
+    # the parity files vouch for any of this run's fp16 steps; else on every fp16 step from e6_best.
+    TIMM_TIMED = [v for v in BEST_STEPS if v in steps and step_table.models_timm(v, parity_newest)]
+    TARGET_STEPS = TIMM_TIMED or BEST_STEPS
+
+
+    def fastest_step(b):
+        """The fastest of the target steps timed at batch b (e6_best when none is)."""
+        return fastest_of(TARGET_STEPS, b) or E6
+
+
+    def vs_anchor(b):
+        """(sentence, met or None) for the fastest step against the fastest anchor at batch b."""
+        v = fastest_step(b)
+        m = at(v, b)
+        a, a_us = best_anchor(b)
+        if not np.isfinite(m):
+            return f"batch {b}: no timed {E6} row", None
+        if not a:
+            return f"batch {b}: {v} {fmt_ms(m)} ms, no PyTorch anchor measured", None
+        return (f"batch {b}: {v} {fmt_ms(m)} ms against {label(a)} {fmt_ms(a_us)} ms "
+                f"({formatting.faster_or_slower(a_us / m)}{clocks(v, a, b)})"), m < a_us
+
+
+    if targets_apply and len(at_key):
+        which = (f"(the fp16 steps of this run that compute timm's model: their newest timm parity with "
+                 f"every parameter drawn passes at 224 and 384 px)" if TIMM_TIMED else
+                 f"(the fp16 steps from {E6} on that this run has; none of them has a passing timm parity "
+                 f"with every parameter drawn)")
+        findings.append(f"The study's targets for the whole ViT, judged at {where} on the median "
+                        f"time of one forward of the fastest of "
+                        f"{join_and(v for v in TARGET_STEPS if v in steps)} at each batch "
+                        f"{which}: faster than the fastest PyTorch anchor (of "
+                        f"{LABEL[EAGER]}, {LABEL[GRAPH]} and {LABEL[COMPILE]}) at batch 1, 32 and "
+                        f"256; {TARGET_COMPILE}x torch.compile's throughput at batch 256; at most "
+                        f"{TARGET_B1_MS} ms at batch 1.")
+        parts_ = [vs_anchor(b) for b in KEY_BATCHES]
+        verdicts = [m for _, m in parts_]
+        if all(v is not None for v in verdicts):
+            verdict = "met" if all(verdicts) else "missed (slower at batch " + join_and(
+                [str(b) for b, v in zip(KEY_BATCHES, verdicts) if not v]) + ")"
+        else:
+            verdict = "cannot be judged from this run"
+        findings.append(f"Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
+                        f"{verdict}; " + "; ".join(s for s, _ in parts_) + ".")
+        ctx.target(f"fp16: faster than the fastest PyTorch anchor at batch 1, 32 and 256 ({where})",
+                   "not judged" if verdict.startswith("cannot") else verdict.split(" ")[0],
+                   "; ".join(s for s, _ in parts_))
+        v256 = fastest_step(256)
+        m, c = at(v256, 256), at(COMPILE, 256)
+        if np.isfinite(m) and np.isfinite(c):
+            findings.append(f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
+                            f"{'met' if c / m >= TARGET_COMPILE else 'missed'}; {v256} takes "
+                            f"{fmt_ms(m)} ms ({fmt_rate(256 / m * 1e6)} img/s), {c / m:.2f}x the "
+                            f"throughput of {LABEL[COMPILE]} ({fmt_ms(c)} ms, "
+                            f"{fmt_rate(256 / c * 1e6)} img/s{clocks(v256, COMPILE, 256)}); the "
+                            f"target asks for at most {fmt_ms(c / TARGET_COMPILE)} ms.")
+            ctx.target(f"fp16: {TARGET_COMPILE}x torch.compile's throughput at batch 256 ({where})",
+                       "met" if c / m >= TARGET_COMPILE else "missed",
+                       f"{v256} {fmt_ms(m)} ms, {c / m:.2f}x torch.compile's {fmt_ms(c)} ms")
+        else:
+            ctx.target(f"fp16: {TARGET_COMPILE}x torch.compile's throughput at batch 256 ({where})",
+                       "not judged", f"no timed {E6 if not np.isfinite(m) else COMPILE} row at batch 256")
+            findings.append(f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
+                            f"cannot be judged, this run has no timed "
+                            f"{E6 if not np.isfinite(m) else COMPILE} row at batch 256.")
+        v1 = fastest_step(1)
+        m = at(v1, 1)
+        if np.isfinite(m):
+            findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: "
+                            f"{'met' if m / 1e3 <= TARGET_B1_MS else 'missed'}; {v1} takes "
+                            f"{fmt_ms(m)} ms.")
+            ctx.target(f"fp16: at most {TARGET_B1_MS} ms at batch 1 ({where})",
+                       "met" if m / 1e3 <= TARGET_B1_MS else "missed", f"{v1} {fmt_ms(m)} ms")
+        else:
+            findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: cannot be judged, this "
+                            f"run has no timed {E6} row at batch 1.")
+        # The steps after e6_best against it: each must be faster at every key batch to count.
+        for v in BEST_STEPS[1:]:
+            ratios = [(b, at(E6, b) / at(v, b)) for b in KEY_BATCHES if np.isfinite(at(v, b) / at(E6, b))]
+            if ratios:
+                findings.append(f"{v} against {E6}: " + "; ".join(
+                    f"batch {b} {formatting.faster_or_slower(r)}" for b, r in ratios)
+                    + (" (faster at every batch)." if all(r > 1 for _, r in ratios) else "."))
+    elif not len(t):
+        findings.append("This run has no timed encoder rows, so no target can be judged.")
+    elif len(at_key):
+        findings.append(f"This run has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px, where the "
+                        f"study's targets are set; the numbers below are at {where}.")
+    return findings
+
+
+def fp8_targets(data, ctx):
+    """The FP8 targets against torch.compile and torchao."""
+    FP8_STEPS, at, at_key, fastest_of, label = data.fp8_steps, data.at, data.at_key, data.fastest_of, data.label
+    targets_apply, where = data.targets_apply, data.where
+
+    if targets_apply and len(at_key):
+        v8 = fastest_of(FP8_STEPS, 256)
+        c = at(COMPILE, 256)
+        if v8 is None or not np.isfinite(c):
+            ctx.target(f"FP8: {TARGET_FP8_COMPILE}x torch.compile's fp16 throughput at batch 256 ({where})",
+                       "not judged", f"this run has no timed {'FP8 step' if v8 is None else COMPILE} row at batch 256")
+        else:
+            r = c / at(v8, 256)
+            ctx.target(f"FP8: {TARGET_FP8_COMPILE}x torch.compile's fp16 throughput at batch 256 ({where})",
+                       "met" if r >= TARGET_FP8_COMPILE else "missed",
+                       f"{v8} {fmt_ms(at(v8, 256))} ms, {r:.2f}x torch.compile's {fmt_ms(c)} ms"
+                       + ("" if r >= TARGET_FP8_COMPILE else f"; the target asks for at most {fmt_ms(c / TARGET_FP8_COMPILE)} ms"))
+        parts, wins = [], []
+        for b in KEY_BATCHES:
+            v, a = fastest_of(FP8_STEPS, b), fastest_of(TORCHAO, b)
+            if v is not None and a is not None:
+                wins.append(at(v, b) < at(a, b))
+                parts.append(f"batch {b}: {v} {fmt_ms(at(v, b))} ms against {label(a)} {fmt_ms(at(a, b))} ms "
+                             f"({formatting.faster_or_slower(at(a, b) / at(v, b))})")
+        ctx.target(f"FP8: faster than torchao's FP8 at batch 1, 32 and 256 ({where})",
+                   ("met" if all(wins) else "missed") if len(wins) == len(KEY_BATCHES) else "not judged",
+                   "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
+
+
+def final_answer(data, ctx):
+    """README's answer and the final table, from a final sitting."""
+    FP8_STEPS, at, at_key, best_anchor = data.fp8_steps, data.at, data.at_key, data.best_anchor
+    fastest_of, key_image, key_model, label = data.fastest_of, data.key_image, data.key_model, data.label
+    ok, parity_newest, prov, rounds, run = data.ok, data.parity_newest, ctx.provenance(), data.rounds, data.run
+    targets_apply, where = data.targets_apply, data.where
+    def compiled_in_sitting():
+        """{batch: seconds to the first call} for the key shape's torch.compile rows that compiled in
+        this sitting's anchor process instead of loading a compile made ahead in a fresh process."""
+        d = ok[(ok["version"] == COMPILE) & (ok["model"] == key_model) & (ok["image_size"] == key_image)]
+        secs = rundata.compiled_here_s(d["note"]).dropna()
+        return {int(b): int(n) for b, n in secs.groupby(d.loc[secs.index, "batch"]).max().items()}
+
+
+    def compile_made_ahead_elsewhere(batch):
+        """For a batch where torch.compile compiled in this sitting: the newest other sitting on this
+        GPU model whose torch.compile at the key shape loaded a compile made ahead by
+        experiments/anchors/precompile.py (its run folder's compile_kernels.txt lists the shape, and
+        every first call took under COMPILED_HERE_S), with timm in a graph in the same run id. Returns
+        (run folder, torch.compile's time over timm in a graph's there), or None. Only that ratio
+        crosses sittings, never a time."""
+        gpu, root, found = rundata.gpu_of(run), run.path.parent, []
+        for kernels in sorted(root.glob("*/compile_kernels.txt")):
+            folder = kernels.parent
+            if folder.name == run.name or (key_image, batch) not in run_folder.compiled_shapes(kernels.read_text()):
+                continue
+            for f in sorted(folder.glob("*.csv")) + sorted(folder.glob("*/*.csv")):
+                d = rundata.read_csv(f)
+                if not {"version", "gpu", "model", "image_size", "batch", "run_id"} <= set(d.columns):
+                    continue
+                d = d[(d["status"] == "ok") & (d["gpu"].astype(str) == gpu) & (d["model"] == key_model)
+                      & (d["image_size"] == key_image) & (d["batch"] == batch)]
+                for rid, g in d.groupby("run_id"):
+                    c, t = g[g["version"] == COMPILE], g[g["version"] == GRAPH]
+                    first = rundata.first_call_s(c["note"]).dropna()
+                    if len(c) and len(t) and len(first) and (first < rundata.COMPILED_HERE_S).all():
+                        found.append((pd.to_datetime(g["utc"]).max(), folder.name,
+                                      c["median_us"].median() / t["median_us"].median()))
+        return max(found)[1:] if found else None
+
+
+    def compiled_in_sitting_line(small):
+        """README's note on the batches where torch.compile compiled in this sitting, with the check
+        from a sitting that loaded a compile made ahead where there is one."""
+        at_b = " and ".join(f"batch {b}" for b in small)
+        line = (f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
+                + ", ".join(f"{n} s to its first call" for n in small.values())
+                + ") instead of loading a compile made ahead, alone, in a fresh process; compiled so, "
+                "max-autotune can pick a slower forward at small batches (docs/method.md, Timing).")
+        unchecked = []
+        for b in small:
+            check = compile_made_ahead_elsewhere(b)
+            here = at(COMPILE, b) / at(GRAPH, b) if GRAPH in set(ok["version"]) else np.nan
+            if check is None or not np.isfinite(here):
+                unchecked.append(b)
+                continue
+            folder, there = check
+            verdict = ("no faster than this sitting's" if there >= here * 0.98 else
+                       f"{here / there - 1:.0%} faster than this sitting's, so the steps' lead over it is "
+                       f"smaller by about as much")
+            line += (f" At batch {b}, compiled ahead and loaded in another sitting on this GPU model "
+                     f"(run folder `{folder}`), torch.compile took {there:.2f}x timm in a graph's time, "
+                     f"against {here:.2f}x here: {verdict}.")
+        if unchecked:
+            at_u = " and ".join(f"batch {b}" for b in unchecked)
+            line += (f" At {at_u} torch.compile may be faster than this sitting shows, and the steps' lead "
+                     "over it and over the fastest PyTorch anchor smaller.")
+        return line
+
+
+    def other_sittings(gpu, answer_steps, c256):
+        """One line per other final sitting (run id) on this GPU model that timed an answer step and
+        torch.compile at batch 256 side by side: how far its ratios and times are from this
+        sitting's, so that the answer's ratio is read with the spread between sittings. Only final
+        sittings: their anchors answer every row in one kept process, while the graphed timm anchors
+        of the other runs, one process a row, were timed on freed weights until the anchors kept the
+        model alive (b9e6fe0; stages/encoder/NOTES.md), ~12% fast at batch 256."""
+        try:
+            others = rundata.load_runs(run.path.parent)
+        except studylib.DataError:
+            return []  # a run folder outside a results root: no sibling sittings to read
+        out = []
+        for other in others:
+            if other.name == run.name or rundata.gpu_of(other) != gpu or not rundata.holds_final_sitting(other):
+                continue
+            d = other.ok("encoder")
+            d = d[(d["model"] == KEY_MODEL) & (d["image_size"] == KEY_IMAGE) & (d["batch"] == 256)]
+            for rid, g in d.groupby("run_id"):
+                m = g.groupby("version")["median_us"].median()
+                steps_ = [v for v in answer_steps if v in m.index]
+                if COMPILE not in m.index or not steps_:
+                    continue
+                n = g["note"].astype(str).str.extract(r"\[round: (\d+)\]")[0].dropna().nunique() or 1
+                out.append(
+                    f"Another final sitting on this GPU model (run folder `{other.name}`, {n} round{'s' if n > 1 else ''}) "
+                    f"gave at batch 256 " + " and ".join(
+                        f"`{v}` {m[COMPILE] / m[v]:.2f}x torch.compile ({fmt_ms(m[v])} ms; {fmt_ms(at(v, 256))} here)"
+                        for v in steps_)
+                    + f", with torch.compile at {fmt_ms(m[COMPILE])} ms ({fmt_ms(c256)} here; ratios are only "
+                      f"taken inside a sitting).")
+        return out
+
+
+    FINAL_ROWS = [("fastest fp16 step", None), ("fastest FP8 step", None), (LABEL[EAGER], EAGER),
+                  (LABEL[GRAPH], GRAPH), (LABEL[COMPILE], COMPILE), (LABEL[TORCHAO[0]], TORCHAO[0]),
+                  (LABEL[TORCHAO[1]], TORCHAO[1])]
+    # Any run with the rows gets the table (the quick preset's run reproduces README's); only a
+    # final sitting gives README its answer.
+    IS_FINAL = rundata.holds_final_sitting(run)
+    if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KEY_BATCHES):
+        # The answer's fp16 forward must compute timm's model; a faster one that fails parity is named beside it.
+        TIMM_FP16 = [v for v in BEST_STEPS if step_table.models_timm(v, parity_newest)]
+        s16, s8 = fastest_of(TIMM_FP16, 256), fastest_of(FP8_STEPS, 256)
+        s16_any = fastest_of(BEST_STEPS, 256)
+        rows_ = []
+        for what, v in FINAL_ROWS:
+            v = v or (s16 if "fp16" in what else s8)
+            for b in KEY_BATCHES:
+                m = at(v, b) if v else np.nan
+                if not np.isfinite(m):
+                    continue
+                e = at(v, b, "energy_j")
+                rows_.append({"forward": f"{what}: {v}" if what.startswith("fastest") else what, "batch": b,
+                              "ms": fmt_ms(m), "img/s": fmt_rate(b / m * 1e6),
+                              "img/J": (f"{b / e:,.0f}" if b / e >= 100 else f"{b / e:.1f}") if np.isfinite(e) else "-",
+                              "SM MHz": f"{at(v, b, 'sm_mhz'):,.0f}" if np.isfinite(at(v, b, "sm_mhz")) else "-",
+                              "x torch.compile": f"{at(COMPILE, b) / m:.2f}x" if np.isfinite(at(COMPILE, b)) else "-"})
+        lines = []
+        c256 = at(COMPILE, 256)
+        for v, what in ((s16, "fp16"), (s8, "FP8")):
+            if v is None or not np.isfinite(c256):
+                continue
+            e, ec = at(v, 256, "energy_j"), at(COMPILE, 256, "energy_j")
+            lines.append(f"The fastest {what} forward, `{v}`, takes {fmt_ms(at(v, 256))} ms at batch 256: "
+                         f"{c256 / at(v, 256):.2f}x torch.compile's throughput ({fmt_ms(c256)} ms)"
+                         + (f" and {ec / e:.2f}x its images per joule" if np.isfinite(e) and np.isfinite(ec) else "")
+                         + ".")
+        if s16_any is not None and s16_any != s16 and np.isfinite(c256):
+            lines.append(f"`{s16_any}` is faster ({fmt_ms(at(s16_any, 256))} ms at batch 256, "
+                         f"{c256 / at(s16_any, 256):.2f}x torch.compile) but "
+                         + ("fails timm parity with every parameter drawn" if step_table.fails_parity(s16_any, parity_newest)
+                            else "has no passing timm parity with every parameter drawn at 224 and 384 px")
+                         + ": it does not compute timm's model within the study's bound.")
+        if s16 is None:
+            lines.append("No fp16 step of this sitting passes timm parity with every parameter drawn at 224 "
+                         "and 384 px (experiments/accuracy/timm_parity.py), so none stands as the fastest fp16 forward.")
+        for b in (1, 32):
+            v = fastest_of(TIMM_FP16 + FP8_STEPS, b)
+            a, a_us = best_anchor(b)
+            if v is not None and a is not None:
+                lines.append(f"At batch {b} the fastest forward is `{v}`, {fmt_ms(at(v, b))} ms, "
+                             f"{formatting.faster_or_slower(a_us / at(v, b))} than the fastest PyTorch anchor, "
+                             f"{label(a)} ({fmt_ms(a_us)} ms).")
+        # At batch 256 cuBLAS wins autotuning's race by a wide margin wherever it compiled.
+        small = {b: n for b, n in compiled_in_sitting().items() if b <= 32}
+        if small:
+            lines.append(compiled_in_sitting_line(small))
+        gpu = rundata.gpu_of(run)
+        n_rounds = max(rounds) if rounds else 1
+        lines.append(f"All from one sitting: run folder `{run.name}` on {gpu}, "
+                     f"{n_rounds} interleaved round{'s' if n_rounds > 1 else ''} (medians), commit "
+                     f"{', '.join(dict.fromkeys(rundata.short_commit(x, 7) for x in ok['commit'].astype(str)))}"
+                     + ("." if IS_FINAL else "; not a final sitting (`./study run final`), so README's "
+                        "answer does not come from it."))
+        if IS_FINAL and np.isfinite(c256):
+            lines += other_sittings(gpu, [v for v in (s8, s16) if v is not None], c256)
+        final_table = formatting.markdown_table(pd.DataFrame(rows_))
+        if IS_FINAL:
+            ctx.answer = "\n".join(f"- {x}" for x in lines) + "\n\n" + final_table
+        # The report opens its encoder section with the same answer README gives.
+        ctx.text("encoder_answer", lines)
+        ctx.table("encoder_final", final_table,
+                  f"{'The final sitting' if IS_FINAL else 'This run'} ({run.name}): the fastest fp16 and FP8 steps (at batch 256) and every "
+                  f"PyTorch anchor at {where}: median time of one forward, images per second and per joule "
+                  f"(the energy loop, docs/method.md), the SM clock of the timed loop, and torch.compile's "
+                  f"time over each forward's. {prov}.")
+    else:
+        why = (f"run folder {run.name} has no timed {LABEL[COMPILE]} rows at {where}"
+               if targets_apply and len(at_key) else f"run folder {run.name} has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px")
+        ctx.missing("text", "encoder_answer", why)
+        ctx.missing("table", "encoder_final", why)
+
+
+def headline(data, ctx):
+    """README's headline line for the whole ViT."""
+    at_key, key_image, key_model, label, ok = data.at_key, data.key_image, data.key_model, data.label, data.ok
+    parity_newest, run, where = data.parity_newest, data.run, data.where
+    # README's headline line: the fastest fp16 whole-ViT step at batch 256 (else the largest batch)
+    # against timm eager, in a CUDA graph and under torch.compile. The sitting is this run's or a side
+    # experiment's on this GPU that timed torch.compile in the same sitting (its rows share a run id
+    # with the step's), whichever has the fastest fp16 step relative to its torch.compile; every
+    # number of the line comes from that sitting. The FP8 steps and the final sitting's answer are
+    # README's answer block.
+    head_batch = 256 if 256 in set(at_key["batch"]) else (int(at_key["batch"].max()) if len(at_key) else None)
+
+
+    def headline_candidate(rows, folder=None):
+        """((whether no step of the sitting computes timm's model, -(torch.compile's time / the step's)),
+        headline kwargs) of one sitting at head_batch, or None: the lowest key makes the headline."""
+        d = rows[(rows["status"] == "ok") & (rows["model"] == key_model) & (rows["image_size"] == key_image)
+                 & (rows["batch"] == head_batch) & (rows["streams"].fillna(1) == 1)
+                 & ~rows["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
+        med = d.groupby("version")["median_us"].median()
+        fp16 = [v for v in med.index if not catalog.is_anchor(v) and not step_table.is_fp8_step(v)
+                and not str(v).startswith("custom:")]
+        if not fp16:
+            return None
+        # As the answer and the aliases: the fastest step that computes timm's model where one was
+        # measured; otherwise the fastest, marked.
+        timm = [v for v in fp16 if step_table.models_timm(v, parity_newest)]
+        top = min(timm or fp16, key=lambda v: med[v])
+        anchors = [(label(a), float(med[a])) for a in ANCHORS if a in med.index]
+        if folder is not None:   # a side sitting counts only with torch.compile measured beside the step
+            runs = lambda v: set(d.loc[d["version"] == v, "run_id"].astype(str))
+            if COMPILE not in med.index or not runs(top) & runs(COMPILE):
+                return None
+        ratio = med[COMPILE] / med[top] if COMPILE in med.index else 0.0
+        mark = " (fails timm parity with every parameter drawn)" if step_table.fails_parity(top, parity_newest) else ""
+        return (not timm, -ratio), dict(family="Whole ViT", shape=f"{where}, batch {head_batch}, fp16", fastest=label(top) + mark,
+                            fastest_us=float(med[top]), unit="ms", anchors=anchors, measured_in=folder)
+
+
+    if head_batch:
+        candidates = [c for c in [headline_candidate(ok)] if c]
+        gpu_here = rundata.gpu_of(run)
+        # Side experiments as the sweep runner writes them (RUN/<spec>/<spec>.csv), not probes.
+        for path in sorted(p for p in run.path.parent.glob("*/*/*.csv") if p.parent.name == p.stem):
+            rel = path.relative_to(run.path.parent)
+            try:
+                side = rundata.read_csv(path)
+            except studylib.DataError:
+                continue
+            side = side[(side["family"] == "encoder") & (side["gpu"].astype(str) == gpu_here)]
+            if len(side):
+                c = headline_candidate(side, str(rel.parent))
+                if c:
+                    candidates.append(c)
+        if candidates:
+            ctx.headline(**min(candidates, key=lambda c: c[0])[1])
+
+
+def accuracy_targets(data, ctx):
+    """The FP8 accuracy targets."""
+    FP8_STEPS, fastest_of, run, targets_apply = data.fp8_steps, data.fastest_of, data.run, data.targets_apply
+    def torchao_in_fp32(step, mine):
+        """Where experiments/accuracy/fp8_torchao_probe.py ran (newest folder): torchao's per-tensor FP8 on an
+        fp32 copy of the model, the same arithmetic without the half-precision forward around it,
+        beside the judged step's error; empty where no probe result exists."""
+        probes = sorted(run.path.parent.glob("*/probe/probe.csv"), key=lambda f: f.parent.parent.name)
+        if not probes:
+            return ""
+        rows = pd.read_csv(probes[-1])
+        fp32 = rows[rows["forward"] == "torchao, fp32 model"].set_index("weights")["logits_rel_l2"]
+        common = [w for w in mine.index if w in fp32.index]
+        if not common:
+            return ""
+        most = max(mine[w] / fp32[w] - 1 for w in common)
+        return ("; torchao per tensor on an fp32 copy of the model: "
+                + ", ".join(f"{w} {fp32[w]:.4f}" for w in common)
+                + f", {step} {most:+.1%} against it at most ({rundata.show_path(probes[-1].parent.parent)}, {rows['gpu'].iloc[0]}: "
+                f"its folder README says what the half-precision model changes)")
+
+
+    # The FP8 accuracy targets (docs/method.md, Targets), judged on the fastest FP8 step at batch 256:
+    # its logits error no larger than each torchao FP8 anchor's on every weight set, and on the digits
+    # model fp32 at least 97% top-1 with the FP8 step within 2 held-out images of fp32.
+    V8_JUDGED = fastest_of(FP8_STEPS, 256) if targets_apply else None
+    if V8_JUDGED is not None:
+        what = f"FP8: logits error no larger than torchao's FP8 (per tensor and per row), {V8_JUDGED}"
+        def beside_torchao(j):
+            forwards = {r["forward"] for r in j["rows"]}
+            return f"encoder {V8_JUDGED}" in forwards and any(x.startswith("torchao") for x in forwards)
+
+        judged = accuracy_result(run, "*/fp8_accuracy*/accuracy.json", beside_torchao)
+        ours = theirs = pd.DataFrame()
+        if judged:
+            judged_json, judged_acc = judged
+            judged_rows = pd.DataFrame(judged_acc["rows"])
+            ours = judged_rows[judged_rows["forward"] == f"encoder {V8_JUDGED}"]
+            theirs = judged_rows[judged_rows["forward"].str.startswith("torchao")]
+        if len(ours) and len(theirs):
+            mine = ours.set_index("weights")["logits_rel_l2"]
+            excess = [(r["weights"], r["forward"], mine[r["weights"]] / r["logits_rel_l2"] - 1)
+                      for _, r in theirs.iterrows() if r["weights"] in mine.index]
+            worst = max(excess, key=lambda e: e[2])
+            ctx.target(what, "met" if worst[2] <= 0 else "missed",
+                       ("" if worst[2] <= 0 else f"{worst[2]:.1%} larger at most, {worst[0]} against {worst[1]}; ")
+                       + "; ".join(f"{w}: {mine[w]:.4f} against " + ", ".join(
+                           f"{f.removeprefix('torchao ')} {x:.4f}" for f, x in
+                           theirs[theirs["weights"] == w][["forward", "logits_rel_l2"]].itertuples(index=False))
+                           for w in mine.index)
+                       + f" (logits rel L2 against timm fp32; {rundata.show_path(judged_json.parent)}"
+                         f"{measured_on(run, judged_acc['gpu'])})"
+                       + ("" if worst[2] <= 0 else torchao_in_fp32(V8_JUDGED, mine)))
+        else:
+            ctx.target(what, "not judged",
+                       f"no fp8_accuracy result on this GPU or its architecture holds {V8_JUDGED} beside torchao")
+        what = f"FP8: digits model, fp32 at least 97% top-1 and {V8_JUDGED} within 2 held-out images of fp32"
+        found = accuracy_result(run, "*/digits*/digits.json", lambda j: f"encoder {V8_JUDGED}" in j.get("forwards", {}))
+        if found:
+            f, j = found
+            fp32, q = j["forwards"]["timm fp32"], j["forwards"][f"encoder {V8_JUDGED}"]
+            crit = j["criteria"]
+            ok_ = fp32["top1"] >= crit["fp32_min"] and q["disagree_with_fp32"] <= crit["fp8_disagree_max"]
+            ctx.target(what, "met" if ok_ else "missed",
+                       f"fp32 {fp32['top1']:.2%}, {V8_JUDGED} {q['top1']:.2%} with {q['disagree_with_fp32']} of "
+                       f"{j['images_held_out']} held-out images away from fp32 ({rundata.show_path(f.parent)}"
+                       f"{measured_on(run, j['gpu'])})")
+        else:
+            ctx.target(what, "not judged", f"no digits result on this GPU or its architecture holds {V8_JUDGED}")

@@ -1,0 +1,398 @@
+"""The whole ViT's figures of one run (analysis/encoder.py draws them in this order): throughput,
+speedup over torch.compile, batch-1 latency, energy, the per-component breakdown and streams."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+import numpy as np
+import pandas as pd
+
+from analysis import plots
+from analysis.encoder_data import (
+    ANCHORS, COMPILE, E3, E4, EAGER_LINE, GRAPH_LINE, KEYS, KEY_IMAGE, KEY_MODEL, TARGET_B1_MS,
+    TARGET_COMPILE, fmt_ms)
+from studylib import catalog, formatting, rundata
+
+
+# The figures' captions name the line styles: eager runs dashed, graph replays solid.
+LINE_STYLES = ("eager runs dashed, graph replays solid; each PyTorch anchor its own colour and "
+               "marker")
+
+
+def batch_axis(ax, batches):
+    """Log-2 batch axis with a tick at every measured batch, labelled as plain numbers."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(batches))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def plain_log_y(ax):
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:,.0f}"))
+    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def legend_below(fig, handles, bottom):
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3),
+               bbox_to_anchor=(0.5, 0.0), frameon=False)
+    fig.tight_layout(rect=(0, bottom, 1, 0.93))
+
+
+def throughput(data, ctx):
+    """Images per second against batch, one panel per image size."""
+    at, custom_key, flush_text, images = data.at, data.custom_key, data.flush_text, data.images
+    key_model, km, label, order, prov = data.key_model, data.km, data.label, data.order, ctx.provenance()
+    style, tprov = data.style, ctx.title_provenance()
+    if len(km):
+        fig, axes = plt.subplots(1, len(images), figsize=(plots.panels_width(len(images), 5.2), 4.6), squeeze=False)
+        handles = {}
+        for ax, image in zip(axes[0], images):
+            d0 = km[km["image_size"] == image]
+            for v in order:
+                d = d0[d0["version"] == v].sort_values("batch")
+                if not len(d):
+                    continue
+                y = d["img_s"].to_numpy()
+                lo, hi = d["batch"] / d["hi_us"] * 1e6, d["batch"] / d["lo_us"] * 1e6
+                ax.errorbar(d["batch"], y, yerr=[y - lo.to_numpy(), hi.to_numpy() - y], capsize=2,
+                            elinewidth=0.7, **style[v])
+                handles[v] = plt.Line2D([], [], label=label(v), **style[v])
+            c = at(COMPILE, 256, image=image)
+            if image == KEY_IMAGE and key_model == KEY_MODEL and np.isfinite(c):
+                goal = TARGET_COMPILE * 256 / c * 1e6
+                ax.plot([256], [goal], linestyle="none", marker="_", markersize=22,
+                        markeredgewidth=2, color="#444444")
+                handles["_goal"] = plt.Line2D([], [], linestyle="none", marker="_", markersize=14,
+                                              markeredgewidth=2, color="#444444",
+                                              label=f"target at batch 256: {TARGET_COMPILE}x "
+                                                    f"torch.compile's img/s")
+            batch_axis(ax, sorted(int(b) for b in set(d0["batch"])))
+            plain_log_y(ax)
+            ax.set_xlabel("batch (images per forward)")
+            ax.set_title(f"{key_model}, {image} px")
+        axes[0][0].set_ylabel("images per second (median of rounds)")
+        plots.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", tprov)
+        legend_below(fig, list(handles.values()), 0.06 + 0.035 * ((len(handles) + 2) // 3))
+        ctx.figure("encoder_throughput", fig,
+                   f"Images per second (batch / median time of one forward) against batch, "
+                   f"{key_model}, one panel per image size, log axes; error bars span the rounds' "
+                   f"medians; e4_streams at its fastest stream count per batch; {LINE_STYLES}"
+                   + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+    else:
+        ctx.missing("figure", "encoder_throughput", "this run has no timed encoder rows")
+
+
+def vs_compile(data, ctx):
+    """Every step's and anchor's speedup over torch.compile, one panel per batch."""
+    at, at_key, custom_key, flush_text, label = data.at, data.at_key, data.custom_key, data.flush_text, data.label
+    order, prov, style, targets_apply = data.order, ctx.provenance(), data.style, data.targets_apply
+    tprov, where = ctx.title_provenance(), data.where
+    vc_batches = [b for b in sorted(int(x) for x in set(at_key["batch"])) if np.isfinite(at(COMPILE, b))]
+    vc_order = [v for v in order if v != COMPILE and any(np.isfinite(at(v, b)) for b in vc_batches)]
+    if vc_batches and vc_order:
+        fig, axes = plt.subplots(1, len(vc_batches), figsize=(plots.panels_width(len(vc_batches), 3.3, 2.2),
+                                                              0.28 * len(vc_order) + 1.9),
+                                 sharey=True, squeeze=False)
+        for ax, b in zip(axes[0], vc_batches):
+            c = at(COMPILE, b)
+            ratio = [c / at(v, b) for v in vc_order]
+            steps_here = [(r, v) for v, r in zip(vc_order, ratio) if np.isfinite(r) and not catalog.is_anchor(v)]
+            top = max(steps_here)[1] if steps_here else None
+            for i, (v, r) in enumerate(zip(vc_order, ratio)):
+                if not np.isfinite(r):
+                    continue
+                ax.barh(i, r, color=style[v]["color"], alpha=0.85,
+                        hatch="//" if style[v]["linestyle"] == EAGER_LINE else None,
+                        edgecolor="white" if style[v]["linestyle"] == EAGER_LINE else style[v]["color"],
+                        linewidth=2.0 if v == top else 0.5)
+                ax.text(r, i, f" {r:.2f}x", va="center", fontsize=6.5)
+            ax.axvline(1.0, color="#444444", linewidth=0.8)
+            if b == 256 and targets_apply:
+                ax.axvline(TARGET_COMPILE, color="#444444", linewidth=0.9, linestyle=":")
+                ax.text(TARGET_COMPILE, -0.9, f" target {TARGET_COMPILE}x", fontsize=6.5, color="#444444")
+            ax.set_xlim(0, max(np.nanmax(ratio), TARGET_COMPILE if b == 256 else 1.0) * 1.3)
+            ax.set_title(f"batch {b} (torch.compile {fmt_ms(c)} ms)")
+            ax.set_xlabel("torch.compile time / step time")
+        axes[0][0].set_yticks(range(len(vc_order)), [label(v) for v in vc_order], fontsize=7)
+        axes[0][0].invert_yaxis()
+        plots.titled(fig, f"Whole ViT forward: speedup over torch.compile + CUDA graph, {where}", tprov)
+        fig.tight_layout(rect=(0, 0, 1, 0.9))
+        ctx.figure("encoder_vs_compile", fig,
+                   f"Speedup of every ladder step and PyTorch anchor over timm under torch.compile "
+                   f"(max-autotune) replayed in a CUDA graph, {where}, one panel per batch: torch.compile's "
+                   f"median time / the step's (above 1 = faster; medians of the rounds, both from this run); "
+                   f"the fastest step of each batch outlined heavier; hatched bars run eagerly"
+                   + (f"; the dotted line at batch 256 is the {TARGET_COMPILE}x target" if targets_apply else "")
+                   + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+    else:
+        ctx.missing("figure", "encoder_vs_compile", f"this run has no torch.compile rows at {where}")
+
+
+def latency(data, ctx):
+    """Batch-1 time of every step and anchor against the target, the fastest anchor and the weight-read floor."""
+    at_key, b1_depth, best_anchor, custom_key = data.at_key, data.depth, data.best_anchor, data.custom_key
+    floor_us, flush_text, label, order = data.floor_us, data.flush_text, data.label, data.order
+    prov, style, targets_apply, tprov = ctx.provenance(), data.style, data.targets_apply, ctx.title_provenance()
+    where = data.where
+    b1 = at_key[at_key["batch"] == 1]
+    b1_order = [v for v in order if v in set(b1["version"])]
+    if b1_order:
+        fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(b1_order) + 1.8))
+        # One slow forward (timm eager at batch 1 is ~10x the rest) must not squeeze every other bar
+        # into a sliver: the axis ends a little past the slowest forward within 3x of the median,
+        # and a bar beyond that is cut there with its value written at the cut.
+        his = b1.set_index("version").loc[b1_order, "hi_us"] / 1e3
+        typical = float(np.median(b1.set_index("version").loc[b1_order, "median_us"])) / 1e3
+        in_range = his[his <= 3 * typical]
+        x_end = 1.3 * float(in_range.max() if len(in_range) else his.max())
+        cut = []
+        for i, v in enumerate(b1_order):
+            r = b1[b1["version"] == v].iloc[0]
+            ms, lo, hi = r["median_us"] / 1e3, r["lo_us"] / 1e3, r["hi_us"] / 1e3
+            eager = style[v]["linestyle"] == EAGER_LINE
+            kernels = (r["lpl"] * b1_depth if v not in ANCHORS and np.isfinite(r.get("lpl", np.nan))
+                       else np.nan)  # the anchors' counts include work outside the forward
+            text = f"  {fmt_ms(r['median_us'])} ms" + (f", ~{kernels:.0f} kernels" if np.isfinite(kernels) else "")
+            if hi > x_end:
+                cut.append(label(v))
+                ax.barh(i, x_end, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
+                        edgecolor="white" if eager else style[v]["color"])
+                ax.text(x_end, i, f"{text} (axis cut)", va="center", fontsize=7)
+                continue
+            ax.barh(i, ms, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
+                    edgecolor="white" if eager else style[v]["color"],
+                    xerr=[[ms - lo], [hi - ms]], capsize=2, error_kw=dict(elinewidth=0.7))
+            ax.text(hi, i, text, va="center", fontsize=7)
+        ax.set_yticks(range(len(b1_order)), [label(v) for v in b1_order])
+        ax.invert_yaxis()
+        ax.set_xlabel("median time of one forward at batch 1 (ms)")
+        refs = []
+        if targets_apply:
+            refs.append(ax.axvline(TARGET_B1_MS, color="#444444", linewidth=0.9, linestyle=":",
+                                   label=f"target: {TARGET_B1_MS} ms"))
+        a, a_us = best_anchor(1)
+        if a:
+            refs.append(ax.axvline(a_us / 1e3, color=style[a]["color"], linewidth=0.8,
+                                   linestyle="-.", label=f"fastest anchor: {label(a)}"))
+        if np.isfinite(floor_us):
+            refs.append(ax.axvline(floor_us / 1e3, color="#2ca02c", linewidth=1.0, linestyle="--",
+                                   label=f"weight-read floor: {floor_us:.0f} us"))
+        ax.set_xlim(0, max(x_end, ax.get_xlim()[1] if not cut else 0) * 1.3)  # room for the value labels
+        refs.append(plt.Rectangle((0, 0), 1, 1, facecolor="#999999", hatch="//", edgecolor="white",
+                                  label="eager (hatched); solid bars: graph replay"))
+        plots.titled(fig, f"Whole ViT forward at batch 1, {where}", tprov)
+        fig.legend(handles=refs, loc="lower center", ncol=min(len(refs), 3), frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
+        fig.tight_layout(rect=(0, 0.08 + 0.04 * (len(refs) > 3), 1, 0.92))
+        ctx.figure("encoder_latency", fig,
+                   f"Median time of one forward at batch 1, {where}: every ladder step and PyTorch "
+                   f"anchor, error bars spanning the rounds' medians; hatched bars run eagerly, "
+                   f"solid bars replay a CUDA graph; beside each of our steps the kernels of one "
+                   f"forward (launches per layer from its row x the model's layers); the green line "
+                   f"is the weight-read floor (the weights once at the run's measured copy bandwidth)"
+                   + (f"; the axis is cut short of {', '.join(cut)} (more than 3x the median forward; "
+                      f"its time is written at the cut)" if cut else "")
+                   + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+    else:
+        ctx.missing("figure", "encoder_latency", f"this run has no timed batch-1 rows at {where}")
+
+
+def energy(data, ctx):
+    """Time against energy per image at batch 256, and images per joule of every row with energy."""
+    at_key, label, prov, style = data.at_key, data.label, ctx.provenance(), data.style
+    tprov, where = ctx.title_provenance(), data.where
+    EB = 256
+    e = at_key[(at_key["batch"] == EB) & at_key["energy_j"].notna()] if "energy_j" in at_key else at_key.iloc[0:0]
+    if len(e):
+        fig, ax = plt.subplots(figsize=(9.0, 4.8))
+        for _, r in e.iterrows():
+            v = r["version"]
+            x, y = r["median_us"] / EB / 1e3, r["energy_j"] / EB * 1e3
+            clock = f", {r['energy_mhz']:.0f} MHz" if np.isfinite(r["energy_mhz"]) else ""
+            ax.scatter(x, y, color=style[v]["color"], marker=style[v]["marker"], s=36, zorder=3,
+                       label=f"{label(v)}: {r['power_w']:.0f} W{clock}")
+        ax.set_xlabel(f"time per image at batch {EB} (ms)")
+        ax.set_ylabel(f"energy per image at batch {EB} (mJ)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        plots.titled(fig, f"Time against energy per image, batch {EB}, {where}", tprov)
+        fig.tight_layout(rect=(0, 0, 1, 0.92))
+        ctx.figure("encoder_energy", fig,
+                   f"Each ladder step and PyTorch anchor at batch {EB}, {where}: the median time per image "
+                   f"(x) against the energy per image (y) from NVML's board energy counter over a loop of "
+                   f"back-to-back forwards of at least 5 s after the timed ones (docs/method.md, Energy); the legend "
+                   f"gives each loop's mean power and SM clock; each step and anchor in its colour and marker of the other figures. Points on a "
+                   f"line through the origin share one power: below the power limit, faster costs more "
+                   f"watts; at it, only fewer joules per image make a step faster. {prov}.")
+    else:
+        ctx.missing("figure", "encoder_energy", f"this run has no encoder rows with energy at batch {EB}, {where} "
+                    "(a spec's energy_s, or --energy on the bench)")
+
+    # Images per joule of every step and anchor with energy, against torch.compile's at the same batch.
+    energy_rows = at_key[at_key["energy_j"].notna()] if "energy_j" in at_key else at_key.iloc[0:0]
+    if len(energy_rows):
+        comp = {int(r["batch"]): r["batch"] / r["energy_j"]
+                for _, r in energy_rows[energy_rows["version"] == COMPILE].iterrows()}
+        et = pd.DataFrame([{
+            "version": label(r["version"]), "batch": int(r["batch"]), "ms": r["median_us"] / 1e3,
+            "images/J": r["batch"] / r["energy_j"], "W": r["power_w"], "MHz": r["energy_mhz"],
+            "x torch.compile images/J": (r["batch"] / r["energy_j"] / comp[int(r["batch"])]
+                                         if int(r["batch"]) in comp else np.nan)}
+            for _, r in energy_rows.sort_values(["batch", "median_us"]).iterrows()])
+        ctx.table("encoder_images_per_joule", formatting.markdown_table(et, {
+            "batch": formatting.fmt_int, "ms": lambda x: f"{x:.3f}", "images/J": lambda x: f"{x:.1f}",
+            "W": lambda x: f"{x:.0f}", "MHz": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}",
+            "x torch.compile images/J": lambda x: "-" if not np.isfinite(x) else f"{x:.2f}x"}),
+            f"Energy per image of every step and anchor measured with it, {where}: images per joule (the batch "
+            f"over the joules of one forward, from NVML's board energy counter over a loop of at least 5 s of "
+            f"back-to-back forwards), the loop's mean power and SM clock, and images per joule against "
+            f"torch.compile's at the same batch (medians across rounds; docs/method.md, Energy). {prov}.")
+    else:
+        ctx.missing("table", "encoder_images_per_joule", f"this run has no encoder rows with energy at {where}")
+
+
+def breakdown(data, ctx):
+    """Per-component device time of one eager forward; returns (the breakdown rows shown, their versions)."""
+    at, at_key, components, key_image = data.at, data.at_key, data.components, data.key_image
+    key_model, label, lad, order, parts = data.key_model, data.label, data.lad, data.order, data.parts
+    prov, tprov, where = ctx.provenance(), ctx.title_provenance(), data.where
+    bd_batches = [b for b in (256, 1) if b in set(at_key["batch"])]
+    bd = parts.merge(lad[KEYS], on=KEYS) if len(parts) else parts
+    bd = bd[(bd["model"] == key_model) & (bd["image_size"] == key_image)
+            & bd["batch"].isin(bd_batches)] if len(bd) else bd
+    bd_versions = [v for v in order if v in set(bd["version"])] if len(bd) else []
+    comp_colors = dict(zip(components, plt.get_cmap("tab10").colors))
+    if len(bd_versions):
+        panels = [b for b in bd_batches if b in set(bd["batch"])]
+        fig, axes = plt.subplots(1, len(panels), figsize=(plots.panels_width(len(panels), 5.0), 4.6), squeeze=False)
+        for ax, b in zip(axes[0], panels):
+            vs = [v for v in bd_versions if len(bd[(bd["version"] == v) & (bd["batch"] == b)])]
+            bottom = np.zeros(len(vs))
+            for comp in components:
+                h = np.array([bd.loc[(bd["version"] == v) & (bd["batch"] == b)
+                                     & (bd["component"] == comp), "us"].sum() / 1e3 for v in vs])
+                ax.bar(range(len(vs)), h, bottom=bottom, color=comp_colors[comp], width=0.7)
+                bottom += h
+            measured = [at(v, b) / 1e3 for v in vs]
+            ax.plot(range(len(vs)), measured, linestyle="none", marker="_", markersize=20,
+                    markeredgewidth=2, color="#000000")
+            ax.set_xticks(range(len(vs)), [label(v) for v in vs], rotation=30, ha="right")
+            ax.set_ylabel("ms")
+            ax.set_title(f"batch {b}")
+            ax.set_ylim(0, max(max(bottom), np.nanmax(measured + [0])) * 1.08)
+        handles = [plt.Rectangle((0, 0), 1, 1, color=comp_colors[c], label=c) for c in components]
+        handles.append(plt.Line2D([], [], linestyle="none", marker="_", markersize=14,
+                                  markeredgewidth=2, color="#000000",
+                                  label="measured forward (median)"))
+        plots.titled(fig, f"Whole ViT forward: device time per component, {where}", tprov)
+        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+        fig.tight_layout(rect=(0, 0, 1, 0.92))
+        ctx.figure("encoder_breakdown", fig,
+                   f"Device time of each component in one eager forward (CUDA events around every "
+                   f"component, summed over the layers; medians of the rounds), stacked per version "
+                   f"at {where}, batch {' and '.join(map(str, panels))}; the black mark is the "
+                   f"version's measured forward (a graph replay where the version replays one), so "
+                   f"the gap is launch overhead the graph removes or event overhead. {prov}.")
+        rows = []
+        for b in panels:
+            for v in bd_versions:
+                d = bd[(bd["version"] == v) & (bd["batch"] == b)]
+                if not len(d):
+                    continue
+                row = {"batch": b, "version": label(v)}
+                row.update({c: d.loc[d["component"] == c, "us"].sum() if c in set(d["component"])
+                            else np.nan for c in components})
+                row["sum"] = d["us"].sum()
+                row["measured"] = at(v, b)
+                rows.append(row)
+        bt = pd.DataFrame(rows)
+        ctx.table("encoder_components", formatting.markdown_table(
+            bt, {c: formatting.fmt_us for c in components + ["sum", "measured"]} | {"batch": formatting.fmt_int}),
+            f"Device time per component of one eager forward (us, summed over the layers; median "
+            f"of the rounds), its sum, and the measured forward (median us) at {where}; '-' = the "
+            f"version has no such component. {prov}.")
+    else:
+        why = ("no row's note carries an eager breakdown" if not len(parts) else
+               f"no breakdown at {where}, batch 256 or 1")
+        ctx.missing("figure", "encoder_breakdown", why)
+        ctx.missing("table", "encoder_components", why)
+
+    return bd, bd_versions
+
+
+def streams(data, ctx):
+    """e4_streams at every stream count against e3_graph; returns (e3's rows by batch, e4's rows)."""
+    key_image, key_model, prov, run, t = data.key_image, data.key_model, ctx.provenance(), data.run, data.timed
+    tprov, where = ctx.title_provenance(), data.where
+    # The streams experiment is not repeated in every run: without e4 rows here, the newest run on
+    # this GPU that timed e4 (its e3 rows beside it) is shown, and the caption names it.
+    streams_t, streams_prov, streams_tprov, streams_from = t, prov, tprov, ""
+    if not (t["version"] == E4).any():
+        for other in sorted(rundata.load_runs(), key=lambda r: r.name, reverse=True):
+            o = other.ok("encoder")
+            if rundata.gpu_of(other) != rundata.gpu_of(run) or not (o["version"] == E4).any():
+                continue
+            o = o.assign(streams=o["streams"].fillna(1))
+            o = o[~o["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
+            streams_t = rundata.collapse_rounds(o, KEYS)
+            streams_prov, streams_tprov = other.provenance("encoder"), other.title_provenance("encoder")
+            streams_from = f" (from run folder {other.name}: this run did not time {E4})"
+            break
+    e4 = streams_t[(streams_t["version"] == E4) & (streams_t["model"] == key_model)
+                   & (streams_t["image_size"] == key_image)]
+    e3 = streams_t[(streams_t["version"] == E3) & (streams_t["model"] == key_model)
+                   & (streams_t["image_size"] == key_image) & (streams_t["streams"] == 1)].set_index("batch")
+    stream_counts = sorted(int(s) for s in set(e4["streams"]))
+    if len(e4) and len(e3):
+        fig, ax = plt.subplots()
+        palette = plt.get_cmap("viridis")(np.linspace(0.1, 0.85, max(len(stream_counts), 1)))
+        handles = []
+        for s, color in zip(stream_counts, palette):
+            d = e4[e4["streams"] == s].set_index("batch")
+            r = (d["median_us"] / e3["median_us"]).dropna().sort_index()
+            if len(r):
+                ax.plot(r.index, r.values, color=color, marker="o", linestyle=GRAPH_LINE)
+                handles.append(plt.Line2D([], [], color=color, marker="o",
+                                          label=f"e4_streams, {s} stream{'s' if s > 1 else ''}"))
+        ref = ax.axhline(1.0, color="#444444", linewidth=0.9, linestyle=":",
+                         label="1x: e3_graph on one stream")
+        handles.append(ref)
+        batch_axis(ax, sorted(int(b) for b in set(e4["batch"]) & set(e3.index)))
+        ax.set_xlabel("batch (images per forward)")
+        ax.set_ylabel("e4 time / e3_graph time (below 1 = faster)")
+        plots.titled(fig, f"Streams: the batch split over streams, {where}", streams_tprov)
+        legend_below(fig, handles, 0.06 + 0.035 * ((len(handles) + 2) // 3))
+        ctx.figure("encoder_streams", fig,
+                   f"Median time of e4_streams (the batch cut into one lane per stream, each a whole "
+                   f"forward, all in one graph) divided by e3_graph's on one stream, against batch, "
+                   f"{where}; a line at 1 marks no change. Stream counts with more lanes than "
+                   f"images are not run (see the status table){streams_from}. {streams_prov}.")
+        srows = []
+        for b in sorted(set(e4["batch"]) | set(e3.index)):
+            row = {"batch": b, "e3_graph ms": e3["median_us"].get(b, np.nan)}
+            best_s, best = None, np.inf
+            for s in stream_counts:
+                x = e4.loc[(e4["streams"] == s) & (e4["batch"] == b), "median_us"]
+                x = float(x.iloc[0]) if len(x) else np.nan
+                row[f"{s} streams ms"] = x
+                if np.isfinite(x) and x < best:
+                    best_s, best = s, x
+            row["fastest streams"] = best_s if best_s else np.nan
+            row["fastest / e3"] = best / row["e3_graph ms"] if best_s else np.nan
+            srows.append(row)
+        st_tab = pd.DataFrame(srows)
+        ctx.table("encoder_stream_counts", formatting.markdown_table(st_tab, {
+            c: (formatting.fmt_int if c in ("batch", "fastest streams") else
+                formatting.fmt_ratio if c == "fastest / e3" else fmt_ms) for c in st_tab.columns}),
+            f"e4_streams at every stream count against e3_graph on one stream, {where}: median "
+            f"time of one forward (ms), the fastest stream count, and its time / e3's (below 1 = "
+            f"faster); '-' = not run or not timed{streams_from}. {streams_prov}.")
+    else:
+        why = (f"this run has no timed {E4} rows at {where}" if not len(e4) else
+               f"this run has no timed {E3} rows on one stream at {where} to compare with")
+        ctx.missing("figure", "encoder_streams", why)
+        ctx.missing("table", "encoder_stream_counts", why)
+
+    return e3, e4

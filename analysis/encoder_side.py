@@ -1,0 +1,256 @@
+"""The encoder's side experiments, each from the newest run folder on this run's GPU that has it:
+the comparisons their specs declare, e12_fp8 against the fp16 steps, and the FP8 accuracy."""
+from __future__ import annotations
+
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from analysis import plots
+from analysis.encoder_data import ANCHORS, fmt_rate, parse_breakdown
+from studylib import formatting, rundata, specs
+from studylib.schema import MODELS
+
+
+def newest_side(run, pattern, same_architecture=False):
+    """The newest file matching `pattern` under this results root whose rows (the CSV itself,
+    or the JSON's `gpu`) were measured on `run`'s GPU (with same_architecture, on any GPU that
+    runs the same binaries: for accuracy, never for times); None when there is none. A JSON is
+    as new as the bench rows written beside it (a checkout's file times say nothing)."""
+    gpu, found = rundata.gpu_of(run), []
+
+    def fits(g):
+        return rundata.same_architecture(g, gpu) if same_architecture else g == gpu
+    for f in run.path.parent.glob(pattern):
+        if f.suffix == ".csv":
+            d = rundata.read_csv(f)
+            if any(fits(g) for g in set(d["gpu"].astype(str))):
+                found.append((pd.to_datetime(d["utc"]).max(), f))
+        else:
+            j = json.loads(f.read_text())
+            beside = [pd.to_datetime(rundata.read_csv(c)["utc"]).max() for c in f.parent.glob("*.csv")
+                      if c.name != "accuracy.csv"]
+            if fits(j.get("gpu", "")):
+                found.append((max(beside) if beside else pd.Timestamp(0, tz="UTC"), f))
+    return sorted(found)[-1][1] if found else None
+
+
+def measured_on(run, gpu):
+    """What an accuracy result measured on another GPU of this one's architecture adds to its text."""
+    return ("" if gpu == rundata.gpu_of(run) else
+            f", measured on {gpu}: {rundata.architecture_of(gpu)}, the same binaries and arithmetic as on "
+            f"{rundata.gpu_of(run)}")
+
+
+def accuracy_result(run, pattern, holds):
+    """(path, parsed JSON) of the accuracy result matching `pattern` under this results root that
+    `holds` accepts, measured on `run`'s GPU (else on another of its architecture: the same
+    arithmetic), the newest run folder first; None when there is none."""
+    found = []
+    for f in run.path.parent.glob(pattern):
+        j = json.loads(f.read_text())
+        if rundata.same_architecture(j.get("gpu", ""), rundata.gpu_of(run)) and holds(j):
+            found.append(((j.get("gpu") == rundata.gpu_of(run), f.parent.parent.name, f.parent.name), f, j))
+    return max(found, key=lambda e: e[0])[1:] if found else None
+
+
+def side_ok(path):
+    """A side experiment's timed rows and the median across rounds per (version, batch), us."""
+    d = rundata.read_csv(path)
+    d = d[d["status"] == "ok"].copy()
+    return d, d.groupby(["version", "batch"])["median_us"].median()
+
+
+def fmt_ms_3dp(ms):
+    """Milliseconds (already) with 3 decimals, as the side tables show them."""
+    return "-" if not np.isfinite(ms) else f"{ms:.3f}"
+
+
+def side_csv(run, name):
+    """The newest rows of side experiment `name` on this run's GPU (experiments/specs/<name>.toml
+    writes `<run folder>/<name>/<name>.csv`); None when there are none."""
+    return newest_side(run, f"*/{name}/{name}.csv")
+
+
+def side_comparison(data, ctx, name, c):
+    """Side experiment `name`'s declared comparison `c` (its spec's [comparison]): a table, one
+    row per batch, of the medians across rounds (ms) of `against`, `step` and the anchors the rows
+    have; "x v" = v's time over the step's for v in `against` and the anchors (above 1: the step
+    is faster); "v MHz" = the median SM clock of v's rows for v in `clocks`; with `figure`, those
+    ratios drawn per batch. Reported missing when no run folder on this GPU has its rows."""
+    label = data.label
+    step, compared, clocks = c["step"], c["against"], c["clocks"]
+    caption = c["caption"].format(where=data.where)
+    csv = side_csv(data.run, name)
+    if csv is None:
+        why = f"no run folder on this GPU has {name}/{name}.csv (experiments/specs/{name}.toml writes it)"
+        ctx.missing("table", name, why)
+        if c["figure"]:
+            ctx.missing("figure", f"{name}_ratios", why)
+        return
+    d, med = side_ok(csv)
+    anchors = [a for a in ANCHORS if a in set(d["version"])]
+    clock = d.groupby(["version", "batch"])["sm_clock_mhz"].median()
+    rows = []
+    for b in sorted(set(d["batch"])):
+        if (step, b) not in med.index:
+            continue
+        row = {"batch": b}
+        for v in compared + [step] + anchors:
+            row[f"{label(v)} ms"] = med.get((v, b), np.nan) / 1e3
+        for v in compared + anchors:
+            row[f"x {label(v)}"] = med.get((v, b), np.nan) / med[(step, b)]
+        for v in clocks:
+            row[f"{label(v)} MHz"] = clock.get((v, b), np.nan)
+        rows.append(row)
+    show = pd.DataFrame(rows)
+    fmt = {c: fmt_ms_3dp for c in show.columns if c.endswith(" ms")}
+    fmt.update({c: formatting.fmt_ratio for c in show.columns if c.startswith("x ")})
+    fmt.update({c: fmt_rate for c in show.columns if c.endswith(" MHz")})
+    fmt["batch"] = formatting.fmt_int
+    side_run = rundata.Run(csv.parent, d)
+    ctx.table(name, formatting.markdown_table(show, fmt),
+              f"{caption} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "
+              f"{rundata.show_path(csv.parent)}); x v = v's time over {step}'s (above 1: {step} is faster). "
+              f"{side_run.provenance()}.", section=c["title"])
+    if c["figure"]:
+        ratios_figure(ctx, label, f"{name}_ratios", show, step, [v for v in compared + anchors if f"x {label(v)}" in show],
+                      c["title"], side_run, section=c["title"])
+
+
+def ratios_figure(ctx, label, name, show, step, versions, title, side_run, section):
+    """Per batch, one bar per compared version: its time over `step`'s (above 1: the step is
+    faster), each bar with its value, a line at 1."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    width = 0.8 / max(len(versions), 1)
+    xs = np.arange(len(show))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, v in enumerate(versions):
+        vals = show[f"x {label(v)}"].to_numpy(dtype=float)
+        bars = ax.bar(xs + (i - (len(versions) - 1) / 2) * width, vals, width, label=label(v),
+                      color=colors[i % len(colors)])
+        ax.bar_label(bars, labels=[formatting.fmt_ratio(x) for x in vals], fontsize=7, padding=1)
+    plots.reference_line(ax, 1.0, f"1x: as fast as {step}")
+    ax.set_xticks(xs, [f"batch {int(b)}" for b in show["batch"]])
+    ax.set_ylabel(f"time over {step}'s (x)")
+    ax.set_ylim(0, max(1.1, float(np.nanmax(show[[f"x {label(v)}" for v in versions]].to_numpy())) * 1.15))
+    plots.legend_outside(ax)
+    plots.titled(fig, f"{title}: above 1, {step} is faster", side_run.title_provenance())
+    ctx.figure(name, fig, f"Each compared forward's median time over {step}'s, per batch (medians of "
+               f"the interleaved rounds; above 1: {step} is faster). {side_run.provenance()}.", section=section)
+
+
+def comparisons(data, ctx):
+    """Every side comparison a spec declares (experiments/specs/*.toml, [comparison]): its table,
+    and its figure where it asks for one."""
+    for side_name, comparison in specs.comparisons("encoder"):
+        side_comparison(data, ctx, side_name, comparison)
+
+
+def fp8_tables(data, ctx):
+    """e12_fp8 against the fastest fp16 steps (experiments/specs/encoder_fp8.toml, a side experiment), and
+    per GEMM against the FP8 and fp16 ceilings."""
+    key_image, key_model, label, run, where = data.key_image, data.key_model, data.label, data.run, data.where
+    FP8_STEP = "e12_fp8"
+    FP8_FUSED_STEP = "e15_fp8_attention_e4m3"
+    fp8_csv = side_csv(run, "encoder_fp8")
+    if fp8_csv is not None:
+        f8, f8_med = side_ok(fp8_csv)
+        f8_clock = f8.groupby(["version", "batch"])["sm_clock_mhz"].median()
+        f8_fp16 = [v for v in ("e6_best", "e10_fastest_gemms") if v in set(f8["version"])]
+        f8_rows = []
+        for b in sorted(set(f8["batch"])):
+            if (FP8_STEP, b) not in f8_med.index:
+                continue
+            best16 = min((f8_med[(v, b)] for v in f8_fp16 if (v, b) in f8_med.index), default=np.nan)
+            row = {"batch": b, f"{FP8_STEP} ms": f8_med[(FP8_STEP, b)] / 1e3}
+            for v in f8_fp16 + [a for a in ANCHORS if a in set(f8["version"])]:
+                if (v, b) in f8_med.index:
+                    row[f"{label(v)} ms"] = f8_med[(v, b)] / 1e3
+            row["x fastest fp16 step"] = best16 / f8_med[(FP8_STEP, b)]
+            row["SM MHz (FP8)"] = f8_clock.get((FP8_STEP, b), np.nan)
+            f8_rows.append(row)
+        f8_show = pd.DataFrame(f8_rows)
+        f8_fmt = {c: fmt_ms_3dp for c in f8_show.columns if c.endswith(" ms")}
+        f8_fmt.update({"batch": formatting.fmt_int, "x fastest fp16 step": formatting.fmt_ratio,
+                       "SM MHz (FP8)": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"})
+        ctx.table("encoder_fp8", formatting.markdown_table(f8_show, f8_fmt),
+                  f"The FP8 step (QKV, projection, fc1 and fc2 in E4M3 with per-tensor weight scales and "
+                  f"static activation scales; stages/encoder/e12_fp8/NOTES.md) against the fastest fp16 "
+                  f"steps and timm in a CUDA graph, {where}: medians of 3 interleaved rounds "
+                  f"(experiments/specs/encoder_fp8.toml, in {rundata.show_path(fp8_csv.parent)}); "
+                  f"x fastest fp16 step = the faster fp16 step's time over e12_fp8's. "
+                  f"{rundata.Run(fp8_csv.parent, f8).provenance()}.")
+        # Per GEMM at the largest batch: component time of the median round's eager breakdown; e15's
+        # from the encoder_fp8_fused rows when a run has them (its projection has no quantizing pass).
+        ceil8, ceil16 = rundata.fp8_ceiling_tflops(run), run.ceilings().gemm_tflops
+        f8_big = int(f8["batch"].max())
+        hidden, _, depth = MODELS[key_model]
+        rows_big = f8_big * ((key_image // 16) ** 2 + 1)
+        gemm_flops = {"qkv": 2.0 * rows_big * 3 * hidden * hidden * depth,
+                      "projection": 2.0 * rows_big * hidden * hidden * depth,
+                      "mlp": 2.0 * 2 * rows_big * 4 * hidden * hidden * depth}
+        ff_csv = side_csv(run, "encoder_fp8_fused")
+        per_gemm = [(f8, FP8_STEP, ceil8, "FP8"), (f8, "e6_best", ceil16, "fp16")]
+        if ff_csv is not None:
+            per_gemm.append((side_ok(ff_csv)[0], FP8_FUSED_STEP, ceil8, "FP8"))
+        g_rows = []
+        for d, v, ceiling, kind in per_gemm:
+            sel = d[(d["version"] == v) & (d["batch"] == f8_big)].sort_values("median_us")
+            if not len(sel):
+                continue
+            parts_v = parse_breakdown(str(sel.iloc[len(sel) // 2]["note"]))
+            for comp, fl in gemm_flops.items():
+                if comp in parts_v:
+                    t = fl / (parts_v[comp] * 1e-6) / 1e12
+                    g_rows.append({"step": v, "GEMM": comp, "ms": parts_v[comp] / 1e3, "TFLOP/s": t,
+                                   "% of ceiling": 100 * t / ceiling if ceiling else np.nan, "ceiling": kind})
+        if g_rows:
+            ctx.table("encoder_fp8_gemms", formatting.markdown_table(pd.DataFrame(g_rows), {
+                "ms": lambda x: f"{x:.2f}", "TFLOP/s": lambda x: f"{x:,.0f}",
+                "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
+                f"Per-GEMM throughput at batch {f8_big}, {where}, from the eager breakdown of the median "
+                f"round (summed over the layers; e12_fp8's projection includes its quantizing pass over the "
+                f"attention output, which {FP8_FUSED_STEP} does not have; MLP is fc1 + fc2): against the FP8 "
+                f"ceiling ({fmt_rate(ceil8)} TFLOP/s, `ceilings`' gemm_fp8 row on this GPU) for the FP8 "
+                f"steps and the fp16 ceiling ({fmt_rate(ceil16)} TFLOP/s) for e6_best. The {FP8_FUSED_STEP} "
+                f"rows are from the encoder_fp8_fused run (another sitting).")
+    else:
+        ctx.missing("table", "encoder_fp8", "no run folder on this GPU has encoder_fp8/encoder_fp8.csv "
+                    "(experiments/specs/encoder_fp8.toml writes it)")
+        ctx.missing("table", "encoder_fp8_gemms", "no encoder_fp8 rows on this GPU")
+
+
+def fp8_accuracy(data, ctx):
+    """The FP8 steps' accuracy against timm fp32 (experiments/accuracy/fp8_accuracy.py)."""
+    # Accuracy depends on the kernels' arithmetic, not on the card: another GPU of this one's
+    # architecture serves where this one has no result, and the text names it.
+    acc_json = (newest_side(data.run, "*/fp8_accuracy/accuracy.json")
+                or newest_side(data.run, "*/fp8_accuracy/accuracy.json", same_architecture=True))
+    if acc_json is not None:
+        acc = json.loads(acc_json.read_text())
+        acc_rows = pd.DataFrame(acc["rows"])
+        acc_rows["decisive"] = acc_rows.apply(
+            lambda r: f"{r['top1_agreement_decisive']:.1%} of {int(r['decisive_images'])}"
+            if r["decisive_images"] else "- (none)", axis=1)
+        acc_show = acc_rows[["weights", "forward", "precision", "logits_rel_l2", "top1_agreement", "decisive"]]
+        acc_show = acc_show.rename(columns={"logits_rel_l2": "logits rel L2", "top1_agreement": "top-1 agreement",
+                                            "decisive": "agreement where the margin > 4x the error"})
+        ctx.table("encoder_fp8_accuracy", formatting.markdown_table(acc_show, {
+            "logits rel L2": lambda x: f"{x:.2e}", "top-1 agreement": lambda x: f"{x:.1%}"}),
+            f"Accuracy against timm {acc['timm']} fp32 on the same weights ({acc['model']}, {acc['image_size']} px, "
+            f"{acc['images']} N(0, 1) images per weight set; FP8 calibrated on {acc['calibration_images']} other "
+            f"images), experiments/accuracy/fp8_accuracy.py in {rundata.show_path(acc_json.parent)}{measured_on(data.run, acc['gpu'])}: "
+            f"timm's init, every "
+            f"parameter randomized, and timm's init with outlier channels (LayerNorm gamma 20-50x on three "
+            f"channels, two residual-stream channels offset by 25 and 40). The last column counts only the "
+            f"images whose top-1/top-2 margin in timm fp32 exceeds 4x that forward's RMS logit error. "
+            f"Untrained weights cannot judge an FP8 recipe by top-1: experiments/accuracy/digits_accuracy.py trains a "
+            f"small ViT on scikit-learn's digits for that (its digits.txt beside this folder's, where run), "
+            f"and experiments/accuracy/imagenet_accuracy.py measures ImageNet top-1 where ImageNet and pretrained "
+            f"weights are.")
+    else:
+        ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU or its architecture has "
+                    "fp8_accuracy/accuracy.json (experiments/accuracy/fp8_accuracy.py writes it)")

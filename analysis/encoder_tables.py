@@ -1,0 +1,472 @@
+"""The whole ViT's tables of one run (analysis/encoder.py writes them in this order): the batch-1
+kernels, the block GEMMs against the ceiling, the ladder, every step, every configuration, timm
+parity and status, and the findings that follow the targets."""
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import studylib
+from analysis.encoder_data import (
+    COMPILE, E4, E6, KEY_BATCHES, KEY_IMAGE, KEY_MODEL, LABEL, LADDER, PREVIOUS, best_resolved, fmt_mb,
+    fmt_ms, fmt_one, fmt_rate, join_and)
+from studylib import steps as step_table
+from studylib import catalog, formatting, paths, rundata
+from studylib.schema import MODELS
+
+
+def ncu_kernels(path: Path) -> pd.DataFrame:
+    """Nsight Compute's raw CSV page: one row per kernel, the metrics as numbers."""
+    lines = path.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        raise studylib.DataError(f"{rundata.show_path(path)}: no Nsight Compute table (no \"ID\" header)")
+    d = pd.read_csv(io.StringIO("\n".join(lines[start:])), low_memory=False)
+    d = d[pd.to_numeric(d["ID"], errors="coerce").notna()].copy()  # drops the units row
+    for c in d.columns:
+        if "__" in c:
+            d[c] = pd.to_numeric(d[c].astype(str).str.replace(",", ""), errors="coerce")
+    return d
+
+
+def kernel_kind(name: str) -> str:
+    name = str(name)
+    if "splitKreduce" in name:
+        return "GEMM split-K reduction (cuBLASLt)"
+    if "nvjet" in name or "GemmUniversal" in name or "gemm" in name.lower():
+        return "GEMM"
+    for key, kind in (("attention", "attention"), ("layernorm", "LayerNorm"), ("patch_embed", "patch embedding")):
+        if key in name:
+            return kind
+    return "other"
+
+
+def b1_kernels(data, ctx):
+    """Every kernel of one eager batch-1 forward from Nsight Compute (experiments/small_m_probe.sh)."""
+    run = data.run
+    b1_probes = []
+    for b1_f in sorted(run.path.parent.glob("*/small_m_probe/ncu_forward_b1.csv")):  # this results root
+        b1_rows_csv = b1_f.parent / "rows.csv"
+        if b1_rows_csv.is_file():
+            b1_rows = rundata.read_csv(b1_rows_csv)
+            if rundata.gpu_of(run) in set(b1_rows["gpu"].astype(str)):
+                b1_probes.append((pd.to_datetime(b1_rows["utc"]).max(), b1_f))
+    if b1_probes:
+        b1_probe = sorted(b1_probes)[-1][1]
+        b1_k = ncu_kernels(b1_probe)
+        b1_k["kind"] = b1_k["Kernel Name"].map(kernel_kind)
+        # The profile holds several identical eager forwards: the first, from its patch embedding up
+        # to the next one.
+        b1_starts = [i for i, kind in enumerate(b1_k["kind"]) if kind == "patch embedding"] + [len(b1_k)]
+        b1_one = b1_k.iloc[b1_starts[0]:b1_starts[1]] if len(b1_starts) > 1 else b1_k
+        b1_g = b1_one.groupby("kind").agg(
+            kernels=("kind", "size"), us=("gpu__time_duration.sum", "sum"), mb=("dram__bytes_read.sum", "sum"),
+            dram=("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "mean"))
+        b1_g["us"] /= 1e3
+        b1_g["mb"] /= 1e6
+        b1_g = b1_g.sort_values("us", ascending=False)
+        b1_total_us = b1_g["us"].sum()
+        b1_table = pd.DataFrame({"kernels": b1_g.index, "count": b1_g["kernels"].astype(int),
+                                 "us": b1_g["us"].map(lambda v: f"{v:.1f}"),
+                                 "share": (100 * b1_g["us"] / b1_total_us).map(lambda v: f"{v:.0f}%"),
+                                 "MB read": b1_g["mb"].map(lambda v: f"{v:.1f}"),
+                                 "DRAM % of peak (mean)": b1_g["dram"].map(lambda v: f"{v:.1f}")})
+        b1_table.loc[len(b1_table)] = ["**total**", int(b1_g["kernels"].sum()), f"{b1_total_us:.1f}", "100%",
+                                       f"{b1_g['mb'].sum():.1f}", ""]
+        ctx.table("encoder_b1_kernels", formatting.markdown_table(b1_table.reset_index(drop=True)),
+                  f"Every kernel of one eager batch-1 forward of e6_best (vit_b, 224 px), from Nsight "
+                  f"Compute (experiments/small_m_probe.sh, in {rundata.show_path(b1_probe.parent)}): caches "
+                  f"flushed before each kernel, clocks not locked; the durations add up to "
+                  f"{b1_total_us:.0f} us, against the forward's graph replay in the ladder, where the "
+                  f"activations stay in L2 and launches overlap. Every kernel runs at a small share of "
+                  f"the DRAM bandwidth: a 197-row forward is a chain of latency-bound kernels "
+                  f"(stages/encoder/NOTES.md, batch 1).")
+    else:
+        ctx.missing("table", "encoder_b1_kernels", "no small_m_probe/ncu_forward_b1.csv on this run's GPU "
+                    "(experiments/small_m_probe.sh RUN/small_m_probe)")
+
+
+def gemms(data, ctx):
+    """The block GEMMs against the measured ceiling; returns the finding on them, or None."""
+    at, key_image, key_model, label, parts = data.at, data.key_image, data.key_model, data.label, data.parts
+    prov, run, steps, where = ctx.provenance(), data.run, data.steps, data.where
+    # (component, N, K) per block for hidden D: the MLP counts its two GEMMs, 2 x D x 4D each.
+    GEMM_COMPONENTS = {"qkv": lambda d: (3 * d, d), "projection": lambda d: (d, d),
+                       "mlp": lambda d: (4 * d, d)}
+    gemm_ceiling = run.ceilings().gemm_tflops
+    fused_steps = [v for v in steps if v not in ("e1_library", "e2_buffer_reuse", "e3_graph", E4)]
+    gm = parts[parts["version"].isin(fused_steps) & (parts["model"] == key_model)
+               & (parts["image_size"] == key_image) & (parts["streams"] == 1)] if len(parts) else parts
+    rows = []
+    if len(gm):
+        hidden, _, depth = MODELS.get(key_model, (np.nan, 0, np.nan))
+        tokens = (key_image // 16) ** 2 + 1
+        for b in [b for b in KEY_BATCHES if b in set(gm["batch"])]:
+            for v in fused_steps:
+                d = gm[(gm["version"] == v) & (gm["batch"] == b)]
+                if not len(d):
+                    continue
+                for comp, nk in GEMM_COMPONENTS.items():
+                    us = d.loc[d["component"] == comp, "us"].sum()
+                    if not us > 0:
+                        continue
+                    n, k = nk(hidden)
+                    m = b * tokens
+                    flops = depth * 2.0 * m * n * k * (2 if comp == "mlp" else 1)
+                    tf = flops / us / 1e6
+                    rows.append({"batch": b, "version": label(v), "GEMM": comp,
+                                 "m x n x k": f"{m:,} x {n:,} x {k:,}" + (f" and {m:,} x {k:,} x {n:,}"
+                                                                         if comp == "mlp" else ""),
+                                 "us": us, "TFLOP/s": tf,
+                                 "% of ceiling": 100 * tf / gemm_ceiling if gemm_ceiling else np.nan,
+                                 "SM MHz": at(v, b, "sm_mhz")})
+    gemm_finding = None
+    if rows:
+        gt = pd.DataFrame(rows)
+        top = gt[gt["batch"] == gt["batch"].max()]
+        top = top[top["version"] == top["version"].iloc[-1]]
+        if gemm_ceiling and len(top):
+            gemm_finding = (f"At batch {int(top['batch'].iloc[0])}, {top['version'].iloc[0]}'s block GEMMs "
+                            "run at " + join_and(f"{r['GEMM']} {r['% of ceiling']:.0f}%" for _, r in top.iterrows())
+                            + f" of the measured GEMM rate ({gemm_ceiling:,.0f} TFLOP/s), with the SM clock at "
+                            f"{top['SM MHz'].iloc[0]:,.0f} MHz (eager breakdown; launch gaps included).")
+        ctx.table("encoder_gemms", formatting.markdown_table(
+            gt, {"batch": formatting.fmt_int, "us": formatting.fmt_us, "TFLOP/s": fmt_rate,
+                 "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%",
+                 "SM MHz": fmt_rate}),
+            f"The block GEMMs of one eager forward at {where}: device time summed over the layers "
+            f"(CUDA events around each component, so launch gaps count against it; the MLP's two "
+            f"GEMMs and epilogues are one component), achieved TFLOP/s and its share of the run's "
+            f"measured fp16 GEMM rate ({gemm_ceiling:,.0f} TFLOP/s), and the SM clock of the row "
+            f"(median of its rounds). {prov}." if gemm_ceiling else
+            f"The block GEMMs of one eager forward at {where} (this run has no GEMM ceiling "
+            f"measured). {prov}.")
+    else:
+        ctx.missing("table", "encoder_gemms", "no fused ladder step's row carries an eager breakdown "
+                    f"at {where}")
+
+    return gemm_finding
+
+
+def ladder(data, ctx):
+    """The ladder at batch 1, 32 and 256."""
+    at, at_key, best_anchor, ceil = data.at, data.at_key, data.best_anchor, data.gemm_ceiling
+    custom_key, flush_text, label, order = data.custom_key, data.flush_text, data.label, data.order
+    prov, steps, where = ctx.provenance(), data.steps, data.where
+    def prev_step(v, b):
+        """The step v is measured against at batch b: the one it changes (PREVIOUS), else the
+        previous ladder step timed there; None for anchors, custom mixes and the first step."""
+        if np.isfinite(at(PREVIOUS.get(v), b)):
+            return PREVIOUS[v]
+        if v in steps and steps.index(v) > 0:
+            return next((p for p in reversed(steps[:steps.index(v)]) if np.isfinite(at(p, b))), None)
+        return None
+
+
+    key_batches = [b for b in KEY_BATCHES if b in set(at_key["batch"])] or \
+        sorted(int(b) for b in set(at_key["batch"]))[:3]
+    rows = []
+    for b in key_batches:
+        anchor, anchor_us = best_anchor(b)
+        for v in order:
+            m = at(v, b)
+            if not np.isfinite(m):
+                continue
+            prev = prev_step(v, b)
+            rows.append({
+                "batch": b, "version": label(v),
+                "streams": at(v, b, "streams") if v == E4 else np.nan,
+                "ms": m, "rounds range ms": f"{fmt_ms(at(v, b, 'lo_us'))}-{fmt_ms(at(v, b, 'hi_us'))}",
+                "img/s": at(v, b, "img_s"),
+                "x prev": at(prev, b) / m if prev else np.nan,
+                "x best anchor": anchor_us / m if anchor else np.nan,
+                "SM MHz": at(v, b, "sm_mhz"),
+                "% GEMM ceiling": at(v, b, "gemm_pct"),
+                "routine ms": at(v, b, "routine_us"),
+                "launches/layer": at(v, b, "lpl"),
+                "activations MB": at(v, b, "act_mb"),
+                "rounds": at(v, b, "n")})
+    ladder = pd.DataFrame(rows)
+    if len(ladder):
+        anchors_at = "; ".join(f"batch {b}: {label(best_anchor(b)[0])}" for b in key_batches
+                               if best_anchor(b)[0])
+        ctx.table("encoder_ladder", formatting.markdown_table(ladder, {
+            "batch": formatting.fmt_int, "streams": formatting.fmt_int, "ms": fmt_ms, "img/s": fmt_rate,
+            "x prev": formatting.fmt_ratio, "x best anchor": formatting.fmt_ratio, "SM MHz": fmt_rate,
+            "% GEMM ceiling": formatting.fmt_pct,
+            "routine ms": fmt_ms, "launches/layer": fmt_one, "activations MB": fmt_mb,
+            "rounds": formatting.fmt_int}),
+            f"The encoder ladder and the PyTorch anchors at {where}, batch "
+            f"{', '.join(map(str, key_batches))}: median time of one forward (ms) and the range of "
+            f"the rounds' medians, images per second, speedup over the previous ladder step (its "
+            f"time / this time; e5_fused against e3_graph, the step it changes), speedup over the fastest PyTorch anchor at that batch ("
+            f"{anchors_at or 'none measured'}; above 1 = faster), the SM clock the rows recorded "
+            f"(median; below the top clock the GPU was throttled), share of the fp16 GEMM ceiling "
+            f"of the same run ({fmt_rate(ceil) + ' TFLOP/s' if ceil else 'not measured'}), routine "
+            f"time (images up, forward, logits down), kernel launches per layer (none for a compiled anchor "
+            f"row that counted its compile's autotuning kernels), activation memory "
+            f"(from the bench's note), and the number of rounds; e4_streams at its fastest stream "
+            f"count" + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+    else:
+        ctx.missing("table", "encoder_ladder", f"this run has no timed rows at {where}")
+
+
+def every_step(data, ctx):
+    """Every step, those that left the build included, from the newest sitting that measured it."""
+    run = data.run
+    TRIED = paths.REPO / "stages" / "encoder" / "TRIED.md"
+    pruned = re.findall(r"^## (e\d+_\w+):", TRIED.read_text(), re.M) if TRIED.is_file() else []
+    every_step = [v for v in LADDER if re.match(r"e\d+_", v)] + [v for v in pruned if v not in LADDER]
+    every_step.sort(key=lambda v: int(re.match(r"e(\d+)_", v).group(1)))
+    gpu_here, newest, in_build = rundata.gpu_of(run), {}, set(step_table.ladder())
+    for path in sorted(run.path.parent.rglob("*.csv")):
+        if "report" in path.relative_to(run.path.parent).parts:
+            continue
+        try:
+            d = rundata.read_csv(path)
+        except studylib.DataError:   # an Nsight Compute page or a probe, not study rows
+            continue
+        d = d[(d["family"] == "encoder") & (d["status"] == "ok") & (d["model"] == KEY_MODEL)
+              & (d["image_size"] == KEY_IMAGE) & (d["gpu"].astype(str) == gpu_here)
+              & (d["streams"].fillna(1) == 1)
+              & ~d["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
+        for v, g in d[d["version"].isin(every_step)].groupby("version"):
+            med = g.groupby("batch")["median_us"].median()
+            key = (len(set(med.index) & set(KEY_BATCHES)), str(g["utc"].max()))
+            if v not in newest or key > newest[v][0]:
+                newest[v] = (key, path.relative_to(run.path.parent).parent, med, g["run_id"].nunique())
+    rows_ = []
+    for v in every_step:
+        entry = newest.get(v)
+        row = {"step": v, "in the build": "yes" if v in in_build else "left it (TRIED.md)"}
+        for b in KEY_BATCHES:
+            row[f"batch {b} ms"] = entry[2].get(b, np.nan) if entry else np.nan
+        row["sitting"] = f"`{entry[1]}`" if entry else "not measured on this GPU"
+        rows_.append(row)
+    if rows_:
+        ctx.table("encoder_every_step", formatting.markdown_table(pd.DataFrame(rows_), {
+            **{f"batch {b} ms": fmt_ms for b in KEY_BATCHES}}),
+            f"Every encoder step of the table and every step that left the build (stages/encoder/TRIED.md), "
+            f"at {KEY_MODEL}, {KEY_IMAGE} px on {gpu_here}: median time of one forward (median over the "
+            f"rows of its sitting) in the newest sitting with the most of batch 1, 32 and 256, whose folder "
+            f"is named. Rows come from different sittings: compare them only with the rows of their own "
+            f"sitting (its folder), never with each other.")
+
+
+def every_configuration(data, ctx):
+    """Every timed configuration (median ms)."""
+    custom_key, label, order, prov, t = data.custom_key, data.label, data.order, ctx.provenance(), data.timed
+    if len(t):
+        sw = t.assign(col=[label(v) + (f" x{int(s)}" if v == E4 else "")
+                           for v, s in zip(t["version"], t["streams"])])
+        cols = list(dict.fromkeys(
+            c for v in order for c in sw.loc[sw["version"] == v].sort_values("streams")["col"]))
+        spread_cells = ("; in parentheses the range of the rounds' medians" if rundata.multi_round(t)
+                        else "")
+        ctx.table("encoder_sweep", formatting.sweep_table(
+            sw, ["model", "image_size", "batch"], "col", cols, fmt_ms,
+            {"image_size": formatting.fmt_int, "batch": formatting.fmt_int}),
+            f"Median time of one forward (ms, median of the rounds"
+            f"{spread_cells}) "
+            f"for every timed model x "
+            f"image size x batch x version (e4_streams per stream count: x2, x4, ...); '-' = not "
+            f"timed (see the status table)" + (f"; {custom_key}" if custom_key else "")
+            + f". {prov}.")
+    else:
+        ctx.missing("table", "encoder_sweep", "this run has no timed encoder rows")
+
+
+def parity(data, ctx):
+    """Parity with timm: this run's parity files, and which steps a passing file vouches for."""
+    run = data.run
+    parity = []
+    for f in sorted(run.path.glob("timm_parity*/parity.json")):
+        try:
+            j = json.loads(f.read_text())
+            parity.append({
+                "image px": int(j["image_size"]), "images": int(j["images"]),
+                "version": j["version"] + (f" + {j['compose']}" if j.get("compose") else ""),
+                "rel L2 vs timm fp16": j["logits_rel_l2_vs_timm_fp16"],
+                "timm fp16 vs fp32": j["timm_fp16_vs_fp32_rel_l2"],
+                "max abs diff": j["max_abs_logit_difference"],
+                "top-1 (decisive images)": f"{100 * j['top1_agreement_decisive']:.1f}% of "
+                                           f"{int(j['decisive_images'])}",
+                "top-1 (all)": f"{100 * j['top1_agreement_all']:.1f}%",
+                "verdict": "passed" if j["passed"] else "failed",
+                "GPU": j["gpu"], "timm": j["timm"]})
+        except (ValueError, KeyError, TypeError) as e:
+            raise studylib.DataError(f"{rundata.show_path(f)}: not a parity result ({e})") from None
+    if parity:
+        crit = json.loads(sorted(run.path.glob("timm_parity*/parity.json"))[0].read_text())["criteria"]
+        ctx.table("encoder_parity", formatting.markdown_table(
+            pd.DataFrame(parity).sort_values("image px"),
+            {"image px": formatting.fmt_int, "images": formatting.fmt_int, "rel L2 vs timm fp16": lambda x: f"{x:.2e}",
+             "timm fp16 vs fp32": lambda x: f"{x:.2e}", "max abs diff": lambda x: f"{x:.4f}"}),
+            f"Logits of the encoder against timm's fp16 forward on the same weights (timm's seeded "
+            f"init exported to safetensors) and the same N(0, 1) images "
+            f"(experiments/accuracy/timm_parity.py, in this run folder): relative L2 of the logits (passes at "
+            f"<= {crit['rel_l2_max']:g}), timm's own fp16 against its fp32 for scale, the largest "
+            f"absolute difference, and top-1 agreement over the images whose top-1/top-2 margin is "
+            f"more than {crit['margin_factor']:g}x that difference (passes at >= "
+            f"{100 * crit['agreement_min']:.0f}%) and over all images.")
+    else:
+        ctx.missing("table", "encoder_parity", "this run folder has no timm_parity_*/parity.json "
+                    "(experiments/accuracy/timm_parity.py --out RUN/timm_parity_SIZE)")
+
+    vouched = {}
+    try:
+        step_parity = step_table.parity_files(run.path.parent)
+    except step_table.ParityFileError as e:
+        raise studylib.DataError(f"{rundata.show_path(e.path)}: not a parity result ({e.why})") from None
+    for f, j in step_parity:
+        parity_where = (f"{int(j['image_size'])} px, {j.get('weight_set', 'timm')} weights "
+                 f"({f.parent.relative_to(run.path.parent).parent})")
+        vouched.setdefault(j["version"], {"passed": [], "failed": []})["passed" if j.get("passed") is True else "failed"].append(parity_where)
+    # The rule the aliases and the final answer use (steps.models_timm): an fp16 step stands for timm's
+    # model when its newest parity file with every parameter drawn passes at 224 and 384 px.
+    parity_newest = step_table.parity_verdicts(run.path.parent)
+    by_step = pd.DataFrame({
+        "step": LADDER,
+        "stands for timm's model": [
+            "yes" if step_table.models_timm(v, parity_newest) else "- (FP8)" if step_table.is_fp8_step(v) else "no"
+            for v in LADDER],
+        "passing timm parity": ["; ".join(vouched[v]["passed"]) or "**none**" if v in vouched else "**none**" for v in LADDER],
+        "failing timm parity": ["; ".join(vouched[v]["failed"]) if v in vouched else "" for v in LADDER]})
+    ctx.table("encoder_parity_by_step", formatting.markdown_table(by_step, {}),
+              "The timm parity files (experiments/accuracy/timm_parity.py) of each encoder step, over every committed "
+              "run folder, passing and failing: image size, weight set (random: every parameter drawn; timm: "
+              "timm's own init, whose zero biases and unit gains hide some bugs) and run; **none** marks a "
+              "step whose logits no parity file has passed. Parity files of a custom mix (`--compose`) "
+              "vouch for no step. An fp16 step stands for timm's model when its newest parity file with every "
+              "parameter drawn passes at 224 and 384 px: the aliases and the final answer choose among those.")
+
+
+def status(data, ctx):
+    """What was timed, skipped or failed."""
+    custom_key, everything, flush_dropped = data.custom_key, data.everything, data.flush_dropped
+    label, n_short, order, prov = data.label, data.n_short, data.order, ctx.provenance()
+    st = formatting.status_table(everything.assign(
+        _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
+        .sort_values(["_o", "version"], kind="stable"))
+    st["version"] = st["version"].map(label)
+    left_out = []
+    if n_short:
+        left_out.append(f"{n_short} timed rows of a shortened model (--layers) are not shown")
+    if flush_dropped:
+        left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not shown")
+    ctx.table("encoder_status", formatting.markdown_table(st),
+              "Encoder rows (ladder, custom mixes and PyTorch anchors, every round) per version and "
+              "status, with the reason of every row that was not timed"
+              + (f" ({'; '.join(left_out)})" if left_out else "")
+              + (f"; {custom_key}" if custom_key else "") + f". {prov}.")
+
+
+def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
+    """The findings after the targets: anchors, what best resolved to, the ladder, memory, streams, breakdown, GEMMs, the batch-1 floor, status."""
+    at, at_key, b1_depth, best_anchor = data.at, data.at_key, data.depth, data.best_anchor
+    floor_us, fp16_anchors, key_batches, label = data.floor_us, data.fp16_anchors, data.key_batches, data.label
+    mix_of, ok, parts, steps, weights_mb = step_table.note_mix, data.ok, data.parts, data.steps, data.weights_mb
+    where = data.where
+    # Which anchor is the fastest at each batch.
+    anchor_batches = sorted(int(b) for b in set(at_key.loc[at_key["version"].map(catalog.is_anchor),
+                                                           "batch"]))
+    if anchor_batches:
+        best = [(b, *best_anchor(b)) for b in anchor_batches]
+        fastest_anchors = [f"batch {b}: {label(a)} ({fmt_ms(us)} ms"
+                           + (f", of {join_and([label(x) for x in fp16_anchors(b)])})"
+                              if len(fp16_anchors(b)) > 1 else ", the only one measured)")
+                           for b, a, us in best if a is not None]
+        if fastest_anchors:
+            findings.append(f"The fastest fp16 PyTorch anchor at {where}: " + "; ".join(fastest_anchors) + ".")
+        if not any(np.isfinite(at(COMPILE, b)) for b in anchor_batches):
+            findings.append(f"This run has no {LABEL[COMPILE]} rows at {where}.")
+    else:
+        findings.append(f"This run has no PyTorch anchor rows at {where}, so no ratio to PyTorch "
+                        f"is given.")
+
+    # What `best` resolved to.
+    e6_notes = ok.loc[ok["version"] == E6, "note"].astype(str)
+    resolved = list(dict.fromkeys(x for x in e6_notes.map(best_resolved) if x))
+    mixes = list(dict.fromkeys(x for x in e6_notes.map(mix_of) if x))
+    if resolved:
+        findings.append(f"{E6} resolved its family versions to " + " | ".join(resolved)
+                        + (" (different rows resolved differently)" if len(resolved) > 1 else "")
+                        + ".")
+    elif mixes:
+        findings.append(f"{E6} ran {' | '.join(mixes)} (its rows do not say what `best` passed "
+                        f"over).")
+
+    # The ladder end to end and its largest step.
+    for b in [b for b in (1, 256) if b in key_batches]:
+        timed_steps = [v for v in steps if np.isfinite(at(v, b))]
+        if len(timed_steps) >= 2:
+            first, last = timed_steps[0], timed_steps[-1]
+            # A step is one change against its parent: only steps timed beside their parent count
+            # (a sitting of a few steps, the final one, has neighbours that are not parents).
+            gains = [(at(PREVIOUS[v], b) / at(v, b), v, PREVIOUS[v])
+                     for v in timed_steps[1:] if np.isfinite(at(PREVIOUS.get(v), b))]
+            largest = ""
+            if gains:
+                g, v, p = max(gains)
+                largest = f"; the largest single step is {v} ({formatting.faster_or_slower(g)} than {p})"
+            findings.append(f"At batch {b}, {last} takes {fmt_ms(at(last, b))} ms against "
+                            f"{first}'s {fmt_ms(at(first, b))} ms ({formatting.faster_or_slower(at(first, b) / at(last, b))})"
+                            f"{largest}.")
+
+    # Memory: one arena against a buffer per intermediate.
+    b_mem = max(key_batches) if key_batches else None
+    if b_mem and all(np.isfinite(at(v, b_mem, "act_mb")) for v in ("e1_library", "e2_buffer_reuse")):
+        a1, a2 = at("e1_library", b_mem, "act_mb"), at("e2_buffer_reuse", b_mem, "act_mb")
+        findings.append(f"At batch {b_mem}, one reused activation arena (e2_buffer_reuse) holds "
+                        f"{fmt_mb(a2)} MB of activations against {fmt_mb(a1)} MB with a buffer for "
+                        f"every intermediate of every layer (e1_library), {a1 / a2:.1f}x less; its "
+                        f"time is {at('e2_buffer_reuse', b_mem) / at('e1_library', b_mem):.2f}x "
+                        f"e1's.")
+
+    # Streams.
+    if len(e4) and len(e3):
+        ratio = []
+        for b in sorted(set(e4["batch"]) & set(e3.index)):
+            d = e4[e4["batch"] == b]
+            r = d.loc[d["median_us"].idxmin()]
+            ratio.append((int(b), int(r["streams"]), r["median_us"] / e3["median_us"][b]))
+        helps = [f"{b} ({s} stream{'s' if s != 1 else ''}, {x:.2f}x)" for b, s, x in ratio if x < 1]
+        findings.append(f"Splitting the batch over streams (e4_streams at its fastest stream count, "
+                        f"against e3_graph on one stream): "
+                        + (f"faster at batch {join_and(helps)}" if helps else "faster at no batch")
+                        + (f"; at batch {ratio[-1][0]} {ratio[-1][2]:.2f}x e3's time" if ratio else "")
+                        + ".")
+
+    # Where the time goes in e6 at the largest batch with a breakdown.
+    if len(bd_versions):
+        v = E6 if E6 in bd_versions else bd_versions[-1]
+        b = int(max(set(bd.loc[bd["version"] == v, "batch"])))
+        d = bd[(bd["version"] == v) & (bd["batch"] == b)].sort_values("us", ascending=False)
+        total = d["us"].sum()
+        top = d.head(2)
+        findings.append(f"In one eager forward of {v} at batch {b}, " + join_and(
+            [f"{r['component']} takes {100 * r['us'] / total:.0f}%" for _, r in top.iterrows()])
+            + f" of the {fmt_ms(total)} ms of component time.")
+    elif len(at_key):
+        findings.append("No row's note carries a per-component breakdown, so none is shown." if
+                        not len(parts) else f"No row at {where}, batch 256 or 1 carries a "
+                        f"per-component breakdown, so none is shown.")
+
+    if gemm_finding:
+        findings.append(gemm_finding)
+    fast_b1 = [v for v in steps if np.isfinite(at(v, 1))]
+    if fast_b1 and np.isfinite(floor_us):
+        v = min(fast_b1, key=lambda x: at(x, 1))
+        kernels = at(v, 1, "lpl") * b1_depth
+        findings.append(f"At batch 1 the fastest step, {v}, takes {fmt_ms(at(v, 1))} ms: "
+                        f"{at(v, 1) / floor_us:.1f}x the weight-read floor ({floor_us:.0f} us: "
+                        f"{weights_mb.median():.1f} MB of weights at the measured copy bandwidth)"
+                        + (f", in ~{kernels:.0f} kernels." if np.isfinite(kernels) else "."))
+
+    findings.append(formatting.status_finding(data.everything, label=label, what="row", shown="shown",
+                                              all_ok="Every row passed its logits check and was timed."))

@@ -1,0 +1,176 @@
+"""The MLP's rows of one run folder, read once for every section of its report (analysis/mlp.py
+and the modules it calls take one MlpData).
+
+Rows of mlp_cublaslt.toml carry their extra bench arguments at the end of the note (`[extra:
+--workspace-mib 0]`); every bench row also names its workspace and heuristic in the note. Rows
+with extra arguments are a separate experiment (shown only in the cuBLASLt table); the rest is the
+sweep, where one L2 flush setting is kept.
+
+The section's run may be a sitting at the target rows only (every version, interleaved rounds).
+Its figures over batch and image size, the widths and the cuBLASLt and ping-pong experiments then
+come from the newest run on the same GPU with a sweep (rundata.sweep_run), named in their
+captions; every ratio stays within one run.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from analysis import plots
+from studylib import catalog, formatting, rundata
+from studylib.formatting import join_and  # the sections import it from here
+
+HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
+KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes
+KEY_BATCH = 32                # the batch of the width comparison (mlp_models.toml)
+TARGET_GEMM_RATIO = 1.05      # target: fastest fused version <= 1.05x the two plain GEMMs (docs/method.md)
+UNFUSED, GRAPHED, FUSED, HAND, GEMM = ("unfused", "unfused_graph", "fused_epilogue",
+                                       "handwritten_epilogue", "gemm_only")
+GRAPH, EAGER = "pytorch_mlp_graph", "pytorch_mlp"
+LADDER = catalog.family_versions("mlp") + [GRAPH, EAGER]
+# Versions that are not a fused MLP: the unfused steps, the epilogue as separate kernels, and the
+# timing references. Every other own version of the sweep is a fused MLP (bias + GELU after fc1,
+# bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
+NOT_FUSED = {UNFUSED, GRAPHED, HAND, GEMM, "pingpong_gemm_only"}
+PANELED = {"l2_panels"}        # the two GEMMs once per panel of rows (its NOTES)
+LABEL = {GRAPH: "PyTorch MLP (CUDA graph)", EAGER: "PyTorch MLP (eager)",
+         GEMM: "gemm_only (the two plain GEMMs)"}
+DEFAULT_SETTING = ("cached", 4)   # bench defaults: heuristic once per shape, 4 MiB workspace
+LT_FLAGS = r"^(?:(?:--workspace-mib[ =]\d+|--heuristic-every-call)\s*)+$"
+KEYS = ["version", "hidden", "image_size", "batch", "rows"]
+SUMMARY_FORMATS = {"rows": formatting.fmt_int, "hidden": formatting.fmt_int, "median us": formatting.fmt_us,
+                   "TFLOP/s": formatting.fmt_gbps, "% of GEMM ceiling": formatting.fmt_pct,
+                   "launches": formatting.fmt_int, "time / gemm_only": formatting.fmt_ratio,
+                   "time / PyTorch graph": formatting.fmt_ratio, "time / PyTorch eager": formatting.fmt_ratio}
+
+
+def is_fp8(v):
+    """An E4M3 version (fp8_*): its GEMMs multiply in another precision against another ceiling."""
+    return str(v).startswith("fp8_")
+
+
+def label(v):
+    return LABEL.get(v, v)
+
+
+def timed(r):
+    """The MLP rows of run r, prepared as the module docstring says."""
+    everything = r.rows("mlp")
+    ok = r.ok("mlp")
+    note = ok["note"].astype(str)
+    ok["extra"] = note.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
+    # The problem's rows (--rows may override batch x tokens); older files give them in the note.
+    ok["rows"] = rundata.rows_of(ok)
+    ws_note = pd.to_numeric(note.str.extract(r"workspace (\d+) MiB")[0], errors="coerce")
+    ws_extra = pd.to_numeric(ok["extra"].str.extract(r"--workspace-mib[ =](\d+)")[0],
+                             errors="coerce")
+    ok["workspace_mib"] = ws_note.fillna(ws_extra).fillna(DEFAULT_SETTING[1])
+    heur_note = note.str.extract(r"heuristic (cached|every call)")[0]
+    ok["heuristic"] = heur_note.fillna(ok["extra"].str.contains("--heuristic-every-call")
+                                       .map({True: "every call", False: "cached"}))
+    # Work every version does (stages/mlp flops(): the two GEMMs); fills TFLOP/s where missing.
+    ok["flops"] = 4.0 * ok["rows"] * ok["hidden"] * 4 * ok["hidden"]
+    ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
+
+    is_lt = ok["extra"].str.match(LT_FLAGS)
+    main, flush, flush_dropped = rundata.one_setting(ok[ok["extra"] == ""], "flush_l2")
+    # Interleaved rounds (and re-runs appended to the folder) count once: the median across
+    # them, with the range of the rounds' medians as its spread (lo_us, hi_us).
+    t = rundata.collapse_rounds(main, KEYS, model=("model", "first"), tflops=("tflops", "median"),
+                                gbps=("gbps", "median"), launches=("launches", "median"))
+    return SimpleNamespace(
+        everything=everything, ok=ok, main=main, is_lt=is_lt, other_extra=int(((ok["extra"] != "") & ~is_lt).sum()),
+        flush=flush, flush_dropped=flush_dropped, t=t, vb=t[t["hidden"] == HIDDEN],
+        flush_text={0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
+            flush, "L2 flush setting not recorded"))
+
+
+def drawing(table):
+    """Ladder order of a merged table's versions and a unique style per version, the fastest (at
+    hidden HIDDEN) drawn heavier and gemm_only, a timing reference and not an MLP, grey and dotted
+    so that it reads as a floor."""
+    versions = catalog.version_order(table["version"], LADDER)
+    styles = plots.styles(versions, fastest=plots.fastest_at(table[table["hidden"] == HIDDEN], exclude=(GEMM,), rows=None))
+    if GEMM in styles:
+        styles[GEMM] = dict(color="#7f7f7f", marker=".", linestyle=":")
+    return versions, styles
+
+
+class MlpData:
+    """The MLP rows of `run` (a rundata.Run), the sweep beside it, and the lookups every section
+    uses."""
+
+    def __init__(self, run):
+        self.run = run
+        here = timed(run)
+        self.here = here
+        self.everything, self.ok, self.main, self.is_lt = here.everything, here.ok, here.main, here.is_lt
+        self.other_extra, self.flush_dropped, self.flush_text = here.other_extra, here.flush_dropped, here.flush_text
+        self.timed, self.vb = here.t, here.vb
+        self.rounds, self.rounds_caption, self.rounds_cells = formatting.rounds_wording(here.t)
+        self.order, self.style = drawing(here.t)
+        self.ceil = run.ceilings()
+        self.gemm_ceiling = self.ceil.gemm_tflops
+        # The sweep over batch, image size and width (see above): this run's own, or the newest
+        # one beside it when this run timed the target rows only.
+        self.sweep = rundata.sweep_run(run, "mlp")
+        self.sweep_rows = here if self.sweep is run else timed(self.sweep)
+        self.order_s, self.style_s = drawing(self.sweep_rows.t)
+        self.sweep_ceiling = self.sweep.ceilings().gemm_tflops
+        self.sweep_prov = ("" if self.sweep is run else
+                           f"From the sweep of run folder {self.sweep.name} ({run.name} times only the target "
+                           f"rows). ") + self.sweep.provenance("mlp")
+        self.sweep_tprov = self.sweep.title_provenance("mlp")
+        self.sweep_rounds_cells = formatting.rounds_wording(self.sweep_rows.t)[2]
+        vb = self.vb
+        self.key_rows = [r for r in KEY_ROWS if r in set(vb["rows"])]
+        if not self.key_rows and len(vb):  # a sweep without batch 32/256 at 224: smallest and largest
+            self.key_rows = sorted({int(vb["rows"].min()), int(vb["rows"].max())})
+        self.ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({self.gemm_ceiling:,.0f} TFLOP/s)"
+                             if self.gemm_ceiling else "the GEMM ceiling (not measured in this run)")
+        self.sweep_ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({self.sweep_ceiling:,.0f} "
+                                   f"TFLOP/s)" if self.sweep_ceiling else "the GEMM ceiling (not measured in that run)")
+
+    def at(self, version, rows, col="median_us", hidden=HIDDEN, image=None, batch=None, table=None):
+        """One value of the merged rows (this run's, or `table`), NaN when that version has no
+        timing there."""
+        table = self.timed if table is None else table
+        d = table[(table["version"] == version) & (table["hidden"] == hidden)]
+        if rows is not None:
+            d = d[d["rows"] == rows]
+        if image is not None:
+            d = d[d["image_size"] == image]
+        if batch is not None:
+            d = d[d["batch"] == batch]
+        return float(d[col].iloc[0]) if len(d) else np.nan
+
+    def where(self, rows):
+        d = self.vb[self.vb["rows"] == rows]
+        if not len(d):
+            return f"{rows} rows"
+        return f"batch {int(d['batch'].iloc[0])}, {int(d['image_size'].iloc[0])} px"
+
+    def summary_rows(self, rows_list, hidden=HIDDEN, ceiling=None, versions=None, **where_):
+        at = self.at
+        ceiling = self.gemm_ceiling if ceiling is None else ceiling
+        versions = self.order if versions is None else versions
+        out = []
+        for r in rows_list:
+            for v in versions:
+                m = at(v, r, hidden=hidden, **where_)
+                if not np.isfinite(m):
+                    continue
+                tf = at(v, r, "tflops", hidden=hidden, **where_)
+                out.append({"rows": r, "version": v, "median us": m,
+                            **({formatting.SPREAD_COLUMN: formatting.fmt_spread(
+                                at(v, r, "lo_us", hidden=hidden, **where_),
+                                at(v, r, "hi_us", hidden=hidden, **where_))} if self.rounds else {}),
+                            "TFLOP/s": tf,
+                            "% of GEMM ceiling": 100 * tf / ceiling if ceiling else np.nan,
+                            "launches": at(v, r, "launches", hidden=hidden, **where_),
+                            "time / gemm_only": m / at(GEMM, r, hidden=hidden, **where_),
+                            "time / PyTorch graph": m / at(GRAPH, r, hidden=hidden, **where_),
+                            "time / PyTorch eager": m / at(EAGER, r, hidden=hidden, **where_)})
+        return pd.DataFrame(out)

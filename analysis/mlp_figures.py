@@ -1,0 +1,181 @@
+"""The MLP's figures and main tables of one run (analysis/mlp.py draws them in this order): time
+against batch, GEMM throughput, speedups, the summary and the ladder at the target sizes, the
+roofline and the ViT widths."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+import pandas as pd
+
+from analysis import plots
+from analysis.mlp_data import GEMM, GRAPH, HIDDEN, KEY_BATCH, SUMMARY_FORMATS, UNFUSED, label
+from studylib import catalog, formatting
+
+
+def time_vs_batch(data, ctx):
+    """Time per call against batch, ViT-B at 224 and 384 px (log-log)."""
+    S, order_s, style_s, sweep_prov = data.sweep_rows, data.order_s, data.style_s, data.sweep_prov
+    sweep_tprov = data.sweep_tprov
+    images = sorted(int(i) for i in set(S.vb["image_size"]))
+    if images:
+        fig, axes = plt.subplots(1, len(images), figsize=(plots.panels_width(len(images), 4.4), 4.3), squeeze=False)
+        for ax, image in zip(axes[0], images):
+            d0 = S.vb[S.vb["image_size"] == image]
+            for v in order_s:
+                d = d0[d0["version"] == v].sort_values("batch")
+                if len(d):
+                    ax.plot(d["batch"], d["median_us"], **style_s[v])
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ticks = sorted(int(b) for b in set(d0["batch"]))
+            ax.set_xticks(ticks, [str(b) for b in ticks])
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            tokens = d0["rows"].iloc[0] / d0["batch"].iloc[0]
+            ax.set_xlabel(f"batch ({tokens:.0f} tokens per image)")
+            ax.set_title(f"{image} x {image} px, hidden {HIDDEN}")
+        axes[0][0].set_ylabel("median time per call (us)")
+        fig.legend(handles=[plt.Line2D([], [], label=label(v), **style_s[v]) for v in order_s],
+                   loc="lower center", ncol=min(len(order_s), 4), bbox_to_anchor=(0.5, -0.02))
+        plots.titled(fig, f"MLP: median time per call vs batch ({S.flush_text})", sweep_tprov)
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
+        ctx.figure("mlp_time", fig,
+                   f"MLP (hidden {HIDDEN}, mlp {4 * HIDDEN}) median time per call vs batch, one "
+                   f"panel per image size, log-log; PyTorch anchors dashed, gemm_only (the two GEMMs "
+                   f"without epilogue) dotted; {S.flush_text}. {sweep_prov}.")
+    else:
+        ctx.missing("figure", "mlp_time", f"no timed MLP rows at hidden {HIDDEN}")
+
+
+def throughput(data, ctx):
+    """GEMM throughput against rows, against the measured GEMM ceiling."""
+    S, order_s, style_s, sweep_ceiling = data.sweep_rows, data.order_s, data.style_s, data.sweep_ceiling
+    sweep_prov, sweep_tprov = data.sweep_prov, data.sweep_tprov
+    if len(S.vb):
+        fig, ax = plt.subplots()
+        for v in order_s:
+            d = S.vb[S.vb["version"] == v].sort_values("rows")
+            if len(d):
+                ax.plot(d["rows"], d["tflops"], label=label(v), **style_s[v])
+        if sweep_ceiling:
+            ax.axhline(sweep_ceiling, color="#444444", linewidth=1.0)
+            ax.text(S.vb["rows"].min(), sweep_ceiling,
+                    f" measured fp16 GEMM ceiling {sweep_ceiling:,.0f} TFLOP/s", va="bottom",
+                    fontsize=8)
+        ax.set_xscale("log")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel(f"rows (batch x tokens, 224 and 384 px), hidden {HIDDEN}")
+        ax.set_ylabel("TFLOP/s (4 x rows x hidden x 4 hidden / median time)")
+        ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
+        plots.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", sweep_tprov)
+        ceiling_text = (f"line at the fp16 GEMM ceiling measured in the same run "
+                        f"({sweep_ceiling:,.0f} TFLOP/s, 8192^3)" if sweep_ceiling else
+                        "this run has no GEMM ceiling row, so no ceiling line")
+        ctx.figure("mlp_tflops", fig,
+                   f"MLP throughput (the two GEMMs' flops over the whole call's median time) vs "
+                   f"rows at hidden {HIDDEN}; {ceiling_text}; {S.flush_text}. {sweep_prov}.")
+    else:
+        ctx.missing("figure", "mlp_tflops", f"no timed MLP rows at hidden {HIDDEN}")
+
+
+def speedup(data, ctx):
+    """Speedup over unfused and over PyTorch's MLP replayed as a CUDA graph."""
+    S, order_s, style_s, sweep_prov = data.sweep_rows, data.order_s, data.style_s, data.sweep_prov
+    sweep_tprov = data.sweep_tprov
+    baselines = [b for b in (UNFUSED, GRAPH) if b in set(S.vb["version"])]
+    if baselines:
+        fig = plots.speedup_panels(S.vb, order_s, baselines, label, style_s,
+                                f"rows (batch x tokens), hidden {HIDDEN}")
+        plots.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", sweep_tprov)
+        ctx.figure("mlp_speedup", fig,
+                   f"MLP speedup per rows at hidden {HIDDEN} against "
+                   f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "
+                   f"median time, same run; gemm_only is the two plain GEMMs, not an MLP). {sweep_prov}.")
+    else:
+        ctx.missing("figure", "mlp_speedup",
+                    f"no rows of {UNFUSED} or {GRAPH} at hidden {HIDDEN} to compare against")
+
+
+def summary(data, ctx):
+    """The summary table at the target sizes."""
+    ceiling_note, flush_text, key_rows, prov = data.ceiling_note, data.flush_text, data.key_rows, ctx.provenance()
+    rounds_caption, summary_rows = data.rounds_caption, data.summary_rows
+    summary = summary_rows(key_rows).dropna(axis=1, how="all")
+    if len(summary):
+        ctx.table("mlp_summary", formatting.markdown_table(summary, SUMMARY_FORMATS),
+                  f"MLP at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median time per "
+                  f"call{rounds_caption}, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
+                  f"(counted by capturing one call into a CUDA graph; PyTorch: by its profiler), and "
+                  f"time as a ratio to gemm_only (the two plain GEMMs) and to PyTorch's "
+                  f"F.linear -> gelu -> F.linear as a CUDA-graph replay and eagerly (below 1 = "
+                  f"faster); {flush_text}. {prov}.")
+    else:
+        ctx.missing("table", "mlp_summary", f"no timed MLP rows at hidden {HIDDEN}")
+
+
+def ladder(data, ctx):
+    """The ladder at the target sizes: time, speedup over the previous step, ratio to gemm_only."""
+    at, flush_text, key_rows, order, prov = data.at, data.flush_text, data.key_rows, data.order, ctx.provenance()
+    rounds, rounds_caption = data.rounds, data.rounds_caption
+    steps = [v for v in order if catalog.is_own(v) and v != GEMM]
+    ladder, ladder_formats = formatting.ladder_table(
+        order, steps, key_rows, lambda v, r, col: at(v, r, col), GEMM if GEMM in order else None,
+        size_label=lambda r: f"{r} rows", spread=rounds)
+    if len(ladder):
+        ctx.table("mlp_ladder", formatting.markdown_table(ladder, ladder_formats),
+                  f"The MLP ladder at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median "
+                  f"time per call (us){rounds_caption}, speedup over the previous step of the "
+                  f"ladder ({' -> '.join(steps)}; x prev: its time / this time), and time as a "
+                  f"ratio to {GEMM}, the two plain cuBLASLt GEMMs (no bias, GELU or residual) "
+                  f"(the MLP has no library version; below 1 = faster); '-' = not timed. "
+                  f"{flush_text}. {prov}.")
+    else:
+        ctx.missing("table", "mlp_ladder", f"no timed MLP rows at hidden {HIDDEN}")
+
+
+def roofline(data, ctx):
+    """Every version at its arithmetic intensity against the run's measured ceilings."""
+    ceil, flush_text, key_rows, order = data.ceil, data.flush_text, data.key_rows, data.order
+    prov, style, tprov, vb = ctx.provenance(), data.style, ctx.title_provenance(), data.vb
+    rl = plots.roofline_points(vb[vb["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
+    rl_gap = plots.roofline_gap(rl, ceil)
+    if rl_gap is None:
+        fig, caption = plots.roofline_figure(rl, order, style, label, ceil,
+                                          f"MLP: roofline at hidden {HIDDEN}", tprov,
+                                          headline=f"{max(key_rows)} rows")
+        ctx.figure("mlp_roofline", fig,
+                   f"MLP roofline at {' and '.join(map(str, key_rows))} rows x {HIDDEN} (filled: "
+                   f"{max(key_rows)}): every version at its arithmetic intensity (the two GEMMs' "
+                   f"flops over the bytes the MLP must move: x, both weight matrices and y) and its "
+                   f"achieved TFLOP/s, under {caption}. {flush_text}. {prov}.")
+    else:
+        ctx.missing("figure", "mlp_roofline", rl_gap)
+
+
+def widths(data, ctx):
+    """The ViT widths at batch 32, 224 px (hidden 384, 768, 1024)."""
+    S, order_s, summary_rows, sweep_ceiling = data.sweep_rows, data.order_s, data.summary_rows, data.sweep_ceiling
+    sweep_ceiling_note, sweep_prov = data.sweep_ceiling_note, data.sweep_prov
+    wide = S.t[(S.t["image_size"] == 224) & (S.t["batch"] == KEY_BATCH)]
+    widths = sorted(int(h) for h in set(wide["hidden"]))
+    if len(widths) >= 2:
+        parts = []
+        for h in widths:
+            r = int(wide.loc[wide["hidden"] == h, "rows"].iloc[0])
+            d = summary_rows([r], hidden=h, image=224, batch=KEY_BATCH, table=S.t, ceiling=sweep_ceiling,
+                             versions=order_s)
+            model = wide.loc[wide["hidden"] == h, "model"].iloc[0]
+            d.insert(0, "hidden", h)
+            d.insert(0, "model", model if isinstance(model, str) and model else "-")
+            parts.append(d.drop(columns=["rows"]))
+        by_width = pd.concat(parts, ignore_index=True).dropna(axis=1, how="all")
+        ctx.table("mlp_widths", formatting.markdown_table(by_width, SUMMARY_FORMATS),
+                  f"MLP at batch {KEY_BATCH}, 224 px ({int(wide['rows'].iloc[0])} rows) for each "
+                  f"timed width (mlp = 4 x hidden): median time, TFLOP/s, share of {sweep_ceiling_note}, "
+                  f"kernels per call, and time as a ratio to gemm_only and to PyTorch; "
+                  f"{S.flush_text}. {sweep_prov}.")
+    else:
+        ctx.missing("table", "mlp_widths",
+                    (f"this run times only hidden {widths[0]}" if widths else "this run has no "
+                     "timed rows") + f" at batch {KEY_BATCH}, 224 px "
+                    "(experiments/specs/mlp_models.toml adds hidden 384 and 1024)")
+    return widths

@@ -1,0 +1,289 @@
+"""The MLP's side experiments, each from its spec's sub-folder of the run (or of the run folder
+beside it that measured it): cuBLASLt's algorithm choice, the ping-pong GEMM, the CUTLASS layer's
+MLPs, FP8, every version sitting by sitting, and cuBLASLt's settings. analysis/mlp.py calls them
+in this order; the findings read what some return."""
+from __future__ import annotations
+
+import re
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from analysis import plots
+from analysis.mlp_data import (
+    DEFAULT_SETTING, FUSED, GEMM, GRAPH, HIDDEN, KEY_ROWS, LADDER, TARGET_GEMM_RATIO, is_fp8)
+from studylib import catalog, formatting, rundata
+
+ALGO_CHOICE = {"": "heuristic's first", "--autotune 16": "fastest of the heuristic's top 16",
+               "--search-all": "fastest of every algorithm"}
+PING, PING_GEMM = "pingpong_epilogue", "pingpong_gemm_only"
+CUTLASS_VERSIONS = ["cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", "split_epilogue",
+                    "half_gelu_epilogue", FUSED]
+FP8_VERSIONS = ["fp8_tensor", "fp8_channel", "half_gelu_epilogue", FUSED]
+VERSIONS_ROWS = KEY_ROWS[1]
+
+
+def side_experiment(run, name, elsewhere=False, base=None):
+    """Timed rows of a side experiment kept in the `name`/ sub-folder (`name`.csv) of `run`
+    (or of `base`), with `extra` and `rows` parsed from the note; None when there is none.
+    elsewhere: when it has none, the run folder beside the run (same results root), on its GPU,
+    whose rows of it are the newest (an MLP experiment measured beside a later run of another
+    family); d.attrs["folder"] says where the rows came from."""
+    path = (base or run).path / name / f"{name}.csv"
+    if not path.is_file() and elsewhere:
+        gpu = rundata.gpu_of(run)
+        # The newest by its rows' time: folders of one day do not sort by name.
+        found = sorted((pd.to_datetime(d["utc"]).max(), p) for p in run.path.parent.glob(f"*/{name}/{name}.csv")
+                       for d in [rundata.read_csv(p)] if gpu in set(d["gpu"].astype(str)))
+        path = found[-1][1] if found else path
+    if not path.is_file():
+        return None
+    d = rundata.read_csv(path)
+    d.attrs["folder"] = path.parent
+    d = d[d["status"] == "ok"].copy()
+    n = d["note"].astype(str)
+    d["extra"] = n.str.extract(r"\[extra: (.*)\]\s*$")[0].fillna("").str.strip()
+    d["rows"] = rundata.rows_of(d)
+    return d
+
+
+def cublaslt_algorithms(data, ctx):
+    """Which cuBLASLt algorithm: the heuristic's first, the best of its top 16, the best of all;
+    returns its table (None without the side experiment)."""
+    run = data.run
+    sweep = data.sweep
+    algos = None
+    a = side_experiment(run, "mlp_autotune", base=sweep)
+    if a is not None:
+        a = a[a["version"].isin([FUSED, GEMM])].copy()
+        a_note = a["note"].astype(str)
+        # Candidates timed per GEMM plan ("fastest of N timed"); the larger of the two plans.
+        a["timed"] = a_note.apply(lambda n: max((int(x) for x in re.findall(r"fastest of (\d+) timed", n)),
+                                                default=1))
+        a = a[a["extra"].isin(list(ALGO_CHOICE))]
+    if a is not None and len(a):
+        w = a.pivot_table(index=["rows", "extra"], columns="version", values="median_us", aggfunc="median")
+        n = a.pivot_table(index=["rows", "extra"], values="timed", aggfunc="max")
+        algos = w.join(n).reset_index()
+        algos["choice"] = algos["extra"].map(ALGO_CHOICE)
+        algos["_o"] = algos["extra"].map({e: i for i, e in enumerate(ALGO_CHOICE)})
+        algos = algos.sort_values(["rows", "_o"])
+        algos["fused / gemm_only"] = algos.get(FUSED) / algos.get(GEMM)
+        show = algos.rename(columns={"timed": "candidates timed", FUSED: f"{FUSED} us",
+                                     GEMM: f"{GEMM} us"})
+        show = show[["rows", "choice", "candidates timed", f"{FUSED} us", f"{GEMM} us",
+                     "fused / gemm_only"]]
+        ctx.table("mlp_algorithms", formatting.markdown_table(show, {
+            "rows": formatting.fmt_int, "candidates timed": formatting.fmt_int, f"{FUSED} us": formatting.fmt_us,
+            f"{GEMM} us": formatting.fmt_us, "fused / gemm_only": formatting.fmt_ratio}),
+            f"cuBLASLt algorithm choice at hidden {HIDDEN} (experiments/specs/mlp_autotune.toml, "
+            f"in {rundata.show_path(a.attrs['folder'])}): each version with the heuristic's first "
+            f"algorithm, the fastest of its top 16, and the fastest of every algorithm cuBLASLt "
+            f"will run (every algorithm id, its heuristic configurations and its tile x stages "
+            f"grid; the candidates timed are those of the larger GEMM plan), each chosen per GEMM "
+            f"and version; the row notes name the kernels kept. "
+            f"{rundata.Run(sweep.path, a).provenance()}.")
+    else:
+        ctx.missing("table", "mlp_algorithms",
+                    "this run has no mlp_autotune/mlp_autotune.csv "
+                    "(experiments/specs/mlp_autotune.toml writes it)")
+    return algos
+
+
+def pingpong(data, ctx):
+    """Our own ping-pong GEMM against cuBLASLt's epilogues."""
+    run = data.run
+    sweep = data.sweep
+    pp = side_experiment(run, "mlp_pingpong", base=sweep)
+    if pp is not None and len(pp):
+        w = pp.pivot_table(index="rows", columns="version", values="median_us", aggfunc="median")
+        w = w.reset_index()
+        cols = {"rows": "rows"}
+        for v in (PING, PING_GEMM, FUSED, GEMM, GRAPH):
+            if v in w:
+                cols[v] = f"{v} us"
+        show = w[list(cols)].rename(columns=cols)
+        if PING in w and PING_GEMM in w:
+            show["own epilogue cost"] = w[PING] / w[PING_GEMM]
+        if FUSED in w and GEMM in w:
+            show["cuBLASLt epilogue cost"] = w[FUSED] / w[GEMM]
+        if PING_GEMM in w and GEMM in w:
+            show["own GEMM / cuBLASLt"] = w[PING_GEMM] / w[GEMM]
+        fmts = {c: formatting.fmt_us for c in show.columns if c.endswith(" us")}
+        fmts.update({"rows": formatting.fmt_int, "own epilogue cost": formatting.fmt_ratio,
+                     "cuBLASLt epilogue cost": formatting.fmt_ratio, "own GEMM / cuBLASLt": formatting.fmt_ratio})
+        ctx.table("mlp_pingpong", formatting.markdown_table(show, fmts),
+                  f"Our own ping-pong GEMM (stages/mlp/pingpong_gemm.cu) at hidden {HIDDEN}, 224 px "
+                  f"(experiments/specs/mlp_pingpong.toml, in {rundata.show_path(pp.attrs['folder'])}): median "
+                  f"time per call; epilogue cost = each kernel's MLP over its own two plain GEMMs "
+                  f"({PING} / {PING_GEMM}, {FUSED} / {GEMM}); own GEMM / cuBLASLt = {PING_GEMM} / "
+                  f"{GEMM}. {rundata.Run(sweep.path, pp).provenance()}.")
+    else:
+        ctx.missing("table", "mlp_pingpong",
+                    "this run has no mlp_pingpong/mlp_pingpong.csv "
+                    "(experiments/specs/mlp_pingpong.toml writes it)")
+    return pp
+
+
+def cutlass(data, ctx):
+    """The CUTLASS GEMM layer's MLPs against cuBLASLt's epilogues and the plain GEMMs."""
+    run = data.run
+    cu = side_experiment(run, "mlp_cutlass", elsewhere=True)
+    if cu is not None and len(cu):
+        med = cu.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
+        clock = cu.groupby(["rows", "version"])["sm_clock_mhz"].median()
+        rows_ = []
+        for r in sorted(set(cu["rows"])):
+            g = med.loc[(r, GEMM), "median"] if (r, GEMM) in med.index else np.nan
+            for v in [x for x in CUTLASS_VERSIONS + [GEMM, GRAPH] if (r, x) in med.index]:
+                m = med.loc[(r, v)]
+                rows_.append({"rows": r, "version": v, "us": m["median"],
+                              "rounds range us": f"{formatting.fmt_us(m['min'])}-{formatting.fmt_us(m['max'])}",
+                              f"x {GEMM}": m["median"] / g, "SM MHz": clock.loc[(r, v)]})
+        show = pd.DataFrame(rows_)
+        where_cu = rundata.show_path(cu.attrs["folder"])
+        ctx.table("mlp_cutlass", formatting.markdown_table(show, {
+            "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {GEMM}": formatting.fmt_ratio,
+            "SM MHz": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"}),
+            f"The MLP on the CUTLASS GEMM layer at hidden {HIDDEN} (experiments/specs/mlp_cutlass.toml, "
+            f"in {where_cu}): median time per call across 3 interleaved rounds and the rounds' range, "
+            f"the time over {GEMM}'s (the two plain cuBLASLt GEMMs, the target's yardstick: at most "
+            f"{TARGET_GEMM_RATIO:.2f}x), and the SM clock of the rows. "
+            f"{rundata.Run(cu.attrs['folder'], cu).provenance()}.")
+    else:
+        ctx.missing("table", "mlp_cutlass", "no run folder on this GPU has mlp_cutlass/mlp_cutlass.csv "
+                    "(experiments/specs/mlp_cutlass.toml writes it)")
+    return cu
+
+
+def fp8(data, ctx):
+    """FP8 (E4M3) MLPs against the fp16 ones and the two plain fp16 GEMMs."""
+    run = data.run
+    f8 = side_experiment(run, "mlp_fp8", elsewhere=True)
+    if f8 is not None and len(f8):
+        ceiling = {"fp8_e4m3": rundata.fp8_ceiling_tflops(run), "fp16": run.ceilings().gemm_tflops}
+        med = f8.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
+        tfl = f8.groupby(["rows", "version"])["tflops"].median()
+        rows_ = []
+        for r in sorted(set(f8["rows"])):
+            g = med.loc[(r, GEMM), "median"] if (r, GEMM) in med.index else np.nan
+            for v in [x for x in FP8_VERSIONS + [GEMM] if (r, x) in med.index]:
+                m = med.loc[(r, v)]
+                precision = "fp8_e4m3" if is_fp8(v) else "fp16"
+                rows_.append({"rows": r, "version": v, "precision": precision, "us": m["median"],
+                              "rounds range us": f"{formatting.fmt_us(m['min'])}-{formatting.fmt_us(m['max'])}",
+                              f"x {GEMM}": m["median"] / g, "TFLOP/s": tfl.loc[(r, v)],
+                              "% of its ceiling": 100 * tfl.loc[(r, v)] / ceiling[precision]
+                              if ceiling[precision] else np.nan})
+        show = pd.DataFrame(rows_)
+        skipped = rundata.read_csv(f8.attrs["folder"] / "mlp_fp8.csv")
+        skipped = skipped[skipped["status"] == "skipped"]
+        why = (f" {', '.join(sorted(set(skipped['version'])))} skipped: "
+               f"{skipped['note'].iloc[0].split(' [')[0]}." if len(skipped) else "")
+        ctx.table("mlp_fp8", formatting.markdown_table(show, {
+            "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {GEMM}": formatting.fmt_ratio, "TFLOP/s": lambda x: f"{x:,.0f}",
+            "% of its ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
+            f"FP8 (E4M3) MLPs at hidden {HIDDEN} (experiments/specs/mlp_fp8.toml, in "
+            f"{rundata.show_path(f8.attrs['folder'])}): median time per call across 3 interleaved rounds, "
+            f"the time over {GEMM}'s (the two plain fp16 GEMMs), and throughput against the ceiling of the "
+            f"version's precision (FP8 {ceiling['fp8_e4m3'] or float('nan'):,.0f} TFLOP/s, fp16 "
+            f"{ceiling['fp16'] or float('nan'):,.0f}, `ceilings` on this GPU).{why} "
+            f"{rundata.Run(f8.attrs['folder'], f8).provenance()}.")
+    else:
+        ctx.missing("table", "mlp_fp8", "no run folder on this GPU has mlp_fp8/mlp_fp8.csv "
+                    "(experiments/specs/mlp_fp8.toml writes it)")
+
+
+def every_version(data, ctx):
+    """Every MLP version against the two plain GEMMs, sitting by sitting."""
+    main, prov, run, tprov = data.main, ctx.provenance(), data.run, ctx.title_provenance()
+    sittings = [(f"main run ({run.name})", main.assign(rows=rundata.rows_of(main)))]
+    for name in ("mlp_cutlass", "mlp_fp8", "mlp_power", "mlp_exact_gelu"):
+        d = side_experiment(run, name, elsewhere=True)
+        if d is not None and len(d):
+            sittings.append((f"{name} ({d.attrs['folder'].parent.name})", d))
+    panels = []
+    for title, d in sittings:
+        d = d[(d["rows"] == VERSIONS_ROWS) & (d["hidden"] == HIDDEN)] if "hidden" in d else d[d["rows"] == VERSIONS_ROWS]
+        med = d.groupby("version")["median_us"].median()
+        if GEMM in med.index and len(med) > 1:
+            panels.append((title, (med / med[GEMM]).drop(GEMM)))
+    if panels:
+        every = catalog.version_order(sorted({v for _, r in panels for v in r.index}), LADDER)
+        vstyle = plots.styles(every)
+        n_bars = sum(len(r) for _, r in panels)
+        fig, axes = plt.subplots(len(panels), 1, figsize=(8.0, 0.24 * n_bars + 1.0 * len(panels) + 0.8),
+                                 squeeze=False, gridspec_kw={"height_ratios": [len(r) + 1 for _, r in panels]})
+        top = max(float(r.max()) for _, r in panels)
+        for ax, (title, r) in zip(axes[:, 0], panels):
+            r = r.reindex([v for v in every if v in r.index])
+            ax.barh(range(len(r)), r.values, color=[vstyle[v]["color"] for v in r.index], alpha=0.85)
+            for i, x in enumerate(r.values):
+                ax.text(x, i, f" {x:.2f}x", va="center", fontsize=7)
+            ax.axvline(1.0, color="#444444", linewidth=0.8)
+            ax.axvline(TARGET_GEMM_RATIO, color="#444444", linewidth=0.8, linestyle=":")
+            ax.set_yticks(range(len(r)), list(r.index), fontsize=7)
+            ax.invert_yaxis()
+            ax.set_xlim(0, top * 1.15)
+            ax.set_title(title, fontsize=8, loc="left")
+        axes[-1, 0].set_xlabel(f"time per call / {GEMM}'s in the same sitting, {VERSIONS_ROWS} x {HIDDEN} rows")
+        plots.titled(fig, f"MLP: every version against the two plain GEMMs, sitting by sitting", tprov)
+        fig.tight_layout()
+        ctx.figure("mlp_versions", fig,
+                   f"Every MLP version at {VERSIONS_ROWS} x {HIDDEN} (mlp {4 * HIDDEN}), one panel per sitting "
+                   f"(this run's sweep and the side experiments mlp_cutlass, mlp_fp8, mlp_power, mlp_exact_gelu "
+                   f"where a run folder on this GPU has them): median time per call over {GEMM}'s in the same "
+                   f"sitting (below 1: faster than the two plain GEMMs, as the FP8 versions are); the solid "
+                   f"line is {GEMM}, the dotted one the {TARGET_GEMM_RATIO:.2f}x target of the fused fp16 "
+                   f"versions. Each panel's run folder is in its title. {prov}.")
+    else:
+        ctx.missing("figure", "mlp_versions", f"no sitting has {GEMM} and another version at {VERSIONS_ROWS} rows")
+
+
+def cublaslt_choices(data, ctx):
+    """cuBLASLt choices: heuristic cached vs queried every call, workspace size."""
+    S, order_s, sweep_prov = data.sweep_rows, data.order_s, data.sweep_prov
+    lt_rows = S.ok[S.is_lt]
+    lt, lt_flush, lt_flush_text = None, np.nan, ""
+    if len(lt_rows):
+        lt_rows, lt_flush, _ = rundata.one_setting(lt_rows, "flush_l2")
+        # The default setting (no extra arguments) of the same versions and shapes, with the same
+        # L2 flush setting, is the reference of every ratio.
+        same = S.ok[(S.ok["extra"] == "") & S.ok["version"].isin(set(lt_rows["version"]))
+                  & (S.ok["flush_l2"] == lt_flush)]
+        shapes = set(map(tuple, lt_rows[["hidden", "image_size", "batch"]].to_numpy()))
+        same = same[[tuple(x) in shapes for x in same[["hidden", "image_size", "batch"]].to_numpy()]]
+        lt = (pd.concat([lt_rows, same])
+                .groupby(["version", "hidden", "image_size", "batch", "rows", "heuristic",
+                          "workspace_mib"], as_index=False)
+                .agg(median_us=("median_us", "median"), launches=("launches", "median")))
+        default = lt[(lt["heuristic"] == DEFAULT_SETTING[0])
+                     & (lt["workspace_mib"] == DEFAULT_SETTING[1])]
+        ref = default.set_index(["version", "hidden", "image_size", "batch"])["median_us"]
+        lt["time / default"] = [m / ref.get((v, h, i, b), np.nan) for v, h, i, b, m in
+                                lt[["version", "hidden", "image_size", "batch", "median_us"]]
+                                .itertuples(index=False)]
+        lt["_o"] = lt["version"].map({v: i for i, v in enumerate(order_s)}).fillna(len(order_s))
+        lt["_d"] = ~((lt["heuristic"] == DEFAULT_SETTING[0])
+                     & (lt["workspace_mib"] == DEFAULT_SETTING[1]))
+        lt = lt.sort_values(["_o", "version", "hidden", "image_size", "batch", "_d", "heuristic",
+                             "workspace_mib"]).drop(columns=["_o", "_d"])
+        lt_flush_text = {0.0: "L2 not flushed between repeats",
+                         1.0: "L2 flushed between repeats"}.get(lt_flush, "L2 flush not recorded")
+        show = lt.rename(columns={"workspace_mib": "workspace MiB", "median_us": "median us"})
+        show = show[["version", "hidden", "batch", "rows", "heuristic", "workspace MiB",
+                     "median us", "launches", "time / default"]].dropna(axis=1, how="all")
+        ctx.table("mlp_cublaslt", formatting.markdown_table(show, {
+            "hidden": formatting.fmt_int, "batch": formatting.fmt_int, "rows": formatting.fmt_int,
+            "workspace MiB": formatting.fmt_int, "median us": formatting.fmt_us, "launches": formatting.fmt_int,
+            "time / default": formatting.fmt_ratio}),
+            f"cuBLASLt choices (experiments/specs/mlp_cublaslt.toml): the GEMM algorithm from the "
+            f"heuristic once per shape (cached, the default) or queried on every call, and the "
+            f"workspace size (4 MiB default); time as a ratio to the default setting of the same "
+            f"version and batch; {lt_flush_text} (these rows only). {sweep_prov}.")
+    else:
+        ctx.missing("table", "mlp_cublaslt",
+                    "this run has no rows with cuBLASLt extra arguments "
+                    "(experiments/specs/mlp_cublaslt.toml writes them)")
+    return lt, lt_flush_text

@@ -10,12 +10,15 @@
 # tensor cores (v5 im2col + GEMM, v6 implicit GEMM) against cuDNN and two PyTorch anchors
 # (F.conv2d, what timm runs, and patchify + F.linear). v1-v3 run only at small sizes on ViT-Ti
 # (their launch counts explode); the rest on ViT-B at 224/384/512 px. Runs on its own
-# (`MPLBACKEND=Agg /usr/bin/python3 analysis/patch_embed.py [--run DIR] [--out DIR]`) or from
+# (`MPLBACKEND=Agg python3 -m analysis.patch_embed [--run DIR] [--out DIR]`) or from
 # `report/build.py`, which hands it `STUDY_CONTEXT`.
+#
+# The rows (timed rows, one L2 setting, duplicates merged, v3's best stream count per shape) and
+# the figures' shared helpers: analysis/patch_embed_data.py.
 
 # %%
-
 import matplotlib
+import matplotlib.patches
 
 if "STUDY_CONTEXT" not in globals():
     matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
@@ -24,158 +27,21 @@ import numpy as np
 import pandas as pd
 
 from analysis import plots
-from studylib import catalog, formatting, rundata
+from analysis.patch_embed_data import (
+    CONV, CONV_BATCH, CONV_TARGET, CPU, CUDNN, FAMILY, GEMM_FROM, KEY_BATCHES, KEY_IMAGE, KNEE, LADDER,
+    LINEAR, LINEAR_BATCHES, MAIN_MODEL, ROUTINE_VERSIONS, SHORT, STREAM_VERSIONS, V1, V2, V3, V3G, V4,
+    PatchEmbedData, faster_or_slower, fmt_x, label, pow2_ticks, shape_text, shared_legend)
+from analysis.patch_embed_timeline import timeline_figure
+from studylib import catalog, formatting
 
-FAMILY = "patch_embed"
 ctx, run, prov, tprov = plots.open_notebook(FAMILY, globals())
-
-CPU, V1, V2 = "cpu_baseline", "v1_single_channel", "v2_unified_channel"
-V3, V3G, V4 = "v3_streams", "v3_streams_graph", "v4_one_copy"
-CUDNN = "cudnn"
-CONV, LINEAR = "pytorch_conv2d", "pytorch_patchify_linear"
-LADDER = catalog.family_versions("patch_embed") + [CONV, LINEAR]
-STREAM_VERSIONS = [V3, V3G]
-ROUTINE_VERSIONS = [V1, V2, V3, V3G, V4]     # the versions that copy from and to the host
-GEMM_FROM = V4                               # time vs batch on ViT-B: v4 onward + anchors
-MAIN_MODEL = "vit_b"
-KEY_IMAGE, KEY_BATCHES = 224, (1, 32, 256)   # the targets' sizes
-CONV_BATCH, CONV_TARGET = 256, 10.0          # fastest version >= 10x F.conv2d at batch 256
-LINEAR_BATCHES = (32, 256)                   # ... and faster than patchify + F.linear there
-KNEE = 0.10                                  # "more streams stop helping": within 10% of best
-TIMELINE_FILE = f"{FAMILY}_timeline.csv"
-TIMELINE_COLUMNS = ["version", "batch", "image_size", "hidden", "streams", "stream", "launch",
-                    "start_us", "end_us"]
-LABEL = {CONV: "PyTorch F.conv2d", LINEAR: "PyTorch patchify + F.linear"}
-SHORT = {CONV: "F.conv2d", LINEAR: "patchify + F.linear"}
-
-
-def label(v):
-    return LABEL.get(v, v)
-
-
-# %% [markdown]
-# ## Data: timed rows, one L2 setting, duplicates merged; v3's best stream count per shape
-
-# %%
-everything = run.rows(FAMILY)
-ok = run.ok(FAMILY)
-# The launch-bound stream versions (tenths of a second per call) are compared among themselves
-# only, and their stream sweep leaves L2 alone: one L2 setting is kept over the other versions.
-streams_ok = ok[ok["version"].isin(STREAM_VERSIONS)]
-ok, flush, flush_dropped = rundata.one_setting(ok[~ok["version"].isin(STREAM_VERSIONS)], "flush_l2")
-ok = pd.concat([ok, streams_ok], ignore_index=True)
-ok["streams"] = ok["streams"].fillna(1)
-# Which way an anchor row was timed (the faster of eager and CUDA-graph replay, see
-# experiments/anchors/torch_patch_embed.py): "eager" or "cuda-graph replay".
-ok["how"] = ok["note"].astype(str).str.extract(r"timed: (eager|cuda-graph replay)")[0]
-KEYS = ["version", "model", "hidden", "image_size", "batch", "streams"]
-TIMES = ["median_us", "routine_us", "h2d_us", "preprocess_us", "d2h_us"]
-# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
-# with the range of the rounds' medians as its spread (lo_us, hi_us).
-t = rundata.collapse_rounds(ok, KEYS, **{c: (c, "median") for c in TIMES[1:]},
-                       device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
-                       launches=("launches", "first"), host_syncs=("host_syncs", "first"),
-                       how=("how", "first"), gbps=("gbps", "median"),
-                       tflops=("tflops", "median"))
-rounds, rounds_caption, rounds_cells = formatting.rounds_wording(t)
-# One row per version and shape: the stream versions at their fastest stream count.
-best = (t.sort_values("median_us", kind="stable")
-         .drop_duplicates(["version", "model", "hidden", "image_size", "batch"])
-         .reset_index(drop=True))
-order = catalog.version_order(t["version"], LADDER)
-style = plots.styles(order, fastest=plots.fastest_at(best, model=MAIN_MODEL, image_size=224, batch=None))
-# Each anchor its own colour and marker (filled where the CUDA graph was the faster, hollow
-# where eager was), apart from every version's.
-style.update({CONV: dict(color="#000000", marker="h", linestyle="--", markersize=6),
-              LINEAR: dict(color="#8c8c8c", marker="p", linestyle="--", markersize=6)})
-flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
-    flush, "L2 flush setting not recorded")
-sm_counts = sorted({int(x) for x in run.rows(FAMILY)["sm_count"].dropna() if x > 0})
-hidden_of = {m: int(h) for m, h in t.groupby("model")["hidden"].first().items()}
-models = sorted(hidden_of, key=lambda m: hidden_of[m])
-
-
-def at(version, model, image, batch, col="median_us", table=None):
-    """One value of `best` (or `table`), NaN when that version has no timing there."""
-    d = best if table is None else table
-    s = d[(d["version"] == version) & (d["model"] == model) & (d["image_size"] == image)
-          & (d["batch"] == batch)][col]
-    return float(s.iloc[0]) if len(s) and pd.notna(s.iloc[0]) else np.nan
-
-
-def how(version, model, image, batch):
-    """'eager' / 'CUDA graph' for an anchor at a shape, '' when unknown."""
-    s = best[(best["version"] == version) & (best["model"] == model)
-             & (best["image_size"] == image) & (best["batch"] == batch)]["how"]
-    h = s.iloc[0] if len(s) else None
-    return {"eager": "eager", "cuda-graph replay": "CUDA graph"}.get(h, "")
-
-
-def fmt_x(x):
-    """A ratio over orders of magnitude: 0.0024x, 0.64x, 61.5x, 7,176x."""
-    if x is None or not np.isfinite(x):
-        return "-"
-    if x >= 100:
-        return f"{x:,.0f}x"
-    return f"{x:.1f}x" if x >= 10 else f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
-
-
-def faster_or_slower(ratio):
-    """formatting.faster_or_slower, with ratios of 100x and more printed without decimals."""
-    if np.isfinite(ratio) and ratio > 0 and max(ratio, 1 / ratio) >= 100:
-        return f"{fmt_x(ratio)} faster" if ratio >= 1 else f"{fmt_x(1 / ratio)} slower"
-    return formatting.faster_or_slower(ratio)
-
-
-def shape_text(model, image, batch):
-    return f"{model}, {image} px, batch {batch}"
-
-
-def stream_label(n):
-    n = int(n)
-    return f"{n} streams (one per SM)" if n in sm_counts and n > 32 else \
-        f"{n} stream{'s' if n != 1 else ''}"
-
-
-def pow2_ticks(ax, values, axis="x"):
-    """Log-2 axis with ticks at exactly the measured values, printed as plain numbers."""
-    values = sorted({int(v) for v in values})
-    getattr(ax, f"set_{axis}scale")("log", base=2)
-    getattr(ax, f"set_{axis}ticks")(values)
-    getattr(ax, f"set_{axis}ticklabels")([str(v) for v in values])
-    getattr(ax, f"{axis}axis").set_minor_locator(matplotlib.ticker.NullLocator())
-
-
-def plot_version(ax, d, v, x, y="median_us", **extra):
-    """A version's line; an anchor's markers filled where its CUDA graph was the faster."""
-    d = d.sort_values(x)
-    st = dict(style[v], **extra)
-    if not catalog.is_anchor(v):
-        ax.plot(d[x], d[y], **st)
-        return
-    ax.plot(d[x], d[y], **dict(st, marker=None))
-    for mode, face in (("cuda-graph replay", st["color"]), ("eager", "none")):
-        e = d[d["how"] == mode] if mode == "cuda-graph replay" else d[d["how"] != "cuda-graph replay"]
-        if len(e):
-            ax.plot(e[x], e[y], linestyle="none", marker=st["marker"], color=st["color"],
-                    markerfacecolor=face, markersize=st.get("markersize", 6))
-
-
-def legend_handles(versions, anchors_note=True):
-    h = [plt.Line2D([], [], label=label(v), **style[v]) for v in versions]
-    if anchors_note and any(catalog.is_anchor(v) for v in versions):
-        h.append(plt.Line2D([], [], linestyle="none", marker="h", color="#000000",
-                            markerfacecolor="none",
-                            label="anchors: hollow = eager faster, filled = CUDA graph faster"))
-    return h
-
-
-def shared_legend(fig, handles, bottom=0.16, ncol=4):
-    fig.legend(handles=handles, loc="lower center", ncol=min(ncol, len(handles)),
-               bbox_to_anchor=(0.5, -0.02), fontsize=7)
-    fig.tight_layout(rect=(0, bottom, 1, 1))
-
-
+data = PatchEmbedData(run)
+everything, best, order, style = data.everything, data.best, data.order, data.style
+models, hidden_of = data.models, data.hidden_of
+t, rounds, rounds_caption, rounds_cells = data.timed, data.rounds, data.rounds_caption, data.rounds_cells
+flush_text, flush_dropped = data.flush_text, data.flush_dropped
+at, how, stream_label, plot_version, legend_handles = (data.at, data.how, data.stream_label, data.plot_version,
+                                                        data.legend_handles)
 t
 
 # %% [markdown]
@@ -586,81 +452,7 @@ else:
 # ## Timeline of v3: one lane per stream, one stream against many (per-launch CUDA events)
 
 # %%
-timeline = rundata.side_table(run.path, TIMELINE_FILE, TIMELINE_COLUMNS,
-                         ["batch", "image_size", "hidden", "streams", "stream", "launch",
-                          "start_us", "end_us"])
-tl_sentence = None
-if timeline is None or timeline.empty:
-    why = (f"this run has no {TIMELINE_FILE} (the per-launch timestamps of {V3})"
-           if timeline is None else f"{TIMELINE_FILE} has no rows")
-    ctx.missing("figure", f"{FAMILY}_timeline", why)
-    tl_sentence = f"No streams timeline: {why}, so the Gantt chart is not drawn."
-else:
-    tl_version = next((v for v in STREAM_VERSIONS if v in set(timeline["version"])),
-                      timeline["version"].iloc[0])
-    tv = timeline[timeline["version"] == tl_version]
-    # The shape with the most stream counts recorded; ties go to the larger problem.
-    c = (tv.groupby(["batch", "image_size", "hidden"])["streams"].nunique().reset_index(name="n")
-           .sort_values(["n", "image_size", "batch"], ascending=False))
-    tb, ti, th = (int(c.iloc[0][k]) for k in ("batch", "image_size", "hidden"))
-    at_shape = timeline[(timeline["batch"] == tb) & (timeline["image_size"] == ti)
-                        & (timeline["hidden"] == th)]
-    counts_tl = sorted({int(n) for n in at_shape.loc[at_shape["version"] == tl_version, "streams"]})
-    lanes = [(tl_version, counts_tl[0])]
-    if len(counts_tl) > 1:
-        lanes.append((tl_version, counts_tl[-1]))
-    for v in STREAM_VERSIONS:
-        if v != tl_version and len(at_shape[at_shape["version"] == v]):
-            lanes.append((v, int(at_shape.loc[at_shape["version"] == v, "streams"].max())))
-
-    def overlap(d):
-        """Most launches running at once (start/end sweep)."""
-        ev = sorted([(s, 1) for s in d["start_us"]] + [(e, -1) for e in d["end_us"]],
-                    key=lambda x: (x[0], x[1]))
-        cur = peak = 0
-        for _, step in ev:
-            cur += step
-            peak = max(peak, cur)
-        return peak
-
-    fig, axes = plt.subplots(1, len(lanes), figsize=(plots.panels_width(len(lanes), 4.6), 4.4), squeeze=False,
-                             sharex=True)
-    spans = []
-    for ax, (v, n) in zip(axes[0], lanes):
-        d = at_shape[(at_shape["version"] == v) & (at_shape["streams"] == n)]
-        t0 = d["start_us"].min()
-        palette = plt.get_cmap("tab20")
-        for s, g in d.groupby("stream"):
-            ax.broken_barh(list(zip(g["start_us"] - t0, g["end_us"] - g["start_us"])),
-                           (s - 0.4, 0.8), facecolors=palette(int(s) % 20), linewidth=0)
-        span = float(d["end_us"].max() - t0)
-        spans.append((v, n, span, len(d), overlap(d)))
-        n_lanes = int(d["stream"].nunique())
-        ax.set_ylim(-0.6, max(n_lanes, 1) - 0.4)
-        ax.invert_yaxis()
-        if n_lanes <= 16:
-            ax.set_yticks(sorted(d["stream"].unique()))
-        ax.set_xlabel("time since the first launch (us)")
-        ax.set_title(f"{v}, {stream_label(n)}\n{len(d)} launches in {formatting.fmt_us(span)} us, "
-                     f"at most {spans[-1][4]} at once", fontsize=8)
-        ax.grid(axis="y", visible=False)
-    axes[0][0].set_ylabel("stream (one lane each)")
-    plots.titled(fig, f"Patch embedding: per-launch timeline of v3 (batch {tb}, {ti} px, hidden {th})",
-              tprov)
-    fig.tight_layout()
-    ctx.figure(f"{FAMILY}_timeline", fig,
-               f"Gantt chart of every launch of {', '.join(dict.fromkeys(v for v, _ in lanes))} "
-               f"at batch {tb}, {ti} px, hidden {th}, from per-stream CUDA event timestamps "
-               f"({TIMELINE_FILE}): one lane per stream, one bar per launch, shared time axis; "
-               f"{' vs '.join(stream_label(n) for _, n in lanes)}. {prov}.")
-    one, many = spans[0], spans[1] if len(spans) > 1 else None
-    tl_sentence = (f"The timeline of {one[0]} at batch {tb}, {ti} px, hidden {th}: on "
-                   f"{stream_label(one[1])} its {one[3]} launches take {formatting.fmt_us(one[2])} us "
-                   f"with at most {one[4]} running at once")
-    if many:
-        tl_sentence += (f"; on {stream_label(many[1])} they take {formatting.fmt_us(many[2])} us "
-                        f"({one[2] / many[2]:.1f}x shorter) with up to {many[4]} running at once")
-    tl_sentence += "."
+tl_sentence = timeline_figure(data, ctx)
 
 # %% [markdown]
 # ## Every timed configuration (median us), and the status of every row

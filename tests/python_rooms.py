@@ -15,9 +15,7 @@ ROOMS = ("analysis", "experiments", "sbatch", "report")
 FLOOR = "studylib"
 MAX_LINES = 700
 # Files still over MAX_LINES, with their length now: they may only shrink (lower the number as they do).
-SPLIT_PENDING = {
-    "analysis/patch_embed.py": 860,
-}
+SPLIT_PENDING: dict[str, int] = {}
 # The one place that may put a folder on sys.path: the anchors' offline install of the torchao
 # wheel into a temporary site folder on a GPU node without network (a package, not the study).
 SYS_PATH_ALLOWED = {"experiments/anchors/harness.py"}
@@ -69,7 +67,8 @@ def main(root):
     for p in problems:
         print("FAIL " + p)
     print(f"{len(files)} Python files: " + (f"{len(problems)} problem(s)" if problems else
-          f"rooms kept, no sys.path edit, at most {MAX_LINES} lines but {len(SPLIT_PENDING)} files still to split"))
+          f"rooms kept, no sys.path edit, at most {MAX_LINES} lines"
+          + (f" but {len(SPLIT_PENDING)} files still to split" if SPLIT_PENDING else "")))
     return 1 if problems else 0
 
 

@@ -1,0 +1,91 @@
+"""Patch embedding's per-launch timeline of v3 (one lane per stream, one stream against many,
+from per-launch CUDA events): the Gantt chart and its sentence."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from analysis import plots
+from analysis.patch_embed_data import FAMILY, STREAM_VERSIONS, TIMELINE_COLUMNS, TIMELINE_FILE, V3
+from studylib import formatting, rundata
+
+
+def overlap(d):
+    """Most launches running at once (start/end sweep)."""
+    ev = sorted([(s, 1) for s in d["start_us"]] + [(e, -1) for e in d["end_us"]],
+                key=lambda x: (x[0], x[1]))
+    cur = peak = 0
+    for _, step in ev:
+        cur += step
+        peak = max(peak, cur)
+    return peak
+
+
+def timeline_figure(data, ctx):
+    """The Gantt chart of v3's launches at the shape with the most stream counts recorded; returns
+    the findings' sentence on it."""
+    timeline = rundata.side_table(data.run.path, TIMELINE_FILE, TIMELINE_COLUMNS,
+                             ["batch", "image_size", "hidden", "streams", "stream", "launch",
+                              "start_us", "end_us"])
+    tl_sentence = None
+    if timeline is None or timeline.empty:
+        why = (f"this run has no {TIMELINE_FILE} (the per-launch timestamps of {V3})"
+               if timeline is None else f"{TIMELINE_FILE} has no rows")
+        ctx.missing("figure", f"{FAMILY}_timeline", why)
+        tl_sentence = f"No streams timeline: {why}, so the Gantt chart is not drawn."
+    else:
+        tl_version = next((v for v in STREAM_VERSIONS if v in set(timeline["version"])),
+                          timeline["version"].iloc[0])
+        tv = timeline[timeline["version"] == tl_version]
+        # The shape with the most stream counts recorded; ties go to the larger problem.
+        c = (tv.groupby(["batch", "image_size", "hidden"])["streams"].nunique().reset_index(name="n")
+               .sort_values(["n", "image_size", "batch"], ascending=False))
+        tb, ti, th = (int(c.iloc[0][k]) for k in ("batch", "image_size", "hidden"))
+        at_shape = timeline[(timeline["batch"] == tb) & (timeline["image_size"] == ti)
+                            & (timeline["hidden"] == th)]
+        counts_tl = sorted({int(n) for n in at_shape.loc[at_shape["version"] == tl_version, "streams"]})
+        lanes = [(tl_version, counts_tl[0])]
+        if len(counts_tl) > 1:
+            lanes.append((tl_version, counts_tl[-1]))
+        for v in STREAM_VERSIONS:
+            if v != tl_version and len(at_shape[at_shape["version"] == v]):
+                lanes.append((v, int(at_shape.loc[at_shape["version"] == v, "streams"].max())))
+
+        fig, axes = plt.subplots(1, len(lanes), figsize=(plots.panels_width(len(lanes), 4.6), 4.4), squeeze=False,
+                                 sharex=True)
+        spans = []
+        for ax, (v, n) in zip(axes[0], lanes):
+            d = at_shape[(at_shape["version"] == v) & (at_shape["streams"] == n)]
+            t0 = d["start_us"].min()
+            palette = plt.get_cmap("tab20")
+            for s, g in d.groupby("stream"):
+                ax.broken_barh(list(zip(g["start_us"] - t0, g["end_us"] - g["start_us"])),
+                               (s - 0.4, 0.8), facecolors=palette(int(s) % 20), linewidth=0)
+            span = float(d["end_us"].max() - t0)
+            spans.append((v, n, span, len(d), overlap(d)))
+            n_lanes = int(d["stream"].nunique())
+            ax.set_ylim(-0.6, max(n_lanes, 1) - 0.4)
+            ax.invert_yaxis()
+            if n_lanes <= 16:
+                ax.set_yticks(sorted(d["stream"].unique()))
+            ax.set_xlabel("time since the first launch (us)")
+            ax.set_title(f"{v}, {data.stream_label(n)}\n{len(d)} launches in {formatting.fmt_us(span)} us, "
+                         f"at most {spans[-1][4]} at once", fontsize=8)
+            ax.grid(axis="y", visible=False)
+        axes[0][0].set_ylabel("stream (one lane each)")
+        plots.titled(fig, f"Patch embedding: per-launch timeline of v3 (batch {tb}, {ti} px, hidden {th})",
+                  ctx.title_provenance())
+        fig.tight_layout()
+        ctx.figure(f"{FAMILY}_timeline", fig,
+                   f"Gantt chart of every launch of {', '.join(dict.fromkeys(v for v, _ in lanes))} "
+                   f"at batch {tb}, {ti} px, hidden {th}, from per-stream CUDA event timestamps "
+                   f"({TIMELINE_FILE}): one lane per stream, one bar per launch, shared time axis; "
+                   f"{' vs '.join(data.stream_label(n) for _, n in lanes)}. {ctx.provenance()}.")
+        one, many = spans[0], spans[1] if len(spans) > 1 else None
+        tl_sentence = (f"The timeline of {one[0]} at batch {tb}, {ti} px, hidden {th}: on "
+                       f"{data.stream_label(one[1])} its {one[3]} launches take {formatting.fmt_us(one[2])} us "
+                       f"with at most {one[4]} running at once")
+        if many:
+            tl_sentence += (f"; on {data.stream_label(many[1])} they take {formatting.fmt_us(many[2])} us "
+                            f"({one[2] / many[2]:.1f}x shorter) with up to {many[4]} running at once")
+        tl_sentence += "."
+    return tl_sentence

@@ -12,7 +12,7 @@ import textwrap
 import unittest
 from pathlib import Path
 
-from analysis.testing import skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas
 
 skip_without_pandas(__name__)
 
@@ -32,7 +32,7 @@ def encoder_markers():
     return re.findall(r"<!--\s*(figure|table|text):(\w+)\s*-->", block.group(1))
 
 
-class EncoderReport(unittest.TestCase):
+class EncoderReport(BuiltReport):
     """A full synthetic encoder run (ladder, e4 stream counts, a custom mix, every anchor,
     two image sizes, three rounds, skipped and failed rows): every output the template names
     is produced."""
@@ -47,10 +47,6 @@ class EncoderReport(unittest.TestCase):
         cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
         cls.text = ((cls.out / "text" / "encoder_findings.md").read_text()
                     if cls.res.returncode == 0 else "")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def test_every_step_table(self):
         # Every step of the table and of TRIED.md, each from the newest sitting that has it.
@@ -194,7 +190,7 @@ class EncoderHandMade(unittest.TestCase):
             self.assertIn("*Figure `encoder_throughput` not produced", readme)
 
 
-class FinalSitting(unittest.TestCase):
+class FinalSitting(BuiltReport):
     """README's one answer and targets: from a run folder holding a final sitting (final.csv),
     the fastest fp16 and FP8 steps against every anchor, and every target the notebooks judged;
     before one is committed, a note that says so."""
@@ -316,10 +312,6 @@ class FinalSitting(unittest.TestCase):
                               "<!-- versions:start -->\nold\n<!-- versions:end -->\n")
         res = build("--results", cls.results, "--out", root / out, "--readme", cls.readme)
         return res, cls.readme.read_text() if res.returncode == 0 else ""
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def test_answer_from_the_final_sitting(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
@@ -445,7 +437,7 @@ class EncoderSideHeadline(unittest.TestCase):
             self.assertIn("[`enc/encoder_gemm_ceiling`]", line)
 
 
-class HeadlineTable(unittest.TestCase):
+class HeadlineTable(BuiltReport):
     """README's headline table: written between its markers by the full build, one line per
     family (the fastest of all versions against library and anchors, the run named), and
     --check-readme fails on a stale one; its versions table, from the families' lists."""
@@ -464,10 +456,6 @@ class HeadlineTable(unittest.TestCase):
                               "<!-- versions:end -->\n")
         cls.out = root / "out"
         cls.res = build("--results", cls.results, "--out", cls.out, "--readme", cls.readme)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def table(self):
         text = self.readme.read_text()

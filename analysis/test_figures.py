@@ -6,7 +6,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from analysis.testing import skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas
 
 skip_without_pandas(__name__)
 
@@ -16,7 +16,7 @@ from analysis.testing import REPO, build, hand_made_encoder, read_rows  # noqa: 
 from studylib import catalog, formatting, notebook, rundata  # noqa: E402
 
 
-class Figures(unittest.TestCase):
+class Figures(BuiltReport):
     """Anchors told apart, ticks at the measured sizes, labelled reference lines, legends off
     the data, the per-step ladder tables and one roofline per family."""
 
@@ -32,10 +32,6 @@ class Figures(unittest.TestCase):
         cls.out = root / "out"
         cls.res = build("--results", results, "--out", cls.out)
         cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def test_every_anchor_its_own_colour_and_marker(self):
         order = catalog.version_order(list(synthetic.ATTN_MODEL), [])
@@ -206,7 +202,7 @@ def two_gpu_encoder_runs(root):
                                  gpu="GPU B (synthetic)", utc="2025-11-22T12:00:00Z", run_id="run-b")
 
 
-class AcrossGpus(unittest.TestCase):
+class AcrossGpus(BuiltReport):
     """Runs on two GPUs: the sections use the GPU with more run folders (its newest run), and
     the across-GPUs section compares speedups computed within each GPU's own run."""
 
@@ -217,10 +213,6 @@ class AcrossGpus(unittest.TestCase):
         two_gpu_encoder_runs(root / "results")
         cls.out = root / "out"
         cls.res = build("--results", root / "results", "--out", cls.out)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def test_sections_use_the_primary_gpu(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)

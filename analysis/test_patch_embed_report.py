@@ -8,7 +8,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from analysis.testing import skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas
 
 skip_without_pandas(__name__)
 
@@ -38,7 +38,7 @@ def pe_template_markers():
     return re.findall(r"<!--\s*(figure|table|text):(patch_embed_\w+)\s*-->", block)
 
 
-class PatchEmbedReport(unittest.TestCase):
+class PatchEmbedReport(BuiltReport):
     """A full synthetic patch-embedding run (every version, the anchors, the stream sweep and
     the timeline): every output the template names is produced and the sentences follow the
     CSV."""
@@ -55,14 +55,8 @@ class PatchEmbedReport(unittest.TestCase):
                     if cls.res.returncode == 0 else "")
         cls.t = pe_timings(cls.run_dir)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
     def test_build_succeeds(self):
-        self.assertEqual(self.res.returncode, 0, self.res.stderr)
-        self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")
-        self.assertNotRegex(self.readme, r"No committed run yet: .* family `patch_embed`")
+        self.assert_built("patch_embed")
         section = self.readme.split("## 1. Patch embedding")[1].split("\n## 2.")[0]
         self.assertNotIn("not produced", section)
 

@@ -10,7 +10,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from analysis.testing import skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas
 
 skip_without_pandas(__name__)
 
@@ -20,7 +20,7 @@ from analysis.testing import OWN, REPO, build, expected_findings, hand_made_enco
 from studylib import catalog, formatting, rundata, schema  # noqa: E402
 
 
-class ReportBuild(unittest.TestCase):
+class ReportBuild(BuiltReport):
     """One synthetic results root with two runs; the report is built once into a temp dir."""
 
     @classmethod
@@ -45,10 +45,6 @@ class ReportBuild(unittest.TestCase):
         cls.out = root / "out"
         cls.res = build("--results", cls.results, "--out", cls.out)
         cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def test_build_succeeds(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
@@ -351,7 +347,7 @@ class RunReport(unittest.TestCase):
             self.assertEqual(res.returncode, 0, res.stderr)
 
 
-class Rounds(unittest.TestCase):
+class Rounds(BuiltReport):
     """Every family's run written once as a single-round sweep and once in three interleaved
     rounds (times x0.9, x1.0, x1.3: the median is the single round). The multi-round report
     shows the median and the rounds' range in its tables and judges every target on the
@@ -375,10 +371,6 @@ class Rounds(unittest.TestCase):
                     synthetic.as_rounds(folder)
             cls.out[kind] = root / f"out_{kind}"
             cls.res[kind] = build("--results", results, "--out", cls.out[kind])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def read(self, kind, sub, name):
         return (self.out[kind] / sub / f"{name}.md").read_text()

@@ -32,6 +32,21 @@ BUILD = [sys.executable, "-m", "report.build"]
 OWN = ["v1_shared", "v2_cub", "v3_seq_tiling", "v4_vectorized", "v5_unrolled"]
 
 
+class BuiltReport(unittest.TestCase):
+    """A test class over what its setUpClass built in cls.tmp (a TemporaryDirectory): cleaned up
+    after the class; cls.res (the build) and cls.readme (its README text) for assert_built."""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def assert_built(self, *families):
+        """The build succeeded, left no marker unfilled, and every named family has its section."""
+        self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")
+        self.assertNotRegex(self.readme, rf"No committed run yet: .* family `({'|'.join(families)})`")
+
+
 def build(*args, env=None):
     return subprocess.run([*BUILD, *map(str, args)], capture_output=True, cwd=REPO,
                           text=True, env={**os.environ, "MPLBACKEND": "Agg", **(env or {})},

@@ -2,8 +2,9 @@
 """The Python half keeps its rooms. studylib/ is the floor every room imports by name;
 analysis/, experiments/, sbatch/ and report/ never import each other; no file edits sys.path
 (a script runs as a module of the checkout, python3 -m ROOM.MODULE, or beside the module it
-imports); studylib/ imports no room; and no Python file is longer than MAX_LINES, except those
-listed in SPLIT_PENDING, which may only shrink.
+imports); studylib/ imports no room; no Python file is longer than MAX_LINES, except those
+listed in SPLIT_PENDING, which may only shrink; and no notebook's cells share a single-letter
+global, except those of CELL_GLOBALS_PENDING, which may only leave it.
 Usage: python_rooms.py REPO_ROOT"""
 import ast
 import re
@@ -16,6 +17,10 @@ FLOOR = "studylib"
 MAX_LINES = 700
 # Files still over MAX_LINES, with their length now: they may only shrink (lower the number as they do).
 SPLIT_PENDING: dict[str, int] = {}
+# Notebooks (percent-format files with `# %%` cells) whose cells still share a single-letter
+# global (a `t` or `d` set in one cell and read in another): they may only leave this list.
+CELL_GLOBALS_PENDING = {"analysis/attention.py", "analysis/gpus.py", "analysis/layernorm.py",
+                        "analysis/patch_embed.py"}
 # The one place that may put a folder on sys.path: the anchors' offline install of the torchao
 # wheel into a temporary site folder on a GPU node without network (a package, not the study).
 SYS_PATH_ALLOWED = {"experiments/anchors/harness.py"}
@@ -28,6 +33,27 @@ def imported_modules(tree):
             yield from (a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.module
+
+
+def shared_single_letters(text, tree):
+    """Single-letter names a notebook's top level assigns in one cell and reads in another."""
+    starts = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith("# %%")]
+    if not starts:
+        return set()
+
+    def cell(lineno):
+        return sum(1 for s in starts if s <= lineno)
+    set_in, read_in = {}, {}
+    for stmt in tree.body:
+        c = cell(stmt.lineno)
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and len(node.id) == 1:
+                local = isinstance(stmt, (ast.FunctionDef, ast.ClassDef))
+                if isinstance(node.ctx, ast.Store) and not local:
+                    set_in.setdefault(node.id, set()).add(c)
+                elif isinstance(node.ctx, ast.Load):
+                    read_in.setdefault(node.id, set()).add(c)
+    return {n for n, cells in set_in.items() if read_in.get(n, set()) - cells}
 
 
 def main(root):
@@ -53,12 +79,21 @@ def main(root):
         except SyntaxError as e:
             problems.append(f"{rel}: does not parse ({e})")
             continue
+        shared = shared_single_letters(text, tree)
+        if shared and rel not in CELL_GLOBALS_PENDING:
+            problems.append(f"{rel}: cells share the single-letter globals {', '.join(sorted(shared))}: "
+                            "give each section a function, or the value a name")
+        elif not shared and rel in CELL_GLOBALS_PENDING:
+            problems.append(f"{rel}: no cell shares a single-letter global now: remove it from "
+                            "CELL_GLOBALS_PENDING")
         for mod in imported_modules(tree):
             top = mod.split(".")[0]
             if room == FLOOR and top in ROOMS:
                 problems.append(f"{rel}: the floor imports the room {mod}")
             elif top in ROOMS and top != room:
                 problems.append(f"{rel}: imports {mod}: rooms import {FLOOR}, never each other")
+    for rel in CELL_GLOBALS_PENDING - set(files):
+        problems.append(f"tests/python_rooms.py lists {rel}, which is gone: remove it from CELL_GLOBALS_PENDING")
     for rel, was in SPLIT_PENDING.items():
         if rel not in files:
             problems.append(f"tests/python_rooms.py lists {rel}, which is gone: remove it from SPLIT_PENDING")

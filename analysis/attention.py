@@ -69,31 +69,32 @@ ok["bytes"] = 2.0 * ok["batch"] * ok["tokens"] * HEADS * HEAD_DIM * 4
 ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
 
 # Interleaved rounds count once: their median, with the rounds' range as spread.
-t = rundata.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "median"),
+timed = rundata.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "median"),
                        gbps=("gbps", "median"))
-rounds, rounds_caption, rounds_cells = formatting.rounds_wording(t)
-order = catalog.version_order(t["version"], LADDER)
-style = plots.styles(order, fastest=plots.fastest_at(t, batch=None, tokens=t["tokens"].min() if len(t) else None))
+rounds, rounds_caption, rounds_cells = formatting.rounds_wording(timed)
+order = catalog.version_order(timed["version"], LADDER)
+style = plots.styles(order, fastest=plots.fastest_at(
+    timed, batch=None, tokens=timed["tokens"].min() if len(timed) else None))
 flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
     flush, "L2 flush setting not recorded")
-batches = sorted(int(b) for b in set(t["batch"]))
+batches = sorted(int(b) for b in set(timed["batch"]))
 key_batch = KEY_BATCH if KEY_BATCH in batches else (max(batches) if batches else KEY_BATCH)
 
 
 def at(version, tokens, batch=None, col="median_us"):
     """One value of the merged table, NaN when that version has no timing there."""
     batch = key_batch if batch is None else batch
-    s = t[(t["version"] == version) & (t["tokens"] == tokens) & (t["batch"] == batch)][col]
+    s = timed[(timed["version"] == version) & (timed["tokens"] == tokens) & (timed["batch"] == batch)][col]
     return float(s.iloc[0]) if len(s) else np.nan
 
 
-t
+timed
 
 # %% [markdown]
 # ## Scaling with tokens at the key batch (log-log), against tokens^2
 
 # %%
-kb = t[t["batch"] == key_batch]
+kb = timed[timed["batch"] == key_batch]
 fig, ax = plt.subplots()
 for v in order:
     d = kb[kb["version"] == v].sort_values("tokens")
@@ -121,12 +122,12 @@ ctx.figure("attention_scaling", fig,
 # ## Time per call vs batch, one panel per token count
 
 # %%
-token_counts = sorted(int(x) for x in set(t["tokens"]))
+token_counts = sorted(int(x) for x in set(timed["tokens"]))
 if token_counts and len(batches) > 1:
     fig, axes = plt.subplots(1, len(token_counts), figsize=(plots.panels_width(len(token_counts), 4.0), 4.2),
                              squeeze=False)
     for ax, n in zip(axes[0], token_counts):
-        d0 = t[t["tokens"] == n]
+        d0 = timed[timed["tokens"] == n]
         for v in order:
             d = d0[d0["version"] == v].sort_values("batch")
             if len(d):
@@ -275,7 +276,7 @@ lessons
 # ## Every timed configuration (median us)
 
 # %%
-ctx.table("attention_sweep", formatting.sweep_table(t, ["tokens", "batch"], "version", order, formatting.fmt_us,
+ctx.table("attention_sweep", formatting.sweep_table(timed, ["tokens", "batch"], "version", order, formatting.fmt_us,
                                             {"tokens": formatting.fmt_int, "batch": formatting.fmt_int}),
     f"Attention median time per call (us) for every timed tokens x batch x version"
     f"{rounds_cells}; '-' = not "
@@ -333,7 +334,7 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = [s for s in [formatting.rounds_sentence(t)] if s]
+findings = [s for s in [formatting.rounds_sentence(timed)] if s]
 
 
 def fastest_own(n):

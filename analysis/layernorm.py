@@ -51,14 +51,14 @@ ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]),
 
 # Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
 # with the range of the rounds' medians as its spread (lo_us, hi_us).
-t = rundata.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
+timed = rundata.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
                        tflops=("tflops", "median"),
                        batch=("batch", "first"), tokens=("tokens", "first"))
-rounds, rounds_caption, rounds_cells = formatting.rounds_wording(t)
-order = catalog.version_order(t["version"], LADDER)
+rounds, rounds_caption, rounds_cells = formatting.rounds_wording(timed)
+order = catalog.version_order(timed["version"], LADDER)
 # A run with no timings (every row skipped or failed) still gets its status table and findings.
 NOT_TIMED = f"no timed LayerNorm rows at hidden {HIDDEN} in this run (see the status table)"
-style = plots.styles(order, fastest=plots.fastest_at(t, rows=None))
+style = plots.styles(order, fastest=plots.fastest_at(timed, rows=None))
 ceil = run.ceilings()
 copy = ceil.copy_gbps
 flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
@@ -71,20 +71,20 @@ def label(v):
 
 def at(version, rows, col="median_us"):
     """One value of the merged table, NaN when that version has no timing there."""
-    s = t[(t["version"] == version) & (t["rows"] == rows)][col]
+    s = timed[(timed["version"] == version) & (timed["rows"] == rows)][col]
     return float(s.iloc[0]) if len(s) else np.nan
 
 
-t
+timed
 
 # %% [markdown]
 # ## Time per call vs rows (log-log)
 
 # %%
-if len(t):
+if len(timed):
     fig, ax = plt.subplots()
     for v in order:
-        d = t[t["version"] == v].sort_values("rows")
+        d = timed[timed["version"] == v].sort_values("rows")
         ax.plot(d["rows"], d["median_us"], label=label(v), **style[v])
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -103,19 +103,19 @@ else:
 # ## Achieved bandwidth vs rows, as a share of the measured copy bandwidth
 
 # %%
-if len(t):
+if len(timed):
     # LayerNorm moves each byte once, so the copy kernel's bandwidth, measured in the same run, is
     # its ceiling: the y axis is the share of it (GB/s where the run has no copy ceiling).
     fig, ax = plt.subplots()
     scale = 100.0 / copy if copy else 1.0
     for v in order:
-        d = t[t["version"] == v].sort_values("rows")
+        d = timed[timed["version"] == v].sort_values("rows")
         ax.plot(d["rows"], d["gbps"] * scale, label=label(v), **style[v])
     if copy:
         ax.axhline(100.0, color="#444444", linewidth=1.0)
         ax.axhline(100.0 * TARGET_FRACTION, color="#444444", linewidth=0.8, linestyle=":")
-        ax.text(t["rows"].min(), 100.0, f" measured copy: {copy:,.0f} GB/s", va="bottom", fontsize=8)
-        ax.text(t["rows"].min(), 100.0 * TARGET_FRACTION, f" target: {TARGET_FRACTION:.0%} of copy",
+        ax.text(timed["rows"].min(), 100.0, f" measured copy: {copy:,.0f} GB/s", va="bottom", fontsize=8)
+        ax.text(timed["rows"].min(), 100.0 * TARGET_FRACTION, f" target: {TARGET_FRACTION:.0%} of copy",
                 va="bottom", fontsize=8)
         ax.set_ylim(0, 110)
         ax.set_ylabel("% of the measured copy bandwidth")
@@ -142,7 +142,7 @@ else:
 # %%
 baselines = [b for b in (V1, GRAPH, EAGER) if b in order]
 if baselines:
-    fig = plots.speedup_panels(t, order, baselines, label, style, "rows (batch x tokens)")
+    fig = plots.speedup_panels(timed, order, baselines, label, style, "rows (batch x tokens)")
     plots.titled(fig, "LayerNorm: speedup per rows (above 1 = faster than the baseline)", tprov)
     ctx.figure("layernorm_speedup", fig,
                f"LayerNorm speedup per rows against {', '.join(label(b) for b in baselines)} "
@@ -155,9 +155,9 @@ else:
 # ## Summary table at the target sizes
 
 # %%
-key_rows = [r for r in KEY_ROWS if r in set(t["rows"])]
-if not key_rows and len(t):  # a sweep without the batch 32/256 sizes: its smallest and largest
-    key_rows = sorted({int(t["rows"].min()), int(t["rows"].max())})
+key_rows = [r for r in KEY_ROWS if r in set(timed["rows"])]
+if not key_rows and len(timed):  # a sweep without the batch 32/256 sizes: its smallest and largest
+    key_rows = sorted({int(timed["rows"].min()), int(timed["rows"].max())})
 summary = []
 for r in key_rows:
     for v in order:
@@ -214,7 +214,7 @@ else:
 # ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
 
 # %%
-rl = plots.roofline_points(t[t["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
+rl = plots.roofline_points(timed[timed["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
 rl_gap = plots.roofline_gap(rl, ceil)
 if rl_gap is None:
     fig, caption = plots.roofline_figure(rl, order, style, label, ceil,
@@ -234,8 +234,8 @@ else:
 # ## Every timed configuration (median us)
 
 # %%
-if len(t):
-    ctx.table("layernorm_sweep", formatting.sweep_table(t, ["rows"], "version", order, formatting.fmt_us,
+if len(timed):
+    ctx.table("layernorm_sweep", formatting.sweep_table(timed, ["rows"], "version", order, formatting.fmt_us,
                                                 {"rows": formatting.fmt_int}),
         f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}"
         f"{rounds_cells}; "
@@ -269,12 +269,12 @@ st
 def fastest(rows):
     """The fastest of every version shown at this size, library versions included (the
     PyTorch anchors are what it is compared with, so they are not candidates)."""
-    d = t[(t["rows"] == rows) & ~t["version"].map(catalog.is_anchor)]
+    d = timed[(timed["rows"] == rows) & ~timed["version"].map(catalog.is_anchor)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
 def fastest_own(rows):
-    d = t[(t["rows"] == rows) & t["version"].map(catalog.is_own)]
+    d = timed[(timed["rows"] == rows) & timed["version"].map(catalog.is_own)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
@@ -282,7 +282,7 @@ def named(v):
     return f"{v} (a library version)" if catalog.is_library(v) else v
 
 
-findings = [s for s in [formatting.rounds_sentence(t)] if s] if len(t) else []
+findings = [s for s in [formatting.rounds_sentence(timed)] if s] if len(timed) else []
 big = max(key_rows) if key_rows else None  # None: nothing timed in this run
 best = fastest(big) if key_rows else None
 if best is not None:
@@ -294,7 +294,7 @@ if best is not None:
             f"The fastest version, {named(v)}, reaches {pct:.0f}% of the measured copy bandwidth at "
             f"{shape} ({formatting.fmt_gbps(g)} of {formatting.fmt_gbps(copy)} GB/s, {formatting.fmt_us(m)} us per "
             f"call).")
-        own = t[(t["rows"] == big) & t["version"].map(catalog.is_own)]
+        own = timed[(timed["rows"] == big) & timed["version"].map(catalog.is_own)]
         if big == KEY_ROWS[1] and len(own):
             # The target is for the study's own kernels, whatever a library reaches.
             mine = own.loc[own["median_us"].idxmin()]
@@ -352,7 +352,7 @@ for lib in [v for v in order if catalog.is_library(v)]:
                         f"{share}.")
 
 if copy and flush == 0.0:
-    over = t[t["gbps"] > copy]
+    over = timed[timed["gbps"] > copy]
     if len(over):
         sizes = sorted(int(r) for r in set(over["rows"]))
         mb = 4.0 * max(sizes) * HIDDEN / 1e6

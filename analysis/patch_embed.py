@@ -38,11 +38,11 @@ ctx, run, prov, tprov = plots.open_notebook(FAMILY, globals())
 data = PatchEmbedData(run)
 everything, best, order, style = data.everything, data.best, data.order, data.style
 models, hidden_of = data.models, data.hidden_of
-t, rounds, rounds_caption, rounds_cells = data.timed, data.rounds, data.rounds_caption, data.rounds_cells
+timed, rounds, rounds_caption, rounds_cells = data.timed, data.rounds, data.rounds_caption, data.rounds_cells
 flush_text, flush_dropped = data.flush_text, data.flush_dropped
 at, how, stream_label, plot_version, legend_handles = (data.at, data.how, data.stream_label, data.plot_version,
                                                         data.legend_handles)
-t
+timed
 
 # %% [markdown]
 # ## Key shapes: where the ladder is compared
@@ -112,7 +112,7 @@ else:
 # ## Streams: v3 vs batch with the stream count varied, v1/v2 on one stream beside it
 
 # %%
-s3 = t[t["version"].isin(STREAM_VERSIONS)]
+s3 = timed[timed["version"].isin(STREAM_VERSIONS)]
 stream_shape = None
 if len(s3):
     c = (s3.groupby(["model", "image_size"]).size().reset_index(name="n")
@@ -127,7 +127,7 @@ if len(s3):
     markers = dict(zip(counts, ["o", "s", "^", "D", "v", "P", "X", "<", ">"] * 3))
     fig, axes = plt.subplots(1, len(sv), figsize=(plots.panels_width(len(sv), 4.8), 4.4), squeeze=False,
                              sharey=True)
-    side = [v for v in (V1, V2) if v in set(t["version"])]
+    side = [v for v in (V1, V2) if v in set(timed["version"])]
     for ax, v in zip(axes[0], sv):
         for n in counts:
             d = sd3[(sd3["version"] == v) & (sd3["streams"] == n)].sort_values("batch")
@@ -135,7 +135,7 @@ if len(s3):
                 ax.plot(d["batch"], d["median_us"], color=colors[n], marker=markers[n],
                         linestyle="-", label=stream_label(n))
         for w in side:
-            d = t[(t["version"] == w) & (t["model"] == sm) & (t["image_size"] == simage)]
+            d = timed[(timed["version"] == w) & (timed["model"] == sm) & (timed["image_size"] == simage)]
             if len(d):
                 plot_version(ax, d, w, "batch", linestyle=":")
         pow2_ticks(ax, sd3["batch"])
@@ -459,7 +459,7 @@ tl_sentence = timeline_figure(data, ctx)
 
 # %%
 ctx.table(f"{FAMILY}_sweep", formatting.sweep_table(
-    t, ["model", "image_size", "batch", "streams"], "version", order, formatting.fmt_us,
+    timed, ["model", "image_size", "batch", "streams"], "version", order, formatting.fmt_us,
     {c: formatting.fmt_int for c in ("image_size", "batch", "streams")}),
     f"Patch-embedding median time per call (us) for every timed model x image size x batch x "
     f"streams x version{rounds_cells}; '-' = not timed (see the status table). {flush_text}. {prov}.")
@@ -478,7 +478,7 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-findings = [s for s in [formatting.rounds_sentence(t)] if s]
+findings = [s for s in [formatting.rounds_sentence(timed)] if s]
 
 
 def fastest(model, image, batch, own_only=False):
@@ -578,10 +578,10 @@ if stream_shape is not None:
             continue
         b = max(per_batch)
         k, kt, bs, bt = per_batch[b]
-        one = at(v, sm, simage, b, table=t[t["streams"] == 1])
+        one = at(v, sm, simage, b, table=timed[timed["streams"] == 1])
         start = (f"on 1 stream it takes {formatting.fmt_us(one)} us, " if np.isfinite(one) else "")
         most = int(d["streams"].max())
-        most_t = at(v, sm, simage, b, table=t[(t["version"] == v) & (t["streams"] == most)])
+        most_t = at(v, sm, simage, b, table=timed[(timed["version"] == v) & (timed["streams"] == most)])
         rest = (f"no stream count is more than {KNEE:.0%} faster (the fastest, {formatting.fmt_us(bt)} us, "
                 f"at {stream_label(bs)}; {formatting.fmt_us(most_t)} us at {stream_label(most)}).")
         if k == 1:  # the knee is the single stream: say so once

@@ -4,7 +4,8 @@ analysis/, experiments/, sbatch/ and report/ never import each other; no file ed
 (a script runs as a module of the checkout, python3 -m ROOM.MODULE, or beside the module it
 imports); studylib/ imports no room; no Python file is longer than MAX_LINES, except those
 listed in SPLIT_PENDING, which may only shrink; and no notebook's cells share a single-letter
-global, except those of CELL_GLOBALS_PENDING, which may only leave it.
+global (a `t` set in one cell and read in another: give the section a function, or the value a
+name).
 Usage: python_rooms.py REPO_ROOT"""
 import ast
 import re
@@ -17,10 +18,6 @@ FLOOR = "studylib"
 MAX_LINES = 700
 # Files still over MAX_LINES, with their length now: they may only shrink (lower the number as they do).
 SPLIT_PENDING: dict[str, int] = {}
-# Notebooks (percent-format files with `# %%` cells) whose cells still share a single-letter
-# global (a `t` or `d` set in one cell and read in another): they may only leave this list.
-CELL_GLOBALS_PENDING = {"analysis/attention.py", "analysis/gpus.py", "analysis/layernorm.py",
-                        "analysis/patch_embed.py"}
 # The one place that may put a folder on sys.path: the anchors' offline install of the torchao
 # wheel into a temporary site folder on a GPU node without network (a package, not the study).
 SYS_PATH_ALLOWED = {"experiments/anchors/harness.py"}
@@ -43,15 +40,23 @@ def shared_single_letters(text, tree):
 
     def cell(lineno):
         return sum(1 for s in starts if s <= lineno)
+    def bound_inside(fn):  # a function's parameters and the names it assigns: its own, not globals
+        names = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+        names |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        return names
     set_in, read_in = {}, {}
     for stmt in tree.body:
         c = cell(stmt.lineno)
+        local = isinstance(stmt, (ast.FunctionDef, ast.ClassDef))
+        own = bound_inside(stmt) if isinstance(stmt, ast.FunctionDef) else set()
+        lambda_own = {id(n) for lam in ast.walk(stmt) if isinstance(lam, ast.Lambda)
+                      for n in ast.walk(lam.body) if isinstance(n, ast.Name)
+                      and n.id in {a.arg for a in ast.walk(lam.args) if isinstance(a, ast.arg)}}
         for node in ast.walk(stmt):
             if isinstance(node, ast.Name) and len(node.id) == 1:
-                local = isinstance(stmt, (ast.FunctionDef, ast.ClassDef))
                 if isinstance(node.ctx, ast.Store) and not local:
                     set_in.setdefault(node.id, set()).add(c)
-                elif isinstance(node.ctx, ast.Load):
+                elif isinstance(node.ctx, ast.Load) and node.id not in own and id(node) not in lambda_own:
                     read_in.setdefault(node.id, set()).add(c)
     return {n for n, cells in set_in.items() if read_in.get(n, set()) - cells}
 
@@ -80,20 +85,15 @@ def main(root):
             problems.append(f"{rel}: does not parse ({e})")
             continue
         shared = shared_single_letters(text, tree)
-        if shared and rel not in CELL_GLOBALS_PENDING:
+        if shared:
             problems.append(f"{rel}: cells share the single-letter globals {', '.join(sorted(shared))}: "
                             "give each section a function, or the value a name")
-        elif not shared and rel in CELL_GLOBALS_PENDING:
-            problems.append(f"{rel}: no cell shares a single-letter global now: remove it from "
-                            "CELL_GLOBALS_PENDING")
         for mod in imported_modules(tree):
             top = mod.split(".")[0]
             if room == FLOOR and top in ROOMS:
                 problems.append(f"{rel}: the floor imports the room {mod}")
             elif top in ROOMS and top != room:
                 problems.append(f"{rel}: imports {mod}: rooms import {FLOOR}, never each other")
-    for rel in CELL_GLOBALS_PENDING - set(files):
-        problems.append(f"tests/python_rooms.py lists {rel}, which is gone: remove it from CELL_GLOBALS_PENDING")
     for rel, was in SPLIT_PENDING.items():
         if rel not in files:
             problems.append(f"tests/python_rooms.py lists {rel}, which is gone: remove it from SPLIT_PENDING")

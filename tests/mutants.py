@@ -38,6 +38,8 @@ MUTANTS = [
     ("fp8_scale_off", E15, FP8_STAGES, "fc2's branch against the recipe on the GPU's own inputs"),
     ("attention_mean", E15, FP8_STAGES, "the attention output in E4M3 against the recipe"),
     ("e4m3_scores_unscaled", E20, FP8_STAGES, "the attention output in E4M3, from E4M3 Q, K and V, against the recipe"),
+    ("key_split_unweighted", "stages/attention/test_attention_v12_key_split", "matches the CPU reference*",
+     "the attention family's test at batch 1, where the keys are split"),
     ("prefetch_noop", E14, "the L2 prefetch leaves every bit*", "the device count of the bytes requested"),
     ("persistent_no_barrier", E13, EVERY_BLOCK, "the residual stream of the persistent kernel, arena poisoned"),
 ]

@@ -23,6 +23,8 @@ const std::vector<Plant>& plants() {
                          "of the image's values (what the FP8 steps' tests must tell from attention)"},
       {"e4m3_scores_unscaled", "attention on E4M3 Q, K and V (v10_e4m3_qkv): the scores not multiplied by "
                                "the q and k scales (their E4M3 units taken for the values)"},
+      {"key_split_unweighted", "attention v12_key_split: the key slices' O and sums added without the weight "
+                               "of their row maxima"},
       {"prefetch_noop", "encoder fp16 blocks: the L2 prefetch asks for nothing"},
       {"persistent_no_barrier", "e13's persistent kernel: no grid barrier between attention and the projection"},
   } : std::vector<Plant>{};

@@ -69,16 +69,40 @@ enum class Variant {
   exact_tail,       // v8_exact_tail: the last key tile at its own width
   softmax_overlap,  // v9_softmax_overlap: as v8, and a tile's softmax runs under the previous P V
   e4m3_qkv,         // v10_e4m3_qkv: v9's products and pipeline, Q, K and V read in E4M3 (E4M3Tiles)
+  key_split,        // v12_key_split: v9 over one slice of the keys, the slices combined in a cluster
 };
 constexpr bool exact_tail(Variant v) { return v != Variant::full_tail; }
 constexpr bool softmax_overlap(Variant v) {
-  return v == Variant::softmax_overlap || v == Variant::e4m3_qkv;
+  return v == Variant::softmax_overlap || v == Variant::e4m3_qkv || v == Variant::key_split;
 }
+
+// The keys a block takes: in v7-v10 every key; in v12 one slice of them, its 128 query rows
+// shared by `slices` consecutive blocks along x (a cluster).
+struct Span {
+  int slices;     // blocks per query tile: query rows from blockIdx.x / slices * 128
+  int first_key;  // first key of the slice
+  int keys;       // keys in the slice, 1 or more
+};
+inline __device__ Span whole_sequence(int tokens) { return {1, 0, tokens}; }
+
+// What a key-split block leaves in shared memory for its cluster (v12): per query row its
+// unnormalized O (fp32, rows padded to 68 floats so that the 8 rows a warp stores at once fall on
+// different banks), its reference max m (raw score units) and its sum l, both relative to m.
+struct Partial {
+  static constexpr int kStride = kD + 4;
+  float* o;  // [kRows][kStride]
+  float* m;  // [kRows]
+  float* l;  // [kRows]
+  static constexpr int kBytes = kRows * (kStride + 2) * 4;
+  __device__ __forceinline__ explicit Partial(float* base) : o(base), m(base + kRows * kStride), l(m + kRows) {}
+};
 
 // How Q, K and V reach their fp16 swizzled tiles. The body below (attend) calls start() once,
 // then for each key tile j after the first: land(j) before the barrier after which tile j's
 // products may read it, and fetch(j + 1) after that barrier, into tile j - 2's stage (free by
-// then). Fp16Tiles: cp.async straight from the fp16 QKV buffer (v7-v9); E4M3Tiles below.
+// then). `tokens` is the number of keys k_g and v_g point at (the block's slice of them: all of
+// the sequence but in v12), start's q_tokens the number of query rows. Fp16Tiles: cp.async
+// straight from the fp16 QKV buffer (v7-v9, v12); E4M3Tiles below.
 struct Fp16Tiles {
   __half *q_s, *k_s, *v_s;
   const __half *q_g, *k_g, *v_g;
@@ -89,10 +113,10 @@ struct Fp16Tiles {
     load_tile<kKeys, kThreads>(v_s + j % kStages * kKeys * kD, v_g, stride, j * kKeys, tokens);
     cp_async_commit();
   }
-  // Q's rows row0.. and tile 0 landed; tile 1 on its way unless kOneTile.
+  // Q's rows row0.. (of q_tokens) and tile 0 landed; tile 1 on its way unless kOneTile.
   template <bool kOneTile>
-  __device__ __forceinline__ void start(int row0) {
-    load_tile<kRows, kThreads>(q_s, q_g, stride, row0, tokens);
+  __device__ __forceinline__ void start(int row0, int q_tokens) {
+    load_tile<kRows, kThreads>(q_s, q_g, stride, row0, q_tokens);
     fetch(0);  // one group with Q
     if constexpr (kOneTile) {
       cp_async_wait<0>();
@@ -121,10 +145,10 @@ struct E4M3Tiles {
   static constexpr int kRowChunks = kD / 16;  // 16-byte E4M3 chunks per row
   static_assert(kKeys * kRowChunks == kThreads && kRows * kRowChunks == 2 * kThreads, "one chunk per thread");
 
-  // Chunk i of rows row0..: zeros past the sequence end, as Fp16Tiles' zero fill.
-  __device__ __forceinline__ uint4 load(const __nv_fp8_e4m3* src, int row0, int i) const {
+  // Chunk i of rows row0..: zeros past the `rows` rows there are, as Fp16Tiles' zero fill.
+  __device__ __forceinline__ uint4 load(const __nv_fp8_e4m3* src, int row0, int i, int rows) const {
     const int t = row0 + i / kRowChunks;
-    if (t >= tokens) return make_uint4(0, 0, 0, 0);
+    if (t >= rows) return make_uint4(0, 0, 0, 0);
     return __ldg(reinterpret_cast<const uint4*>(src + t * stride + i % kRowChunks * 16));
   }
   static __device__ __forceinline__ void store(__half* tile, const uint4& chunk, int i) {
@@ -143,16 +167,16 @@ struct E4M3Tiles {
   }
 
   __device__ __forceinline__ void fetch(int j) {
-    k_next = load(k_g, j * kKeys, threadIdx.x);
-    v_next = load(v_g, j * kKeys, threadIdx.x);
+    k_next = load(k_g, j * kKeys, threadIdx.x, tokens);
+    v_next = load(v_g, j * kKeys, threadIdx.x, tokens);
   }
   __device__ __forceinline__ void land(int j) {
     store(k_s + j % kStages * kKeys * kD, k_next, threadIdx.x);
     store(v_s + j % kStages * kKeys * kD, v_next, threadIdx.x);
   }
   template <bool kOneTile>
-  __device__ __forceinline__ void start(int row0) {
-    const uint4 q0 = load(q_g, row0, threadIdx.x), q1 = load(q_g, row0, threadIdx.x + kThreads);
+  __device__ __forceinline__ void start(int row0, int q_tokens) {
+    const uint4 q0 = load(q_g, row0, threadIdx.x, q_tokens), q1 = load(q_g, row0, threadIdx.x + kThreads, q_tokens);
     fetch(0);
     store(q_s, q0, threadIdx.x);
     store(q_s, q1, threadIdx.x + kThreads);
@@ -172,16 +196,38 @@ __device__ __forceinline__ float out_scale(const float* out_inv_scale, float v_s
     return s * v_scale;
 }
 
+// A warp's 16 rows of softmax state into `part` (rows warp_row0..): O as it stands, the row's
+// reference max and its sum over the 4 lanes that share the row.
+__device__ __forceinline__ void store_partial(const Rows<1>& st, const Partial& part, int warp_row0, int lane) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = warp_row0 + (lane >> 2) + 8 * hr;
+    float sum = st.l[0][hr];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if ((lane & 3) == 0) {
+      part.m[r] = st.m[0][hr];
+      part.l[r] = sum;
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+      *reinterpret_cast<float2*>(part.o + r * Partial::kStride + n * 8 + 2 * (lane & 3)) =
+          make_float2(st.o[0][n][2 * hr], st.o[0][n][2 * hr + 1]);
+  }
+}
+
 // The body of every kernel on this file's pipeline, for the tiles' source Tiles (constructed from
 // the head's view, the shared-memory tiles and the sequence length). kOneTile: the sequence fits
 // in one key tile (tokens <= 64), which is then the last one.
 // OutT: fp16, or E4M3 scaled by *out_inv_scale (null for fp16) for an FP8 projection. InT: fp16,
 // or E4M3 values whose V is scaled by v_scale (Q's and K's scales the caller folds into
 // scale_log2): the output is multiplied by it.
+// span: the rows and keys of this block (whole_sequence, or a slice of the keys, whose softmax
+// state then goes to `partial` instead of out).
 template <int kTailKeys, bool kOneTile, Variant kVariant, class Tiles, class InT, class OutT>
 __device__ __forceinline__ void attend(const InT* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads,
-                                       float scale_log2, const float* __restrict__ out_inv_scale,
-                                       float v_scale = 1.f) {
+                                       float scale_log2, const float* __restrict__ out_inv_scale, float v_scale,
+                                       Span span, float* partial = nullptr) {
   static_assert(kTailKeys % 16 == 0 && kTailKeys >= 16 && kTailKeys <= kKeys, "16..64 keys by 16");
 #ifdef STUDY_WGMMA
   using namespace sm90;
@@ -197,12 +243,13 @@ __device__ __forceinline__ void attend(const InT* __restrict__ qkv, OutT* __rest
   const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
   const HeadView<OutT, InT> head(qkv, out, tokens, heads);
-  Tiles io{q_s, k_s, v_s, head.q, head.k, head.v, head.stride, tokens};
-  const int row0 = blockIdx.x * kRows;
-  const int tiles = (tokens + kKeys - 1) / kKeys;
-  auto valid_keys = [&](int j) { return min(kKeys, tokens - j * kKeys); };
+  const int key_offset = span.first_key * head.stride;
+  Tiles io{q_s, k_s, v_s, head.q, head.k + key_offset, head.v + key_offset, head.stride, span.keys};
+  const int row0 = blockIdx.x / span.slices * kRows;
+  const int tiles = (span.keys + kKeys - 1) / kKeys;
+  auto valid_keys = [&](int j) { return min(kKeys, span.keys - j * kKeys); };
 
-  io.template start<kOneTile>(row0);
+  io.template start<kOneTile>(row0, tokens);
   fence_proxy_async();
   __syncthreads();
 
@@ -305,8 +352,11 @@ __device__ __forceinline__ void attend(const InT* __restrict__ qkv, OutT* __rest
   else
     asm volatile("bar.sync 2, 128;\n" ::: "memory");
   const int warp_row0 = group * kGroupRows + 16 * warp;
-  store_rows(st, q_s + warp_row0 * kD, head.out, head.width, row0 + warp_row0, tokens, lane,
-             out_scale<InT>(out_inv_scale, v_scale));
+  if constexpr (kVariant == Variant::key_split)
+    store_partial(st, Partial(partial), warp_row0, lane);
+  else
+    store_rows(st, q_s + warp_row0 * kD, head.out, head.width, row0 + warp_row0, tokens, lane,
+               out_scale<InT>(out_inv_scale, v_scale));
 #endif
 }
 
@@ -317,7 +367,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 kernel(const __half* __restrict__ qkv, OutT* __restrict__ out, int tokens, int heads, float scale_log2,
        const float* __restrict__ out_inv_scale) {
 #ifdef STUDY_WGMMA
-  attend<kTailKeys, kOneTile, kVariant, Fp16Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale);
+  attend<kTailKeys, kOneTile, kVariant, Fp16Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale, 1.f,
+                                                   whole_sequence(tokens));
 #else
   __trap();  // built without sm_90a: launch() refuses before getting here
 #endif
@@ -332,7 +383,8 @@ kernel_e4m3_in(const __nv_fp8_e4m3* __restrict__ qkv, OutT* __restrict__ out, in
                float scale_log2, const float* __restrict__ out_inv_scale, float v_scale) {
 #ifdef STUDY_WGMMA
   using Tiles = E4M3Tiles;
-  attend<kTailKeys, kOneTile, kVariant, Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale, v_scale);
+  attend<kTailKeys, kOneTile, kVariant, Tiles>(qkv, out, tokens, heads, scale_log2, out_inv_scale, v_scale,
+                                               whole_sequence(tokens));
 #else
   __trap();
 #endif

@@ -70,6 +70,12 @@ const std::vector<Step>& steps() {
        "the QKV GEMM writes E4M3 (static scale) and the attention (v10_e4m3_qkv) reads it: half the bytes out of "
        "the GEMM and into the attention, the products unchanged",
        "attn=v10_e4m3_qkv qkv_e4m3"},
+      {"e22_key_split", "e19_exact_gelu",
+       "the attention v12_key_split: where the query tiles leave SMs idle (batch 1: 24 blocks), the keys split "
+       "over the blocks of a cluster and combined on chip",
+       "attn=v12_key_split"},
+      {"e23_fp8_key_split", "e18_fp8_cutlass", "e22's attention (v12_key_split) in the FP8 forward",
+       "attn=v12_key_split"},
   };
   return table;
 }

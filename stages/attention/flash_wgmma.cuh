@@ -86,8 +86,9 @@ struct Span {
 inline __device__ Span whole_sequence(int tokens) { return {1, 0, tokens}; }
 
 // What a key-split block leaves in shared memory for its cluster (v12): per query row its
-// unnormalized O (fp32, rows padded to 68 floats so that the 8 rows a warp stores at once fall on
-// different banks), its reference max m (raw score units) and its sum l, both relative to m.
+// unnormalized O (fp32, rows padded to 68 floats: a 64-float stride would put the 8 rows a warp
+// stores at once on the same banks), its reference max m (raw score units) and its sum l, both
+// relative to m.
 struct Partial {
   static constexpr int kStride = kD + 4;
   float* o;  // [kRows][kStride]

@@ -469,6 +469,14 @@ def build(args) -> Path:
         runs = rundata.load_runs(args.results)
         out_dir = Path(args.out or REPO / "report").resolve()
 
+    readme_target = None
+    if not args.run_dir and (args.readme or args.check_readme or out_dir == (REPO / "report").resolve()):
+        # The README whose tables this build fills must have their markers: said before the
+        # notebooks run, not after.
+        readme_target = Path(args.readme) if args.readme else REPO / "README.md"
+        with_headline(readme_target.read_text() if readme_target.is_file() else "", "",
+                      rundata.show_path(readme_target))
+
     args.primary_gpu = rundata.primary_gpu(runs)  # once: every family section picks its run on it
     used, pieces, pos, heads, cross, targets, answer = {}, [], 0, [], [], [], None
     for m in BLOCK.finditer(source):
@@ -514,7 +522,7 @@ def build(args) -> Path:
         index.write_text(results_index(runs, used, Path(args.results)))
     if not args.run_dir:
         block = headline_block(heads, used, targets, answer)
-        target = Path(args.readme) if args.readme else REPO / "README.md"
+        target = readme_target or REPO / "README.md"
         if args.check_readme:
             current = target.read_text() if target.is_file() else ""
             if with_headline(current, block, rundata.show_path(target)) != current:

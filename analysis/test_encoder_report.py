@@ -499,9 +499,7 @@ class HeadlineTable(BuiltReport):
         self.assertIn("[e1_library](stages/encoder/e1_library/NOTES.md)", steps)
 
     def test_check_readme(self):
-        ok = build("--results", self.results, "--out", self.out, "--readme", self.readme,
-                   "--check-readme")
-        self.assertEqual(ok.returncode, 0, ok.stderr)
+        # A current README passes the check: tests/report_committed.sh checks the committed one.
         text = self.readme.read_text()
         stale = self.readme.parent / "stale.md"
         stale.write_text(text.replace("| LayerNorm |", "| LayerNorm (old) |"))

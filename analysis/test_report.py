@@ -523,17 +523,6 @@ class Parity(unittest.TestCase):
                 "top1_agreement_decisive": 1.0, "top1_agreement_all": 0.996, "passed": True,
                 "gpu": "NVIDIA H200 (synthetic)", "timm": "1.0.29",
                 "criteria": {"rel_l2_max": 0.01, "agreement_min": 0.99, "margin_factor": 10.0}}))
-            out = Path(d) / "out"
-            res = build("--run", run, "--out", out)
-            self.assertEqual(res.returncode, 0, res.stderr)
-            table = (out / "tables" / "encoder_parity.md").read_text()
-            self.assertIn("| 384 | 256 | e6_best | 1.65e-03 | 1.52e-03 | 0.0041 | 100.0% of 205 | "
-                          "99.6% | passed |", table)
-            # Each step of the table marked with its passing parity files, or none.
-            by_step = (out / "tables" / "encoder_parity_by_step.md").read_text()
-            self.assertIn("| e6_best | no | 384 px, timm weights (r) |", by_step)
-            self.assertIn("| e14_l2_prefetch | no | **none** |", by_step)
-            self.assertIn("| e15_fp8_attention_e4m3 | - (FP8) | **none** |", by_step)
             # A failing file is listed as such; a custom mix's file vouches for no step.
             base = json.loads((run / "timm_parity_384" / "parity.json").read_text())
             for name, extra in (("timm_parity_e14_224", {"passed": False}),
@@ -541,12 +530,18 @@ class Parity(unittest.TestCase):
                 (run / name).mkdir()
                 (run / name / "parity.json").write_text(json.dumps(
                     {**base, "image_size": 224, "version": "e14_l2_prefetch", "weight_set": "random", **extra}))
+            out = Path(d) / "out"
             res = build("--run", run, "--out", out)
             self.assertEqual(res.returncode, 0, res.stderr)
+            table = (out / "tables" / "encoder_parity.md").read_text()
+            self.assertIn("| 384 | 256 | e6_best | 1.65e-03 | 1.52e-03 | 0.0041 | 100.0% of 205 | "
+                          "99.6% | passed |", table)
+            self.assertIn("| 224 | 256 | e14_l2_prefetch + mlp=cutlass_epilogue_erf |", table)
+            # Each step of the table marked with its passing parity files, or none.
             by_step = (out / "tables" / "encoder_parity_by_step.md").read_text()
+            self.assertIn("| e6_best | no | 384 px, timm weights (r) |", by_step)
             self.assertIn("| e14_l2_prefetch | no | **none** | 224 px, random weights (r) |", by_step)
-            self.assertIn("| 224 | 256 | e14_l2_prefetch + mlp=cutlass_epilogue_erf |",
-                          (out / "tables" / "encoder_parity.md").read_text())
+            self.assertIn("| e15_fp8_attention_e4m3 | - (FP8) | **none** |", by_step)
             (run / "timm_parity_384" / "parity.json").write_text("{}")
             res = build("--run", run, "--out", out)
             self.assertEqual(res.returncode, 2)

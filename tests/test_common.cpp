@@ -1,6 +1,5 @@
 // CPU tests of the shared harness: statistics, CSV, command line, ViT shapes, comparison, and
 // the cuDNN versions' check of the loaded cuDNN against the build's.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <unistd.h>
 #include <cmath>

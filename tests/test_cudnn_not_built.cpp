@@ -2,7 +2,6 @@
 // built into this test without STUDY_HAVE_CUDNN, whatever this build found. Each version must
 // report itself unavailable with the reason (so its GPU suite is skipped, not failed), refuse
 // every problem with that same reason (its bench writes a `skipped` row), and throw if launched.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <string>
 #include "attention/attention.hpp"

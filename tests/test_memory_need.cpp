@@ -2,7 +2,6 @@
 // against free memory before it builds any input: they cover what the harness really builds,
 // grow with the problem, and make the sizes that used to be killed by the host's OOM killer
 // (batch 2000000) a refusal instead.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "attention/harness.hpp"
 #include "encoder/encoder.hpp"

@@ -1,7 +1,6 @@
 // CPU test of the CUTLASS GEMM layer's on-disk record of its search (common/gemm/cutlass_gemm.hpp):
 // lines round-trip, malformed lines are ignored, a later line wins, an unwritable file costs
 // only the reuse, the path follows the environment; and the layer says why it cannot run here.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <cstdlib>
 #include <filesystem>

@@ -5,7 +5,6 @@
 // search inside a graph capture); the FP8 kernels of each epilogue against the product of the
 // E4M3 values they multiplied (fp8_gemm_case.hpp), their search with cuBLASLt's FP8 GEMM a
 // candidate, and their refusals.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <cmath>

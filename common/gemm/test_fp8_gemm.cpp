@@ -2,7 +2,6 @@
 // (per tensor and per channel), the LayerNorm that writes E4M3, and the FP8 GEMM with each
 // epilogue and output type, against references computed on the host from the very E4M3 values
 // the GPU multiplied (so a GEMM's error is its accumulation and output rounding alone).
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,6 @@
 // GPU test of the study's GEMM layer (common/gemm/gemm.hpp): every epilogue, with and without the
 // residual, against ref::linear; unaligned operands; the plan cache; which GELU the epilogue
 // computes.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <cmath>
 #include <stdexcept>

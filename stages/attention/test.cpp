@@ -3,7 +3,6 @@
 // ones. Shapes whose full reference would cost more than kReferenceBudgetFlops are compared
 // on a sample of (batch, head) pairs (harness.hpp says how), and every pair against the GPU
 // reference, itself checked against the CPU reference.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,6 @@
 //    and scales, and the calibration's amax against the reference's;
 //  - a graph replay and the L2 prefetch, bit for bit; in test-hook builds, the prefetch's requests
 //    counted on the device.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <cuda_fp8.h>
 #include <algorithm>

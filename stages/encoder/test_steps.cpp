@@ -2,7 +2,6 @@
 // what it does not know; every step names only what its block runner reads; every step's parent
 // exists and comes first; steps.tsv is what the table generates. (analysis/test_steps.py checks every step against the composition it was
 // measured with, steps_before_redesign.txt.)
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <fstream>
 #include <set>

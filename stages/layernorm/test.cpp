@@ -1,6 +1,5 @@
 // GPU test of one LayerNorm version (study::kStageVersion) against the CPU reference: fresh random
 // inputs every run, output poisoned before each launch, ViT's shapes and odd ones.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <cstring>
 #include <set>

@@ -1,6 +1,5 @@
 // GPU test of one MLP version (study::kStageVersion) against the CPU reference: fresh random inputs
 // every run, h and y poisoned before each launch, ViT's shapes and an unaligned one.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <set>
 #include "gemm/fp8_reference.hpp"

@@ -2,7 +2,6 @@
 // random inputs every run, the output poisoned before each launch, the cls row and the
 // position embedding checked with the convolution, at ViT's image sizes and hidden sizes and
 // at odd ones. The slow versions (v1-v3) run only at shapes within their work budget.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <string>
 #include "harness/gpu_test_main.hpp"

@@ -1,6 +1,5 @@
 // CPU test of v8_balanced_tiles' N-tile choice (patch_embed/n_tile.hpp): the widest tile
 // unless a narrower one shortens the last wave, and only widths that divide hidden.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include "patch_embed/n_tile.hpp"
 

@@ -6,6 +6,7 @@
 // because a silent out-of-bounds read would make a wrong reference look plausible.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,25 @@ struct VitWeights {
 // (gamma 1 + N(0, 0.1), beta and biases N(0, 0.02)) so that a test catches a swapped gamma/beta,
 // a dropped bias or a bias added to the wrong output.
 VitWeights random_vit_weights(const study::ModelConfig& cfg, int image_size, int num_classes, std::uint64_t seed);
+
+// Named tensors, as a timm VisionTransformer's state dict names them: a safetensors file, or the
+// arrays a caller holds (the Python module's). floats() returns the tensor in fp32 and throws
+// StudyError(Data) naming it when it is missing or has another shape.
+struct TensorSource {
+  virtual ~TensorSource() = default;
+  virtual std::vector<std::string> names() const = 0;
+  virtual std::vector<float> floats(const std::string& name, const std::vector<std::int64_t>& shape) const = 0;
+  virtual std::string where() const = 0;  // what an error names: a path, "the state dict"
+};
+
+// The tensors of a safetensors file (F32, F16 or BF16); throws StudyError(Data) when it cannot
+// be read.
+std::unique_ptr<TensorSource> safetensors_source(const std::string& path);
+
+// A timm VisionTransformer's weights from `source`: every expected tensor with its exact shape,
+// and no other (see load_vit_safetensors). Throws StudyError(Data).
+VitWeights vit_weights_from(const TensorSource& source, const study::ModelConfig& cfg, int image_size,
+                            int num_classes);
 
 // Reads a timm VisionTransformer state dict (F32, F16 or BF16) saved as safetensors. Every
 // expected tensor must be present with its exact shape, and no other tensor may be there: an

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <memory>
 #include <set>
 
 #include "detail.hpp"
@@ -86,15 +87,14 @@ VitWeights random_vit_weights(const study::ModelConfig& cfg, int image_size, int
   return w;
 }
 
-VitWeights load_vit_safetensors(const std::string& path, const study::ModelConfig& cfg, int image_size,
-                                int num_classes) {
-  detail::expect_positive("load_vit_safetensors", "num_classes", num_classes);
-  const SafetensorsFile file(path);
+VitWeights vit_weights_from(const TensorSource& source, const study::ModelConfig& cfg, int image_size,
+                            int num_classes) {
+  detail::expect_positive("vit_weights_from", "num_classes", num_classes);
   const std::int64_t h = cfg.hidden, m = cfg.mlp(), tokens = study::tokens_for_image(image_size);
   std::set<std::string> used;
   auto get = [&](const std::string& name, const std::vector<std::int64_t>& shape) {
     used.insert(name);
-    return file.floats(name, shape);
+    return source.floats(name, shape);
   };
 
   VitWeights w{cfg, image_size, num_classes, {}, {}, {}, {}, {}, {}, {}, {}, {}};
@@ -124,12 +124,34 @@ VitWeights load_vit_safetensors(const std::string& path, const study::ModelConfi
   w.head_w = get("head.weight", {num_classes, h});
   w.head_b = get("head.bias", {num_classes});
 
-  for (const auto& name : file.names())
+  for (const auto& name : source.names())
     if (!used.count(name))
       throw study::StudyError(study::ErrorKind::Data,
-                              path + ": unexpected tensor '" + name + "' (a ViT variant the reference does not compute, "
-                              "or more than " + std::to_string(cfg.layers) + " blocks)");
+                              source.where() + ": unexpected tensor '" + name + "' (a ViT variant the reference does not "
+                              "compute, or more than " + std::to_string(cfg.layers) + " blocks)");
   return w;
+}
+
+namespace {
+struct FileSource : TensorSource {
+  explicit FileSource(const std::string& path) : file(path), path(path) {}
+  std::vector<std::string> names() const override { return file.names(); }
+  std::vector<float> floats(const std::string& name, const std::vector<std::int64_t>& shape) const override {
+    return file.floats(name, shape);
+  }
+  std::string where() const override { return path; }
+  SafetensorsFile file;
+  std::string path;
+};
+}  // namespace
+
+std::unique_ptr<TensorSource> safetensors_source(const std::string& path) {
+  return std::make_unique<FileSource>(path);
+}
+
+VitWeights load_vit_safetensors(const std::string& path, const study::ModelConfig& cfg, int image_size,
+                                int num_classes) {
+  return vit_weights_from(*safetensors_source(path), cfg, image_size, num_classes);
 }
 
 }  // namespace ref

@@ -1,0 +1,191 @@
+// The compiled half of the Python module (vitstudy._engine): one of the encoder's steps run on the
+// weights a caller holds, on device pointers and the caller's stream. The Python half
+// (vitstudy/model.py) checks and converts tensors; this file owns the weights on the device and
+// one Forward per batch size, each with its own input and output buffers so that its CUDA graph,
+// captured on first use for those pointers, is replayed on every later call.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include "encoder/encoder.hpp"
+#include "encoder/steps.hpp"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
+#include "reference.hpp"
+#include "safetensors.hpp"  // shape_string
+
+namespace py = pybind11;
+
+namespace {
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// A state dict the caller holds, as float32 arrays by timm's names (model.py converts it).
+struct ArraySource : ref::TensorSource {
+  std::map<std::string, FloatArray> arrays;
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const auto& kv : arrays) out.push_back(kv.first);
+    return out;
+  }
+  std::vector<float> floats(const std::string& name, const std::vector<std::int64_t>& shape) const override {
+    const auto it = arrays.find(name);
+    if (it == arrays.end()) throw study::StudyError(study::ErrorKind::Data, where() + ": no tensor '" + name + "'");
+    const FloatArray& a = it->second;
+    const std::vector<std::int64_t> got(a.shape(), a.shape() + a.ndim());
+    if (got != shape)
+      throw study::StudyError(study::ErrorKind::Data, where() + ": tensor '" + name + "' has shape " +
+                                                          ref::shape_string(got) + ", expected " + ref::shape_string(shape));
+    return std::vector<float>(a.data(), a.data() + a.size());
+  }
+  std::string where() const override { return "the state dict"; }
+};
+
+// The study's name of a model of these sizes, or "custom".
+study::ModelConfig model_config(int hidden, int heads, int layers) {
+  for (const auto& m : study::models())
+    if (m.hidden == hidden && m.heads == heads && m.layers == layers) return m;
+  return {"custom", hidden, heads, layers};
+}
+
+class Engine {
+ public:
+  // The forward of `step` (a step or alias of stages/encoder/steps.cpp) for images of
+  // `image_size` on `device`, with `weights` (their pos_embed already at that size).
+  Engine(const ref::TensorSource& weights, int hidden, int heads, int layers, int image_size, int num_classes,
+         const std::string& step, int device)
+      : step_(encoder::resolve_alias(step)), composition_(encoder::find_step(step)), device_(device) {
+    problem_.model = model_config(hidden, heads, layers);
+    problem_.batch = 1;
+    problem_.image_size = image_size;
+    problem_.num_classes = num_classes;
+    if (const auto why = encoder::check_problem(problem_); !why.empty())
+      throw study::StudyError(study::ErrorKind::Usage, why);
+    // The weights are read (and refused) before the GPU is asked for: a malformed state dict is
+    // the caller's error on any machine.
+    const ref::VitWeights host = ref::vit_weights_from(weights, problem_.model, image_size, num_classes);
+    study::require_gpu(device_);
+    if (const auto why = encoder::why_unavailable(composition_); !why.empty())
+      throw study::StudyError(study::ErrorKind::Usage, "step " + step_ + " cannot run here: " + why);
+    weights_ = std::make_unique<encoder::DeviceWeights>(host);
+  }
+
+  // FP8 steps: the activation scales, from `batch` images at `images` (device, fp16
+  // [batch, 3, S, S]) through an fp16 forward; required once before the first run.
+  void calibrate(std::uintptr_t images, int batch) {
+    study::require_gpu(device_);
+    encoder::Problem p = problem_;
+    p.batch = batch;
+    encoder::calibrate_fp8(p, *weights_, reinterpret_cast<const __half*>(images));
+    forwards_.clear();  // a forward made before reads the scales it was made with
+  }
+
+  // logits [batch, classes] (fp16) from images [batch, 3, S, S] (fp16), both device pointers,
+  // enqueued on `stream` without a host synchronization.
+  void run(std::uintptr_t images, std::uintptr_t logits, int batch, std::uintptr_t stream) {
+    if (composition_.fp8() && weights_->fp8_calibration.amax.empty())
+      throw study::StudyError(study::ErrorKind::Usage, "step " + step_ + " is FP8: calibrate it first");
+    study::require_gpu(device_);
+    Slot& slot = slot_for(batch);
+    const auto s = reinterpret_cast<cudaStream_t>(stream);
+    CUDA_CHECK(cudaMemcpyAsync(slot.images.get(), reinterpret_cast<const void*>(images), slot.images.bytes(),
+                               cudaMemcpyDeviceToDevice, s));
+    slot.forward->run(slot.images.get(), slot.logits.get(), s);
+    CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(logits), slot.logits.get(), slot.logits.bytes(),
+                               cudaMemcpyDeviceToDevice, s));
+  }
+
+  const std::string& step() const { return step_; }
+  std::string composition() const { return composition_.to_string(); }
+  int batches_kept() const { return static_cast<int>(forwards_.size()); }
+
+  // The forwards kept, one per batch size, least recently used dropped beyond this many: each
+  // holds its activations and a CUDA graph.
+  static constexpr int kMaxForwards = 8;
+
+ private:
+  struct Slot {
+    int batch;
+    std::unique_ptr<encoder::Forward> forward;
+    study::DeviceBuffer<__half> images, logits;
+  };
+
+  Slot& slot_for(int batch) {
+    for (auto it = forwards_.begin(); it != forwards_.end(); ++it)
+      if (it->batch == batch) {
+        forwards_.splice(forwards_.begin(), forwards_, it);
+        return forwards_.front();
+      }
+    encoder::Problem p = problem_;
+    p.batch = batch;
+    if (const auto why = encoder::check_problem(p); !why.empty())
+      throw study::StudyError(study::ErrorKind::Usage, why);
+    if (static_cast<int>(forwards_.size()) >= kMaxForwards) forwards_.pop_back();
+    const std::size_t pixels = static_cast<std::size_t>(batch) * study::kChannels * p.image_size * p.image_size;
+    Slot slot{batch, std::make_unique<encoder::Forward>(p, composition_, *weights_),
+              study::DeviceBuffer<__half>(pixels),
+              study::DeviceBuffer<__half>(static_cast<std::size_t>(batch) * p.num_classes)};
+    forwards_.push_front(std::move(slot));
+    return forwards_.front();
+  }
+
+  std::string step_;
+  encoder::Composition composition_;
+  int device_;
+  encoder::Problem problem_;
+  std::unique_ptr<encoder::DeviceWeights> weights_;
+  std::list<Slot> forwards_;  // most recently used first
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_engine, m) {
+  m.doc() = "The study's ViT forward on device pointers (vitstudy's compiled half; use vitstudy.Model).";
+  // Usage and data errors are the caller's (ValueError); no GPU, memory, CUDA and library errors
+  // are the machine's (RuntimeError, MemoryError).
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const study::StudyError& e) {
+      switch (e.kind) {
+        case study::ErrorKind::Usage:
+        case study::ErrorKind::Data: PyErr_SetString(PyExc_ValueError, e.what()); return;
+        case study::ErrorKind::OutOfMemory: PyErr_SetString(PyExc_MemoryError, e.what()); return;
+        default: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
+      }
+    }
+  });
+  m.def("gpu_count", &study::gpu_count, "CUDA devices this process sees (0 without a driver or a device).");
+  m.def("steps", [] {
+    std::vector<std::string> out;
+    for (const auto& s : encoder::steps()) out.push_back(s.name);
+    for (const auto& a : encoder::aliases()) out.push_back(a.name);
+    return out;
+  }, "Every step and alias of the encoder's step table.");
+  py::class_<Engine>(m, "Engine")
+      .def(py::init([](const std::string& path, int hidden, int heads, int layers, int image_size, int num_classes,
+                       const std::string& step, int device) {
+             return std::make_unique<Engine>(*ref::safetensors_source(path), hidden, heads, layers, image_size,
+                                             num_classes, step, device);
+           }),
+           py::arg("path"), py::arg("hidden"), py::arg("heads"), py::arg("layers"), py::arg("image_size"),
+           py::arg("num_classes"), py::arg("step"), py::arg("device"), "From a safetensors file.")
+      .def(py::init([](std::map<std::string, FloatArray> arrays, int hidden, int heads, int layers, int image_size,
+                       int num_classes, const std::string& step, int device) {
+             ArraySource source;
+             source.arrays = std::move(arrays);
+             return std::make_unique<Engine>(source, hidden, heads, layers, image_size, num_classes, step, device);
+           }),
+           py::arg("arrays"), py::arg("hidden"), py::arg("heads"), py::arg("layers"), py::arg("image_size"),
+           py::arg("num_classes"), py::arg("step"), py::arg("device"), "From float32 arrays by timm's names.")
+      .def("calibrate", &Engine::calibrate, py::arg("images"), py::arg("batch"))
+      .def("run", &Engine::run, py::arg("images"), py::arg("logits"), py::arg("batch"), py::arg("stream"))
+      .def_property_readonly("step", &Engine::step)
+      .def_property_readonly("composition", &Engine::composition)
+      .def_property_readonly("batches_kept", &Engine::batches_kept)
+      .def_property_readonly_static("max_batches_kept", [](py::object) { return Engine::kMaxForwards; });
+}

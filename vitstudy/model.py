@@ -1,0 +1,175 @@
+"""vitstudy.Model: a timm VisionTransformer run by one of the study's encoder steps on CUDA
+tensors. The compiled engine (_engine) holds the weights on the GPU and one forward per batch
+size; this file checks what the caller passes, converts it, and keeps one engine per image size.
+"""
+from . import timm_weights
+
+# The fastest steps of the committed sittings (stages/encoder/steps.cpp's aliases).
+DEFAULT_STEP = {"fp16": "fastest_fp16", "fp8": "fastest_fp8"}
+# Image sizes kept at once: each holds the weights (with its own position embedding) on the GPU.
+MAX_IMAGE_SIZES = 4
+
+
+def _engine_module():
+    from . import _engine
+    return _engine
+
+
+def gpu_count():
+    """CUDA devices this process sees; 0 without a driver or a device."""
+    return _engine_module().gpu_count()
+
+
+def steps():
+    """Every step and alias a Model can run (stages/encoder/steps.tsv)."""
+    return _engine_module().steps()
+
+
+class Model:
+    """Logits of a timm VisionTransformer (patch 16, class token, standard blocks) computed by
+    the study's forward. Make one with from_timm, from_state_dict or from_safetensors; call it on
+    a CUDA tensor [batch, 3, S, S] (fp16, bf16 or fp32, S a multiple of 16) to get fp16 logits
+    [batch, classes] on the same device, enqueued on torch's current stream.
+
+    A call at a new batch size builds that size's forward and captures its CUDA graph (the first
+    call costs milliseconds; later ones replay it); Model keeps the last `max_batches_kept` batch
+    sizes per image size and MAX_IMAGE_SIZES image sizes."""
+
+    def __init__(self, state, sizes, step=None, precision="fp16", device=0, calibration=None):
+        if precision not in DEFAULT_STEP:
+            raise ValueError(f"precision must be one of {sorted(DEFAULT_STEP)}, not {precision!r}")
+        self._state = state  # name -> float32 array (numpy), or a safetensors path (str)
+        self.sizes = sizes
+        self.precision = precision
+        self.step_name = step or DEFAULT_STEP[precision]
+        self.device = device
+        self._engines = {}
+        self._calibration = calibration
+        self._engine(sizes["image_size"])  # refusals (no GPU, unknown step) now, not on first call
+
+    @classmethod
+    def from_safetensors(cls, path, heads=None, **kw):
+        """A timm VisionTransformer state dict saved as safetensors (F32, F16 or BF16)."""
+        return cls(str(path), timm_weights.sizes_from_state_dict(_safetensors_shapes(path), heads), **kw)
+
+    @classmethod
+    def from_state_dict(cls, state_dict, heads=None, **kw):
+        """A timm VisionTransformer's state dict (torch tensors or numpy arrays)."""
+        arrays = {k: _as_float32(v) for k, v in state_dict.items()}
+        sizes = timm_weights.sizes_from_state_dict({k: a.shape for k, a in arrays.items()}, heads)
+        return cls(arrays, sizes, **kw)
+
+    @classmethod
+    def from_timm(cls, model, **kw):
+        """A timm VisionTransformer instance: its features checked, then its state dict."""
+        timm_weights.check_timm_module(model)
+        return cls.from_state_dict(model.state_dict(), heads=model.blocks[0].attn.num_heads, **kw)
+
+    @property
+    def step(self):
+        """The step the model runs (an alias resolved)."""
+        return self._engine(self.sizes["image_size"]).step
+
+    @property
+    def composition(self):
+        return self._engine(self.sizes["image_size"]).composition
+
+    def __call__(self, images):
+        import torch
+        if not isinstance(images, torch.Tensor):
+            raise TypeError(f"images must be a torch tensor, not {type(images).__name__}")
+        if images.device.type != "cuda":
+            raise ValueError(f"images must be on a CUDA device, not {images.device}")
+        if images.device.index != self.device:
+            raise ValueError(f"images are on {images.device}; this model is on cuda:{self.device}")
+        if images.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            raise TypeError(f"images must be float16, bfloat16 or float32, not {images.dtype}")
+        if images.dim() != 4 or images.shape[1] != 3 or images.shape[2] != images.shape[3]:
+            raise ValueError(f"images must be [batch, 3, S, S], not {list(images.shape)}")
+        if not images.is_contiguous():
+            raise ValueError("images must be contiguous (images.contiguous())")
+        batch, size = images.shape[0], images.shape[2]
+        if batch < 1 or size < timm_weights.PATCH or size % timm_weights.PATCH:
+            raise ValueError(f"batch must be >= 1 and the image size a multiple of {timm_weights.PATCH}, "
+                             f"not {batch} x {size}")
+        engine = self._engine(size)
+        x = images if images.dtype == torch.float16 else images.to(torch.float16)
+        logits = torch.empty((batch, self.sizes["num_classes"]), dtype=torch.float16, device=images.device)
+        engine.run(x.data_ptr(), logits.data_ptr(), batch, torch.cuda.current_stream(images.device).cuda_stream)
+        return logits
+
+    def _engine(self, image_size):
+        engine = self._engines.pop(image_size, None)
+        if engine is None:
+            if len(self._engines) >= MAX_IMAGE_SIZES:
+                self._engines.pop(next(iter(self._engines)))
+            engine = self._make_engine(image_size)
+        self._engines[image_size] = engine  # most recently used last
+        return engine
+
+    def _make_engine(self, image_size):
+        e = _engine_module()
+        s = self.sizes
+        args = dict(hidden=s["hidden"], heads=s["heads"], layers=s["layers"], image_size=image_size,
+                    num_classes=s["num_classes"], step=self.step_name, device=self.device)
+        state = self._state
+        if image_size != s["image_size"]:
+            state = dict(self._arrays())
+            state["pos_embed"] = _resample(state["pos_embed"], image_size)
+        engine = e.Engine(state, **args) if isinstance(state, dict) else e.Engine(path=state, **args)
+        if self.precision == "fp8":
+            self._calibrate(engine, image_size)
+        return engine
+
+    def _calibrate(self, engine, image_size):
+        import torch
+        images = self._calibration
+        if images is None:
+            raise ValueError("precision='fp8' needs calibration images (calibration=[n, 3, S, S] CUDA tensor)")
+        if images.shape[2] != image_size:
+            images = torch.nn.functional.interpolate(images.float(), size=(image_size, image_size),
+                                                     mode="bilinear", antialias=True)
+        images = images.to(device=f"cuda:{self.device}", dtype=torch.float16).contiguous()
+        engine.calibrate(images.data_ptr(), images.shape[0])
+        torch.cuda.current_stream(self.device).synchronize()
+
+    def _arrays(self):
+        if isinstance(self._state, dict):
+            return self._state
+        from safetensors.numpy import load_file
+        return {k: v.astype("float32") for k, v in load_file(self._state).items()}
+
+
+def _as_float32(t):
+    if hasattr(t, "detach"):  # a torch tensor
+        return t.detach().to("cpu").float().contiguous().numpy()
+    import numpy as np
+    return np.ascontiguousarray(t, dtype=np.float32)
+
+
+def _resample(pos_embed, image_size):
+    import torch
+    t = torch.from_numpy(pos_embed)
+    try:
+        from timm.layers import resample_abs_pos_embed
+        grid = image_size // timm_weights.PATCH
+        out = resample_abs_pos_embed(t, (grid, grid), num_prefix_tokens=1)
+    except ImportError:
+        out = timm_weights.resample_pos_embed(t, image_size)
+    return out.contiguous().numpy()
+
+
+def _safetensors_shapes(path):
+    """{name: shape} from a safetensors file's header, without reading the tensors."""
+    import json
+    import struct
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise ValueError(f"{path}: not a safetensors file")
+        (n,) = struct.unpack("<Q", head)
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as err:
+            raise ValueError(f"{path}: not a safetensors file ({err})") from None
+    return {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}

@@ -1,0 +1,131 @@
+"""vitstudy on a GPU with torch and timm: logits against timm's fp32 forward within 1.5x timm fp16's
+own error, every parameter randomized (timm's init leaves LayerNorm and biases at constants a
+swapped tensor would not show), at timm's size and at another one (the position embedding
+resampled as timm does); a forward kept per batch and replayed bit for bit; NaN images give NaN
+logits; bad tensors give one clear exception. Exit 77 (skipped) without torch, timm or a GPU,
+unless STUDY_REQUIRE_GPU=1."""
+import os
+import sys
+import unittest
+
+try:
+    import timm
+    import torch
+except ImportError as e:  # pragma: no cover - the CPU machines
+    if os.environ.get("STUDY_REQUIRE_GPU") == "1":
+        raise
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+import vitstudy
+
+if not torch.cuda.is_available() or vitstudy.gpu_count() == 0:
+    if os.environ.get("STUDY_REQUIRE_GPU") == "1":
+        sys.exit("FAIL: STUDY_REQUIRE_GPU=1 but no CUDA device")
+    print("SKIP: no CUDA device")
+    sys.exit(77)
+
+
+def randomized(name, img_size=224, seed=0):
+    """timm's model with every parameter drawn: weights N(0, 0.02), LayerNorm gamma 1 + N(0, 0.1),
+    biases and beta N(0, 0.02)."""
+    torch.manual_seed(seed)
+    model = timm.create_model(name, pretrained=False, img_size=img_size).eval()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("weight") and p.dim() == 1:
+                p.copy_(1 + 0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.02 * torch.randn_like(p))
+    return model
+
+
+def rel_l2(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+class Accuracy(unittest.TestCase):
+    def check(self, name, batch, size=224):
+        vit = randomized(name).cuda()
+        model = vitstudy.Model.from_timm(vit)
+        torch.manual_seed(batch)
+        images = torch.randn(batch, 3, size, size, device="cuda")
+        if size != 224:  # timm's reference at that size: its own resampled position embedding
+            vit = timm.create_model(name, pretrained=False, img_size=size).eval().cuda()
+            state = randomized(name).state_dict()
+            state["pos_embed"] = timm.layers.resample_abs_pos_embed(state["pos_embed"], (size // 16, size // 16))
+            vit.load_state_dict(state)
+        with torch.no_grad():
+            want = vit(images)
+            timm_fp16 = vit.half()(images.half())
+        got = model(images)
+        torch.cuda.synchronize()
+        ours, theirs = rel_l2(got, want), rel_l2(timm_fp16, want)
+        print(f"{name} {size} px batch {batch}: rel L2 against timm fp32 {ours:.3e}, timm fp16's {theirs:.3e} "
+              f"({model.step})")
+        self.assertTrue(torch.isfinite(got).all())
+        self.assertLessEqual(ours, 1.5 * theirs)
+
+    def test_vit_s(self):
+        for batch in (1, 7):
+            self.check("vit_small_patch16_224", batch)
+
+    def test_vit_b(self):
+        for batch in (7, 64):
+            self.check("vit_base_patch16_224", batch)
+
+    def test_vit_b_at_384_px(self):
+        self.check("vit_base_patch16_224", 7, size=384)
+
+
+class Behaviour(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = vitstudy.Model.from_timm(randomized("vit_small_patch16_224"))
+        cls.images = torch.randn(3, 3, 224, 224, device="cuda")
+
+    def test_forward_kept_per_batch_and_replayed_bit_for_bit(self):
+        first = self.model(self.images)
+        again = self.model(self.images.clone())
+        self.assertTrue(torch.equal(first, again))
+        self.model(self.images[:2].contiguous())
+        engine = self.model._engine(224)
+        self.assertEqual(engine.batches_kept, 2)
+        self.assertTrue(torch.equal(self.model(self.images), first))
+        self.assertEqual(engine.batches_kept, 2)
+
+    def test_input_dtypes_agree(self):
+        want = self.model(self.images.half())
+        for dtype in (torch.float32, torch.bfloat16):
+            got = self.model(self.images.half().to(dtype))
+            self.assertTrue(torch.equal(got, want), dtype)
+
+    def test_nan_images_give_nan_logits(self):
+        images = self.images.clone()
+        images[1] = float("nan")
+        out = self.model(images)
+        self.assertTrue(torch.isnan(out[1]).all())
+        self.assertTrue(torch.isfinite(out[0]).all())
+
+    def test_bad_tensors(self):
+        for images, words in ((self.images.cpu(), "CUDA device"),
+                              (self.images.to(torch.int32), "float16, bfloat16 or float32"),
+                              (self.images[:, :2].contiguous(), r"\[batch, 3, S, S\]"),
+                              (self.images.transpose(2, 3), "contiguous"),
+                              (torch.randn(1, 3, 200, 200, device="cuda"), "multiple of 16"),
+                              (self.images.tolist(), "torch tensor")):
+            with self.subTest(words=words), self.assertRaisesRegex((ValueError, TypeError), words):
+                self.model(images)
+
+    def test_unsupported_timm_models(self):
+        for name, kw, words in (("vit_small_patch16_224", dict(global_pool="avg", fc_norm=False), "global_pool"),
+                                ("vit_small_patch16_224", dict(init_values=1e-5), "layer scale"),
+                                ("vit_small_patch16_224", dict(qk_norm=True), "q_norm"),
+                                ("vit_small_patch16_224", dict(reg_tokens=4), "register tokens"),
+                                ("vit_small_patch14_dinov2", dict(), "layer scale|patch size")):
+            with self.subTest(name=name, kw=kw), self.assertRaisesRegex(vitstudy.Unsupported, words):
+                vitstudy.Model.from_timm(timm.create_model(name, pretrained=False, **kw))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -78,6 +78,26 @@ class Accuracy(unittest.TestCase):
         self.check("vit_base_patch16_224", 7, size=384)
 
 
+class Fp8(unittest.TestCase):
+    def test_fp8_against_timm(self):
+        # The FP8 forward's own bound (stages/encoder/harness.hpp, kFp8LogitsRelTol): 0.15 relative L2.
+        vit = randomized("vit_base_patch16_224").cuda()
+        torch.manual_seed(1)
+        calibration = torch.randn(32, 3, 224, 224, device="cuda")
+        with self.assertRaisesRegex(ValueError, "calibration images"):
+            vitstudy.Model.from_timm(vit, precision="fp8")
+        model = vitstudy.Model.from_timm(vit, precision="fp8", calibration=calibration)
+        images = torch.randn(7, 3, 224, 224, device="cuda")
+        with torch.no_grad():
+            want = vit(images)
+        got = model(images)
+        err = rel_l2(got, want)
+        print(f"vit_base_patch16_224 FP8 ({model.step}) batch 7: rel L2 against timm fp32 {err:.3e}")
+        self.assertEqual(model.step, "e18_fp8_cutlass")
+        self.assertTrue(torch.isfinite(got).all())
+        self.assertLess(err, 0.15)
+
+
 class Behaviour(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

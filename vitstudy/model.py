@@ -149,14 +149,7 @@ def _as_float32(t):
 
 def _resample(pos_embed, image_size):
     import torch
-    t = torch.from_numpy(pos_embed)
-    try:
-        from timm.layers import resample_abs_pos_embed
-        grid = image_size // timm_weights.PATCH
-        out = resample_abs_pos_embed(t, (grid, grid), num_prefix_tokens=1)
-    except ImportError:
-        out = timm_weights.resample_pos_embed(t, image_size)
-    return out.contiguous().numpy()
+    return timm_weights.resample_pos_embed(torch.from_numpy(pos_embed), image_size).contiguous().numpy()
 
 
 def _safetensors_shapes(path):

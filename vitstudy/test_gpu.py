@@ -50,7 +50,7 @@ class Accuracy(unittest.TestCase):
         model = vitstudy.Model.from_timm(vit)
         torch.manual_seed(batch)
         images = torch.randn(batch, 3, size, size, device="cuda")
-        if size != 224:  # timm's reference at that size: its own resampled position embedding
+        if size != 224:  # timm's reference at that size: timm's own resampling of the position embedding
             vit = timm.create_model(name, pretrained=False, img_size=size).eval().cuda()
             state = randomized(name).state_dict()
             state["pos_embed"] = timm.layers.resample_abs_pos_embed(state["pos_embed"], (size // 16, size // 16))
@@ -118,6 +118,13 @@ class Behaviour(unittest.TestCase):
         for dtype in (torch.float32, torch.bfloat16):
             images = self.images.to(dtype)
             self.assertTrue(torch.equal(self.model(images), self.model(images.half())), dtype)
+
+    def test_position_embedding_resampled_as_timm_does(self):
+        pos = torch.randn(1, 197, 384)
+        for size in (224, 384, 160):
+            grid = size // 16
+            self.assertTrue(torch.equal(vitstudy.timm_weights.resample_pos_embed(pos, size),
+                                        timm.layers.resample_abs_pos_embed(pos, (grid, grid))), size)
 
     def test_nan_images_give_nan_logits(self):
         images = self.images.clone()

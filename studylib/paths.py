@@ -7,9 +7,11 @@ REPORT_DIR = REPO / "report"
 STAGES_DIR = REPO / "stages"
 
 
-def with_checkout_on_path(env):
+def with_checkout_on_path(env, build_dir=None):
     """`env` with this checkout first on PYTHONPATH: a script the study runs by path (an anchor)
-    imports the package and its room by name, wherever it is started from."""
+    imports the package and its room by name, wherever it is started from; and a build folder
+    next, where its Python module (vitstudy) was built."""
     import os
     rest = env.get("PYTHONPATH", "")
-    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), rest) if p)}
+    paths = (str(REPO), str(build_dir) if build_dir else "", rest)
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}

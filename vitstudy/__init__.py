@@ -5,8 +5,8 @@
     model = vitstudy.Model.from_timm(vit)                 # fp16, the fastest fp16 step
     logits = model(torch.randn(8, 3, 224, 224, device="cuda"))
 
-The compiled half (vitstudy._engine) is built with the repository's Meson build (./study build,
-or pip install .)."""
+The compiled half (vitstudy._engine) is built with the repository's Meson build (./study install,
+pip install ., or ./study test into build/vitstudy/)."""
 from .model import DEFAULT_STEP, MAX_IMAGE_SIZES, Model, gpu_count, steps
 from .timm_weights import Unsupported
 

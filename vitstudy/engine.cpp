@@ -1,11 +1,13 @@
 // The compiled half of the Python module (vitstudy._engine): one of the encoder's steps run on the
 // weights a caller holds, on device pointers and the caller's stream. The Python half
 // (vitstudy/model.py) checks and converts tensors; this file owns the weights on the device and
-// one Forward per batch size, each with its own input and output buffers so that its CUDA graph,
-// captured on first use for those pointers, is replayed on every later call.
+// one Forward per batch size with its own input and output buffers. A call is one CUDA graph: the
+// caller's images copied in, the forward, its logits (or features) copied out; the copies' nodes
+// are re-pointed at each call's tensors, so a new tensor costs a parameter update, not a capture.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <array>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -19,6 +21,10 @@
 #include "safetensors.hpp"  // shape_string
 
 namespace py = pybind11;
+
+namespace study {
+extern const char* const kBuildCommit;  // meson's vcs_tag (common/harness/build_info.cpp.in)
+}  // namespace study
 
 namespace {
 
@@ -84,19 +90,42 @@ class Engine {
     forwards_.clear();  // a forward made before reads the scales it was made with
   }
 
-  // logits [batch, classes] (fp16) from images [batch, 3, S, S] (fp16), both device pointers,
-  // enqueued on `stream` without a host synchronization.
-  void run(std::uintptr_t images, std::uintptr_t logits, int batch, std::uintptr_t stream) {
-    if (composition_.fp8() && weights_->fp8_calibration.amax.empty())
-      throw study::StudyError(study::ErrorKind::Usage, "step " + step_ + " is FP8: calibrate it first");
-    study::require_gpu(device_);
+  // What a call returns: the logits [batch, classes], or the pre-logits features [batch, hidden]
+  // (the final LayerNorm's class-token rows, timm's forward_head(pre_logits=True)).
+  enum Output { kLogits = 0, kFeatures = 1 };
+
+  // out (fp16 [batch, classes] or [batch, hidden]) from images [batch, 3, S, S] (fp16), both
+  // device pointers, enqueued on `stream` without a host synchronization (but the first call of a
+  // batch size and output, which builds its forward and captures its graph).
+  void run(std::uintptr_t images, std::uintptr_t out, int batch, std::uintptr_t stream, bool features) {
+    require_ready();
     Slot& slot = slot_for(batch);
     const auto s = reinterpret_cast<cudaStream_t>(stream);
-    CUDA_CHECK(cudaMemcpyAsync(slot.images.get(), reinterpret_cast<const void*>(images), slot.images.bytes(),
-                               cudaMemcpyDeviceToDevice, s));
-    slot.forward->run(slot.images.get(), slot.logits.get(), s);
-    CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(logits), slot.logits.get(), slot.logits.bytes(),
-                               cudaMemcpyDeviceToDevice, s));
+    const auto* in = reinterpret_cast<const __half*>(images);
+    auto* dst = reinterpret_cast<__half*>(out);
+    CallGraph& g = slot.graphs[features ? kFeatures : kLogits];
+    if (g.exec) {
+      g.point(in, dst);
+      CUDA_CHECK(cudaGraphLaunch(g.exec, s));
+      return;
+    }
+    // The first call eagerly (plans and GEMM searches happen outside a capture), then its graph,
+    // unless the step runs without one.
+    enqueue_call(slot, in, dst, features, s);
+    if (composition_.graph && slot.forward->capturable()) {
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      const auto [copy_in, copy_out] = copies(slot, in, dst, features);
+      g.capture(copy_in, copy_out, [&](cudaStream_t cs) { enqueue_call(slot, in, dst, features, cs); });
+    }
+  }
+
+  // The forward on the engine's own input and output buffers, as the C++ bench runs it (its own
+  // graph, no copies): what the binding's cost is measured against. The buffers hold the last
+  // call's images of this batch size (uninitialized before one).
+  void run_unbound(int batch, std::uintptr_t stream) {
+    require_ready();
+    Slot& slot = slot_for(batch);
+    slot.forward->run(slot.images.get(), slot.logits.get(), reinterpret_cast<cudaStream_t>(stream));
   }
 
   const std::string& step() const { return step_; }
@@ -104,15 +133,125 @@ class Engine {
   int batches_kept() const { return static_cast<int>(forwards_.size()); }
 
   // The forwards kept, one per batch size, least recently used dropped beyond this many: each
-  // holds its activations and a CUDA graph.
+  // holds its activations and up to two CUDA graphs.
   static constexpr int kMaxForwards = 8;
 
  private:
+  void require_ready() const {
+    if (composition_.fp8() && weights_->fp8_calibration.amax.empty())
+      throw study::StudyError(study::ErrorKind::Usage, "step " + step_ + " is FP8: calibrate it first");
+    study::require_gpu(device_);
+  }
+
+  // One call of a slot captured: the copy in, the forward, the copy out, with the two copies'
+  // nodes kept to re-point them at the next call's tensors.
+  struct CallGraph {
+    struct Copy {
+      cudaGraphNode_t node = nullptr;
+      void* dst = nullptr;
+      const void* src = nullptr;
+      std::size_t bytes = 0;
+    };
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    Copy in, out;  // in: the caller's images -> the slot's; out: the slot's output -> the caller's
+
+    CallGraph() = default;
+    CallGraph(const CallGraph&) = delete;
+    CallGraph& operator=(const CallGraph&) = delete;
+    CallGraph(CallGraph&& o) noexcept { swap(o); }
+    CallGraph& operator=(CallGraph&& o) noexcept {
+      swap(o);
+      return *this;
+    }
+    ~CallGraph() {
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);  // kept while exec lives: the copies' nodes are its
+    }
+    void swap(CallGraph& o) noexcept {
+      std::swap(graph, o.graph);
+      std::swap(exec, o.exec);
+      std::swap(in, o.in);
+      std::swap(out, o.out);
+    }
+
+    // `enqueue(stream)` records one call whose copies are `copy_in` and `copy_out`; their nodes
+    // are the memcpy nodes that read the caller's images and write the caller's output (the
+    // forward's own copies touch only its buffers).
+    template <typename Enqueue>
+    void capture(const Copy& copy_in, const Copy& copy_out, Enqueue&& enqueue) {
+      cudaStream_t cs = nullptr;  // the caller's stream may be the legacy default, which cannot capture
+      CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+      cudaGraph_t g = nullptr;
+      cudaError_t e = cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal);
+      if (e == cudaSuccess) {
+        try {
+          enqueue(cs);
+        } catch (...) {
+          cudaStreamEndCapture(cs, &g);
+          if (g) cudaGraphDestroy(g);
+          cudaStreamDestroy(cs);
+          throw;
+        }
+        e = cudaStreamEndCapture(cs, &g);
+      }
+      cudaStreamDestroy(cs);
+      CUDA_CHECK(e);
+      graph = g;
+      in = copy_in;
+      out = copy_out;
+      std::size_t n = 0;
+      CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+      std::vector<cudaGraphNode_t> nodes(n);
+      CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
+      for (cudaGraphNode_t node : nodes) {
+        cudaGraphNodeType type;
+        CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+        if (type != cudaGraphNodeTypeMemcpy) continue;
+        cudaMemcpy3DParms p{};
+        CUDA_CHECK(cudaGraphMemcpyNodeGetParams(node, &p));
+        if (p.srcPtr.ptr == in.src) in.node = node;
+        if (p.dstPtr.ptr == out.dst) out.node = node;
+      }
+      if (!in.node || !out.node)
+        throw study::StudyError(study::ErrorKind::Cuda, "the captured call has no copy of the caller's tensors");
+      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    }
+
+    // The copies re-pointed at this call's tensors (a parameter update of the instantiated graph).
+    void point(const void* images, void* dst) {
+      if (images != in.src) {
+        in.src = images;
+        CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec, in.node, in.dst, in.src, in.bytes, cudaMemcpyDeviceToDevice));
+      }
+      if (dst != out.dst) {
+        out.dst = dst;
+        CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec, out.node, out.dst, out.src, out.bytes, cudaMemcpyDeviceToDevice));
+      }
+    }
+  };
+
   struct Slot {
     int batch;
     std::unique_ptr<encoder::Forward> forward;
-    study::DeviceBuffer<__half> images, logits;
+    study::DeviceBuffer<__half> images, logits, features;
+    std::array<CallGraph, 2> graphs;  // by Output
   };
+
+  // The two copies of one call of `slot`: the caller's images in, its output out.
+  static std::pair<CallGraph::Copy, CallGraph::Copy> copies(const Slot& slot, const __half* images, __half* out,
+                                                             bool features) {
+    const auto& from = features ? slot.features : slot.logits;
+    return {{nullptr, slot.images.get(), images, slot.images.bytes()}, {nullptr, out, from.get(), from.bytes()}};
+  }
+
+  static void enqueue_call(Slot& slot, const __half* images, __half* out, bool features, cudaStream_t s) {
+    const auto [in, to] = copies(slot, images, out, features);
+    CUDA_CHECK(cudaMemcpyAsync(in.dst, in.src, in.bytes, cudaMemcpyDeviceToDevice, s));
+    slot.forward->run_eager(slot.images.get(), slot.logits.get(), s);
+    if (features) slot.forward->copy_features(slot.features.get(), s);
+    CUDA_CHECK(cudaMemcpyAsync(to.dst, to.src, to.bytes, cudaMemcpyDeviceToDevice, s));
+  }
 
   Slot& slot_for(int batch) {
     for (auto it = forwards_.begin(); it != forwards_.end(); ++it)
@@ -128,7 +267,9 @@ class Engine {
     const std::size_t pixels = static_cast<std::size_t>(batch) * study::kChannels * p.image_size * p.image_size;
     Slot slot{batch, std::make_unique<encoder::Forward>(p, composition_, *weights_),
               study::DeviceBuffer<__half>(pixels),
-              study::DeviceBuffer<__half>(static_cast<std::size_t>(batch) * p.num_classes)};
+              study::DeviceBuffer<__half>(static_cast<std::size_t>(batch) * p.num_classes),
+              study::DeviceBuffer<__half>(static_cast<std::size_t>(batch) * p.model.hidden),
+              {}};
     forwards_.push_front(std::move(slot));
     return forwards_.front();
   }
@@ -159,6 +300,7 @@ PYBIND11_MODULE(_engine, m) {
       }
     }
   });
+  m.attr("build_commit") = study::kBuildCommit;  // the commit this module was built from, as bench rows name it
   m.def("gpu_count", &study::gpu_count, "CUDA devices this process sees (0 without a driver or a device).");
   m.def("steps", [] {
     std::vector<std::string> out;
@@ -183,7 +325,9 @@ PYBIND11_MODULE(_engine, m) {
            py::arg("arrays"), py::arg("hidden"), py::arg("heads"), py::arg("layers"), py::arg("image_size"),
            py::arg("num_classes"), py::arg("step"), py::arg("device"), "From float32 arrays by timm's names.")
       .def("calibrate", &Engine::calibrate, py::arg("images"), py::arg("batch"))
-      .def("run", &Engine::run, py::arg("images"), py::arg("logits"), py::arg("batch"), py::arg("stream"))
+      .def("run", &Engine::run, py::arg("images"), py::arg("out"), py::arg("batch"), py::arg("stream"),
+           py::arg("features") = false)
+      .def("run_unbound", &Engine::run_unbound, py::arg("batch"), py::arg("stream"))
       .def_property_readonly("step", &Engine::step)
       .def_property_readonly("composition", &Engine::composition)
       .def_property_readonly("batches_kept", &Engine::batches_kept)

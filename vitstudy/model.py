@@ -11,7 +11,13 @@ MAX_IMAGE_SIZES = 4
 
 
 def _engine_module():
-    from . import _engine
+    try:
+        from . import _engine
+    except ImportError as e:
+        import os
+        raise ImportError(f"vitstudy's compiled half is not beside {os.path.dirname(__file__)} ({e}): install the "
+                          "module (./study install) and import it from outside the checkout, or put the build "
+                          "folder first on PYTHONPATH (PYTHONPATH=build)") from None
     return _engine
 
 
@@ -29,11 +35,13 @@ class Model:
     """Logits of a timm VisionTransformer (patch 16, class token, standard blocks) computed by
     the study's forward. Make one with from_timm, from_state_dict or from_safetensors; call it on
     a CUDA tensor [batch, 3, S, S] (fp16, bf16 or fp32, S a multiple of 16) to get fp16 logits
-    [batch, classes] on the same device, enqueued on torch's current stream.
+    [batch, classes] on the same device, enqueued on torch's current stream; features() gives the
+    pre-logits features instead.
 
     A call at a new batch size builds that size's forward and captures its CUDA graph (the first
-    call costs milliseconds; later ones replay it); Model keeps the last `max_batches_kept` batch
-    sizes per image size and MAX_IMAGE_SIZES image sizes."""
+    call costs milliseconds; later ones replay it, the graph's copies re-pointed at the call's
+    tensors); Model keeps the last `max_batches_kept` batch sizes per image size and
+    MAX_IMAGE_SIZES image sizes."""
 
     def __init__(self, state, sizes, step=None, precision="fp16", device=0, calibration=None):
         if precision not in DEFAULT_STEP:
@@ -75,6 +83,15 @@ class Model:
         return self._engine(self.sizes["image_size"]).composition
 
     def __call__(self, images):
+        """fp16 logits [batch, classes] of images [batch, 3, S, S]."""
+        return self._run(images, features=False)
+
+    def features(self, images):
+        """fp16 pre-logits features [batch, hidden]: the final LayerNorm's class-token rows, as
+        timm's forward_head(forward_features(images), pre_logits=True)."""
+        return self._run(images, features=True)
+
+    def _run(self, images, features):
         import torch
         if not isinstance(images, torch.Tensor):
             raise TypeError(f"images must be a torch tensor, not {type(images).__name__}")
@@ -94,9 +111,11 @@ class Model:
                              f"not {batch} x {size}")
         engine = self._engine(size)
         x = images if images.dtype == torch.float16 else images.to(torch.float16)
-        logits = torch.empty((batch, self.sizes["num_classes"]), dtype=torch.float16, device=images.device)
-        engine.run(x.data_ptr(), logits.data_ptr(), batch, torch.cuda.current_stream(images.device).cuda_stream)
-        return logits
+        width = self.sizes["hidden"] if features else self.sizes["num_classes"]
+        out = torch.empty((batch, width), dtype=torch.float16, device=images.device)
+        engine.run(x.data_ptr(), out.data_ptr(), batch, torch.cuda.current_stream(images.device).cuda_stream,
+                   features=features)
+        return out
 
     def _engine(self, image_size):
         engine = self._engines.pop(image_size, None)

@@ -1,8 +1,9 @@
 """vitstudy on a GPU with torch and timm: logits against timm's fp32 forward within 1.5x timm fp16's
 own error, every parameter randomized (timm's init leaves LayerNorm and biases at constants a
 swapped tensor would not show), at timm's size and at another one (the position embedding
-resampled as timm does); a forward kept per batch and replayed bit for bit; NaN images give NaN
-logits; bad tensors give one clear exception. Exit 77 (skipped) without torch, timm or a GPU,
+resampled as timm does), and the pre-logits features against timm's; a forward kept per batch and
+replayed bit for bit on new tensors; NaN images give NaN logits; bad tensors and a full GPU give
+one clear exception. Exit 77 (skipped) without torch, timm or a GPU,
 unless STUDY_REQUIRE_GPU=1."""
 import os
 import sys
@@ -78,6 +79,34 @@ class Accuracy(unittest.TestCase):
         self.check("vit_base_patch16_224", 7, size=384)
 
 
+class Features(unittest.TestCase):
+    def test_features_against_timm_pre_logits(self):
+        vit = randomized("vit_small_patch16_224").cuda()
+        model = vitstudy.Model.from_timm(vit)
+        torch.manual_seed(3)
+        images = torch.randn(7, 3, 224, 224, device="cuda")
+        with torch.no_grad():
+            want = vit.forward_head(vit.forward_features(images), pre_logits=True)
+            fp16 = vit.half()
+            theirs = rel_l2(fp16.forward_head(fp16.forward_features(images.half()), pre_logits=True), want)
+        got = model.features(images)
+        self.assertEqual(tuple(got.shape), (7, 384))
+        ours = rel_l2(got, want)
+        print(f"features: rel L2 against timm fp32 {ours:.3e}, timm fp16's {theirs:.3e}")
+        self.assertLessEqual(ours, 1.5 * theirs)
+        # The logits of the same call are the head of these features (one forward, two outputs).
+        logits = model(images)
+        head = torch.nn.functional.linear(got.float(), vit.head.weight.float(), vit.head.bias.float())
+        self.assertLess(rel_l2(logits, head), 5e-3)
+
+    def test_features_of_every_lane(self):
+        # e4_streams splits the batch over two streams, each with its own class-token rows.
+        vit = randomized("vit_small_patch16_224")
+        one, two = vitstudy.Model.from_timm(vit, step="e3_graph"), vitstudy.Model.from_timm(vit, step="e4_streams")
+        images = torch.randn(5, 3, 224, 224, device="cuda")
+        self.assertLess(rel_l2(two.features(images), one.features(images)), 1e-3)
+
+
 class Fp8(unittest.TestCase):
     def test_fp8_against_timm(self):
         # The FP8 forward's own bound (stages/encoder/harness.hpp, kFp8LogitsRelTol): 0.15 relative L2.
@@ -113,6 +142,35 @@ class Behaviour(unittest.TestCase):
         self.assertEqual(engine.batches_kept, 2)
         self.assertTrue(torch.equal(self.model(self.images), first))
         self.assertEqual(engine.batches_kept, 2)
+
+    def test_new_tensors_each_call(self):
+        # One graph per batch size: its copies re-pointed at every call's input and output.
+        other = torch.randn_like(self.images)
+        want_a, want_b = self.model(self.images).clone(), self.model(other).clone()
+        for _ in range(3):
+            a, b = self.model(self.images.clone()), self.model(other.clone())
+            self.assertTrue(torch.equal(a, want_a))
+            self.assertTrue(torch.equal(b, want_b))
+        # On another stream, whose work the copies must follow.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            got = self.model(other)
+        torch.cuda.current_stream().wait_stream(side)
+        self.assertTrue(torch.equal(got, want_b))
+
+    def test_full_gpu_gives_memory_error(self):
+        # Everything but 64 MiB held by torch: a new batch size cannot get its activations.
+        model = vitstudy.Model.from_timm(randomized("vit_small_patch16_224"))
+        images = torch.randn(64, 3, 224, 224, device="cuda")
+        torch.cuda.synchronize()
+        free, _ = torch.cuda.mem_get_info()
+        block = torch.empty(free - (64 << 20), dtype=torch.uint8, device="cuda")
+        with self.assertRaisesRegex(MemoryError, "memory"):
+            model(images)
+        del block
+        torch.cuda.empty_cache()
+        self.assertTrue(torch.isfinite(model(images)).all())  # and the model still works
 
     def test_input_dtypes_converted_as_torch_converts(self):
         for dtype in (torch.float32, torch.bfloat16):

@@ -193,6 +193,11 @@ def _git_commit():
         return "unknown"
 
 
+def checkout_commit():
+    """The commit every row names: the sweep runner's (STUDY_COMMIT), else this checkout's."""
+    return os.environ.get("STUDY_COMMIT") or _git_commit()
+
+
 def _driver_version():
     # The C++ harness records cudaDriverGetVersion() ("13.0"); read the same number from
     # libcuda so both kinds of rows mean the same thing. nvidia-smi's driver release is the
@@ -254,7 +259,7 @@ def provenance(torch=None, device=0):
     p = {
         "run_id": os.environ.get("STUDY_RUN_ID") or now.strftime("%Y%m%dT%H%M%SZ") + "-" + host,
         "utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "commit": os.environ.get("STUDY_COMMIT") or _git_commit(),
+        "commit": checkout_commit(),
         "gpu": "none", "sm_count": "0", "driver": _driver_version(),
         "cuda": "none", "cudnn": "none", "cublas": "none", "host": host,
     }

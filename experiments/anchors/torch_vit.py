@@ -17,6 +17,15 @@
                                the same with one scale per row (activations) and per output
                                channel (weights), which torchao 0.18 runs only on bf16 weights:
                                the model is bf16 there, not fp16 as every other row.
+  vitstudy_fp16, vitstudy_fp8  the study's own forward from Python: vitstudy.Model.from_timm on
+                               the same timm model (the default step of that precision; FP8
+                               calibrated on 32 other images), called on a CUDA tensor: the
+                               binding's cost included (its two copies in the call's graph).
+  vitstudy_fp16_unbound, vitstudy_fp8_unbound
+                               the same Model's forward on its own buffers, as the C++ bench
+                               replays it: what the binding's cost is measured against, on the
+                               same weights in the same process. Needs the module built from this
+                               checkout (build/ on PYTHONPATH, as the sweep runner puts it).
 
 Problem as stages/encoder: `batch` images of `image_size` px through timm's
 vit_{tiny,small,base,large}_patch16 (the study's vit_ti/s/b/l) with seeded random weights
@@ -35,7 +44,8 @@ from studylib import schema
 
 FAMILY = "encoder"
 TORCHAO = ("pytorch_torchao_fp8_tensor_graph", "pytorch_torchao_fp8_row_graph")
-VERSIONS = ("pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph") + TORCHAO
+VITSTUDY = ("vitstudy_fp16", "vitstudy_fp16_unbound", "vitstudy_fp8", "vitstudy_fp8_unbound")
+VERSIONS = ("pytorch_timm", "pytorch_timm_graph", "pytorch_timm_compile_graph") + TORCHAO + VITSTUDY
 TIMM_NAMES = {"vit_ti": "vit_tiny_patch16_224", "vit_s": "vit_small_patch16_224",
               "vit_b": "vit_base_patch16_224", "vit_l": "vit_large_patch16_224"}
 NUM_CLASSES = 1000
@@ -72,9 +82,25 @@ def flops(model, batch, tokens):
     return batch * (depth * per_block + 2 * (tokens - 1) * CONV_K * d + 2 * d * NUM_CLASSES)
 
 
+def check_logits(torch, got, reference, images, dev):
+    """(max_abs, rel_l2, nonfinite) of the logits `got` of the first and the last image against
+    the float64 model `reference`."""
+    torch.cuda.synchronize(dev)
+    nonfinite = int((~torch.isfinite(got)).sum().item())
+    picks = sorted({0, images.shape[0] - 1})
+    with torch.no_grad():
+        ref = reference(images[picks].double())
+    err = harness.ErrorSum(torch)
+    err.add(got[picks], ref)
+    max_abs, rel = err.result()
+    return max_abs, rel, nonfinite
+
+
 def build(torch, args):
     if args.streams != 1:
         raise harness.Skip("PyTorch anchors run on one stream (streams=1 only)")
+    if args.version in VITSTUDY:
+        return build_vitstudy(torch, args)
     import timm
     dev = torch.device("cuda", args.device)
     fp8 = args.version in TORCHAO
@@ -157,16 +183,7 @@ def build(torch, args):
     run, result, note = harness.eager_or_graph(torch, forward, dev, args.version != "pytorch_timm")
 
     def check():
-        got = result().clone()
-        torch.cuda.synchronize(dev)
-        nonfinite = int((~torch.isfinite(got)).sum().item())
-        picks = sorted({0, args.batch - 1})
-        with torch.no_grad():
-            ref = reference(images[picks].double())
-        err = harness.ErrorSum(torch)
-        err.add(got[picks], ref)
-        max_abs, rel = err.result()
-        return max_abs, rel, nonfinite
+        return check_logits(torch, result().clone(), reference, images, dev)
 
     what = ""
     if fp8:
@@ -180,6 +197,72 @@ def build(torch, args):
                           note=f"{what}timm {timm.__version__} {TIMM_NAMES[args.model]} "
                                f"img_size={args.image_size}; {{check}} (logits of images "
                                f"0 and {args.batch - 1} vs float64); {note}{launch_note}{compile_note}")
+
+
+def build_vitstudy(torch, args):
+    import timm
+    try:
+        import vitstudy
+        from vitstudy import _engine
+    except ImportError as e:
+        raise harness.Skip(f"vitstudy not importable ({e}): ./study test builds it into build/, which the sweep runner puts on PYTHONPATH")
+    commit = harness.checkout_commit()
+    if _engine.build_commit != commit:
+        raise RuntimeError(f"vitstudy was built from {_engine.build_commit}, and this checkout is at {commit}: "
+                           "rebuild it before measuring")
+    dev = torch.device("cuda", args.device)
+    fp8 = args.version.startswith("vitstudy_fp8")
+    unbound = args.version.endswith("_unbound")
+
+    def make():
+        """The Model of timm's model with this seed's weights (as the pytorch rows draw them), and
+        its float64 twin for the check; one per precision, every batch size kept inside it."""
+        torch.manual_seed(args.seed)
+        vit = timm.create_model(TIMM_NAMES[args.model], pretrained=False, img_size=args.image_size,
+                                num_classes=NUM_CLASSES).eval()
+        calibration = None
+        if fp8:  # other images than the timed ones
+            gen = torch.Generator(device=dev)
+            gen.manual_seed(args.seed + 2)
+            calibration = torch.randn(32, 3, args.image_size, args.image_size, generator=gen, device=dev)
+        model = vitstudy.Model.from_timm(vit, precision="fp8" if fp8 else "fp16", device=args.device,
+                                         calibration=calibration)
+        reference = vit.to(dev).double() if args.check else None
+        return model, reference
+
+    model, reference = harness.keep(("vitstudy", fp8, args.model, args.image_size, args.seed, args.check,
+                                     args.device), make)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed + 1)
+    images = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=gen,
+                         device=dev, dtype=torch.float32).half()
+    out = {}
+    model(images)  # the first call of this batch size builds its forward and captures its graph
+    engine = model._engine(args.image_size)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+
+    def run():
+        if unbound:
+            engine.run_unbound(args.batch, stream)
+        else:
+            out["y"] = model(images)
+
+    run()  # the unbound forward captures its own graph on its first call
+    torch.cuda.synchronize(dev)
+    launches, launch_note = harness.count_kernels(torch, run, dev)
+
+    def check():
+        return check_logits(torch, model(images), reference, images, dev)
+
+    what = ("its forward on its own buffers, as the C++ bench replays it; {check} by a module call"
+            if unbound else "a module call on a CUDA tensor; {check}")
+    return harness.Problem(run=run, check=check, rel_tol=harness.FP8_REL_TOL if fp8 else harness.FP16_REL_TOL,
+                           columns={"precision": "fp8_e4m3"} if fp8 else None,
+                           bytes_moved=bytes_moved(args.model, args.batch, args.image_size, args.tokens),
+                           flops=flops(args.model, args.batch, args.tokens), launches=launches, host_syncs=0,
+                           note=f"vitstudy {model.step} ({_engine.build_commit}) on timm {timm.__version__} "
+                                f"{TIMM_NAMES[args.model]} img_size={args.image_size}: {what} (logits of images "
+                                f"0 and {args.batch - 1} vs float64){launch_note}")
 
 
 def main(argv=None):

@@ -174,7 +174,7 @@ def main(argv=None):
         + "-" + socket.gethostname())
     commit = os.environ.get("STUDY_COMMIT") or git_commit()
     env = with_checkout_on_path(dict(os.environ, STUDY_RUN_ID=run_id, STUDY_COMMIT=commit,
-                                     STUDY_SWEEP_DEVICE=str(args.device)))
+                                     STUDY_SWEEP_DEVICE=str(args.device)), build_dir)
     prov = {"run_id": run_id, "commit": commit, "host": socket.gethostname()}
     if commit.endswith("-dirty"):
         print(f"warning: this checkout has uncommitted changes, so every row will name {commit}: "

@@ -107,6 +107,9 @@ class Forward {
   void run(const __half* images, __half* logits, cudaStream_t stream);
   // The same forward without the graph (kernel by kernel), for the graph's bit-identity test.
   void run_eager(const __half* images, __half* logits, cudaStream_t stream);
+  // After a forward on `stream`: the final LayerNorm's class-token rows (timm's pre-logits
+  // features), [batch, hidden] fp16, copied to `out` on `stream` (capturable).
+  void copy_features(__half* out, cudaStream_t stream) const;
   // Events around every component of one eager forward (stream 0's share of the batch).
   Breakdown breakdown(const __half* images, __half* logits, cudaStream_t stream);
   // Device bytes of activations (the arena, or every layer's buffers) and scratch.

@@ -225,6 +225,13 @@ void Forward::run_eager(const __half* images, __half* logits, cudaStream_t strea
   impl_->eager(images, logits, stream);
 }
 
+void Forward::copy_features(__half* out, cudaStream_t stream) const {
+  const std::size_t D = impl_->p.model.hidden;
+  for (const Lane& l : impl_->lanes)  // joined back to `stream` at the end of the forward
+    CUDA_CHECK(cudaMemcpyAsync(out + l.b0 * D, l.cls_norm, sizeof(__half) * l.batch * D, cudaMemcpyDeviceToDevice,
+                               stream));
+}
+
 Breakdown Forward::breakdown(const __half* images, __half* logits, cudaStream_t stream) {
   // Warm first, so that plans and first-call costs are not in the breakdown.
   impl_->eager(images, logits, stream);

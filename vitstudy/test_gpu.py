@@ -100,11 +100,13 @@ class Features(unittest.TestCase):
         self.assertLess(rel_l2(logits, head), 5e-3)
 
     def test_features_of_every_lane(self):
-        # e4_streams splits the batch over two streams, each with its own class-token rows.
+        # e4_streams splits the batch over two streams, each with its own class-token rows: the
+        # same forward as e3_graph's but for GEMMs chosen per lane's rows (~1e-3 apart); a lane's
+        # rows missing or misplaced would be ~1 apart.
         vit = randomized("vit_small_patch16_224")
         one, two = vitstudy.Model.from_timm(vit, step="e3_graph"), vitstudy.Model.from_timm(vit, step="e4_streams")
         images = torch.randn(5, 3, 224, 224, device="cuda")
-        self.assertLess(rel_l2(two.features(images), one.features(images)), 1e-3)
+        self.assertLess(rel_l2(two.features(images), one.features(images)), 1e-2)
 
 
 class Fp8(unittest.TestCase):

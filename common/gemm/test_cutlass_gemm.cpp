@@ -131,16 +131,18 @@ TEST_CASE("every compiled kernel computes its epilogue") {
 
 // The exact forms (erf and its fit) told from the tanh forms on every compiled kernel: in GELU's
 // negative knee the exact ones match erf to fp16's rounding (the fit's own error is 9e-8), the
-// tanh ones miss it by ~5% RMS, which shows the inputs tell them apart. Without this, a GELU
-// activation that claims erf could compute tanh and pass every other check (3e-3 absolute).
+// tanh ones miss it by 1.7% rel L2 (2-10% an element), which shows the inputs tell them apart.
+// Without this, a GELU activation that claims erf could compute tanh and pass every other check
+// (3e-3 absolute).
 TEST_CASE("the exact GELU kernels compute erf's form, the tanh kernels tanh's") {
-  const study::Tolerance erf_tol{study::kFp16RelTol, 1e-5, 4 * study::kFp16Rtol};
+  const study::Tolerance erf_tol{2e-3, 1e-5, 4 * study::kFp16Rtol};
   for (Activation act : {Activation::GeluErf, Activation::GeluErfFit, Activation::GeluTanh, Activation::GeluTanhF16}) {
     const bool exact = act == Activation::GeluErf || act == Activation::GeluErfFit;
     for (const auto& name : cg::kernel_names(act))
       for (const study::GemmShape& s : {study::GemmShape{197, 3072, 768}, study::GemmShape{1, 3072, 768}}) {
+        const std::string act_name = cg::activation_name(act);
         CAPTURE(name);
-        CAPTURE(cg::activation_name(act));
+        CAPTURE(act_name);
         CAPTURE(s.m);
         Case c(s, Activation::GeluErf, false, /*knee=*/true);  // the erf reference
         study::poison(c.dy);
@@ -148,10 +150,11 @@ TEST_CASE("the exact GELU kernels compute erf's form, the tanh kernels tanh's") 
         const auto r = c.check(erf_tol);
         INFO(r.summary());
         REQUIRE(r.nonfinite == 0);
+        MESSAGE(name << " " << act_name << ", " << s.m << " rows: rel L2 against erf " << r.rel_l2);
         if (exact)
           CHECK(r.ok);
         else
-          CHECK(r.rel_l2 >= 2e-2);
+          CHECK(r.rel_l2 >= 8e-3);
       }
   }
 }

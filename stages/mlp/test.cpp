@@ -248,9 +248,11 @@ HostInputs knee_inputs(const Problem& p, std::uint64_t seed) {
 }  // namespace
 
 // A version that stands for timm's model cannot silently run the other GELU: one whose tolerance
-// says exact (below kTanhGeluRelTol) matches the erf reference to fp16's tolerance where the two
-// forms differ by 4% of y; one that says tanh misses it by as much, which shows that the inputs
-// tell the two apart. Rows where each GEMM search may pick another library or kernel.
+// says exact (below kTanhGeluRelTol) matches the erf reference within 2e-3 rel L2 (fp16's rounding
+// gives ~2e-4) where the tanh form is 4% off y in fp32 and 0.7% with its fp16 tanh.approx (whose
+// own errors partly cancel the form's); one that says tanh misses it by at least 4e-3, which
+// shows that the inputs tell the two apart. Rows where each GEMM search may pick another library
+// or kernel.
 TEST_CASE("GELU's form: the exact versions compute erf's, the tanh versions tanh's") {
   const Version& v = version();
   if (v.fp8 || !v.computes_mlp) return;  // the FP8 recipe is tanh's (its stage test checks h)
@@ -267,10 +269,11 @@ TEST_CASE("GELU's form: the exact versions compute erf's, the tanh versions tanh
     const auto r = run_and_check(v, p, in, dev, gemm);
     INFO(r.cmp.summary());
     REQUIRE(r.cmp.nonfinite == 0);
+    MESSAGE(v.name << " (" << (exact ? "exact" : "tanh") << "), " << rows << " rows: rel L2 against erf " << r.cmp.rel_l2);
     if (exact)
-      CHECK(r.cmp.rel_l2 <= study::kFp16RelTol);
+      CHECK(r.cmp.rel_l2 <= 2e-3);
     else
-      CHECK(r.cmp.rel_l2 >= 2e-2);  // the tanh form's 4%, not erf's ~2e-4
+      CHECK(r.cmp.rel_l2 >= 4e-3);
   }
 }
 

@@ -269,7 +269,8 @@ TEST_CASE("GELU's form: the exact versions compute erf's, the tanh versions tanh
     const auto r = run_and_check(v, p, in, dev, gemm);
     INFO(r.cmp.summary());
     REQUIRE(r.cmp.nonfinite == 0);
-    MESSAGE(v.name << " (" << (exact ? "exact" : "tanh") << "), " << rows << " rows: rel L2 against erf " << r.cmp.rel_l2);
+    MESSAGE(std::string(v.name) << " (" << std::string(exact ? "exact" : "tanh") << "), " << rows
+                                << " rows: rel L2 against erf " << r.cmp.rel_l2);
     if (exact)
       CHECK(r.cmp.rel_l2 <= 2e-3);
     else

@@ -1,7 +1,8 @@
 """vitstudy on any machine (no GPU, no torch needed): the module imports, lists the steps, reads
 the reference fixture's weights and refuses malformed ones before asking for a GPU, says "no
 CUDA device" where there is none, and refuses the timm features the forward does not compute,
-from a state dict's names and shapes and from a module's attributes.
+from a state dict's names and shapes and from a module's attributes; the README's example names
+only what exists.
 Run with the build folder on PYTHONPATH (meson test vitstudy)."""
 import struct
 import sys
@@ -140,6 +141,29 @@ class ModuleRefusals(unittest.TestCase):
                 timm_weights.check_timm_module(fake_vit(**changes))
         with self.assertRaisesRegex(timm_weights.Unsupported, "not Deit"):
             timm_weights.check_timm_module(type("Deit", (), {})())
+
+
+class ReadmeExample(unittest.TestCase):
+    def test_example_parses_and_names_what_exists(self):
+        """The README's example (between its markers) is Python, and every vitstudy name and Model
+        method it calls exists: a renamed API fails here, not on a user's GPU."""
+        import ast
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+        block = readme.split("<!-- vitstudy-example:start -->")[1].split("<!-- vitstudy-example:end -->")[0]
+        code = block.split("```python")[1].split("```")[0]
+        tree = ast.parse(code)
+        called = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                  and isinstance(n.value, ast.Attribute) and isinstance(n.value.value, ast.Name)
+                  and n.value.value.id == "vitstudy"}
+        self.assertIn("from_timm", called)
+        for name in called:
+            self.assertTrue(hasattr(vitstudy.Model, name), name)
+        model_methods = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call)
+                         and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                         and n.func.value.id == "model"}
+        self.assertIn("features", model_methods)
+        for name in model_methods:
+            self.assertTrue(hasattr(vitstudy.Model, name), name)
 
 
 if __name__ == "__main__":

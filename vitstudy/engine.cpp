@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "encoder/steps.hpp"
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
+#include "harness/launches.hpp"
 #include "reference.hpp"
 #include "safetensors.hpp"  // shape_string
 
@@ -178,36 +180,19 @@ class Engine {
     // `enqueue(stream)` records one call whose copies are `copy_in` and `copy_out`; their nodes
     // are the memcpy nodes that read the caller's images and write the caller's output (the
     // forward's own copies touch only its buffers).
-    template <typename Enqueue>
-    void capture(const Copy& copy_in, const Copy& copy_out, Enqueue&& enqueue) {
+    void capture(const Copy& copy_in, const Copy& copy_out, const std::function<void(cudaStream_t)>& enqueue) {
       cudaStream_t cs = nullptr;  // the caller's stream may be the legacy default, which cannot capture
       CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
-      cudaGraph_t g = nullptr;
-      cudaError_t e = cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal);
-      if (e == cudaSuccess) {
-        try {
-          enqueue(cs);
-        } catch (...) {
-          cudaStreamEndCapture(cs, &g);
-          if (g) cudaGraphDestroy(g);
-          cudaStreamDestroy(cs);
-          throw;
-        }
-        e = cudaStreamEndCapture(cs, &g);
+      try {
+        graph = study::capture_graph(cs, enqueue);
+      } catch (...) {
+        cudaStreamDestroy(cs);
+        throw;
       }
       cudaStreamDestroy(cs);
-      CUDA_CHECK(e);
-      graph = g;
       in = copy_in;
       out = copy_out;
-      std::size_t n = 0;
-      CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
-      std::vector<cudaGraphNode_t> nodes(n);
-      CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
-      for (cudaGraphNode_t node : nodes) {
-        cudaGraphNodeType type;
-        CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-        if (type != cudaGraphNodeTypeMemcpy) continue;
+      for (cudaGraphNode_t node : study::graph_nodes(graph, cudaGraphNodeTypeMemcpy)) {
         cudaMemcpy3DParms p{};
         CUDA_CHECK(cudaGraphMemcpyNodeGetParams(node, &p));
         if (p.srcPtr.ptr == in.src) in.node = node;

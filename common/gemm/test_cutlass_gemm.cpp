@@ -18,6 +18,7 @@
 #include "harness/compare.hpp"
 #include "harness/gpu.hpp"
 #include "harness/gpu_test_main.hpp"
+#include "harness/launches.hpp"
 #include "harness/random.hpp"
 #include "reference.hpp"
 
@@ -227,12 +228,15 @@ TEST_CASE("refusals: misaligned operands, a residual after GELU, a search inside
   CHECK_THROWS_AS(cg::run(c.s, Activation::GeluTanh, c.operands(), nullptr), study::StudyError);
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  // A shape never run in this process: its search would have to run inside the capture.
-  CHECK_THROWS_AS(cg::run({197, 768, 776}, Activation::None, c.operands(), stream), study::StudyError);
-  cudaGraph_t graph = nullptr;
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
+  // A shape never run in this process: its search would have to run inside the capture, which
+  // ends and frees what it recorded when the refusal propagates.
+  CHECK_THROWS_AS(study::capture_graph(stream, [&](cudaStream_t s) {
+                    cg::run({197, 768, 776}, Activation::None, c.operands(), s);
+                  }),
+                  study::StudyError);
+  cudaStreamCaptureStatus status;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  CHECK(status == cudaStreamCaptureStatusNone);
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 

@@ -3,6 +3,7 @@
 // calibration's observing forward. What the blocks do is the runner's (runner.hpp).
 #include "encoder/runner.hpp"
 #include "harness/gpu.hpp"
+#include "harness/launches.hpp"
 #include "harness/test_hooks.hpp"
 
 namespace encoder {
@@ -189,16 +190,7 @@ struct Forward::Impl {
     eager(images, logits, stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
     if (!capture_stream) CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking));
-    cudaGraph_t g = nullptr;
-    CUDA_CHECK(cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      eager(images, logits, capture_stream);
-    } catch (...) {
-      cudaStreamEndCapture(capture_stream, &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
-    }
-    CUDA_CHECK(cudaStreamEndCapture(capture_stream, &g));
+    cudaGraph_t g = study::capture_graph(capture_stream, [&](cudaStream_t s) { eager(images, logits, s); });
     const cudaError_t e = cudaGraphInstantiate(&graph, g, 0);
     cudaGraphDestroy(g);
     CUDA_CHECK(e);

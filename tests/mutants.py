@@ -42,6 +42,8 @@ MUTANTS = [
      "the attention family's test at batch 1, where the keys are split"),
     ("prefetch_noop", E14, "the L2 prefetch leaves every bit*", "the device count of the bytes requested"),
     ("persistent_no_barrier", E13, EVERY_BLOCK, "the residual stream of the persistent kernel, arena poisoned"),
+    ("e4m3_no_saturation", E15, "FP8: every E4M3 stage saturating*",
+     "LN1 and LN2 in E4M3 against the recipe, calibrated amax an eighth of the data's"),
 ]
 
 

@@ -6,6 +6,7 @@
 #include "gemm/fp8.hpp"
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
+#include "harness/test_hooks.hpp"
 
 namespace study {
 namespace fp8 {
@@ -29,9 +30,30 @@ namespace {
 
 constexpr int kThreads = 256;
 
+#ifdef STUDY_TEST_HOOKS
+// The planted bug e4m3_no_saturation (common/harness/test_hooks.cpp), set from the host.
+__device__ bool planted_no_saturation = false;
+#endif
+
 // Two floats -> two saturated E4M3 values, the first in the low byte (memory order).
 __device__ __forceinline__ unsigned short pack2(float a, float b) {
+#ifdef STUDY_TEST_HOOKS
+  if (planted_no_saturation) return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_NOSAT, __NV_E4M3);
+#endif
   return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+}
+
+// Hands the planted bug to the device once, on the first quantizing call (an eager one: every
+// FP8 forward runs eagerly before it is captured).
+void set_plants() {
+#ifdef STUDY_TEST_HOOKS
+  static const bool once = [] {
+    const bool v = planted("e4m3_no_saturation");
+    CUDA_CHECK(cudaMemcpyToSymbol(planted_no_saturation, &v, sizeof v));
+    return true;
+  }();
+  (void)once;
+#endif
 }
 
 // 8 fp16 values from one 16-byte load, as floats.
@@ -193,6 +215,7 @@ void broadcast(const float* value, float* out, int n, cudaStream_t stream) {
 
 void quantize(const __half* x, long long n, const float* inv_scale, e4m3* q, cudaStream_t stream) {
   require_vectors(n, x, q, "fp8::quantize");
+  set_plants();
   quantize_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(x, n / 8, inv_scale,
                                                             reinterpret_cast<uint2*>(q));
   LAUNCH_CHECK();
@@ -203,6 +226,7 @@ void layernorm_quantize(const __half* x, const __half* gamma, const __half* beta
   if (rows <= 0 || hidden <= 0 || hidden % 8 || hidden > kLayerNormMaxHidden)
     throw std::invalid_argument("fp8::layernorm_quantize: rows positive, hidden a multiple of 8 and <= " +
                                 std::to_string(kLayerNormMaxHidden));
+  set_plants();
   const int rows_per_block = kThreads / 32;
   const unsigned grid = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
   const int chunks_per_lane = (hidden / 8 + 31) / 32;

@@ -162,8 +162,19 @@ void check_stage(const std::string& stage, const std::vector<float>& got, const 
   CHECK(cmp.ok);
 }
 
+// The share of an E4M3 stage's values at E4M3's largest magnitude (448): clamped there.
+double saturated_share(const std::vector<float>& e4m3_values) {
+  std::size_t n = 0;
+  for (float v : e4m3_values) n += std::fabs(v) == f8::kE4M3Max;
+  return e4m3_values.empty() ? 0.0 : static_cast<double>(n) / e4m3_values.size();
+}
+
 // The last block of an FP8 forward, stage by stage, each from the GPU's own input of that stage.
-void check_fp8_stages(const std::string& model, int layers, int batch, int image_size, const Composition& c) {
+// amax_scale < 1 shrinks every calibrated amax before the forward takes its scales, so the data
+// reach past E4M3's range at every quantizing stage: each must then clamp as the recipe does
+// (saturating to 448), and the check requires that each did see values to clamp.
+void check_fp8_stages(const std::string& model, int layers, int batch, int image_size, const Composition& c,
+                      float amax_scale = 1.f) {
   const auto seed = study::fresh_seed();
   CAPTURE(seed);
   CAPTURE(model);
@@ -173,6 +184,8 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
   const auto w = make_weights(p, seed, "");
   DeviceWeights dw(w);
   calibrate_if_fp8(c, p, dw, {}, seed);
+  for (auto& block : dw.fp8_calibration.amax)
+    for (float& a : block) a *= amax_scale;
   const auto images = study::to_device(study::to_half(make_images(batch, image_size, seed)));
   study::DeviceBuffer<__half> logits(static_cast<std::size_t>(batch) * p.num_classes);
   Forward f(p, c, dw);
@@ -193,15 +206,24 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
     return f8::dequantized_weight(w, n, k, f8::Scaling::Tensor);
   };
   std::vector<float> y, want;
+  // An E4M3 stage against the recipe, and, when the scales were shrunk, proof that it clamped.
+  auto check_e4m3 = [&](const std::string& stage, const std::vector<float>& got) {
+    check_stage(stage, got, want, f8::e4m3_stage_tolerance(want));
+    if (amax_scale < 1.f) {
+      INFO(stage << ": " << saturated_share(want) << " of the recipe's values saturated, "
+                 << saturated_share(got) << " of the GPU's");
+      CHECK(saturated_share(want) > 0.0);
+    }
+  };
 
   ref::layernorm(g.x_in, b.ln1_g, b.ln1_b, rows, D, ref::kLayerNormEps, y);
   want = f8::quantized(y, 1.f / s_ln1);
-  check_stage("LN1 in E4M3", g.ln1, want, f8::e4m3_stage_tolerance(want));
+  check_e4m3("LN1 in E4M3", g.ln1);
 
   ref::linear(f8::scaled(g.ln1, s_ln1), rows, D, weight(b.qkv_w, 3 * D, D), b.qkv_b, 3 * D, want);
   if (c.qkv_e4m3) {  // the GPU's QKV in E4M3 units, and the attention's input dequantized
     want = f8::quantized(want, 1.f / s_qkv);
-    check_stage("QKV in E4M3", g.qkv, want, f8::e4m3_stage_tolerance(want));
+    check_e4m3("QKV in E4M3", g.qkv);
   } else {
     check_stage("QKV", g.qkv, want, {5e-3, 1e-2 * study::rms(want), 1e-2});
   }
@@ -209,7 +231,7 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
   ref::attention(c.qkv_e4m3 ? f8::scaled(g.qkv, s_qkv) : g.qkv, batch, T, p.model.heads, p.model.head_dim(), y);
   for (auto& v : y) v = c.attention_e4m3 ? half_rounded(v / s_attn) * s_attn : half_rounded(v);
   want = f8::quantized(y, 1.f / s_attn);
-  check_stage("attention output in E4M3", g.attn, want, f8::e4m3_stage_tolerance(want));
+  check_e4m3("attention output in E4M3", g.attn);
 
   ref::linear(f8::scaled(g.attn, s_attn), rows, D, weight(b.proj_w, D, D), b.proj_b, D, want);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] = half_rounded(want[i] + g.x_in[i]) - g.x_in[i];
@@ -217,12 +239,12 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
 
   ref::layernorm(g.x_mid, b.ln2_g, b.ln2_b, rows, D, ref::kLayerNormEps, y);
   want = f8::quantized(y, 1.f / s_ln2);
-  check_stage("LN2 in E4M3", g.ln2, want, f8::e4m3_stage_tolerance(want));
+  check_e4m3("LN2 in E4M3", g.ln2);
 
   ref::linear(f8::scaled(g.ln2, s_ln2), rows, D, weight(b.fc1_w, H, D), b.fc1_b, H, y);
   for (auto& v : y) v = f8::gelu_tanh(v);
   want = f8::quantized(y, 1.f / s_gelu);
-  check_stage("fc1 + GELU in E4M3", g.h, want, f8::e4m3_stage_tolerance(want));
+  check_e4m3("fc1 + GELU in E4M3", g.h);
 
   ref::linear(f8::scaled(g.h, s_gelu), rows, H, weight(b.fc2_w, D, H), b.fc2_b, D, want);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] = half_rounded(want[i] + g.x_mid[i]) - g.x_mid[i];
@@ -322,6 +344,14 @@ TEST_CASE("FP8: each stage of the last block against the recipe on the GPU's own
   if (!c.fp8()) return;
   check_fp8_stages("vit_ti", 2, 3, 176, c);
   check_fp8_stages("vit_b", 1, 2, 224, c);
+}
+
+TEST_CASE("FP8: every E4M3 stage saturating (calibrated amax an eighth of the data's) clamps as the recipe") {
+  // At the calibration margin the composed forwards stay under ~240 of E4M3's 448, so a wrong
+  // clamp in a quantizing epilogue would pass the test above; here every stage clamps values.
+  const Composition c = step();
+  if (!c.fp8()) return;
+  check_fp8_stages("vit_ti", 2, 3, 176, c, 1.f / 8);
 }
 
 TEST_CASE("graph replay is bit-identical to the eager forward") {

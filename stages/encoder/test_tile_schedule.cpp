@@ -1,0 +1,154 @@
+// The tile-scheduled forward's schedule on the CPU: sound for every model and size the study
+// runs, its counts what the design says (stages/encoder/NOTES.md), and every planted fault (a wait
+// one short, a wait dropped, a task dealt before its inputs, one QKV buffer for every block,
+// final counts off by one) found by check with a message naming it.
+#include <doctest/doctest.h>
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include "encoder/tile_schedule.hpp"
+
+using namespace encoder::tiles;
+
+namespace {
+
+Shape vit(int hidden, int blocks, int tokens, int images = 1, int split = 3) {
+  Shape s;
+  s.rows = tokens * images;
+  s.hidden = hidden;
+  s.heads = hidden / kTile;
+  s.mlp_hidden = 4 * hidden;
+  s.blocks = blocks;
+  s.fc2_split = split;
+  return s;
+}
+
+int count(const Schedule& sched, Kind k, int block) {
+  int n = 0;
+  for (const Task& t : sched.tasks) n += t.kind == k && t.block == block;
+  return n;
+}
+
+Task& first(Schedule& sched, Kind k, int block) {
+  for (Task& t : sched.tasks)
+    if (t.kind == k && t.block == block) return t;
+  throw std::logic_error("no such task");
+}
+
+bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("the schedule is sound for vit_ti to vit_b, 1 to 3 images, 224 and 384 px, fc2 split 1 to 3") {
+  for (int hidden : {192, 384, 768})
+    for (int tokens : {197, 577})
+      for (int images : {1, 3})
+        for (int split : {1, 2, 3}) {
+          if (tokens == 577 && images == 3 && hidden == 768) continue;  // the largest adds nothing but time
+          CAPTURE(hidden);
+          CAPTURE(tokens);
+          CAPTURE(images);
+          CAPTURE(split);
+          const Schedule sched = build(vit(hidden, 3, tokens, images, split));
+          CHECK(check(sched) == "");
+        }
+}
+
+TEST_CASE("vit_b at batch 1: the tasks and counts of the design") {
+  Schedule sched = build(vit(768, 12, 197));
+  REQUIRE(check(sched) == "");
+  CHECK(sched.row_tiles == 4);
+  for (int b : {0, 11}) {
+    CHECK(count(sched, Kind::Qkv, b) == 4 * 36);
+    CHECK(count(sched, Kind::Attention, b) == 4 * 12);
+    CHECK(count(sched, Kind::Projection, b) == 4 * 12);
+    CHECK(count(sched, Kind::Fc1, b) == 4 * 48);
+    CHECK(count(sched, Kind::Fc2, b) == 4 * 12 * 3);
+  }
+  CHECK(sched.tasks.size() == 12u * (144 + 48 + 48 + 192 + 144));
+  // Every counter ends where a complete forward leaves it, and only block 0's QKV waits on nothing.
+  unsigned total = 0;
+  for (unsigned c : sched.final_counts) total += c;
+  CHECK(total == sched.tasks.size());
+  for (const Task& t : sched.tasks) CHECK((t.waits.empty()) == (t.kind == Kind::Qkv && t.block == 0));
+  // Attention waits for its Q tile and its head's K and V in the four row tiles (8 tiles).
+  const Task& a = first(sched, Kind::Attention, 5);
+  REQUIRE(a.waits.size() == 2);
+  CHECK(a.waits[0].target == 1);
+  CHECK(a.waits[1].target == 8);
+  CHECK(sched.final_counts[a.waits[1].counter] == 8);
+}
+
+TEST_CASE("planted faults: check names each") {
+  const Shape shape = vit(384, 3, 197);
+  REQUIRE(check(build(shape)) == "");
+
+  SUBCASE("attention waits for one K/V tile too few") {
+    Schedule s = build(shape);
+    first(s, Kind::Attention, 1).waits[1].target -= 1;
+    const std::string f = check(s);
+    CHECK(contains(f, "attention of block 1, rows 0, head 0 is not ordered after qkv of block 1"));
+  }
+  SUBCASE("attention without its Q tile") {
+    Schedule s = build(shape);
+    first(s, Kind::Attention, 2).waits.erase(first(s, Kind::Attention, 2).waits.begin());
+    CHECK(contains(check(s), "attention of block 2, rows 0, head 0 is not ordered after qkv of block 2, rows 0, columns 0"));
+  }
+  SUBCASE("the projection waits for one head too few") {
+    Schedule s = build(shape);
+    first(s, Kind::Projection, 0).waits[0].target -= 1;
+    CHECK(contains(check(s), "projection of block 0, rows 0, columns 0 is not ordered after attention"));
+  }
+  SUBCASE("fc2 without its wait for fc1") {
+    Schedule s = build(shape);
+    first(s, Kind::Fc2, 1).waits.clear();
+    CHECK(contains(check(s), "fc2 of block 1, rows 0, columns 0, slice 0 is not ordered after fc1"));
+  }
+  SUBCASE("the next block's QKV waits for one fc2 slice too few") {
+    Schedule s = build(shape);
+    first(s, Kind::Qkv, 2).waits[0].target -= 1;
+    CHECK(contains(check(s), "qkv of block 2, rows 0, columns 0 is not ordered after fc2 of block 1"));
+  }
+  SUBCASE("one QKV buffer for every block: the next block overwrites keys still read") {
+    Shape one = shape;
+    one.qkv_buffers = 1;
+    CHECK(contains(check(build(one)), "overwrites a tile the other reads"));
+  }
+  SUBCASE("a wait for more than a forward adds deadlocks") {
+    Schedule s = build(shape);
+    first(s, Kind::Fc1, 1).waits[0].target += 1;
+    CHECK(contains(check(s), "could wait forever"));
+  }
+  SUBCASE("a task dealt out before its inputs deadlocks") {
+    Schedule s = build(shape);
+    auto at = [&](Kind k) {
+      return std::find_if(s.tasks.begin(), s.tasks.end(), [&](const Task& t) { return t.kind == k && t.block == 1; });
+    };
+    const auto projection = at(Kind::Projection);
+    std::rotate(at(Kind::Attention), projection, projection + 1);  // dealt out before the attention it reads
+    CHECK(contains(check(s), "projection of block 1, rows 0, columns 0 (ticket"));
+  }
+  SUBCASE("final counts one off") {
+    Schedule s = build(shape);
+    s.final_counts[3] += 1;
+    CHECK(contains(check(s), "a forward adds"));
+  }
+}
+
+TEST_CASE("shapes the schedule cannot describe are refused") {
+  CHECK(refuses(vit(768, 12, 197)) == "");
+  Shape s = vit(768, 12, 197);
+  s.heads = 16;  // 48-wide heads
+  CHECK(contains(refuses(s), "64 columns"));
+  s = vit(768, 12, 197);
+  s.fc2_split = 5;
+  CHECK(contains(refuses(s), "fc2_split"));
+  s = vit(768, 0, 197);
+  CHECK(contains(refuses(s), "positive"));
+  s = vit(768, 12, 0);
+  CHECK(contains(refuses(s), "positive"));
+  s = vit(768, 12, 197);
+  s.mlp_hidden = 3000;
+  CHECK(contains(refuses(s), "mlp_hidden"));
+  CHECK_THROWS_AS(build(s), std::invalid_argument);
+}

@@ -1,0 +1,75 @@
+// The schedule of the tile-scheduled forward (stages/encoder/NOTES.md, "The tile-scheduled
+// forward"): every encoder block's work as 64-row x 64-column tasks, dealt out to persistent CTAs
+// by one global ticket in the order of `tasks`. A task waits until each of its counters reaches
+// its target, runs, then adds one to its own counter. No barrier: a task starts as soon as the
+// tiles it reads exist. The kernel reads this table; its tests read every counter back after a
+// forward and require `final_counts` exactly, and `check` proves on the host, from the data flow
+// alone, that the counters order every pair of tasks that touch the same tile (what a missing or
+// short wait would break) and that the ticket order cannot deadlock. Rows are the tokens of every
+// image in a row: an attention task waits for its head's keys and values in every row tile, which
+// at batch 1 is exactly what it reads and at larger batches more.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace encoder::tiles {
+
+constexpr int kTile = 64;  // rows and columns of a task; also the head width the schedule needs
+
+enum class Kind : std::uint8_t { Qkv, Attention, Projection, Fc1, Fc2 };
+const char* name(Kind k);
+
+struct Shape {
+  int rows = 0;        // tokens x images (197 at vit_b 224 px, batch 1)
+  int hidden = 0;      // a multiple of 64
+  int heads = 0;       // hidden / heads must be 64
+  int mlp_hidden = 0;  // a multiple of 64
+  int blocks = 0;
+  int fc2_split = 1;   // fc2's K split into this many slices (mlp_hidden / 64 divisible by it)
+  // QKV's output buffers, used in turn by the blocks. With one, block b+1's QKV tile of rows m
+  // could overwrite keys that block b's attention of other rows still reads: check finds it.
+  int qkv_buffers = 2;
+};
+// Why the schedule cannot describe s; empty when it can.
+std::string refuses(const Shape& s);
+
+struct Wait {
+  int counter = 0;
+  unsigned target = 0;
+};
+
+struct Task {
+  Kind kind = Kind::Qkv;
+  int block = 0;
+  int row_tile = 0;  // rows [64 row_tile, 64 row_tile + 64) of the block's activations
+  int col = 0;       // the output column tile; the head for attention
+  int slice = 0;     // fc2's K slice
+  std::vector<Wait> waits;  // at most two
+  int signals = 0;          // the counter this task adds one to when its output is stored
+};
+
+struct Schedule {
+  Shape shape;
+  int row_tiles = 0;
+  std::vector<Task> tasks;            // in ticket order
+  std::vector<unsigned> final_counts;  // each counter after one complete forward
+  std::vector<std::string> counter_names;
+};
+
+// Throws std::invalid_argument with refuses(s) when the schedule cannot describe s.
+Schedule build(const Shape& s);
+
+// Empty when the schedule is sound; otherwise the first fault found:
+// - two tasks that touch one 64 x 64 tile of a buffer (a read after a write, a write after a read
+//   or two writes, in the forward's program order), the later one not ordered after the earlier
+//   by its waits. What a task touches comes from the data flow, not from the counters: a QKV task
+//   reads its rows of the residual stream and writes its tile of qkv, attention reads its head's
+//   Q tile and its K and V in every row tile, and so on. A wait orders a task after a counter's
+//   tasks only when its target is all of them (fewer could be any of them);
+// - a wait whose target the tasks with smaller tickets do not reach (a CTA holding that ticket
+//   could wait forever while later tickets wait for it);
+// - final_counts not the sum of the tasks' signals.
+std::string check(const Schedule& sched);
+
+}  // namespace encoder::tiles

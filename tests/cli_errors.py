@@ -90,6 +90,8 @@ def main(exes):
                      (["--timeline", "/nonexistent-dir/t.csv"],
                       "cannot write timeline file" if name.startswith("patch_embed_v3_")
                       else "--timeline is for the stream versions")]
+        if name == "flag_handoff":
+            extra = [(["--ctas", "1"], "--ctas must be >= 2"), (["--tile-kib", "2048"], "--tile-kib must be <= 1024")]
         if name.startswith("attention_"):
             extra = [(["--tokens", "0"], "--tokens must be >= 1"), (["--heads", "-1"], "--heads must be >= 1"),
                      (["--head-dim", "0"], "--head-dim must be >= 1")]

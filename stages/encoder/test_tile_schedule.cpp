@@ -152,3 +152,34 @@ TEST_CASE("shapes the schedule cannot describe are refused") {
   CHECK(contains(refuses(s), "mlp_hidden"));
   CHECK_THROWS_AS(build(s), std::invalid_argument);
 }
+
+TEST_CASE("what each task touches: the writes a tile has had before it, in program order") {
+  const Schedule sched = build(vit(384, 3, 197, 1, 2));
+  const TileUses u = tile_uses(sched);
+  REQUIRE(u.read_begin.size() == sched.tasks.size() + 1);
+  auto reads_of = [&](std::size_t i) {
+    std::vector<unsigned> e(u.read_expect.begin() + u.read_begin[i], u.read_expect.begin() + u.read_begin[i + 1]);
+    return e;
+  };
+  for (std::size_t i = 0; i < sched.tasks.size(); ++i) {
+    const Task& t = sched.tasks[i];
+    CAPTURE(i);
+    const auto e = reads_of(i);
+    if (t.kind == Kind::Qkv) {  // x after t.block blocks: one projection write and 2 fc2 slices each
+      REQUIRE(e.size() == 6u);
+      for (unsigned v : e) CHECK(v == 3u * t.block);
+    }
+    if (t.kind == Kind::Attention) {  // Q once, then K and V of 4 row tiles, each written once per
+      // use of its buffer (two buffers, in turn)
+      REQUIRE(e.size() == 1u + 2 * 4);
+      for (unsigned v : e) CHECK(v == static_cast<unsigned>(t.block / 2 + 1));
+    }
+    if (t.kind == Kind::Fc2) {  // its slice of h: 12 of 24 tiles, written by this block's fc1
+      REQUIRE(e.size() == 12u);
+      for (unsigned v : e) CHECK(v == static_cast<unsigned>(t.block + 1));
+    }
+    CHECK(u.write_begin[i + 1] - u.write_begin[i] == 1);
+  }
+  // The residual stream's tiles: 3 writes a block; each QKV buffer's tiles once per block that used it.
+  CHECK(u.final_writes[0] == 9u);
+}

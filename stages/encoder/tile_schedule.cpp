@@ -167,6 +167,22 @@ bool slices_of_one_tile(const Task& a, const Task& b) {
          a.col == b.col;
 }
 
+// The forward's program order: block by block, phase by phase (the tickets' order within a
+// phase does not matter: no two tasks of a phase share a tile but fc2's slices).
+std::vector<std::size_t> program_order(const Schedule& sched) {
+  std::vector<std::size_t> program(sched.tasks.size());
+  for (std::size_t i = 0; i < program.size(); ++i) program[i] = i;
+  std::stable_sort(program.begin(), program.end(), [&](std::size_t a, std::size_t b) {
+    const Task &x = sched.tasks[a], &y = sched.tasks[b];
+    return std::tie(x.block, x.kind) < std::tie(y.block, y.kind);
+  });
+  return program;
+}
+
+Tiles tiles_of(const Schedule& sched) {
+  return {sched.row_tiles, sched.shape.hidden / kTile, sched.shape.mlp_hidden / kTile, sched.shape.qkv_buffers};
+}
+
 }  // namespace
 
 std::string check(const Schedule& sched) {
@@ -221,15 +237,9 @@ std::string check(const Schedule& sched) {
     return (word(later)[earlier / 64] >> (earlier % 64)) & 1u;
   };
 
-  // Every pair of tasks touching one tile, in program order (block, then phase; the tickets'
-  // order within a phase does not matter: no two tasks of a phase share a tile but fc2's slices).
-  std::vector<std::size_t> program(n);
-  for (std::size_t i = 0; i < n; ++i) program[i] = i;
-  std::stable_sort(program.begin(), program.end(), [&](std::size_t a, std::size_t b) {
-    const Task &x = sched.tasks[a], &y = sched.tasks[b];
-    return std::tie(x.block, x.kind) < std::tie(y.block, y.kind);
-  });
-  const Tiles z{sched.row_tiles, s.hidden / kTile, s.mlp_hidden / kTile, s.qkv_buffers};
+  // Every pair of tasks touching one tile, in program order.
+  const std::vector<std::size_t> program = program_order(sched);
+  const Tiles z = tiles_of(sched);
   std::vector<std::vector<int>> writers(z.count());  // of the tile's last write (fc2: every slice)
   std::vector<std::vector<int>> readers(z.count());  // since then
   std::vector<int> reads, writes;
@@ -261,6 +271,35 @@ std::string check(const Schedule& sched) {
     }
   }
   return {};
+}
+
+TileUses tile_uses(const Schedule& sched) {
+  if (std::string why = refuses(sched.shape); !why.empty()) throw std::invalid_argument("tile schedule: " + why);
+  const std::size_t n = sched.tasks.size();
+  const Tiles z = tiles_of(sched);
+  TileUses u;
+  u.tiles = z.count();
+  u.final_writes.assign(z.count(), 0);
+  std::vector<std::vector<int>> reads(n), writes(n);
+  std::vector<std::vector<unsigned>> expect(n);
+  for (std::size_t i : program_order(sched)) {
+    const Task& t = sched.tasks[i];
+    touched(t, z, sched.shape.heads, sched.shape.fc2_split, reads[i], writes[i]);
+    if (t.kind == Kind::Fc2)
+      reads[i].erase(std::remove(reads[i].begin(), reads[i].end(), writes[i].front()), reads[i].end());
+    for (int r : reads[i]) expect[i].push_back(u.final_writes[r]);
+    for (int w : writes[i]) ++u.final_writes[w];
+  }
+  u.read_begin.push_back(0);
+  u.write_begin.push_back(0);
+  for (std::size_t i = 0; i < n; ++i) {
+    u.read_tile.insert(u.read_tile.end(), reads[i].begin(), reads[i].end());
+    u.read_expect.insert(u.read_expect.end(), expect[i].begin(), expect[i].end());
+    u.write_tile.insert(u.write_tile.end(), writes[i].begin(), writes[i].end());
+    u.read_begin.push_back(static_cast<int>(u.read_tile.size()));
+    u.write_begin.push_back(static_cast<int>(u.write_tile.size()));
+  }
+  return u;
 }
 
 }  // namespace encoder::tiles

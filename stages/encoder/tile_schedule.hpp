@@ -72,4 +72,20 @@ Schedule build(const Shape& s);
 // - final_counts not the sum of the tasks' signals.
 std::string check(const Schedule& sched);
 
+// What each task touches, for the dry run on the GPU (tile_dry_run.hpp): the tiles it reads,
+// each with the number of writes that tile has had before the task in program order (what the
+// task must find there: fewer is a read too early, more an overwrite too early), and the tiles
+// it writes. Tiles are numbered over every buffer. fc2's slices leave out the read of their own
+// output tile: the slice that completes the tile reads it once all slices have arrived.
+struct TileUses {
+  int tiles = 0;
+  std::vector<int> read_begin;   // task i reads read_tile[read_begin[i] .. read_begin[i + 1])
+  std::vector<int> read_tile;
+  std::vector<unsigned> read_expect;
+  std::vector<int> write_begin;  // likewise for its writes
+  std::vector<int> write_tile;
+  std::vector<unsigned> final_writes;  // per tile, after one forward
+};
+TileUses tile_uses(const Schedule& sched);
+
 }  // namespace encoder::tiles

@@ -1,0 +1,126 @@
+#include "encoder/tile_dry_run.hpp"
+
+#include <cuda/atomic>
+#include <stdexcept>
+#include "harness/buffer.hpp"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
+
+namespace encoder::tiles {
+namespace {
+
+constexpr int kThreads = 128;
+
+struct DeviceTask {
+  int wait_counter[2], wait_target[2], waits;
+  int signals;
+};
+
+struct Params {
+  const DeviceTask* tasks;
+  int n;
+  const int *read_begin, *read_tile, *write_begin, *write_tile;
+  const unsigned* read_expect;
+  unsigned *counters, *writes, *ticket, *faults;
+  int* first_fault;
+  unsigned long long timeout_ns;
+  int skip_signal;
+};
+
+__device__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ void fault(const Params& p, int ticket) {
+  atomicAdd(p.faults, 1u);
+  atomicCAS(p.first_fault, -1, ticket);
+}
+
+__global__ void __launch_bounds__(kThreads) dry_run_kernel(Params p) {
+  __shared__ int ticket;
+  for (;;) {
+    if (threadIdx.x == 0) ticket = static_cast<int>(atomicAdd(p.ticket, 1u));
+    __syncthreads();
+    const int i = ticket;
+    if (i >= p.n) return;
+    const DeviceTask t = p.tasks[i];
+    if (threadIdx.x == 0)
+      for (int w = 0; w < t.waits; ++w) {
+        cuda::atomic_ref<unsigned, cuda::thread_scope_device> c(p.counters[t.wait_counter[w]]);
+        const unsigned long long start = now_ns();
+        while (c.load(cuda::memory_order_acquire) < static_cast<unsigned>(t.wait_target[w]))
+          if (now_ns() - start > p.timeout_ns) {
+            fault(p, i);
+            break;
+          }
+      }
+    __syncthreads();
+    for (int k = p.read_begin[i] + threadIdx.x; k < p.read_begin[i + 1]; k += kThreads) {
+      cuda::atomic_ref<unsigned, cuda::thread_scope_device> tile(p.writes[p.read_tile[k]]);
+      if (tile.load(cuda::memory_order_relaxed) != p.read_expect[k]) fault(p, i);
+    }
+    __syncthreads();  // the task's reads before its writes, as a GEMM tile's loads before its stores
+    for (int k = p.write_begin[i] + threadIdx.x; k < p.write_begin[i + 1]; k += kThreads)
+      atomicAdd(&p.writes[p.write_tile[k]], 1u);
+    __syncthreads();
+    if (threadIdx.x == 0 && i != p.skip_signal)
+      cuda::atomic_ref<unsigned, cuda::thread_scope_device>(p.counters[t.signals])
+          .fetch_add(1u, cuda::memory_order_release);
+  }
+}
+
+}  // namespace
+
+DryRun dry_run(const Schedule& sched, int ctas, double timeout_ms, int skip_signal) {
+  const int sms = study::sm_count();
+  if (ctas < 1 || ctas > sms)
+    throw std::invalid_argument("dry_run: ctas must be 1.." + std::to_string(sms) + ", got " + std::to_string(ctas));
+  const TileUses u = tile_uses(sched);
+  std::vector<DeviceTask> tasks;
+  for (const Task& t : sched.tasks) {
+    DeviceTask d{{0, 0}, {0, 0}, static_cast<int>(t.waits.size()), t.signals};
+    for (std::size_t w = 0; w < t.waits.size() && w < 2; ++w) {
+      d.wait_counter[w] = t.waits[w].counter;
+      d.wait_target[w] = static_cast<int>(t.waits[w].target);
+    }
+    if (t.waits.size() > 2) throw std::invalid_argument("dry_run: a task waits on more than two counters");
+    tasks.push_back(d);
+  }
+  auto d_tasks = study::to_device(tasks);
+  auto read_begin = study::to_device(u.read_begin), read_tile = study::to_device(u.read_tile), write_begin = study::to_device(u.write_begin),
+       write_tile = study::to_device(u.write_tile);
+  auto read_expect = study::to_device(u.read_expect);
+  study::DeviceBuffer<unsigned> counters(sched.final_counts.size()), writes(u.tiles), state(2);
+  study::DeviceBuffer<int> first_fault(1);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  CUDA_CHECK(cudaMemset(writes.get(), 0, writes.bytes()));
+  CUDA_CHECK(cudaMemset(state.get(), 0, state.bytes()));
+  CUDA_CHECK(cudaMemset(first_fault.get(), 0xFF, sizeof(int)));
+  Params p{d_tasks.get(), static_cast<int>(tasks.size()), read_begin.get(), read_tile.get(), write_begin.get(),
+           write_tile.get(), read_expect.get(), counters.get(), writes.get(), state.get(), state.get() + 1,
+           first_fault.get(), static_cast<unsigned long long>(timeout_ms * 1e6), skip_signal};
+  // Every CTA resident (a waiting CTA must not keep a later one from starting): a cooperative
+  // launch refuses a grid that cannot be.
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(kThreads);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, dry_run_kernel, p));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  DryRun r;
+  const auto st = study::to_host(state);
+  r.tickets_taken = st[0];
+  r.faults = st[1];
+  r.first_fault = study::to_host(first_fault)[0];
+  r.counters = study::to_host(counters);
+  r.writes = study::to_host(writes);
+  return r;
+}
+
+}  // namespace encoder::tiles

@@ -1,7 +1,6 @@
 #include "encoder/tile_schedule.hpp"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 #include <tuple>
 

@@ -1,10 +1,13 @@
 // CUDA graphs of enqueued work: capturing it, walking its nodes, and counting the kernels one
 // call launches (library calls such as cuDNN or cuBLASLt may launch several, or run an epilogue
-// as an extra kernel).
+// as an extra kernel); and the cooperative launch of kernels whose CTAs wait on one another.
 #pragma once
 #include <cuda_runtime.h>
+#include <cstddef>
 #include <functional>
+#include <utility>
 #include <vector>
+#include "harness/check.hpp"
 
 namespace study {
 
@@ -18,5 +21,24 @@ std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph, cudaGraphNodeType ty
 
 // The number of kernel nodes of fn's work, captured on a stream of its own.
 int count_kernel_launches(const std::function<void(cudaStream_t)>& fn);
+
+// Launches kernel with every CTA of the grid resident at once, as a kernel whose CTAs wait on one
+// another needs (a waiting CTA must not keep the one it waits for from starting): the driver
+// refuses a grid that cannot be.
+template <class... Params, class... Args>
+void launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                        Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
 
 }  // namespace study

@@ -13,6 +13,7 @@
 #include <vector>
 #include "harness/bench.hpp"
 #include "harness/gpu.hpp"
+#include "harness/launches.hpp"
 
 namespace {
 
@@ -82,18 +83,8 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaFuncSetAttribute(ring, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSm));
     unsigned* c = counter.get();
     unsigned* t = tile.get();
-    const auto run = [&](cudaStream_t s) {
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(ctas);
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = kOneCtaPerSm;
-      cfg.stream = s;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeCooperative;  // every CTA resident, or the ring never closes
-      attr[0].val.cooperative = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      CUDA_CHECK(cudaLaunchKernelEx(&cfg, ring, c, t, words, rounds));
+    const auto run = [&](cudaStream_t s) {  // every CTA resident, or the ring never closes
+      study::launch_cooperative(ring, dim3(ctas), dim3(kThreads), kOneCtaPerSm, s, c, t, words, rounds);
     };
     const double turns = static_cast<double>(ctas) * rounds;
     if (o.check && words > 0) {

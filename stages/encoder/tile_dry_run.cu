@@ -5,6 +5,7 @@
 #include "harness/buffer.hpp"
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
+#include "harness/launches.hpp"
 
 namespace encoder::tiles {
 namespace {
@@ -101,17 +102,7 @@ DryRun dry_run(const Schedule& sched, int ctas, double timeout_ms, int skip_sign
   Params p{d_tasks.get(), static_cast<int>(tasks.size()), read_begin.get(), read_tile.get(), write_begin.get(),
            write_tile.get(), read_expect.get(), counters.get(), writes.get(), state.get(), state.get() + 1,
            first_fault.get(), static_cast<unsigned long long>(timeout_ms * 1e6), skip_signal};
-  // Every CTA resident (a waiting CTA must not keep a later one from starting): a cooperative
-  // launch refuses a grid that cannot be.
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(ctas);
-  cfg.blockDim = dim3(kThreads);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, dry_run_kernel, p));
+  study::launch_cooperative(dry_run_kernel, dim3(ctas), dim3(kThreads), 0, nullptr, p);
   CUDA_CHECK(cudaDeviceSynchronize());
   DryRun r;
   const auto st = study::to_host(state);

@@ -11,7 +11,8 @@ namespace {
 const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
                                                   {Blocks::Fp16LnFolded, "fp16_ln_folded"},
                                                   {Blocks::Fp8, "fp8"},
-                                                  {Blocks::Persistent, "persistent"}};
+                                                  {Blocks::Persistent, "persistent"},
+                                                  {Blocks::Tiled, "tiled"}};
 const std::pair<Gemms, const char*> kGemms[] = {
     {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
 

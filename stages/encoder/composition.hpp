@@ -18,7 +18,8 @@ enum class Blocks {
   Fp16,          // a kernel per op: every family's version, GEMMs on cuBLASLt or CUTLASS
   Fp16LnFolded,  // LN1 and LN2 folded into the QKV and fc1 GEMMs (CUTLASS only)
   Fp8,           // the four block GEMMs in FP8 E4M3, LayerNorms writing E4M3
-  Persistent,    // every block in one persistent kernel
+  Persistent,    // every block in one persistent kernel, grid barriers between phases
+  Tiled,         // every block in one persistent kernel, tiles waiting on per-tile counters
 };
 
 // Where the QKV and projection GEMMs run (the MLP's GEMMs are its family version's business).

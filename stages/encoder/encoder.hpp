@@ -144,6 +144,9 @@ class Forward {
   // Bytes the L2 prefetches have requested since this forward was made (test-hook builds: every
   // request counted on the device; 0 otherwise).
   unsigned long long l2_requested_bytes() const;
+  // After a forward: empty when every lane's dependency counters and tickets (blocks=tiled) hold
+  // exactly what a complete forward leaves, or the runner keeps none; otherwise what differs.
+  std::string dependency_state() const;
 
  private:
   struct Impl;

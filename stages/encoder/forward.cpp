@@ -326,6 +326,11 @@ Forward::Fp8Stages Forward::fp8_stages() const { return impl_->blocks->fp8_stage
 
 unsigned long long Forward::l2_requested_bytes() const { return impl_->blocks->l2_requested_bytes(); }
 
+std::string Forward::dependency_state() const {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return impl_->blocks->dependency_state();
+}
+
 void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images) {
   Composition c = find_step("e6_best");
   c.graph = false;  // its MLP, fused_epilogue, writes h (the fc2 input the FP8 MLP quantizes)

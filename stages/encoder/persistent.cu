@@ -6,8 +6,8 @@
 // Q and every key and value of the head land in shared memory with one wait, and 4 warps run
 // the flash tile of v7_flash_mma over them.
 #include "attention/flash_mma.cuh"
-#include "device/reduce.cuh"
 #include "device/tiles.cuh"
+#include "encoder/panel.cuh"
 #include "encoder/persistent.hpp"
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
@@ -18,7 +18,6 @@ namespace encoder::persistent {
 
 namespace {
 
-using study::tiles::cp_async16;
 using study::tiles::cp_async_commit;
 using study::tiles::cp_async_wait;
 using study::tiles::ldmatrix_x4;
@@ -26,12 +25,14 @@ using study::tiles::mma;
 using study::tiles::smem_addr;
 using study::tiles::swizzle;
 
-constexpr int kThreads = 256;
-constexpr int kBM = 64, kBN = 96, kBK = 64;  // output tile; K chunk = one 128-byte smem row
-constexpr int kStages = 6;                   // weight chunks in flight
-constexpr int kTileHalves = kBM * kBK;       // one [64][64] swizzled tile
-constexpr int kMlpRatio = 4;                 // fc2's K = 4 hidden: split in 4 slices of `hidden`
-constexpr int kMaxHidden = 1024;
+using panel::kBK;
+using panel::kBM;
+using panel::kMaxHidden;
+using panel::kThreads;
+using panel::kTileHalves;
+constexpr int kBN = 96;       // output tile kBM x kBN
+constexpr int kStages = 6;    // weight chunks in flight
+constexpr int kMlpRatio = 4;  // fc2's K = 4 hidden: split in 4 slices of `hidden`
 
 struct Params {
   const BlockView* layers;
@@ -88,33 +89,8 @@ __device__ __forceinline__ Item decode(const Gemm& g, int item) {
   return {tile / n_tiles * kBM, tile % n_tiles * kBN, slice};
 }
 
-// Each thread moves 16-byte chunk (threadIdx % 8) of rows threadIdx / 8 + 32 j of a 64-column
-// slab: row pointers and shared-memory offsets are computed once per item, not per copy.
-constexpr int kRowStep = kThreads / 8;
-static_assert(kBN % kRowStep == 0 && kBM % kRowStep == 0, "whole rows per thread");
-
-// Rows r0.. of a row-major fp16 matrix (row stride ld) from column col0, kRows of them, as
-// 64-column chunks into swizzled [kRows][64] tiles; rows at or past `end` land as zeros.
-template <int kRows>
-struct RowSlab {
-  static constexpr int kPerThread = kRows / kRowStep;
-  const __half* row[kPerThread];
-  bool valid[kPerThread];
-  __device__ __forceinline__ RowSlab(const __half* base, long long ld, int r0, int end, int col0) {
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const int r = r0 + threadIdx.x / 8 + kRowStep * j;
-      valid[j] = r < end;
-      row[j] = base + (valid[j] ? r : 0) * ld + col0 + threadIdx.x % 8 * 8;
-    }
-  }
-  __device__ __forceinline__ void copy(__half* dst, int chunk) const {
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j)
-      cp_async16(smem_addr(dst + swizzle(threadIdx.x / 8 + kRowStep * j, threadIdx.x % 8)), row[j] + chunk * kBK,
-                 valid[j]);
-  }
-};
+static_assert(kBN % panel::kRowStep == 0, "whole rows per thread");
+using panel::RowSlab;
 
 // An item's weight rows n0.., from the start of its K slice.
 __device__ __forceinline__ RowSlab<kBN> weight_rows(const Gemm& g, int hidden, const Item& it) {
@@ -130,36 +106,9 @@ __device__ __forceinline__ void prefetch_w(__half* w_s, const RowSlab<kBN>& w, i
   }
 }
 
-// LayerNorm of the panel's 64 rows in place (hidden/64 swizzled [64][64] tiles): a warp per
-// row, its statistics by reduce.cuh's warp_row_stats from the row's swizzled chunks.
-__device__ void layernorm_panel(__half* a_s, const Gemm& g, int hidden, float eps) {
-  constexpr int kChunks = kMaxHidden / 8 / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = hidden / 8;
-  for (int r = warp; r < kBM; r += kThreads / 32) {
-    auto at = [a_s, r](int i) { return a_s + i / 8 * kTileHalves + swizzle(r, i % 8); };
-    float v[kChunks][8];
-    const float2 stats = study::warp_row_stats<kChunks>(
-        [&at](int i) { return *reinterpret_cast<const study::HalfVec<8>*>(at(i)); }, hidden, eps, v);
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int i = lane + 32 * c;
-      if (i >= chunks) continue;
-      const auto gm = study::HalfVec<8>::load(g.gamma + 8 * i), bt = study::HalfVec<8>::load(g.beta + 8 * i);
-      study::HalfVec<8> y;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) y.set(j, (v[c][j] - stats.x) * stats.y * gm.get(j) + bt.get(j));
-      y.store(at(i));
-    }
-  }
-}
-
-// An fp16 pair this kernel wrote earlier (through L2: L1 may hold a stale copy).
-__device__ __forceinline__ float2 load_pair(const __half* p) {
-  const unsigned raw = __ldcg(reinterpret_cast<const unsigned*>(p));
-  return __half22float2(*reinterpret_cast<const __half2*>(&raw));
-}
-
-__device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.f + erff(v * 0.70710678118654752f)); }
+using panel::gelu_erf;
+using panel::layernorm_panel;
+using panel::load_pair;
 
 // fc2: this CTA's slice of the tile goes to `partial`; the CTA that completes the tile's last
 // slice adds the slices in order (so the result does not depend on which one that is), the
@@ -222,7 +171,7 @@ __device__ void gemm_item(const Params& p, const Gemm& g, int item, bool prefetc
   cp_async_wait<0>();
   __syncthreads();
   if (g.gamma) {
-    layernorm_panel(a_s, g, hidden, p.eps);
+    layernorm_panel(a_s, g.gamma, g.beta, hidden, p.eps);
     __syncthreads();
   }
 

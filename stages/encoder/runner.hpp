@@ -118,6 +118,9 @@ class BlockRunner {
   // Device bytes the L2 prefetches of the forwards so far requested (test-hook builds; 0 in others
   // and for runners that request none).
   virtual unsigned long long l2_requested_bytes() const { return 0; }
+  // After a forward (synchronized): empty when the runner's dependency state (counters, tickets)
+  // is exactly what a complete forward leaves, or the runner keeps none; otherwise what differs.
+  virtual std::string dependency_state() const { return {}; }
   // Test hooks of the FP8 runner (Forward::capture_fp8_stages); the others refuse.
   virtual void capture_fp8_stages() {
     throw study::StudyError(study::ErrorKind::Usage, "only blocks=fp8 has FP8 stages");

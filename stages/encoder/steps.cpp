@@ -76,6 +76,10 @@ const std::vector<Step>& steps() {
        "attn=v12_key_split"},
       {"e23_fp8_key_split", "e18_fp8_cutlass", "e22's attention (v12_key_split) in the FP8 forward",
        "attn=v12_key_split"},
+      {"e24_tiled", "e13_persistent",
+       "e13's kernel on the tile schedule: 64 x 64 GEMM and attention tiles dealt out by ticket, each waiting on "
+       "per-tile counters for its inputs instead of a grid barrier, its weights requested before the wait",
+       "blocks=tiled"},
   };
   return table;
 }

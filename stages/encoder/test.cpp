@@ -3,8 +3,10 @@
 // every run, and every activation buffer of the forward poisoned (NaN) before each forward:
 //  - every element of the residual stream after each block, and the logits, at token counts whose
 //    last 64-row and 64-key tiles are partial at each width the kernels use;
-//  - the last block's QKV and attention output where the step writes them, and the persistent
-//    kernel's MLP hidden, against ref::linear / ref::attention;
+//  - the last block's QKV and attention output where the step writes them, and the one-kernel
+//    runners' MLP hidden, against ref::linear / ref::attention;
+//  - blocks=tiled: its dependency counters and tickets after every forward, exactly a complete
+//    forward's;
 //  - FP8 steps: each stage of the last block against a host computation fed the GPU's own inputs
 //    and scales, and the calibration's amax against the reference's;
 //  - a graph replay and the L2 prefetch, bit for bit; in test-hook builds, the prefetch's requests
@@ -99,11 +101,19 @@ GpuRun run_forward(const Problem& p, const Composition& c, const ref::VitWeights
   Composition fit = c;
   fit.streams = std::min(c.streams, p.batch);  // e4's lanes need an image each
   Forward f(p, fit, dw);
+  // A runner with dependency counters (blocks=tiled) must leave exactly a complete forward's:
+  // a missed or extra arrival fails here whether or not it changed a value.
+  auto counters_complete = [&f] {
+    const std::string state = f.dependency_state();
+    INFO("dependency state after a forward: " << state);
+    CHECK(state.empty());
+  };
   f.run(d_images.get(), logits.get(), nullptr);
+  counters_complete();
   f.poison_activations();
   study::poison(logits);
   f.run(d_images.get(), logits.get(), nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
+  counters_complete();
   return {study::to_float(study::to_host(logits)), f.residual_stream(), f.last_block_intermediates()};
 }
 
@@ -306,7 +316,7 @@ TEST_CASE("twelve blocks: the logits") {
   check_logits(p, step());
 }
 
-TEST_CASE("the last block's QKV, attention output and (persistent kernel) MLP hidden") {
+TEST_CASE("the last block's QKV, attention output and (one-kernel runners) MLP hidden") {
   const Composition c = step();
   // The FP8 blocks are checked stage by stage below; the folded LayerNorm writes no LN1 output.
   if (c.blocks == Blocks::Fp8) return;
@@ -327,7 +337,8 @@ TEST_CASE("the last block's QKV, attention output and (persistent kernel) MLP hi
     check_stage("QKV", got.last.qkv, qkv, stream_tolerance(qkv));
     ref::attention(got.last.qkv, p.batch, T, p.model.heads, p.model.head_dim(), attn);  // from the GPU's QKV
     check_stage("attention output", got.last.attn, attn, stream_tolerance(attn));
-    if (c.blocks != Blocks::Persistent) continue;  // the MLP versions need not write their hidden
+    // The MLP versions need not write their hidden; the one-kernel runners do.
+    if (c.blocks != Blocks::Persistent && c.blocks != Blocks::Tiled) continue;
     ref::attention(qkv, p.batch, T, p.model.heads, p.model.head_dim(), attn);
     ref::linear(attn, rows, D, b.proj_w, b.proj_b, D, proj);
     std::vector<float> x_mid = s.embedded, h;

@@ -1,0 +1,62 @@
+// blocks=tiled: every block of the forward in one persistent kernel driven by the tile schedule
+// (tiled.hpp): GEMM and attention tiles that wait on per-tile counters instead of e13's grid
+// barriers. The family versions of layernorm, attention and mlp are not asked (the layernorm
+// version still serves the final LayerNorm, in the forward's head). The residual stream is
+// updated in place, in the first layer's buffer.
+#include "encoder/runner.hpp"
+#include "encoder/tiled.hpp"
+
+namespace encoder {
+
+namespace {
+
+class TiledBlocks final : public BlockRunner {
+ public:
+  explicit TiledBlocks(const RunnerSetup& s) : p_(s.p), w_(s.w) {}
+
+  void add_lane(Lane& l) override { lanes_.push_back(std::make_unique<tiled::Blocks>(p_, l.batch, w_.blocks)); }
+
+  const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
+    const LayerBuffers& b = l.layers[0];
+    m.component("blocks", s, [&] { lanes_[l.index]->run(b.x_in, b.qkv, b.attn, b.h, s); });
+    return b.x_in;
+  }
+
+  void poison_scratch() override {
+    for (auto& l : lanes_) l->poison_scratch();
+  }
+
+  std::string dependency_state() const override {
+    std::string why;
+    for (std::size_t i = 0; i < lanes_.size(); ++i)
+      if (auto w = lanes_[i]->dependency_state(); !w.empty()) why += "lane " + std::to_string(i) + ": " + w;
+    return why;
+  }
+
+ private:
+  const Problem& p_;
+  const DeviceWeights& w_;
+  std::vector<std::unique_ptr<tiled::Blocks>> lanes_;
+};
+
+std::string supports(const RunnerSetup& s, int lane_batch) {
+  if (!s.c.residual_epilogue) return "the tiled kernel adds the residual in its GEMM epilogues (residual=epilogue)";
+  return tiled::refuses(s.p, lane_batch);
+}
+
+double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
+  return static_cast<double>(lanes) * tiled::Blocks::scratch_bytes(p, (p.batch + c.streams - 1) / c.streams);
+}
+
+}  // namespace
+
+extern const Runner tiled_runner = {
+    Blocks::Tiled,
+    kFieldResidual,  // the tiled kernel computes every part of the blocks itself
+    tiled::unavailable,
+    supports,
+    extra_device_bytes,
+    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<TiledBlocks>(s); },
+};
+
+}  // namespace encoder

@@ -1,0 +1,480 @@
+// The tile-scheduled kernel of e24_tiled (tiled.hpp says what it computes). GEMM tasks are 64 x 64
+// output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of 16 x 32: the task's
+// whole A panel (64 rows x `hidden`, fc2 a quarter of its K) lands in shared memory at once, so a
+// LayerNorm before the GEMM normalizes it there; the weights stream through a 6-stage cp.async
+// pipeline whose first stages are requested before the task waits for its inputs. Attention
+// tasks are 64 rows of one head: for each image among those rows, its Q rows and every key and
+// value of the head in shared memory, and 4 warps run v7_flash_mma's tile over them.
+//
+// The dependency protocol is the dry run's (tile_dry_run.cu), tested there without the math:
+// thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes, and
+// after the task's last store and a CTA barrier thread 0 adds one to its counter with release
+// semantics. Everything a task reads that another CTA wrote goes through L2 (cp.async.cg,
+// ld.global.cg): L1 is not coherent.
+#include <cuda/atomic>
+#include "attention/flash_mma.cuh"
+#include "device/tiles.cuh"
+#include "encoder/panel.cuh"
+#include "encoder/tiled.hpp"
+#include "harness/check.hpp"
+#include "harness/gpu.hpp"
+#include "harness/test_hooks.hpp"
+#include "layernorm/layernorm.hpp"
+
+namespace encoder::tiled {
+
+namespace {
+
+using panel::kBK;
+using panel::kBM;
+using panel::kMaxHidden;
+using panel::kThreads;
+using panel::kTileHalves;
+using panel::RowSlab;
+using study::tiles::cp_async_commit;
+using study::tiles::cp_async_wait;
+using study::tiles::ldmatrix_x4;
+using study::tiles::mma;
+using study::tiles::smem_addr;
+using study::tiles::swizzle;
+using tiles::Kind;
+using Counter = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
+
+constexpr int kBN = tiles::kTile;  // output tile kBM x kBN
+constexpr int kStages = 6;         // weight chunks in flight
+constexpr int kMlpRatio = 4;       // fc2's K = 4 hidden: split in 4 slices of `hidden`
+constexpr int kSplit = kMlpRatio;
+static_assert(kBM == tiles::kTile && kBN % panel::kRowStep == 0, "the schedule's tiles are the kernel's");
+// A wait that has not been met after this long counts a fault and goes on: a dropped signal
+// ends the forward with a fault recorded instead of hanging the GPU.
+constexpr unsigned long long kWaitTimeoutNs = 1'000'000'000ull;
+
+struct Params {
+  const DeviceTask* tasks;
+  int n_tasks;
+  const BlockView* layers;
+  int n_layers, rows, tokens, hidden, heads;
+  float eps, scale_log2;
+  __half *x, *qkv[2], *attn, *h;
+  float* partial;  // [kSplit][rows][hidden]
+  unsigned *ticket, *faults, *counters, *arrivals;
+  int drop_signal;  // test hook: the task with this ticket does not signal (-1: none)
+};
+
+enum class Epi { Bias, BiasResidual, BiasGelu, SplitResidual };
+
+// One GEMM task: out = epi(A W^T + bias) for the output tile (m0, n0) and K slice `slice`; A
+// [rows, splits * hidden] (row stride lda), W [n, splits * hidden]; with gamma, A's rows are
+// LayerNorm'ed (K = hidden) before the product.
+struct Gemm {
+  const __half* a;
+  int lda;
+  const __half *w, *bias, *gamma, *beta;
+  int n, splits;
+  __half* out;
+  int ldo;
+  int m0, n0, slice;
+};
+
+// QKV's two buffers in turn, the last block's the lane's own (where the tests read it).
+__device__ __forceinline__ int qkv_buffer(const Params& p, int block) { return (p.n_layers - 1 - block) % 2; }
+
+__device__ __forceinline__ Gemm gemm_of(const Params& p, const DeviceTask& t) {
+  const BlockView w = p.layers[t.block];
+  const int D = p.hidden, m0 = t.row_tile * kBM, n0 = t.col * kBN;
+  switch (static_cast<Kind>(t.kind)) {
+    case Kind::Qkv:
+      return {p.x, D, w.qkv_w, w.qkv_b, w.ln1_g, w.ln1_b, 3 * D, 1, p.qkv[qkv_buffer(p, t.block)], 3 * D, m0, n0, 0};
+    case Kind::Projection:
+      return {p.attn, D, w.proj_w, w.proj_b, nullptr, nullptr, D, 1, p.x, D, m0, n0, 0};
+    case Kind::Fc1:
+      return {p.x, D, w.fc1_w, w.fc1_b, w.ln2_g, w.ln2_b, kMlpRatio * D, 1, p.h, kMlpRatio * D, m0, n0, 0};
+    default:
+      return {p.h, kMlpRatio * D, w.fc2_w, w.fc2_b, nullptr, nullptr, D, kSplit, p.x, D, m0, n0, t.slice};
+  }
+}
+
+// The task's weight rows n0.., from the start of its K slice.
+__device__ __forceinline__ RowSlab<kBN> weight_rows(const Gemm& g, int hidden) {
+  return RowSlab<kBN>(g.w, static_cast<long long>(g.splits) * hidden, g.n0, g.n, g.slice * hidden);
+}
+
+// The first kStages - 1 weight chunks of a task, one commit group each (empty past K).
+__device__ __forceinline__ void prefetch_w(__half* w_s, const RowSlab<kBN>& w, int chunks) {
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < chunks) w.copy(w_s + s * kBN * kBK, s);
+    cp_async_commit();
+  }
+}
+
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Thread 0: until each counter the task waits on reaches its target (or the timeout passes).
+__device__ void wait_inputs(const Params& p, const DeviceTask& t) {
+  for (int k = 0; k < t.waits; ++k) {
+    Counter c(p.counters[t.wait_counter[k]]);
+    if (c.load(cuda::memory_order_acquire) >= t.wait_target[k]) continue;
+    const unsigned long long start = now_ns();
+    while (c.load(cuda::memory_order_acquire) < t.wait_target[k]) {
+      if (now_ns() - start > kWaitTimeoutNs) {
+        atomicAdd(p.faults, 1u);
+        break;
+      }
+    }
+  }
+}
+
+// fc2: this CTA's slice of the tile goes to `partial`; the CTA that completes the tile's last
+// slice adds the slices in order (so the result does not depend on which one that is), the
+// bias and the residual, into x.
+__device__ void split_residual(const Params& p, const Gemm& g, const float (&acc)[4][4], int row_base, int col_base,
+                               int lane) {
+  const long long plane = static_cast<long long>(p.rows) * g.n;
+  float* part = p.partial + g.slice * plane;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int r = row_base + (lane >> 2) + 8 * hr, c = col_base + 8 * j + 2 * (lane & 3);
+      if (r < p.rows && c < g.n)
+        __stcg(reinterpret_cast<float2*>(part + static_cast<long long>(r) * g.n + c),
+               make_float2(acc[j][2 * hr], acc[j][2 * hr + 1]));
+    }
+  __shared__ int last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Counter arrivals(p.arrivals[g.m0 / kBM * (g.n / kBN) + g.n0 / kBN]);
+    last = arrivals.fetch_add(1u, cuda::memory_order_acq_rel) == static_cast<unsigned>(g.splits - 1);
+    if (last) arrivals.store(0u, cuda::memory_order_relaxed);  // the next block's fc2 is ordered after this one
+  }
+  __syncthreads();
+  if (!last) return;
+  for (int i = threadIdx.x; i < kBM * kBN / 2; i += kThreads) {
+    const int r = g.m0 + i / (kBN / 2), c = g.n0 + 2 * (i % (kBN / 2));
+    if (r >= p.rows || c >= g.n) continue;
+    const long long at = static_cast<long long>(r) * g.n + c;
+    float2 s = make_float2(0.f, 0.f);
+    for (int k = 0; k < g.splits; ++k) {
+      const float2 v = __ldcg(reinterpret_cast<const float2*>(p.partial + k * plane + at));
+      s.x += v.x;
+      s.y += v.y;
+    }
+    __half* x = g.out + static_cast<long long>(r) * g.ldo + c;
+    const float2 res = panel::load_pair(x);
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
+    *reinterpret_cast<__half2*>(x) = __floats2half2_rn(res.x + s.x + b.x, res.y + s.y + b.y);
+  }
+}
+
+// The GEMM of one task, its first weight chunks already requested (prefetch_w) into w_s.
+template <Epi kEpi>
+__device__ void gemm_task(const Params& p, const Gemm& g, __half* a_s, __half* w_s) {
+  const int hidden = p.hidden, chunks = hidden / kBK;
+  const RowSlab<kBN> w = weight_rows(g, hidden);
+
+  // The whole A panel (rows past the batch zero), one commit group.
+  const RowSlab<kBM> a(g.a, g.lda, g.m0, p.rows, g.slice * hidden);
+  for (int kc = 0; kc < chunks; ++kc) a.copy(a_s + kc * kTileHalves, kc);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  if (g.gamma) {
+    panel::layernorm_panel(a_s, g.gamma, g.beta, hidden, p.eps);
+    __syncthreads();
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = 16 * (warp & 3), wn = 32 * (warp >> 2);
+  float acc[4][4] = {};
+  for (int kc = 0; kc < chunks; ++kc) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // chunk kc landed for every thread; chunk kc-1's stage is free
+    if (kc + kStages - 1 < chunks) w.copy(w_s + (kc + kStages - 1) % kStages * kBN * kBK, kc + kStages - 1);
+    cp_async_commit();
+    const __half* a_t = a_s + kc * kTileHalves;
+    const __half* w_t = w_s + kc % kStages * kBN * kBK;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      uint32_t af[4];
+      ldmatrix_x4(af, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t b[4];
+        const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
+        mma(acc[2 * np], af, b[0], b[1]);
+        mma(acc[2 * np + 1], af, b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // the empty groups past K: nothing outstanding when the next task starts
+
+  // Thread `lane` holds rows lane/4 and lane/4 + 8 of its warp's 16, columns 8j + 2 (lane % 4) + {0, 1}.
+  const int row_base = g.m0 + wm, col_base = g.n0 + wn;
+  if constexpr (kEpi == Epi::SplitResidual) {
+    split_residual(p, g, acc, row_base, col_base, lane);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int r = row_base + (lane >> 2) + 8 * hr, c = col_base + 8 * j + 2 * (lane & 3);
+        if (r >= p.rows || c >= g.n) continue;
+        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
+        float v0 = acc[j][2 * hr] + b.x, v1 = acc[j][2 * hr + 1] + b.y;
+        __half* out = g.out + static_cast<long long>(r) * g.ldo + c;
+        if constexpr (kEpi == Epi::BiasResidual) {
+          const float2 res = panel::load_pair(out);
+          v0 += res.x;
+          v1 += res.y;
+        }
+        if constexpr (kEpi == Epi::BiasGelu) {
+          v0 = panel::gelu_erf(v0);
+          v1 = panel::gelu_erf(v1);
+        }
+        *reinterpret_cast<__half2*>(out) = __floats2half2_rn(v0, v1);
+      }
+  }
+}
+
+// Attention of rows [64 row_tile, +64) for one head. The rows may hold the end of one image and
+// the start of the next: each image's part is its own pass, with that image's keys and values.
+__device__ void attention_task(const Params& p, const __half* qkv, int row_tile, int head, __half* smem) {
+  using namespace attention::flash;
+  const int T = p.tokens, key_tiles = (T + kKeys - 1) / kKeys, width = p.hidden, stride = 3 * p.hidden;
+  const int r0 = row_tile * kBM, r1 = min(r0 + kBM, p.rows);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __half* q_s = smem;
+  __half* k_s = q_s + kBM * kD;
+  __half* v_s = k_s + key_tiles * kKeys * kD;
+  for (int image = r0 / T; image * T < r1; ++image) {
+    const int t0 = max(r0, image * T) - image * T, t1 = min(r1, (image + 1) * T) - image * T;
+    const __half* q = qkv + static_cast<long long>(image) * T * stride + head * kD;
+    const __half *k = q + width, *v = k + width;
+    load_tile<kBM, kThreads>(q_s, q, stride, t0, t1);
+    for (int t = 0; t < key_tiles; ++t) {
+      load_tile<kKeys, kThreads>(k_s + t * kKeys * kD, k, stride, t * kKeys, T);
+      load_tile<kKeys, kThreads>(v_s + t * kKeys * kD, v, stride, t * kKeys, T);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    const int row0 = t0 + 16 * warp;
+    if (warp < 4 && row0 < t1) {
+      uint32_t qf[1][4][4];
+      load_q_fragments<1>(qf, q_s, 16 * warp, lane);
+      Rows<1> st;
+      st.init();
+      for (int t = 0; t < key_tiles; ++t) {
+        const int valid = T - t * kKeys;
+        if (valid >= kKeys)
+          mma_tile<1, false>(qf, k_s + t * kKeys * kD, v_s + t * kKeys * kD, st, kKeys, p.scale_log2, lane);
+        else
+          mma_tile<1, true>(qf, k_s + t * kKeys * kD, v_s + t * kKeys * kD, st, valid, p.scale_log2, lane);
+      }
+      // The warp's Q rows become its output staging once every lane's ldmatrix of them is done.
+      __syncwarp();
+      store_rows(st, q_s + 16 * warp * kD, p.attn + static_cast<long long>(image) * T * width + head * kD, width,
+                 row0, t1, lane);
+    }
+    __syncthreads();  // the next image's pass reuses the shared memory
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __half* smem = reinterpret_cast<__half*>(smem_raw);
+  __half* a_s = smem;                                   // a GEMM task's A panel ...
+  __half* w_s = smem + p.hidden / kBK * kTileHalves;  // ... and its weight stages after it
+  __shared__ int next;
+  if (threadIdx.x == 0) next = static_cast<int>(atomicAdd(p.ticket, 1u));
+  __syncthreads();
+  int i = next;
+  while (i < p.n_tasks) {
+    const DeviceTask t = p.tasks[i];
+    const Kind kind = static_cast<Kind>(t.kind);
+    Gemm g{};
+    if (kind != Kind::Attention) {
+      g = gemm_of(p, t);
+      prefetch_w(w_s, weight_rows(g, p.hidden), p.hidden / kBK);  // weights depend on nothing
+    }
+    if (threadIdx.x == 0) {
+      wait_inputs(p, t);
+      // The next ticket now: its fetch overlaps this task. Holding it cannot deadlock: this
+      // task's inputs exist, so it finishes, and every smaller ticket's task is held by a
+      // running CTA.
+      next = static_cast<int>(atomicAdd(p.ticket, 1u));
+    }
+    __syncthreads();
+    const int following = next;
+    if (kind == Kind::Qkv)
+      gemm_task<Epi::Bias>(p, g, a_s, w_s);
+    else if (kind == Kind::Attention)
+      attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
+    else if (kind == Kind::Projection)
+      gemm_task<Epi::BiasResidual>(p, g, a_s, w_s);
+    else if (kind == Kind::Fc1)
+      gemm_task<Epi::BiasGelu>(p, g, a_s, w_s);
+    else
+      gemm_task<Epi::SplitResidual>(p, g, a_s, w_s);
+    __syncthreads();  // every store of the task issued, every thread past reading `next`
+    if (threadIdx.x == 0 && i != p.drop_signal) Counter(p.counters[t.signals]).fetch_add(1u, cuda::memory_order_release);
+    i = following;
+  }
+}
+
+std::size_t smem_bytes(const Problem& p) {
+  using attention::flash::kD;
+  using attention::flash::kKeys;
+  const std::size_t gemm = sizeof(__half) * (static_cast<std::size_t>(p.model.hidden) * kBM + kStages * kBN * kBK);
+  const std::size_t key_tiles = (p.tokens() + kKeys - 1) / kKeys;
+  const std::size_t attn = sizeof(__half) * (kBM * kD + 2 * key_tiles * kKeys * kD);
+  return std::max(gemm, attn);
+}
+
+tiles::Shape shape_of(const Problem& p, int batch) {
+  tiles::Shape s;
+  s.rows = batch * p.tokens();
+  s.hidden = p.model.hidden;
+  s.heads = p.model.heads;
+  s.mlp_hidden = p.model.mlp();
+  s.blocks = p.model.layers;
+  s.fc2_split = kSplit;
+  return s;
+}
+
+constexpr std::size_t kMaxSmem = 227 * 1024;  // a Hopper CTA's (opt-in)
+
+int fc2_tiles(const tiles::Schedule& s) { return s.row_tiles * s.shape.hidden / kBN; }
+constexpr int kStateHead = 2;  // the ticket and the fault count before the counters
+
+}  // namespace
+
+std::string unavailable() { return {}; }
+
+std::string refuses(const Problem& p, int batch) {
+  const int D = p.model.hidden;
+  if (p.model.head_dim() != attention::flash::kD)
+    return "head_dim " + std::to_string(p.model.head_dim()) + " is not 64";
+  if (D % kBN || D > kMaxHidden) return "hidden " + std::to_string(D) + " is not a multiple of 64 up to 1024";
+  if (p.model.mlp() != kMlpRatio * D) return "the MLP is not 4 x hidden";
+  if (smem_bytes(p) > kMaxSmem)
+    return std::to_string(p.tokens()) + " tokens: every key and value of a head must fit in shared memory (" +
+           std::to_string(smem_bytes(p)) + " of " + std::to_string(kMaxSmem) + " bytes)";
+  if (static_cast<long long>(batch) * p.tokens() * kMlpRatio * D >= (1LL << 31)) return "the batch overflows 32-bit indexing";
+  return {};
+}
+
+std::size_t Blocks::scratch_bytes(const Problem& p, int batch) {
+  const tiles::Schedule s = tiles::build(shape_of(p, batch));
+  const long long rows = static_cast<long long>(batch) * p.tokens();
+  return sizeof(float) * kSplit * rows * p.model.hidden + sizeof(__half) * rows * 3 * p.model.hidden +
+         sizeof(unsigned) * (kStateHead + s.final_counts.size() + fc2_tiles(s)) + sizeof(DeviceTask) * s.tasks.size() +
+         sizeof(BlockView) * p.model.layers;
+}
+
+Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks)
+    : p_(p), rows_(batch * p.tokens()), smem_(smem_bytes(p)) {
+  if (auto why = refuses(p, batch); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, "e24_tiled: " + why);
+  sched_ = tiles::build(shape_of(p, batch));
+  if (auto why = tiles::check(sched_); !why.empty())
+    throw std::logic_error("e24_tiled: the tile schedule is unsound: " + why);
+  CUDA_CHECK(cudaFuncSetAttribute(tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tiled_kernel, kThreads, smem_));
+  if (per_sm < 1)
+    throw study::StudyError(study::ErrorKind::Usage, "e24_tiled: a CTA with " + std::to_string(smem_) +
+                                                         " bytes of shared memory does not fit on an SM");
+  grid_ = study::sm_count();  // one CTA per SM
+  std::vector<DeviceTask> tasks;
+  tasks.reserve(sched_.tasks.size());
+  for (const tiles::Task& t : sched_.tasks) {
+    if (t.waits.size() > 2) throw std::logic_error("e24_tiled: a task waits on more than two counters");
+    DeviceTask d{static_cast<int>(t.kind), t.block, t.row_tile, t.col, t.slice, static_cast<int>(t.waits.size()),
+                 {0, 0}, {0u, 0u}, t.signals};
+    for (std::size_t w = 0; w < t.waits.size(); ++w) {
+      d.wait_counter[w] = t.waits[w].counter;
+      d.wait_target[w] = t.waits[w].target;
+    }
+    tasks.push_back(d);
+  }
+  tasks_ = study::to_device(tasks);
+  layers_ = study::DeviceBuffer<BlockView>(blocks.size());
+  CUDA_CHECK(cudaMemcpy(layers_.get(), blocks.data(), layers_.bytes(), cudaMemcpyHostToDevice));
+  partial_ = study::DeviceBuffer<float>(static_cast<std::size_t>(kSplit) * rows_ * p.model.hidden);
+  qkv_odd_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * 3 * p.model.hidden);
+  state_ = study::DeviceBuffer<unsigned>(kStateHead + sched_.final_counts.size() + fc2_tiles(sched_));
+  CUDA_CHECK(cudaMemset(state_.get(), 0, state_.bytes()));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void Blocks::poison_scratch() {
+  study::poison(partial_);
+  study::poison(qkv_odd_);
+}
+
+void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const {
+  // The ticket, the fault count and the counters start from 0; the fc2 arrivals return to 0 by
+  // themselves (a memset node in a graph: ~1 us, no kernel).
+  CUDA_CHECK(cudaMemsetAsync(state_.get(), 0, sizeof(unsigned) * (kStateHead + sched_.final_counts.size()), s));
+  Params prm{};
+  prm.tasks = tasks_.get();
+  prm.n_tasks = static_cast<int>(sched_.tasks.size());
+  prm.layers = layers_.get();
+  prm.n_layers = p_.model.layers;
+  prm.rows = rows_;
+  prm.tokens = p_.tokens();
+  prm.hidden = p_.model.hidden;
+  prm.heads = p_.model.heads;
+  prm.eps = layernorm::Problem{}.eps;  // timm ViT
+  prm.scale_log2 = attention::flash::scale_log2();
+  prm.x = x;
+  prm.qkv[0] = qkv;
+  prm.qkv[1] = qkv_odd_.get();
+  prm.attn = attn;
+  prm.h = h;
+  prm.partial = partial_.get();
+  unsigned* st = state_.get();
+  prm.ticket = st;
+  prm.faults = st + 1;
+  prm.counters = st + kStateHead;
+  prm.arrivals = prm.counters + sched_.final_counts.size();
+  prm.drop_signal = -1;
+  if (study::planted("tiled_signal_dropped")) {  // fc1 of block 0, rows 0, column 0 never signals
+    for (std::size_t i = 0; i < sched_.tasks.size(); ++i)
+      if (sched_.tasks[i].kind == Kind::Fc1) {
+        prm.drop_signal = static_cast<int>(i);
+        break;
+      }
+  }
+  // Not a cooperative launch: a CTA waits only on tasks of smaller tickets, all held by CTAs
+  // already running, so the forward completes whichever CTAs are resident.
+  tiled_kernel<<<grid_, kThreads, smem_, s>>>(prm);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+std::string Blocks::dependency_state() const {
+  const std::vector<unsigned> st = study::to_host(state_);
+  const std::size_t n = sched_.final_counts.size();
+  std::string why;
+  if (st[1]) why += std::to_string(st[1]) + " waits timed out; ";
+  const unsigned tickets = static_cast<unsigned>(sched_.tasks.size()) + static_cast<unsigned>(grid_);
+  if (st[0] != tickets)
+    why += "tickets taken " + std::to_string(st[0]) + ", not " + std::to_string(tickets) + "; ";
+  int shown = 0;
+  for (std::size_t c = 0; c < n; ++c)
+    if (st[kStateHead + c] != sched_.final_counts[c] && shown++ < 4)
+      why += sched_.counter_names[c] + " at " + std::to_string(st[kStateHead + c]) + ", not " +
+             std::to_string(sched_.final_counts[c]) + "; ";
+  for (std::size_t a = 0; a < static_cast<std::size_t>(fc2_tiles(sched_)); ++a)
+    if (st[kStateHead + n + a] != 0 && shown++ < 8)
+      why += "fc2 tile " + std::to_string(a) + "'s arrivals left at " + std::to_string(st[kStateHead + n + a]) + "; ";
+  return why;
+}
+
+}  // namespace encoder::tiled

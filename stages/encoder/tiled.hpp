@@ -1,0 +1,66 @@
+// Every encoder block of a forward in one persistent kernel driven by the tile schedule
+// (tile_schedule.hpp; the e24_tiled step): one CTA per SM takes tasks in ticket order, waits
+// until the counters of the tiles each task reads reach their targets, runs it and adds one to
+// its own counter. No grid barrier: a task starts as soon as its inputs exist, so the phases of a
+// block overlap. Tasks are 64 x 64 output tiles of the QKV (LN1 on its A panel in shared
+// memory), projection (+bias +residual), fc1 (LN2 on its panel, +bias, exact GELU) and fc2 GEMMs
+// (K split in 4 slices of `hidden`, fp32 partial sums added in slice order by the slice that
+// completes the tile, +bias +residual), and 64 rows of one head's attention; the math is e13's
+// (mma.sync m16n8k16, fp32 accumulators, 8 warps). Each task's weights are requested before its
+// wait. QKV's output alternates between two buffers by block (the schedule's check says why).
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <string>
+#include <vector>
+#include "encoder/encoder.hpp"
+#include "encoder/tile_schedule.hpp"
+#include "harness/buffer.hpp"
+
+namespace encoder::tiled {
+
+// Why the kernel cannot run on this GPU; empty when it can.
+std::string unavailable();
+// Why it cannot compute `batch` images of p (head_dim 64, hidden a multiple of 64 up to 1024,
+// MLP ratio 4, every key of a head in shared memory); empty when it can.
+std::string refuses(const Problem& p, int batch);
+
+// A task of the schedule as the kernel reads it.
+struct DeviceTask {
+  int kind, block, row_tile, col, slice;
+  int waits, wait_counter[2];
+  unsigned wait_target[2];
+  int signals;
+};
+
+class Blocks {
+ public:
+  Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks);
+  // x [rows, hidden] in and out (the residual stream, updated in place); qkv, attn and h the
+  // blocks' intermediates [rows, 3 hidden], [rows, hidden], [rows, 4 hidden]. qkv holds the QKV of
+  // the last block and every second one before it, a buffer of the runner's own the others'.
+  // Clears the counters first.
+  void run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const;
+  static std::size_t scratch_bytes(const Problem& p, int batch);
+  // NaN into fc2's partial sums and the runner's QKV buffer (each written before it is read).
+  void poison_scratch();
+  // After a forward (the caller synchronizes): empty when every counter holds exactly what a
+  // complete forward leaves, every ticket was taken and no wait timed out; otherwise what differs.
+  std::string dependency_state() const;
+  const tiles::Schedule& schedule() const { return sched_; }
+
+ private:
+  Problem p_;
+  int rows_ = 0, grid_ = 0;
+  std::size_t smem_ = 0;
+  tiles::Schedule sched_;
+  study::DeviceBuffer<BlockView> layers_;
+  study::DeviceBuffer<DeviceTask> tasks_;
+  study::DeviceBuffer<float> partial_;
+  study::DeviceBuffer<__half> qkv_odd_;
+  // [0] the next ticket, [1] waits that timed out, then the schedule's counters, then one arrival
+  // count per fc2 output tile (back to 0 after each block).
+  study::DeviceBuffer<unsigned> state_;
+};
+
+}  // namespace encoder::tiled

@@ -295,6 +295,7 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
   if (threadIdx.x == 0) next = static_cast<int>(atomicAdd(p.ticket, 1u));
   __syncthreads();
   int i = next;
+  __syncthreads();  // every thread holds its first ticket before thread 0 takes the next into `next`
   while (i < p.n_tasks) {
     const DeviceTask t = p.tasks[i];
     const Kind kind = static_cast<Kind>(t.kind);

@@ -1,5 +1,5 @@
 // The tile schedule on the GPU without its math (tile_dry_run.hpp): on every SM and on a few
-// CTAs, vit_b at batch 1 and vit_s at 3 images, every read finds its tile as the program order
+// CTAs, vit_b at batch 1 (with and without LayerNorm tasks) and vit_s at 3 images, every read finds its tile as the program order
 // leaves it, and the counters and tiles read back are exactly what a complete forward leaves;
 // run twice from fresh counters. A task that does not signal (planted) fails deterministically:
 // its counter is one short and every wait on it times out.
@@ -12,8 +12,9 @@ using namespace encoder::tiles;
 
 namespace {
 
-Shape vit(int hidden, int tokens, int images, int split) {
+Shape vit(int hidden, int tokens, int images, int split, bool ln_tasks = false) {
   Shape s;
+  s.ln_tasks = ln_tasks;
   s.rows = tokens * images;
   s.hidden = hidden;
   s.heads = hidden / kTile;
@@ -26,13 +27,14 @@ Shape vit(int hidden, int tokens, int images, int split) {
 }  // namespace
 
 TEST_CASE("the schedule on the GPU: every read in order, every counter and tile as a forward leaves it") {
-  for (const Shape& shape : {vit(768, 197, 1, 3), vit(384, 197, 3, 2)}) {
+  for (const Shape& shape : {vit(768, 197, 1, 3), vit(384, 197, 3, 2), vit(768, 197, 1, 4, true)}) {
     const Schedule sched = build(shape);
     REQUIRE(check(sched) == "");
     const TileUses uses = tile_uses(sched);
     for (int ctas : {study::sm_count(), 7})
       for (int run = 0; run < 2; ++run) {
         CAPTURE(shape.hidden);
+        CAPTURE(shape.ln_tasks);
         CAPTURE(ctas);
         CAPTURE(run);
         const DryRun r = dry_run(sched, ctas);

@@ -12,8 +12,9 @@ using namespace encoder::tiles;
 
 namespace {
 
-Shape vit(int hidden, int blocks, int tokens, int images = 1, int split = 3) {
+Shape vit(int hidden, int blocks, int tokens, int images = 1, int split = 3, bool ln_tasks = false) {
   Shape s;
+  s.ln_tasks = ln_tasks;
   s.rows = tokens * images;
   s.hidden = hidden;
   s.heads = hidden / kTile;
@@ -39,19 +40,40 @@ bool contains(const std::string& s, const char* what) { return s.find(what) != s
 
 }  // namespace
 
-TEST_CASE("the schedule is sound for vit_ti to vit_b, 1 to 3 images, 224 and 384 px, fc2 split 1 to 3") {
-  for (int hidden : {192, 384, 768})
-    for (int tokens : {197, 577})
-      for (int images : {1, 3})
-        for (int split : {1, 2, 3}) {
-          if (tokens == 577 && images == 3 && hidden == 768) continue;  // the largest adds nothing but time
-          CAPTURE(hidden);
-          CAPTURE(tokens);
-          CAPTURE(images);
-          CAPTURE(split);
-          const Schedule sched = build(vit(hidden, 3, tokens, images, split));
-          CHECK(check(sched) == "");
-        }
+TEST_CASE("the schedule is sound for vit_ti to vit_b, 1 to 3 images, 224 and 384 px, fc2 split 1 to 4") {
+  for (bool ln_tasks : {false, true})
+    for (int hidden : {192, 384, 768})
+      for (int tokens : {197, 577})
+        for (int images : {1, 3})
+          for (int split : {1, 2, 3, 4}) {
+            if (tokens == 577 && images == 3 && hidden == 768) continue;  // the largest adds nothing but time
+            CAPTURE(ln_tasks);
+            CAPTURE(hidden);
+            CAPTURE(tokens);
+            CAPTURE(images);
+            CAPTURE(split);
+            const Schedule sched = build(vit(hidden, 3, tokens, images, split, ln_tasks));
+            CHECK(check(sched) == "");
+          }
+}
+
+TEST_CASE("LayerNorm tasks: one per row tile and LayerNorm, and the GEMMs after them wait for them alone") {
+  const Schedule sched = build(vit(768, 12, 197, 1, 4, true));
+  REQUIRE(check(sched) == "");
+  for (int b : {0, 11}) {
+    CHECK(count(sched, Kind::Ln1, b) == 4);
+    CHECK(count(sched, Kind::Ln2, b) == 4);
+    CHECK(count(sched, Kind::Qkv, b) == 4 * 36);
+  }
+  CHECK(sched.tasks.size() == 12u * (4 * (1 + 36 + 12 + 12 + 1 + 48 + 12 * 4)));
+  for (const Task& t : sched.tasks) {
+    if (t.kind != Kind::Qkv && t.kind != Kind::Fc1) continue;
+    REQUIRE(t.waits.size() == 1u);
+    CHECK(t.waits[0].target == 1u);
+    CHECK(sched.counter_names[t.waits[0].counter].find(t.kind == Kind::Qkv ? "LN1" : "LN2") != std::string::npos);
+  }
+  // The same forward without them: the counters of the design, none for LayerNorms.
+  CHECK(build(vit(768, 12, 197, 1, 4)).final_counts.size() + 12u * 2 * 4 == sched.final_counts.size());
 }
 
 TEST_CASE("vit_b at batch 1: the tasks and counts of the design") {
@@ -128,6 +150,16 @@ TEST_CASE("planted faults: check names each") {
     const auto projection = at(Kind::Projection);
     std::rotate(at(Kind::Attention), projection, projection + 1);  // dealt out before the attention it reads
     CHECK(contains(check(s), "projection of block 1, rows 0, columns 0 (ticket"));
+  }
+  SUBCASE("LayerNorm tasks: QKV reads the normalized rows before LN1 wrote them") {
+    Schedule s = build(vit(384, 3, 197, 1, 3, true));
+    first(s, Kind::Qkv, 1).waits.clear();
+    CHECK(contains(check(s), "qkv of block 1, rows 0, columns 0 is not ordered after ln1 of block 1, rows 0"));
+  }
+  SUBCASE("LayerNorm tasks: LN2 overwrites the normalized rows QKV still reads") {
+    Schedule s = build(vit(384, 3, 197, 1, 3, true));
+    first(s, Kind::Ln2, 1).waits.clear();
+    CHECK(contains(check(s), "ln2 of block 1, rows 0 is not ordered after"));
   }
   SUBCASE("final counts one off") {
     CHECK(contains(planted([](Schedule& s) { s.final_counts[3] += 1; }), "a forward adds"));

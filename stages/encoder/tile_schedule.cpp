@@ -8,9 +8,11 @@ namespace encoder::tiles {
 
 const char* name(Kind k) {
   switch (k) {
+    case Kind::Ln1: return "ln1";
     case Kind::Qkv: return "qkv";
     case Kind::Attention: return "attention";
     case Kind::Projection: return "projection";
+    case Kind::Ln2: return "ln2";
     case Kind::Fc1: return "fc1";
     case Kind::Fc2: return "fc2";
   }
@@ -30,16 +32,20 @@ std::string refuses(const Shape& s) {
 
 namespace {
 
-// The counters of one block, each per row tile or per head.
+// The counters of one block, each per row tile or per head; with LayerNorm tasks two more per
+// row tile, after the others.
 struct Counters {
   int row_tiles, heads;
+  bool ln;
   int q(int b, int m, int h) const { return block(b) + m * heads + h; }                 // a Q tile stored
   int kv(int b, int h) const { return block(b) + row_tiles * heads + h; }                // K and V tiles of a head
   int attention(int b, int m) const { return block(b) + row_tiles * heads + heads + m; }  // heads done
   int projection(int b, int m) const { return attention(b, m) + row_tiles; }             // columns done
   int fc1(int b, int m) const { return attention(b, m) + 2 * row_tiles; }
   int fc2(int b, int m) const { return attention(b, m) + 3 * row_tiles; }                // tiles x slices
-  int per_block() const { return row_tiles * heads + heads + 4 * row_tiles; }
+  int ln1(int b, int m) const { return attention(b, m) + 4 * row_tiles; }
+  int ln2(int b, int m) const { return attention(b, m) + 5 * row_tiles; }
+  int per_block() const { return row_tiles * heads + heads + (ln ? 6 : 4) * row_tiles; }
   int block(int b) const { return b * per_block(); }
 };
 
@@ -51,7 +57,7 @@ Schedule build(const Shape& s) {
   sched.shape = s;
   const int rt = sched.row_tiles = (s.rows + kTile - 1) / kTile;
   const int cols = s.hidden / kTile, mlp_cols = s.mlp_hidden / kTile;
-  const Counters c{rt, s.heads};
+  const Counters c{rt, s.heads, s.ln_tasks};
   sched.final_counts.assign(static_cast<std::size_t>(c.per_block()) * s.blocks, 0);
   sched.counter_names.resize(sched.final_counts.size());
   for (int b = 0; b < s.blocks; ++b) {
@@ -64,6 +70,10 @@ Schedule build(const Shape& s) {
       sched.counter_names[c.projection(b, m)] = blk + "projection" + rows;
       sched.counter_names[c.fc1(b, m)] = blk + "fc1" + rows;
       sched.counter_names[c.fc2(b, m)] = blk + "fc2" + rows;
+      if (s.ln_tasks) {
+        sched.counter_names[c.ln1(b, m)] = blk + "LN1" + rows;
+        sched.counter_names[c.ln2(b, m)] = blk + "LN2" + rows;
+      }
     }
     for (int h = 0; h < s.heads; ++h) sched.counter_names[c.kv(b, h)] = blk + "K and V of head " + std::to_string(h);
   }
@@ -73,10 +83,18 @@ Schedule build(const Shape& s) {
   };
   // Phase by phase, block by block: a task's inputs always hold smaller tickets.
   for (int b = 0; b < s.blocks; ++b) {
+    // What a row tile's LayerNorm 1 waits for: block 0 reads the patch embedding, done before the
+    // kernel starts; a later block its rows' every fc2 slice.
+    auto rows_in = [&](int m) {
+      std::vector<Wait> w;
+      if (b > 0) w.push_back({c.fc2(b - 1, m), static_cast<unsigned>(cols * s.fc2_split)});
+      return w;
+    };
+    if (s.ln_tasks)
+      for (int m = 0; m < rt; ++m) add(Kind::Ln1, b, m, 0, 0, rows_in(m), c.ln1(b, m));
     for (int m = 0; m < rt; ++m)
       for (int col = 0; col < 3 * cols; ++col) {
-        std::vector<Wait> w;  // block 0 reads the patch embedding, done before the kernel starts
-        if (b > 0) w.push_back({c.fc2(b - 1, m), static_cast<unsigned>(cols * s.fc2_split)});
+        std::vector<Wait> w = s.ln_tasks ? std::vector<Wait>{{c.ln1(b, m), 1u}} : rows_in(m);
         const int h = col % s.heads;
         add(Kind::Qkv, b, m, col, 0, std::move(w), col < cols ? c.q(b, m, h) : c.kv(b, h));
       }
@@ -87,9 +105,13 @@ Schedule build(const Shape& s) {
     for (int m = 0; m < rt; ++m)
       for (int n = 0; n < cols; ++n)
         add(Kind::Projection, b, m, n, 0, {{c.attention(b, m), static_cast<unsigned>(s.heads)}}, c.projection(b, m));
+    const unsigned projected = static_cast<unsigned>(cols);  // a row tile's projection tiles
+    if (s.ln_tasks)
+      for (int m = 0; m < rt; ++m) add(Kind::Ln2, b, m, 0, 0, {{c.projection(b, m), projected}}, c.ln2(b, m));
     for (int m = 0; m < rt; ++m)
       for (int n = 0; n < mlp_cols; ++n)
-        add(Kind::Fc1, b, m, n, 0, {{c.projection(b, m), static_cast<unsigned>(cols)}}, c.fc1(b, m));
+        add(Kind::Fc1, b, m, n, 0, {s.ln_tasks ? Wait{c.ln2(b, m), 1u} : Wait{c.projection(b, m), projected}},
+            c.fc1(b, m));
     for (int m = 0; m < rt; ++m)
       for (int n = 0; n < cols; ++n)
         for (int k = 0; k < s.fc2_split; ++k)
@@ -102,26 +124,39 @@ namespace {
 
 // The tiles a task reads and writes, from the forward's data flow alone. Buffers, each in
 // 64 x 64 tiles: the residual stream x [rows, hidden] (updated in place by the projection and fc2),
-// qkv [rows, 3 hidden] (one of qkv_buffers, by block), the attention output [rows, hidden] and
-// fc1's output h [rows, mlp_hidden].
+// qkv [rows, 3 hidden] (one of qkv_buffers, by block), the attention output [rows, hidden],
+// fc1's output h [rows, mlp_hidden] and, with LayerNorm tasks, their output ln [rows, hidden]
+// (LN1's and LN2's in turn).
 struct Tiles {
   int row_tiles, cols, mlp_cols, qkv_buffers;
+  bool ln;
   int x(int m, int n) const { return m * cols + n; }
   int qkv(int b, int m, int n) const {
     return row_tiles * cols + (b % qkv_buffers) * row_tiles * 3 * cols + m * 3 * cols + n;
   }
   int attn(int m, int n) const { return row_tiles * cols * (1 + 3 * qkv_buffers) + m * cols + n; }
   int h(int m, int n) const { return row_tiles * cols * (2 + 3 * qkv_buffers) + m * mlp_cols + n; }
-  int count() const { return row_tiles * (cols * (2 + 3 * qkv_buffers) + mlp_cols); }
+  int ln_tile(int m, int n) const { return row_tiles * (cols * (2 + 3 * qkv_buffers) + mlp_cols) + m * cols + n; }
+  int count() const { return row_tiles * (cols * (2 + 3 * qkv_buffers + (ln ? 1 : 0)) + mlp_cols); }
 };
 
 void touched(const Task& t, const Tiles& z, int heads, int split, std::vector<int>& reads, std::vector<int>& writes) {
   reads.clear();
   writes.clear();
   const int m = t.row_tile;
+  // A QKV or fc1 task's input: its rows of the LayerNorm tasks' output, or of the residual stream
+  // that it normalizes itself.
+  auto normalized_rows = [&] {
+    for (int n = 0; n < z.cols; ++n) reads.push_back(z.ln ? z.ln_tile(m, n) : z.x(m, n));
+  };
   switch (t.kind) {
-    case Kind::Qkv:  // LayerNorm 1 of whole rows
+    case Kind::Ln1:
+    case Kind::Ln2:
       for (int n = 0; n < z.cols; ++n) reads.push_back(z.x(m, n));
+      for (int n = 0; n < z.cols; ++n) writes.push_back(z.ln_tile(m, n));
+      break;
+    case Kind::Qkv:
+      normalized_rows();
       writes.push_back(z.qkv(t.block, m, t.col));
       break;
     case Kind::Attention:
@@ -137,8 +172,8 @@ void touched(const Task& t, const Tiles& z, int heads, int split, std::vector<in
       reads.push_back(z.x(m, t.col));
       writes.push_back(z.x(m, t.col));
       break;
-    case Kind::Fc1:  // LayerNorm 2 of whole rows
-      for (int n = 0; n < z.cols; ++n) reads.push_back(z.x(m, n));
+    case Kind::Fc1:
+      normalized_rows();
       writes.push_back(z.h(m, t.col));
       break;
     case Kind::Fc2: {
@@ -153,8 +188,9 @@ void touched(const Task& t, const Tiles& z, int heads, int split, std::vector<in
 
 std::string describe(const Task& t) {
   std::string s = std::string(name(t.kind)) + " of block " + std::to_string(t.block) + ", rows " +
-                  std::to_string(t.row_tile) + (t.kind == Kind::Attention ? ", head " : ", columns ") +
-                  std::to_string(t.col);
+                  std::to_string(t.row_tile);
+  if (t.kind != Kind::Ln1 && t.kind != Kind::Ln2)
+    s += (t.kind == Kind::Attention ? ", head " : ", columns ") + std::to_string(t.col);
   if (t.kind == Kind::Fc2) s += ", slice " + std::to_string(t.slice);
   return s;
 }
@@ -179,7 +215,8 @@ std::vector<std::size_t> program_order(const Schedule& sched) {
 }
 
 Tiles tiles_of(const Schedule& sched) {
-  return {sched.row_tiles, sched.shape.hidden / kTile, sched.shape.mlp_hidden / kTile, sched.shape.qkv_buffers};
+  return {sched.row_tiles, sched.shape.hidden / kTile, sched.shape.mlp_hidden / kTile, sched.shape.qkv_buffers,
+          sched.shape.ln_tasks};
 }
 
 }  // namespace

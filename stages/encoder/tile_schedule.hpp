@@ -17,7 +17,8 @@ namespace encoder::tiles {
 
 constexpr int kTile = 64;  // rows and columns of a task; also the head width the schedule needs
 
-enum class Kind : std::uint8_t { Qkv, Attention, Projection, Fc1, Fc2 };
+// In the forward's program order within a block (check and tile_uses sort by it).
+enum class Kind : std::uint8_t { Ln1, Qkv, Attention, Projection, Ln2, Fc1, Fc2 };
 const char* name(Kind k);
 
 struct Shape {
@@ -30,6 +31,10 @@ struct Shape {
   // QKV's output buffers, used in turn by the blocks. With one, block b+1's QKV tile of rows m
   // could overwrite keys that block b's attention of other rows still reads: check finds it.
   int qkv_buffers = 2;
+  // LayerNorm tasks: each 64-row tile's LN1 and LN2 once, into an `ln` buffer [rows, hidden] that
+  // the QKV and fc1 tasks read (they wait for it). Without them each QKV and fc1 task normalizes
+  // its own copy of its rows.
+  bool ln_tasks = false;
 };
 // Why the schedule cannot describe s; empty when it can.
 std::string refuses(const Shape& s);
@@ -43,7 +48,7 @@ struct Task {
   Kind kind = Kind::Qkv;
   int block = 0;
   int row_tile = 0;  // rows [64 row_tile, 64 row_tile + 64) of the block's activations
-  int col = 0;       // the output column tile; the head for attention
+  int col = 0;       // the output column tile; the head for attention; 0 for a LayerNorm (every column)
   int slice = 0;     // fc2's K slice
   std::vector<Wait> waits;  // at most two
   int signals = 0;          // the counter this task adds one to when its output is stored

@@ -1,8 +1,9 @@
-// blocks=tiled: every block of the forward in one persistent kernel driven by the tile schedule
-// (tiled.hpp): GEMM and attention tiles that wait on per-tile counters instead of e13's grid
-// barriers. The family versions of layernorm, attention and mlp are not asked (the layernorm
-// version still serves the final LayerNorm, in the forward's head). The residual stream is
-// updated in place, in the first layer's buffer.
+// blocks=tiled and blocks=tiled_ln: every block of the forward in one persistent kernel driven by
+// the tile schedule (tiled.hpp): GEMM and attention tiles that wait on per-tile counters instead of
+// e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks of their own. The family
+// versions of layernorm, attention and mlp are not asked (the layernorm version still serves the
+// final LayerNorm, in the forward's head). The residual stream is updated in place, in the first
+// layer's buffer.
 #include "encoder/runner.hpp"
 #include "encoder/tiled.hpp"
 
@@ -12,9 +13,11 @@ namespace {
 
 class TiledBlocks final : public BlockRunner {
  public:
-  explicit TiledBlocks(const RunnerSetup& s) : p_(s.p), w_(s.w) {}
+  TiledBlocks(const RunnerSetup& s, bool ln_tasks) : p_(s.p), w_(s.w), ln_tasks_(ln_tasks) {}
 
-  void add_lane(Lane& l) override { lanes_.push_back(std::make_unique<tiled::Blocks>(p_, l.batch, w_.blocks)); }
+  void add_lane(Lane& l) override {
+    lanes_.push_back(std::make_unique<tiled::Blocks>(p_, l.batch, w_.blocks, ln_tasks_));
+  }
 
   const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
     const LayerBuffers& b = l.layers[0];
@@ -36,6 +39,7 @@ class TiledBlocks final : public BlockRunner {
  private:
   const Problem& p_;
   const DeviceWeights& w_;
+  bool ln_tasks_;
   std::vector<std::unique_ptr<tiled::Blocks>> lanes_;
 };
 
@@ -45,7 +49,8 @@ std::string supports(const RunnerSetup& s, int lane_batch) {
 }
 
 double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
-  return static_cast<double>(lanes) * tiled::Blocks::scratch_bytes(p, (p.batch + c.streams - 1) / c.streams);
+  return static_cast<double>(lanes) *
+         tiled::Blocks::scratch_bytes(p, (p.batch + c.streams - 1) / c.streams, c.blocks == Blocks::TiledLn);
 }
 
 }  // namespace
@@ -56,7 +61,16 @@ extern const Runner tiled_runner = {
     tiled::unavailable,
     supports,
     extra_device_bytes,
-    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<TiledBlocks>(s); },
+    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<TiledBlocks>(s, false); },
+};
+
+extern const Runner tiled_ln_runner = {
+    Blocks::TiledLn,
+    kFieldResidual,
+    tiled::unavailable,
+    supports,
+    extra_device_bytes,
+    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<TiledBlocks>(s, true); },
 };
 
 }  // namespace encoder

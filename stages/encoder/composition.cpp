@@ -12,7 +12,8 @@ const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
                                                   {Blocks::Fp16LnFolded, "fp16_ln_folded"},
                                                   {Blocks::Fp8, "fp8"},
                                                   {Blocks::Persistent, "persistent"},
-                                                  {Blocks::Tiled, "tiled"}};
+                                                  {Blocks::Tiled, "tiled"},
+                                                  {Blocks::TiledLn, "tiled_ln"}};
 const std::pair<Gemms, const char*> kGemms[] = {
     {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
 

@@ -20,6 +20,7 @@ enum class Blocks {
   Fp8,           // the four block GEMMs in FP8 E4M3, LayerNorms writing E4M3
   Persistent,    // every block in one persistent kernel, grid barriers between phases
   Tiled,         // every block in one persistent kernel, tiles waiting on per-tile counters
+  TiledLn,       // the same with each row tile's LayerNorms as tasks of their own
 };
 
 // Where the QKV and projection GEMMs run (the MLP's GEMMs are its family version's business).

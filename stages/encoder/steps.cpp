@@ -80,6 +80,10 @@ const std::vector<Step>& steps() {
        "e13's kernel on the tile schedule: 64 x 64 GEMM and attention tiles dealt out by ticket, each waiting on "
        "per-tile counters for its inputs instead of a grid barrier, its weights requested before the wait",
        "blocks=tiled"},
+      {"e25_ln_tasks", "e24_tiled",
+       "each row tile's LayerNorms as tasks of their own: a row tile normalized once a LayerNorm, not once by each "
+       "of its 36 QKV and 48 fc1 tasks",
+       "blocks=tiled_ln"},
   };
   return table;
 }

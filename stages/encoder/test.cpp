@@ -338,7 +338,7 @@ TEST_CASE("the last block's QKV, attention output and (one-kernel runners) MLP h
     ref::attention(got.last.qkv, p.batch, T, p.model.heads, p.model.head_dim(), attn);  // from the GPU's QKV
     check_stage("attention output", got.last.attn, attn, stream_tolerance(attn));
     // The MLP versions need not write their hidden; the one-kernel runners do.
-    if (c.blocks != Blocks::Persistent && c.blocks != Blocks::Tiled) continue;
+    if (c.blocks != Blocks::Persistent && c.blocks != Blocks::Tiled && c.blocks != Blocks::TiledLn) continue;
     ref::attention(qkv, p.batch, T, p.model.heads, p.model.head_dim(), attn);
     ref::linear(attn, rows, D, b.proj_w, b.proj_b, D, proj);
     std::vector<float> x_mid = s.embedded, h;

@@ -1,10 +1,12 @@
-// The tile-scheduled kernel of e24_tiled (tiled.hpp says what it computes). GEMM tasks are 64 x 64
-// output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of 16 x 32: the task's
+// The tile-scheduled kernel of e24_tiled and e25_ln_tasks (tiled.hpp says what it computes).
+// GEMM tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of 16 x 32: the task's
 // whole A panel (64 rows x `hidden`, fc2 a quarter of its K) lands in shared memory at once, so a
 // LayerNorm before the GEMM normalizes it there; the weights stream through a 6-stage cp.async
 // pipeline whose first stages are requested before the task waits for its inputs. Attention
 // tasks are 64 rows of one head: for each image among those rows, its Q rows and every key and
-// value of the head in shared memory, and 4 warps run v7_flash_mma's tile over them.
+// value of the head in shared memory, and 4 warps run v7_flash_mma's tile over them. With
+// LayerNorm tasks (e25), a task normalizes one row tile's panel and stores it for the GEMM tasks
+// after it; the kernel is a template on that, so e24's instantiation has no trace of it.
 //
 // The dependency protocol is the dry run's (tile_dry_run.cu), tested there without the math:
 // thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes, and
@@ -56,6 +58,7 @@ struct Params {
   int n_layers, rows, tokens, hidden, heads;
   float eps, scale_log2;
   __half *x, *qkv[2], *attn, *h;
+  __half* ln;      // the LayerNorm tasks' output [rows, hidden] (with them)
   float* partial;  // [kSplit][rows][hidden]
   unsigned *ticket, *faults, *counters, *arrivals;
   int drop_signal;  // test hook: the task with this ticket does not signal (-1: none)
@@ -79,16 +82,22 @@ struct Gemm {
 // QKV's two buffers in turn, the last block's the lane's own (where the tests read it).
 __device__ __forceinline__ int qkv_buffer(const Params& p, int block) { return (p.n_layers - 1 - block) % 2; }
 
+// kLnTasks: the QKV and fc1 tasks read the LayerNorm tasks' output; otherwise each normalizes
+// its own panel of the residual stream.
+template <bool kLnTasks>
 __device__ __forceinline__ Gemm gemm_of(const Params& p, const DeviceTask& t) {
   const BlockView w = p.layers[t.block];
   const int D = p.hidden, m0 = t.row_tile * kBM, n0 = t.col * kBN;
+  const __half* normalized = kLnTasks ? p.ln : p.x;
   switch (static_cast<Kind>(t.kind)) {
     case Kind::Qkv:
-      return {p.x, D, w.qkv_w, w.qkv_b, w.ln1_g, w.ln1_b, 3 * D, 1, p.qkv[qkv_buffer(p, t.block)], 3 * D, m0, n0, 0};
+      return {normalized, D, w.qkv_w, w.qkv_b, kLnTasks ? nullptr : w.ln1_g, w.ln1_b, 3 * D, 1,
+              p.qkv[qkv_buffer(p, t.block)], 3 * D, m0, n0, 0};
     case Kind::Projection:
       return {p.attn, D, w.proj_w, w.proj_b, nullptr, nullptr, D, 1, p.x, D, m0, n0, 0};
     case Kind::Fc1:
-      return {p.x, D, w.fc1_w, w.fc1_b, w.ln2_g, w.ln2_b, kMlpRatio * D, 1, p.h, kMlpRatio * D, m0, n0, 0};
+      return {normalized, D, w.fc1_w, w.fc1_b, kLnTasks ? nullptr : w.ln2_g, w.ln2_b, kMlpRatio * D, 1, p.h,
+              kMlpRatio * D, m0, n0, 0};
     default:
       return {p.h, kMlpRatio * D, w.fc2_w, w.fc2_b, nullptr, nullptr, D, kSplit, p.x, D, m0, n0, t.slice};
   }
@@ -242,6 +251,28 @@ __device__ void gemm_task(const Params& p, const Gemm& g, __half* a_s, __half* w
   }
 }
 
+// A LayerNorm task: 64 rows of the residual stream normalized in shared memory (as a GEMM task's
+// panel) and stored to ln, rows past the batch left alone.
+__device__ void layernorm_task(const Params& p, const DeviceTask& t, __half* a_s) {
+  const BlockView w = p.layers[t.block];
+  const bool second = static_cast<Kind>(t.kind) == Kind::Ln2;
+  const int hidden = p.hidden, chunks = hidden / kBK, m0 = t.row_tile * kBM;
+  const RowSlab<kBM> rows(p.x, hidden, m0, p.rows, 0);
+  for (int kc = 0; kc < chunks; ++kc) rows.copy(a_s + kc * kTileHalves, kc);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  panel::layernorm_panel(a_s, second ? w.ln2_g : w.ln1_g, second ? w.ln2_b : w.ln1_b, hidden, p.eps);
+  __syncthreads();
+  const int per_row = hidden / 8;  // 16-byte chunks
+  for (int i = threadIdx.x; i < kBM * per_row; i += kThreads) {
+    const int r = i / per_row, c = i % per_row;
+    if (m0 + r >= p.rows) break;
+    *reinterpret_cast<uint4*>(p.ln + static_cast<long long>(m0 + r) * hidden + 8 * c) =
+        *reinterpret_cast<const uint4*>(a_s + c / 8 * kTileHalves + swizzle(r, c % 8));
+  }
+}
+
 // Attention of rows [64 row_tile, +64) for one head. The rows may hold the end of one image and
 // the start of the next: each image's part is its own pass, with that image's keys and values.
 __device__ void attention_task(const Params& p, const __half* qkv, int row_tile, int head, __half* smem) {
@@ -286,6 +317,7 @@ __device__ void attention_task(const Params& p, const __half* qkv, int row_tile,
   }
 }
 
+template <bool kLnTasks>
 __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __half* smem = reinterpret_cast<__half*>(smem_raw);
@@ -300,8 +332,10 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
     const DeviceTask t = p.tasks[i];
     const Kind kind = static_cast<Kind>(t.kind);
     Gemm g{};
-    if (kind != Kind::Attention) {
-      g = gemm_of(p, t);
+    const bool layernorm = kLnTasks && (kind == Kind::Ln1 || kind == Kind::Ln2);
+    const bool gemm = kind != Kind::Attention && !layernorm;
+    if (gemm) {
+      g = gemm_of<kLnTasks>(p, t);
       prefetch_w(w_s, weight_rows(g, p.hidden), p.hidden / kBK);  // weights depend on nothing
     }
     if (threadIdx.x == 0) {
@@ -313,7 +347,9 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
     }
     __syncthreads();
     const int following = next;
-    if (kind == Kind::Qkv)
+    if (layernorm)
+      layernorm_task(p, t, a_s);
+    else if (kind == Kind::Qkv)
       gemm_task<Epi::Bias>(p, g, a_s, w_s);
     else if (kind == Kind::Attention)
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
@@ -324,7 +360,8 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
     else
       gemm_task<Epi::SplitResidual>(p, g, a_s, w_s);
     __syncthreads();  // every store of the task issued, every thread past reading `next`
-    if (threadIdx.x == 0 && i != p.drop_signal) Counter(p.counters[t.signals]).fetch_add(1u, cuda::memory_order_release);
+    if (threadIdx.x == 0 && i != p.drop_signal)
+      Counter(p.counters[t.signals]).fetch_add(1u, cuda::memory_order_release);
     i = following;
   }
 }
@@ -338,7 +375,7 @@ std::size_t smem_bytes(const Problem& p) {
   return std::max(gemm, attn);
 }
 
-tiles::Shape shape_of(const Problem& p, int batch) {
+tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks) {
   tiles::Shape s;
   s.rows = batch * p.tokens();
   s.hidden = p.model.hidden;
@@ -346,6 +383,7 @@ tiles::Shape shape_of(const Problem& p, int batch) {
   s.mlp_hidden = p.model.mlp();
   s.blocks = p.model.layers;
   s.fc2_split = kSplit;
+  s.ln_tasks = ln_tasks;
   return s;
 }
 
@@ -367,35 +405,39 @@ std::string refuses(const Problem& p, int batch) {
   if (smem_bytes(p) > kMaxSmem)
     return std::to_string(p.tokens()) + " tokens: every key and value of a head must fit in shared memory (" +
            std::to_string(smem_bytes(p)) + " of " + std::to_string(kMaxSmem) + " bytes)";
-  if (static_cast<long long>(batch) * p.tokens() * kMlpRatio * D >= (1LL << 31)) return "the batch overflows 32-bit indexing";
+  if (static_cast<long long>(batch) * p.tokens() * kMlpRatio * D >= (1LL << 31))
+    return "the batch overflows 32-bit indexing";
   return {};
 }
 
-std::size_t Blocks::scratch_bytes(const Problem& p, int batch) {
-  const tiles::Schedule s = tiles::build(shape_of(p, batch));
+std::size_t Blocks::scratch_bytes(const Problem& p, int batch, bool ln_tasks) {
+  const tiles::Schedule s = tiles::build(shape_of(p, batch, ln_tasks));
   const long long rows = static_cast<long long>(batch) * p.tokens();
-  return sizeof(float) * kSplit * rows * p.model.hidden + sizeof(__half) * rows * 3 * p.model.hidden +
+  return sizeof(float) * kSplit * rows * p.model.hidden + sizeof(__half) * rows * (ln_tasks ? 4 : 3) * p.model.hidden +
          sizeof(unsigned) * (kStateHead + s.final_counts.size() + fc2_tiles(s)) + sizeof(DeviceTask) * s.tasks.size() +
          sizeof(BlockView) * p.model.layers;
 }
 
-Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks)
-    : p_(p), rows_(batch * p.tokens()), smem_(smem_bytes(p)) {
-  if (auto why = refuses(p, batch); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, "e24_tiled: " + why);
-  sched_ = tiles::build(shape_of(p, batch));
+Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, bool ln_tasks)
+    : p_(p), rows_(batch * p.tokens()), smem_(smem_bytes(p)), ln_tasks_(ln_tasks) {
+  const std::string who = ln_tasks ? "blocks=tiled_ln: " : "blocks=tiled: ";
+  if (auto why = refuses(p, batch); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, who + why);
+  sched_ = tiles::build(shape_of(p, batch, ln_tasks));
   if (auto why = tiles::check(sched_); !why.empty())
-    throw std::logic_error("e24_tiled: the tile schedule is unsound: " + why);
-  CUDA_CHECK(cudaFuncSetAttribute(tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
+    throw std::logic_error(who + "the tile schedule is unsound: " + why);
+  const void* kernel = ln_tasks ? reinterpret_cast<const void*>(tiled_kernel<true>)
+                                : reinterpret_cast<const void*>(tiled_kernel<false>);
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
   int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tiled_kernel, kThreads, smem_));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem_));
   if (per_sm < 1)
-    throw study::StudyError(study::ErrorKind::Usage, "e24_tiled: a CTA with " + std::to_string(smem_) +
+    throw study::StudyError(study::ErrorKind::Usage, who + "a CTA with " + std::to_string(smem_) +
                                                          " bytes of shared memory does not fit on an SM");
   grid_ = study::sm_count();  // one CTA per SM
   std::vector<DeviceTask> tasks;
   tasks.reserve(sched_.tasks.size());
   for (const tiles::Task& t : sched_.tasks) {
-    if (t.waits.size() > 2) throw std::logic_error("e24_tiled: a task waits on more than two counters");
+    if (t.waits.size() > 2) throw std::logic_error(who + "a task waits on more than two counters");
     DeviceTask d{static_cast<int>(t.kind), t.block, t.row_tile, t.col, t.slice, static_cast<int>(t.waits.size()),
                  {0, 0}, {0u, 0u}, t.signals};
     for (std::size_t w = 0; w < t.waits.size(); ++w) {
@@ -409,6 +451,7 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   CUDA_CHECK(cudaMemcpy(layers_.get(), blocks.data(), layers_.bytes(), cudaMemcpyHostToDevice));
   partial_ = study::DeviceBuffer<float>(static_cast<std::size_t>(kSplit) * rows_ * p.model.hidden);
   qkv_odd_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * 3 * p.model.hidden);
+  if (ln_tasks) ln_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * p.model.hidden);
   state_ = study::DeviceBuffer<unsigned>(kStateHead + sched_.final_counts.size() + fc2_tiles(sched_));
   CUDA_CHECK(cudaMemset(state_.get(), 0, state_.bytes()));
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -417,6 +460,7 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
 void Blocks::poison_scratch() {
   study::poison(partial_);
   study::poison(qkv_odd_);
+  if (ln_tasks_) study::poison(ln_);
 }
 
 void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const {
@@ -439,6 +483,7 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   prm.qkv[1] = qkv_odd_.get();
   prm.attn = attn;
   prm.h = h;
+  prm.ln = ln_tasks_ ? ln_.get() : nullptr;
   prm.partial = partial_.get();
   unsigned* st = state_.get();
   prm.ticket = st;
@@ -455,7 +500,10 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   }
   // Not a cooperative launch: a CTA waits only on tasks of smaller tickets, all held by CTAs
   // already running, so the forward completes whichever CTAs are resident.
-  tiled_kernel<<<grid_, kThreads, smem_, s>>>(prm);
+  if (ln_tasks_)
+    tiled_kernel<true><<<grid_, kThreads, smem_, s>>>(prm);
+  else
+    tiled_kernel<false><<<grid_, kThreads, smem_, s>>>(prm);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,5 +1,5 @@
 // Every encoder block of a forward in one persistent kernel driven by the tile schedule
-// (tile_schedule.hpp; the e24_tiled step): one CTA per SM takes tasks in ticket order, waits
+// (tile_schedule.hpp; the e24_tiled and e25_ln_tasks steps): one CTA per SM takes tasks in ticket order, waits
 // until the counters of the tiles each task reads reach their targets, runs it and adds one to
 // its own counter. No grid barrier: a task starts as soon as its inputs exist, so the phases of a
 // block overlap. Tasks are 64 x 64 output tiles of the QKV (LN1 on its A panel in shared
@@ -8,6 +8,8 @@
 // completes the tile, +bias +residual), and 64 rows of one head's attention; the math is e13's
 // (mma.sync m16n8k16, fp32 accumulators, 8 warps). Each task's weights are requested before its
 // wait. QKV's output alternates between two buffers by block (the schedule's check says why).
+// With LayerNorm tasks the QKV and fc1 tasks read a row tile normalized once by a task of its own
+// instead of each normalizing their panel.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -35,14 +37,17 @@ struct DeviceTask {
 
 class Blocks {
  public:
-  Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks);
+  // ln_tasks: each row tile's LayerNorms as tasks of their own (the e25_ln_tasks step), their
+  // output in a buffer of the runner's that the QKV and fc1 tasks read.
+  Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, bool ln_tasks);
   // x [rows, hidden] in and out (the residual stream, updated in place); qkv, attn and h the
   // blocks' intermediates [rows, 3 hidden], [rows, hidden], [rows, 4 hidden]. qkv holds the QKV of
   // the last block and every second one before it, a buffer of the runner's own the others'.
   // Clears the counters first.
   void run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const;
-  static std::size_t scratch_bytes(const Problem& p, int batch);
-  // NaN into fc2's partial sums and the runner's QKV buffer (each written before it is read).
+  static std::size_t scratch_bytes(const Problem& p, int batch, bool ln_tasks);
+  // NaN into fc2's partial sums, the runner's QKV buffer and the LayerNorm tasks' output (each
+  // written before it is read).
   void poison_scratch();
   // After a forward (the caller synchronizes): empty when every counter holds exactly what a
   // complete forward leaves, every ticket was taken and no wait timed out; otherwise what differs.
@@ -53,11 +58,12 @@ class Blocks {
   Problem p_;
   int rows_ = 0, grid_ = 0;
   std::size_t smem_ = 0;
+  bool ln_tasks_ = false;
   tiles::Schedule sched_;
   study::DeviceBuffer<BlockView> layers_;
   study::DeviceBuffer<DeviceTask> tasks_;
   study::DeviceBuffer<float> partial_;
-  study::DeviceBuffer<__half> qkv_odd_;
+  study::DeviceBuffer<__half> qkv_odd_, ln_;
   // [0] the next ticket, [1] waits that timed out, then the schedule's counters, then one arrival
   // count per fc2 output tile (back to 0 after each block).
   study::DeviceBuffer<unsigned> state_;

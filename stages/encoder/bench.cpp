@@ -33,7 +33,7 @@ std::string default_cache_dir() {
 struct Options {
   study::CommonOptions common;
   std::string pe, ln, attn, mlp, compose, weights, images, calibration_images, logits_out, breakdown_csv,
-      cache_dir = default_cache_dir();
+      task_times_csv, cache_dir = default_cache_dir();
   int classes = 1000, layers = 0;
   bool list_steps = false, streams_given = false;
 };
@@ -67,6 +67,9 @@ Options parse_options(int argc, char** argv) {
                  "(default: 32 seeded images other than the timed ones)");
   cli.add_string("--logits-out", &o.logits_out, "write the logits of the checked forward here (safetensors)");
   cli.add_string("--breakdown", &o.breakdown_csv, "append per-component times of one eager forward to this CSV");
+  cli.add_string("--task-times", &o.task_times_csv,
+                 "blocks=tiled|tiled_ln: append every task of one eager forward (its start, inputs ready and end, "
+                 "its SM) to this CSV");
   cli.add_string("--ref-cache", &o.cache_dir,
                  "folder for cached CPU reference logits (default: beside the executable)");
   cli.parse(argc, argv);
@@ -168,6 +171,22 @@ int time_forward(const Options& o, const encoder::Problem& p, encoder::Forward& 
   return launches;
 }
 
+// Every task of one eager forward of a tile-scheduled step, appended to --task-times' CSV.
+void write_task_times(const Options& o, const std::string& version, const encoder::Problem& p,
+                      const std::vector<encoder::TaskTime>& tasks) {
+  const bool fresh = access(o.task_times_csv.c_str(), F_OK) != 0;
+  std::ofstream f(o.task_times_csv, std::ios::app);
+  if (!f) throw StudyError(ErrorKind::Usage, "cannot write task-times file '" + o.task_times_csv + "'");
+  if (fresh) f << "version,model,batch,image_size,ticket,kind,block,row_tile,col,slice,sm,start_us,ready_us,end_us\n";
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const encoder::TaskTime& t = tasks[i];
+    f << version << ',' << o.common.model << ',' << p.batch << ',' << p.image_size << ',' << i << ',' << t.kind << ','
+      << t.block << ',' << t.row_tile << ',' << t.col << ',' << t.slice << ',' << t.sm << ',' << t.start_us << ','
+      << t.ready_us << ',' << t.end_us << '\n';
+  }
+  if (!f) throw StudyError(ErrorKind::Usage, "cannot write task-times file '" + o.task_times_csv + "'");
+}
+
 // "name=us name=us ..." for the row's note, and the same appended to --breakdown's CSV.
 std::string breakdown_text(const Options& o, const std::string& version, const encoder::Problem& p, int streams,
                            const encoder::Breakdown& b) {
@@ -200,6 +219,9 @@ int bench(Options& o, study::BenchReport& report) {
   std::string version;
   const encoder::Composition c = composition(o, &version);
 
+  if (!o.task_times_csv.empty() && c.blocks != encoder::Blocks::Tiled && c.blocks != encoder::Blocks::TiledLn)
+    throw StudyError(ErrorKind::Usage, "--task-times: only blocks=tiled and tiled_ln run tasks, not blocks=" +
+                                           std::string(encoder::name(c.blocks)));
   report.open(o.common);
   report.row = study::base_row(o.common, "encoder", version);
   report.row.set("tokens", p.tokens()).set("hidden", p.model.hidden).set("heads", p.model.heads);
@@ -242,6 +264,8 @@ int bench(Options& o, study::BenchReport& report) {
   }
   const int launches = time_forward(o, p, *fwd, d_images, d_logits, report);
   const encoder::Breakdown parts = fwd->breakdown(d_images.get(), d_logits.get(), nullptr);
+  if (!o.task_times_csv.empty())
+    write_task_times(o, version, p, fwd->task_times(d_images.get(), d_logits.get(), nullptr));
   char extra[160];
   std::snprintf(extra, sizeof extra, "; activations %.1f MB, weights %.1f MB; %.1f launches per layer",
                 fwd->activation_bytes() / 1e6, dw.bytes() / 1e6,

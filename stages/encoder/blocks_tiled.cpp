@@ -29,6 +29,11 @@ class TiledBlocks final : public BlockRunner {
     for (auto& l : lanes_) l->poison_scratch();
   }
 
+  void set_task_clock(bool on) override {
+    for (auto& l : lanes_) l->set_clock(on);
+  }
+  std::vector<TaskTime> task_times(const Lane& l) const override { return lanes_[l.index]->task_times(); }
+
   std::string dependency_state() const override {
     std::string why;
     for (std::size_t i = 0; i < lanes_.size(); ++i)

@@ -92,6 +92,15 @@ struct Breakdown {
   std::vector<std::pair<std::string, double>> us;  // in forward order
 };
 
+// One task of a tile-scheduled forward (blocks=tiled, tiled_ln) as its CTA saw it, in us from
+// the kernel's first task: the CTA turned to it (its weights requested), its inputs there (its
+// waits met), its output stored. The per-task table of those steps, as kernel_table is the per-kernel one of the others.
+struct TaskTime {
+  std::string kind;  // tile_schedule.hpp's names: ln1, qkv, attention, projection, ln2, fc1, fc2
+  int block = 0, row_tile = 0, col = 0, slice = 0, sm = 0;
+  double start_us = 0, ready_us = 0, end_us = 0;
+};
+
 // One composition set up for one problem: every component's version resolved and asked
 // whether it computes its exact problem (a refusal throws StudyError(Usage) naming the
 // component), buffers allocated, plans made by a first eager run, the graph captured.
@@ -112,6 +121,9 @@ class Forward {
   void copy_features(__half* out, cudaStream_t stream) const;
   // Events around every component of one eager forward (stream 0's share of the batch).
   Breakdown breakdown(const __half* images, __half* logits, cudaStream_t stream);
+  // One eager forward with the tile-scheduled kernel's task clock on (one lane): every task of
+  // it, in ticket order. Refused (StudyError Usage) for the runners without a task schedule.
+  std::vector<TaskTime> task_times(const __half* images, __half* logits, cudaStream_t stream);
   // Device bytes of activations (the arena, or every layer's buffers) and scratch.
   std::size_t activation_bytes() const;
   // Whether a whole forward can be captured in a CUDA graph (no component syncs the host).

@@ -326,6 +326,21 @@ Forward::Fp8Stages Forward::fp8_stages() const { return impl_->blocks->fp8_stage
 
 unsigned long long Forward::l2_requested_bytes() const { return impl_->blocks->l2_requested_bytes(); }
 
+std::vector<TaskTime> Forward::task_times(const __half* images, __half* logits, cudaStream_t stream) {
+  Impl& m = *impl_;
+  if (m.lanes.size() != 1) refuse("task times are taken on one stream");
+  m.blocks->set_task_clock(true);
+  try {
+    m.lane_forward(m.lanes[0], images, logits, stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (...) {
+    m.blocks->set_task_clock(false);
+    throw;
+  }
+  m.blocks->set_task_clock(false);
+  return m.blocks->task_times(m.lanes[0]);
+}
+
 std::string Forward::dependency_state() const {
   CUDA_CHECK(cudaDeviceSynchronize());
   return impl_->blocks->dependency_state();

@@ -121,6 +121,12 @@ class BlockRunner {
   // After a forward (synchronized): empty when the runner's dependency state (counters, tickets)
   // is exactly what a complete forward leaves, or the runner keeps none; otherwise what differs.
   virtual std::string dependency_state() const { return {}; }
+  // The task clock of a tile-scheduled runner: on for the forwards after it, read after a
+  // synchronized forward. The others refuse.
+  virtual void set_task_clock(bool) {
+    throw study::StudyError(study::ErrorKind::Usage, "task times exist only for blocks=tiled and tiled_ln");
+  }
+  virtual std::vector<TaskTime> task_times(const Lane&) const { return {}; }
   // Test hooks of the FP8 runner (Forward::capture_fp8_stages); the others refuse.
   virtual void capture_fp8_stages() {
     throw study::StudyError(study::ErrorKind::Usage, "only blocks=fp8 has FP8 stages");

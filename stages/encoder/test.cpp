@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstring>
 #include "encoder/harness.hpp"
+#include "encoder/tile_schedule.hpp"
+#include "encoder/tiled.hpp"
 #include "gemm/fp8_reference.hpp"
 #include "harness/gpu.hpp"
 #include "harness/gpu_test_main.hpp"
@@ -363,6 +365,52 @@ TEST_CASE("FP8: every E4M3 stage saturating (calibrated amax an eighth of the da
   const Composition c = step();
   if (!c.fp8()) return;
   check_fp8_stages("vit_ti", 2, 3, 176, c, 1.f / 8);
+}
+
+// The task clock's stamps (globaltimer) are compared across SMs; its resolution can be ~1 us.
+constexpr double kClockSlackUs = 1.0;
+
+TEST_CASE("tile-scheduled steps: each task's inputs ready only after the tasks it waits for stored theirs") {
+  const Composition c = step();
+  if (c.blocks != Blocks::Tiled && c.blocks != Blocks::TiledLn) return;
+  for (int batch : {1, 3}) {
+    const Problem p = problem("vit_s", 4, batch, 224);
+    const auto seed = study::fresh_seed();
+    CAPTURE(seed);
+    CAPTURE(batch);
+    const auto w = make_weights(p, seed, "");
+    DeviceWeights dw(w);
+    auto images = study::to_device(study::to_half(make_images(p.batch, p.image_size, seed)));
+    study::DeviceBuffer<__half> logits(static_cast<std::size_t>(p.batch) * p.num_classes);
+    Forward f(p, c, dw);
+    const std::vector<TaskTime> times = f.task_times(images.get(), logits.get(), nullptr);
+    CHECK(f.dependency_state() == "");
+    const tiles::Schedule sched = tiles::build(tiled::shape_of(p, batch, c.blocks == Blocks::TiledLn));
+    REQUIRE(times.size() == sched.tasks.size());
+    std::vector<std::vector<double>> stored(sched.final_counts.size());  // each counter's signalers' ends
+    int unstamped = 0, misnamed = 0;
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      const TaskTime& t = times[i];
+      misnamed += t.kind != tiles::name(sched.tasks[i].kind) || t.block != sched.tasks[i].block;
+      unstamped += !(t.start_us >= 0 && t.start_us <= t.ready_us && t.ready_us <= t.end_us);
+      stored[sched.tasks[i].signals].push_back(t.end_us);
+    }
+    CHECK(misnamed == 0);
+    CHECK(unstamped == 0);
+    for (auto& ends : stored) std::sort(ends.begin(), ends.end());
+    int early = 0;
+    std::string first;
+    for (std::size_t i = 0; i < times.size(); ++i)
+      for (const tiles::Wait& wait : sched.tasks[i].waits) {
+        const double needed = stored[wait.counter][wait.target - 1];  // the target-th arrival
+        if (times[i].ready_us + kClockSlackUs < needed && early++ == 0)
+          first = times[i].kind + " of block " + std::to_string(times[i].block) + " ready at " +
+                  std::to_string(times[i].ready_us) + " us, before " + sched.counter_names[wait.counter] +
+                  " reached " + std::to_string(wait.target) + " at " + std::to_string(needed) + " us";
+      }
+    INFO(first);
+    CHECK(early == 0);
+  }
 }
 
 TEST_CASE("graph replay is bit-identical to the eager forward") {

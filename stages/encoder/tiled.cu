@@ -62,6 +62,7 @@ struct Params {
   float* partial;  // [kSplit][rows][hidden]
   unsigned *ticket, *faults, *counters, *arrivals;
   int drop_signal;  // test hook: the task with this ticket does not signal (-1: none)
+  unsigned long long* clock;  // the task clock's stamps (its instantiation only)
 };
 
 enum class Epi { Bias, BiasResidual, BiasGelu, SplitResidual };
@@ -317,7 +318,14 @@ __device__ void attention_task(const Params& p, const __half* qkv, int row_tile,
   }
 }
 
-template <bool kLnTasks>
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+// kClock: thread 0 stamps each task (Blocks::set_clock); the timed instantiations have none of it.
+template <bool kLnTasks, bool kClock>
 __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __half* smem = reinterpret_cast<__half*>(smem_raw);
@@ -338,8 +346,14 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
       g = gemm_of<kLnTasks>(p, t);
       prefetch_w(w_s, weight_rows(g, p.hidden), p.hidden / kBK);  // weights depend on nothing
     }
+    unsigned long long started = 0;
+    if (kClock && threadIdx.x == 0) started = now_ns();
     if (threadIdx.x == 0) {
       wait_inputs(p, t);
+      if (kClock) {
+        p.clock[4 * i] = started;
+        p.clock[4 * i + 1] = now_ns();
+      }
       // The next ticket now: its fetch overlaps this task. Holding it cannot deadlock: this
       // task's inputs exist, so it finishes, and every smaller ticket's task is held by a
       // running CTA.
@@ -360,6 +374,10 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
     else
       gemm_task<Epi::SplitResidual>(p, g, a_s, w_s);
     __syncthreads();  // every store of the task issued, every thread past reading `next`
+    if (kClock && threadIdx.x == 0) {
+      p.clock[4 * i + 2] = now_ns();
+      p.clock[4 * i + 3] = sm_id();
+    }
     if (threadIdx.x == 0 && i != p.drop_signal)
       Counter(p.counters[t.signals]).fetch_add(1u, cuda::memory_order_release);
     i = following;
@@ -375,6 +393,14 @@ std::size_t smem_bytes(const Problem& p) {
   return std::max(gemm, attn);
 }
 
+
+constexpr std::size_t kMaxSmem = 227 * 1024;  // a Hopper CTA's (opt-in)
+
+int fc2_tiles(const tiles::Schedule& s) { return s.row_tiles * s.shape.hidden / kBN; }
+constexpr int kStateHead = 2;  // the ticket and the fault count before the counters
+
+}  // namespace
+
 tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks) {
   tiles::Shape s;
   s.rows = batch * p.tokens();
@@ -386,13 +412,6 @@ tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks) {
   s.ln_tasks = ln_tasks;
   return s;
 }
-
-constexpr std::size_t kMaxSmem = 227 * 1024;  // a Hopper CTA's (opt-in)
-
-int fc2_tiles(const tiles::Schedule& s) { return s.row_tiles * s.shape.hidden / kBN; }
-constexpr int kStateHead = 2;  // the ticket and the fault count before the counters
-
-}  // namespace
 
 std::string unavailable() { return {}; }
 
@@ -425,9 +444,13 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   sched_ = tiles::build(shape_of(p, batch, ln_tasks));
   if (auto why = tiles::check(sched_); !why.empty())
     throw std::logic_error(who + "the tile schedule is unsound: " + why);
-  const void* kernel = ln_tasks ? reinterpret_cast<const void*>(tiled_kernel<true>)
-                                : reinterpret_cast<const void*>(tiled_kernel<false>);
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
+  for (const void* k : {reinterpret_cast<const void*>(tiled_kernel<false, false>),
+                        reinterpret_cast<const void*>(tiled_kernel<true, false>),
+                        reinterpret_cast<const void*>(tiled_kernel<false, true>),
+                        reinterpret_cast<const void*>(tiled_kernel<true, true>)})
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
+  const void* kernel = ln_tasks ? reinterpret_cast<const void*>(tiled_kernel<true, false>)
+                                : reinterpret_cast<const void*>(tiled_kernel<false, false>);
   int per_sm = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem_));
   if (per_sm < 1)
@@ -500,11 +523,35 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   }
   // Not a cooperative launch: a CTA waits only on tasks of smaller tickets, all held by CTAs
   // already running, so the forward completes whichever CTAs are resident.
+  prm.clock = clock_ ? clock_stamps_.get() : nullptr;
   if (ln_tasks_)
-    tiled_kernel<true><<<grid_, kThreads, smem_, s>>>(prm);
+    (clock_ ? tiled_kernel<true, true> : tiled_kernel<true, false>)<<<grid_, kThreads, smem_, s>>>(prm);
   else
-    tiled_kernel<false><<<grid_, kThreads, smem_, s>>>(prm);
+    (clock_ ? tiled_kernel<false, true> : tiled_kernel<false, false>)<<<grid_, kThreads, smem_, s>>>(prm);
   CUDA_CHECK(cudaGetLastError());
+}
+
+void Blocks::set_clock(bool on) {
+  if (on && !clock_stamps_.get()) clock_stamps_ = study::DeviceBuffer<unsigned long long>(4 * sched_.tasks.size());
+  if (on) CUDA_CHECK(cudaMemset(clock_stamps_.get(), 0, clock_stamps_.bytes()));
+  clock_ = on;
+}
+
+std::vector<TaskTime> Blocks::task_times() const {
+  if (!clock_stamps_.get()) throw study::StudyError(study::ErrorKind::Usage, "no forward ran with the task clock on");
+  const std::vector<unsigned long long> st = study::to_host(clock_stamps_);
+  unsigned long long first = ~0ull;
+  for (std::size_t i = 0; i < sched_.tasks.size(); ++i)
+    if (st[4 * i]) first = std::min(first, st[4 * i]);
+  std::vector<TaskTime> out;
+  out.reserve(sched_.tasks.size());
+  auto us = [first](unsigned long long ns) { return ns ? (static_cast<double>(ns - first)) / 1e3 : -1.0; };
+  for (std::size_t i = 0; i < sched_.tasks.size(); ++i) {
+    const tiles::Task& t = sched_.tasks[i];
+    out.push_back({tiles::name(t.kind), t.block, t.row_tile, t.col, t.slice, static_cast<int>(st[4 * i + 3]),
+                   us(st[4 * i]), us(st[4 * i + 1]), us(st[4 * i + 2])});
+  }
+  return out;
 }
 
 std::string Blocks::dependency_state() const {

@@ -21,6 +21,9 @@
 
 namespace encoder::tiled {
 
+// The schedule's shape of `batch` images of p (fc2 split in 4 slices of `hidden`).
+tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks);
+
 // Why the kernel cannot run on this GPU; empty when it can.
 std::string unavailable();
 // Why it cannot compute `batch` images of p (head_dim 64, hidden a multiple of 64 up to 1024,
@@ -53,12 +56,16 @@ class Blocks {
   // complete forward leaves, every ticket was taken and no wait timed out; otherwise what differs.
   std::string dependency_state() const;
   const tiles::Schedule& schedule() const { return sched_; }
+  // The task clock: while on, run() launches the kernel's instantiation that stamps each task's
+  // start, inputs-ready and end (globaltimer) and SM; task_times() reads the last run's back.
+  void set_clock(bool on);
+  std::vector<TaskTime> task_times() const;
 
  private:
   Problem p_;
   int rows_ = 0, grid_ = 0;
   std::size_t smem_ = 0;
-  bool ln_tasks_ = false;
+  bool ln_tasks_ = false, clock_ = false;
   tiles::Schedule sched_;
   study::DeviceBuffer<BlockView> layers_;
   study::DeviceBuffer<DeviceTask> tasks_;
@@ -67,6 +74,7 @@ class Blocks {
   // [0] the next ticket, [1] waits that timed out, then the schedule's counters, then one arrival
   // count per fc2 output tile (back to 0 after each block).
   study::DeviceBuffer<unsigned> state_;
+  study::DeviceBuffer<unsigned long long> clock_stamps_;  // per task: start, ready, end, SM
 };
 
 }  // namespace encoder::tiled

@@ -10,26 +10,15 @@ namespace encoder {
 
 namespace {
 
-class PersistentBlocks final : public BlockRunner {
+class PersistentBlocks final : public OneKernelBlocks<persistent::Blocks> {
  public:
   explicit PersistentBlocks(const RunnerSetup& s) : p_(s.p), w_(s.w) {}
 
   void add_lane(Lane& l) override { lanes_.push_back(std::make_unique<persistent::Blocks>(p_, l.batch, w_.blocks)); }
 
-  const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
-    const LayerBuffers& b = l.layers[0];
-    m.component("blocks", s, [&] { lanes_[l.index]->run(b.x_in, b.qkv, b.attn, b.h, s); });
-    return b.x_in;
-  }
-
-  void poison_scratch() override {
-    for (auto& l : lanes_) l->poison_scratch();
-  }
-
  private:
   const Problem& p_;
   const DeviceWeights& w_;
-  std::vector<std::unique_ptr<persistent::Blocks>> lanes_;
 };
 
 std::string supports(const RunnerSetup& s, int lane_batch) {

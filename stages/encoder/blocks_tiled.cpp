@@ -11,22 +11,12 @@ namespace encoder {
 
 namespace {
 
-class TiledBlocks final : public BlockRunner {
+class TiledBlocks final : public OneKernelBlocks<tiled::Blocks> {
  public:
   TiledBlocks(const RunnerSetup& s, bool ln_tasks) : p_(s.p), w_(s.w), ln_tasks_(ln_tasks) {}
 
   void add_lane(Lane& l) override {
     lanes_.push_back(std::make_unique<tiled::Blocks>(p_, l.batch, w_.blocks, ln_tasks_));
-  }
-
-  const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
-    const LayerBuffers& b = l.layers[0];
-    m.component("blocks", s, [&] { lanes_[l.index]->run(b.x_in, b.qkv, b.attn, b.h, s); });
-    return b.x_in;
-  }
-
-  void poison_scratch() override {
-    for (auto& l : lanes_) l->poison_scratch();
   }
 
   void set_task_clock(bool on) override {
@@ -45,7 +35,6 @@ class TiledBlocks final : public BlockRunner {
   const Problem& p_;
   const DeviceWeights& w_;
   bool ln_tasks_;
-  std::vector<std::unique_ptr<tiled::Blocks>> lanes_;
 };
 
 std::string supports(const RunnerSetup& s, int lane_batch) {

@@ -18,18 +18,7 @@ namespace encoder::persistent {
 
 namespace {
 
-using study::tiles::cp_async_commit;
-using study::tiles::cp_async_wait;
-using study::tiles::ldmatrix_x4;
-using study::tiles::mma;
-using study::tiles::smem_addr;
-using study::tiles::swizzle;
-
-using panel::kBK;
-using panel::kBM;
-using panel::kMaxHidden;
-using panel::kThreads;
-using panel::kTileHalves;
+using namespace panel;  // the tiles, copies, LayerNorm and epilogues this kernel shares with tiled.cu
 constexpr int kBN = 96;       // output tile kBM x kBN
 constexpr int kStages = 6;    // weight chunks in flight
 constexpr int kMlpRatio = 4;  // fc2's K = 4 hidden: split in 4 slices of `hidden`
@@ -47,18 +36,6 @@ struct Params {
 #endif
 };
 
-enum class Epi { Bias, BiasResidual, BiasGelu, SplitResidual };
-
-// One GEMM phase: out = epi(A W^T + bias), A [rows, splits * hidden] (row stride lda), W [n,
-// splits * hidden]; with gamma, A's rows are LayerNorm'ed (K = hidden) before the product.
-struct Gemm {
-  const __half* a;
-  int lda;
-  const __half *w, *bias, *gamma, *beta;
-  int n, splits;
-  __half* out;
-  int ldo;
-};
 
 // Grid-wide barrier: the last CTA to arrive resets the count and bumps the generation the
 // others wait on. Fences make every write before it visible to every read after it.
@@ -89,26 +66,12 @@ __device__ __forceinline__ Item decode(const Gemm& g, int item) {
   return {tile / n_tiles * kBM, tile % n_tiles * kBN, slice};
 }
 
-static_assert(kBN % panel::kRowStep == 0, "whole rows per thread");
-using panel::RowSlab;
+static_assert(kBN % kRowStep == 0, "whole rows per thread");
 
 // An item's weight rows n0.., from the start of its K slice.
 __device__ __forceinline__ RowSlab<kBN> weight_rows(const Gemm& g, int hidden, const Item& it) {
   return RowSlab<kBN>(g.w, static_cast<long long>(g.splits) * hidden, it.n0, g.n, it.slice * hidden);
 }
-
-// The first kStages - 1 weight chunks of an item, one commit group each (empty past K).
-__device__ __forceinline__ void prefetch_w(__half* w_s, const RowSlab<kBN>& w, int chunks) {
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < chunks) w.copy(w_s + s * kBN * kBK, s);
-    cp_async_commit();
-  }
-}
-
-using panel::gelu_erf;
-using panel::layernorm_panel;
-using panel::load_pair;
 
 // fc2: this CTA's slice of the tile goes to `partial`; the CTA that completes the tile's last
 // slice adds the slices in order (so the result does not depend on which one that is), the
@@ -116,16 +79,7 @@ using panel::load_pair;
 __device__ void split_residual(const Params& p, const Gemm& g, const Item& it, const float (&acc)[6][4],
                                int row_base, int col_base, int lane) {
   const long long plane = static_cast<long long>(p.rows) * g.n;
-  float* part = p.partial + it.slice * plane;
-#pragma unroll
-  for (int j = 0; j < 6; ++j)
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int r = row_base + (lane >> 2) + 8 * hr, c = col_base + 8 * j + 2 * (lane & 3);
-      if (r < p.rows && c < g.n)
-        __stcg(reinterpret_cast<float2*>(part + static_cast<long long>(r) * g.n + c),
-               make_float2(acc[j][2 * hr], acc[j][2 * hr + 1]));
-    }
+  store_partial<48>(p.partial + it.slice * plane, g, acc, p.rows, row_base, col_base, lane);
   __shared__ int last;
   __threadfence();
   __syncthreads();
@@ -138,21 +92,7 @@ __device__ void split_residual(const Params& p, const Gemm& g, const Item& it, c
   __syncthreads();
   if (!last) return;
   __threadfence();
-  for (int i = threadIdx.x; i < kBM * kBN / 2; i += kThreads) {
-    const int r = it.m0 + i / (kBN / 2), c = it.n0 + 2 * (i % (kBN / 2));
-    if (r >= p.rows || c >= g.n) continue;
-    const long long at = static_cast<long long>(r) * g.n + c;
-    float2 s = make_float2(0.f, 0.f);
-    for (int k = 0; k < g.splits; ++k) {
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(p.partial + k * plane + at));
-      s.x += v.x;
-      s.y += v.y;
-    }
-    __half* x = g.out + static_cast<long long>(r) * g.ldo + c;
-    const float2 res = load_pair(x);
-    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
-    *reinterpret_cast<__half2*>(x) = __floats2half2_rn(res.x + s.x + b.x, res.y + s.y + b.y);
-  }
+  add_slices<kBN>(p.partial, plane, g, p.rows, it.m0, it.n0);
 }
 
 template <Epi kEpi>
@@ -162,70 +102,20 @@ __device__ void gemm_item(const Params& p, const Gemm& g, int item, bool prefetc
   __half* a_s = smem;
   __half* w_s = smem + chunks * kTileHalves;
   const RowSlab<kBN> w = weight_rows(g, hidden, it);
-  if (!prefetched) prefetch_w(w_s, w, chunks);
+  if (!prefetched) prefetch_w<kBN, kStages>(w_s, w, chunks);
 
-  // The whole A panel (rows past the batch zero), one commit group.
-  const RowSlab<kBM> a(g.a, g.lda, it.m0, p.rows, it.slice * hidden);
-  for (int kc = 0; kc < chunks; ++kc) a.copy(a_s + kc * kTileHalves, kc);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  if (g.gamma) {
-    layernorm_panel(a_s, g.gamma, g.beta, hidden, p.eps);
-    __syncthreads();
-  }
+  load_panel(a_s, g, it.m0, it.slice, p.rows, hidden, p.eps);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = 16 * (warp & 3), wn = 48 * (warp >> 2);
   float acc[6][4] = {};
-  for (int kc = 0; kc < chunks; ++kc) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // chunk kc landed for every thread; chunk kc-1's stage is free
-    if (kc + kStages - 1 < chunks)
-      w.copy(w_s + (kc + kStages - 1) % kStages * kBN * kBK, kc + kStages - 1);
-    cp_async_commit();
-    const __half* a_t = a_s + kc * kTileHalves;
-    const __half* w_t = w_s + kc % kStages * kBN * kBK;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      uint32_t af[4];
-      ldmatrix_x4(af, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
-#pragma unroll
-      for (int np = 0; np < 3; ++np) {
-        uint32_t b[4];
-        const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
-        mma(acc[2 * np], af, b[0], b[1]);
-        mma(acc[2 * np + 1], af, b[2], b[3]);
-      }
-    }
-  }
+  mma_panel<kBN, kStages, 48>(acc, a_s, w_s, w, chunks, wm, wn, lane);
 
-  // Thread `lane` holds rows lane/4 and lane/4 + 8 of its warp's 16, columns 8j + 2 (lane % 4) + {0, 1}.
   const int row_base = it.m0 + wm, col_base = it.n0 + wn;
   if constexpr (kEpi == Epi::SplitResidual) {
     split_residual(p, g, it, acc, row_base, col_base, lane);
   } else {
-#pragma unroll
-    for (int j = 0; j < 6; ++j)
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        const int r = row_base + (lane >> 2) + 8 * hr, c = col_base + 8 * j + 2 * (lane & 3);
-        if (r >= p.rows || c >= g.n) continue;
-        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
-        float v0 = acc[j][2 * hr] + b.x, v1 = acc[j][2 * hr + 1] + b.y;
-        __half* out = g.out + static_cast<long long>(r) * g.ldo + c;
-        if constexpr (kEpi == Epi::BiasResidual) {
-          const float2 res = load_pair(out);
-          v0 += res.x;
-          v1 += res.y;
-        }
-        if constexpr (kEpi == Epi::BiasGelu) {
-          v0 = gelu_erf(v0);
-          v1 = gelu_erf(v1);
-        }
-        *reinterpret_cast<__half2*>(out) = __floats2half2_rn(v0, v1);
-      }
+    store_tile<kEpi, 48>(g, acc, p.rows, row_base, col_base, lane);
   }
   __syncthreads();  // the next item reuses the shared memory
 }
@@ -240,7 +130,8 @@ template <Epi kEpi>
 __device__ void gemm_phase(const Params& p, const Gemm& g, __half* smem, bool sync) {
   const int items = gemm_items(p, g);
   if (blockIdx.x < items)
-    prefetch_w(smem + p.hidden / kBK * kTileHalves, weight_rows(g, p.hidden, decode(g, blockIdx.x)), p.hidden / kBK);
+    prefetch_w<kBN, kStages>(smem + p.hidden / kBK * kTileHalves, weight_rows(g, p.hidden, decode(g, blockIdx.x)),
+                             p.hidden / kBK);
   if (sync) grid_sync(p.barrier);
   for (int item = blockIdx.x; item < items; item += gridDim.x)
     gemm_item<kEpi>(p, g, item, item == blockIdx.x, smem);
@@ -315,14 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) blocks_kernel(Params p) {
   }
 }
 
-std::size_t smem_bytes(const Problem& p) {
-  using attention::flash::kD;
-  using attention::flash::kKeys;
-  const std::size_t gemm = sizeof(__half) * (static_cast<std::size_t>(p.model.hidden) * kBM + kStages * kBN * kBK);
-  const std::size_t key_tiles = (p.tokens() + kKeys - 1) / kKeys;
-  const std::size_t attn = sizeof(__half) * (kBM * kD + 2 * key_tiles * kKeys * kD);
-  return std::max(gemm, attn);
-}
+std::size_t smem_bytes(const Problem& p) { return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages); }
 
 int m_tiles(int rows) { return (rows + kBM - 1) / kBM; }
 int fc2_tiles(const Problem& p) { return (p.model.hidden + kBN - 1) / kBN; }
@@ -380,18 +264,8 @@ void Blocks::poison_scratch() { study::poison(partial_); }
 
 void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const {
   Params prm{};
-  prm.layers = layers_.get();
-  prm.n_layers = p_.model.layers;
-  prm.rows = rows_;
-  prm.tokens = p_.tokens();
-  prm.hidden = p_.model.hidden;
-  prm.heads = p_.model.heads;
-  prm.eps = layernorm::Problem{}.eps;  // timm ViT
-  prm.scale_log2 = attention::flash::scale_log2();
-  prm.x = x;
+  set_forward(prm, p_, layers_.get(), rows_, x, attn, h);
   prm.qkv = qkv;
-  prm.attn = attn;
-  prm.h = h;
   prm.partial = partial_.get();
   prm.barrier = sync_.get();
   prm.counters = sync_.get() + 2;

@@ -134,6 +134,25 @@ class BlockRunner {
   virtual Forward::Fp8Stages fp8_stages(const Lane&) const { return {}; }
 };
 
+// The runners whose blocks are one kernel per lane (blocks=persistent, tiled, tiled_ln): Kernel
+// has run(x, qkv, attn, h, stream), updating the residual stream in place in the first layer's
+// buffer, and poison_scratch(); the derived runner makes one per lane.
+template <class Kernel>
+class OneKernelBlocks : public BlockRunner {
+ public:
+  const __half* run(Lane& l, Marks& m, cudaStream_t s) override {
+    const LayerBuffers& b = l.layers[0];
+    m.component("blocks", s, [&] { lanes_[l.index]->run(b.x_in, b.qkv, b.attn, b.h, s); });
+    return b.x_in;
+  }
+  void poison_scratch() override {
+    for (auto& l : lanes_) l->poison_scratch();
+  }
+
+ protected:
+  std::vector<std::unique_ptr<Kernel>> lanes_;
+};
+
 // A runner kind: its record, as the families' versions have theirs.
 struct Runner {
   Blocks blocks;

@@ -13,15 +13,7 @@ using namespace encoder::tiles;
 namespace {
 
 Shape vit(int hidden, int tokens, int images, int split, bool ln_tasks = false) {
-  Shape s;
-  s.ln_tasks = ln_tasks;
-  s.rows = tokens * images;
-  s.hidden = hidden;
-  s.heads = hidden / kTile;
-  s.mlp_hidden = 4 * hidden;
-  s.blocks = 12;
-  s.fc2_split = split;
-  return s;
+  return vit_shape(hidden, 12, tokens, images, split, ln_tasks);
 }
 
 }  // namespace

@@ -13,15 +13,7 @@ using namespace encoder::tiles;
 namespace {
 
 Shape vit(int hidden, int blocks, int tokens, int images = 1, int split = 3, bool ln_tasks = false) {
-  Shape s;
-  s.ln_tasks = ln_tasks;
-  s.rows = tokens * images;
-  s.hidden = hidden;
-  s.heads = hidden / kTile;
-  s.mlp_hidden = 4 * hidden;
-  s.blocks = blocks;
-  s.fc2_split = split;
-  return s;
+  return vit_shape(hidden, blocks, tokens, images, split, ln_tasks);
 }
 
 int count(const Schedule& sched, Kind k, int block) {

@@ -19,6 +19,18 @@ const char* name(Kind k) {
   return "?";
 }
 
+Shape vit_shape(int hidden, int blocks, int tokens, int images, int fc2_split, bool ln_tasks) {
+  Shape s;
+  s.rows = tokens * images;
+  s.hidden = hidden;
+  s.heads = hidden / kTile;
+  s.mlp_hidden = 4 * hidden;
+  s.blocks = blocks;
+  s.fc2_split = fc2_split;
+  s.ln_tasks = ln_tasks;
+  return s;
+}
+
 std::string refuses(const Shape& s) {
   if (s.rows <= 0 || s.blocks <= 0 || s.heads <= 0) return "rows, blocks and heads must be positive";
   if (s.hidden <= 0 || s.hidden % kTile) return "hidden must be a positive multiple of 64";

@@ -36,6 +36,10 @@ struct Shape {
   // its own copy of its rows.
   bool ln_tasks = false;
 };
+// A ViT's shape: `blocks` blocks of width `hidden` (64-wide heads, MLP 4 x hidden) over
+// tokens x images rows.
+Shape vit_shape(int hidden, int blocks, int tokens, int images, int fc2_split, bool ln_tasks = false);
+
 // Why the schedule cannot describe s; empty when it can.
 std::string refuses(const Shape& s);
 

@@ -27,18 +27,7 @@ namespace encoder::tiled {
 
 namespace {
 
-using panel::kBK;
-using panel::kBM;
-using panel::kMaxHidden;
-using panel::kThreads;
-using panel::kTileHalves;
-using panel::RowSlab;
-using study::tiles::cp_async_commit;
-using study::tiles::cp_async_wait;
-using study::tiles::ldmatrix_x4;
-using study::tiles::mma;
-using study::tiles::smem_addr;
-using study::tiles::swizzle;
+using namespace panel;  // the tiles, copies, LayerNorm, mma.sync loop and epilogues of e13's kernel
 using tiles::Kind;
 using Counter = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
 
@@ -46,7 +35,7 @@ constexpr int kBN = tiles::kTile;  // output tile kBM x kBN
 constexpr int kStages = 6;         // weight chunks in flight
 constexpr int kMlpRatio = 4;       // fc2's K = 4 hidden: split in 4 slices of `hidden`
 constexpr int kSplit = kMlpRatio;
-static_assert(kBM == tiles::kTile && kBN % panel::kRowStep == 0, "the schedule's tiles are the kernel's");
+static_assert(kBM == tiles::kTile && kBN % kRowStep == 0, "the schedule's tiles are the kernel's");
 // A wait that has not been met after this long counts a fault and goes on: a dropped signal
 // ends the forward with a fault recorded instead of hanging the GPU.
 constexpr unsigned long long kWaitTimeoutNs = 1'000'000'000ull;
@@ -65,18 +54,8 @@ struct Params {
   unsigned long long* clock;  // the task clock's stamps (its instantiation only)
 };
 
-enum class Epi { Bias, BiasResidual, BiasGelu, SplitResidual };
-
-// One GEMM task: out = epi(A W^T + bias) for the output tile (m0, n0) and K slice `slice`; A
-// [rows, splits * hidden] (row stride lda), W [n, splits * hidden]; with gamma, A's rows are
-// LayerNorm'ed (K = hidden) before the product.
-struct Gemm {
-  const __half* a;
-  int lda;
-  const __half *w, *bias, *gamma, *beta;
-  int n, splits;
-  __half* out;
-  int ldo;
+// One GEMM task: its GEMM's operands (panel::Gemm), its output tile (m0, n0) and K slice.
+struct GemmTask : Gemm {
   int m0, n0, slice;
 };
 
@@ -86,36 +65,29 @@ __device__ __forceinline__ int qkv_buffer(const Params& p, int block) { return (
 // kLnTasks: the QKV and fc1 tasks read the LayerNorm tasks' output; otherwise each normalizes
 // its own panel of the residual stream.
 template <bool kLnTasks>
-__device__ __forceinline__ Gemm gemm_of(const Params& p, const DeviceTask& t) {
+__device__ __forceinline__ GemmTask gemm_of(const Params& p, const DeviceTask& t) {
   const BlockView w = p.layers[t.block];
   const int D = p.hidden, m0 = t.row_tile * kBM, n0 = t.col * kBN;
   const __half* normalized = kLnTasks ? p.ln : p.x;
   switch (static_cast<Kind>(t.kind)) {
     case Kind::Qkv:
-      return {normalized, D, w.qkv_w, w.qkv_b, kLnTasks ? nullptr : w.ln1_g, w.ln1_b, 3 * D, 1,
-              p.qkv[qkv_buffer(p, t.block)], 3 * D, m0, n0, 0};
+      return {{normalized, D, w.qkv_w, w.qkv_b, kLnTasks ? nullptr : w.ln1_g, w.ln1_b, 3 * D, 1,
+               p.qkv[qkv_buffer(p, t.block)], 3 * D},
+              m0, n0, 0};
     case Kind::Projection:
-      return {p.attn, D, w.proj_w, w.proj_b, nullptr, nullptr, D, 1, p.x, D, m0, n0, 0};
+      return {{p.attn, D, w.proj_w, w.proj_b, nullptr, nullptr, D, 1, p.x, D}, m0, n0, 0};
     case Kind::Fc1:
-      return {normalized, D, w.fc1_w, w.fc1_b, kLnTasks ? nullptr : w.ln2_g, w.ln2_b, kMlpRatio * D, 1, p.h,
-              kMlpRatio * D, m0, n0, 0};
+      return {{normalized, D, w.fc1_w, w.fc1_b, kLnTasks ? nullptr : w.ln2_g, w.ln2_b, kMlpRatio * D, 1, p.h,
+               kMlpRatio * D},
+              m0, n0, 0};
     default:
-      return {p.h, kMlpRatio * D, w.fc2_w, w.fc2_b, nullptr, nullptr, D, kSplit, p.x, D, m0, n0, t.slice};
+      return {{p.h, kMlpRatio * D, w.fc2_w, w.fc2_b, nullptr, nullptr, D, kSplit, p.x, D}, m0, n0, t.slice};
   }
 }
 
 // The task's weight rows n0.., from the start of its K slice.
-__device__ __forceinline__ RowSlab<kBN> weight_rows(const Gemm& g, int hidden) {
+__device__ __forceinline__ RowSlab<kBN> weight_rows(const GemmTask& g, int hidden) {
   return RowSlab<kBN>(g.w, static_cast<long long>(g.splits) * hidden, g.n0, g.n, g.slice * hidden);
-}
-
-// The first kStages - 1 weight chunks of a task, one commit group each (empty past K).
-__device__ __forceinline__ void prefetch_w(__half* w_s, const RowSlab<kBN>& w, int chunks) {
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < chunks) w.copy(w_s + s * kBN * kBK, s);
-    cp_async_commit();
-  }
 }
 
 __device__ __forceinline__ unsigned long long now_ns() {
@@ -142,19 +114,10 @@ __device__ void wait_inputs(const Params& p, const DeviceTask& t) {
 // fc2: this CTA's slice of the tile goes to `partial`; the CTA that completes the tile's last
 // slice adds the slices in order (so the result does not depend on which one that is), the
 // bias and the residual, into x.
-__device__ void split_residual(const Params& p, const Gemm& g, const float (&acc)[4][4], int row_base, int col_base,
-                               int lane) {
+__device__ void split_residual(const Params& p, const GemmTask& g, const float (&acc)[4][4], int row_base,
+                               int col_base, int lane) {
   const long long plane = static_cast<long long>(p.rows) * g.n;
-  float* part = p.partial + g.slice * plane;
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int r = row_base + (lane >> 2) + 8 * hr, c = col_base + 8 * j + 2 * (lane & 3);
-      if (r < p.rows && c < g.n)
-        __stcg(reinterpret_cast<float2*>(part + static_cast<long long>(r) * g.n + c),
-               make_float2(acc[j][2 * hr], acc[j][2 * hr + 1]));
-    }
+  store_partial<32>(p.partial + g.slice * plane, g, acc, p.rows, row_base, col_base, lane);
   __shared__ int last;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -164,64 +127,21 @@ __device__ void split_residual(const Params& p, const Gemm& g, const float (&acc
   }
   __syncthreads();
   if (!last) return;
-  for (int i = threadIdx.x; i < kBM * kBN / 2; i += kThreads) {
-    const int r = g.m0 + i / (kBN / 2), c = g.n0 + 2 * (i % (kBN / 2));
-    if (r >= p.rows || c >= g.n) continue;
-    const long long at = static_cast<long long>(r) * g.n + c;
-    float2 s = make_float2(0.f, 0.f);
-    for (int k = 0; k < g.splits; ++k) {
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(p.partial + k * plane + at));
-      s.x += v.x;
-      s.y += v.y;
-    }
-    __half* x = g.out + static_cast<long long>(r) * g.ldo + c;
-    const float2 res = panel::load_pair(x);
-    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
-    *reinterpret_cast<__half2*>(x) = __floats2half2_rn(res.x + s.x + b.x, res.y + s.y + b.y);
-  }
+  add_slices<kBN>(p.partial, plane, g, p.rows, g.m0, g.n0);
 }
 
 // The GEMM of one task, its first weight chunks already requested (prefetch_w) into w_s.
 template <Epi kEpi>
-__device__ void gemm_task(const Params& p, const Gemm& g, __half* a_s, __half* w_s) {
+__device__ void gemm_task(const Params& p, const GemmTask& g, __half* a_s, __half* w_s) {
   const int hidden = p.hidden, chunks = hidden / kBK;
   const RowSlab<kBN> w = weight_rows(g, hidden);
 
-  // The whole A panel (rows past the batch zero), one commit group.
-  const RowSlab<kBM> a(g.a, g.lda, g.m0, p.rows, g.slice * hidden);
-  for (int kc = 0; kc < chunks; ++kc) a.copy(a_s + kc * kTileHalves, kc);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  if (g.gamma) {
-    panel::layernorm_panel(a_s, g.gamma, g.beta, hidden, p.eps);
-    __syncthreads();
-  }
+  load_panel(a_s, g, g.m0, g.slice, p.rows, hidden, p.eps);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = 16 * (warp & 3), wn = 32 * (warp >> 2);
   float acc[4][4] = {};
-  for (int kc = 0; kc < chunks; ++kc) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // chunk kc landed for every thread; chunk kc-1's stage is free
-    if (kc + kStages - 1 < chunks) w.copy(w_s + (kc + kStages - 1) % kStages * kBN * kBK, kc + kStages - 1);
-    cp_async_commit();
-    const __half* a_t = a_s + kc * kTileHalves;
-    const __half* w_t = w_s + kc % kStages * kBN * kBK;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      uint32_t af[4];
-      ldmatrix_x4(af, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t b[4];
-        const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
-        mma(acc[2 * np], af, b[0], b[1]);
-        mma(acc[2 * np + 1], af, b[2], b[3]);
-      }
-    }
-  }
+  mma_panel<kBN, kStages, 32>(acc, a_s, w_s, w, chunks, wm, wn, lane);
   cp_async_wait<0>();  // the empty groups past K: nothing outstanding when the next task starts
 
   // Thread `lane` holds rows lane/4 and lane/4 + 8 of its warp's 16, columns 8j + 2 (lane % 4) + {0, 1}.
@@ -229,26 +149,7 @@ __device__ void gemm_task(const Params& p, const Gemm& g, __half* a_s, __half* w
   if constexpr (kEpi == Epi::SplitResidual) {
     split_residual(p, g, acc, row_base, col_base, lane);
   } else {
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        const int r = row_base + (lane >> 2) + 8 * hr, c = col_base + 8 * j + 2 * (lane & 3);
-        if (r >= p.rows || c >= g.n) continue;
-        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(g.bias + c));
-        float v0 = acc[j][2 * hr] + b.x, v1 = acc[j][2 * hr + 1] + b.y;
-        __half* out = g.out + static_cast<long long>(r) * g.ldo + c;
-        if constexpr (kEpi == Epi::BiasResidual) {
-          const float2 res = panel::load_pair(out);
-          v0 += res.x;
-          v1 += res.y;
-        }
-        if constexpr (kEpi == Epi::BiasGelu) {
-          v0 = panel::gelu_erf(v0);
-          v1 = panel::gelu_erf(v1);
-        }
-        *reinterpret_cast<__half2*>(out) = __floats2half2_rn(v0, v1);
-      }
+    store_tile<kEpi, 32>(g, acc, p.rows, row_base, col_base, lane);
   }
 }
 
@@ -257,14 +158,13 @@ __device__ void gemm_task(const Params& p, const Gemm& g, __half* a_s, __half* w
 __device__ void layernorm_task(const Params& p, const DeviceTask& t, __half* a_s) {
   const BlockView w = p.layers[t.block];
   const bool second = static_cast<Kind>(t.kind) == Kind::Ln2;
-  const int hidden = p.hidden, chunks = hidden / kBK, m0 = t.row_tile * kBM;
-  const RowSlab<kBM> rows(p.x, hidden, m0, p.rows, 0);
-  for (int kc = 0; kc < chunks; ++kc) rows.copy(a_s + kc * kTileHalves, kc);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  panel::layernorm_panel(a_s, second ? w.ln2_g : w.ln1_g, second ? w.ln2_b : w.ln1_b, hidden, p.eps);
-  __syncthreads();
+  const int hidden = p.hidden, m0 = t.row_tile * kBM;
+  Gemm rows{};  // the panel's part of a GEMM: its A and its LayerNorm
+  rows.a = p.x;
+  rows.lda = hidden;
+  rows.gamma = second ? w.ln2_g : w.ln1_g;
+  rows.beta = second ? w.ln2_b : w.ln1_b;
+  load_panel(a_s, rows, m0, 0, p.rows, hidden, p.eps);
   const int per_row = hidden / 8;  // 16-byte chunks
   for (int i = threadIdx.x; i < kBM * per_row; i += kThreads) {
     const int r = i / per_row, c = i % per_row;
@@ -287,30 +187,12 @@ __device__ void attention_task(const Params& p, const __half* qkv, int row_tile,
   for (int image = r0 / T; image * T < r1; ++image) {
     const int t0 = max(r0, image * T) - image * T, t1 = min(r1, (image + 1) * T) - image * T;
     const __half* q = qkv + static_cast<long long>(image) * T * stride + head * kD;
-    const __half *k = q + width, *v = k + width;
-    load_tile<kBM, kThreads>(q_s, q, stride, t0, t1);
-    for (int t = 0; t < key_tiles; ++t) {
-      load_tile<kKeys, kThreads>(k_s + t * kKeys * kD, k, stride, t * kKeys, T);
-      load_tile<kKeys, kThreads>(v_s + t * kKeys * kD, v, stride, t * kKeys, T);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
+    load_head(q_s, k_s, v_s, q, q + width, q + 2 * width, stride, t0, t1, T, key_tiles);
     const int row0 = t0 + 16 * warp;
     if (warp < 4 && row0 < t1) {
-      uint32_t qf[1][4][4];
-      load_q_fragments<1>(qf, q_s, 16 * warp, lane);
       Rows<1> st;
-      st.init();
-      for (int t = 0; t < key_tiles; ++t) {
-        const int valid = T - t * kKeys;
-        if (valid >= kKeys)
-          mma_tile<1, false>(qf, k_s + t * kKeys * kD, v_s + t * kKeys * kD, st, kKeys, p.scale_log2, lane);
-        else
-          mma_tile<1, true>(qf, k_s + t * kKeys * kD, v_s + t * kKeys * kD, st, valid, p.scale_log2, lane);
-      }
-      // The warp's Q rows become its output staging once every lane's ldmatrix of them is done.
-      __syncwarp();
+      attend_rows(st, q_s, k_s, v_s, key_tiles, T, p.scale_log2, warp, lane);
+      __syncwarp();  // the warp's Q rows become its output staging once every lane has read them
       store_rows(st, q_s + 16 * warp * kD, p.attn + static_cast<long long>(image) * T * width + head * kD, width,
                  row0, t1, lane);
     }
@@ -339,12 +221,12 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
   while (i < p.n_tasks) {
     const DeviceTask t = p.tasks[i];
     const Kind kind = static_cast<Kind>(t.kind);
-    Gemm g{};
+    GemmTask g{};
     const bool layernorm = kLnTasks && (kind == Kind::Ln1 || kind == Kind::Ln2);
     const bool gemm = kind != Kind::Attention && !layernorm;
     if (gemm) {
       g = gemm_of<kLnTasks>(p, t);
-      prefetch_w(w_s, weight_rows(g, p.hidden), p.hidden / kBK);  // weights depend on nothing
+      prefetch_w<kBN, kStages>(w_s, weight_rows(g, p.hidden), p.hidden / kBK);  // weights depend on nothing
     }
     unsigned long long started = 0;
     if (kClock && threadIdx.x == 0) started = now_ns();
@@ -384,14 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
   }
 }
 
-std::size_t smem_bytes(const Problem& p) {
-  using attention::flash::kD;
-  using attention::flash::kKeys;
-  const std::size_t gemm = sizeof(__half) * (static_cast<std::size_t>(p.model.hidden) * kBM + kStages * kBN * kBK);
-  const std::size_t key_tiles = (p.tokens() + kKeys - 1) / kKeys;
-  const std::size_t attn = sizeof(__half) * (kBM * kD + 2 * key_tiles * kKeys * kD);
-  return std::max(gemm, attn);
-}
+std::size_t smem_bytes(const Problem& p) { return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages); }
 
 
 constexpr std::size_t kMaxSmem = 227 * 1024;  // a Hopper CTA's (opt-in)
@@ -402,15 +277,7 @@ constexpr int kStateHead = 2;  // the ticket and the fault count before the coun
 }  // namespace
 
 tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks) {
-  tiles::Shape s;
-  s.rows = batch * p.tokens();
-  s.hidden = p.model.hidden;
-  s.heads = p.model.heads;
-  s.mlp_hidden = p.model.mlp();
-  s.blocks = p.model.layers;
-  s.fc2_split = kSplit;
-  s.ln_tasks = ln_tasks;
-  return s;
+  return tiles::vit_shape(p.model.hidden, p.model.layers, p.tokens(), batch, kSplit, ln_tasks);
 }
 
 std::string unavailable() { return {}; }
@@ -493,19 +360,9 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   Params prm{};
   prm.tasks = tasks_.get();
   prm.n_tasks = static_cast<int>(sched_.tasks.size());
-  prm.layers = layers_.get();
-  prm.n_layers = p_.model.layers;
-  prm.rows = rows_;
-  prm.tokens = p_.tokens();
-  prm.hidden = p_.model.hidden;
-  prm.heads = p_.model.heads;
-  prm.eps = layernorm::Problem{}.eps;  // timm ViT
-  prm.scale_log2 = attention::flash::scale_log2();
-  prm.x = x;
+  set_forward(prm, p_, layers_.get(), rows_, x, attn, h);
   prm.qkv[0] = qkv;
   prm.qkv[1] = qkv_odd_.get();
-  prm.attn = attn;
-  prm.h = h;
   prm.ln = ln_tasks_ ? ln_.get() : nullptr;
   prm.partial = partial_.get();
   unsigned* st = state_.get();

@@ -1,0 +1,108 @@
+"""The per-task table of a tile-scheduled forward: where one forward's time goes, task kind by kind.
+
+    python3 -m experiments.probes.task_table TASKS.csv [--out TABLE.csv]
+
+TASKS.csv is what the encoder bench's --task-times appends (blocks=tiled and tiled_ln: every task
+of one eager forward with its SM and three stamps, in us from the kernel's first task: the CTA
+turned to it, its inputs were there, its output was stored). Per version and batch, one row per
+task kind: tasks, the median and total time they ran (inputs there -> output stored), the median
+and total time their CTA waited for their inputs, and their share of the CTAs' time (SMs x the
+forward's span). A last row per version gives the span, the CTAs' time spent running tasks, waiting
+for inputs and idle (between tasks, and after a CTA's last task). Standard library only; exit 2 with
+one line on stderr for a file that is not such a CSV.
+"""
+import argparse
+import csv
+import statistics
+import sys
+from collections import defaultdict
+
+COLUMNS = ("version", "batch", "kind", "tasks", "run_median_us", "run_total_us", "wait_median_us", "wait_total_us",
+           "share_of_cta_time")
+NEEDED = ("version", "batch", "kind", "sm", "start_us", "ready_us", "end_us")
+
+
+def die(msg):
+    print(f"task_table.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read(path):
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        die(f"cannot read {path}: {e}")
+    if not rows or any(c not in rows[0] for c in NEEDED):
+        die(f"{path} is not a --task-times CSV (columns {', '.join(NEEDED)})")
+    try:
+        for r in rows:
+            for c in ("start_us", "ready_us", "end_us"):
+                r[c] = float(r[c])
+            r["sm"] = int(r["sm"])
+    except ValueError as e:
+        die(f"{path}: a stamp or SM that is not a number ({e})")
+    return rows
+
+
+def table(rows):
+    """The table's rows: per (version, batch), one per kind in order of first appearance, then 'all'."""
+    forwards = defaultdict(list)
+    for r in rows:
+        forwards[(r["version"], r["batch"])].append(r)
+    out = []
+    for (version, batch), tasks in forwards.items():
+        span = max(t["end_us"] for t in tasks)
+        sms = len({t["sm"] for t in tasks})
+        cta_time = span * sms
+        kinds = defaultdict(list)
+        for t in tasks:
+            kinds[t["kind"]].append(t)
+        for kind, ts in kinds.items():
+            run = [t["end_us"] - t["ready_us"] for t in ts]
+            wait = [t["ready_us"] - t["start_us"] for t in ts]
+            out.append({"version": version, "batch": batch, "kind": kind, "tasks": len(ts),
+                        "run_median_us": statistics.median(run), "run_total_us": sum(run),
+                        "wait_median_us": statistics.median(wait), "wait_total_us": sum(wait),
+                        "share_of_cta_time": sum(run) / cta_time})
+        run = sum(t["end_us"] - t["ready_us"] for t in tasks)
+        wait = sum(t["ready_us"] - t["start_us"] for t in tasks)
+        out.append({"version": version, "batch": batch, "kind": f"all ({sms} SMs, span {span:.1f} us)",
+                    "tasks": len(tasks), "run_median_us": statistics.median(t["end_us"] - t["ready_us"] for t in tasks),
+                    "run_total_us": run, "wait_median_us": statistics.median(t["ready_us"] - t["start_us"] for t in tasks),
+                    "wait_total_us": wait, "share_of_cta_time": run / cta_time})
+        out.append({"version": version, "batch": batch, "kind": "idle (between and after tasks)", "tasks": "",
+                    "run_median_us": "", "run_total_us": cta_time - run - wait, "wait_median_us": "",
+                    "wait_total_us": "", "share_of_cta_time": (cta_time - run - wait) / cta_time})
+    return out
+
+
+def fmt(v):
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:,.1f}"
+    return str(v)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tasks", help="the CSV the encoder bench's --task-times wrote")
+    ap.add_argument("--out", help="also write the table here as CSV")
+    a = ap.parse_args(argv)
+    rows = table(read(a.tasks))
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
+    for r in rows:
+        print("| " + " | ".join(fmt(r[c]) for c in COLUMNS) + " |")
+    if a.out:
+        try:
+            with open(a.out, "w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=COLUMNS)
+                w.writeheader()
+                w.writerows(rows)
+        except OSError as e:
+            die(f"cannot write {a.out}: {e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,6 +65,12 @@ def family_list(family):
     return re.findall(r"^STUDY_VERSION\((\w+)\)", text, flags=re.M)
 
 
+def tiled_steps():
+    """The encoder steps whose blocks run as tasks (blocks=tiled or tiled_ln): --task-times is theirs."""
+    rows = [l.split("\t") for l in open(os.path.join(STAGES, "encoder", "steps.tsv")).read().splitlines()]
+    return {r[0] for r in rows if len(r) > 4 and r[1] == "step" and re.search(r"\bblocks=tiled", r[4])}
+
+
 def main(exes):
     failures = []
     seen = set()
@@ -92,6 +98,8 @@ def main(exes):
                       else "--timeline is for the stream versions")]
         if name == "flag_handoff":
             extra = [(["--ctas", "1"], "--ctas must be >= 2"), (["--tile-kib", "2048"], "--tile-kib must be <= 1024")]
+        if name.startswith("encoder_") and name[len("encoder_"):] not in tiled_steps():
+            extra = [(["--task-times", "/tmp/tasks.csv"], "--task-times: only blocks=tiled and tiled_ln run tasks")]
         if name.startswith("attention_"):
             extra = [(["--tokens", "0"], "--tokens must be >= 1"), (["--heads", "-1"], "--heads must be >= 1"),
                      (["--head-dim", "0"], "--head-dim must be >= 1")]

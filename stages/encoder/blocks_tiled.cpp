@@ -1,6 +1,7 @@
-// blocks=tiled and blocks=tiled_ln: every block of the forward in one persistent kernel driven by
-// the tile schedule (tiled.hpp): GEMM and attention tiles that wait on per-tile counters instead of
-// e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks of their own. The family
+// blocks=tiled, tiled_ln and tiled_2cta: every block of the forward in one persistent kernel driven
+// by the tile schedule (tiled.hpp): GEMM and attention tiles that wait on per-tile counters instead
+// of e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks of their own;
+// tiled_2cta with those and two CTAs an SM. The family
 // versions of layernorm, attention and mlp are not asked (the layernorm version still serves the
 // final LayerNorm, in the forward's head). The residual stream is updated in place, in the first
 // layer's buffer.
@@ -13,11 +14,9 @@ namespace {
 
 class TiledBlocks final : public OneKernelBlocks<tiled::Blocks> {
  public:
-  TiledBlocks(const RunnerSetup& s, bool ln_tasks) : p_(s.p), w_(s.w), ln_tasks_(ln_tasks) {}
+  TiledBlocks(const RunnerSetup& s, tiled::Form form) : p_(s.p), w_(s.w), form_(form) {}
 
-  void add_lane(Lane& l) override {
-    lanes_.push_back(std::make_unique<tiled::Blocks>(p_, l.batch, w_.blocks, ln_tasks_));
-  }
+  void add_lane(Lane& l) override { lanes_.push_back(std::make_unique<tiled::Blocks>(p_, l.batch, w_.blocks, form_)); }
 
   void set_task_clock(bool on) override {
     for (auto& l : lanes_) l->set_clock(on);
@@ -34,7 +33,7 @@ class TiledBlocks final : public OneKernelBlocks<tiled::Blocks> {
  private:
   const Problem& p_;
   const DeviceWeights& w_;
-  bool ln_tasks_;
+  tiled::Form form_;
 };
 
 std::string supports(const RunnerSetup& s, int lane_batch) {
@@ -42,29 +41,29 @@ std::string supports(const RunnerSetup& s, int lane_batch) {
   return tiled::refuses(s.p, lane_batch);
 }
 
+tiled::Form form_of(Blocks b) {
+  return b == Blocks::Tiled ? tiled::Form::PanelLayerNorm
+                            : b == Blocks::TiledLn ? tiled::Form::LnTasks : tiled::Form::TwoCtas;
+}
+
 double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
   return static_cast<double>(lanes) *
-         tiled::Blocks::scratch_bytes(p, (p.batch + c.streams - 1) / c.streams, c.blocks == Blocks::TiledLn);
+         tiled::Blocks::scratch_bytes(p, (p.batch + c.streams - 1) / c.streams, form_of(c.blocks));
+}
+
+template <Blocks kBlocks>
+std::unique_ptr<BlockRunner> make(const RunnerSetup& s) {
+  return std::make_unique<TiledBlocks>(s, form_of(kBlocks));
 }
 
 }  // namespace
 
-extern const Runner tiled_runner = {
-    Blocks::Tiled,
-    kFieldResidual,  // the tiled kernel computes every part of the blocks itself
-    tiled::unavailable,
-    supports,
-    extra_device_bytes,
-    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<TiledBlocks>(s, false); },
-};
-
-extern const Runner tiled_ln_runner = {
-    Blocks::TiledLn,
-    kFieldResidual,
-    tiled::unavailable,
-    supports,
-    extra_device_bytes,
-    [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<TiledBlocks>(s, true); },
-};
+// The residual is added in the kernel's epilogues; the kernel computes every part of the blocks.
+extern const Runner tiled_runner = {Blocks::Tiled, kFieldResidual, tiled::unavailable, supports, extra_device_bytes,
+                                    make<Blocks::Tiled>};
+extern const Runner tiled_ln_runner = {Blocks::TiledLn, kFieldResidual, tiled::unavailable, supports,
+                                       extra_device_bytes, make<Blocks::TiledLn>};
+extern const Runner tiled_2cta_runner = {Blocks::TiledTwoCtas, kFieldResidual, tiled::unavailable, supports,
+                                         extra_device_bytes, make<Blocks::TiledTwoCtas>};
 
 }  // namespace encoder

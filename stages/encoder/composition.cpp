@@ -13,7 +13,8 @@ const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
                                                   {Blocks::Fp8, "fp8"},
                                                   {Blocks::Persistent, "persistent"},
                                                   {Blocks::Tiled, "tiled"},
-                                                  {Blocks::TiledLn, "tiled_ln"}};
+                                                  {Blocks::TiledLn, "tiled_ln"},
+                                                  {Blocks::TiledTwoCtas, "tiled_2cta"}};
 const std::pair<Gemms, const char*> kGemms[] = {
     {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
 

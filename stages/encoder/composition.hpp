@@ -21,6 +21,7 @@ enum class Blocks {
   Persistent,    // every block in one persistent kernel, grid barriers between phases
   Tiled,         // every block in one persistent kernel, tiles waiting on per-tile counters
   TiledLn,       // the same with each row tile's LayerNorms as tasks of their own
+  TiledTwoCtas,  // and its GEMM tasks' A panels streamed, two CTAs an SM
 };
 
 // Where the QKV and projection GEMMs run (the MLP's GEMMs are its family version's business).
@@ -66,6 +67,8 @@ struct Composition {
 
   bool fp8() const { return blocks == Blocks::Fp8; }
   const char* precision() const { return fp8() ? "fp8_e4m3" : "fp16"; }
+  // The blocks run as the tile schedule's tasks (blocks=tiled, tiled_ln, tiled_2cta).
+  bool tiled() const { return blocks == Blocks::Tiled || blocks == Blocks::TiledLn || blocks == Blocks::TiledTwoCtas; }
   bool operator==(const Composition& o) const { return to_string() == o.to_string(); }
   bool operator!=(const Composition& o) const { return !(*this == o); }
   std::string to_string() const;

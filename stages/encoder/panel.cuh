@@ -57,26 +57,35 @@ struct RowSlab {
   }
 };
 
+// y = (v - mean) rstd gamma + beta for the chunks of a row a warp holds (warp_row_stats' v and
+// stats), each 8-wide chunk i stored at at(i).
+template <int kChunks, class At>
+__device__ __forceinline__ void normalize_row(const float (&v)[kChunks][8], float2 stats, const __half* gamma,
+                                              const __half* beta, int chunks, At&& at) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int i = lane + 32 * c;
+    if (i >= chunks) continue;
+    const auto gm = study::HalfVec<8>::load(gamma + 8 * i), bt = study::HalfVec<8>::load(beta + 8 * i);
+    study::HalfVec<8> y;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) y.set(j, (v[c][j] - stats.x) * stats.y * gm.get(j) + bt.get(j));
+    y.store(at(i));
+  }
+}
+
 // LayerNorm of the panel's 64 rows in place (hidden/64 swizzled [64][64] tiles): a warp per
 // row, its statistics by reduce.cuh's warp_row_stats from the row's swizzled chunks.
 __device__ inline void layernorm_panel(__half* a_s, const __half* gamma, const __half* beta, int hidden, float eps) {
   constexpr int kChunks = kMaxHidden / 8 / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = hidden / 8;
+  const int warp = threadIdx.x / 32, chunks = hidden / 8;
   for (int r = warp; r < kBM; r += kThreads / 32) {
     auto at = [a_s, r](int i) { return a_s + i / 8 * kTileHalves + swizzle(r, i % 8); };
     float v[kChunks][8];
     const float2 stats = study::warp_row_stats<kChunks>(
         [&at](int i) { return *reinterpret_cast<const study::HalfVec<8>*>(at(i)); }, hidden, eps, v);
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int i = lane + 32 * c;
-      if (i >= chunks) continue;
-      const auto gm = study::HalfVec<8>::load(gamma + 8 * i), bt = study::HalfVec<8>::load(beta + 8 * i);
-      study::HalfVec<8> y;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) y.set(j, (v[c][j] - stats.x) * stats.y * gm.get(j) + bt.get(j));
-      y.store(at(i));
-    }
+    normalize_row(v, stats, gamma, beta, chunks, at);
   }
 }
 

@@ -84,6 +84,10 @@ const std::vector<Step>& steps() {
        "each row tile's LayerNorms as tasks of their own: a row tile normalized once a LayerNorm, not once by each "
        "of its 36 QKV and 48 fc1 tasks",
        "blocks=tiled_ln"},
+      {"e26_two_ctas", "e25_ln_tasks",
+       "two CTAs an SM (16 warps instead of 8): GEMM tasks stream their A panel through the weights' stages "
+       "(16 KB a stage, not the whole panel) and LayerNorm tasks read their rows from L2, no shared memory",
+       "blocks=tiled_2cta"},
   };
   return table;
 }

@@ -340,7 +340,7 @@ TEST_CASE("the last block's QKV, attention output and (one-kernel runners) MLP h
     ref::attention(got.last.qkv, p.batch, T, p.model.heads, p.model.head_dim(), attn);  // from the GPU's QKV
     check_stage("attention output", got.last.attn, attn, stream_tolerance(attn));
     // The MLP versions need not write their hidden; the one-kernel runners do.
-    if (c.blocks != Blocks::Persistent && c.blocks != Blocks::Tiled && c.blocks != Blocks::TiledLn) continue;
+    if (c.blocks != Blocks::Persistent && !c.tiled()) continue;
     ref::attention(qkv, p.batch, T, p.model.heads, p.model.head_dim(), attn);
     ref::linear(attn, rows, D, b.proj_w, b.proj_b, D, proj);
     std::vector<float> x_mid = s.embedded, h;
@@ -372,7 +372,7 @@ constexpr double kClockSlackUs = 1.0;
 
 TEST_CASE("tile-scheduled steps: each task's inputs ready only after the tasks it waits for stored theirs") {
   const Composition c = step();
-  if (c.blocks != Blocks::Tiled && c.blocks != Blocks::TiledLn) return;
+  if (!c.tiled()) return;
   for (int batch : {1, 3}) {
     const Problem p = problem("vit_s", 4, batch, 224);
     const auto seed = study::fresh_seed();
@@ -385,7 +385,7 @@ TEST_CASE("tile-scheduled steps: each task's inputs ready only after the tasks i
     Forward f(p, c, dw);
     const std::vector<TaskTime> times = f.task_times(images.get(), logits.get(), nullptr);
     CHECK(f.dependency_state() == "");
-    const tiles::Schedule sched = tiles::build(tiled::shape_of(p, batch, c.blocks == Blocks::TiledLn));
+    const tiles::Schedule sched = tiles::build(tiled::shape_of(p, batch, c.blocks != Blocks::Tiled));
     REQUIRE(times.size() == sched.tasks.size());
     std::vector<std::vector<double>> stored(sched.final_counts.size());  // each counter's signalers' ends
     int unstamped = 0, misnamed = 0;

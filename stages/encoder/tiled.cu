@@ -1,4 +1,5 @@
-// The tile-scheduled kernel of e24_tiled and e25_ln_tasks (tiled.hpp says what it computes).
+// The tile-scheduled kernel of e24_tiled, e25_ln_tasks and e26_two_ctas (tiled.hpp says what it
+// computes).
 // GEMM tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of 16 x 32: the task's
 // whole A panel (64 rows x `hidden`, fc2 a quarter of its K) lands in shared memory at once, so a
 // LayerNorm before the GEMM normalizes it there; the weights stream through a 6-stage cp.async
@@ -6,7 +7,9 @@
 // tasks are 64 rows of one head: for each image among those rows, its Q rows and every key and
 // value of the head in shared memory, and 4 warps run v7_flash_mma's tile over them. With
 // LayerNorm tasks (e25), a task normalizes one row tile's panel and stores it for the GEMM tasks
-// after it; the kernel is a template on that, so e24's instantiation has no trace of it.
+// after it; the kernel is a template on that, so e24's instantiation has no trace of it. e26
+// streams each GEMM task's A panel through the weights' stages instead of holding it whole, which
+// with the LayerNorm tasks' rows read from L2 lets two CTAs share an SM (16 warps instead of 8).
 //
 // The dependency protocol is the dry run's (tile_dry_run.cu), tested there without the math:
 // thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes, and
@@ -153,6 +156,84 @@ __device__ void gemm_task(const Params& p, const GemmTask& g, __half* a_s, __hal
   }
 }
 
+// e26's GEMM task: the A panel streamed with the weights, chunk by chunk (the LayerNorm tasks have
+// normalized it already), kStreamStages deep, so a task needs 16 KB a stage and two CTAs fit an
+// SM. The weights' first chunks were requested before the task's wait, one commit group each;
+// A's first chunks follow as one group once its inputs exist.
+constexpr int kStreamStages = 4;
+template <Epi kEpi>
+__device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a_s, __half* w_s) {
+  const int hidden = p.hidden, chunks = hidden / kBK;
+  const RowSlab<kBN> w = weight_rows(g, hidden);
+  const RowSlab<kBM> a(g.a, g.lda, g.m0, p.rows, g.slice * hidden);
+#pragma unroll
+  for (int s = 0; s < kStreamStages - 1; ++s)
+    if (s < chunks) a.copy(a_s + s * kTileHalves, s);
+  cp_async_commit();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = 16 * (warp & 3), wn = 32 * (warp >> 2);
+  float acc[4][4] = {};
+  for (int kc = 0; kc < chunks; ++kc) {
+    // Chunk kc's A and weights landed: at the first chunk everything requested so far; then the
+    // groups of the chunks after it may still be in flight.
+    if (kc == 0)
+      cp_async_wait<0>();
+    else
+      cp_async_wait<kStreamStages - 2>();
+    __syncthreads();  // for every thread; chunk kc-1's stages are free
+    const int next = kc + kStreamStages - 1;
+    if (next < chunks) {
+      a.copy(a_s + next % kStreamStages * kTileHalves, next);
+      w.copy(w_s + next % kStreamStages * kBN * kBK, next);
+    }
+    cp_async_commit();
+    const __half* a_t = a_s + kc % kStreamStages * kTileHalves;
+    const __half* w_t = w_s + kc % kStreamStages * kBN * kBK;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      uint32_t af[4];
+      ldmatrix_x4(af, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t b[4];
+        const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
+        mma(acc[2 * np], af, b[0], b[1]);
+        mma(acc[2 * np + 1], af, b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // the empty groups past K
+  const int row_base = g.m0 + wm, col_base = g.n0 + wn;
+  if constexpr (kEpi == Epi::SplitResidual)
+    split_residual(p, g, acc, row_base, col_base, lane);
+  else
+    store_tile<kEpi, 32>(g, acc, p.rows, row_base, col_base, lane);
+}
+
+// e26's LayerNorm task: a warp per row, straight from the residual stream (through L2: other
+// CTAs wrote it) to ln, no shared memory.
+__device__ void layernorm_rows(const Params& p, const DeviceTask& t) {
+  constexpr int kChunks = kMaxHidden / 8 / 32;
+  const BlockView w = p.layers[t.block];
+  const bool second = static_cast<Kind>(t.kind) == Kind::Ln2;
+  const __half* gamma = second ? w.ln2_g : w.ln1_g;
+  const __half* beta = second ? w.ln2_b : w.ln1_b;
+  const int hidden = p.hidden, chunks = hidden / 8, warp = threadIdx.x / 32;
+  for (int r = t.row_tile * kBM + warp; r < min((t.row_tile + 1) * kBM, p.rows); r += kThreads / 32) {
+    const __half* row = p.x + static_cast<long long>(r) * hidden;
+    float v[kChunks][8];
+    const float2 stats = study::warp_row_stats<kChunks>(
+        [row](int i) {
+          const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(row + 8 * i));
+          return *reinterpret_cast<const study::HalfVec<8>*>(&raw);
+        },
+        hidden, p.eps, v);
+    __half* out = p.ln + static_cast<long long>(r) * hidden;
+    normalize_row(v, stats, gamma, beta, chunks, [out](int i) { return out + 8 * i; });
+  }
+}
+
 // A LayerNorm task: 64 rows of the residual stream normalized in shared memory (as a GEMM task's
 // panel) and stored to ln, rows past the batch left alone.
 __device__ void layernorm_task(const Params& p, const DeviceTask& t, __half* a_s) {
@@ -206,13 +287,16 @@ __device__ __forceinline__ unsigned sm_id() {
   return id;
 }
 
-// kClock: thread 0 stamps each task (Blocks::set_clock); the timed instantiations have none of it.
-template <bool kLnTasks, bool kClock>
-__global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
+// kTwoCtas (e26, with kLnTasks): GEMM tasks stream their A panel, LayerNorm tasks use no shared
+// memory, and two CTAs share an SM. kClock: thread 0 stamps each task (Blocks::set_clock); the
+// timed instantiations have none of it.
+template <bool kLnTasks, bool kTwoCtas, bool kClock>
+__global__ void __launch_bounds__(kThreads, kTwoCtas ? 2 : 1) tiled_kernel(Params p) {
+  static_assert(!kTwoCtas || kLnTasks, "a streamed A panel is one no task normalizes");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __half* smem = reinterpret_cast<__half*>(smem_raw);
-  __half* a_s = smem;                                   // a GEMM task's A panel ...
-  __half* w_s = smem + p.hidden / kBK * kTileHalves;  // ... and its weight stages after it
+  __half* a_s = smem;  // a GEMM task's A panel (streamed: its stages) and its weight stages after it
+  __half* w_s = smem + (kTwoCtas ? kStreamStages : p.hidden / kBK) * kTileHalves;
   __shared__ int next;
   if (threadIdx.x == 0) next = static_cast<int>(atomicAdd(p.ticket, 1u));
   __syncthreads();
@@ -226,7 +310,11 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
     const bool gemm = kind != Kind::Attention && !layernorm;
     if (gemm) {
       g = gemm_of<kLnTasks>(p, t);
-      prefetch_w<kBN, kStages>(w_s, weight_rows(g, p.hidden), p.hidden / kBK);  // weights depend on nothing
+      // Weights depend on nothing: requested before the wait.
+      if constexpr (kTwoCtas)
+        prefetch_w<kBN, kStreamStages>(w_s, weight_rows(g, p.hidden), p.hidden / kBK);
+      else
+        prefetch_w<kBN, kStages>(w_s, weight_rows(g, p.hidden), p.hidden / kBK);
     }
     unsigned long long started = 0;
     if (kClock && threadIdx.x == 0) started = now_ns();
@@ -243,12 +331,23 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
     }
     __syncthreads();
     const int following = next;
-    if (layernorm)
+    if (kTwoCtas && layernorm)
+      layernorm_rows(p, t);
+    else if (layernorm)
       layernorm_task(p, t, a_s);
-    else if (kind == Kind::Qkv)
-      gemm_task<Epi::Bias>(p, g, a_s, w_s);
     else if (kind == Kind::Attention)
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
+    else if constexpr (kTwoCtas) {
+      if (kind == Kind::Qkv)
+        streamed_gemm_task<Epi::Bias>(p, g, a_s, w_s);
+      else if (kind == Kind::Projection)
+        streamed_gemm_task<Epi::BiasResidual>(p, g, a_s, w_s);
+      else if (kind == Kind::Fc1)
+        streamed_gemm_task<Epi::BiasGelu>(p, g, a_s, w_s);
+      else
+        streamed_gemm_task<Epi::SplitResidual>(p, g, a_s, w_s);
+    } else if (kind == Kind::Qkv)
+      gemm_task<Epi::Bias>(p, g, a_s, w_s);
     else if (kind == Kind::Projection)
       gemm_task<Epi::BiasResidual>(p, g, a_s, w_s);
     else if (kind == Kind::Fc1)
@@ -266,7 +365,31 @@ __global__ void __launch_bounds__(kThreads, 1) tiled_kernel(Params p) {
   }
 }
 
-std::size_t smem_bytes(const Problem& p) { return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages); }
+std::size_t smem_bytes(const Problem& p, Form form) {
+  if (form != Form::TwoCtas) return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages);
+  // The streamed GEMM's stages, or the attention's Q, keys and values (the rows form: no panel).
+  return std::max(sizeof(__half) * kStreamStages * (kTileHalves + kBN * kBK),
+                  panel::smem_bytes(0, p.tokens(), kBN, 0));
+}
+
+using Kernel = void (*)(Params);
+Kernel kernel_for(Form form, bool clock) {
+  switch (form) {
+    case Form::PanelLayerNorm: return clock ? tiled_kernel<false, false, true> : tiled_kernel<false, false, false>;
+    case Form::LnTasks: return clock ? tiled_kernel<true, false, true> : tiled_kernel<true, false, false>;
+    case Form::TwoCtas: break;
+  }
+  return clock ? tiled_kernel<true, true, true> : tiled_kernel<true, true, false>;
+}
+
+const char* step_of(Form form) {
+  switch (form) {
+    case Form::PanelLayerNorm: return "blocks=tiled: ";
+    case Form::LnTasks: return "blocks=tiled_ln: ";
+    case Form::TwoCtas: break;
+  }
+  return "blocks=tiled_2cta: ";
+}
 
 
 constexpr std::size_t kMaxSmem = 227 * 1024;  // a Hopper CTA's (opt-in)
@@ -288,42 +411,41 @@ std::string refuses(const Problem& p, int batch) {
     return "head_dim " + std::to_string(p.model.head_dim()) + " is not 64";
   if (D % kBN || D > kMaxHidden) return "hidden " + std::to_string(D) + " is not a multiple of 64 up to 1024";
   if (p.model.mlp() != kMlpRatio * D) return "the MLP is not 4 x hidden";
-  if (smem_bytes(p) > kMaxSmem)
+  if (smem_bytes(p, Form::PanelLayerNorm) > kMaxSmem)
     return std::to_string(p.tokens()) + " tokens: every key and value of a head must fit in shared memory (" +
-           std::to_string(smem_bytes(p)) + " of " + std::to_string(kMaxSmem) + " bytes)";
+           std::to_string(smem_bytes(p, Form::PanelLayerNorm)) + " of " + std::to_string(kMaxSmem) + " bytes)";
   if (static_cast<long long>(batch) * p.tokens() * kMlpRatio * D >= (1LL << 31))
     return "the batch overflows 32-bit indexing";
   return {};
 }
 
-std::size_t Blocks::scratch_bytes(const Problem& p, int batch, bool ln_tasks) {
-  const tiles::Schedule s = tiles::build(shape_of(p, batch, ln_tasks));
+std::size_t Blocks::scratch_bytes(const Problem& p, int batch, Form form) {
+  const tiles::Schedule s = tiles::build(shape_of(p, batch, ln_tasks(form)));
   const long long rows = static_cast<long long>(batch) * p.tokens();
-  return sizeof(float) * kSplit * rows * p.model.hidden + sizeof(__half) * rows * (ln_tasks ? 4 : 3) * p.model.hidden +
+  return sizeof(float) * kSplit * rows * p.model.hidden +
+         sizeof(__half) * rows * (ln_tasks(form) ? 4 : 3) * p.model.hidden +
          sizeof(unsigned) * (kStateHead + s.final_counts.size() + fc2_tiles(s)) + sizeof(DeviceTask) * s.tasks.size() +
          sizeof(BlockView) * p.model.layers;
 }
 
-Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, bool ln_tasks)
-    : p_(p), rows_(batch * p.tokens()), smem_(smem_bytes(p)), ln_tasks_(ln_tasks) {
-  const std::string who = ln_tasks ? "blocks=tiled_ln: " : "blocks=tiled: ";
+Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, Form form)
+    : p_(p), rows_(batch * p.tokens()), form_(form), smem_(smem_bytes(p, form)) {
+  const std::string who = step_of(form);
   if (auto why = refuses(p, batch); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, who + why);
-  sched_ = tiles::build(shape_of(p, batch, ln_tasks));
+  sched_ = tiles::build(shape_of(p, batch, ln_tasks(form)));
   if (auto why = tiles::check(sched_); !why.empty())
     throw std::logic_error(who + "the tile schedule is unsound: " + why);
-  for (const void* k : {reinterpret_cast<const void*>(tiled_kernel<false, false>),
-                        reinterpret_cast<const void*>(tiled_kernel<true, false>),
-                        reinterpret_cast<const void*>(tiled_kernel<false, true>),
-                        reinterpret_cast<const void*>(tiled_kernel<true, true>)})
-    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
-  const void* kernel = ln_tasks ? reinterpret_cast<const void*>(tiled_kernel<true, false>)
-                                : reinterpret_cast<const void*>(tiled_kernel<false, false>);
+  for (bool clock : {false, true})
+    CUDA_CHECK(cudaFuncSetAttribute(kernel_for(form, clock), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem_)));
   int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem_));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for(form, false), kThreads, smem_));
   if (per_sm < 1)
     throw study::StudyError(study::ErrorKind::Usage, who + "a CTA with " + std::to_string(smem_) +
                                                          " bytes of shared memory does not fit on an SM");
-  grid_ = study::sm_count();  // one CTA per SM
+  // One CTA an SM; two where the form is built for it and they fit (not with the keys of 577
+  // tokens in shared memory): every CTA resident, each taking tickets.
+  grid_ = study::sm_count() * (form == Form::TwoCtas ? std::min(per_sm, 2) : 1);
   std::vector<DeviceTask> tasks;
   tasks.reserve(sched_.tasks.size());
   for (const tiles::Task& t : sched_.tasks) {
@@ -341,7 +463,7 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   CUDA_CHECK(cudaMemcpy(layers_.get(), blocks.data(), layers_.bytes(), cudaMemcpyHostToDevice));
   partial_ = study::DeviceBuffer<float>(static_cast<std::size_t>(kSplit) * rows_ * p.model.hidden);
   qkv_odd_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * 3 * p.model.hidden);
-  if (ln_tasks) ln_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * p.model.hidden);
+  if (ln_tasks(form)) ln_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * p.model.hidden);
   state_ = study::DeviceBuffer<unsigned>(kStateHead + sched_.final_counts.size() + fc2_tiles(sched_));
   CUDA_CHECK(cudaMemset(state_.get(), 0, state_.bytes()));
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -350,7 +472,7 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
 void Blocks::poison_scratch() {
   study::poison(partial_);
   study::poison(qkv_odd_);
-  if (ln_tasks_) study::poison(ln_);
+  if (ln_tasks(form_)) study::poison(ln_);
 }
 
 void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const {
@@ -363,7 +485,7 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   set_forward(prm, p_, layers_.get(), rows_, x, attn, h);
   prm.qkv[0] = qkv;
   prm.qkv[1] = qkv_odd_.get();
-  prm.ln = ln_tasks_ ? ln_.get() : nullptr;
+  prm.ln = ln_tasks(form_) ? ln_.get() : nullptr;
   prm.partial = partial_.get();
   unsigned* st = state_.get();
   prm.ticket = st;
@@ -381,10 +503,7 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   // Not a cooperative launch: a CTA waits only on tasks of smaller tickets, all held by CTAs
   // already running, so the forward completes whichever CTAs are resident.
   prm.clock = clock_ ? clock_stamps_.get() : nullptr;
-  if (ln_tasks_)
-    (clock_ ? tiled_kernel<true, true> : tiled_kernel<true, false>)<<<grid_, kThreads, smem_, s>>>(prm);
-  else
-    (clock_ ? tiled_kernel<false, true> : tiled_kernel<false, false>)<<<grid_, kThreads, smem_, s>>>(prm);
+  kernel_for(form_, clock_)<<<grid_, kThreads, smem_, s>>>(prm);
   CUDA_CHECK(cudaGetLastError());
 }
 

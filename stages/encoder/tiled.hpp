@@ -1,5 +1,5 @@
 // Every encoder block of a forward in one persistent kernel driven by the tile schedule
-// (tile_schedule.hpp; the e24_tiled and e25_ln_tasks steps): one CTA per SM takes tasks in ticket order, waits
+// (tile_schedule.hpp; the e24_tiled, e25_ln_tasks and e26_two_ctas steps): one CTA per SM takes tasks in ticket order, waits
 // until the counters of the tiles each task reads reach their targets, runs it and adds one to
 // its own counter. No grid barrier: a task starts as soon as its inputs exist, so the phases of a
 // block overlap. Tasks are 64 x 64 output tiles of the QKV (LN1 on its A panel in shared
@@ -21,6 +21,14 @@
 
 namespace encoder::tiled {
 
+// The tile-scheduled forward's forms, one a step.
+enum class Form {
+  PanelLayerNorm,  // e24_tiled: each QKV and fc1 task normalizes its own A panel
+  LnTasks,         // e25_ln_tasks: each row tile's LayerNorms as tasks of their own
+  TwoCtas,         // e26_two_ctas: e25's schedule, GEMM tasks streaming their A panel, two CTAs an SM
+};
+inline bool ln_tasks(Form f) { return f != Form::PanelLayerNorm; }
+
 // The schedule's shape of `batch` images of p (fc2 split in 4 slices of `hidden`).
 tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks);
 
@@ -40,15 +48,15 @@ struct DeviceTask {
 
 class Blocks {
  public:
-  // ln_tasks: each row tile's LayerNorms as tasks of their own (the e25_ln_tasks step), their
-  // output in a buffer of the runner's that the QKV and fc1 tasks read.
-  Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, bool ln_tasks);
+  // With LayerNorm tasks (ln_tasks(form)) their output is a buffer of the runner's that the QKV
+  // and fc1 tasks read.
+  Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, Form form);
   // x [rows, hidden] in and out (the residual stream, updated in place); qkv, attn and h the
   // blocks' intermediates [rows, 3 hidden], [rows, hidden], [rows, 4 hidden]. qkv holds the QKV of
   // the last block and every second one before it, a buffer of the runner's own the others'.
   // Clears the counters first.
   void run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const;
-  static std::size_t scratch_bytes(const Problem& p, int batch, bool ln_tasks);
+  static std::size_t scratch_bytes(const Problem& p, int batch, Form form);
   // NaN into fc2's partial sums, the runner's QKV buffer and the LayerNorm tasks' output (each
   // written before it is read).
   void poison_scratch();
@@ -64,8 +72,9 @@ class Blocks {
  private:
   Problem p_;
   int rows_ = 0, grid_ = 0;
+  Form form_;
   std::size_t smem_ = 0;
-  bool ln_tasks_ = false, clock_ = false;
+  bool clock_ = false;
   tiles::Schedule sched_;
   study::DeviceBuffer<BlockView> layers_;
   study::DeviceBuffer<DeviceTask> tasks_;

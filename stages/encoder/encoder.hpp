@@ -92,9 +92,10 @@ struct Breakdown {
   std::vector<std::pair<std::string, double>> us;  // in forward order
 };
 
-// One task of a tile-scheduled forward (blocks=tiled, tiled_ln, tiled_2cta) as its CTA saw it, in us from
-// the kernel's first task: the CTA turned to it (its weights requested), its inputs there (its
-// waits met), its output stored. The per-task table of those steps, as kernel_table is the per-kernel one of the others.
+// One task of a tile-scheduled forward (blocks=tiled, tiled_ln, tiled_2cta) as its CTA saw it, in
+// us from the kernel's first task: the CTA turned to it (its weights requested), its inputs there
+// (its waits met), its output stored. The per-task table of those steps, as kernel_table is the
+// per-kernel one of the others.
 struct TaskTime {
   std::string kind;  // tile_schedule.hpp's names: ln1, qkv, attention, projection, ln2, fc1, fc2
   int block = 0, row_tile = 0, col = 0, slice = 0, sm = 0;

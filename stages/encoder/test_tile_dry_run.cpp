@@ -1,8 +1,8 @@
-// The tile schedule on the GPU without its math (tile_dry_run.hpp): on every SM and on a few
-// CTAs, vit_b at batch 1 (with and without LayerNorm tasks) and vit_s at 3 images, every read finds its tile as the program order
-// leaves it, and the counters and tiles read back are exactly what a complete forward leaves;
-// run twice from fresh counters. A task that does not signal (planted) fails deterministically:
-// its counter is one short and every wait on it times out.
+// The tile schedule on the GPU without its math (tile_dry_run.hpp): on every SM and on a few CTAs,
+// vit_b at batch 1 (with and without LayerNorm tasks) and vit_s at 3 images, every read finds its
+// tile as the program order leaves it, and the counters and tiles read back are exactly what a
+// complete forward leaves; run twice from fresh counters. A task that does not signal (planted)
+// fails deterministically: its counter is one short and every wait on it times out.
 #include <doctest/doctest.h>
 #include "encoder/tile_dry_run.hpp"
 #include "harness/gpu.hpp"

@@ -1,21 +1,21 @@
 // The tile-scheduled kernel of e24_tiled, e25_ln_tasks and e26_two_ctas (tiled.hpp says what it
-// computes).
-// GEMM tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of 16 x 32: the task's
-// whole A panel (64 rows x `hidden`, fc2 a quarter of its K) lands in shared memory at once, so a
-// LayerNorm before the GEMM normalizes it there; the weights stream through a 6-stage cp.async
-// pipeline whose first stages are requested before the task waits for its inputs. Attention
-// tasks are 64 rows of one head: for each image among those rows, its Q rows and every key and
-// value of the head in shared memory, and 4 warps run v7_flash_mma's tile over them. With
-// LayerNorm tasks (e25), a task normalizes one row tile's panel and stores it for the GEMM tasks
-// after it; the kernel is a template on that, so e24's instantiation has no trace of it. e26
-// streams each GEMM task's A panel through the weights' stages instead of holding it whole, which
-// with the LayerNorm tasks' rows read from L2 lets two CTAs share an SM (16 warps instead of 8).
+// computes). GEMM tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators),
+// 8 warps of 16 x 32 (panel.cuh, e13's code): the task's whole A panel (64 rows x `hidden`, fc2 a
+// quarter of its K) lands in shared memory at once, so a LayerNorm before the GEMM normalizes it
+// there; the weights stream through a 6-stage cp.async pipeline whose first stages are requested
+// before the task waits for its inputs. Attention tasks are 64 rows of one head: for each image
+// among those rows, its Q rows and every key and value of the head in shared memory, and 4 warps
+// run v7_flash_mma's tile over them. With LayerNorm tasks (e25), a task normalizes one row tile's
+// panel and stores it for the GEMM tasks after it; the kernel is a template on that, so e24's
+// instantiation has no trace of it. e26 streams each GEMM task's A panel through the weights'
+// stages instead of holding it whole, which with the LayerNorm tasks' rows read from L2 lets two
+// CTAs share an SM (16 warps instead of 8).
 //
-// The dependency protocol is the dry run's (tile_dry_run.cu), tested there without the math:
-// thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes, and
-// after the task's last store and a CTA barrier thread 0 adds one to its counter with release
-// semantics. Everything a task reads that another CTA wrote goes through L2 (cp.async.cg,
-// ld.global.cg): L1 is not coherent.
+// The dependency protocol is the dry run's (tile_dry_run.cu), tested there without the math: thread
+// 0 polls each counter the task waits on with acquire loads, the CTA synchronizes, and after the
+// task's last store and a CTA barrier thread 0 adds one to its counter with release semantics.
+// Everything a task reads that another CTA wrote goes through L2 (cp.async.cg, ld.global.cg): L1 is
+// not coherent.
 #include <cuda/atomic>
 #include "attention/flash_mma.cuh"
 #include "device/tiles.cuh"

@@ -1,13 +1,13 @@
 // Every encoder block of a forward in one persistent kernel driven by the tile schedule
-// (tile_schedule.hpp; the e24_tiled, e25_ln_tasks and e26_two_ctas steps): one CTA per SM takes tasks in ticket order, waits
-// until the counters of the tiles each task reads reach their targets, runs it and adds one to
-// its own counter. No grid barrier: a task starts as soon as its inputs exist, so the phases of a
-// block overlap. Tasks are 64 x 64 output tiles of the QKV (LN1 on its A panel in shared
-// memory), projection (+bias +residual), fc1 (LN2 on its panel, +bias, exact GELU) and fc2 GEMMs
-// (K split in 4 slices of `hidden`, fp32 partial sums added in slice order by the slice that
-// completes the tile, +bias +residual), and 64 rows of one head's attention; the math is e13's
-// (mma.sync m16n8k16, fp32 accumulators, 8 warps). Each task's weights are requested before its
-// wait. QKV's output alternates between two buffers by block (the schedule's check says why).
+// (tile_schedule.hpp; the e24_tiled, e25_ln_tasks and e26_two_ctas steps): one CTA per SM (e26: two) takes
+// tasks in ticket order, waits until the counters of the tiles each task reads reach their targets,
+// runs it and adds one to its own counter. No grid barrier: a task starts as soon as its inputs
+// exist, so the phases of a block overlap. Tasks are 64 x 64 output tiles of the QKV (LN1 on its A
+// panel in shared memory), projection (+bias +residual), fc1 (LN2 on its panel, +bias, exact GELU)
+// and fc2 GEMMs (K split in 4 slices of `hidden`, fp32 partial sums added in slice order by the
+// slice that completes the tile, +bias +residual), and 64 rows of one head's attention; the math is
+// e13's (mma.sync m16n8k16, fp32 accumulators, 8 warps). Each task's weights are requested before
+// its wait. QKV's output alternates between two buffers by block (the schedule's check says why).
 // With LayerNorm tasks the QKV and fc1 tasks read a row tile normalized once by a task of its own
 // instead of each normalizing their panel.
 #pragma once

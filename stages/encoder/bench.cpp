@@ -261,6 +261,12 @@ int bench(Options& o, study::BenchReport& report) {
     const auto got = study::to_float(study::to_host(d_logits));
     if (!o.logits_out.empty()) ref::write_safetensors(o.logits_out, {{"logits", {p.batch, p.num_classes}, got}});
     if (o.common.check && (check_note = check_logits(o, p, c, mix, w, images, got, report)).empty()) return 1;
+    // A tile-scheduled forward whose counters are not a complete forward's ran on a wait that
+    // timed out: its logits may still pass, its time would not be a forward's.
+    if (const std::string state = fwd->dependency_state(); !state.empty()) {
+      report.write("failed", mix + "; dependency counters after the checked forward: " + state);
+      return 1;
+    }
   }
   const int launches = time_forward(o, p, *fwd, d_images, d_logits, report);
   const encoder::Breakdown parts = fwd->breakdown(d_images.get(), d_logits.get(), nullptr);

@@ -26,7 +26,8 @@ DEFAULTS = {"pe": "", "ln": "", "attn": "", "mlp": "", "blocks": "fp16", "gemms"
             "buffers": "arena", "residual": "add", "graph": False, "streams": 1, "pdl": False,
             "l2_prefetch": False, "attn_e4m3": False, "qkv_e4m3": False}
 SWITCHES = ("graph", "pdl", "l2_prefetch", "attn_e4m3", "qkv_e4m3")
-CHOICES = {"blocks": ("fp16", "fp16_ln_folded", "fp8", "persistent", "tiled", "tiled_ln", "tiled_2cta"),
+CHOICES = {"blocks": ("fp16", "fp16_ln_folded", "fp8", "persistent", "tiled", "tiled_ln", "tiled_2cta",
+                      "tiled_wgmma"),
            "gemms": ("cublaslt", "cutlass", "cutlass+cublaslt"),
            "buffers": ("arena", "per_layer"), "residual": ("add", "epilogue")}
 # Older forms: a word -> the fields it set.

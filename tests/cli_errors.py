@@ -99,7 +99,7 @@ def main(exes):
         if name == "flag_handoff":
             extra = [(["--ctas", "1"], "--ctas must be >= 2"), (["--tile-kib", "2048"], "--tile-kib must be <= 1024")]
         if name.startswith("encoder_") and name[len("encoder_"):] not in tiled_steps():
-            extra = [(["--task-times", "/tmp/tasks.csv"], "--task-times: only blocks=tiled, tiled_ln and tiled_2cta run tasks")]
+            extra = [(["--task-times", "/tmp/tasks.csv"], "--task-times: only the tile-scheduled blocks (blocks=tiled*) run tasks")]
         if name.startswith("attention_"):
             extra = [(["--tokens", "0"], "--tokens must be >= 1"), (["--heads", "-1"], "--heads must be >= 1"),
                      (["--head-dim", "0"], "--head-dim must be >= 1")]

@@ -1,7 +1,7 @@
-// blocks=tiled, tiled_ln and tiled_2cta: every block of the forward in one persistent kernel driven
-// by the tile schedule (tiled.hpp): GEMM and attention tiles that wait on per-tile counters instead
-// of e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks of their own;
-// tiled_2cta with those and two CTAs an SM. The family
+// blocks=tiled, tiled_ln, tiled_2cta and tiled_wgmma: every block of the forward in one persistent
+// kernel driven by the tile schedule (tiled.hpp): GEMM and attention tiles that wait on per-tile
+// counters instead of e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks of
+// their own; tiled_2cta with those and two CTAs an SM; tiled_wgmma with those and wgmma products. The family
 // versions of layernorm, attention and mlp are not asked (the layernorm version still serves the
 // final LayerNorm, in the forward's head). The residual stream is updated in place, in the first
 // layer's buffer.
@@ -42,8 +42,12 @@ std::string supports(const RunnerSetup& s, int lane_batch) {
 }
 
 tiled::Form form_of(Blocks b) {
-  return b == Blocks::Tiled ? tiled::Form::PanelLayerNorm
-                            : b == Blocks::TiledLn ? tiled::Form::LnTasks : tiled::Form::TwoCtas;
+  switch (b) {
+    case Blocks::Tiled: return tiled::Form::PanelLayerNorm;
+    case Blocks::TiledLn: return tiled::Form::LnTasks;
+    case Blocks::TiledTwoCtas: return tiled::Form::TwoCtas;
+    default: return tiled::Form::Wgmma;
+  }
 }
 
 double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
@@ -56,14 +60,21 @@ std::unique_ptr<BlockRunner> make(const RunnerSetup& s) {
   return std::make_unique<TiledBlocks>(s, form_of(kBlocks));
 }
 
+template <Blocks kBlocks>
+std::string unavailable() {
+  return tiled::unavailable(form_of(kBlocks));
+}
+
 }  // namespace
 
 // The residual is added in the kernel's epilogues; the kernel computes every part of the blocks.
-extern const Runner tiled_runner = {Blocks::Tiled, kFieldResidual, tiled::unavailable, supports, extra_device_bytes,
-                                    make<Blocks::Tiled>};
-extern const Runner tiled_ln_runner = {Blocks::TiledLn, kFieldResidual, tiled::unavailable, supports,
+extern const Runner tiled_runner = {Blocks::Tiled, kFieldResidual, unavailable<Blocks::Tiled>, supports,
+                                    extra_device_bytes, make<Blocks::Tiled>};
+extern const Runner tiled_ln_runner = {Blocks::TiledLn, kFieldResidual, unavailable<Blocks::TiledLn>, supports,
                                        extra_device_bytes, make<Blocks::TiledLn>};
-extern const Runner tiled_2cta_runner = {Blocks::TiledTwoCtas, kFieldResidual, tiled::unavailable, supports,
-                                         extra_device_bytes, make<Blocks::TiledTwoCtas>};
+extern const Runner tiled_2cta_runner = {Blocks::TiledTwoCtas, kFieldResidual, unavailable<Blocks::TiledTwoCtas>,
+                                         supports, extra_device_bytes, make<Blocks::TiledTwoCtas>};
+extern const Runner tiled_wgmma_runner = {Blocks::TiledWgmma, kFieldResidual, unavailable<Blocks::TiledWgmma>,
+                                          supports, extra_device_bytes, make<Blocks::TiledWgmma>};
 
 }  // namespace encoder

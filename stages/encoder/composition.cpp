@@ -14,7 +14,8 @@ const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
                                                   {Blocks::Persistent, "persistent"},
                                                   {Blocks::Tiled, "tiled"},
                                                   {Blocks::TiledLn, "tiled_ln"},
-                                                  {Blocks::TiledTwoCtas, "tiled_2cta"}};
+                                                  {Blocks::TiledTwoCtas, "tiled_2cta"},
+                                                  {Blocks::TiledWgmma, "tiled_wgmma"}};
 const std::pair<Gemms, const char*> kGemms[] = {
     {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
 

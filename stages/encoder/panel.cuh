@@ -137,6 +137,26 @@ __device__ __forceinline__ void prefetch_w(__half* w_s, const RowSlab<kBN>& w, i
   }
 }
 
+// acc += the warp's 16 x kWarpN part (rows wm.., columns wn..) of one 64-wide K chunk: a_t [64][64]
+// and w_t [kBN][64], both swizzled, through ldmatrix and mma.sync m16n8k16.
+template <int kWarpN>
+__device__ __forceinline__ void mma_chunk(float (&acc)[kWarpN / 8][4], const __half* a_t, const __half* w_t, int wm,
+                                          int wn, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    uint32_t af[4];
+    ldmatrix_x4(af, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
+#pragma unroll
+    for (int np = 0; np < kWarpN / 16; ++np) {
+      uint32_t b[4];
+      const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
+      ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
+      mma(acc[2 * np], af, b[0], b[1]);
+      mma(acc[2 * np + 1], af, b[2], b[3]);
+    }
+  }
+}
+
 // acc += the warp's 16 x kWarpN part (rows wm.., columns wn..) of the panel a_s (chunks swizzled
 // [64][64] tiles) times the weight chunks streamed through w_s, kStages deep, its first kStages - 1
 // chunks already requested (prefetch_w).
@@ -148,21 +168,7 @@ __device__ __forceinline__ void mma_panel(float (&acc)[kWarpN / 8][4], const __h
     __syncthreads();  // chunk kc landed for every thread; chunk kc-1's stage is free
     if (kc + kStages - 1 < chunks) w.copy(w_s + (kc + kStages - 1) % kStages * kBN * kBK, kc + kStages - 1);
     cp_async_commit();
-    const __half* a_t = a_s + kc * kTileHalves;
-    const __half* w_t = w_s + kc % kStages * kBN * kBK;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      uint32_t af[4];
-      ldmatrix_x4(af, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
-#pragma unroll
-      for (int np = 0; np < kWarpN / 16; ++np) {
-        uint32_t b[4];
-        const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
-        mma(acc[2 * np], af, b[0], b[1]);
-        mma(acc[2 * np + 1], af, b[2], b[3]);
-      }
-    }
+    mma_chunk<kWarpN>(acc, a_s + kc * kTileHalves, w_s + kc % kStages * kBN * kBK, wm, wn, lane);
   }
 }
 

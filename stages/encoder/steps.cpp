@@ -88,6 +88,10 @@ const std::vector<Step>& steps() {
        "two CTAs an SM (16 warps instead of 8): GEMM tasks stream their A panel through the weights' stages "
        "(16 KB a stage, not the whole panel) and LayerNorm tasks read their rows from L2, no shared memory",
        "blocks=tiled_2cta"},
+      {"e27_wgmma_tiles", "e26_two_ctas",
+       "the GEMM tasks' products on wgmma (m64n32k16, operands read from the stages through descriptors) "
+       "instead of ldmatrix and mma.sync",
+       "blocks=tiled_wgmma"},
   };
   return table;
 }

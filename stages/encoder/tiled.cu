@@ -18,6 +18,7 @@
 // not coherent.
 #include <cuda/atomic>
 #include "attention/flash_mma.cuh"
+#include "device/sm90.cuh"
 #include "device/tiles.cuh"
 #include "encoder/panel.cuh"
 #include "encoder/tiled.hpp"
@@ -160,8 +161,33 @@ __device__ void gemm_task(const Params& p, const GemmTask& g, __half* a_s, __hal
 // normalized it already), kStreamStages deep, so a task needs 16 KB a stage and two CTAs fit an
 // SM. The weights' first chunks were requested before the task's wait, one commit group each;
 // A's first chunks follow as one group once its inputs exist.
+// kWgmma (e27): the products on wgmma m64n32k16, each warpgroup a 64 x 32 half of the tile with
+// both operands read from the stages through descriptors (which is why the stages are 1024-byte
+// aligned: the hardware's 128-byte swizzle is the XOR layout the copies write); otherwise
+// mma.sync from ldmatrix fragments. Either way a warp holds rows 16 (warp % 4).. and columns
+// 32 (warp / 4).. of the tile in mma.sync's m16n8 accumulator layout, so the epilogues are one.
 constexpr int kStreamStages = 4;
-template <Epi kEpi>
+
+// One stage's products on wgmma: the warpgroup's 64 x 32 of the tile, K = 64 (4 steps of 16).
+__device__ __forceinline__ void wgmma_chunk(float (&acc)[4][4], const __half* a_t, const __half* w_t, int group,
+                                            bool first) {
+#ifdef STUDY_WGMMA
+  float(&d)[16] = reinterpret_cast<float(&)[16]>(acc);
+  const uint64_t a_desc = sm90::tile_desc(smem_addr(a_t));
+  const uint64_t b_desc = sm90::tile_desc(smem_addr(w_t + 32 * group * kBK));  // the group's 32 weight rows
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) sm90::wgmma_ss_n32(d, a_desc + 2 * ks, b_desc + 2 * ks, first && ks == 0 ? 0 : 1);
+  sm90::wgmma_commit();
+  sm90::wgmma_wait_all();  // the stage is refilled after the next barrier
+  sm90::reg_fence(d);
+#else
+  (void)acc, (void)a_t, (void)w_t, (void)group, (void)first;
+  __trap();
+#endif
+}
+
+template <Epi kEpi, bool kWgmma>
 __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a_s, __half* w_s) {
   const int hidden = p.hidden, chunks = hidden / kBK;
   const RowSlab<kBN> w = weight_rows(g, hidden);
@@ -172,6 +198,9 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
   cp_async_commit();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = 16 * (warp & 3), wn = 32 * (warp >> 2);
+  // Warp-uniform by construction (a shuffle from lane 0), so that ptxas can see no wgmma sits
+  // under a divergent branch.
+  const int group = __shfl_sync(0xffffffffu, warp >> 2, 0);
   float acc[4][4] = {};
   for (int kc = 0; kc < chunks; ++kc) {
     // Chunk kc's A and weights landed: at the first chunk everything requested so far; then the
@@ -180,6 +209,9 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
       cp_async_wait<0>();
     else
       cp_async_wait<kStreamStages - 2>();
+#ifdef STUDY_WGMMA
+    if constexpr (kWgmma) sm90::fence_proxy_async();  // the copies' writes, before wgmma reads them
+#endif
     __syncthreads();  // for every thread; chunk kc-1's stages are free
     const int next = kc + kStreamStages - 1;
     if (next < chunks) {
@@ -189,19 +221,10 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
     cp_async_commit();
     const __half* a_t = a_s + kc % kStreamStages * kTileHalves;
     const __half* w_t = w_s + kc % kStreamStages * kBN * kBK;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      uint32_t af[4];
-      ldmatrix_x4(af, smem_addr(a_t + swizzle(wm + (lane & 15), 2 * ks + (lane >> 4))));
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t b[4];
-        const int n = wn + 16 * np + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b, smem_addr(w_t + swizzle(n, 2 * ks + ((lane >> 3) & 1))));
-        mma(acc[2 * np], af, b[0], b[1]);
-        mma(acc[2 * np + 1], af, b[2], b[3]);
-      }
-    }
+    if constexpr (kWgmma)
+      wgmma_chunk(acc, a_t, w_t, group, kc == 0);
+    else
+      mma_chunk<32>(acc, a_t, w_t, wm, wn, lane);
   }
   cp_async_wait<0>();  // the empty groups past K
   const int row_base = g.m0 + wm, col_base = g.n0 + wn;
@@ -287,14 +310,21 @@ __device__ __forceinline__ unsigned sm_id() {
   return id;
 }
 
-// kTwoCtas (e26, with kLnTasks): GEMM tasks stream their A panel, LayerNorm tasks use no shared
-// memory, and two CTAs share an SM. kClock: thread 0 stamps each task (Blocks::set_clock); the
+// One instantiation a form (tiled.hpp's Form). From e25 on: LayerNorm tasks. From e26 on: GEMM
+// tasks stream their A panel, LayerNorm tasks use no shared memory, and two CTAs share an SM.
+// e27: the streamed products on wgmma. kClock: thread 0 stamps each task (Blocks::set_clock); the
 // timed instantiations have none of it.
-template <bool kLnTasks, bool kTwoCtas, bool kClock>
-__global__ void __launch_bounds__(kThreads, kTwoCtas ? 2 : 1) tiled_kernel(Params p) {
-  static_assert(!kTwoCtas || kLnTasks, "a streamed A panel is one no task normalizes");
+template <Form kForm, bool kClock>
+__global__ void __launch_bounds__(kThreads, kForm == Form::TwoCtas || kForm == Form::Wgmma ? 2 : 1)
+    tiled_kernel(Params p) {
+  constexpr bool kLnTasks = kForm != Form::PanelLayerNorm;
+  constexpr bool kTwoCtas = kForm == Form::TwoCtas || kForm == Form::Wgmma;
+  constexpr bool kWgmma = kForm == Form::Wgmma;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __half* smem = reinterpret_cast<__half*>(smem_raw);
+  // wgmma's descriptors need the stages 1024-byte aligned; the dynamic shared memory's start is
+  // only as aligned as the static variables before it let it be (the size has 1024 bytes of slack).
+  __half* smem = reinterpret_cast<__half*>(
+      kWgmma ? smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023) : smem_raw);
   __half* a_s = smem;  // a GEMM task's A panel (streamed: its stages) and its weight stages after it
   __half* w_s = smem + (kTwoCtas ? kStreamStages : p.hidden / kBK) * kTileHalves;
   __shared__ int next;
@@ -339,13 +369,13 @@ __global__ void __launch_bounds__(kThreads, kTwoCtas ? 2 : 1) tiled_kernel(Param
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
     else if constexpr (kTwoCtas) {
       if (kind == Kind::Qkv)
-        streamed_gemm_task<Epi::Bias>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::Bias, kWgmma>(p, g, a_s, w_s);
       else if (kind == Kind::Projection)
-        streamed_gemm_task<Epi::BiasResidual>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasResidual, kWgmma>(p, g, a_s, w_s);
       else if (kind == Kind::Fc1)
-        streamed_gemm_task<Epi::BiasGelu>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasGelu, kWgmma>(p, g, a_s, w_s);
       else
-        streamed_gemm_task<Epi::SplitResidual>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::SplitResidual, kWgmma>(p, g, a_s, w_s);
     } else if (kind == Kind::Qkv)
       gemm_task<Epi::Bias>(p, g, a_s, w_s);
     else if (kind == Kind::Projection)
@@ -366,29 +396,38 @@ __global__ void __launch_bounds__(kThreads, kTwoCtas ? 2 : 1) tiled_kernel(Param
 }
 
 std::size_t smem_bytes(const Problem& p, Form form) {
-  if (form != Form::TwoCtas) return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages);
-  // The streamed GEMM's stages, or the attention's Q, keys and values (the rows form: no panel).
+  if (form == Form::PanelLayerNorm || form == Form::LnTasks)
+    return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages);
+  // The streamed GEMM's stages, or the attention's Q, keys and values (the rows form: no panel);
+  // wgmma's 1024-byte alignment from wherever the dynamic shared memory starts.
   return std::max(sizeof(__half) * kStreamStages * (kTileHalves + kBN * kBK),
-                  panel::smem_bytes(0, p.tokens(), kBN, 0));
+                  panel::smem_bytes(0, p.tokens(), kBN, 0)) +
+         (form == Form::Wgmma ? 1024 : 0);
 }
 
 using Kernel = void (*)(Params);
+template <Form kForm>
+Kernel kernel_of(bool clock) {
+  return clock ? tiled_kernel<kForm, true> : tiled_kernel<kForm, false>;
+}
 Kernel kernel_for(Form form, bool clock) {
   switch (form) {
-    case Form::PanelLayerNorm: return clock ? tiled_kernel<false, false, true> : tiled_kernel<false, false, false>;
-    case Form::LnTasks: return clock ? tiled_kernel<true, false, true> : tiled_kernel<true, false, false>;
-    case Form::TwoCtas: break;
+    case Form::PanelLayerNorm: return kernel_of<Form::PanelLayerNorm>(clock);
+    case Form::LnTasks: return kernel_of<Form::LnTasks>(clock);
+    case Form::TwoCtas: return kernel_of<Form::TwoCtas>(clock);
+    case Form::Wgmma: break;
   }
-  return clock ? tiled_kernel<true, true, true> : tiled_kernel<true, true, false>;
+  return kernel_of<Form::Wgmma>(clock);
 }
 
 const char* step_of(Form form) {
   switch (form) {
     case Form::PanelLayerNorm: return "blocks=tiled: ";
     case Form::LnTasks: return "blocks=tiled_ln: ";
-    case Form::TwoCtas: break;
+    case Form::TwoCtas: return "blocks=tiled_2cta: ";
+    case Form::Wgmma: break;
   }
-  return "blocks=tiled_2cta: ";
+  return "blocks=tiled_wgmma: ";
 }
 
 
@@ -403,7 +442,7 @@ tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks) {
   return tiles::vit_shape(p.model.hidden, p.model.layers, p.tokens(), batch, kSplit, ln_tasks);
 }
 
-std::string unavailable() { return {}; }
+std::string unavailable(Form form) { return form == Form::Wgmma ? sm90::wgmma_unavailable() : std::string(); }
 
 std::string refuses(const Problem& p, int batch) {
   const int D = p.model.hidden;
@@ -445,7 +484,8 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
                                                          " bytes of shared memory does not fit on an SM");
   // One CTA an SM; two where the form is built for it and they fit (not with the keys of 577
   // tokens in shared memory): every CTA resident, each taking tickets.
-  grid_ = study::sm_count() * (form == Form::TwoCtas ? std::min(per_sm, 2) : 1);
+  const bool two = form == Form::TwoCtas || form == Form::Wgmma;
+  grid_ = study::sm_count() * (two ? std::min(per_sm, 2) : 1);
   std::vector<DeviceTask> tasks;
   tasks.reserve(sched_.tasks.size());
   for (const tiles::Task& t : sched_.tasks) {

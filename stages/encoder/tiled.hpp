@@ -26,14 +26,15 @@ enum class Form {
   PanelLayerNorm,  // e24_tiled: each QKV and fc1 task normalizes its own A panel
   LnTasks,         // e25_ln_tasks: each row tile's LayerNorms as tasks of their own
   TwoCtas,         // e26_two_ctas: e25's schedule, GEMM tasks streaming their A panel, two CTAs an SM
+  Wgmma,           // e27_wgmma_tiles: e26 with the GEMM tasks' products on wgmma
 };
 inline bool ln_tasks(Form f) { return f != Form::PanelLayerNorm; }
 
 // The schedule's shape of `batch` images of p (fc2 split in 4 slices of `hidden`).
 tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks);
 
-// Why the kernel cannot run on this GPU; empty when it can.
-std::string unavailable();
+// Why the kernel of `form` cannot run in this build on this GPU; empty when it can.
+std::string unavailable(Form form);
 // Why it cannot compute `batch` images of p (head_dim 64, hidden a multiple of 64 up to 1024,
 // MLP ratio 4, every key of a head in shared memory); empty when it can.
 std::string refuses(const Problem& p, int batch);

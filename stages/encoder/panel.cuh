@@ -8,6 +8,7 @@
 #pragma once
 #include <cuda_fp16.h>
 #include <algorithm>
+#include <string>
 #include "attention/flash_mma.cuh"
 #include "device/reduce.cuh"
 #include "device/tiles.cuh"
@@ -239,7 +240,8 @@ __device__ __forceinline__ void add_slices(const float* partial, long long plane
 
 // The queries q0.. (zero from q_end) of one (image, head) at q into the Q tile q_s, and every key
 // and value of the head (at k and v, rows `stride` apart) into key_tiles tiles each at k_s and v_s
-// (keys past `tokens` zero); the CTA waits for them.
+// (keys past `tokens` zero); the CTA waits for them. e13's attention phase keeps its own copy of
+// these lines: calling this from it changes e13's PTX, and e13 is measured.
 __device__ __forceinline__ void load_head(__half* q_s, __half* k_s, __half* v_s, const __half* q, const __half* k,
                                           const __half* v, int stride, int q0, int q_end, int tokens, int key_tiles) {
   using namespace attention::flash;
@@ -290,6 +292,17 @@ void set_forward(Params& prm, const Problem& p, const BlockView* layers, int row
   prm.x = x;
   prm.attn = attn;
   prm.h = h;
+}
+
+// Why the persistent kernels cannot compute p's blocks (head_dim 64, hidden a multiple of 64 up
+// to kMaxHidden, MLP 4 x hidden); empty when they can.
+inline std::string refuses_shape(const Problem& p) {
+  const int D = p.model.hidden;
+  if (p.model.head_dim() != attention::flash::kD)
+    return "head_dim " + std::to_string(p.model.head_dim()) + " is not 64";
+  if (D % kBK || D > kMaxHidden) return "hidden " + std::to_string(D) + " is not a multiple of 64 up to 1024";
+  if (p.model.mlp() != 4 * D) return "the MLP is not 4 x hidden";
+  return {};
 }
 
 // Shared memory of a CTA that runs a 64 x bn GEMM with `stages` weight chunks in flight and the

@@ -223,10 +223,7 @@ std::string unavailable() {
 
 std::string refuses(const Problem& p, int batch) {
   const int D = p.model.hidden;
-  if (p.model.head_dim() != attention::flash::kD)
-    return "head_dim " + std::to_string(p.model.head_dim()) + " is not 64";
-  if (D % kBK || D > kMaxHidden) return "hidden " + std::to_string(D) + " is not a multiple of 64 up to 1024";
-  if (p.model.mlp() != kMlpRatio * D) return "the MLP is not 4 x hidden";
+  if (auto why = refuses_shape(p); !why.empty()) return why;
   if (p.tokens() > kMaxTokens)
     return std::to_string(p.tokens()) + " tokens: every key of a head must fit in shared memory (at most " +
            std::to_string(kMaxTokens) + ")";

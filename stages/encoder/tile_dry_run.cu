@@ -1,7 +1,7 @@
 #include "encoder/tile_dry_run.hpp"
 
-#include <cuda/atomic>
 #include <stdexcept>
+#include "encoder/tile_device.cuh"
 #include "harness/buffer.hpp"
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
@@ -11,11 +11,6 @@ namespace encoder::tiles {
 namespace {
 
 constexpr int kThreads = 128;
-
-struct DeviceTask {
-  int wait_counter[2], wait_target[2], waits;
-  int signals;
-};
 
 struct Params {
   const DeviceTask* tasks;
@@ -27,12 +22,6 @@ struct Params {
   unsigned long long timeout_ns;
   int skip_signal;
 };
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 __device__ void fault(const Params& p, int ticket) {
   atomicAdd(p.faults, 1u);
@@ -48,27 +37,15 @@ __global__ void __launch_bounds__(kThreads) dry_run_kernel(Params p) {
     if (i >= p.n) return;
     const DeviceTask t = p.tasks[i];
     if (threadIdx.x == 0)
-      for (int w = 0; w < t.waits; ++w) {
-        cuda::atomic_ref<unsigned, cuda::thread_scope_device> c(p.counters[t.wait_counter[w]]);
-        const unsigned long long start = now_ns();
-        while (c.load(cuda::memory_order_acquire) < static_cast<unsigned>(t.wait_target[w]))
-          if (now_ns() - start > p.timeout_ns) {
-            fault(p, i);
-            break;
-          }
-      }
+      for (unsigned k = wait_inputs(t, p.counters, p.timeout_ns); k > 0; --k) fault(p, i);
     __syncthreads();
-    for (int k = p.read_begin[i] + threadIdx.x; k < p.read_begin[i + 1]; k += kThreads) {
-      cuda::atomic_ref<unsigned, cuda::thread_scope_device> tile(p.writes[p.read_tile[k]]);
-      if (tile.load(cuda::memory_order_relaxed) != p.read_expect[k]) fault(p, i);
-    }
+    for (int k = p.read_begin[i] + threadIdx.x; k < p.read_begin[i + 1]; k += kThreads)
+      if (Counter(p.writes[p.read_tile[k]]).load(cuda::memory_order_relaxed) != p.read_expect[k]) fault(p, i);
     __syncthreads();  // the task's reads before its writes, as a GEMM tile's loads before its stores
     for (int k = p.write_begin[i] + threadIdx.x; k < p.write_begin[i + 1]; k += kThreads)
       atomicAdd(&p.writes[p.write_tile[k]], 1u);
     __syncthreads();
-    if (threadIdx.x == 0 && i != p.skip_signal)
-      cuda::atomic_ref<unsigned, cuda::thread_scope_device>(p.counters[t.signals])
-          .fetch_add(1u, cuda::memory_order_release);
+    if (threadIdx.x == 0 && i != p.skip_signal) signal(t, p.counters);
   }
 }
 
@@ -79,16 +56,7 @@ DryRun dry_run(const Schedule& sched, int ctas, double timeout_ms, int skip_sign
   if (ctas < 1 || ctas > sms)
     throw std::invalid_argument("dry_run: ctas must be 1.." + std::to_string(sms) + ", got " + std::to_string(ctas));
   const TileUses u = tile_uses(sched);
-  std::vector<DeviceTask> tasks;
-  for (const Task& t : sched.tasks) {
-    DeviceTask d{{0, 0}, {0, 0}, static_cast<int>(t.waits.size()), t.signals};
-    for (std::size_t w = 0; w < t.waits.size() && w < 2; ++w) {
-      d.wait_counter[w] = t.waits[w].counter;
-      d.wait_target[w] = static_cast<int>(t.waits[w].target);
-    }
-    if (t.waits.size() > 2) throw std::invalid_argument("dry_run: a task waits on more than two counters");
-    tasks.push_back(d);
-  }
+  const std::vector<DeviceTask> tasks = device_tasks(sched);
   auto d_tasks = study::to_device(tasks);
   auto read_begin = study::to_device(u.read_begin), read_tile = study::to_device(u.read_tile), write_begin = study::to_device(u.write_begin),
        write_tile = study::to_device(u.write_tile);

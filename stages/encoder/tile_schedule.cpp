@@ -321,6 +321,22 @@ std::string check(const Schedule& sched) {
   return {};
 }
 
+std::vector<DeviceTask> device_tasks(const Schedule& sched) {
+  std::vector<DeviceTask> out;
+  out.reserve(sched.tasks.size());
+  for (const Task& t : sched.tasks) {
+    if (t.waits.size() > 2) throw std::invalid_argument("tile schedule: a task waits on more than two counters");
+    DeviceTask d{static_cast<int>(t.kind), t.block, t.row_tile, t.col, t.slice, static_cast<int>(t.waits.size()),
+                 {0, 0}, {0u, 0u}, t.signals};
+    for (std::size_t w = 0; w < t.waits.size(); ++w) {
+      d.wait_counter[w] = t.waits[w].counter;
+      d.wait_target[w] = t.waits[w].target;
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
 TileUses tile_uses(const Schedule& sched) {
   if (std::string why = refuses(sched.shape); !why.empty()) throw std::invalid_argument("tile schedule: " + why);
   const std::size_t n = sched.tasks.size();

@@ -81,6 +81,16 @@ Schedule build(const Shape& s);
 // - final_counts not the sum of the tasks' signals.
 std::string check(const Schedule& sched);
 
+// A task as the GPU kernels read it (tile_device.cuh), and the schedule's tasks so, in ticket
+// order. Throws std::invalid_argument for a task with more than two waits.
+struct DeviceTask {
+  int kind, block, row_tile, col, slice;
+  int waits, wait_counter[2];
+  unsigned wait_target[2];
+  int signals;
+};
+std::vector<DeviceTask> device_tasks(const Schedule& sched);
+
 // What each task touches, for the dry run on the GPU (tile_dry_run.hpp): the tiles it reads,
 // each with the number of writes that tile has had before the task in program order (what the
 // task must find there: fewer is a read too early, more an overwrite too early), and the tiles

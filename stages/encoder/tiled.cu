@@ -11,16 +11,16 @@
 // stages instead of holding it whole, which with the LayerNorm tasks' rows read from L2 lets two
 // CTAs share an SM (16 warps instead of 8).
 //
-// The dependency protocol is the dry run's (tile_dry_run.cu), tested there without the math: thread
-// 0 polls each counter the task waits on with acquire loads, the CTA synchronizes, and after the
-// task's last store and a CTA barrier thread 0 adds one to its counter with release semantics.
-// Everything a task reads that another CTA wrote goes through L2 (cp.async.cg, ld.global.cg): L1 is
+// The dependency protocol is tile_device.cuh's, which the dry run (tile_dry_run.cu) tests without
+// the math: thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes,
+// and after the task's last store and a CTA barrier thread 0 adds one to its counter with release
+// semantics. Everything a task reads that another CTA wrote goes through L2 (cp.async.cg, ld.global.cg): L1 is
 // not coherent.
-#include <cuda/atomic>
 #include "attention/flash_mma.cuh"
 #include "device/sm90.cuh"
 #include "device/tiles.cuh"
 #include "encoder/panel.cuh"
+#include "encoder/tile_device.cuh"
 #include "encoder/tiled.hpp"
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
@@ -32,8 +32,10 @@ namespace encoder::tiled {
 namespace {
 
 using namespace panel;  // the tiles, copies, LayerNorm, mma.sync loop and epilogues of e13's kernel
+using tiles::Counter;
+using tiles::DeviceTask;
+using tiles::global_ns;
 using tiles::Kind;
-using Counter = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
 
 constexpr int kBN = tiles::kTile;  // output tile kBM x kBN
 constexpr int kStages = 6;         // weight chunks in flight
@@ -92,27 +94,6 @@ __device__ __forceinline__ GemmTask gemm_of(const Params& p, const DeviceTask& t
 // The task's weight rows n0.., from the start of its K slice.
 __device__ __forceinline__ RowSlab<kBN> weight_rows(const GemmTask& g, int hidden) {
   return RowSlab<kBN>(g.w, static_cast<long long>(g.splits) * hidden, g.n0, g.n, g.slice * hidden);
-}
-
-__device__ __forceinline__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// Thread 0: until each counter the task waits on reaches its target (or the timeout passes).
-__device__ void wait_inputs(const Params& p, const DeviceTask& t) {
-  for (int k = 0; k < t.waits; ++k) {
-    Counter c(p.counters[t.wait_counter[k]]);
-    if (c.load(cuda::memory_order_acquire) >= t.wait_target[k]) continue;
-    const unsigned long long start = now_ns();
-    while (c.load(cuda::memory_order_acquire) < t.wait_target[k]) {
-      if (now_ns() - start > kWaitTimeoutNs) {
-        atomicAdd(p.faults, 1u);
-        break;
-      }
-    }
-  }
 }
 
 // fc2: this CTA's slice of the tile goes to `partial`; the CTA that completes the tile's last
@@ -315,10 +296,10 @@ __device__ __forceinline__ unsigned sm_id() {
 // e27: the streamed products on wgmma. kClock: thread 0 stamps each task (Blocks::set_clock); the
 // timed instantiations have none of it.
 template <Form kForm, bool kClock>
-__global__ void __launch_bounds__(kThreads, kForm == Form::TwoCtas || kForm == Form::Wgmma ? 2 : 1)
+__global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
     tiled_kernel(Params p) {
   constexpr bool kLnTasks = kForm != Form::PanelLayerNorm;
-  constexpr bool kTwoCtas = kForm == Form::TwoCtas || kForm == Form::Wgmma;
+  constexpr bool kTwoCtas = two_ctas(kForm);
   constexpr bool kWgmma = kForm == Form::Wgmma;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // wgmma's descriptors need the stages 1024-byte aligned; the dynamic shared memory's start is
@@ -347,12 +328,13 @@ __global__ void __launch_bounds__(kThreads, kForm == Form::TwoCtas || kForm == F
         prefetch_w<kBN, kStages>(w_s, weight_rows(g, p.hidden), p.hidden / kBK);
     }
     unsigned long long started = 0;
-    if (kClock && threadIdx.x == 0) started = now_ns();
+    if (kClock && threadIdx.x == 0) started = global_ns();
     if (threadIdx.x == 0) {
-      wait_inputs(p, t);
+      if (const unsigned timed_out = tiles::wait_inputs(t, p.counters, kWaitTimeoutNs))
+        atomicAdd(p.faults, timed_out);
       if (kClock) {
         p.clock[4 * i] = started;
-        p.clock[4 * i + 1] = now_ns();
+        p.clock[4 * i + 1] = global_ns();
       }
       // The next ticket now: its fetch overlaps this task. Holding it cannot deadlock: this
       // task's inputs exist, so it finishes, and every smaller ticket's task is held by a
@@ -386,18 +368,16 @@ __global__ void __launch_bounds__(kThreads, kForm == Form::TwoCtas || kForm == F
       gemm_task<Epi::SplitResidual>(p, g, a_s, w_s);
     __syncthreads();  // every store of the task issued, every thread past reading `next`
     if (kClock && threadIdx.x == 0) {
-      p.clock[4 * i + 2] = now_ns();
+      p.clock[4 * i + 2] = global_ns();
       p.clock[4 * i + 3] = sm_id();
     }
-    if (threadIdx.x == 0 && i != p.drop_signal)
-      Counter(p.counters[t.signals]).fetch_add(1u, cuda::memory_order_release);
+    if (threadIdx.x == 0 && i != p.drop_signal) tiles::signal(t, p.counters);
     i = following;
   }
 }
 
 std::size_t smem_bytes(const Problem& p, Form form) {
-  if (form == Form::PanelLayerNorm || form == Form::LnTasks)
-    return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages);
+  if (!two_ctas(form)) return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages);
   // The streamed GEMM's stages, or the attention's Q, keys and values (the rows form: no panel);
   // wgmma's 1024-byte alignment from wherever the dynamic shared memory starts.
   return std::max(sizeof(__half) * kStreamStages * (kTileHalves + kBN * kBK),
@@ -445,15 +425,11 @@ tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks) {
 std::string unavailable(Form form) { return form == Form::Wgmma ? sm90::wgmma_unavailable() : std::string(); }
 
 std::string refuses(const Problem& p, int batch) {
-  const int D = p.model.hidden;
-  if (p.model.head_dim() != attention::flash::kD)
-    return "head_dim " + std::to_string(p.model.head_dim()) + " is not 64";
-  if (D % kBN || D > kMaxHidden) return "hidden " + std::to_string(D) + " is not a multiple of 64 up to 1024";
-  if (p.model.mlp() != kMlpRatio * D) return "the MLP is not 4 x hidden";
+  if (auto why = panel::refuses_shape(p); !why.empty()) return why;
   if (smem_bytes(p, Form::PanelLayerNorm) > kMaxSmem)
     return std::to_string(p.tokens()) + " tokens: every key and value of a head must fit in shared memory (" +
            std::to_string(smem_bytes(p, Form::PanelLayerNorm)) + " of " + std::to_string(kMaxSmem) + " bytes)";
-  if (static_cast<long long>(batch) * p.tokens() * kMlpRatio * D >= (1LL << 31))
+  if (static_cast<long long>(batch) * p.tokens() * kMlpRatio * p.model.hidden >= (1LL << 31))
     return "the batch overflows 32-bit indexing";
   return {};
 }
@@ -484,21 +460,8 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
                                                          " bytes of shared memory does not fit on an SM");
   // One CTA an SM; two where the form is built for it and they fit (not with the keys of 577
   // tokens in shared memory): every CTA resident, each taking tickets.
-  const bool two = form == Form::TwoCtas || form == Form::Wgmma;
-  grid_ = study::sm_count() * (two ? std::min(per_sm, 2) : 1);
-  std::vector<DeviceTask> tasks;
-  tasks.reserve(sched_.tasks.size());
-  for (const tiles::Task& t : sched_.tasks) {
-    if (t.waits.size() > 2) throw std::logic_error(who + "a task waits on more than two counters");
-    DeviceTask d{static_cast<int>(t.kind), t.block, t.row_tile, t.col, t.slice, static_cast<int>(t.waits.size()),
-                 {0, 0}, {0u, 0u}, t.signals};
-    for (std::size_t w = 0; w < t.waits.size(); ++w) {
-      d.wait_counter[w] = t.waits[w].counter;
-      d.wait_target[w] = t.waits[w].target;
-    }
-    tasks.push_back(d);
-  }
-  tasks_ = study::to_device(tasks);
+  grid_ = study::sm_count() * (two_ctas(form) ? std::min(per_sm, 2) : 1);
+  tasks_ = study::to_device(tiles::device_tasks(sched_));
   layers_ = study::DeviceBuffer<BlockView>(blocks.size());
   CUDA_CHECK(cudaMemcpy(layers_.get(), blocks.data(), layers_.bytes(), cudaMemcpyHostToDevice));
   partial_ = study::DeviceBuffer<float>(static_cast<std::size_t>(kSplit) * rows_ * p.model.hidden);

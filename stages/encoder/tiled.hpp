@@ -28,7 +28,8 @@ enum class Form {
   TwoCtas,         // e26_two_ctas: e25's schedule, GEMM tasks streaming their A panel, two CTAs an SM
   Wgmma,           // e27_wgmma_tiles: e26 with the GEMM tasks' products on wgmma
 };
-inline bool ln_tasks(Form f) { return f != Form::PanelLayerNorm; }
+constexpr bool ln_tasks(Form f) { return f != Form::PanelLayerNorm; }
+constexpr bool two_ctas(Form f) { return f == Form::TwoCtas || f == Form::Wgmma; }
 
 // The schedule's shape of `batch` images of p (fc2 split in 4 slices of `hidden`).
 tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks);
@@ -38,14 +39,6 @@ std::string unavailable(Form form);
 // Why it cannot compute `batch` images of p (head_dim 64, hidden a multiple of 64 up to 1024,
 // MLP ratio 4, every key of a head in shared memory); empty when it can.
 std::string refuses(const Problem& p, int batch);
-
-// A task of the schedule as the kernel reads it.
-struct DeviceTask {
-  int kind, block, row_tile, col, slice;
-  int waits, wait_counter[2];
-  unsigned wait_target[2];
-  int signals;
-};
 
 class Blocks {
  public:
@@ -78,7 +71,7 @@ class Blocks {
   bool clock_ = false;
   tiles::Schedule sched_;
   study::DeviceBuffer<BlockView> layers_;
-  study::DeviceBuffer<DeviceTask> tasks_;
+  study::DeviceBuffer<tiles::DeviceTask> tasks_;
   study::DeviceBuffer<float> partial_;
   study::DeviceBuffer<__half> qkv_odd_, ln_;
   // [0] the next ticket, [1] waits that timed out, then the schedule's counters, then one arrival

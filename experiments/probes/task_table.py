@@ -2,14 +2,17 @@
 
     python3 -m experiments.probes.task_table TASKS.csv [--out TABLE.csv]
 
-TASKS.csv is what the encoder bench's --task-times appends (blocks=tiled and tiled_ln: every task
-of one eager forward with its SM and three stamps, in us from the kernel's first task: the CTA
-turned to it, its inputs were there, its output was stored). Per version and batch, one row per
-task kind: tasks, the median and total time they ran (inputs there -> output stored), the median
-and total time their CTA waited for their inputs, and their share of the CTAs' time (SMs x the
-forward's span). A last row per version gives the span, the CTAs' time spent running tasks, waiting
-for inputs and idle (between tasks, and after a CTA's last task). Standard library only; exit 2 with
-one line on stderr for a file that is not such a CSV.
+TASKS.csv is what the encoder bench's --task-times appends (the tile-scheduled steps: every task of
+one eager forward with its SM and three stamps, in us from the kernel's first task: the CTA turned
+to it, its inputs were there, its output was stored). Per version and batch, one row per task kind:
+tasks, the median and total time they ran (inputs there -> output stored), the median and total
+time their CTA waited for their inputs, their share of the CTAs' time (CTAs x the forward's span),
+and the median over blocks of the kind's stage span (its first task's inputs there -> its last
+task's output stored: the time the kind holds a block's chain). A last row per version gives the
+span, the CTAs' time spent running tasks, waiting for inputs and idle (between tasks, and after a
+CTA's last task). The CSV names SMs, not CTAs: the CTAs an SM holds are the most of its tasks that
+overlap in time (a CTA runs one task at a time). Standard library only; exit 2 with one line on
+stderr for a file that is not such a CSV.
 """
 import argparse
 import csv
@@ -18,8 +21,8 @@ import sys
 from collections import defaultdict
 
 COLUMNS = ("version", "batch", "kind", "tasks", "run_median_us", "run_total_us", "wait_median_us", "wait_total_us",
-           "share_of_cta_time")
-NEEDED = ("version", "batch", "kind", "sm", "start_us", "ready_us", "end_us")
+           "share_of_cta_time", "stage_span_median_us")
+NEEDED = ("version", "batch", "kind", "block", "sm", "start_us", "ready_us", "end_us")
 
 
 def die(msg):
@@ -40,9 +43,34 @@ def read(path):
             for c in ("start_us", "ready_us", "end_us"):
                 r[c] = float(r[c])
             r["sm"] = int(r["sm"])
+            r["block"] = int(r["block"])
     except ValueError as e:
         die(f"{path}: a stamp or SM that is not a number ({e})")
     return rows
+
+
+def ctas_on(tasks):
+    """How many CTAs ran the tasks: per SM, the most tasks running at one instant (an end and a
+    start at the same stamp do not overlap), summed over SMs."""
+    events = defaultdict(list)
+    for t in tasks:
+        events[t["sm"]] += [(t["start_us"], 1), (t["end_us"], -1)]
+    ctas = 0
+    for evs in events.values():
+        running = most = 0
+        for _, step in sorted(evs):  # -1 sorts before +1 at one stamp
+            running += step
+            most = max(most, running)
+        ctas += most
+    return ctas
+
+
+def stage_span(ts):
+    """Median over blocks of the kind's span: its first task's inputs there -> its last task's end."""
+    blocks = defaultdict(list)
+    for t in ts:
+        blocks[t["block"]].append(t)
+    return statistics.median(max(t["end_us"] for t in b) - min(t["ready_us"] for t in b) for b in blocks.values())
 
 
 def table(rows):
@@ -54,7 +82,8 @@ def table(rows):
     for (version, batch), tasks in forwards.items():
         span = max(t["end_us"] for t in tasks)
         sms = len({t["sm"] for t in tasks})
-        cta_time = span * sms
+        ctas = ctas_on(tasks)
+        cta_time = span * ctas
         kinds = defaultdict(list)
         for t in tasks:
             kinds[t["kind"]].append(t)
@@ -64,16 +93,17 @@ def table(rows):
             out.append({"version": version, "batch": batch, "kind": kind, "tasks": len(ts),
                         "run_median_us": statistics.median(run), "run_total_us": sum(run),
                         "wait_median_us": statistics.median(wait), "wait_total_us": sum(wait),
-                        "share_of_cta_time": sum(run) / cta_time})
+                        "share_of_cta_time": sum(run) / cta_time, "stage_span_median_us": stage_span(ts)})
         run = sum(t["end_us"] - t["ready_us"] for t in tasks)
         wait = sum(t["ready_us"] - t["start_us"] for t in tasks)
-        out.append({"version": version, "batch": batch, "kind": f"all ({sms} SMs, span {span:.1f} us)",
+        out.append({"version": version, "batch": batch, "kind": f"all ({ctas} CTAs on {sms} SMs, span {span:.1f} us)",
                     "tasks": len(tasks), "run_median_us": statistics.median(t["end_us"] - t["ready_us"] for t in tasks),
                     "run_total_us": run, "wait_median_us": statistics.median(t["ready_us"] - t["start_us"] for t in tasks),
-                    "wait_total_us": wait, "share_of_cta_time": run / cta_time})
+                    "wait_total_us": wait, "share_of_cta_time": run / cta_time, "stage_span_median_us": ""})
         out.append({"version": version, "batch": batch, "kind": "idle (between and after tasks)", "tasks": "",
                     "run_median_us": "", "run_total_us": cta_time - run - wait, "wait_median_us": "",
-                    "wait_total_us": "", "share_of_cta_time": (cta_time - run - wait) / cta_time})
+                    "wait_total_us": "", "share_of_cta_time": (cta_time - run - wait) / cta_time,
+                    "stage_span_median_us": ""})
     return out
 
 

@@ -37,10 +37,25 @@ class TaskTable(unittest.TestCase):
         self.assertAlmostEqual(by["qkv"]["share_of_cta_time"], 0.4)
         self.assertEqual(by["attention"]["run_median_us"], 4)
         total = next(r for r in rows if r["kind"].startswith("all"))
-        self.assertIn("2 SMs, span 10.0 us", total["kind"])
+        self.assertIn("2 CTAs on 2 SMs, span 10.0 us", total["kind"])
+        self.assertEqual(by["qkv"]["stage_span_median_us"], 5)  # block 0: ready at 0, last end 5
         self.assertEqual((total["run_total_us"], total["wait_total_us"]), (12, 3))
         idle = next(r for r in rows if r["kind"].startswith("idle"))
         self.assertAlmostEqual(idle["share_of_cta_time"], 0.25)
+
+    def test_two_ctas_on_an_sm_count_twice(self):
+        # SM 0 holds two CTAs (tasks overlapping 1-3), SM 1 one; a task starting as another ends on
+        # SM 1 is the same CTA. Span 4 us, 3 CTAs: CTA time 12 us, run 8, wait 1, idle 3.
+        rows = task_table.table(task_table.read(self.write(HEADER + "\n".join([
+            "e26_two_ctas,vit_b,1,224,0,qkv,0,0,0,0,0,0,0,3",
+            "e26_two_ctas,vit_b,1,224,1,qkv,0,0,1,0,0,1,2,4",
+            "e26_two_ctas,vit_b,1,224,2,qkv,0,0,2,0,1,0,0,2",
+            "e26_two_ctas,vit_b,1,224,3,fc1,1,0,0,0,1,2,2,3"]) + "\n")))
+        total = next(r for r in rows if r["kind"].startswith("all"))
+        self.assertIn("3 CTAs on 2 SMs, span 4.0 us", total["kind"])
+        idle = next(r for r in rows if r["kind"].startswith("idle"))
+        self.assertAlmostEqual(idle["run_total_us"], 3)
+        self.assertGreaterEqual(idle["share_of_cta_time"], 0)
 
     def test_the_command_line_writes_the_table(self):
         src = self.write(HEADER + "\n".join(ROWS) + "\n")

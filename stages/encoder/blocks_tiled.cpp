@@ -1,7 +1,8 @@
-// blocks=tiled, tiled_ln, tiled_2cta and tiled_wgmma: every block of the forward in one persistent
-// kernel driven by the tile schedule (tiled.hpp): GEMM and attention tiles that wait on per-tile
-// counters instead of e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks of
-// their own; tiled_2cta with those and two CTAs an SM; tiled_wgmma with those and wgmma products. The family
+// blocks=tiled, tiled_ln, tiled_2cta, tiled_wgmma and tiled_folded: every block of the forward in one
+// persistent kernel driven by the tile schedule (tiled.hpp): GEMM and attention tiles that wait on
+// per-tile counters instead of e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks
+// of their own; tiled_2cta with those and two CTAs an SM; tiled_wgmma with those and wgmma products;
+// tiled_folded as tiled_wgmma with the LayerNorms folded into QKV and fc1 instead of tasks. The family
 // versions of layernorm, attention and mlp are not asked (the layernorm version still serves the
 // final LayerNorm, in the forward's head). The residual stream is updated in place, in the first
 // layer's buffer.
@@ -46,7 +47,8 @@ tiled::Form form_of(Blocks b) {
     case Blocks::Tiled: return tiled::Form::PanelLayerNorm;
     case Blocks::TiledLn: return tiled::Form::LnTasks;
     case Blocks::TiledTwoCtas: return tiled::Form::TwoCtas;
-    default: return tiled::Form::Wgmma;
+    case Blocks::TiledWgmma: return tiled::Form::Wgmma;
+    default: return tiled::Form::FoldedLn;
   }
 }
 
@@ -76,5 +78,7 @@ extern const Runner tiled_2cta_runner = {Blocks::TiledTwoCtas, kFieldResidual, u
                                          supports, extra_device_bytes, make<Blocks::TiledTwoCtas>};
 extern const Runner tiled_wgmma_runner = {Blocks::TiledWgmma, kFieldResidual, unavailable<Blocks::TiledWgmma>,
                                           supports, extra_device_bytes, make<Blocks::TiledWgmma>};
+extern const Runner tiled_folded_runner = {Blocks::TiledFolded, kFieldResidual, unavailable<Blocks::TiledFolded>,
+                                           supports, extra_device_bytes, make<Blocks::TiledFolded>};
 
 }  // namespace encoder

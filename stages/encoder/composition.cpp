@@ -15,7 +15,8 @@ const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
                                                   {Blocks::Tiled, "tiled"},
                                                   {Blocks::TiledLn, "tiled_ln"},
                                                   {Blocks::TiledTwoCtas, "tiled_2cta"},
-                                                  {Blocks::TiledWgmma, "tiled_wgmma"}};
+                                                  {Blocks::TiledWgmma, "tiled_wgmma"},
+                                                  {Blocks::TiledFolded, "tiled_folded"}};
 const std::pair<Gemms, const char*> kGemms[] = {
     {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
 

@@ -92,7 +92,7 @@ struct Breakdown {
   std::vector<std::pair<std::string, double>> us;  // in forward order
 };
 
-// One task of a tile-scheduled forward (blocks=tiled, tiled_ln, tiled_2cta, tiled_wgmma) as its CTA saw it, in
+// One task of a tile-scheduled forward (blocks=tiled*) as its CTA saw it, in
 // us from the kernel's first task: the CTA turned to it (its weights requested), its inputs there
 // (its waits met), its output stored. The per-task table of those steps, as kernel_table is the
 // per-kernel one of the others.

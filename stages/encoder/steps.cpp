@@ -92,6 +92,11 @@ const std::vector<Step>& steps() {
        "the GEMM tasks' products on wgmma (m64n32k16, operands read from the stages through descriptors) "
        "instead of ldmatrix and mma.sync",
        "blocks=tiled_wgmma"},
+      {"e28_folded_ln", "e27_wgmma_tiles",
+       "no LayerNorm tasks: the QKV and fc1 tasks read the residual stream, gather each row's statistics from "
+       "the chunks streaming through shared memory and apply the LayerNorm, folded into their weights, in the "
+       "epilogue",
+       "blocks=tiled_folded"},
   };
   return table;
 }

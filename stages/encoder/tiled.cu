@@ -1,5 +1,4 @@
-// The tile-scheduled kernel of e24_tiled, e25_ln_tasks and e26_two_ctas (tiled.hpp says what it
-// computes). GEMM tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators),
+// The tile-scheduled kernel of e24_tiled to e28_folded_ln (tiled.hpp says what it computes). GEMM tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators),
 // 8 warps of 16 x 32 (panel.cuh, e13's code): the task's whole A panel (64 rows x `hidden`, fc2 a
 // quarter of its K) lands in shared memory at once, so a LayerNorm before the GEMM normalizes it
 // there; the weights stream through a 6-stage cp.async pipeline whose first stages are requested
@@ -9,7 +8,10 @@
 // panel and stores it for the GEMM tasks after it; the kernel is a template on that, so e24's
 // instantiation has no trace of it. e26 streams each GEMM task's A panel through the weights'
 // stages instead of holding it whole, which with the LayerNorm tasks' rows read from L2 lets two
-// CTAs share an SM (16 warps instead of 8).
+// CTAs share an SM (16 warps instead of 8). e28 drops the LayerNorm tasks: its QKV and fc1 tasks
+// stream the residual stream's rows themselves, gather each row's statistics from the chunks as
+// they pass through shared memory, and apply the LayerNorm, folded into their weights, in the
+// epilogue.
 //
 // The dependency protocol is tile_device.cuh's, which the dry run (tile_dry_run.cu) tests without
 // the math: thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes,
@@ -22,6 +24,7 @@
 #include "encoder/panel.cuh"
 #include "encoder/tile_device.cuh"
 #include "encoder/tiled.hpp"
+#include "gemm/cutlass_gemm.hpp"
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
 #include "harness/test_hooks.hpp"
@@ -58,24 +61,38 @@ struct Params {
   unsigned *ticket, *faults, *counters, *arrivals;
   int drop_signal;  // test hook: the task with this ticket does not signal (-1: none)
   unsigned long long* clock;  // the task clock's stamps (its instantiation only)
+  const FoldedView* folded;   // per block (the folded LayerNorm's form only)
 };
 
-// One GEMM task: its GEMM's operands (panel::Gemm), its output tile (m0, n0) and K slice.
+// One GEMM task: its GEMM's operands (panel::Gemm), its output tile (m0, n0) and K slice; with
+// the LayerNorm folded in, the folded weights' column vectors (FoldedView).
 struct GemmTask : Gemm {
   int m0, n0, slice;
+  const float *col_sum = nullptr, *col_bias = nullptr;
 };
 
 // QKV's two buffers in turn, the last block's the lane's own (where the tests read it).
 __device__ __forceinline__ int qkv_buffer(const Params& p, int block) { return (p.n_layers - 1 - block) % 2; }
 
-// kLnTasks: the QKV and fc1 tasks read the LayerNorm tasks' output; otherwise each normalizes
-// its own panel of the residual stream.
-template <bool kLnTasks>
+// With LayerNorm tasks the QKV and fc1 tasks read their output; with the LayerNorm folded, the
+// residual stream and the folded weights; otherwise each normalizes its own panel of the stream.
+template <Form kForm>
 __device__ __forceinline__ GemmTask gemm_of(const Params& p, const DeviceTask& t) {
+  constexpr bool kLnTasks = ln_tasks(kForm);
   const BlockView w = p.layers[t.block];
   const int D = p.hidden, m0 = t.row_tile * kBM, n0 = t.col * kBN;
+  const Kind kind = static_cast<Kind>(t.kind);
+  if constexpr (folded_ln(kForm)) {
+    const FoldedView f = p.folded[t.block];
+    if (kind == Kind::Qkv)
+      return {{p.x, D, f.qkv_w, nullptr, nullptr, nullptr, 3 * D, 1, p.qkv[qkv_buffer(p, t.block)], 3 * D}, m0, n0, 0,
+              f.qkv_sum, f.qkv_bias};
+    if (kind == Kind::Fc1)
+      return {{p.x, D, f.fc1_w, nullptr, nullptr, nullptr, kMlpRatio * D, 1, p.h, kMlpRatio * D}, m0, n0, 0,
+              f.fc1_sum, f.fc1_bias};
+  }
   const __half* normalized = kLnTasks ? p.ln : p.x;
-  switch (static_cast<Kind>(t.kind)) {
+  switch (kind) {
     case Kind::Qkv:
       return {{normalized, D, w.qkv_w, w.qkv_b, kLnTasks ? nullptr : w.ln1_g, w.ln1_b, 3 * D, 1,
                p.qkv[qkv_buffer(p, t.block)], 3 * D},
@@ -168,7 +185,74 @@ __device__ __forceinline__ void wgmma_chunk(float (&acc)[4][4], const __half* a_
 #endif
 }
 
-template <Epi kEpi, bool kWgmma>
+// e28's folded LayerNorm. Each row's statistics from the chunks of A as they pass through the
+// stages: thread t sums 16 of each chunk's 64 columns of row t / 4 (16-byte units 2 (t % 4) and
+// 2 (t % 4) + 1), shifted by the row's first element so that the variance, taken as the mean
+// square less the squared mean, does not cancel for rows whose mean is far from 0.
+static_assert(kThreads == 4 * kBM, "four threads a row of the A chunk");
+struct RowSums {
+  float shift = 0.f, sum = 0.f, squares = 0.f;
+
+  __device__ __forceinline__ void add(const __half* a_t, bool first) {
+    const int r = threadIdx.x / 4, unit = 2 * (threadIdx.x % 4);
+    if (first) shift = __half2float(a_t[swizzle(r, 0)]);
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const auto v = *reinterpret_cast<const study::HalfVec<8>*>(a_t + swizzle(r, unit + u));
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float d = v.get(j) - shift;
+        sum += d;
+        squares += d * d;
+      }
+    }
+  }
+
+  // The row's mean and 1 / sqrt(variance + eps) over `hidden` columns, into stats[row] for the
+  // epilogue's threads (the caller synchronizes the CTA before they read it).
+  __device__ __forceinline__ void finish(float2* stats, int hidden, float eps) {
+#pragma unroll
+    for (int m = 1; m < 4; m <<= 1) {  // the row's four threads are adjacent lanes
+      sum += __shfl_xor_sync(0xffffffffu, sum, m);
+      squares += __shfl_xor_sync(0xffffffffu, squares, m);
+    }
+    const float mean = sum / hidden, var = fmaxf(squares / hidden - mean * mean, 0.f);
+    if (threadIdx.x % 4 == 0) stats[threadIdx.x / 4] = make_float2(shift + mean, rsqrtf(var + eps));
+  }
+};
+
+// The rows' statistics of the task in hand (only the folded form's tasks use it).
+__device__ __forceinline__ float2* row_stats() {
+  __shared__ float2 stats[kBM];
+  return stats;
+}
+
+// The folded LayerNorm's epilogue: y = rstd (acc - mean col_sum) + col_bias (then exact GELU for
+// fc1), each thread's 8 pairs of the warp's tile in mma.sync's m16n8 layout (store_tile's).
+template <bool kGelu>
+__device__ void store_folded(const GemmTask& g, const float (&acc)[4][4], const float2* stats, int rows,
+                             int row_base, int col_base, int lane) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int j = i / 2, half_row = i % 2;
+    const int r = row_base + (lane >> 2) + 8 * half_row, c = col_base + 8 * j + 2 * (lane & 3);
+    if (r < rows && c < g.n) {
+      const float2 st = stats[r - g.m0];
+      const float2 sums = *reinterpret_cast<const float2*>(g.col_sum + c);
+      const float2 bias = *reinterpret_cast<const float2*>(g.col_bias + c);
+      float v0 = st.y * (acc[j][2 * half_row] - st.x * sums.x) + bias.x;
+      float v1 = st.y * (acc[j][2 * half_row + 1] - st.x * sums.y) + bias.y;
+      if constexpr (kGelu) {
+        v0 = gelu_erf(v0);
+        v1 = gelu_erf(v1);
+      }
+      *reinterpret_cast<__half2*>(g.out + static_cast<long long>(r) * g.ldo + c) = __floats2half2_rn(v0, v1);
+    }
+  }
+}
+
+// kFolded: A is the residual stream itself and g's weights are folded (QKV, fc1 of e28).
+template <Epi kEpi, bool kWgmma, bool kFolded>
 __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a_s, __half* w_s) {
   const int hidden = p.hidden, chunks = hidden / kBK;
   const RowSlab<kBN> w = weight_rows(g, hidden);
@@ -183,6 +267,7 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
   // under a divergent branch.
   const int group = __shfl_sync(0xffffffffu, warp >> 2, 0);
   float acc[4][4] = {};
+  [[maybe_unused]] RowSums rows;
   for (int kc = 0; kc < chunks; ++kc) {
     // Chunk kc's A and weights landed: at the first chunk everything requested so far; then the
     // groups of the chunks after it may still be in flight.
@@ -206,13 +291,19 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
       wgmma_chunk(acc, a_t, w_t, group, kc == 0);
     else
       mma_chunk<32>(acc, a_t, w_t, wm, wn, lane);
+    if constexpr (kFolded) rows.add(a_t, kc == 0);  // the stage is refilled only after the next barrier
   }
   cp_async_wait<0>();  // the empty groups past K
   const int row_base = g.m0 + wm, col_base = g.n0 + wn;
-  if constexpr (kEpi == Epi::SplitResidual)
+  if constexpr (kFolded) {
+    rows.finish(row_stats(), hidden, p.eps);
+    __syncthreads();  // every row's statistics, for every warp's epilogue
+    store_folded<kEpi == Epi::BiasGelu>(g, acc, row_stats(), p.rows, row_base, col_base, lane);
+  } else if constexpr (kEpi == Epi::SplitResidual) {
     split_residual(p, g, acc, row_base, col_base, lane);
-  else
+  } else {
     store_tile<kEpi, 32>(g, acc, p.rows, row_base, col_base, lane);
+  }
 }
 
 // e26's LayerNorm task: a warp per row, straight from the residual stream (through L2: other
@@ -291,16 +382,18 @@ __device__ __forceinline__ unsigned sm_id() {
   return id;
 }
 
-// One instantiation a form (tiled.hpp's Form). From e25 on: LayerNorm tasks. From e26 on: GEMM
-// tasks stream their A panel, LayerNorm tasks use no shared memory, and two CTAs share an SM.
-// e27: the streamed products on wgmma. kClock: thread 0 stamps each task (Blocks::set_clock); the
+// One instantiation a form (tiled.hpp's Form). e25-e27: LayerNorm tasks. From e26 on: GEMM tasks
+// stream their A panel, LayerNorm tasks use no shared memory, and two CTAs share an SM. From e27
+// on: the streamed products on wgmma. e28: no LayerNorm tasks, the LayerNorm folded into QKV and
+// fc1. kClock: thread 0 stamps each task (Blocks::set_clock); the
 // timed instantiations have none of it.
 template <Form kForm, bool kClock>
 __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
     tiled_kernel(Params p) {
-  constexpr bool kLnTasks = kForm != Form::PanelLayerNorm;
+  constexpr bool kLnTasks = ln_tasks(kForm);
   constexpr bool kTwoCtas = two_ctas(kForm);
-  constexpr bool kWgmma = kForm == Form::Wgmma;
+  constexpr bool kWgmma = wgmma(kForm);
+  constexpr bool kFolded = folded_ln(kForm);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // wgmma's descriptors need the stages 1024-byte aligned; the dynamic shared memory's start is
   // only as aligned as the static variables before it let it be (the size has 1024 bytes of slack).
@@ -320,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
     const bool layernorm = kLnTasks && (kind == Kind::Ln1 || kind == Kind::Ln2);
     const bool gemm = kind != Kind::Attention && !layernorm;
     if (gemm) {
-      g = gemm_of<kLnTasks>(p, t);
+      g = gemm_of<kForm>(p, t);
       // Weights depend on nothing: requested before the wait.
       if constexpr (kTwoCtas)
         prefetch_w<kBN, kStreamStages>(w_s, weight_rows(g, p.hidden), p.hidden / kBK);
@@ -351,13 +444,13 @@ __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
     else if constexpr (kTwoCtas) {
       if (kind == Kind::Qkv)
-        streamed_gemm_task<Epi::Bias, kWgmma>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::Bias, kWgmma, kFolded>(p, g, a_s, w_s);
       else if (kind == Kind::Projection)
-        streamed_gemm_task<Epi::BiasResidual, kWgmma>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasResidual, kWgmma, false>(p, g, a_s, w_s);
       else if (kind == Kind::Fc1)
-        streamed_gemm_task<Epi::BiasGelu, kWgmma>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasGelu, kWgmma, kFolded>(p, g, a_s, w_s);
       else
-        streamed_gemm_task<Epi::SplitResidual, kWgmma>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::SplitResidual, kWgmma, false>(p, g, a_s, w_s);
     } else if (kind == Kind::Qkv)
       gemm_task<Epi::Bias>(p, g, a_s, w_s);
     else if (kind == Kind::Projection)
@@ -382,7 +475,7 @@ std::size_t smem_bytes(const Problem& p, Form form) {
   // wgmma's 1024-byte alignment from wherever the dynamic shared memory starts.
   return std::max(sizeof(__half) * kStreamStages * (kTileHalves + kBN * kBK),
                   panel::smem_bytes(0, p.tokens(), kBN, 0)) +
-         (form == Form::Wgmma ? 1024 : 0);
+         (wgmma(form) ? 1024 : 0);
 }
 
 using Kernel = void (*)(Params);
@@ -395,9 +488,10 @@ Kernel kernel_for(Form form, bool clock) {
     case Form::PanelLayerNorm: return kernel_of<Form::PanelLayerNorm>(clock);
     case Form::LnTasks: return kernel_of<Form::LnTasks>(clock);
     case Form::TwoCtas: return kernel_of<Form::TwoCtas>(clock);
-    case Form::Wgmma: break;
+    case Form::Wgmma: return kernel_of<Form::Wgmma>(clock);
+    case Form::FoldedLn: break;
   }
-  return kernel_of<Form::Wgmma>(clock);
+  return kernel_of<Form::FoldedLn>(clock);
 }
 
 const char* step_of(Form form) {
@@ -405,15 +499,21 @@ const char* step_of(Form form) {
     case Form::PanelLayerNorm: return "blocks=tiled: ";
     case Form::LnTasks: return "blocks=tiled_ln: ";
     case Form::TwoCtas: return "blocks=tiled_2cta: ";
-    case Form::Wgmma: break;
+    case Form::Wgmma: return "blocks=tiled_wgmma: ";
+    case Form::FoldedLn: break;
   }
-  return "blocks=tiled_wgmma: ";
+  return "blocks=tiled_folded: ";
 }
 
 
 constexpr std::size_t kMaxSmem = 227 * 1024;  // a Hopper CTA's (opt-in)
 
 int fc2_tiles(const tiles::Schedule& s) { return s.row_tiles * s.shape.hidden / kBN; }
+
+// The folded LayerNorm's QKV and fc1 a block (FoldedView): 3 + 4 hidden rows of `hidden` fp16
+// weights, and each of their 7 hidden rows' sum and bias in fp32.
+std::size_t folded_halves(int hidden) { return static_cast<std::size_t>(7) * hidden * hidden; }
+std::size_t folded_floats(int hidden) { return static_cast<std::size_t>(14) * hidden; }
 constexpr int kStateHead = 2;  // the ticket and the fault count before the counters
 
 }  // namespace
@@ -422,7 +522,7 @@ tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks) {
   return tiles::vit_shape(p.model.hidden, p.model.layers, p.tokens(), batch, kSplit, ln_tasks);
 }
 
-std::string unavailable(Form form) { return form == Form::Wgmma ? sm90::wgmma_unavailable() : std::string(); }
+std::string unavailable(Form form) { return wgmma(form) ? sm90::wgmma_unavailable() : std::string(); }
 
 std::string refuses(const Problem& p, int batch) {
   if (auto why = panel::refuses_shape(p); !why.empty()) return why;
@@ -440,7 +540,11 @@ std::size_t Blocks::scratch_bytes(const Problem& p, int batch, Form form) {
   return sizeof(float) * kSplit * rows * p.model.hidden +
          sizeof(__half) * rows * (ln_tasks(form) ? 4 : 3) * p.model.hidden +
          sizeof(unsigned) * (kStateHead + s.final_counts.size() + fc2_tiles(s)) + sizeof(DeviceTask) * s.tasks.size() +
-         sizeof(BlockView) * p.model.layers;
+         sizeof(BlockView) * p.model.layers +
+         (folded_ln(form) ? (sizeof(__half) * folded_halves(p.model.hidden) +
+                             sizeof(float) * folded_floats(p.model.hidden) + sizeof(FoldedView)) *
+                                p.model.layers
+                          : 0);
 }
 
 Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, Form form)
@@ -469,7 +573,26 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   if (ln_tasks(form)) ln_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * p.model.hidden);
   state_ = study::DeviceBuffer<unsigned>(kStateHead + sched_.final_counts.size() + fc2_tiles(sched_));
   CUDA_CHECK(cudaMemset(state_.get(), 0, state_.bytes()));
+  if (folded_ln(form)) fold(blocks);
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void Blocks::fold(const std::vector<BlockView>& blocks) {
+  const int D = p_.model.hidden;
+  const std::size_t halves = folded_halves(D), floats = folded_floats(D), qkv = static_cast<std::size_t>(3) * D * D;
+  folded_w_ = study::DeviceBuffer<__half>(blocks.size() * halves);
+  folded_cols_ = study::DeviceBuffer<float>(blocks.size() * floats);
+  std::vector<FoldedView> views;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const BlockView& b = blocks[i];
+    __half* w = folded_w_.get() + i * halves;
+    float* c = folded_cols_.get() + i * floats;  // QKV's sums and biases (3 hidden each), then fc1's (4 hidden)
+    study::cutlass_gemm::fold_layernorm(b.qkv_w, b.qkv_b, b.ln1_g, b.ln1_b, 3 * D, D, w, c, c + 3 * D, nullptr);
+    study::cutlass_gemm::fold_layernorm(b.fc1_w, b.fc1_b, b.ln2_g, b.ln2_b, 4 * D, D, w + qkv, c + 6 * D, c + 10 * D,
+                                        nullptr);
+    views.push_back({w, w + qkv, c, c + 3 * D, c + 6 * D, c + 10 * D});
+  }
+  folded_ = study::to_device(views);
 }
 
 void Blocks::poison_scratch() {
@@ -506,6 +629,7 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   // Not a cooperative launch: a CTA waits only on tasks of smaller tickets, all held by CTAs
   // already running, so the forward completes whichever CTAs are resident.
   prm.clock = clock_ ? clock_stamps_.get() : nullptr;
+  prm.folded = folded_.get();
   kernel_for(form_, clock_)<<<grid_, kThreads, smem_, s>>>(prm);
   CUDA_CHECK(cudaGetLastError());
 }

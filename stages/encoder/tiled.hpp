@@ -9,7 +9,8 @@
 // e13's (mma.sync m16n8k16, fp32 accumulators, 8 warps). Each task's weights are requested before
 // its wait. QKV's output alternates between two buffers by block (the schedule's check says why).
 // With LayerNorm tasks the QKV and fc1 tasks read a row tile normalized once by a task of its own
-// instead of each normalizing their panel.
+// instead of each normalizing their panel; with the LayerNorm folded (e28) they read the residual
+// stream itself and apply the LayerNorm in their epilogue.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -27,9 +28,12 @@ enum class Form {
   LnTasks,         // e25_ln_tasks: each row tile's LayerNorms as tasks of their own
   TwoCtas,         // e26_two_ctas: e25's schedule, GEMM tasks streaming their A panel, two CTAs an SM
   Wgmma,           // e27_wgmma_tiles: e26 with the GEMM tasks' products on wgmma
+  FoldedLn,        // e28_folded_ln: e27 without LayerNorm tasks: QKV and fc1 fold the LayerNorm in
 };
-constexpr bool ln_tasks(Form f) { return f != Form::PanelLayerNorm; }
-constexpr bool two_ctas(Form f) { return f == Form::TwoCtas || f == Form::Wgmma; }
+constexpr bool ln_tasks(Form f) { return f == Form::LnTasks || f == Form::TwoCtas || f == Form::Wgmma; }
+constexpr bool two_ctas(Form f) { return f == Form::TwoCtas || f == Form::Wgmma || f == Form::FoldedLn; }
+constexpr bool wgmma(Form f) { return f == Form::Wgmma || f == Form::FoldedLn; }
+constexpr bool folded_ln(Form f) { return f == Form::FoldedLn; }
 
 // The schedule's shape of `batch` images of p (fc2 split in 4 slices of `hidden`).
 tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks);
@@ -40,10 +44,18 @@ std::string unavailable(Form form);
 // MLP ratio 4, every key of a head in shared memory); empty when it can.
 std::string refuses(const Problem& p, int batch);
 
+// One block's LayerNorm-folded QKV and fc1 (cutlass_gemm.hpp's fold_layernorm): y = rstd (x W'^T -
+// mean col_sum) + col_bias, W' = W diag(gamma), col_sum its row sums, col_bias = b + W beta.
+struct FoldedView {
+  const __half *qkv_w, *fc1_w;
+  const float *qkv_sum, *qkv_bias, *fc1_sum, *fc1_bias;
+};
+
 class Blocks {
  public:
   // With LayerNorm tasks (ln_tasks(form)) their output is a buffer of the runner's that the QKV
   // and fc1 tasks read.
+  // With the LayerNorm folded (folded_ln(form)) the QKV and fc1 weights are folded once here.
   Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, Form form);
   // x [rows, hidden] in and out (the residual stream, updated in place); qkv, attn and h the
   // blocks' intermediates [rows, 3 hidden], [rows, hidden], [rows, 4 hidden]. qkv holds the QKV of
@@ -64,6 +76,8 @@ class Blocks {
   std::vector<TaskTime> task_times() const;
 
  private:
+  void fold(const std::vector<BlockView>& blocks);  // folded_w_, folded_cols_, folded_
+
   Problem p_;
   int rows_ = 0, grid_ = 0;
   Form form_;
@@ -78,6 +92,11 @@ class Blocks {
   // count per fc2 output tile (back to 0 after each block).
   study::DeviceBuffer<unsigned> state_;
   study::DeviceBuffer<unsigned long long> clock_stamps_;  // per task: start, ready, end, SM
+  // The folded LayerNorm's weights (folded_ln(form)): per block, QKV's and fc1's w diag(gamma)
+  // (fp16), their row sums and b + w beta (fp32), and the views the kernel reads.
+  study::DeviceBuffer<__half> folded_w_;
+  study::DeviceBuffer<float> folded_cols_;
+  study::DeviceBuffer<FoldedView> folded_;
 };
 
 }  // namespace encoder::tiled

@@ -29,6 +29,8 @@ const std::vector<Plant>& plants() {
       {"persistent_no_barrier", "e13's persistent kernel: no grid barrier between attention and the projection"},
       {"tiled_signal_dropped", "e24's tile-scheduled kernel: the first fc1 task of block 0 does not add one to "
                                "its counter (the fc2 tasks waiting on it time out; every value may still be right)"},
+      {"folded_stats_short", "e28's tile-scheduled kernel: the folded LayerNorm's row statistics leave out the "
+                             "last 64 columns of each row"},
       {"e4m3_no_saturation", "FP8 quantizing kernels (LayerNorm's, the activations'): values past 448 converted "
                              "without saturation (to NaN), where the recipe clamps them to 448"},
   } : std::vector<Plant>{};

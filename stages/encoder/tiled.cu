@@ -62,6 +62,9 @@ struct Params {
   int drop_signal;  // test hook: the task with this ticket does not signal (-1: none)
   unsigned long long* clock;  // the task clock's stamps (its instantiation only)
   const FoldedView* folded;   // per block (the folded LayerNorm's form only)
+#ifdef STUDY_TEST_HOOKS
+  bool planted_short_stats;  // the folded LayerNorm's statistics leave out each row's last chunk
+#endif
 };
 
 // One GEMM task: its GEMM's operands (panel::Gemm), its output tile (m0, n0) and K slice; with
@@ -291,7 +294,12 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
       wgmma_chunk(acc, a_t, w_t, group, kc == 0);
     else
       mma_chunk<32>(acc, a_t, w_t, wm, wn, lane);
-    if constexpr (kFolded) rows.add(a_t, kc == 0);  // the stage is refilled only after the next barrier
+    if constexpr (kFolded) {
+#ifdef STUDY_TEST_HOOKS
+      if (p.planted_short_stats && kc == chunks - 1) continue;
+#endif
+      rows.add(a_t, kc == 0);  // the stage is refilled only after the next barrier
+    }
   }
   cp_async_wait<0>();  // the empty groups past K
   const int row_base = g.m0 + wm, col_base = g.n0 + wn;
@@ -619,6 +627,9 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   prm.counters = st + kStateHead;
   prm.arrivals = prm.counters + sched_.final_counts.size();
   prm.drop_signal = -1;
+#ifdef STUDY_TEST_HOOKS
+  prm.planted_short_stats = study::planted("folded_stats_short");
+#endif
   if (study::planted("tiled_signal_dropped")) {  // fc1 of block 0, rows 0, column 0 never signals
     for (std::size_t i = 0; i < sched_.tasks.size(); ++i)
       if (sched_.tasks[i].kind == Kind::Fc1) {

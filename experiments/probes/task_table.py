@@ -1,6 +1,6 @@
 """The per-task table of a tile-scheduled forward: where one forward's time goes, task kind by kind.
 
-    python3 -m experiments.probes.task_table TASKS.csv [--out TABLE.csv]
+    python3 -m experiments.probes.task_table TASKS.csv [--out TABLE.csv] [--path-out PATH.csv]
 
 TASKS.csv is what the encoder bench's --task-times appends (the tile-scheduled steps: every task of
 one eager forward with its SM and three stamps, in us from the kernel's first task: the CTA turned
@@ -11,8 +11,16 @@ and the median over blocks of the kind's stage span (its first task's inputs the
 task's output stored: the time the kind holds a block's chain). A last row per version gives the
 span, the CTAs' time spent running tasks, waiting for inputs and idle (between tasks, and after a
 CTA's last task). The CSV names SMs, not CTAs: the CTAs an SM holds are the most of its tasks that
-overlap in time (a CTA runs one task at a time). Standard library only; exit 2 with one line on
-stderr for a file that is not such a CSV.
+overlap in time (a CTA runs one task at a time).
+
+Where the CSV names each task's counters (columns `signals` and `waits`, "counter:target ..."),
+a second table follows: the forward's critical path, from the task that ended last back through,
+at each step, the task whose arrival met its last-met wait (the target-th task to signal that
+counter, by end stamp). Per kind on the path: its tasks, the time they ran, the hand-off (the
+predecessor stored -> the task's inputs seen there, while its CTA waited) and the time queued (the
+predecessor stored -> a CTA turned to the task, when none had). Run + hand-off + queued over the
+path add up to the span exactly. Standard library only; exit 2 with one line on stderr for a file
+that is not such a CSV.
 """
 import argparse
 import csv
@@ -23,6 +31,7 @@ from collections import defaultdict
 COLUMNS = ("version", "batch", "kind", "tasks", "run_median_us", "run_total_us", "wait_median_us", "wait_total_us",
            "share_of_cta_time", "stage_span_median_us")
 NEEDED = ("version", "batch", "kind", "block", "sm", "start_us", "ready_us", "end_us")
+PATH_COLUMNS = ("version", "batch", "kind", "tasks", "run_us", "handoff_us", "queued_us", "share_of_span")
 
 
 def die(msg):
@@ -44,6 +53,9 @@ def read(path):
                 r[c] = float(r[c])
             r["sm"] = int(r["sm"])
             r["block"] = int(r["block"])
+            if "waits" in r and "signals" in r:
+                r["signals"] = int(r["signals"])
+                r["waits"] = [tuple(int(v) for v in w.split(":")) for w in r["waits"].split()]
     except ValueError as e:
         die(f"{path}: a stamp or SM that is not a number ({e})")
     return rows
@@ -107,6 +119,80 @@ def table(rows):
     return out
 
 
+def critical_path(tasks):
+    """[(task, predecessor or None)] from the forward's first task to the one that ended last."""
+    signalers = defaultdict(list)
+    for t in tasks:
+        signalers[t["signals"]].append(t)
+    for ts in signalers.values():
+        ts.sort(key=lambda t: t["end_us"])
+
+    def predecessor(t):
+        best = None
+        for counter, target in t["waits"]:
+            if not 1 <= target <= len(signalers[counter]):
+                die(f"a {t['kind']} task waits for counter {counter} to reach {target}, "
+                    f"which {len(signalers[counter])} tasks signal")
+            p = signalers[counter][target - 1]
+            if best is None or p["end_us"] > best["end_us"]:
+                best = p
+        return best
+
+    path, t = [], max(tasks, key=lambda t: t["end_us"])
+    while t is not None and len(path) <= len(tasks):
+        p = predecessor(t)
+        path.append((t, p))
+        t = p
+    if len(path) > len(tasks):
+        die("the waits form a cycle")
+    return path[::-1]
+
+
+def path_table(rows):
+    """Per (version, batch), the critical path's time by kind: run, hand-off, queued; then the total."""
+    forwards = defaultdict(list)
+    for r in rows:
+        forwards[(r["version"], r["batch"])].append(r)
+    out = []
+    for (version, batch), tasks in forwards.items():
+        path = critical_path(tasks)
+        span = path[-1][0]["end_us"]
+        kinds = defaultdict(lambda: {"tasks": 0, "run_us": 0.0, "handoff_us": 0.0, "queued_us": 0.0})
+        for t, p in path:
+            before = p["end_us"] if p else 0.0
+            k = kinds[t["kind"]]
+            k["tasks"] += 1
+            k["queued_us"] += max(0.0, t["start_us"] - before)
+            k["handoff_us"] += t["ready_us"] - max(t["start_us"], before)
+            k["run_us"] += t["end_us"] - t["ready_us"]
+        total = {"tasks": 0, "run_us": 0.0, "handoff_us": 0.0, "queued_us": 0.0}
+        for kind, k in kinds.items():
+            out.append({"version": version, "batch": batch, "kind": kind, **k,
+                        "share_of_span": (k["run_us"] + k["handoff_us"] + k["queued_us"]) / span})
+            for c in total:
+                total[c] += k[c]
+        out.append({"version": version, "batch": batch, "kind": f"path ({len(path)} tasks, span {span:.1f} us)",
+                    **total, "share_of_span": 1.0})
+    return out
+
+
+def print_table(columns, rows):
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for r in rows:
+        print("| " + " | ".join(fmt(r[c]) for c in columns) + " |")
+
+
+def write_table(path, columns, rows):
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=columns)
+            w.writeheader()
+            w.writerows(rows)
+    except OSError as e:
+        die(f"cannot write {path}: {e}")
+
+
 def fmt(v):
     if isinstance(v, float):
         return f"{v:.3f}" if abs(v) < 10 else f"{v:,.1f}"
@@ -117,20 +203,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tasks", help="the CSV the encoder bench's --task-times wrote")
     ap.add_argument("--out", help="also write the table here as CSV")
+    ap.add_argument("--path-out", help="also write the critical path's table here as CSV (needs the waits)")
     a = ap.parse_args(argv)
-    rows = table(read(a.tasks))
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "---|" * len(COLUMNS))
-    for r in rows:
-        print("| " + " | ".join(fmt(r[c]) for c in COLUMNS) + " |")
+    tasks = read(a.tasks)
+    rows = table(tasks)
+    print_table(COLUMNS, rows)
     if a.out:
-        try:
-            with open(a.out, "w", newline="", encoding="utf-8") as f:
-                w = csv.DictWriter(f, fieldnames=COLUMNS)
-                w.writeheader()
-                w.writerows(rows)
-        except OSError as e:
-            die(f"cannot write {a.out}: {e}")
+        write_table(a.out, COLUMNS, rows)
+    if "waits" in tasks[0] and "signals" in tasks[0]:
+        path = path_table(tasks)
+        print()
+        print_table(PATH_COLUMNS, path)
+        if a.path_out:
+            write_table(a.path_out, PATH_COLUMNS, path)
+    elif a.path_out:
+        die(f"{a.tasks} has no waits column: no critical path (written by an older build)")
     return 0
 
 

@@ -67,6 +67,41 @@ class TaskTable(unittest.TestCase):
         with open(out, newline="") as f:
             self.assertEqual(len(list(csv.DictReader(f))), 4)
 
+    # a (ends at 4) and d (at 3) signal counter 0; b waits for its second arrival, a's; c waits for
+    # b; e for counter 0's first arrival, d's. The path: a -> b -> c.
+    PATH_HEADER = HEADER.strip() + ",signals,waits\n"
+    PATH_ROWS = ["e28_folded_ln,vit_b,1,224,0,qkv,0,0,0,0,0,0,0,4,0,",
+                 "e28_folded_ln,vit_b,1,224,1,qkv,0,0,1,0,2,0,0,3,0,",
+                 "e28_folded_ln,vit_b,1,224,2,attention,0,0,0,0,1,1,5,8,1,0:2",
+                 "e28_folded_ln,vit_b,1,224,3,projection,0,0,0,0,0,9,9.5,12,2,1:1",
+                 "e28_folded_ln,vit_b,1,224,4,fc1,0,0,0,0,2,3,3.5,6,3,0:1"]
+
+    def test_the_critical_path_adds_up_to_the_span(self):
+        rows = task_table.path_table(task_table.read(self.write(self.PATH_HEADER + "\n".join(self.PATH_ROWS) + "\n")))
+        by = {r["kind"]: r for r in rows}
+        self.assertEqual((by["qkv"]["tasks"], by["qkv"]["run_us"], by["qkv"]["handoff_us"]), (1, 4, 0))
+        # b: its CTA turned to it at 1, a stored at 4, b saw it at 5: a 1 us hand-off, nothing queued
+        self.assertEqual((by["attention"]["run_us"], by["attention"]["handoff_us"], by["attention"]["queued_us"]),
+                         (3, 1, 0))
+        # c: b stored at 8, no CTA took c until 9 (queued 1), its wait seen at 9.5
+        self.assertEqual((by["projection"]["run_us"], by["projection"]["handoff_us"],
+                          by["projection"]["queued_us"]), (2.5, 0.5, 1))
+        self.assertNotIn("fc1", by)  # e ended at 6, off the path
+        total = next(r for r in rows if r["kind"].startswith("path"))
+        self.assertIn("3 tasks, span 12.0 us", total["kind"])
+        self.assertAlmostEqual(total["run_us"] + total["handoff_us"] + total["queued_us"], 12)
+
+    def test_a_wait_no_task_meets_and_a_file_without_waits(self):
+        bad = self.PATH_ROWS[:2] + [self.PATH_ROWS[2].replace("0:2", "0:3")]
+        p = subprocess.run([sys.executable, "-m", "experiments.probes.task_table",
+                            self.write(self.PATH_HEADER + "\n".join(bad) + "\n")], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("waits for counter 0 to reach 3, which 2 tasks signal", p.stderr)
+        p = subprocess.run([sys.executable, "-m", "experiments.probes.task_table", self.write(HEADER + ROWS[0] + "\n"),
+                            "--path-out", "/tmp/never.csv"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no waits column", p.stderr)
+
     def test_bad_files_get_one_line_and_exit_2(self):
         for text in ("", "a,b\n1,2\n", HEADER + ROWS[0].replace(",0,1,4", ",0,x,4") + "\n"):
             p = subprocess.run([sys.executable, "-m", "experiments.probes.task_table", self.write(text)],

@@ -175,15 +175,24 @@ int time_forward(const Options& o, const encoder::Problem& p, encoder::Forward& 
 // Every task of one eager forward of a tile-scheduled step, appended to --task-times' CSV.
 void write_task_times(const Options& o, const std::string& version, const encoder::Problem& p,
                       const std::vector<encoder::TaskTime>& tasks) {
-  const bool fresh = access(o.task_times_csv.c_str(), F_OK) != 0;
+  const std::string header =
+      "version,model,batch,image_size,ticket,kind,block,row_tile,col,slice,sm,start_us,ready_us,end_us,signals,waits";
+  std::string first;
+  if (std::ifstream in(o.task_times_csv); in) std::getline(in, first);
+  if (!first.empty() && first != header)
+    throw StudyError(ErrorKind::Usage, "task-times file '" + o.task_times_csv +
+                                           "' has other columns than this build writes: write to a new file");
   std::ofstream f(o.task_times_csv, std::ios::app);
   if (!f) throw StudyError(ErrorKind::Usage, "cannot write task-times file '" + o.task_times_csv + "'");
-  if (fresh) f << "version,model,batch,image_size,ticket,kind,block,row_tile,col,slice,sm,start_us,ready_us,end_us\n";
+  if (first.empty()) f << header << '\n';
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const encoder::TaskTime& t = tasks[i];
     f << version << ',' << o.common.model << ',' << p.batch << ',' << p.image_size << ',' << i << ',' << t.kind << ','
       << t.block << ',' << t.row_tile << ',' << t.col << ',' << t.slice << ',' << t.sm << ',' << t.start_us << ','
-      << t.ready_us << ',' << t.end_us << '\n';
+      << t.ready_us << ',' << t.end_us << ',' << t.signals << ',';
+    for (std::size_t w = 0; w < t.waits.size(); ++w)  // "counter:target", space-separated
+      f << (w ? " " : "") << t.waits[w].counter << ':' << t.waits[w].target;
+    f << '\n';
   }
   if (!f) throw StudyError(ErrorKind::Usage, "cannot write task-times file '" + o.task_times_csv + "'");
 }

@@ -18,6 +18,7 @@
 #include "device/l2_prefetch.hpp"
 #include "encoder/composition.hpp"
 #include "encoder/steps.hpp"
+#include "encoder/tile_schedule.hpp"
 #include "harness/buffer.hpp"
 #include "harness/memory.hpp"
 #include "harness/vit_config.hpp"
@@ -94,12 +95,15 @@ struct Breakdown {
 
 // One task of a tile-scheduled forward (blocks=tiled*) as its CTA saw it, in
 // us from the kernel's first task: the CTA turned to it (its weights requested), its inputs there
-// (its waits met), its output stored. The per-task table of those steps, as kernel_table is the
-// per-kernel one of the others.
+// (its waits met), its output stored; with the counters it waited on and the one it signalled
+// (the schedule's), from which the forward's critical path follows. The per-task table of those
+// steps, as kernel_table is the per-kernel one of the others.
 struct TaskTime {
   std::string kind;  // tile_schedule.hpp's names: ln1, qkv, attention, projection, ln2, fc1, fc2
   int block = 0, row_tile = 0, col = 0, slice = 0, sm = 0;
   double start_us = 0, ready_us = 0, end_us = 0;
+  std::vector<tiles::Wait> waits;
+  int signals = 0;
 };
 
 // One composition set up for one problem: every component's version resolved and asked

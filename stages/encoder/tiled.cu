@@ -663,7 +663,7 @@ std::vector<TaskTime> Blocks::task_times() const {
   for (std::size_t i = 0; i < sched_.tasks.size(); ++i) {
     const tiles::Task& t = sched_.tasks[i];
     out.push_back({tiles::name(t.kind), t.block, t.row_tile, t.col, t.slice, static_cast<int>(st[4 * i + 3]),
-                   us(st[4 * i]), us(st[4 * i + 1]), us(st[4 * i + 2])});
+                   us(st[4 * i]), us(st[4 * i + 1]), us(st[4 * i + 2]), t.waits, t.signals});
   }
   return out;
 }

@@ -1,5 +1,6 @@
-// The tile-scheduled kernel of e24_tiled to e28_folded_ln (tiled.hpp says what it computes). GEMM tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators),
-// 8 warps of 16 x 32 (panel.cuh, e13's code): the task's whole A panel (64 rows x `hidden`, fc2 a
+// The tile-scheduled kernel of e24_tiled to e28_folded_ln (tiled.hpp says what it computes). GEMM
+// tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of
+// 16 x 32 (panel.cuh, e13's code): the task's whole A panel (64 rows x `hidden`, fc2 a
 // quarter of its K) lands in shared memory at once, so a LayerNorm before the GEMM normalizes it
 // there; the weights stream through a 6-stage cp.async pipeline whose first stages are requested
 // before the task waits for its inputs. Attention tasks are 64 rows of one head: for each image
@@ -270,7 +271,7 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
   // under a divergent branch.
   const int group = __shfl_sync(0xffffffffu, warp >> 2, 0);
   float acc[4][4] = {};
-  [[maybe_unused]] RowSums rows;
+  [[maybe_unused]] RowSums sums;
   for (int kc = 0; kc < chunks; ++kc) {
     // Chunk kc's A and weights landed: at the first chunk everything requested so far; then the
     // groups of the chunks after it may still be in flight.
@@ -298,13 +299,13 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
 #ifdef STUDY_TEST_HOOKS
       if (p.planted_short_stats && kc == chunks - 1) continue;
 #endif
-      rows.add(a_t, kc == 0);  // the stage is refilled only after the next barrier
+      sums.add(a_t, kc == 0);  // the stage is refilled only after the next barrier
     }
   }
   cp_async_wait<0>();  // the empty groups past K
   const int row_base = g.m0 + wm, col_base = g.n0 + wn;
   if constexpr (kFolded) {
-    rows.finish(row_stats(), hidden, p.eps);
+    sums.finish(row_stats(), hidden, p.eps);
     __syncthreads();  // every row's statistics, for every warp's epilogue
     store_folded<kEpi == Epi::BiasGelu>(g, acc, row_stats(), p.rows, row_base, col_base, lane);
   } else if constexpr (kEpi == Epi::SplitResidual) {
@@ -393,8 +394,8 @@ __device__ __forceinline__ unsigned sm_id() {
 // One instantiation a form (tiled.hpp's Form). e25-e27: LayerNorm tasks. From e26 on: GEMM tasks
 // stream their A panel, LayerNorm tasks use no shared memory, and two CTAs share an SM. From e27
 // on: the streamed products on wgmma. e28: no LayerNorm tasks, the LayerNorm folded into QKV and
-// fc1. kClock: thread 0 stamps each task (Blocks::set_clock); the
-// timed instantiations have none of it.
+// fc1. kClock: thread 0 stamps each task (Blocks::set_clock); the timed instantiations have none
+// of it.
 template <Form kForm, bool kClock>
 __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
     tiled_kernel(Params p) {

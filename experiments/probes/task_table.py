@@ -1,6 +1,7 @@
 """The per-task table of a tile-scheduled forward: where one forward's time goes, task kind by kind.
 
     python3 -m experiments.probes.task_table TASKS.csv [--out TABLE.csv] [--path-out PATH.csv]
+                                             [--schedule SCHEDULE.csv]
 
 TASKS.csv is what the encoder bench's --task-times appends (the tile-scheduled steps: every task of
 one eager forward with its SM and three stamps, in us from the kernel's first task: the CTA turned
@@ -19,7 +20,9 @@ at each step, the task whose arrival met its last-met wait (the target-th task t
 counter, by end stamp). Per kind on the path: its tasks, the time they ran, the hand-off (the
 predecessor stored -> the task's inputs seen there, while its CTA waited) and the time queued (the
 predecessor stored -> a CTA turned to the task, when none had). Run + hand-off + queued over the
-path add up to the span exactly. Standard library only; exit 2 with one line on stderr for a file
+path add up to the span exactly. A CSV written before the bench recorded the counters gets them
+from --schedule: what build/stages/encoder/tile_schedule_csv prints for the forward's shape,
+joined by ticket (each task's kind and block must match). Standard library only; exit 2 with one line on stderr for a file
 that is not such a CSV.
 """
 import argparse
@@ -30,7 +33,7 @@ from collections import defaultdict
 
 COLUMNS = ("version", "batch", "kind", "tasks", "run_median_us", "run_total_us", "wait_median_us", "wait_total_us",
            "share_of_cta_time", "stage_span_median_us")
-NEEDED = ("version", "batch", "kind", "block", "sm", "start_us", "ready_us", "end_us")
+NEEDED = ("version", "batch", "ticket", "kind", "block", "sm", "start_us", "ready_us", "end_us")
 PATH_COLUMNS = ("version", "batch", "kind", "tasks", "run_us", "handoff_us", "queued_us", "share_of_span")
 
 
@@ -39,12 +42,21 @@ def die(msg):
     sys.exit(2)
 
 
-def read(path):
+def read_rows(path):
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            return list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         die(f"cannot read {path}: {e}")
+
+
+def parse_waits(text):
+    """ "12:4 30:1" -> [(12, 4), (30, 1)] """
+    return [tuple(int(v) for v in w.split(":")) for w in text.split()]
+
+
+def read(path):
+    rows = read_rows(path)
     if not rows or any(c not in rows[0] for c in NEEDED):
         die(f"{path} is not a --task-times CSV (columns {', '.join(NEEDED)})")
     try:
@@ -55,7 +67,7 @@ def read(path):
             r["block"] = int(r["block"])
             if "waits" in r and "signals" in r:
                 r["signals"] = int(r["signals"])
-                r["waits"] = [tuple(int(v) for v in w.split(":")) for w in r["waits"].split()]
+                r["waits"] = parse_waits(r["waits"])
     except ValueError as e:
         die(f"{path}: a stamp or SM that is not a number ({e})")
     return rows
@@ -117,6 +129,23 @@ def table(rows):
                     "wait_total_us": "", "share_of_cta_time": (cta_time - run - wait) / cta_time,
                     "stage_span_median_us": ""})
     return out
+
+
+def join_schedule(tasks, path):
+    """Each task's signals and waits from tile_schedule_csv's output, by ticket."""
+    sched = read_rows(path)
+    if not sched or any(c not in sched[0] for c in ("ticket", "kind", "block", "signals", "waits")):
+        die(f"{path} is not tile_schedule_csv's output (columns ticket, kind, block, signals, waits)")
+    by_ticket = {r["ticket"]: r for r in sched}
+    for t in tasks:
+        s = by_ticket.get(t["ticket"])
+        if s is None or s["kind"] != t["kind"] or int(s["block"]) != t["block"]:
+            die(f"{path} does not match the tasks (ticket {t['ticket']}: {t['kind']} of block {t['block']})")
+        try:
+            t["signals"] = int(s["signals"])
+            t["waits"] = parse_waits(s["waits"])
+        except ValueError as e:
+            die(f"{path}: a counter that is not a number ({e})")
 
 
 def critical_path(tasks):
@@ -204,8 +233,11 @@ def main(argv=None):
     ap.add_argument("tasks", help="the CSV the encoder bench's --task-times wrote")
     ap.add_argument("--out", help="also write the table here as CSV")
     ap.add_argument("--path-out", help="also write the critical path's table here as CSV (needs the waits)")
+    ap.add_argument("--schedule", help="tile_schedule_csv's output for a CSV without the counters")
     a = ap.parse_args(argv)
     tasks = read(a.tasks)
+    if a.schedule:
+        join_schedule(tasks, a.schedule)
     rows = table(tasks)
     print_table(COLUMNS, rows)
     if a.out:

@@ -91,6 +91,22 @@ class TaskTable(unittest.TestCase):
         self.assertIn("3 tasks, span 12.0 us", total["kind"])
         self.assertAlmostEqual(total["run_us"] + total["handoff_us"] + total["queued_us"], 12)
 
+    def test_the_schedule_joins_an_older_file_by_ticket(self):
+        older = [",".join(r.split(",")[:-2]) for r in self.PATH_ROWS]
+        schedule = "ticket,kind,block,row_tile,col,slice,signals,waits\n" + "\n".join(
+            f"{r.split(',')[4]},{r.split(',')[5]},{r.split(',')[6]},0,0,0,{r.split(',')[-2]},{r.split(',')[-1]}"
+            for r in self.PATH_ROWS) + "\n"
+        tasks = task_table.read(self.write(HEADER + "\n".join(older) + "\n"))
+        task_table.join_schedule(tasks, self.write(schedule))
+        rows = task_table.path_table(tasks)
+        self.assertIn("3 tasks, span 12.0 us", rows[-1]["kind"])
+        # A schedule of another forward (a kind that differs at a ticket) is refused.
+        p = subprocess.run([sys.executable, "-m", "experiments.probes.task_table",
+                            self.write(HEADER + "\n".join(older) + "\n"), "--schedule",
+                            self.write(schedule.replace(",attention,", ",fc2,"))], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("does not match the tasks (ticket 2: attention of block 0)", p.stderr)
+
     def test_a_wait_no_task_meets_and_a_file_without_waits(self):
         bad = self.PATH_ROWS[:2] + [self.PATH_ROWS[2].replace("0:2", "0:3")]
         p = subprocess.run([sys.executable, "-m", "experiments.probes.task_table",

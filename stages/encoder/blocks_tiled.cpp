@@ -2,7 +2,8 @@
 // persistent kernel driven by the tile schedule (tiled.hpp): GEMM and attention tiles that wait on
 // per-tile counters instead of e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks
 // of their own; tiled_2cta with those and two CTAs an SM; tiled_wgmma with those and wgmma products;
-// tiled_folded as tiled_wgmma with the LayerNorms folded into QKV and fc1 instead of tasks. The family
+// tiled_folded as tiled_wgmma with the LayerNorms folded into QKV and fc1 instead of tasks;
+// tiled_loads_first as tiled_folded with its residual epilogues' loads before their stores. The family
 // versions of layernorm, attention and mlp are not asked (the layernorm version still serves the
 // final LayerNorm, in the forward's head). The residual stream is updated in place, in the first
 // layer's buffer.
@@ -48,7 +49,8 @@ tiled::Form form_of(Blocks b) {
     case Blocks::TiledLn: return tiled::Form::LnTasks;
     case Blocks::TiledTwoCtas: return tiled::Form::TwoCtas;
     case Blocks::TiledWgmma: return tiled::Form::Wgmma;
-    default: return tiled::Form::FoldedLn;
+    case Blocks::TiledFolded: return tiled::Form::FoldedLn;
+    default: return tiled::Form::LoadsFirst;
   }
 }
 
@@ -80,5 +82,8 @@ extern const Runner tiled_wgmma_runner = {Blocks::TiledWgmma, kFieldResidual, un
                                           supports, extra_device_bytes, make<Blocks::TiledWgmma>};
 extern const Runner tiled_folded_runner = {Blocks::TiledFolded, kFieldResidual, unavailable<Blocks::TiledFolded>,
                                            supports, extra_device_bytes, make<Blocks::TiledFolded>};
+extern const Runner tiled_loads_first_runner = {Blocks::TiledLoadsFirst, kFieldResidual,
+                                                unavailable<Blocks::TiledLoadsFirst>, supports, extra_device_bytes,
+                                                make<Blocks::TiledLoadsFirst>};
 
 }  // namespace encoder

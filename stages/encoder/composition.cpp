@@ -16,7 +16,8 @@ const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
                                                   {Blocks::TiledLn, "tiled_ln"},
                                                   {Blocks::TiledTwoCtas, "tiled_2cta"},
                                                   {Blocks::TiledWgmma, "tiled_wgmma"},
-                                                  {Blocks::TiledFolded, "tiled_folded"}};
+                                                  {Blocks::TiledFolded, "tiled_folded"},
+                                                  {Blocks::TiledLoadsFirst, "tiled_loads_first"}};
 const std::pair<Gemms, const char*> kGemms[] = {
     {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
 

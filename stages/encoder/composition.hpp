@@ -24,6 +24,7 @@ enum class Blocks {
   TiledTwoCtas,  // and its GEMM tasks' A panels streamed, two CTAs an SM
   TiledWgmma,    // and those GEMM tasks' products on wgmma
   TiledFolded,   // and no LayerNorm tasks: QKV and fc1 fold the LayerNorm in
+  TiledLoadsFirst,  // and the residual epilogues' loads before their stores
 };
 
 // Where the QKV and projection GEMMs run (the MLP's GEMMs are its family version's business).
@@ -70,10 +71,10 @@ struct Composition {
   bool fp8() const { return blocks == Blocks::Fp8; }
   const char* precision() const { return fp8() ? "fp8_e4m3" : "fp16"; }
   // The blocks run as the tile schedule's tasks (blocks=tiled, tiled_ln, tiled_2cta, tiled_wgmma,
-  // tiled_folded).
+  // tiled_folded, tiled_loads_first).
   bool tiled() const {
     return blocks == Blocks::Tiled || blocks == Blocks::TiledLn || blocks == Blocks::TiledTwoCtas ||
-           blocks == Blocks::TiledWgmma || blocks == Blocks::TiledFolded;
+           blocks == Blocks::TiledWgmma || blocks == Blocks::TiledFolded || blocks == Blocks::TiledLoadsFirst;
   }
   bool operator==(const Composition& o) const { return to_string() == o.to_string(); }
   bool operator!=(const Composition& o) const { return !(*this == o); }

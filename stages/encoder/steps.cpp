@@ -97,6 +97,10 @@ const std::vector<Step>& steps() {
        "the chunks streaming through shared memory and apply the LayerNorm, folded into their weights, in the "
        "epilogue",
        "blocks=tiled_folded"},
+      {"e29_loads_first", "e28_folded_ln",
+       "the projection's and fc2's epilogues issue every load before their first store (fc2's last slice: 16 "
+       "float4 loads a thread at once instead of 8 dependent rounds to L2)",
+       "blocks=tiled_loads_first"},
   };
   return table;
 }

@@ -12,7 +12,7 @@
 // CTAs share an SM (16 warps instead of 8). e28 drops the LayerNorm tasks: its QKV and fc1 tasks
 // stream the residual stream's rows themselves, gather each row's statistics from the chunks as
 // they pass through shared memory, and apply the LayerNorm, folded into their weights, in the
-// epilogue.
+// epilogue. e29 issues the projection's and fc2's epilogue loads before their stores.
 //
 // The dependency protocol is tile_device.cuh's, which the dry run (tile_dry_run.cu) tests without
 // the math: thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes,
@@ -117,9 +117,75 @@ __device__ __forceinline__ RowSlab<kBN> weight_rows(const GemmTask& g, int hidde
   return RowSlab<kBN>(g.w, static_cast<long long>(g.splits) * hidden, g.n0, g.n, g.slice * hidden);
 }
 
+// e29's epilogues issue every load before their first store. panel.cuh's interleave loads and
+// stores to the same buffer (the residual stream x, or x after the partial sums), so the compiler
+// keeps each load after the stores before it: 8 round trips to L2 a thread, one after another,
+// where one suffices. The results are bit for bit those of panel.cuh's (the same sums in the same
+// order).
+
+// fc2's last slice: thread t adds 16 columns of row t / 4 of the tile over the slices (4 float4
+// loads a slice, all in flight at once), then the residual and the bias, into x.
+__device__ void add_slices_first(const float* partial, long long plane, const Gemm& g, int rows, int m0, int n0) {
+  static_assert(kThreads == 4 * kBM && kBN == 4 * 16, "a thread a quarter row of the tile");
+  const int r = m0 + threadIdx.x / 4, c = n0 + 16 * (threadIdx.x % 4);
+  if (r >= rows) return;
+  const long long at = static_cast<long long>(r) * g.n + c;
+  float4 part[kSplit][4];
+#pragma unroll
+  for (int k = 0; k < kSplit; ++k)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) part[k][q] = __ldcg(reinterpret_cast<const float4*>(partial + k * plane + at) + q);
+  __half* x = g.out + static_cast<long long>(r) * g.ldo + c;
+  const uint4* x16 = reinterpret_cast<const uint4*>(x);
+  const uint4* b16 = reinterpret_cast<const uint4*>(g.bias + c);
+  const uint4 res_raw[2] = {__ldcg(x16), __ldcg(x16 + 1)};
+  const uint4 bias_raw[2] = {b16[0], b16[1]};
+  const __half2* res = reinterpret_cast<const __half2*>(res_raw);
+  const __half2* bias = reinterpret_cast<const __half2*>(bias_raw);
+  const float* sums[kSplit];
+#pragma unroll
+  for (int k = 0; k < kSplit; ++k) sums[k] = reinterpret_cast<const float*>(part[k]);
+  uint4 out_raw[2];
+  __half2* out = reinterpret_cast<__half2*>(out_raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {  // column pairs 2i, 2i + 1
+    float2 s = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int k = 0; k < kSplit; ++k) {
+      s.x += sums[k][2 * i];
+      s.y += sums[k][2 * i + 1];
+    }
+    const float2 rv = __half22float2(res[i]), bv = __half22float2(bias[i]);
+    out[i] = __floats2half2_rn(rv.x + s.x + bv.x, rv.y + s.y + bv.y);
+  }
+  reinterpret_cast<uint4*>(x)[0] = out_raw[0];
+  reinterpret_cast<uint4*>(x)[1] = out_raw[1];
+}
+
+// The projection's epilogue (bias, residual) with each of the thread's 8 residual and bias pairs
+// loaded before its first store; otherwise store_tile<Epi::BiasResidual>.
+__device__ void store_residual_first(const Gemm& g, const float (&acc)[4][4], int rows, int row_base, int col_base,
+                                     int lane) {
+  auto row = [&](int i) { return row_base + (lane >> 2) + 8 * (i % 2); };
+  auto col = [&](int i) { return col_base + 8 * (i / 2) + 2 * (lane & 3); };
+  float2 res[8], bias[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const bool in = row(i) < rows && col(i) < g.n;
+    res[i] = in ? load_pair(g.out + static_cast<long long>(row(i)) * g.ldo + col(i)) : make_float2(0.f, 0.f);
+    bias[i] = in ? __half22float2(*reinterpret_cast<const __half2*>(g.bias + col(i))) : make_float2(0.f, 0.f);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (row(i) < rows && col(i) < g.n)
+      *reinterpret_cast<__half2*>(g.out + static_cast<long long>(row(i)) * g.ldo + col(i)) = __floats2half2_rn(
+          acc[i / 2][2 * (i % 2)] + bias[i].x + res[i].x, acc[i / 2][2 * (i % 2) + 1] + bias[i].y + res[i].y);
+}
+
 // fc2: this CTA's slice of the tile goes to `partial`; the CTA that completes the tile's last
 // slice adds the slices in order (so the result does not depend on which one that is), the
-// bias and the residual, into x.
+// bias and the residual, into x (kLoadsFirst: add_slices_first).
+template <bool kLoadsFirst>
 __device__ void split_residual(const Params& p, const GemmTask& g, const float (&acc)[4][4], int row_base,
                                int col_base, int lane) {
   const long long plane = static_cast<long long>(p.rows) * g.n;
@@ -133,7 +199,10 @@ __device__ void split_residual(const Params& p, const GemmTask& g, const float (
   }
   __syncthreads();
   if (!last) return;
-  add_slices<kBN>(p.partial, plane, g, p.rows, g.m0, g.n0);
+  if constexpr (kLoadsFirst)
+    add_slices_first(p.partial, plane, g, p.rows, g.m0, g.n0);
+  else
+    add_slices<kBN>(p.partial, plane, g, p.rows, g.m0, g.n0);
 }
 
 // The GEMM of one task, its first weight chunks already requested (prefetch_w) into w_s.
@@ -153,7 +222,7 @@ __device__ void gemm_task(const Params& p, const GemmTask& g, __half* a_s, __hal
   // Thread `lane` holds rows lane/4 and lane/4 + 8 of its warp's 16, columns 8j + 2 (lane % 4) + {0, 1}.
   const int row_base = g.m0 + wm, col_base = g.n0 + wn;
   if constexpr (kEpi == Epi::SplitResidual) {
-    split_residual(p, g, acc, row_base, col_base, lane);
+    split_residual<false>(p, g, acc, row_base, col_base, lane);
   } else {
     store_tile<kEpi, 32>(g, acc, p.rows, row_base, col_base, lane);
   }
@@ -255,8 +324,9 @@ __device__ void store_folded(const GemmTask& g, const float (&acc)[4][4], const 
   }
 }
 
-// kFolded: A is the residual stream itself and g's weights are folded (QKV, fc1 of e28).
-template <Epi kEpi, bool kWgmma, bool kFolded>
+// kFolded: A is the residual stream itself and g's weights are folded (QKV, fc1 of e28);
+// kLoadsFirst: the residual epilogues load before they store (e29).
+template <Epi kEpi, bool kWgmma, bool kFolded, bool kLoadsFirst>
 __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a_s, __half* w_s) {
   const int hidden = p.hidden, chunks = hidden / kBK;
   const RowSlab<kBN> w = weight_rows(g, hidden);
@@ -309,7 +379,9 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
     __syncthreads();  // every row's statistics, for every warp's epilogue
     store_folded<kEpi == Epi::BiasGelu>(g, acc, row_stats(), p.rows, row_base, col_base, lane);
   } else if constexpr (kEpi == Epi::SplitResidual) {
-    split_residual(p, g, acc, row_base, col_base, lane);
+    split_residual<kLoadsFirst>(p, g, acc, row_base, col_base, lane);
+  } else if constexpr (kLoadsFirst && kEpi == Epi::BiasResidual) {
+    store_residual_first(g, acc, p.rows, row_base, col_base, lane);
   } else {
     store_tile<kEpi, 32>(g, acc, p.rows, row_base, col_base, lane);
   }
@@ -394,8 +466,8 @@ __device__ __forceinline__ unsigned sm_id() {
 // One instantiation a form (tiled.hpp's Form). e25-e27: LayerNorm tasks. From e26 on: GEMM tasks
 // stream their A panel, LayerNorm tasks use no shared memory, and two CTAs share an SM. From e27
 // on: the streamed products on wgmma. e28: no LayerNorm tasks, the LayerNorm folded into QKV and
-// fc1. kClock: thread 0 stamps each task (Blocks::set_clock); the timed instantiations have none
-// of it.
+// fc1. e29: its residual epilogues' loads before their stores. kClock: thread 0 stamps each task
+// (Blocks::set_clock); the timed instantiations have none of it.
 template <Form kForm, bool kClock>
 __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
     tiled_kernel(Params p) {
@@ -403,6 +475,7 @@ __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
   constexpr bool kTwoCtas = two_ctas(kForm);
   constexpr bool kWgmma = wgmma(kForm);
   constexpr bool kFolded = folded_ln(kForm);
+  constexpr bool kLoadsFirst = loads_first(kForm);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // wgmma's descriptors need the stages 1024-byte aligned; the dynamic shared memory's start is
   // only as aligned as the static variables before it let it be (the size has 1024 bytes of slack).
@@ -453,13 +526,13 @@ __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
     else if constexpr (kTwoCtas) {
       if (kind == Kind::Qkv)
-        streamed_gemm_task<Epi::Bias, kWgmma, kFolded>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::Bias, kWgmma, kFolded, false>(p, g, a_s, w_s);
       else if (kind == Kind::Projection)
-        streamed_gemm_task<Epi::BiasResidual, kWgmma, false>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasResidual, kWgmma, false, kLoadsFirst>(p, g, a_s, w_s);
       else if (kind == Kind::Fc1)
-        streamed_gemm_task<Epi::BiasGelu, kWgmma, kFolded>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasGelu, kWgmma, kFolded, false>(p, g, a_s, w_s);
       else
-        streamed_gemm_task<Epi::SplitResidual, kWgmma, false>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::SplitResidual, kWgmma, false, kLoadsFirst>(p, g, a_s, w_s);
     } else if (kind == Kind::Qkv)
       gemm_task<Epi::Bias>(p, g, a_s, w_s);
     else if (kind == Kind::Projection)
@@ -498,9 +571,10 @@ Kernel kernel_for(Form form, bool clock) {
     case Form::LnTasks: return kernel_of<Form::LnTasks>(clock);
     case Form::TwoCtas: return kernel_of<Form::TwoCtas>(clock);
     case Form::Wgmma: return kernel_of<Form::Wgmma>(clock);
-    case Form::FoldedLn: break;
+    case Form::FoldedLn: return kernel_of<Form::FoldedLn>(clock);
+    case Form::LoadsFirst: break;
   }
-  return kernel_of<Form::FoldedLn>(clock);
+  return kernel_of<Form::LoadsFirst>(clock);
 }
 
 const char* step_of(Form form) {
@@ -509,9 +583,10 @@ const char* step_of(Form form) {
     case Form::LnTasks: return "blocks=tiled_ln: ";
     case Form::TwoCtas: return "blocks=tiled_2cta: ";
     case Form::Wgmma: return "blocks=tiled_wgmma: ";
-    case Form::FoldedLn: break;
+    case Form::FoldedLn: return "blocks=tiled_folded: ";
+    case Form::LoadsFirst: break;
   }
-  return "blocks=tiled_folded: ";
+  return "blocks=tiled_loads_first: ";
 }
 
 

@@ -29,11 +29,13 @@ enum class Form {
   TwoCtas,         // e26_two_ctas: e25's schedule, GEMM tasks streaming their A panel, two CTAs an SM
   Wgmma,           // e27_wgmma_tiles: e26 with the GEMM tasks' products on wgmma
   FoldedLn,        // e28_folded_ln: e27 without LayerNorm tasks: QKV and fc1 fold the LayerNorm in
+  LoadsFirst,      // e29_loads_first: e28 with its residual epilogues' loads issued before any store
 };
 constexpr bool ln_tasks(Form f) { return f == Form::LnTasks || f == Form::TwoCtas || f == Form::Wgmma; }
-constexpr bool two_ctas(Form f) { return f == Form::TwoCtas || f == Form::Wgmma || f == Form::FoldedLn; }
-constexpr bool wgmma(Form f) { return f == Form::Wgmma || f == Form::FoldedLn; }
-constexpr bool folded_ln(Form f) { return f == Form::FoldedLn; }
+constexpr bool loads_first(Form f) { return f == Form::LoadsFirst; }
+constexpr bool folded_ln(Form f) { return f == Form::FoldedLn || loads_first(f); }
+constexpr bool wgmma(Form f) { return f == Form::Wgmma || folded_ln(f); }
+constexpr bool two_ctas(Form f) { return f == Form::TwoCtas || wgmma(f); }
 
 // The schedule's shape of `batch` images of p (fc2 split in 4 slices of `hidden`).
 tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks);

@@ -3,7 +3,7 @@
 // per-tile counters instead of e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks
 // of their own; tiled_2cta with those and two CTAs an SM; tiled_wgmma with those and wgmma products;
 // tiled_folded as tiled_wgmma with the LayerNorms folded into QKV and fc1 instead of tasks;
-// tiled_loads_first as tiled_folded with its residual epilogues' loads before their stores. The family
+// tiled_loads_first as tiled_folded with its epilogues' loads ahead of their stores. The family
 // versions of layernorm, attention and mlp are not asked (the layernorm version still serves the
 // final LayerNorm, in the forward's head). The residual stream is updated in place, in the first
 // layer's buffer.

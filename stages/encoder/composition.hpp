@@ -24,7 +24,7 @@ enum class Blocks {
   TiledTwoCtas,  // and its GEMM tasks' A panels streamed, two CTAs an SM
   TiledWgmma,    // and those GEMM tasks' products on wgmma
   TiledFolded,   // and no LayerNorm tasks: QKV and fc1 fold the LayerNorm in
-  TiledLoadsFirst,  // and the residual epilogues' loads before their stores
+  TiledLoadsFirst,  // and the epilogues' loads ahead of their stores
 };
 
 // Where the QKV and projection GEMMs run (the MLP's GEMMs are its family version's business).

@@ -98,8 +98,9 @@ const std::vector<Step>& steps() {
        "epilogue",
        "blocks=tiled_folded"},
       {"e29_loads_first", "e28_folded_ln",
-       "the projection's and fc2's epilogues issue every load before their first store (fc2's last slice: 16 "
-       "float4 loads a thread at once instead of 8 dependent rounds to L2)",
+       "the epilogues' loads ahead of their stores: fc2's last slice sums the partial sums with 16 float4 loads "
+       "a thread at once instead of 8 dependent rounds to L2, the projection loads its residual first, QKV and "
+       "fc1 read their folded vectors through the read-only path",
        "blocks=tiled_loads_first"},
   };
   return table;

@@ -12,7 +12,7 @@
 // CTAs share an SM (16 warps instead of 8). e28 drops the LayerNorm tasks: its QKV and fc1 tasks
 // stream the residual stream's rows themselves, gather each row's statistics from the chunks as
 // they pass through shared memory, and apply the LayerNorm, folded into their weights, in the
-// epilogue. e29 issues the projection's and fc2's epilogue loads before their stores.
+// epilogue. e29 issues its epilogues' loads ahead of their stores.
 //
 // The dependency protocol is tile_device.cuh's, which the dry run (tile_dry_run.cu) tests without
 // the math: thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes,
@@ -117,11 +117,11 @@ __device__ __forceinline__ RowSlab<kBN> weight_rows(const GemmTask& g, int hidde
   return RowSlab<kBN>(g.w, static_cast<long long>(g.splits) * hidden, g.n0, g.n, g.slice * hidden);
 }
 
-// e29's epilogues issue every load before their first store. panel.cuh's interleave loads and
-// stores to the same buffer (the residual stream x, or x after the partial sums), so the compiler
-// keeps each load after the stores before it: 8 round trips to L2 a thread, one after another,
-// where one suffices. The results are bit for bit those of panel.cuh's (the same sums in the same
-// order).
+// e29's residual epilogues issue every load before their first store. panel.cuh's interleave
+// loads and stores to the same buffer (the residual stream x, or x after the partial sums), so
+// the compiler keeps each load after the stores before it: 8 round trips to L2 a thread, one after
+// another, where one suffices. The results are bit for bit those of panel.cuh's (the same sums in
+// the same order).
 
 // fc2's last slice: thread t adds 16 columns of row t / 4 of the tile over the slices (4 float4
 // loads a slice, all in flight at once), then the residual and the bias, into x.
@@ -302,17 +302,25 @@ __device__ __forceinline__ float2* row_stats() {
 
 // The folded LayerNorm's epilogue: y = rstd (acc - mean col_sum) + col_bias (then exact GELU for
 // fc1), each thread's 8 pairs of the warp's tile in mma.sync's m16n8 layout (store_tile's).
-template <bool kGelu>
+// kLoadsFirst (e29): the column sums and biases through the read-only path (__ldg), which tells
+// the compiler no store of the kernel changes them, so it may issue them before the stores; plain
+// loads stay after the store before them (it cannot tell the buffers apart).
+template <bool kGelu, bool kLoadsFirst>
 __device__ void store_folded(const GemmTask& g, const float (&acc)[4][4], const float2* stats, int rows,
                              int row_base, int col_base, int lane) {
+  auto load = [](const float* v) {
+    if constexpr (kLoadsFirst)
+      return __ldg(reinterpret_cast<const float2*>(v));
+    else
+      return *reinterpret_cast<const float2*>(v);
+  };
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int j = i / 2, half_row = i % 2;
     const int r = row_base + (lane >> 2) + 8 * half_row, c = col_base + 8 * j + 2 * (lane & 3);
     if (r < rows && c < g.n) {
       const float2 st = stats[r - g.m0];
-      const float2 sums = *reinterpret_cast<const float2*>(g.col_sum + c);
-      const float2 bias = *reinterpret_cast<const float2*>(g.col_bias + c);
+      const float2 sums = load(g.col_sum + c), bias = load(g.col_bias + c);
       float v0 = st.y * (acc[j][2 * half_row] - st.x * sums.x) + bias.x;
       float v1 = st.y * (acc[j][2 * half_row + 1] - st.x * sums.y) + bias.y;
       if constexpr (kGelu) {
@@ -325,7 +333,7 @@ __device__ void store_folded(const GemmTask& g, const float (&acc)[4][4], const 
 }
 
 // kFolded: A is the residual stream itself and g's weights are folded (QKV, fc1 of e28);
-// kLoadsFirst: the residual epilogues load before they store (e29).
+// kLoadsFirst: the epilogues load before they store (e29).
 template <Epi kEpi, bool kWgmma, bool kFolded, bool kLoadsFirst>
 __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a_s, __half* w_s) {
   const int hidden = p.hidden, chunks = hidden / kBK;
@@ -377,7 +385,7 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
   if constexpr (kFolded) {
     sums.finish(row_stats(), hidden, p.eps);
     __syncthreads();  // every row's statistics, for every warp's epilogue
-    store_folded<kEpi == Epi::BiasGelu>(g, acc, row_stats(), p.rows, row_base, col_base, lane);
+    store_folded<kEpi == Epi::BiasGelu, kLoadsFirst>(g, acc, row_stats(), p.rows, row_base, col_base, lane);
   } else if constexpr (kEpi == Epi::SplitResidual) {
     split_residual<kLoadsFirst>(p, g, acc, row_base, col_base, lane);
   } else if constexpr (kLoadsFirst && kEpi == Epi::BiasResidual) {
@@ -466,7 +474,7 @@ __device__ __forceinline__ unsigned sm_id() {
 // One instantiation a form (tiled.hpp's Form). e25-e27: LayerNorm tasks. From e26 on: GEMM tasks
 // stream their A panel, LayerNorm tasks use no shared memory, and two CTAs share an SM. From e27
 // on: the streamed products on wgmma. e28: no LayerNorm tasks, the LayerNorm folded into QKV and
-// fc1. e29: its residual epilogues' loads before their stores. kClock: thread 0 stamps each task
+// fc1. e29: its epilogues' loads ahead of their stores. kClock: thread 0 stamps each task
 // (Blocks::set_clock); the timed instantiations have none of it.
 template <Form kForm, bool kClock>
 __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
@@ -526,11 +534,11 @@ __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
     else if constexpr (kTwoCtas) {
       if (kind == Kind::Qkv)
-        streamed_gemm_task<Epi::Bias, kWgmma, kFolded, false>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::Bias, kWgmma, kFolded, kLoadsFirst>(p, g, a_s, w_s);
       else if (kind == Kind::Projection)
         streamed_gemm_task<Epi::BiasResidual, kWgmma, false, kLoadsFirst>(p, g, a_s, w_s);
       else if (kind == Kind::Fc1)
-        streamed_gemm_task<Epi::BiasGelu, kWgmma, kFolded, false>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasGelu, kWgmma, kFolded, kLoadsFirst>(p, g, a_s, w_s);
       else
         streamed_gemm_task<Epi::SplitResidual, kWgmma, false, kLoadsFirst>(p, g, a_s, w_s);
     } else if (kind == Kind::Qkv)

@@ -29,7 +29,7 @@ enum class Form {
   TwoCtas,         // e26_two_ctas: e25's schedule, GEMM tasks streaming their A panel, two CTAs an SM
   Wgmma,           // e27_wgmma_tiles: e26 with the GEMM tasks' products on wgmma
   FoldedLn,        // e28_folded_ln: e27 without LayerNorm tasks: QKV and fc1 fold the LayerNorm in
-  LoadsFirst,      // e29_loads_first: e28 with its residual epilogues' loads issued before any store
+  LoadsFirst,      // e29_loads_first: e28 with its epilogues' loads issued ahead of their stores
 };
 constexpr bool ln_tasks(Form f) { return f == Form::LnTasks || f == Form::TwoCtas || f == Form::Wgmma; }
 constexpr bool loads_first(Form f) { return f == Form::LoadsFirst; }

@@ -1,4 +1,4 @@
-// The tile-scheduled kernel of e24_tiled to e28_folded_ln (tiled.hpp says what it computes). GEMM
+// The tile-scheduled kernel of e24_tiled to e29_loads_first (tiled.hpp says what it computes). GEMM
 // tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of
 // 16 x 32 (panel.cuh, e13's code): the task's whole A panel (64 rows x `hidden`, fc2 a
 // quarter of its K) lands in shared memory at once, so a LayerNorm before the GEMM normalizes it

@@ -1,7 +1,7 @@
 // Every encoder block of a forward in one persistent kernel driven by the tile schedule
-// (tile_schedule.hpp; the e24_tiled, e25_ln_tasks and e26_two_ctas steps): one CTA per SM (e26: two) takes
-// tasks in ticket order, waits until the counters of the tiles each task reads reach their targets,
-// runs it and adds one to its own counter. No grid barrier: a task starts as soon as its inputs
+// (tile_schedule.hpp; the steps e24_tiled to e29_loads_first): one CTA per SM (from e26 on: two)
+// takes tasks in ticket order, waits until the counters of the tiles each task reads reach their
+// targets, runs it and adds one to its own counter. No grid barrier: a task starts as soon as its inputs
 // exist, so the phases of a block overlap. Tasks are 64 x 64 output tiles of the QKV (LN1 on its A
 // panel in shared memory), projection (+bias +residual), fc1 (LN2 on its panel, +bias, exact GELU)
 // and fc2 GEMMs (K split in 4 slices of `hidden`, fp32 partial sums added in slice order by the

@@ -113,6 +113,14 @@ bool refuse_streams(BenchReport& report, const CommonOptions& o, const std::stri
   return true;
 }
 
+bool open_probe(BenchReport& report, const CommonOptions& o, const std::string& name) {
+  report.open(o);
+  report.row = base_row(o, "probes", name);
+  report.row.set("model", "").set("batch", "").set("image_size", "").set("host_syncs", 0).set("precision", "");
+  require_gpu(o.device);
+  return !refuse_streams(report, o, name);
+}
+
 int bench_main(const char* program, const std::function<int(BenchReport&)>& body) {
   BenchReport report;
   return run_main(program, [&]() -> int {

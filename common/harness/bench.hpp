@@ -66,6 +66,11 @@ std::string resolve_streams(CommonOptions& o, Row& row);
 // saying so and returns true, so that no row claims streams it did not use.
 bool refuse_streams(BenchReport& report, const CommonOptions& o, const std::string& bench);
 
+// A probe's row (experiments/probes/): the report opened, family `probes`, version `name`, the
+// model columns blank (a probe times no model), a GPU required and one stream. Returns false when
+// it wrote a `skipped` row instead (refuse_streams).
+bool open_probe(BenchReport& report, const CommonOptions& o, const std::string& name);
+
 // Runs body; errors become one stderr line and an exit code as in run_main (2 for usage and
 // no GPU, 3 for out of memory), and, once the report is open, a row: `skipped` with the
 // message for no GPU and out of memory (require_memory's refusal, or an allocation that

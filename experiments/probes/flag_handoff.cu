@@ -60,11 +60,7 @@ int main(int argc, char** argv) {
     study::validate_common(o);
     if (tile_kib > 1024)
       throw study::StudyError(study::ErrorKind::Usage, "--tile-kib must be <= 1024, got " + std::to_string(tile_kib));
-    report.open(o);
-    report.row = study::base_row(o, "probes", "flag_handoff");
-    report.row.set("model", "").set("batch", "").set("image_size", "").set("host_syncs", 0).set("precision", "");
-    study::require_gpu(o.device);
-    if (study::refuse_streams(report, o, "flag_handoff")) return 0;
+    if (!study::open_probe(report, o, "flag_handoff")) return 0;
     const int sms = study::sm_count(o.device);
     if (!cli.given("--ctas")) ctas = sms;
     if (ctas > sms)

@@ -63,11 +63,7 @@ int main(int argc, char** argv) {
       throw study::StudyError(study::ErrorKind::Usage, "--ctas-per-sm must be <= 8, got " + std::to_string(ctas_per_sm));
     if (o.flush_l2)
       throw study::StudyError(study::ErrorKind::Usage, "--flush-l2: l2_read times a buffer left in L2 on purpose");
-    report.open(o);
-    report.row = study::base_row(o, "probes", "l2_read");
-    report.row.set("model", "").set("batch", "").set("image_size", "").set("host_syncs", 0).set("precision", "");
-    study::require_gpu(o.device);
-    if (study::refuse_streams(report, o, "l2_read")) return 0;
+    if (!study::open_probe(report, o, "l2_read")) return 0;
     const long long words = static_cast<long long>(mib) * 1024 * 1024 / 4, chunks = words / 4;
     study::DeviceBuffer<unsigned> buf(static_cast<std::size_t>(words)), sum(1);
     fill<<<1024, 256>>>(buf.get(), words);

@@ -97,13 +97,18 @@ def stage_span(ts):
     return statistics.median(max(t["end_us"] for t in b) - min(t["ready_us"] for t in b) for b in blocks.values())
 
 
+def forwards(rows):
+    """The tasks of each forward in the file, by (version, batch), in order of first appearance."""
+    out = defaultdict(list)
+    for r in rows:
+        out[(r["version"], r["batch"])].append(r)
+    return out
+
+
 def table(rows):
     """The table's rows: per (version, batch), one per kind in order of first appearance, then 'all'."""
-    forwards = defaultdict(list)
-    for r in rows:
-        forwards[(r["version"], r["batch"])].append(r)
     out = []
-    for (version, batch), tasks in forwards.items():
+    for (version, batch), tasks in forwards(rows).items():
         span = max(t["end_us"] for t in tasks)
         sms = len({t["sm"] for t in tasks})
         ctas = ctas_on(tasks)
@@ -179,11 +184,8 @@ def critical_path(tasks):
 
 def path_table(rows):
     """Per (version, batch), the critical path's time by kind: run, hand-off, queued; then the total."""
-    forwards = defaultdict(list)
-    for r in rows:
-        forwards[(r["version"], r["batch"])].append(r)
     out = []
-    for (version, batch), tasks in forwards.items():
+    for (version, batch), tasks in forwards(rows).items():
         path = critical_path(tasks)
         span = path[-1][0]["end_us"]
         kinds = defaultdict(lambda: {"tasks": 0, "run_us": 0.0, "handoff_us": 0.0, "queued_us": 0.0})

@@ -190,10 +190,7 @@ void write_task_times(const Options& o, const std::string& version, const encode
     const encoder::TaskTime& t = tasks[i];
     f << version << ',' << o.common.model << ',' << p.batch << ',' << p.image_size << ',' << i << ',' << t.kind << ','
       << t.block << ',' << t.row_tile << ',' << t.col << ',' << t.slice << ',' << t.sm << ',' << t.start_us << ','
-      << t.ready_us << ',' << t.end_us << ',' << t.signals << ',';
-    for (std::size_t w = 0; w < t.waits.size(); ++w)  // "counter:target", space-separated
-      f << (w ? " " : "") << t.waits[w].counter << ':' << t.waits[w].target;
-    f << '\n';
+      << t.ready_us << ',' << t.end_us << ',' << t.signals << ',' << encoder::tiles::waits_text(t.waits) << '\n';
   }
   if (!f) throw StudyError(ErrorKind::Usage, "cannot write task-times file '" + o.task_times_csv + "'");
 }

@@ -19,6 +19,13 @@ const char* name(Kind k) {
   return "?";
 }
 
+std::string waits_text(const std::vector<Wait>& waits) {
+  std::string out;
+  for (const Wait& w : waits)
+    out += (out.empty() ? "" : " ") + std::to_string(w.counter) + ':' + std::to_string(w.target);
+  return out;
+}
+
 Shape vit_shape(int hidden, int blocks, int tokens, int images, int fc2_split, bool ln_tasks) {
   Shape s;
   s.rows = tokens * images;

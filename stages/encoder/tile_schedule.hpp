@@ -47,6 +47,9 @@ struct Wait {
   int counter = 0;
   unsigned target = 0;
 };
+// "counter:target ...", space-separated: how the task clock's CSV and tile_schedule_csv write a
+// task's waits (experiments/probes/task_table.py reads them).
+std::string waits_text(const std::vector<Wait>& waits);
 
 struct Task {
   Kind kind = Kind::Qkv;

@@ -28,10 +28,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < s.tasks.size(); ++i) {
       const tiles::Task& t = s.tasks[i];
       std::cout << i << ',' << tiles::name(t.kind) << ',' << t.block << ',' << t.row_tile << ',' << t.col << ','
-                << t.slice << ',' << t.signals << ',';
-      for (std::size_t w = 0; w < t.waits.size(); ++w)
-        std::cout << (w ? " " : "") << t.waits[w].counter << ':' << t.waits[w].target;
-      std::cout << '\n';
+                << t.slice << ',' << t.signals << ',' << tiles::waits_text(t.waits) << '\n';
     }
     return 0;
   });

@@ -18,11 +18,14 @@ import csv
 import re
 import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 START, END = "<!-- run-summary:start -->", "<!-- run-summary:end -->"
 BLOCK = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
 SUMMARY_LINE = re.compile(r"^(Ok|Fail|Skipped|Timeout|Expected Fail|Unexpected Pass):\s*(\d+)")
+MESON_TEST_LINE = re.compile(r"^\d+/\d+ .+?\s(OK|SKIP|FAIL|TIMEOUT|INTERRUPT|ERROR|EXPECTEDFAIL|UNEXPECTEDPASS)\s+[\d.]+s")
+DOCTEST_CASES = re.compile(r"^\[doctest\] test cases:\s*(\d+) \|\s*(\d+) passed \|\s*(\d+) failed \|\s*(\d+) skipped")
 
 
 def short(commit):
@@ -66,9 +69,21 @@ def csv_summary(path):
 
 
 def test_summary(path):
-    """'Ok 20, Fail 0, Skipped 1' from a meson test summary file, or None."""
-    counts = [f"{m.group(1)} {m.group(2)}" for line in path.read_text(errors="replace").splitlines()
-              if (m := SUMMARY_LINE.match(line.strip()))]
+    """'Ok 20, Fail 0, Skipped 1' from a meson test summary file (without its summary, meson's
+    per-test lines counted by status: 'tests OK 60, SKIP 5, INTERRUPT 1'); for the doctest
+    binaries' own outputs one after another, their test cases added up ('3 doctest runs: 36 test
+    cases, 36 passed, 0 failed, 0 skipped'); None where none of these is found."""
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+    counts = [f"{m.group(1)} {m.group(2)}" for line in lines if (m := SUMMARY_LINE.match(line))]
+    if not counts:
+        statuses = Counter(m.group(1) for line in lines if (m := MESON_TEST_LINE.match(line)))
+        if statuses:
+            counts.append("tests " + ", ".join(f"{k} {n}" for k, n in statuses.most_common()))
+    runs = [[int(g) for g in m.groups()] for line in lines if (m := DOCTEST_CASES.match(line))]
+    if runs:
+        cases, passed, failed, skipped = (sum(col) for col in zip(*runs))
+        counts.append(f"{len(runs)} doctest runs: {cases} test cases, {passed} passed, {failed} failed, "
+                      f"{skipped} skipped")
     return ", ".join(counts) or None
 
 

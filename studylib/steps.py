@@ -28,7 +28,7 @@ DEFAULTS = {"pe": "", "ln": "", "attn": "", "mlp": "", "blocks": "fp16", "gemms"
 SWITCHES = ("graph", "pdl", "l2_prefetch", "attn_e4m3", "qkv_e4m3")
 CHOICES = {"blocks": ("fp16", "fp16_ln_folded", "fp8", "persistent", "tiled", "tiled_ln", "tiled_2cta",
                       "tiled_wgmma", "tiled_folded",
-                      "tiled_loads_first"),
+                      "tiled_loads_first", "tiled_row_stats"),
            "gemms": ("cublaslt", "cutlass", "cutlass+cublaslt"),
            "buffers": ("arena", "per_layer"), "residual": ("add", "epilogue")}
 # Older forms: a word -> the fields it set.

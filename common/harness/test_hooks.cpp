@@ -31,6 +31,8 @@ const std::vector<Plant>& plants() {
                                "its counter (the fc2 tasks waiting on it time out; every value may still be right)"},
       {"folded_stats_short", "e28's tile-scheduled kernel: the folded LayerNorm's row statistics leave out the "
                              "last 64 columns of each row"},
+      {"row_stats_short", "e30's tile-scheduled kernel: the rows' statistics combined by QKV and fc1 leave out "
+                          "each row's last 32-column group"},
       {"e4m3_no_saturation", "FP8 quantizing kernels (LayerNorm's, the activations'): values past 448 converted "
                              "without saturation (to NaN), where the recipe clamps them to 448"},
   } : std::vector<Plant>{};

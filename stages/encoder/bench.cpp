@@ -53,7 +53,7 @@ Options parse_options(int argc, char** argv) {
                  "fields applied on top of the step, a custom mix (e.g. \"mlp=half_gelu_epilogue l2_prefetch\"; "
                  "fields: pe= ln= attn=|none mlp=|none "
                  "blocks=fp16|fp16_ln_folded|fp8|persistent|tiled|tiled_ln|tiled_2cta|tiled_wgmma|tiled_folded|"
-                 "tiled_loads_first "
+                 "tiled_loads_first|tiled_row_stats "
                  "gemms=cublaslt|cutlass|cutlass+cublaslt buffers=arena|per_layer residual=add|epilogue "
                  "streams=N graph pdl l2_prefetch attn_e4m3 qkv_e4m3, a switch also as name=on|off)");
   cli.add_string("--patch-embed", &o.pe, "patch-embedding version (a custom mix; default the step's)");

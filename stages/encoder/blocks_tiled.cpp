@@ -3,7 +3,8 @@
 // per-tile counters instead of e13's grid barriers; tiled_ln with each row tile's LayerNorms as tasks
 // of their own; tiled_2cta with those and two CTAs an SM; tiled_wgmma with those and wgmma products;
 // tiled_folded as tiled_wgmma with the LayerNorms folded into QKV and fc1 instead of tasks;
-// tiled_loads_first as tiled_folded with its epilogues' loads ahead of their stores. The family
+// tiled_loads_first as tiled_folded with its epilogues' loads ahead of their stores; tiled_row_stats
+// as tiled_loads_first with each row's LayerNorm statistics left by the epilogues that write it. The family
 // versions of layernorm, attention and mlp are not asked (the layernorm version still serves the
 // final LayerNorm, in the forward's head). The residual stream is updated in place, in the first
 // layer's buffer.
@@ -50,7 +51,8 @@ tiled::Form form_of(Blocks b) {
     case Blocks::TiledTwoCtas: return tiled::Form::TwoCtas;
     case Blocks::TiledWgmma: return tiled::Form::Wgmma;
     case Blocks::TiledFolded: return tiled::Form::FoldedLn;
-    default: return tiled::Form::LoadsFirst;
+    case Blocks::TiledLoadsFirst: return tiled::Form::LoadsFirst;
+    default: return tiled::Form::RowStats;
   }
 }
 
@@ -85,5 +87,7 @@ extern const Runner tiled_folded_runner = {Blocks::TiledFolded, kFieldResidual, 
 extern const Runner tiled_loads_first_runner = {Blocks::TiledLoadsFirst, kFieldResidual,
                                                 unavailable<Blocks::TiledLoadsFirst>, supports, extra_device_bytes,
                                                 make<Blocks::TiledLoadsFirst>};
+extern const Runner tiled_row_stats_runner = {Blocks::TiledRowStats, kFieldResidual, unavailable<Blocks::TiledRowStats>,
+                                              supports, extra_device_bytes, make<Blocks::TiledRowStats>};
 
 }  // namespace encoder

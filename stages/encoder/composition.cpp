@@ -17,7 +17,8 @@ const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
                                                   {Blocks::TiledTwoCtas, "tiled_2cta"},
                                                   {Blocks::TiledWgmma, "tiled_wgmma"},
                                                   {Blocks::TiledFolded, "tiled_folded"},
-                                                  {Blocks::TiledLoadsFirst, "tiled_loads_first"}};
+                                                  {Blocks::TiledLoadsFirst, "tiled_loads_first"},
+                                                  {Blocks::TiledRowStats, "tiled_row_stats"}};
 const std::pair<Gemms, const char*> kGemms[] = {
     {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
 

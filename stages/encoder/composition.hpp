@@ -25,6 +25,7 @@ enum class Blocks {
   TiledWgmma,    // and those GEMM tasks' products on wgmma
   TiledFolded,   // and no LayerNorm tasks: QKV and fc1 fold the LayerNorm in
   TiledLoadsFirst,  // and the epilogues' loads ahead of their stores
+  TiledRowStats,    // and each row's LayerNorm statistics left by the epilogues that write it
 };
 
 // Where the QKV and projection GEMMs run (the MLP's GEMMs are its family version's business).
@@ -71,10 +72,11 @@ struct Composition {
   bool fp8() const { return blocks == Blocks::Fp8; }
   const char* precision() const { return fp8() ? "fp8_e4m3" : "fp16"; }
   // The blocks run as the tile schedule's tasks (blocks=tiled, tiled_ln, tiled_2cta, tiled_wgmma,
-  // tiled_folded, tiled_loads_first).
+  // tiled_folded, tiled_loads_first, tiled_row_stats).
   bool tiled() const {
     return blocks == Blocks::Tiled || blocks == Blocks::TiledLn || blocks == Blocks::TiledTwoCtas ||
-           blocks == Blocks::TiledWgmma || blocks == Blocks::TiledFolded || blocks == Blocks::TiledLoadsFirst;
+           blocks == Blocks::TiledWgmma || blocks == Blocks::TiledFolded || blocks == Blocks::TiledLoadsFirst ||
+           blocks == Blocks::TiledRowStats;
   }
   bool operator==(const Composition& o) const { return to_string() == o.to_string(); }
   bool operator!=(const Composition& o) const { return !(*this == o); }

@@ -7,13 +7,13 @@ namespace encoder {
 // Each runner's file defines its record.
 extern const Runner fp16_runner, fp16_ln_folded_runner, fp8_runner, persistent_runner, tiled_runner,
     tiled_ln_runner, tiled_2cta_runner, tiled_wgmma_runner, tiled_folded_runner,
-    tiled_loads_first_runner;
+    tiled_loads_first_runner, tiled_row_stats_runner;
 
 const Runner& runner_for(Blocks b) {
   for (const Runner* r : {&fp16_runner, &fp16_ln_folded_runner, &fp8_runner, &persistent_runner, &tiled_runner,
                             &tiled_ln_runner, &tiled_2cta_runner,
                             &tiled_wgmma_runner, &tiled_folded_runner,
-                            &tiled_loads_first_runner})
+                            &tiled_loads_first_runner, &tiled_row_stats_runner})
     if (r->blocks == b) return *r;
   throw study::StudyError(study::ErrorKind::Usage, std::string("no block runner for blocks=") + name(b));
 }

@@ -102,6 +102,11 @@ const std::vector<Step>& steps() {
        "a thread at once instead of 8 dependent rounds to L2, the projection loads its residual first, QKV and "
        "fc1 read their folded vectors through the read-only path",
        "blocks=tiled_loads_first"},
+      {"e30_row_stats", "e29_loads_first",
+       "each row's LayerNorm statistics computed once, where the row is written: the projection's and fc2's "
+       "epilogues leave each 32 columns' mean and squared deviations, which the QKV and fc1 tasks combine "
+       "before their first chunk instead of gathering them from every chunk",
+       "blocks=tiled_row_stats"},
   };
   return table;
 }

@@ -1,4 +1,4 @@
-// The tile-scheduled kernel of e24_tiled to e29_loads_first (tiled.hpp says what it computes). GEMM
+// The tile-scheduled kernel of e24_tiled to e30_row_stats (tiled.hpp says what it computes). GEMM
 // tasks are 64 x 64 output tiles on mma.sync m16n8k16 (fp16 in, fp32 accumulators), 8 warps of
 // 16 x 32 (panel.cuh, e13's code): the task's whole A panel (64 rows x `hidden`, fc2 a
 // quarter of its K) lands in shared memory at once, so a LayerNorm before the GEMM normalizes it
@@ -12,7 +12,8 @@
 // CTAs share an SM (16 warps instead of 8). e28 drops the LayerNorm tasks: its QKV and fc1 tasks
 // stream the residual stream's rows themselves, gather each row's statistics from the chunks as
 // they pass through shared memory, and apply the LayerNorm, folded into their weights, in the
-// epilogue. e29 issues its epilogues' loads ahead of their stores.
+// epilogue. e29 issues its epilogues' loads ahead of their stores. e30 computes those statistics
+// once, where each row is written (row_stats.cuh), and the QKV and fc1 tasks combine them.
 //
 // The dependency protocol is tile_device.cuh's, which the dry run (tile_dry_run.cu) tests without
 // the math: thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes,
@@ -23,6 +24,7 @@
 #include "device/sm90.cuh"
 #include "device/tiles.cuh"
 #include "encoder/panel.cuh"
+#include "encoder/row_stats.cuh"
 #include "encoder/tile_device.cuh"
 #include "encoder/tiled.hpp"
 #include "gemm/cutlass_gemm.hpp"
@@ -63,16 +65,24 @@ struct Params {
   int drop_signal;  // test hook: the task with this ticket does not signal (-1: none)
   unsigned long long* clock;  // the task clock's stamps (its instantiation only)
   const FoldedView* folded;   // per block (the folded LayerNorm's form only)
+  // e30: per row and 32 columns, (mean, M2) of the residual stream after the projection [0] and
+  // after fc2 [1], [rows][hidden / 32] each.
+  float2* stats[2];
 #ifdef STUDY_TEST_HOOKS
-  bool planted_short_stats;  // the folded LayerNorm's statistics leave out each row's last chunk
+  bool planted_short_stats;   // the folded LayerNorm's statistics leave out each row's last chunk
+  bool planted_short_groups;  // e30's rows' statistics leave out each row's last 32-column group
 #endif
 };
 
 // One GEMM task: its GEMM's operands (panel::Gemm), its output tile (m0, n0) and K slice; with
-// the LayerNorm folded in, the folded weights' column vectors (FoldedView).
+// the LayerNorm folded in, the folded weights' column vectors (FoldedView); with the statistics
+// where the rows are written (e30), the partials a folded task combines (none: it gathers its own,
+// as e28's) and those a residual epilogue writes.
 struct GemmTask : Gemm {
   int m0, n0, slice;
   const float *col_sum = nullptr, *col_bias = nullptr;
+  const float2* stats_in = nullptr;
+  float2* stats_out = nullptr;
 };
 
 // QKV's two buffers in turn, the last block's the lane's own (where the tests read it).
@@ -88,12 +98,20 @@ __device__ __forceinline__ GemmTask gemm_of(const Params& p, const DeviceTask& t
   const Kind kind = static_cast<Kind>(t.kind);
   if constexpr (folded_ln(kForm)) {
     const FoldedView f = p.folded[t.block];
+    // e30: block 0's QKV reads the patch embedding's rows, which no task of this kernel wrote.
+    const bool combined = row_stats_form(kForm);
     if (kind == Kind::Qkv)
       return {{p.x, D, f.qkv_w, nullptr, nullptr, nullptr, 3 * D, 1, p.qkv[qkv_buffer(p, t.block)], 3 * D}, m0, n0, 0,
-              f.qkv_sum, f.qkv_bias};
+              f.qkv_sum, f.qkv_bias, combined && t.block > 0 ? p.stats[1] : nullptr};
     if (kind == Kind::Fc1)
       return {{p.x, D, f.fc1_w, nullptr, nullptr, nullptr, kMlpRatio * D, 1, p.h, kMlpRatio * D}, m0, n0, 0,
-              f.fc1_sum, f.fc1_bias};
+              f.fc1_sum, f.fc1_bias, combined ? p.stats[0] : nullptr};
+    if (combined && kind == Kind::Projection)
+      return {{p.attn, D, w.proj_w, w.proj_b, nullptr, nullptr, D, 1, p.x, D}, m0, n0, 0, nullptr, nullptr, nullptr,
+              p.stats[0]};
+    if (combined && kind == Kind::Fc2)
+      return {{p.h, kMlpRatio * D, w.fc2_w, w.fc2_b, nullptr, nullptr, D, kSplit, p.x, D}, m0, n0, t.slice, nullptr,
+              nullptr, nullptr, p.stats[1]};
   }
   const __half* normalized = kLnTasks ? p.ln : p.x;
   switch (kind) {
@@ -124,8 +142,11 @@ __device__ __forceinline__ RowSlab<kBN> weight_rows(const GemmTask& g, int hidde
 // the same order).
 
 // fc2's last slice: thread t adds 16 columns of row t / 4 of the tile over the slices (4 float4
-// loads a slice, all in flight at once), then the residual and the bias, into x.
-__device__ void add_slices_first(const float* partial, long long plane, const Gemm& g, int rows, int m0, int n0) {
+// loads a slice, all in flight at once), then the residual and the bias, into x. kStats (e30): and
+// each 32 columns' (mean, M2) of the stored row into stats, from the two lanes that hold them.
+template <bool kStats = false>
+__device__ void add_slices_first(const float* partial, long long plane, const Gemm& g, int rows, int m0, int n0,
+                                 float2* stats = nullptr) {
   static_assert(kThreads == 4 * kBM && kBN == 4 * 16, "a thread a quarter row of the tile");
   const int r = m0 + threadIdx.x / 4, c = n0 + 16 * (threadIdx.x % 4);
   if (r >= rows) return;
@@ -160,12 +181,28 @@ __device__ void add_slices_first(const float* partial, long long plane, const Ge
   }
   reinterpret_cast<uint4*>(x)[0] = out_raw[0];
   reinterpret_cast<uint4*>(x)[1] = out_raw[1];
+  if constexpr (kStats) {
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float2 f = __half22float2(out[i]);
+      v[2 * i] = f.x;
+      v[2 * i + 1] = f.y;
+    }
+    // A row's lanes returned together above when it is past the batch: the pair's own mask.
+    const unsigned pair = 3u << (threadIdx.x % 32 & ~1u);
+    const float2 m = row_stats::group_moments<2, 16>(v, pair);
+    if (threadIdx.x % 2 == 0) stats[static_cast<long long>(r) * (g.n / row_stats::kGroup) + c / row_stats::kGroup] = m;
+  }
 }
 
 // The projection's epilogue (bias, residual) with each of the thread's 8 residual and bias pairs
-// loaded before its first store; otherwise store_tile<Epi::BiasResidual>.
+// loaded before its first store; otherwise store_tile<Epi::BiasResidual>. kStats (e30): and each
+// of its two rows' 32 columns of the warp's tile, (mean, M2) of the stored values, into stats
+// from the row's four lanes.
+template <bool kStats = false>
 __device__ void store_residual_first(const Gemm& g, const float (&acc)[4][4], int rows, int row_base, int col_base,
-                                     int lane) {
+                                     int lane, float2* stats = nullptr) {
   auto row = [&](int i) { return row_base + (lane >> 2) + 8 * (i % 2); };
   auto col = [&](int i) { return col_base + 8 * (i / 2) + 2 * (lane & 3); };
   float2 res[8], bias[8];
@@ -175,17 +212,34 @@ __device__ void store_residual_first(const Gemm& g, const float (&acc)[4][4], in
     res[i] = in ? load_pair(g.out + static_cast<long long>(row(i)) * g.ldo + col(i)) : make_float2(0.f, 0.f);
     bias[i] = in ? __half22float2(*reinterpret_cast<const __half2*>(g.bias + col(i))) : make_float2(0.f, 0.f);
   }
+  [[maybe_unused]] float v[2][8] = {};  // kStats: the stored values by row (i % 2)
 #pragma unroll
   for (int i = 0; i < 8; ++i)
-    if (row(i) < rows && col(i) < g.n)
-      *reinterpret_cast<__half2*>(g.out + static_cast<long long>(row(i)) * g.ldo + col(i)) = __floats2half2_rn(
-          acc[i / 2][2 * (i % 2)] + bias[i].x + res[i].x, acc[i / 2][2 * (i % 2) + 1] + bias[i].y + res[i].y);
+    if (row(i) < rows && col(i) < g.n) {
+      const __half2 out = __floats2half2_rn(acc[i / 2][2 * (i % 2)] + bias[i].x + res[i].x,
+                                            acc[i / 2][2 * (i % 2) + 1] + bias[i].y + res[i].y);
+      *reinterpret_cast<__half2*>(g.out + static_cast<long long>(row(i)) * g.ldo + col(i)) = out;
+      if constexpr (kStats) {
+        const float2 f = __half22float2(out);
+        v[i % 2][2 * (i / 2)] = f.x;
+        v[i % 2][2 * (i / 2) + 1] = f.y;
+      }
+    }
+  if constexpr (kStats) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float2 m = row_stats::group_moments<4, 8>(v[h], 0xffffffffu);
+      const int r = row_base + (lane >> 2) + 8 * h;
+      if ((lane & 3) == 0 && r < rows)
+        stats[static_cast<long long>(r) * (g.n / row_stats::kGroup) + col_base / row_stats::kGroup] = m;
+    }
+  }
 }
 
 // fc2: this CTA's slice of the tile goes to `partial`; the CTA that completes the tile's last
 // slice adds the slices in order (so the result does not depend on which one that is), the
-// bias and the residual, into x (kLoadsFirst: add_slices_first).
-template <bool kLoadsFirst>
+// bias and the residual, into x (kLoadsFirst: add_slices_first; kStats: and the rows' statistics).
+template <bool kLoadsFirst, bool kStats = false>
 __device__ void split_residual(const Params& p, const GemmTask& g, const float (&acc)[4][4], int row_base,
                                int col_base, int lane) {
   const long long plane = static_cast<long long>(p.rows) * g.n;
@@ -200,7 +254,7 @@ __device__ void split_residual(const Params& p, const GemmTask& g, const float (
   __syncthreads();
   if (!last) return;
   if constexpr (kLoadsFirst)
-    add_slices_first(p.partial, plane, g, p.rows, g.m0, g.n0);
+    add_slices_first<kStats>(p.partial, plane, g, p.rows, g.m0, g.n0, g.stats_out);
   else
     add_slices<kBN>(p.partial, plane, g, p.rows, g.m0, g.n0);
 }
@@ -333,8 +387,9 @@ __device__ void store_folded(const GemmTask& g, const float (&acc)[4][4], const 
 }
 
 // kFolded: A is the residual stream itself and g's weights are folded (QKV, fc1 of e28);
-// kLoadsFirst: the epilogues load before they store (e29).
-template <Epi kEpi, bool kWgmma, bool kFolded, bool kLoadsFirst>
+// kLoadsFirst: the epilogues load before they store (e29); kStats: the rows' statistics written
+// by the residual epilogues and, where g has them, combined instead of gathered (e30).
+template <Epi kEpi, bool kWgmma, bool kFolded, bool kLoadsFirst, bool kStats = false>
 __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a_s, __half* w_s) {
   const int hidden = p.hidden, chunks = hidden / kBK;
   const RowSlab<kBN> w = weight_rows(g, hidden);
@@ -350,6 +405,19 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
   const int group = __shfl_sync(0xffffffffu, warp >> 2, 0);
   float acc[4][4] = {};
   [[maybe_unused]] RowSums sums;
+  // Gathered from the chunks unless the rows' writers left their statistics (e30, but for block 0's
+  // QKV): combined now, while the first chunks are in flight.
+  [[maybe_unused]] const bool gather = !kStats || g.stats_in == nullptr;
+  if constexpr (kFolded && kStats) {
+    if (!gather) {
+#ifdef STUDY_TEST_HOOKS
+      if (p.planted_short_groups)
+        row_stats::combine<true>(g.stats_in, hidden, g.m0, p.rows, p.eps, row_stats());
+      else
+#endif
+        row_stats::combine(g.stats_in, hidden, g.m0, p.rows, p.eps, row_stats());
+    }
+  }
   for (int kc = 0; kc < chunks; ++kc) {
     // Chunk kc's A and weights landed: at the first chunk everything requested so far; then the
     // groups of the chunks after it may still be in flight.
@@ -377,19 +445,19 @@ __device__ void streamed_gemm_task(const Params& p, const GemmTask& g, __half* a
 #ifdef STUDY_TEST_HOOKS
       if (p.planted_short_stats && kc == chunks - 1) continue;
 #endif
-      sums.add(a_t, kc == 0);  // the stage is refilled only after the next barrier
+      if (gather) sums.add(a_t, kc == 0);  // the stage is refilled only after the next barrier
     }
   }
   cp_async_wait<0>();  // the empty groups past K
   const int row_base = g.m0 + wm, col_base = g.n0 + wn;
   if constexpr (kFolded) {
-    sums.finish(row_stats(), hidden, p.eps);
+    if (gather) sums.finish(row_stats(), hidden, p.eps);
     __syncthreads();  // every row's statistics, for every warp's epilogue
     store_folded<kEpi == Epi::BiasGelu, kLoadsFirst>(g, acc, row_stats(), p.rows, row_base, col_base, lane);
   } else if constexpr (kEpi == Epi::SplitResidual) {
-    split_residual<kLoadsFirst>(p, g, acc, row_base, col_base, lane);
+    split_residual<kLoadsFirst, kStats>(p, g, acc, row_base, col_base, lane);
   } else if constexpr (kLoadsFirst && kEpi == Epi::BiasResidual) {
-    store_residual_first(g, acc, p.rows, row_base, col_base, lane);
+    store_residual_first<kStats>(g, acc, p.rows, row_base, col_base, lane, g.stats_out);
   } else {
     store_tile<kEpi, 32>(g, acc, p.rows, row_base, col_base, lane);
   }
@@ -474,7 +542,8 @@ __device__ __forceinline__ unsigned sm_id() {
 // One instantiation a form (tiled.hpp's Form). e25-e27: LayerNorm tasks. From e26 on: GEMM tasks
 // stream their A panel, LayerNorm tasks use no shared memory, and two CTAs share an SM. From e27
 // on: the streamed products on wgmma. e28: no LayerNorm tasks, the LayerNorm folded into QKV and
-// fc1. e29: its epilogues' loads ahead of their stores. kClock: thread 0 stamps each task
+// fc1. e29: its epilogues' loads ahead of their stores. e30: the statistics where the rows are
+// written. kClock: thread 0 stamps each task
 // (Blocks::set_clock); the timed instantiations have none of it.
 template <Form kForm, bool kClock>
 __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
@@ -484,6 +553,7 @@ __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
   constexpr bool kWgmma = wgmma(kForm);
   constexpr bool kFolded = folded_ln(kForm);
   constexpr bool kLoadsFirst = loads_first(kForm);
+  constexpr bool kStats = row_stats_form(kForm);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // wgmma's descriptors need the stages 1024-byte aligned; the dynamic shared memory's start is
   // only as aligned as the static variables before it let it be (the size has 1024 bytes of slack).
@@ -534,13 +604,13 @@ __global__ void __launch_bounds__(kThreads, two_ctas(kForm) ? 2 : 1)
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
     else if constexpr (kTwoCtas) {
       if (kind == Kind::Qkv)
-        streamed_gemm_task<Epi::Bias, kWgmma, kFolded, kLoadsFirst>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::Bias, kWgmma, kFolded, kLoadsFirst, kStats>(p, g, a_s, w_s);
       else if (kind == Kind::Projection)
-        streamed_gemm_task<Epi::BiasResidual, kWgmma, false, kLoadsFirst>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasResidual, kWgmma, false, kLoadsFirst, kStats>(p, g, a_s, w_s);
       else if (kind == Kind::Fc1)
-        streamed_gemm_task<Epi::BiasGelu, kWgmma, kFolded, kLoadsFirst>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::BiasGelu, kWgmma, kFolded, kLoadsFirst, kStats>(p, g, a_s, w_s);
       else
-        streamed_gemm_task<Epi::SplitResidual, kWgmma, false, kLoadsFirst>(p, g, a_s, w_s);
+        streamed_gemm_task<Epi::SplitResidual, kWgmma, false, kLoadsFirst, kStats>(p, g, a_s, w_s);
     } else if (kind == Kind::Qkv)
       gemm_task<Epi::Bias>(p, g, a_s, w_s);
     else if (kind == Kind::Projection)
@@ -580,9 +650,10 @@ Kernel kernel_for(Form form, bool clock) {
     case Form::TwoCtas: return kernel_of<Form::TwoCtas>(clock);
     case Form::Wgmma: return kernel_of<Form::Wgmma>(clock);
     case Form::FoldedLn: return kernel_of<Form::FoldedLn>(clock);
-    case Form::LoadsFirst: break;
+    case Form::LoadsFirst: return kernel_of<Form::LoadsFirst>(clock);
+    case Form::RowStats: break;
   }
-  return kernel_of<Form::LoadsFirst>(clock);
+  return kernel_of<Form::RowStats>(clock);
 }
 
 const char* step_of(Form form) {
@@ -592,9 +663,10 @@ const char* step_of(Form form) {
     case Form::TwoCtas: return "blocks=tiled_2cta: ";
     case Form::Wgmma: return "blocks=tiled_wgmma: ";
     case Form::FoldedLn: return "blocks=tiled_folded: ";
-    case Form::LoadsFirst: break;
+    case Form::LoadsFirst: return "blocks=tiled_loads_first: ";
+    case Form::RowStats: break;
   }
-  return "blocks=tiled_loads_first: ";
+  return "blocks=tiled_row_stats: ";
 }
 
 
@@ -606,6 +678,8 @@ int fc2_tiles(const tiles::Schedule& s) { return s.row_tiles * s.shape.hidden / 
 // weights, and each of their 7 hidden rows' sum and bias in fp32.
 std::size_t folded_halves(int hidden) { return static_cast<std::size_t>(7) * hidden * hidden; }
 std::size_t folded_floats(int hidden) { return static_cast<std::size_t>(14) * hidden; }
+// e30's partial statistics: two buffers of (mean, M2) per row and 32 columns.
+std::size_t stats_pairs(long long rows, int hidden) { return static_cast<std::size_t>(rows) * (hidden / row_stats::kGroup); }
 constexpr int kStateHead = 2;  // the ticket and the fault count before the counters
 
 }  // namespace
@@ -636,7 +710,8 @@ std::size_t Blocks::scratch_bytes(const Problem& p, int batch, Form form) {
          (folded_ln(form) ? (sizeof(__half) * folded_halves(p.model.hidden) +
                              sizeof(float) * folded_floats(p.model.hidden) + sizeof(FoldedView)) *
                                 p.model.layers
-                          : 0);
+                          : 0) +
+         (row_stats_form(form) ? 2 * sizeof(float2) * stats_pairs(rows, p.model.hidden) : 0);
 }
 
 Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, Form form)
@@ -666,6 +741,8 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   state_ = study::DeviceBuffer<unsigned>(kStateHead + sched_.final_counts.size() + fc2_tiles(sched_));
   CUDA_CHECK(cudaMemset(state_.get(), 0, state_.bytes()));
   if (folded_ln(form)) fold(blocks);
+  if (row_stats_form(form))
+    for (auto& b : stats_) b = study::DeviceBuffer<float2>(stats_pairs(rows_, p.model.hidden));
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -691,6 +768,8 @@ void Blocks::poison_scratch() {
   study::poison(partial_);
   study::poison(qkv_odd_);
   if (ln_tasks(form_)) study::poison(ln_);
+  if (row_stats_form(form_))
+    for (auto& b : stats_) study::poison(b);
 }
 
 void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const {
@@ -713,6 +792,7 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   prm.drop_signal = -1;
 #ifdef STUDY_TEST_HOOKS
   prm.planted_short_stats = study::planted("folded_stats_short");
+  prm.planted_short_groups = study::planted("row_stats_short");
 #endif
   if (study::planted("tiled_signal_dropped")) {  // fc1 of block 0, rows 0, column 0 never signals
     for (std::size_t i = 0; i < sched_.tasks.size(); ++i)
@@ -725,6 +805,8 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   // already running, so the forward completes whichever CTAs are resident.
   prm.clock = clock_ ? clock_stamps_.get() : nullptr;
   prm.folded = folded_.get();
+  prm.stats[0] = stats_[0].get();
+  prm.stats[1] = stats_[1].get();
   kernel_for(form_, clock_)<<<grid_, kThreads, smem_, s>>>(prm);
   CUDA_CHECK(cudaGetLastError());
 }

@@ -1,5 +1,5 @@
 // Every encoder block of a forward in one persistent kernel driven by the tile schedule
-// (tile_schedule.hpp; the steps e24_tiled to e29_loads_first): one CTA per SM (from e26 on: two)
+// (tile_schedule.hpp; the steps e24_tiled to e30_row_stats): one CTA per SM (from e26 on: two)
 // takes tasks in ticket order, waits until the counters of the tiles each task reads reach their
 // targets, runs it and adds one to its own counter. No grid barrier: a task starts as soon as its inputs
 // exist, so the phases of a block overlap. Tasks are 64 x 64 output tiles of the QKV (LN1 on its A
@@ -10,7 +10,9 @@
 // its wait. QKV's output alternates between two buffers by block (the schedule's check says why).
 // With LayerNorm tasks the QKV and fc1 tasks read a row tile normalized once by a task of its own
 // instead of each normalizing their panel; with the LayerNorm folded (e28) they read the residual
-// stream itself and apply the LayerNorm in their epilogue.
+// stream itself and apply the LayerNorm in their epilogue; with the statistics where the rows are
+// written (e30) the projection's and fc2's epilogues leave each row's partial statistics, which the
+// QKV and fc1 tasks after them combine instead of gathering their own.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -30,9 +32,11 @@ enum class Form {
   Wgmma,           // e27_wgmma_tiles: e26 with the GEMM tasks' products on wgmma
   FoldedLn,        // e28_folded_ln: e27 without LayerNorm tasks: QKV and fc1 fold the LayerNorm in
   LoadsFirst,      // e29_loads_first: e28 with its epilogues' loads issued ahead of their stores
+  RowStats,        // e30_row_stats: e29 with each row's statistics written once, where it is written
 };
 constexpr bool ln_tasks(Form f) { return f == Form::LnTasks || f == Form::TwoCtas || f == Form::Wgmma; }
-constexpr bool loads_first(Form f) { return f == Form::LoadsFirst; }
+constexpr bool row_stats_form(Form f) { return f == Form::RowStats; }
+constexpr bool loads_first(Form f) { return f == Form::LoadsFirst || row_stats_form(f); }
 constexpr bool folded_ln(Form f) { return f == Form::FoldedLn || loads_first(f); }
 constexpr bool wgmma(Form f) { return f == Form::Wgmma || folded_ln(f); }
 constexpr bool two_ctas(Form f) { return f == Form::TwoCtas || wgmma(f); }
@@ -65,8 +69,8 @@ class Blocks {
   // Clears the counters first.
   void run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const;
   static std::size_t scratch_bytes(const Problem& p, int batch, Form form);
-  // NaN into fc2's partial sums, the runner's QKV buffer and the LayerNorm tasks' output (each
-  // written before it is read).
+  // NaN into fc2's partial sums, the runner's QKV buffer, the LayerNorm tasks' output and the
+  // rows' partial statistics (each written before it is read).
   void poison_scratch();
   // After a forward (the caller synchronizes): empty when every counter holds exactly what a
   // complete forward leaves, every ticket was taken and no wait timed out; otherwise what differs.
@@ -99,6 +103,8 @@ class Blocks {
   study::DeviceBuffer<__half> folded_w_;
   study::DeviceBuffer<float> folded_cols_;
   study::DeviceBuffer<FoldedView> folded_;
+  // e30's partial statistics after the projection and after fc2 (row_stats_form(form)).
+  study::DeviceBuffer<float2> stats_[2];
 };
 
 }  // namespace encoder::tiled

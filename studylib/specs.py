@@ -352,8 +352,10 @@ def expand(spec, rounds=None):
     of one shape run close together in time (fairer comparisons), and index i is stable for
     a given spec (sharding takes i % n). With rounds > 1 (default: the spec's `rounds`) the
     versions of a shape run once, then again, `rounds` times (interleaved rounds: a slow
-    moment of the machine lands on one round of every version, not on every round of one);
-    the rounds of a configuration share its index, so they stay in one shard."""
+    moment of the machine lands on one round of every version, not on every round of one),
+    and round k starts k - 1 places further down the list (a, b, c; b, c, a; c, a, b): no
+    version always runs first after a pause or last after its neighbours have heated the GPU.
+    The rounds of a configuration share its index, so they stay in one shard."""
     rounds = spec.get("rounds", 1) if rounds is None else rounds
     runs = [("bench", v, [v]) for v in spec["versions"]]
     if spec["row_versions"]:
@@ -368,12 +370,13 @@ def expand(spec, rounds=None):
                         for extra in spec["extra_args"]:
                             first = index
                             for k in range(1, rounds + 1):
-                                index = first
-                                for kind, label, expect in runs:
-                                    out.append(Config(index, spec, kind, label, expect, model,
+                                shift = (k - 1) % len(runs) if runs else 0
+                                for i in list(range(shift, len(runs))) + list(range(shift)):
+                                    kind, label, expect = runs[i]
+                                    out.append(Config(first + i, spec, kind, label, expect, model,
                                                       batch, image, streams, flush, extra,
                                                       k, rounds))
-                                    index += 1
+                            index = first + len(runs)
     return out
 
 

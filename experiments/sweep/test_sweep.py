@@ -228,14 +228,15 @@ class SweepTest(SweepCase):
         r = self.run_sweep(spec, "--rounds", "3")
         self.assertIn("(3 interleaved rounds)", r.stdout)
         self.assertIn("7 already in", r.stdout)
-        self.assertRegex(r.stdout, r"\[11/11\] c\s+b=2\s+img=32\s+round 3/3 -> ok")
+        self.assertRegex(r.stdout, r"\[11/11\] b\s+b=2\s+img=32\s+round 3/3 -> ok")
         rows = self.rows()
         self.assertEqual(len(rows), 18)
         self.assertEqual(self.keys(rows), self.expected_keys(spec, rounds=3))
         self.assertTrue(all(n == 1 for n in self.keys(rows).values()))
-        # All versions of a shape, then all again: the order on disk.
-        self.assertEqual([(x["batch"], x["version"], specs.row_round(x)) for x in rows[:6]],
-                         [("1", v, k) for k in (1, 2, 3) for v in ("a", "b", "c")][:6])
+        # All versions of a shape, then all again, each round one place further down the list:
+        # the order on disk.
+        self.assertEqual([(x["batch"], x["version"], specs.row_round(x)) for x in rows[:9]],
+                         [("1", v, k) for k, order in ((1, "abc"), (2, "bca"), (3, "cab")) for v in order])
         self.assertEqual([x["note"] for x in rows[:4]],
                          ["[round: 1]", "[round: 1]", "[round: 1]", "[round: 2]"])
         # Round k of a configuration is done or not: a rerun appends nothing, and asking

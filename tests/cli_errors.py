@@ -100,7 +100,8 @@ def main(exes):
             extra = [(["--ctas", "1"], "--ctas must be >= 2"), (["--tile-kib", "2048"], "--tile-kib must be <= 1024")]
         if name == "l2_read":
             extra = [(["--mib", "5000"], "--mib must be <= 4096"), (["--ctas-per-sm", "9"], "--ctas-per-sm must be <= 8"),
-                     (["--flush-l2"], "--flush-l2: l2_read times a buffer left in L2")]
+                     (["--flush-l2"], "--flush-l2: l2_read times a buffer left in L2"),
+                     (["--sms", "-1"], "--sms must be >= 0")]
         if name.startswith("encoder_") and name[len("encoder_"):] not in tiled_steps():
             extra = [(["--task-times", "/tmp/tasks.csv"], "--task-times: only the tile-scheduled blocks (blocks=tiled*) run tasks")]
         if name.startswith("attention_"):

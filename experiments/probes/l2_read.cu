@@ -8,6 +8,10 @@
 // rate for comparison. One CSV row, family `probes`, version `l2_read`; `gbps` is the rate.
 // Checked first: the sum of the words every thread read equals the buffer's sum times the passes
 // (a load skipped or read twice changes it).
+// `--sms N` asks what N SMs alone can read: the CTAs that land on SMs N and above leave at once,
+// and the others take the buffer's 32 KB blocks from a shared ticket, so the whole buffer is read
+// by CTAs on N SMs (the row's note counts the SMs that read). One SM's rate against the whole
+// GPU's says whether a tile-scheduled task is bound by its own SM's path from L2 or by L2.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,12 +47,51 @@ __global__ void __launch_bounds__(kThreads) read_all(const uint4* __restrict__ b
   if (threadIdx.x % 32 == 0) atomicAdd(sum, acc);
 }
 
+// `--sms`: CTAs on SMs below `sms` read 32 KB blocks (kUnroll loads of each thread) in ticket
+// order, thread 0 taking the next block's ticket while the CTA's loads of this one are in flight;
+// each reading CTA adds one to its SM's count in `used`.
+__global__ void __launch_bounds__(kThreads) read_on_sms(const uint4* __restrict__ buf, long long chunks, int passes,
+                                                        unsigned sms, unsigned long long* ticket, unsigned* used,
+                                                        unsigned* sum) {
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  if (sm >= sms) return;
+  constexpr long long kBlock = static_cast<long long>(kThreads) * kUnroll;  // 16-byte chunks a ticket
+  const long long blocks = (chunks + kBlock - 1) / kBlock;
+  const unsigned long long total = static_cast<unsigned long long>(blocks) * passes;
+  __shared__ unsigned long long slot[2];  // this block's ticket and the next one's, in turn
+  if (threadIdx.x == 0) {
+    atomicAdd(used + sm, 1u);
+    slot[0] = atomicAdd(ticket, 1ull);
+  }
+  __syncthreads();
+  unsigned acc = 0;
+  for (int cur = 0;; cur ^= 1) {
+    const unsigned long long t = slot[cur];
+    if (t >= total) break;
+    unsigned long long following = 0;
+    if (threadIdx.x == 0) following = atomicAdd(ticket, 1ull);
+    const long long base = static_cast<long long>(t % blocks) * kBlock + threadIdx.x;
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      v[u] = base + u * kThreads < chunks ? __ldcg(buf + base + u * kThreads) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc += v[u].x + v[u].y + v[u].z + v[u].w;
+    // The other slot was last read before the previous barrier.
+    if (threadIdx.x == 0) slot[cur ^ 1] = following;
+    __syncthreads();
+  }
+  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if (threadIdx.x % 32 == 0) atomicAdd(sum, acc);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return study::bench_main("l2_read", [&](study::BenchReport& report) {
     study::CommonOptions o;
-    int mib = 24, passes = 20, ctas_per_sm = 4;
+    int mib = 24, passes = 20, ctas_per_sm = 4, sms = 0;
     study::Cli cli("l2_read",
                    "Measures the rate at which all SMs read a buffer resident in L2 (or, larger than L2, in "
                    "DRAM): one CSV row.");
@@ -56,6 +99,9 @@ int main(int argc, char** argv) {
     cli.add_int("--mib", &mib, "buffer size in MiB (default 24: inside an H100's or H200's L2)");
     cli.add_int("--passes", &passes, "reads of the whole buffer per call (default 20)");
     cli.add_int("--ctas-per-sm", &ctas_per_sm, "CTAs of 256 threads per SM (default 4)");
+    cli.add_int("--sms", &sms, "only the CTAs on SMs 0..N-1 read, the buffer shared by ticket (default 0: every SM, "
+                               "each CTA its own stride)",
+                0);
     cli.parse(argc, argv);
     study::validate_common(o);
     if (mib > 4096) throw study::StudyError(study::ErrorKind::Usage, "--mib must be <= 4096, got " + std::to_string(mib));
@@ -69,10 +115,23 @@ int main(int argc, char** argv) {
     fill<<<1024, 256>>>(buf.get(), words);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
-    const int ctas = study::sm_count(o.device) * ctas_per_sm;
+    const int sm_count = study::sm_count(o.device), ctas = sm_count * ctas_per_sm;
+    if (sms > sm_count)
+      throw study::StudyError(study::ErrorKind::Usage,
+                              "--sms " + std::to_string(sms) + ": the GPU has " + std::to_string(sm_count) + " SMs");
     const uint4* b = reinterpret_cast<const uint4*>(buf.get());
     unsigned* s = sum.get();
-    const auto run = [&](cudaStream_t st) { read_all<<<ctas, kThreads, 0, st>>>(b, chunks, passes, s); };
+    study::DeviceBuffer<unsigned long long> ticket(1);
+    study::DeviceBuffer<unsigned> used(static_cast<std::size_t>(sm_count));
+    const auto run = [&](cudaStream_t st) {
+      if (sms == 0) {
+        read_all<<<ctas, kThreads, 0, st>>>(b, chunks, passes, s);
+        return;
+      }
+      CUDA_CHECK(cudaMemsetAsync(ticket.get(), 0, sizeof(unsigned long long), st));
+      CUDA_CHECK(cudaMemsetAsync(used.get(), 0, used.bytes(), st));
+      read_on_sms<<<ctas, kThreads, 0, st>>>(b, chunks, passes, static_cast<unsigned>(sms), ticket.get(), used.get(), s);
+    };
     if (o.check) {
       CUDA_CHECK(cudaMemset(s, 0, sizeof(unsigned)));
       run(nullptr);
@@ -88,8 +147,17 @@ int main(int argc, char** argv) {
     }
     study::measure(report, o, "l2_read", run, static_cast<double>(passes) * words * 4, 0);
     report.row.set("tflops", "");
-    report.write("ok", std::to_string(mib) + " MiB buffer, " + std::to_string(passes) + " passes a call, " +
-                           std::to_string(ctas) + " CTAs of " + std::to_string(kThreads) + " threads, " +
+    std::string on = std::to_string(ctas) + " CTAs of " + std::to_string(kThreads) + " threads";
+    if (sms > 0) {
+      int read = 0, readers = 0;  // in the last call
+      for (unsigned u : study::to_host(used)) {
+        read += u != 0;
+        readers += static_cast<int>(u);
+      }
+      on += " launched, the " + std::to_string(readers) + " on SMs below " + std::to_string(sms) + " (" +
+            std::to_string(read) + " SMs) reading by 32 KB tickets";
+    }
+    report.write("ok", std::to_string(mib) + " MiB buffer, " + std::to_string(passes) + " passes a call, " + on + ", " +
                            std::to_string(kUnroll) + " 16-byte loads in flight a thread" +
                            (o.check ? "; the words' sum checked after one call" : ""));
     return 0;

@@ -22,6 +22,9 @@ from collections import Counter
 from pathlib import Path
 
 START, END = "<!-- run-summary:start -->", "<!-- run-summary:end -->"
+# A CSV named after a spec (experiments/specs/<name>.toml) holds that spec's sweep: the sweep
+# runner writes a spec's rows to <name>.csv or <name>/<name>.csv.
+SPECS = Path(__file__).resolve().parent.parent / "experiments" / "specs"
 BLOCK = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
 SUMMARY_LINE = re.compile(r"^(Ok|Fail|Skipped|Timeout|Expected Fail|Unexpected Pass):\s*(\d+)")
 MESON_TEST_LINE = re.compile(r"^\d+/\d+ .+?\s(OK|SKIP|FAIL|TIMEOUT|INTERRUPT|ERROR|EXPECTEDFAIL|UNEXPECTEDPASS)\s+[\d.]+s")
@@ -52,7 +55,8 @@ def csv_summary(path):
               and r.get("status") == "ok"]
     utc = sorted(values("utc"))
     dirty = sum(r.get("commit", "").endswith("-dirty") for r in rows)
-    parts = [f"{len(rows)} rows ({status['ok']} ok, {status['skipped']} skipped, {status['failed']} failed)",
+    parts = ([f"spec `{path.stem}`"] if (SPECS / f"{path.stem}.toml").is_file() else []) + [
+             f"{len(rows)} rows ({status['ok']} ok, {status['skipped']} skipped, {status['failed']} failed)",
              "commit " + ", ".join(f"`{short(c)}`" for c in values("commit")) +
              (f" ({dirty} rows from a tree with uncommitted changes)" if dirty else ""),
              "GPU " + (" + ".join(values("gpu")) or "none")]

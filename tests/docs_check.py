@@ -4,7 +4,9 @@
 - the README's `./study slurm` example gives --results, and `./study slurm` without it is
   refused with one usage line naming it (before any build);
 - the README says where the executables are;
-- `./study run` knows every preset the README names and refuses an unknown one at once.
+- `./study run` knows every preset the README names and refuses an unknown one at once;
+- every run folder under experiments/results has a README whose hand-written part (before the
+  generated summary) says what the run is for.
 Usage: docs_check.py REPO_ROOT"""
 import os
 import re
@@ -79,6 +81,17 @@ def main(root):
         if where not in readme:
             failures.append(f"README.md does not say where the executables are ({where})")
 
+    results = root / "experiments" / "results"
+    for run in sorted(d for d in results.iterdir() if d.is_dir()):
+        readme_path = run / "README.md"
+        if not readme_path.is_file():
+            failures.append(f"{run.relative_to(root)}: no README.md (what the run is for, how it was made)")
+            continue
+        text = readme_path.read_text()
+        written = text.split("<!-- run-summary:start -->")[0].split("\n", 1)[-1].strip()
+        if len(written) < 80:
+            failures.append(f"{readme_path.relative_to(root)}: no hand-written part before the generated "
+                            "summary (what the run is for, how it was made)")
     for f in failures:
         print("FAIL " + f)
     print(f"{len(failures)} failure(s)")

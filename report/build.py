@@ -390,6 +390,23 @@ def side_folders_section(runs: list, root: Path, cache: dict) -> str:
             + formatting.markdown_table(pd.DataFrame(rows)))
 
 
+def shapes(run, family: str) -> set:
+    """The (model, image size) pairs of a run's rows of one family."""
+    g = run.rows(family)
+    px = [str(int(v)) if v == v else "" for v in g["image_size"]]  # NaN: a shapeless row
+    return set(zip(g["model"].astype(str), px))
+
+
+def superseded_text(run, family: str, newer) -> str:
+    """'encoder (by RUN)' where the run the report uses for the family holds every model and image
+    size this one does; otherwise what this run holds that it lacks (not superseded)."""
+    missing = sorted(shapes(run, family) - shapes(newer, family))
+    if not missing:
+        return f"{family} (by {newer.name})"
+    held = ", ".join(f"{m} {px} px" if px else m for m, px in missing)
+    return f"not {family}: it holds {held}, which {newer.name} lacks"
+
+
 def results_index(runs: list, used: dict, root: Path) -> str:
     """experiments/results/README.md: every run folder, what it holds, which families the
     report takes from it and which it is superseded for."""
@@ -414,7 +431,7 @@ def results_index(runs: list, used: dict, root: Path) -> str:
         other_gpu = rundata.gpu_of(run) != primary
         if other_gpu and not uses:
             uses = [f"across GPUs ({rundata.gpu_of(run)} beside {primary})"]
-        superseded = [] if other_gpu else [f"{f} (by {used[f].name})" for f in run.families()
+        superseded = [] if other_gpu else [superseded_text(run, f, used[f]) for f in run.families()
                                            if f in used and used[f] is not run]
         rows.append({
             "run folder": f"[{run.name}]({run.name}/)",
@@ -429,7 +446,9 @@ def results_index(runs: list, used: dict, root: Path) -> str:
     per_family = [{"family": f, "report uses": used[f].name if f in used else
                    "- (no section of the report)",
                    "also measured in (superseded)": ", ".join(
-                       r.name for r in sorted(runs, key=lambda r: r.name)
+                       r.name if f not in used or not shapes(r, f) - shapes(used[f], f)
+                       else f"{r.name} (not superseded: {superseded_text(r, f, used[f]).split(': it holds ')[1]})"
+                       for r in sorted(runs, key=lambda r: r.name)
                        if len(r.rows(f)) and used.get(f) is not r
                        and rundata.gpu_of(r) == primary) or "-"}
                   for f in families]
@@ -442,7 +461,8 @@ def results_index(runs: list, used: dict, root: Path) -> str:
             "tables. Per family, the report (`report/README.md`) uses the newest run with "
             "timings of that family on the primary GPU (the GPU most run folders were measured "
             "on; runs on other GPUs are compared with it in the report's across-GPUs section); "
-            "older runs of the family are superseded and kept for the record. Commits are full hashes (`-dirty`: built from a tree with uncommitted "
+            "older runs of the family are superseded and kept for the record, unless they hold "
+            "models or image sizes that the run it uses lacks (then the table says which). Commits are full hashes (`-dirty`: built from a tree with uncommitted "
             "changes). The CSV columns are described in `docs/method.md`.\n\n"
             "## Runs\n\n" + formatting.markdown_table(pd.DataFrame(rows)) +
             side_folders_section(runs, root, cache) +

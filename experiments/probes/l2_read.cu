@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
       }
       CUDA_CHECK(cudaMemsetAsync(ticket.get(), 0, sizeof(unsigned long long), st));
       CUDA_CHECK(cudaMemsetAsync(used.get(), 0, used.bytes(), st));
-      read_on_sms<<<ctas, kThreads, 0, st>>>(b, chunks, passes, static_cast<unsigned>(sms), ticket.get(), used.get(), s);
+      read_on_sms<<<ctas, kThreads, 0, st>>>(b, chunks, passes, static_cast<unsigned>(sms), ticket.get(), used.get(),
+                                             s);
     };
     if (o.check) {
       CUDA_CHECK(cudaMemset(s, 0, sizeof(unsigned)));

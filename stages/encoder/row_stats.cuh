@@ -59,7 +59,8 @@ __device__ __forceinline__ void combine(const float2* partials, int hidden, int 
     if (part + 4 * i < groups) m2 += g[i].y + kGroup * (g[i].x - mean) * (g[i].x - mean);
 #pragma unroll
   for (int m = 1; m < 4; m <<= 1) m2 += __shfl_xor_sync(0xffffffffu, m2, m);
-  if (part == 0) stats[threadIdx.x / 4] = in ? make_float2(mean, rsqrtf(m2 / (groups * kGroup) + eps)) : make_float2(0.f, 1.f);
+  if (part == 0)
+    stats[threadIdx.x / 4] = in ? make_float2(mean, rsqrtf(m2 / (groups * kGroup) + eps)) : make_float2(0.f, 1.f);
 }
 
 }  // namespace encoder::row_stats

@@ -679,7 +679,9 @@ int fc2_tiles(const tiles::Schedule& s) { return s.row_tiles * s.shape.hidden / 
 std::size_t folded_halves(int hidden) { return static_cast<std::size_t>(7) * hidden * hidden; }
 std::size_t folded_floats(int hidden) { return static_cast<std::size_t>(14) * hidden; }
 // e30's partial statistics: two buffers of (mean, M2) per row and 32 columns.
-std::size_t stats_pairs(long long rows, int hidden) { return static_cast<std::size_t>(rows) * (hidden / row_stats::kGroup); }
+std::size_t stats_pairs(long long rows, int hidden) {
+  return static_cast<std::size_t>(rows) * (hidden / row_stats::kGroup);
+}
 constexpr int kStateHead = 2;  // the ticket and the fault count before the counters
 
 }  // namespace

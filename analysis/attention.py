@@ -395,11 +395,13 @@ head_tokens = KEY_TOKENS[0] if KEY_TOKENS[0] in key_tokens else (key_tokens[0] i
 top = kb[(kb["tokens"] == head_tokens) & ~kb["version"].map(catalog.is_anchor)] if head_tokens else kb.iloc[:0]
 if len(top):
     top = top.loc[top["median_us"].idxmin()]
+    anchors = [a for a in ("pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph")
+               if np.isfinite(at(a, head_tokens))]
     ctx.headline(family="Attention", shape=f"batch {key_batch}, {head_tokens} tokens, {HEADS} "
                                             f"heads x {HEAD_DIM}",
                  fastest=top["version"], fastest_us=float(top["median_us"]),
                  library=CUDNN if CUDNN in order else None, library_us=at(CUDNN, head_tokens),
-                 anchors=[(label(a), at(a, head_tokens))
-                          for a in ("pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph")
-                          if np.isfinite(at(a, head_tokens))])
+                 anchors=[(label(a), at(a, head_tokens)) for a in anchors],
+                 run_ids=rundata.run_ids_of(timed[(timed["tokens"] == head_tokens) & (timed["batch"] == key_batch)
+                                                  & timed["version"].isin([top["version"], CUDNN, *anchors])]))
 print("\n".join(findings))

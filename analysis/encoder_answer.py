@@ -373,8 +373,10 @@ def headline(data, ctx):
                 return None
         ratio = med[COMPILE] / med[top] if COMPILE in med.index else 0.0
         mark = " (fails timm parity with every parameter drawn)" if step_table.fails_parity(top, parity_newest) else ""
+        shown = d[d["version"].isin([top, *[a for a in ANCHORS if a in med.index]])]
         return (not timm, -ratio), dict(family="Whole ViT", shape=f"{where}, batch {head_batch}, fp16", fastest=label(top) + mark,
-                            fastest_us=float(med[top]), unit="ms", anchors=anchors, measured_in=folder)
+                            fastest_us=float(med[top]), unit="ms", anchors=anchors, measured_in=folder,
+                            run_ids=rundata.run_ids_of(shown))
 
 
     if head_batch:

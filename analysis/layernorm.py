@@ -369,9 +369,11 @@ ctx.text("layernorm_findings", findings)
 # README's headline line: the fastest version of all at the largest target size.
 top = fastest(big)
 if top is not None:
+    anchors = [a for a in (GRAPH, EAGER) if np.isfinite(at(a, big))]
     ctx.headline(family="LayerNorm", shape=f"{big} x {HIDDEN} (rows x hidden)",
                  fastest=top["version"], fastest_us=float(top["median_us"]),
                  library=LIBRARY, library_us=at(LIBRARY, big) if LIBRARY else np.nan,
-                 anchors=[(label(a), at(a, big)) for a in (GRAPH, EAGER)
-                          if np.isfinite(at(a, big))])
+                 anchors=[(label(a), at(a, big)) for a in anchors],
+                 run_ids=rundata.run_ids_of(timed[(timed["rows"] == big)
+                                                  & timed["version"].isin([top["version"], LIBRARY, *anchors])]))
 print("\n".join(findings))

@@ -370,12 +370,13 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
             if not len(own) or GEMM not in med.index:
                 return None
             top = own.idxmin()
+            shown = d[d["version"].isin([top, GEMM, GRAPH, EAGER])]
             return own[top] / med[GEMM], dict(
                 family="MLP", shape=f"{big} x {HIDDEN} (rows x hidden), mlp {4 * HIDDEN}, fp16",
                 fastest=top, fastest_us=float(own[top]),
                 library=f"{GEMM} (the two plain GEMMs)", library_us=float(med[GEMM]),
                 anchors=[(label(a), float(med[a])) for a in (GRAPH, EAGER) if a in med.index],
-                measured_in=folder)
+                measured_in=folder, run_ids=rundata.run_ids_of(shown))
 
         candidates = [c for c in [headline_candidate(vb)] if c]
         here_timed = set(vb.loc[vb["rows"] == big, "version"])

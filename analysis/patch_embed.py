@@ -32,7 +32,7 @@ from analysis.patch_embed_data import (
     LINEAR, LINEAR_BATCHES, MAIN_MODEL, ROUTINE_VERSIONS, SHORT, STREAM_VERSIONS, V1, V2, V3, V3G, V4,
     PatchEmbedData, faster_or_slower, fmt_x, label, pow2_ticks, shape_text, shared_legend)
 from analysis.patch_embed_timeline import timeline_figure
-from studylib import catalog, formatting
+from studylib import catalog, formatting, rundata
 
 ctx, run, prov, tprov = plots.open_notebook(FAMILY, globals())
 data = PatchEmbedData(run)
@@ -641,12 +641,14 @@ if top is not None:
     def anchor_name(a):
         h = how(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
         return f"{label(a)} ({h})" if h else label(a)
+    anchors = [a for a in (CONV, LINEAR) if np.isfinite(at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH))]
+    shown = best[(best["model"] == MAIN_MODEL) & (best["image_size"] == KEY_IMAGE) & (best["batch"] == CONV_BATCH)
+                 & best["version"].isin([top["version"], CUDNN, *anchors])]
     ctx.headline(family="Patch embedding",
                  shape=f"{MAIN_MODEL}, batch {CONV_BATCH}, {KEY_IMAGE} px",
                  fastest=top["version"], fastest_us=float(top["median_us"]),
                  library=CUDNN if CUDNN in order else None,
                  library_us=at(CUDNN, MAIN_MODEL, KEY_IMAGE, CONV_BATCH),
-                 anchors=[(anchor_name(a), at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH))
-                          for a in (CONV, LINEAR)
-                          if np.isfinite(at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH))])
+                 anchors=[(anchor_name(a), at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)) for a in anchors],
+                 run_ids=rundata.run_ids_of(shown))
 print("\n".join(findings))

@@ -184,6 +184,20 @@ class LayerNormNothingTimed(unittest.TestCase):
             self.assertIn("skipped and 0 failed the correctness check", readme)
 
 
+class PooledHeadline(unittest.TestCase):
+    def test_headline_of_two_run_ids_says_so(self):
+        # One sweep's rows: a plain line. The anchors from another sweep: the line names both.
+        from analysis.testing import headline_line
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            run = synthetic.write_run(results / "20251121_synthetic", configs=[(224, 256)])
+            line = headline_line(self, results, Path(d) / "one", "LayerNorm")
+            self.assertNotIn("run ids", line)
+            rewrite_csv(run / "anchors.csv", lambda rows: [dict(r, run_id="another-sweep") for r in rows])
+            line = headline_line(self, results, Path(d) / "two", "LayerNorm")
+            self.assertIn("**rows of 2 run ids** (another-sweep, synthetic-run-1): not one sweep's comparison", line)
+
+
 class TargetMissed(unittest.TestCase):
     def test_sentence_follows_data(self):
         with tempfile.TemporaryDirectory() as d:
@@ -419,6 +433,11 @@ class Rounds(BuiltReport):
                                              "lo_us": [1.0, 5.0], "hi_us": [3.0, 5.0],
                                              "n": [3, 1], "gbps": [2.0, 4.0]})
         self.assertTrue(rundata.multi_round(t))
+        df["run_id"] = ["s1", "s1", "s2", "s1"]   # round 3 of a from another sweep
+        t = rundata.collapse_rounds(df, ["version"])
+        self.assertEqual(list(t["run_ids"]), ["s1 s2", "s1"])
+        self.assertEqual(rundata.run_ids_of(t), ["s1", "s2"])
+        self.assertEqual(rundata.run_ids_of(t[t["version"] == "b"]), ["s1"])
         self.assertFalse(rundata.multi_round(t[t["version"] == "b"]))
         self.assertIsNone(formatting.rounds_sentence(t[t["version"] == "b"]))
         self.assertEqual(formatting.fmt_spread(1.0, 3.0), "1.00-3.00")

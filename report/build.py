@@ -178,6 +178,9 @@ def headline_table(heads: list, used: dict) -> str:
         gpu = " + ".join(dict.fromkeys(run.rows(family)["gpu"].astype(str))) or "unknown GPU"
         where = (f"[`{h.measured_in}`](experiments/results/{h.measured_in}/) (side experiment)"
                  if h.measured_in else f"[`{run.name}`](experiments/results/{run.name}/)")
+        if len(h.run_ids) > 1:
+            where += (f"; **rows of {len(h.run_ids)} run ids** ({', '.join(h.run_ids)}): not one "
+                      "sweep's comparison")
         rows.append({
             "component": h.family, "headline shape": h.shape,
             "fastest version": f"{h.fastest}: {t(h.fastest_us, h.unit)}",

@@ -97,6 +97,9 @@ class Headline:
     # A side experiment's folder under the results root when the line comes from it (its own
     # sitting, every number of the line from it) rather than from the family's run.
     measured_in: str | None = None
+    # The sweeps (run ids) the line's rows came from: one for a line from one sitting; more
+    # when its numbers pool sweeps, which README's table then says.
+    run_ids: list = field(default_factory=list)
 
 
 @dataclass

@@ -406,13 +406,22 @@ def collapse_rounds(df: pd.DataFrame, keys: list[str], value: str = "median_us",
     rounds of a multi-round sweep or a re-run appended to the same folder, collapse to the
     median of their `value` (each row's own median over its timed calls): that median is the
     number every table, figure and target uses. `lo_us` and `hi_us` are the smallest and
-    largest of the rounds' values (the spread), `n` how many rows were collapsed. Further
-    columns by named aggregation (`tflops=("tflops", "median")`). A single-round run gets
-    lo_us = hi_us = its value and n = 1."""
+    largest of the rounds' values (the spread), `n` how many rows were collapsed, and
+    `run_ids` the sweeps they came from (space-separated: more than one means a value pools
+    sittings). Further columns by named aggregation (`tflops=("tflops", "median")`). A
+    single-round run gets lo_us = hi_us = its value and n = 1."""
     named = {value: (value, "median"), "lo_us": (value, "min"), "hi_us": (value, "max"),
              "n": (value, "size")}
+    if "run_id" in df:
+        named["run_ids"] = ("run_id", lambda s: " ".join(sorted(set(s.astype(str)))))
     named.update(agg)
     return df.groupby(keys, as_index=False, dropna=False).agg(**named)
+
+
+def run_ids_of(table: pd.DataFrame) -> list[str]:
+    """The sweeps a collapsed table's rows (or raw rows) came from, sorted."""
+    col = "run_ids" if "run_ids" in table else "run_id"
+    return sorted({r for v in table[col].dropna().astype(str) for r in v.split()}) if col in table else []
 
 
 def multi_round(t: pd.DataFrame) -> bool:

@@ -134,9 +134,14 @@ class EncoderData:
         ok["gemm_pct"] = 100 * ok["tflops"] / self.gemm_ceiling if self.gemm_ceiling else np.nan
         self.ok, self.note = ok, note
 
+        # The sustained time of one forward: the energy loop's (~5 s of back-to-back calls, the GPU
+        # at its power limit) seconds over its calls, beside the timed burst's median.
+        ok["sustained_us"] = pd.to_numeric(ok["energy_s"], errors="coerce") / pd.to_numeric(
+            ok["energy_calls"], errors="coerce") * 1e6
         # Interleaved rounds give one row per round: the median across them is the value, the
         # range of the rounds' medians its spread.
         timed = rundata.collapse_rounds(ok, KEYS, routine_us=("routine_us", "median"),
+                                        sustained_us=("sustained_us", "median"),
                                         tflops=("tflops", "median"), gemm_pct=("gemm_pct", "median"),
                                         lpl=("lpl", "median"), act_mb=("act_mb", "median"),
                                         sm_mhz=("sm_clock_mhz", "median"), energy_j=("energy_j", "median"),

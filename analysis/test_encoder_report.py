@@ -215,8 +215,11 @@ class FinalSitting(BuiltReport):
                     # and 256 compiled in the sitting's anchor process.
                     compiled = (f"; compiled in this row ({ {1: 84, 32: 6, 256: 150}[b]} s to its first call)"
                                 if v == "pytorch_timm_compile_graph" and k == 0 else "")
+                    # The energy loop: 200 calls, 2% slower than the burst for the steps, 5% for the anchors.
+                    slower = 1.02 if v.startswith("e") else 1.05
                     rows.append(dict(version=v, batch=b, median_us=t * f, sm_clock_mhz=1700,
                                      energy_j=(600.0 if v.startswith("e") else 680.0) * t * 1e-6,
+                                     energy_calls=200, energy_s=200 * t * f * slower * 1e-6,
                                      note=f"checked; cuda-graph replay{compiled} [round: {k + 1}]"))
         synthetic_encoder.write_encoder_rows(cls.results / "final_run", rows, name="final.csv")
         # torch.compile at batch 1 compiled ahead (compile_kernels.txt lists the shape) and loaded,
@@ -315,8 +318,12 @@ class FinalSitting(BuiltReport):
 
     def test_answer_from_the_final_sitting(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
+        # Burst 19800 / 17100; sustained 19800 x 1.05 / (17100 x 1.02) = 20.8 / 17.4 ms.
         self.assertIn("- The fastest fp16 forward, `e14_l2_prefetch`, takes 17.1 ms at batch 256: "
-                      "1.16x torch.compile's throughput (19.8 ms) and 1.31x its images per joule.", self.text)
+                      "1.16x torch.compile's throughput (19.8 ms) in the timed burst; sustained over the energy "
+                      "loop 1.19x (17.4 against 20.8 ms), and 1.31x its images per joule.", self.text)
+        self.assertIn("| fastest fp16 step: e14_l2_prefetch | 256 | 17.1 | 14,971 | 25.0 | 1,700 | 1.16x | 17.4 | "
+                      "1.19x |", self.text)
         self.assertIn("- The fastest FP8 forward, `e15_fp8_attention_e4m3`, takes 9.50 ms at batch 256: "
                       "2.08x torch.compile's throughput", self.text)
         self.assertIn("All from one sitting: run folder `final_run`", self.text)
@@ -367,7 +374,8 @@ class FinalSitting(BuiltReport):
         self.assertIn("encoder (whole ViT), FP8: faster than torchao's FP8 at batch 1, 32 and 256 "
                       "(vit_b, 224 px): **met**", self.text)
         self.assertIn("encoder (whole ViT), fp16: 1.3x torch.compile's throughput at batch 256 "
-                      "(vit_b, 224 px): **missed** (e14_l2_prefetch 17.1 ms, 1.16x", self.text)
+                      "(vit_b, 224 px): **missed** (e14_l2_prefetch 17.1 ms, 1.16x torch.compile's 19.8 ms in the "
+                      "timed burst; sustained over the energy loop 1.19x (17.4 against 20.8 ms): missed)", self.text)
         self.assertIn("encoder (whole ViT), fp16: at most 0.4 ms at batch 1 (vit_b, 224 px): **missed**",
                       self.text)
         # 0.036 / 0.030 - 1 = 20% larger than per row on outliers; below both on timm_init.

@@ -400,14 +400,17 @@ def shapes(run, family: str) -> set:
     return set(zip(g["model"].astype(str), px))
 
 
+def shapes_it_lacks(run, family: str, newer) -> str:
+    """The models and image sizes of run's rows of a family that `newer` has none of ('vit_b 384
+    px'), or '' when it covers them all."""
+    return ", ".join(f"{m} {px} px" if px else m for m, px in sorted(shapes(run, family) - shapes(newer, family)))
+
+
 def superseded_text(run, family: str, newer) -> str:
     """'encoder (by RUN)' where the run the report uses for the family holds every model and image
     size this one does; otherwise what this run holds that it lacks (not superseded)."""
-    missing = sorted(shapes(run, family) - shapes(newer, family))
-    if not missing:
-        return f"{family} (by {newer.name})"
-    held = ", ".join(f"{m} {px} px" if px else m for m, px in missing)
-    return f"not {family}: it holds {held}, which {newer.name} lacks"
+    held = shapes_it_lacks(run, family, newer)
+    return f"not {family}: it holds {held}, which {newer.name} lacks" if held else f"{family} (by {newer.name})"
 
 
 def results_index(runs: list, used: dict, root: Path) -> str:
@@ -449,8 +452,8 @@ def results_index(runs: list, used: dict, root: Path) -> str:
     per_family = [{"family": f, "report uses": used[f].name if f in used else
                    "- (no section of the report)",
                    "also measured in (superseded)": ", ".join(
-                       r.name if f not in used or not shapes(r, f) - shapes(used[f], f)
-                       else f"{r.name} (not superseded: {superseded_text(r, f, used[f]).split(': it holds ')[1]})"
+                       r.name + (f" (not superseded: {held}, which {used[f].name} lacks)"
+                                 if f in used and (held := shapes_it_lacks(r, f, used[f])) else "")
                        for r in sorted(runs, key=lambda r: r.name)
                        if len(r.rows(f)) and used.get(f) is not r
                        and rundata.gpu_of(r) == primary) or "-"}

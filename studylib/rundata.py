@@ -408,7 +408,7 @@ def collapse_rounds(df: pd.DataFrame, keys: list[str], value: str = "median_us",
     number every table, figure and target uses. `lo_us` and `hi_us` are the smallest and
     largest of the rounds' values (the spread), `n` how many rows were collapsed, and
     `run_ids` the sweeps they came from (space-separated: more than one means a value pools
-    sittings). Further columns by named aggregation (`tflops=("tflops", "median")`). A
+    sweeps). Further columns by named aggregation (`tflops=("tflops", "median")`). A
     single-round run gets lo_us = hi_us = its value and n = 1."""
     named = {value: (value, "median"), "lo_us": (value, "min"), "hi_us": (value, "max"),
              "n": (value, "size")}

@@ -30,19 +30,27 @@ __global__ void fill(unsigned* words, long long n) {
     words[i] = static_cast<unsigned>(i) * kPattern;
 }
 
+// The sum of the words of kUnroll 16-byte chunks `step` apart from `first` (those before `chunks`),
+// every load in flight before the first add.
+__device__ __forceinline__ unsigned read_spaced(const uint4* __restrict__ buf, long long first, long long step,
+                                                long long chunks) {
+  uint4 v[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+    v[u] = first + u * step < chunks ? __ldcg(buf + first + u * step) : make_uint4(0, 0, 0, 0);
+  unsigned acc = 0;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) acc += v[u].x + v[u].y + v[u].z + v[u].w;
+  return acc;
+}
+
 __global__ void __launch_bounds__(kThreads) read_all(const uint4* __restrict__ buf, long long chunks, int passes,
                                                      unsigned* sum) {
   const long long stride = static_cast<long long>(gridDim.x) * kThreads;
   unsigned acc = 0;
   for (int p = 0; p < passes; ++p)
-    for (long long i = blockIdx.x * static_cast<long long>(kThreads) + threadIdx.x; i < chunks; i += stride * kUnroll) {
-      uint4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        v[u] = i + u * stride < chunks ? __ldcg(buf + i + u * stride) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) acc += v[u].x + v[u].y + v[u].z + v[u].w;
-    }
+    for (long long i = blockIdx.x * static_cast<long long>(kThreads) + threadIdx.x; i < chunks; i += stride * kUnroll)
+      acc += read_spaced(buf, i, stride, chunks);
   for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
   if (threadIdx.x % 32 == 0) atomicAdd(sum, acc);
 }
@@ -71,13 +79,7 @@ __global__ void __launch_bounds__(kThreads) read_on_sms(const uint4* __restrict_
     if (t >= total) break;
     unsigned long long following = 0;
     if (threadIdx.x == 0) following = atomicAdd(ticket, 1ull);
-    const long long base = static_cast<long long>(t % blocks) * kBlock + threadIdx.x;
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      v[u] = base + u * kThreads < chunks ? __ldcg(buf + base + u * kThreads) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc += v[u].x + v[u].y + v[u].z + v[u].w;
+    acc += read_spaced(buf, static_cast<long long>(t % blocks) * kBlock + threadIdx.x, kThreads, chunks);
     // The other slot was last read before the previous barrier.
     if (threadIdx.x == 0) slot[cur ^ 1] = following;
     __syncthreads();

@@ -1,7 +1,7 @@
 // The tile-scheduled forward's schedule on the CPU: sound for every model and size the study
 // runs, its counts what the design says (stages/encoder/NOTES.md), and every planted fault (a wait
 // one short, a wait dropped, a task dealt before its inputs, one QKV buffer for every block,
-// final counts off by one) found by check with a message naming it.
+// final counts off by one) found by check with a message naming it; at batch 256 the counts alone.
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <stdexcept>
@@ -205,4 +205,25 @@ TEST_CASE("what each task touches: the writes a tile has had before it, in progr
   }
   // The residual stream's tiles: 3 writes a block; each QKV buffer's tiles once per block that used it.
   CHECK(u.final_writes[0] == 9u);
+}
+
+TEST_CASE("vit_b at batch 256: too many tasks for the ordering proof, the counts proved alone") {
+  // The tile form's forward at the batches timm parity runs (256 images) proves only the counts
+  // when it starts: the ordering proof's bitsets would need ~270 GB here.
+  Schedule sched = build(vit(768, 12, 197, 256));
+  CHECK(sched.tasks.size() > kOrderProofMaxTasks);
+  CHECK(check_counts(sched) == "");
+  SUBCASE("a wait no smaller ticket reaches") {
+    first(sched, Kind::Fc1, 7).waits[0].target += 1;
+    CHECK(contains(check_counts(sched), "could wait forever"));
+  }
+  SUBCASE("final counts one off") {
+    sched.final_counts[5] -= 1;
+    CHECK(contains(check_counts(sched), "a forward adds"));
+  }
+}
+
+TEST_CASE("the forward proves the ordering up to batch 8 (vit_b 224 px) and at every shape its GPU tests run") {
+  CHECK(build(vit(768, 12, 197, 8)).tasks.size() <= kOrderProofMaxTasks);
+  CHECK(build(vit(768, 12, 577, 3)).tasks.size() <= kOrderProofMaxTasks);
 }

@@ -238,15 +238,13 @@ Tiles tiles_of(const Schedule& sched) {
           sched.shape.ln_tasks};
 }
 
-}  // namespace
-
-std::string check(const Schedule& sched) {
-  const Shape& s = sched.shape;
-  if (std::string why = refuses(s); !why.empty()) return why;
+// Counts and deadlock: each wait reachable by smaller tickets alone. Fills each counter's
+// signalers in ticket order.
+std::string check_counts(const Schedule& sched, std::vector<std::vector<int>>& signalers) {
+  if (std::string why = refuses(sched.shape); !why.empty()) return why;
   const std::size_t n = sched.tasks.size(), counters = sched.final_counts.size();
-  // Counts and deadlock: each wait reachable by smaller tickets alone.
   std::vector<unsigned> added(counters, 0);
-  std::vector<std::vector<int>> signalers(counters);
+  signalers.assign(counters, {});
   for (std::size_t i = 0; i < n; ++i) {
     const Task& t = sched.tasks[i];
     for (const Wait& w : t.waits) {
@@ -266,6 +264,21 @@ std::string check(const Schedule& sched) {
     if (added[k] != sched.final_counts[k])
       return sched.counter_names[k] + ": a forward adds " + std::to_string(added[k]) + ", final_counts says " +
              std::to_string(sched.final_counts[k]);
+  return {};
+}
+
+}  // namespace
+
+std::string check_counts(const Schedule& sched) {
+  std::vector<std::vector<int>> signalers;
+  return check_counts(sched, signalers);
+}
+
+std::string check(const Schedule& sched) {
+  std::vector<std::vector<int>> signalers;
+  if (std::string why = check_counts(sched, signalers); !why.empty()) return why;
+  const Shape& s = sched.shape;
+  const std::size_t n = sched.tasks.size(), counters = sched.final_counts.size();
 
   // done_before[i]: the tasks certainly complete when task i's waits are met (a bitset over tickets).
   const std::size_t words = (n + 63) / 64;

@@ -40,7 +40,7 @@ from pathlib import Path
 os.environ.setdefault("MPLBACKEND", "Agg")  # before any notebook imports pyplot: no display
 
 import studylib
-from studylib import catalog, formatting, notebook, paths, rundata, schema
+from studylib import catalog, formatting, notebook, notes, paths, rundata, schema
 from studylib.paths import REPO
 
 # The notebooks run by path (runpy), each given its context; the report imports none of them.
@@ -242,30 +242,23 @@ def versions_block() -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def notes_title(family: str, version: str) -> str:
-    """What a version is, from the title of its NOTES.md ('# name: what' or '# name — what')."""
-    notes = REPO / "stages" / family / version / "NOTES.md"
-    if not notes.is_file():
-        return "(no NOTES.md)"
-    first = notes.read_text().split("\n", 1)[0].lstrip("# ").strip()
-    m = re.match(r"^" + re.escape(version) + r"\s*(?:[:\u2014-]+)\s*(.+)$", first)
-    return m.group(1) if m else first
-
-
-def versions_outputs(out_dir: Path) -> dict:
-    """`table:versions_<family>`: every version of the family in ladder order (its list, so no
-    version is left out of the report's prose), what it is (its NOTES.md title) and its notes."""
-    import pandas as pd
+def ladder_outputs(out_dir: Path) -> dict:
+    """`text:ladder_<family>`: every version of the family in ladder order (its list, so no
+    version is left out of the report), one line each from its NOTES.md: what it is (the title),
+    and its "In short" lines, predicted, measured and why (studylib/notes.py)."""
     art = {}
     for family in FAMILY_TITLES:
-        # The NOTES path as text: a link would depend on where the report is written.
-        rows = [{"version": f"`{v}`", "what it is": notes_title(family, v),
-                 "notes": f"`stages/{family}/{v}/NOTES.md`"} for v in catalog.family_versions(family)]
-        p = out_dir / "tables" / f"versions_{family}.md"
+        lines = [f"*Every {FAMILY_TITLES[family]} version in ladder order (its version list), as "
+                 f"`stages/{family}/<version>/NOTES.md` tells it: what it is, the effect predicted "
+                 "before it was measured, the effect measured, and why the two differ.*", ""]
+        for v in catalog.family_versions(family):
+            n = notes.read(REPO / "stages" / family / v / "NOTES.md", v)
+            lines.append(f"- **`{v}`** ({n['title']}). *Predicted:* {n['Predicted']} "
+                         f"*Measured:* {n['Measured']} *Why:* {n['Why']}")
+        p = out_dir / "text" / f"ladder_{family}.md"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(f"*Every {FAMILY_TITLES[family]} version, in ladder order (from its version "
-                     "list), as its NOTES.md names it.*\n\n" + formatting.markdown_table(pd.DataFrame(rows)))
-        art[f"versions_{family}"] = notebook.Artifact("table", f"versions_{family}", p)
+        p.write_text("\n".join(lines) + "\n")
+        art[f"ladder_{family}"] = notebook.Artifact("text", f"ladder_{family}", p)
     return art
 
 
@@ -530,7 +523,7 @@ def build(args) -> Path:
     if stray:
         raise TemplateError(f"{rundata.show_path(template)}: '{stray.group(0)}' has no matching "
                             f"{'end' if stray.group(1) == 'family' else 'family'} marker")
-    body = fill(body, {**study_outputs(used, out_dir), **versions_outputs(out_dir)}, out_dir,
+    body = fill(body, {**study_outputs(used, out_dir), **ladder_outputs(out_dir)}, out_dir,
                 rundata.show_path(template))
     source_csvs = (f"the CSVs of run folder {rundata.show_path(Path(args.run_dir))}" if args.run_dir
                    else "the CSVs under experiments/results/")

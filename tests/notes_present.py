@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Every stage version directory carries a NOTES.md with its changelog entry: the technique,
-the predicted effect (written before measuring) and the measured effect; and the version
+the predicted effect (written before measuring) and the measured effect, and the "In short"
+lines the report lists (studylib/notes.py: predicted, measured, why); and the version
 directories are exactly the family's list (stages/<family>/versions.def, the encoder's
-steps.tsv): no version is built without its notes, no folder is left outside the list."""
+steps.tsv): no version is built without its notes, no folder is left outside the list.
+Run from the checkout (PYTHONPATH=. python3 tests/notes_present.py .), as meson does."""
 import pathlib
 import re
 import sys
+
+from studylib import notes as notes_md
 
 REQUIRED = ["## Technique", "## Prediction", "## Measured"]
 
@@ -43,6 +47,10 @@ def main(root):
             for heading in REQUIRED:
                 if heading not in text:
                     problems.append(f"{notes.relative_to(root)}: missing section '{heading}'")
+            try:
+                notes_md.in_short(text)
+            except notes_md.NotesError as e:
+                problems.append(f"{notes.relative_to(root)}: {e}")
     for p in problems:
         print("FAIL", p)
     print(f"{checked} version directories checked, {len(problems)} problem(s)")

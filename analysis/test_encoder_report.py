@@ -12,7 +12,7 @@ import textwrap
 import unittest
 from pathlib import Path
 
-from analysis.testing import BuiltReport, skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas, read_report
 
 skip_without_pandas(__name__)
 
@@ -44,7 +44,7 @@ class EncoderReport(BuiltReport):
         cls.run_dir = synthetic_encoder.write_encoder_run(root / "results" / "enc")
         cls.out = root / "out"
         cls.res = build("--results", root / "results", "--out", cls.out)
-        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+        cls.readme = read_report(cls.out) if cls.res.returncode == 0 else ""
         cls.text = ((cls.out / "text" / "encoder_findings.md").read_text()
                     if cls.res.returncode == 0 else "")
 
@@ -125,7 +125,7 @@ class EncoderHandMade(unittest.TestCase):
         out = run.parent / "out"
         res = build("--run", run, "--out", out)
         self.assertEqual(res.returncode, 0, res.stderr)
-        return (out / "text" / "encoder_findings.md").read_text(), (out / "README.md").read_text()
+        return (out / "text" / "encoder_findings.md").read_text(), read_report(out)
 
     def test_ratio_sentences(self):
         with tempfile.TemporaryDirectory() as d:
@@ -348,7 +348,7 @@ class FinalSitting(BuiltReport):
         self.assertIn("| torchao FP8, per tensor (CUDA graph) | 32 | 2.60 |", self.text)
         self.assertNotIn("No final sitting is committed yet", self.text)
         # The report opens its encoder section with the same answer.
-        report = (Path(self.tmp.name) / "out" / "README.md").read_text()
+        report = read_report(Path(self.tmp.name) / "out")
         self.assertIn("- The fastest fp16 forward, `e14_l2_prefetch`, takes 17.1 ms at batch 256", report)
         self.assertIn("| fastest FP8 step: e15_fp8_attention_e4m3 | 256 | 9.50 |", report)
 
@@ -407,7 +407,7 @@ class FinalSitting(BuiltReport):
             self.assertIn("No final sitting is committed yet (`./study run final`", text)
             # The run's own table is in the report, not in README.
             self.assertNotIn("| timm torch.compile + CUDA graph | 256 |", text)
-            report = (Path(d) / "out" / "README.md").read_text()
+            report = read_report(Path(d) / "out")
             self.assertRegex(report, r"\| timm torch.compile \+ CUDA graph \| 256 \| [0-9.]+ \|")
             self.assertIn("This run (enc): the fastest fp16 and FP8 steps", report)
             self.assertRegex(text, r"below comes from (run )?`enc[`/]")
@@ -556,7 +556,7 @@ class DeclaredComparison(unittest.TestCase):
             out = root / "out"
             res = build("--results", root / "results", "--out", out, env={"STUDY_SPECS_DIR": str(spec_dir)})
             self.assertEqual(res.returncode, 0, res.stderr)
-            readme = (out / "README.md").read_text()
+            readme = read_report(out)
             self.assertIn("#### Demo: e19 against e6_best", readme)
             self.assertIn("e19_exact_gelu against e6_best and timm in a CUDA graph, vit_b, 224 px. Medians of 3",
                           readme)

@@ -6,7 +6,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from analysis.testing import BuiltReport, skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas, read_report
 
 skip_without_pandas(__name__)
 
@@ -31,7 +31,7 @@ class Figures(BuiltReport):
         synthetic_patch_embed.write_patch_embed_run(results / "pe")
         cls.out = root / "out"
         cls.res = build("--results", results, "--out", cls.out)
-        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+        cls.readme = read_report(cls.out) if cls.res.returncode == 0 else ""
 
     def test_every_anchor_its_own_colour_and_marker(self):
         order = catalog.version_order(list(synthetic.ATTN_MODEL), [])
@@ -253,7 +253,7 @@ class AcrossGpus(BuiltReport):
             d.to_csv(f, index=False)
             res = build("--results", root / "results", "--out", root / "out")
             self.assertEqual(res.returncode, 0, res.stderr)
-            text = (root / "out" / "README.md").read_text()
+            text = read_report(root / "out")
             # The encoder is these runs' only family: no comparison is left at all.
             self.assertIn("`gpus_ratios` not produced: no comparison has rows on both GPU A (synthetic) "
                           "and GPU B (synthetic) at the same shape", text)
@@ -297,7 +297,7 @@ class AcrossGpus(BuiltReport):
             run = hand_made_encoder(Path(d) / "results" / "r")
             res = build("--results", run.parent, "--out", Path(d) / "out")
             self.assertEqual(res.returncode, 0, res.stderr)
-            readme = (Path(d) / "out" / "README.md").read_text()
+            readme = read_report(Path(d) / "out")
             self.assertIn("*Table `gpus_ratios` not produced: every committed run was measured on "
                           "one GPU (NVIDIA H200 (synthetic)).*", readme)
 

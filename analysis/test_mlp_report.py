@@ -8,7 +8,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from analysis.testing import BuiltReport, skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas, read_report
 
 skip_without_pandas(__name__)
 
@@ -39,7 +39,7 @@ class MlpReport(BuiltReport):
         cls.mlp = synthetic.write_mlp_run(results / "b_mlp")
         cls.out = root / "out"
         cls.res = build("--results", results, "--out", cls.out)
-        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+        cls.readme = read_report(cls.out) if cls.res.returncode == 0 else ""
         cls.text = ((cls.out / "text" / "mlp_findings.md").read_text()
                     if cls.res.returncode == 0 else "")
 
@@ -182,7 +182,7 @@ class MlpTargetsSitting(unittest.TestCase):
             line = headline_line(self, results, out, "MLP")
             self.assertIn("| half_gelu_epilogue:", line)
             self.assertIn("[`b_targets`](experiments/results/b_targets/)", line)
-            readme = (out / "README.md").read_text()
+            readme = read_report(out)
             caption = next(l for l in readme.splitlines() if l.startswith("*Figure: MLP (hidden 768, mlp 3072) median time"))
             self.assertIn("From the sweep of run folder a_sweep (b_targets times only the target rows)", caption)
             self.assertNotIn("Table `mlp_widths` not produced", readme)
@@ -219,7 +219,7 @@ class MlpTargetMissed(unittest.TestCase):
             self.assertIn("fused_epilogue runs 1 kernel beyond gemm_only's 2: cuBLASLt ran at "
                           "least one extra kernel", text)
             self.assertIn("Every configuration passed the correctness check", text)
-            readme = (out / "README.md").read_text()
+            readme = read_report(out)
             self.assertIn("*Table `mlp_widths` not produced: this run times only hidden 768", readme)
             self.assertIn("*Table `mlp_cublaslt` not produced: this run has no rows", readme)
             self.assertRegex(readme, r"No committed run yet: .* family `layernorm`")

@@ -8,7 +8,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from analysis.testing import BuiltReport, skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas, read_report
 
 skip_without_pandas(__name__)
 
@@ -50,7 +50,7 @@ class PatchEmbedReport(BuiltReport):
         cls.run_dir = synthetic_patch_embed.write_patch_embed_run(root / "results" / "pe")
         cls.out = root / "out"
         cls.res = build("--results", root / "results", "--out", cls.out)
-        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+        cls.readme = read_report(cls.out) if cls.res.returncode == 0 else ""
         cls.text = ((cls.out / "text" / "patch_embed_findings.md").read_text()
                     if cls.res.returncode == 0 else "")
         cls.t = pe_timings(cls.run_dir)
@@ -168,7 +168,7 @@ class PatchEmbedHandMade(unittest.TestCase):
             self.assertIn("No streams timeline: this run has no patch_embed_timeline.csv", text)
             self.assertIn("This run has no timed v3_streams or v3_streams_graph rows", text)
             self.assertIn("This run has no rows of cpu_baseline, v1_single_channel", text)
-            readme = (out / "README.md").read_text()
+            readme = read_report(out)
             self.assertIn("*Figure `patch_embed_timeline` not produced: this run has no "
                           "patch_embed_timeline.csv", readme)
             self.assertIn("*Figure `patch_embed_streams` not produced:", readme)
@@ -187,7 +187,7 @@ class PatchEmbedHandMade(unittest.TestCase):
                                                   appended_columns=False)
             res = build("--run", run, "--out", Path(d) / "out")
             self.assertEqual(res.returncode, 0, res.stderr)
-            readme = (Path(d) / "out" / "README.md").read_text()
+            readme = read_report(Path(d) / "out")
             self.assertIn("](figures/patch_embed_routine.png)", readme)   # total routine only
             self.assertIn("*Figure `patch_embed_timeline` not produced:", readme)
             self.assertIn("](figures/patch_embed_streams_count.png)", readme)

@@ -6,11 +6,12 @@ and the timm parity files.
 """
 import csv
 import json
+import re
 import tempfile
 import unittest
 from pathlib import Path
 
-from analysis.testing import BuiltReport, skip_without_pandas
+from analysis.testing import BuiltReport, skip_without_pandas, read_report
 
 skip_without_pandas(__name__)
 
@@ -44,7 +45,7 @@ class ReportBuild(BuiltReport):
         (cls.results / "d_tests" / "README.md").write_text("# d_tests\n\nNo timings here: tests.\n")
         cls.out = root / "out"
         cls.res = build("--results", cls.results, "--out", cls.out)
-        cls.readme = (cls.out / "README.md").read_text() if cls.res.returncode == 0 else ""
+        cls.readme = read_report(cls.out) if cls.res.returncode == 0 else ""
 
     def test_build_succeeds(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
@@ -68,7 +69,8 @@ class ReportBuild(BuiltReport):
             p = self.out / "figures" / f"{name}.png"
             self.assertTrue(p.is_file(), p)
             self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
-            self.assertIn(f"](figures/{name}.png)", self.readme)
+            appendix = (self.out / "appendix" / "layernorm.md").read_text()
+            self.assertTrue(f"](figures/{name}.png)" in self.readme or f"](../figures/{name}.png)" in appendix, name)
 
     def test_tables_written(self):
         for name in ("layernorm_summary", "layernorm_status", "layernorm_sweep", "study_runs"):
@@ -84,7 +86,23 @@ class ReportBuild(BuiltReport):
         self.assertIn("no engine for rows", status)
 
     def test_no_marker_left(self):
-        self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end):")
+        self.assertNotRegex(self.readme, r"<!--\s*(figure|table|text|family|end|appendix):")
+        self.assertNotIn("/appendix -->", self.readme)
+
+    def test_appendix_pages(self):
+        # The regions a first reading skips are pages of their own, linked from their section,
+        # with every relative link (figures, run folders) still reaching its file.
+        page = self.out / "appendix" / "layernorm.md"
+        self.assertTrue(page.is_file())
+        self.assertIn("](appendix/layernorm.md)", self.readme)
+        text = page.read_text()
+        self.assertIn("Median time of every timed configuration", text)
+        self.assertNotIn("Median time of every timed configuration", self.readme.split("## 3.")[0].split("## 2.")[1])
+        links = re.findall(r"\]\(([^)#\s]+)\)", text)
+        self.assertIn("../figures/layernorm_time.png", links)
+        for link in links:
+            if not link.startswith("http"):
+                self.assertTrue((page.parent / link).exists(), link)
 
     def test_newest_run_and_provenance(self):
         self.assertIn("run new-run, commit 0123456789ab", self.readme)
@@ -135,7 +153,7 @@ class ReportBuild(BuiltReport):
         out = Path(self.tmp.name) / "out_old"
         res = build("--results", self.results, "--run", "a_old", "--out", out)
         self.assertEqual(res.returncode, 0, res.stderr)
-        readme = (out / "README.md").read_text()
+        readme = read_report(out)
         self.assertIn("run old-run", readme)
         self.assertNotIn("new-run", readme)
         best, pct, _, _ = expected_findings(self.old)
@@ -182,10 +200,12 @@ class LayerNormNothingTimed(unittest.TestCase):
                     w.writerows(rows)
             res = build("--run", run)
             self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
-            readme = (run / "report" / "README.md").read_text()
-            self.assertIn("*Figure `layernorm_time` not produced: no timed LayerNorm rows", readme)
-            self.assertIn("*Table `layernorm_sweep` not produced: no timed LayerNorm rows", readme)
-            self.assertRegex(readme, r"\| v5_unrolled \| 0 \| \d+ \| 0 \| skipped x\d+: no CUDA device \|")
+            readme = read_report(run / "report")
+            appendix = (run / "report" / "appendix" / "layernorm.md").read_text()
+            self.assertIn("*Figure `layernorm_gbps` not produced: no timed LayerNorm rows", readme)
+            self.assertIn("*Figure `layernorm_time` not produced: no timed LayerNorm rows", appendix)
+            self.assertIn("*Table `layernorm_sweep` not produced: no timed LayerNorm rows", appendix)
+            self.assertRegex(appendix, r"\| v5_unrolled \| 0 \| \d+ \| 0 \| skipped x\d+: no CUDA device \|")
             self.assertIn("skipped and 0 failed the correctness check", readme)
 
 
@@ -287,6 +307,12 @@ class BadInput(unittest.TestCase):
         self.assert_exit2("layernorm.csv", "missing column 'gpu'",
                           args=["--results", self.dir / "results"])
 
+    def test_appendix_marker_without_its_pair(self):
+        template = self.dir / "t.md"
+        template.write_text("<!-- family:layernorm -->\n<!-- appendix:layernorm -->\nwords\n"
+                            "<!-- end:layernorm -->\n")
+        self.assert_exit2("an appendix marker without its pair", args=["--run", self.run, "--template", template])
+
     def test_unknown_template_marker(self):
         template = self.dir / "t.md"
         template.write_text("<!-- family:layernorm -->\n<!-- figure:layernorm_nosuch -->\n"
@@ -315,7 +341,7 @@ class RowsColumn(unittest.TestCase):
                 rewrite_csv(run / name, as_rows_run)
             res = build("--run", run, "--out", Path(d) / "out")
             self.assertEqual(res.returncode, 0, res.stderr)
-            readme = (Path(d) / "out" / "README.md").read_text()
+            readme = read_report(Path(d) / "out")
             self.assertIn(f"The fastest version, {best}, reaches {pct:.0f}% of the measured "
                           f"copy bandwidth", readme)
             self.assertIn("50432", (Path(d) / "out" / "tables" / "layernorm_summary.md")
@@ -357,7 +383,7 @@ class RunReport(unittest.TestCase):
             res = build("--run", run)
             self.assertEqual(res.returncode, 0, res.stderr)
             self.assertEqual(tree_bytes(REPO / "report"), before)
-            readme = (run / "report" / "README.md").read_text()
+            readme = read_report(run / "report")
             self.assertIn("the CSVs of run folder", readme)
             self.assertTrue(any((run / "report" / "figures").glob("layernorm_*.png")))
             # The run's report/ is not mistaken for a run or for data of the run.

@@ -53,6 +53,15 @@ def build(*args, env=None):
                           timeout=300)
 
 
+def read_report(out_dir) -> str:
+    """A built report as one text: README.md, then each appendix page with its links made
+    relative to the README again (what a test looks for may sit in either)."""
+    out_dir = Path(out_dir)
+    pages = [(out_dir / "README.md").read_text()]
+    pages += [p.read_text().replace("](../", "](") for p in sorted((out_dir / "appendix").glob("*.md"))]
+    return "\n".join(pages)
+
+
 def read_rows(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))

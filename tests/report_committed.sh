@@ -16,7 +16,17 @@ trap 'rm -rf "$out"' EXIT
 if ! diff <(sed "s#$out#report#g" "$out/README.md") "$root/report/README.md" > "$out/diff.txt"; then
   echo "report/README.md is stale: run ./study report and commit it"; head -20 "$out/diff.txt"; exit 1
 fi
+# The appendix pages: the same set, each what the build gives.
+if ! diff <(cd "$out/appendix" && ls) <(cd "$root/report/appendix" && ls) > "$out/diff.txt"; then
+  echo "report/appendix/ is not the set of pages the build gives: run ./study report and commit it"
+  cat "$out/diff.txt"; exit 1
+fi
+for page in "$out"/appendix/*.md; do
+  if ! diff <(sed "s#$out#report#g" "$page") "$root/report/appendix/${page##*/}" > "$out/diff.txt"; then
+    echo "report/appendix/${page##*/} is stale: run ./study report and commit it"; head -20 "$out/diff.txt"; exit 1
+  fi
+done
 if ! diff "$out/results_index.md" "$root/experiments/results/README.md" > "$out/diff.txt"; then
   echo "experiments/results/README.md is stale: run ./study report and commit it"; head -20 "$out/diff.txt"; exit 1
 fi
-echo "report builds from the committed CSVs and matches report/README.md, experiments/results/README.md and README.md's tables"
+echo "report builds from the committed CSVs and matches report/README.md, its appendix pages, experiments/results/README.md and README.md's tables"

@@ -107,15 +107,17 @@ def vs_compile(data, ctx):
                         hatch="//" if style[v]["linestyle"] == EAGER_LINE else None,
                         edgecolor="white" if style[v]["linestyle"] == EAGER_LINE else style[v]["color"],
                         linewidth=2.0 if v == top else 0.5)
-                ax.text(r, i, f" {r:.2f}x", va="center", fontsize=6.5)
+                ax.text(r, i, f" {r:.2f}x", va="center", fontsize=8)
             ax.axvline(1.0, color="#444444", linewidth=0.8)
             if b == 256 and targets_apply:
                 ax.axvline(TARGET_COMPILE, color="#444444", linewidth=0.9, linestyle=":")
-                ax.text(TARGET_COMPILE, -0.9, f" target {TARGET_COMPILE}x", fontsize=6.5, color="#444444")
+                # Under the last bar (the y axis is inverted), clear of the panel's title.
+                ax.text(TARGET_COMPILE, len(vc_order) - 0.2, f" target {TARGET_COMPILE}x", fontsize=8,
+                        color="#444444", va="top")
             ax.set_xlim(0, max(np.nanmax(ratio), TARGET_COMPILE if b == 256 else 1.0) * 1.3)
             ax.set_title(f"batch {b} (torch.compile {fmt_ms(c)} ms)")
             ax.set_xlabel("torch.compile time / step time")
-        axes[0][0].set_yticks(range(len(vc_order)), [label(v) for v in vc_order], fontsize=7)
+        axes[0][0].set_yticks(range(len(vc_order)), [label(v) for v in vc_order], fontsize=8)
         axes[0][0].invert_yaxis()
         plots.titled(fig, f"Whole ViT forward: speedup over torch.compile + CUDA graph, {where}", tprov)
         fig.tight_layout(rect=(0, 0, 1, 0.9))
@@ -159,12 +161,12 @@ def latency(data, ctx):
                 cut.append(label(v))
                 ax.barh(i, x_end, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
                         edgecolor="white" if eager else style[v]["color"])
-                ax.text(x_end, i, f"{text} (axis cut)", va="center", fontsize=7)
+                ax.text(x_end, i, f"{text} (axis cut)", va="center", fontsize=8)
                 continue
             ax.barh(i, ms, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
                     edgecolor="white" if eager else style[v]["color"],
                     xerr=[[ms - lo], [hi - ms]], capsize=2, error_kw=dict(elinewidth=0.7))
-            ax.text(hi, i, text, va="center", fontsize=7)
+            ax.text(hi, i, text, va="center", fontsize=8)
         ax.set_yticks(range(len(b1_order)), [label(v) for v in b1_order])
         ax.invert_yaxis()
         ax.set_xlabel("median time of one forward at batch 1 (ms)")
@@ -216,7 +218,7 @@ def energy(data, ctx):
         ax.set_xlabel(f"time per image at batch {EB} (ms)")
         ax.set_ylabel(f"energy per image at batch {EB} (mJ)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
         plots.titled(fig, f"Time against energy per image, batch {EB}, {where}", tprov)
         fig.tight_layout(rect=(0, 0, 1, 0.92))
         ctx.figure("encoder_energy", fig,
@@ -287,8 +289,11 @@ def breakdown(data, ctx):
                                   markeredgewidth=2, color="#000000",
                                   label="measured forward (median)"))
         plots.titled(fig, f"Whole ViT forward: device time per component, {where}", tprov)
-        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-        fig.tight_layout(rect=(0, 0, 1, 0.92))
+        # Below the panels, not beside them: a legend to the right widens the PNG past what a
+        # report column shows at a readable size.
+        fig.legend(handles=handles, loc="lower center", ncol=min(5, len(handles)),
+                   bbox_to_anchor=(0.5, 0.0), frameon=False)
+        fig.tight_layout(rect=(0, 0.12, 1, 0.92))
         ctx.figure("encoder_breakdown", fig,
                    f"Device time of each component in one eager forward (CUDA events around every "
                    f"component, summed over the layers; medians of the rounds), stacked per version "

@@ -131,7 +131,7 @@ def ratios_figure(ctx, label, name, show, step, versions, title, side_run, secti
         vals = show[f"x {label(v)}"].to_numpy(dtype=float)
         bars = ax.bar(xs + (i - (len(versions) - 1) / 2) * width, vals, width, label=label(v),
                       color=colors[i % len(colors)])
-        ax.bar_label(bars, labels=[formatting.fmt_ratio(x) for x in vals], fontsize=7, padding=1)
+        ax.bar_label(bars, labels=[formatting.fmt_ratio(x) for x in vals], fontsize=8, padding=1)
     plots.reference_line(ax, 1.0, f"1x: as fast as {step}")
     ax.set_xticks(xs, [f"batch {int(b)}" for b in show["batch"]])
     ax.set_ylabel(f"time over {step}'s (x)")

@@ -246,7 +246,7 @@ else:
         ax.barh(y - 0.4 + h * (j + 0.5), s, height=h, label=short_gpu(g))
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("speedup over the reference (reference time / fastest time, within one run)")
     plots.legend_outside(ax)

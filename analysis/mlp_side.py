@@ -220,10 +220,10 @@ def every_version(data, ctx):
             r = r.reindex([v for v in every if v in r.index])
             ax.barh(range(len(r)), r.values, color=[vstyle[v]["color"] for v in r.index], alpha=0.85)
             for i, x in enumerate(r.values):
-                ax.text(x, i, f" {x:.2f}x", va="center", fontsize=7)
+                ax.text(x, i, f" {x:.2f}x", va="center", fontsize=8)
             ax.axvline(1.0, color="#444444", linewidth=0.8)
             ax.axvline(TARGET_GEMM_RATIO, color="#444444", linewidth=0.8, linestyle=":")
-            ax.set_yticks(range(len(r)), list(r.index), fontsize=7)
+            ax.set_yticks(range(len(r)), list(r.index), fontsize=8)
             ax.invert_yaxis()
             ax.set_xlim(0, top * 1.15)
             ax.set_title(title, fontsize=8, loc="left")

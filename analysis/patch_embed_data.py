@@ -71,7 +71,7 @@ def pow2_ticks(ax, values, axis="x"):
 
 def shared_legend(fig, handles, bottom=0.16, ncol=4):
     fig.legend(handles=handles, loc="lower center", ncol=min(ncol, len(handles)),
-               bbox_to_anchor=(0.5, -0.02), fontsize=7)
+               bbox_to_anchor=(0.5, -0.02), fontsize=8)
     fig.tight_layout(rect=(0, bottom, 1, 1))
 
 

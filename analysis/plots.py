@@ -40,7 +40,7 @@ _FASTEST = dict(linewidth=2.6, markersize=7, zorder=5)
 
 TITLE_CHARS = 110      # a provenance line longer than this wraps (a long title widens the PNG)
 
-MAX_FIGURE_IN = 12.5   # widest figure drawn, in inches: 1,875 px at FIGURE_DPI, room for a legend
+MAX_FIGURE_IN = 10.0   # widest figure drawn, in inches: 1,500 px at FIGURE_DPI (text stays readable scaled to a column), room for a legend
 
 
 def panels_width(panels: int, per_panel: float, extra: float = 0.0) -> float:
@@ -223,21 +223,22 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
     if gemm:
         roof = np.minimum(roof, np.full_like(x, gemm))
         parts.append(f"the fp16 GEMM rate measured in the same run ({gemm:,.0f} TFLOP/s)")
+    key = []   # the ceilings and the filled/hollow key: a legend of their own, under the series'
     if parts:
         ax.plot(x, roof, color="#444444", linewidth=1.2)
         if copy:
-            handles.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
+            key.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
                                       label=f"measured ceilings: copy {copy:,.0f} GB/s"
                                       + (f", GEMM {gemm:,.0f} TFLOP/s" if gemm else "")))
         else:
-            handles.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
-                                      label=f"measured GEMM ceiling {gemm:,.0f} TFLOP/s"))
+            key.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
+                                  label=f"measured GEMM ceiling {gemm:,.0f} TFLOP/s"))
     if headline and (p["shape"] != headline).any():
         shapes = ", ".join(dict.fromkeys(p.loc[p["shape"] != headline, "shape"]))
-        handles.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
-                                  label=f"filled: {headline}"))
-        handles.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
-                                  markerfacecolor="none", label=f"hollow: {shapes}"))
+        key.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
+                              label=f"filled: {headline}"))
+        key.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
+                              markerfacecolor="none", label=f"hollow: {shapes}"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -250,8 +251,12 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
         a.set_major_formatter(mt.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
     ax.set_xlabel("arithmetic intensity (flops / bytes the operation must move, flop/byte)")
     ax.set_ylabel("achieved TFLOP/s (flops / median time)")
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
-              frameon=False, fontsize=7)
+    series = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                       frameon=False, fontsize=8)
+    if key:
+        ax.add_artist(series)
+        ax.legend(handles=key, loc="lower left", bbox_to_anchor=(1.01, 0.0), borderaxespad=0.0,
+                  frameon=False, fontsize=8)
     titled(fig, what, provenance)
     fig.tight_layout()
     return fig, (" and ".join(parts) if parts else "no ceiling measured in this run")

@@ -78,6 +78,31 @@ class Figures(BuiltReport):
             with self.assertRaisesRegex(studylib.FigureError, "layernorm_wide is 2[0-9]{3} px wide"):
                 ctx.figure("layernorm_wide", fig, "c")
 
+    def test_figure_checks_legend_and_text(self):
+        # What a reader of the report's ~900 px column sees: a legend of at most MAX_LEGEND
+        # entries (a second legend kept as an artist counts too), and no text under MIN_TEXT_PX
+        # once a wide PNG is scaled to the column.
+        import matplotlib.pyplot as plt
+        n = notebook.MAX_LEGEND + 1
+        with tempfile.TemporaryDirectory() as d:
+            ctx = notebook.Context("layernorm", None, Path(d))
+            fig, ax = plt.subplots()
+            for i in range(n):
+                ax.plot([1, 2], [i, i + 1], color=plt.cm.viridis(i / n), label=f"v{i}")
+            ax.add_artist(ax.legend(loc="upper left"))
+            ax.legend(handles=[plt.Line2D([], [], color="k", label="key")], loc="lower right")
+            with self.assertRaisesRegex(studylib.FigureError, f"layernorm_long: a legend of {n} entries"):
+                ctx.figure("layernorm_long", fig, "c")
+            fig, ax = plt.subplots(figsize=(12, 3))   # 1,800 px: scaled by half in the column
+            ax.plot([1, 2], [1, 2])
+            ax.text(1, 1, "tiny", fontsize=7)
+            with self.assertRaisesRegex(studylib.FigureError, r"layernorm_tiny: its smallest text \(7 pt, 'tiny'\)"):
+                ctx.figure("layernorm_tiny", fig, "c")
+            fig, ax = plt.subplots(figsize=(6, 3))   # 900 px: not scaled, 7 pt is 14.6 px
+            ax.plot([1, 2], [1, 2])
+            ax.text(1, 1, "small but readable", fontsize=7)
+            ctx.figure("layernorm_narrow", fig, "c")
+
     def test_committed_figures_at_most_2000_px(self):
         figures = sorted((REPO / "report" / "figures").glob("*.png"))
         self.assertTrue(figures)

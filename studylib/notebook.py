@@ -16,6 +16,12 @@ from studylib.rundata import Run, load_run, load_runs, pick_run, primary_gpu, re
 FIGURE_DPI = 150
 
 MAX_FIGURE_PX = 2000   # widest PNG the report embeds at its full resolution
+# What a reader sees: the report's column is ~900 px wide, so a wider PNG is scaled down, and its
+# smallest text must still be MIN_TEXT_PX tall there; a legend of more than MAX_LEGEND entries
+# cannot be matched against its lines at a glance.
+COLUMN_PX = 900
+MIN_TEXT_PX = 9.0
+MAX_LEGEND = 14
 
 
 def _series_key(handle):
@@ -40,13 +46,17 @@ def _series_key(handle):
         return None
 
 
+def legends_of(fig):
+    """Every legend of `fig`: an axes' own, those it keeps as artists (a second legend), the
+    figure's."""
+    from matplotlib.legend import Legend
+    return fig.findobj(Legend)
+
+
 def check_series(fig, name: str):
     """Raise FigureError when two entries of one legend of `fig` name different series drawn
     alike (same colour and marker), so a reader could not tell them apart."""
-    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
-    for lg in legends:
-        if lg is None:
-            continue
+    for lg in legends_of(fig):
         seen = {}
         handles = getattr(lg, "legend_handles", None) or getattr(lg, "legendHandles", [])
         for h, t in zip(handles, lg.get_texts()):
@@ -58,6 +68,34 @@ def check_series(fig, name: str):
             if other != label:
                 raise FigureError(f"figure {name}: '{other}' and '{label}' are drawn alike "
                                   f"({', '.join(map(str, key[1:]))})")
+
+
+def smallest_text(fig):
+    """(font size in points, text) of the smallest visible text of `fig`; None without text."""
+    texts = [(t.get_fontsize(), t.get_text()) for t in fig.findobj(
+        match=lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
+        if t.get_visible() and t.get_text().strip()]
+    return min(texts, key=lambda x: x[0]) if texts else None
+
+
+def check_legends(fig, name: str):
+    """FigureError for a legend of more than MAX_LEGEND entries."""
+    for lg in legends_of(fig):
+        if len(lg.get_texts()) > MAX_LEGEND:
+            raise FigureError(f"figure {name}: a legend of {len(lg.get_texts())} entries (at most "
+                              f"{MAX_LEGEND}): label the lines directly, split the panel or show fewer series")
+
+
+def check_text_size(smallest, width_px: int, name: str):
+    """FigureError when the smallest text, at the report's column width, is under MIN_TEXT_PX."""
+    if smallest is None:
+        return
+    size_pt, text = smallest
+    px = size_pt * FIGURE_DPI / 72 * min(1.0, COLUMN_PX / width_px)
+    if px < MIN_TEXT_PX:
+        raise FigureError(f"figure {name}: its smallest text ({size_pt:g} pt, {text.strip()[:40]!r}) is "
+                          f"{px:.1f} px tall in a {COLUMN_PX} px column (the {width_px} px PNG scaled "
+                          f"down), under {MIN_TEXT_PX:g}: enlarge it or narrow the figure")
 
 
 def png_width(path: Path) -> int:
@@ -157,11 +195,14 @@ class Context:
 
     def figure(self, name: str, fig, caption: str, section: str = ""):
         """Save `fig` as figures/NAME.png, after checking that no two of its series are drawn
-        alike; a PNG wider than MAX_FIGURE_PX is an error (FigureError names it)."""
+        alike and no legend is too long; a PNG wider than MAX_FIGURE_PX, or whose smallest text
+        is unreadable at the report's column width, is an error (FigureError names it)."""
         import matplotlib.pyplot as plt
         path = self._path("figures", name, "png")
         try:
             check_series(fig, name)
+            check_legends(fig, name)
+            smallest = smallest_text(fig)
             fig.savefig(path, dpi=FIGURE_DPI)
         finally:
             plt.close(fig)
@@ -169,6 +210,7 @@ class Context:
         if width > MAX_FIGURE_PX:
             raise FigureError(f"figure {name} is {width} px wide, more than {MAX_FIGURE_PX}: "
                               "shorten its title, legend or panels")
+        check_text_size(smallest, width, name)
         self.artifacts[name] = Artifact("figure", name, path, caption, section=section)
         return path
 

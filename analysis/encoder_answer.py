@@ -127,6 +127,27 @@ def fp16_targets(data, ctx):
     return findings
 
 
+def fp8_cost(run, v, weights="timm_init"):
+    """' Its accuracy cost: ...' for FP8 step v from the newest fp8_accuracy result that holds it on
+    this GPU (or its architecture), on timm's init; '' without one."""
+    found = accuracy_result(run, "*/fp8_accuracy*/accuracy.json",
+                            lambda j: any(r["forward"] == f"encoder {v}" for r in j["rows"]))
+    if not found:
+        return ""
+    path, j = found
+    rows = {r["forward"]: r for r in j["rows"] if r["weights"] == weights}
+    ours, fp16, torchao = rows.get(f"encoder {v}"), rows.get("timm fp16"), rows.get("torchao per tensor")
+    if ours is None:
+        return ""
+    beside = ([f"timm fp16 {fp16['logits_rel_l2']:.4f}"] if fp16 else []) + \
+             ([f"torchao FP8 per tensor {torchao['logits_rel_l2']:.3f}"] if torchao else [])
+    return (f" Its accuracy cost, on timm's init against timm fp32 ({j['images']} images): logits "
+            f"rel L2 {ours['logits_rel_l2']:.3f}" + (f" ({', '.join(beside)})" if beside else "")
+            + f", top-1 agreement {ours['top1_agreement']:.0%}, {ours['top1_agreement_decisive']:.0%} on the "
+            f"{ours['decisive_images']} images whose class margin exceeds 4x its RMS logit error "
+            f"({rundata.show_path(path.parent)}{measured_on(run, j['gpu'])}).")
+
+
 def sustained(at, v, target=None):
     """'; sustained over the energy loop 1.31x (18.2 against 23.7 ms): met' for step v at batch 256
     against torch.compile (its verdict under `target` when given), or '' without energy rows."""
@@ -307,7 +328,7 @@ def final_answer(data, ctx):
                          f"{c256 / at(v, 256):.2f}x torch.compile's throughput ({fmt_ms(c256)} ms) in the timed burst"
                          + sustained(at, v)
                          + (f", and {ec / e:.2f}x its images per joule" if np.isfinite(e) and np.isfinite(ec) else "")
-                         + ".")
+                         + "." + (fp8_cost(run, v) if what == "FP8" else ""))
         if s16_any is not None and s16_any != s16 and np.isfinite(c256):
             lines.append(f"`{s16_any}` is faster ({fmt_ms(at(s16_any, 256))} ms at batch 256, "
                          f"{c256 / at(s16_any, 256):.2f}x torch.compile) but "

@@ -55,11 +55,11 @@ HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->
 HEADLINE = re.compile(re.escape(HEADLINE_START) + r"\n(.*?)" + re.escape(HEADLINE_END), re.S)
 VERSIONS_START, VERSIONS_END = "<!-- versions:start -->", "<!-- versions:end -->"
 VERSIONS = re.compile(re.escape(VERSIONS_START) + r"\n(.*?)" + re.escape(VERSIONS_END), re.S)
-# README's versions table: one line per family, in the order a forward runs them.
 # A region of a section that a first reading can skip: moved to report/appendix/<name>.md, and
 # a link left in its place.
 APPENDIX = re.compile(r"^<!--\s*appendix:(\w+)\s*-->\n(.*?)^<!--\s*/appendix\s*-->\n?", re.S | re.M)
 RELATIVE_LINK = re.compile(r"\]\((?!https?:|#|/)([^)\s]+)\)")
+# README's versions table: one line per family, in the order a forward runs them.
 FAMILY_TITLES = {"patch_embed": "patch embedding", "layernorm": "LayerNorm", "attention": "attention",
                  "mlp": "MLP", "encoder": "encoder (whole ViT)"}
 

@@ -209,6 +209,15 @@ if len(ladder):
               + f"; '-' = not timed. {flush_text}. {prov}.")
 else:
     ctx.missing("table", "layernorm_ladder", "no timed LayerNorm rows at hidden 768")
+fig = plots.ladder_figure(steps, key_rows, at, LIBRARY, lambda r: f"{r} rows",
+                          f"LayerNorm: the ladder at hidden {HIDDEN} ({flush_text})", tprov)
+if fig is not None:
+    ctx.figure("layernorm_ladder_steps", fig,
+               f"The LayerNorm ladder in one run: each step's median time per call at "
+               f"{' and '.join(map(str, key_rows))} rows x {HIDDEN}{rounds_caption}, labelled with its "
+               f"speedup over the step above it; dashed, the library version {LIBRARY}. {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "layernorm_ladder_steps", "no timed LayerNorm rows at hidden 768")
 
 # %% [markdown]
 # ## Roofline: every version at its arithmetic intensity against the run's measured ceilings

@@ -128,6 +128,18 @@ def ladder(data, ctx):
                   f"ratio to {GEMM}, the two plain cuBLASLt GEMMs (no bias, GELU or residual) "
                   f"(the MLP has no library version; below 1 = faster); '-' = not timed. "
                   f"{flush_text}. {prov}.")
+        fp16_steps = [v for v in steps if not is_fp8(v)]
+        fig = plots.ladder_figure(fp16_steps, key_rows, lambda v, r, col: at(v, r, col),
+                                  GEMM if GEMM in order else None, lambda r: f"{r} rows",
+                                  f"MLP: the fp16 ladder at hidden {HIDDEN} ({flush_text})", ctx.title_provenance())
+        if fig is not None:
+            ctx.figure("mlp_ladder_steps", fig,
+                       f"The fp16 MLP ladder in one run: each step's median time per call at "
+                       f"{' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}{rounds_caption}, labelled "
+                       f"with its speedup over the step above it; dashed, {GEMM} (the two plain GEMMs). "
+                       f"The FP8 versions are in the FP8 table. {flush_text}. {prov}.")
+        else:
+            ctx.missing("figure", "mlp_ladder_steps", f"no timed MLP rows at hidden {HIDDEN}")
     else:
         ctx.missing("table", "mlp_ladder", f"no timed MLP rows at hidden {HIDDEN}")
 

@@ -174,6 +174,45 @@ def legend_outside(ax, **kw):
                      frameon=False, **kw)
 
 
+def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size_label, what: str,
+                  provenance: str):
+    """The ladder of one family from one sitting: per size a panel of the steps' median times in
+    ladder order, top to bottom, each bar labelled with its time and its speedup over the step
+    above it, and the `reference` (a library version, or the plain GEMMs) as a dashed line. `at`
+    is formatting.ladder_table's lookup. None when no step is timed at any size."""
+    import matplotlib.pyplot as plt
+    sizes = [n for n in sizes if any(np.isfinite(at(v, n, "median_us")) for v in steps)]
+    if not sizes:
+        return None
+    fig, axes = plt.subplots(1, len(sizes), figsize=(panels_width(len(sizes), 4.6, 1.4), 0.42 * len(steps) + 1.6),
+                             squeeze=False, sharey=True)
+    for ax, n in zip(axes[0], sizes):
+        times = [at(v, n, "median_us") for v in steps]
+        for i, (v, m) in enumerate(zip(steps, times)):
+            if not np.isfinite(m):
+                continue
+            ax.barh(i, m, color="#4c72b0", alpha=0.85)
+            prev = next((t for t in reversed(times[:i]) if np.isfinite(t)), np.nan)
+            gain = f", {prev / m:.2f}x" if np.isfinite(prev) else ""
+            ax.text(m, i, f" {m:,.1f} us{gain}", va="center", fontsize=8)
+        ref = at(reference, n, "median_us") if reference else np.nan
+        if np.isfinite(ref):
+            ax.axvline(ref, color="#444444", linestyle="--", linewidth=1.0)
+        finite = [t for t in times + [ref] if np.isfinite(t)]
+        if max(finite) / min(finite) > 20:
+            ax.set_xscale("log")
+            ax.set_xlim(min(finite) / 1.5, max(finite) * 12)
+        else:
+            ax.set_xlim(0, max(finite) * 1.6)
+        ax.set_title(size_label(n) + (f" (dashed: {reference}, {ref:,.1f} us)" if np.isfinite(ref) else ""))
+        ax.set_xlabel("median time per call (us)")
+    axes[0][0].set_yticks(range(len(steps)), steps)
+    axes[0][0].set_ylim(len(steps) - 0.4, -0.6)
+    titled(fig, what, provenance)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return fig
+
+
 def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, ceilings,
                     what: str, provenance: str, headline: str | None = None):
     """The roofline of one family: every version at its arithmetic intensity (the family's

@@ -65,7 +65,7 @@ class ReportBuild(BuiltReport):
                     self.assertIn(n[field], line, f"{family}/{v}: {field}")
 
     def test_figures_written(self):
-        for name in ("layernorm_time", "layernorm_gbps", "layernorm_speedup"):
+        for name in ("layernorm_time", "layernorm_gbps", "layernorm_speedup", "layernorm_ladder_steps"):
             p = self.out / "figures" / f"{name}.png"
             self.assertTrue(p.is_file(), p)
             self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")

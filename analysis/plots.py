@@ -182,6 +182,7 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
     is formatting.ladder_table's lookup. None when no step is timed at any size."""
     import matplotlib.pyplot as plt
     sizes = [n for n in sizes if any(np.isfinite(at(v, n, "median_us")) for v in steps)]
+    steps = [v for v in steps if any(np.isfinite(at(v, n, "median_us")) for n in sizes)]
     if not sizes:
         return None
     fig, axes = plt.subplots(1, len(sizes), figsize=(panels_width(len(sizes), 4.6, 1.4), 0.42 * len(steps) + 1.6),

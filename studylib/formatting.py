@@ -28,7 +28,7 @@ def status_finding(everything: pd.DataFrame, failed: str = "failed", label=str, 
         return all_ok
     who = ", ".join(sorted(set(label(v) for v in everything.loc[everything["status"] != "ok", "version"])))
     return (f"{n_skip} {what}{'s' if n_skip != 1 else ''} skipped and {n_fail} {failed} ({who}); "
-            f"the status table gives the reasons, and none of them is {shown}.")
+            f"the status table (the section's appendix) gives the reasons, and none of them is {shown}.")
 
 
 def fmt_spread(lo, hi, fmt=None) -> str:

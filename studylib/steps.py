@@ -29,7 +29,7 @@ SWITCHES = ("graph", "pdl", "l2_prefetch", "attn_e4m3", "qkv_e4m3")
 CHOICES = {"blocks": ("fp16", "fp16_ln_folded", "fp8", "persistent", "tiled", "tiled_ln", "tiled_2cta",
                       "tiled_wgmma", "tiled_folded",
                       "tiled_loads_first", "tiled_row_stats"),
-           "gemms": ("cublaslt", "cutlass", "cutlass+cublaslt"),
+           "gemms": ("cublaslt", "cutlass", "cutlass+cublaslt", "small_m+cutlass+cublaslt"),
            "buffers": ("arena", "per_layer"), "residual": ("add", "epilogue")}
 # Older forms: a word -> the fields it set.
 LEGACY_WORDS = {"reuse": {"buffers": "arena"}, "graph": {"graph": True},

@@ -46,6 +46,8 @@ MUTANTS = [
     ("tiled_signal_dropped", E24, EVERY_BLOCK, "the dependency counters read back after each forward"),
     ("folded_stats_short", E28, EVERY_BLOCK, "the residual stream, every row, after each block"),
     ("row_stats_short", E30, EVERY_BLOCK, "the residual stream, every row, after each block"),
+    ("small_m_slice_dropped", "common/gemm/test_cutlass_gemm", "every few-rows split-K kernel*",
+     "each kernel of two or more K slices against ref::linear"),
     ("e4m3_no_saturation", E15, "FP8: every E4M3 stage saturating*",
      "LN1 and LN2 in E4M3 against the recipe, calibrated amax an eighth of the data's"),
 ]

@@ -111,17 +111,22 @@ const KernelEntry kCublasLtGelu{
 // Whether cuBLASLt computes an epilogue: its GELU is the tanh form, so not for the exact ones.
 bool cublaslt_has(Activation act) { return act != Activation::GeluErf && act != Activation::GeluErfFit; }
 
-// The CUTLASS kernels of an epilogue, and cuBLASLt after them when asked and it has the epilogue.
-// Stable storage: plans keep pointers to these entries.
-const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool cublaslt) {
+// The CUTLASS kernels of an epilogue, the few-rows kernels after them when asked (small_m.cu), and
+// cuBLASLt last when asked and it has the epilogue. Stable storage: plans keep pointers to these
+// entries.
+const std::vector<KernelEntry>& candidates(Activation act, bool residual, bool cublaslt, bool small_m = false) {
   cublaslt = cublaslt && cublaslt_has(act);
-  if (!cublaslt) return kernels_for(act, residual);
-  static std::map<std::pair<Activation, bool>, std::vector<KernelEntry>> lists;
-  auto& list = lists[{act, residual}];
+  if (!cublaslt && !small_m) return kernels_for(act, residual);
+  static std::map<std::tuple<Activation, bool, bool, bool>, std::vector<KernelEntry>> lists;
+  auto& list = lists[{act, residual, cublaslt, small_m}];
   if (list.empty()) {
     list = kernels_for(act, residual);
+    if (small_m) {
+      const auto& few_rows = detail::kernels_small_m(act, residual);
+      list.insert(list.end(), few_rows.begin(), few_rows.end());
+    }
     // cuBLASLt's GELU epilogue is the tanh form (in fp32): a candidate for either tanh kernel set.
-    list.push_back(act == Activation::None ? kCublasLtBias : kCublasLtGelu);
+    if (cublaslt) list.push_back(act == Activation::None ? kCublasLtBias : kCublasLtGelu);
   }
   return list;
 }
@@ -497,8 +502,8 @@ void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_
   // The exact GELU has no cuBLASLt candidate: its key records that none took part.
   const bool cublaslt = opt.cublaslt && cublaslt_has(act);
   run_planned({lay.gpu, s.m, s.n, s.k, act, residual, /*ln=*/false, /*fp8=*/false, false, cublaslt, {}},
-              candidates(act, residual, cublaslt), {s, op, 0, 1, lay.sms, {}, opt.cublaslt, {}, nullptr}, stream,
-              opt.pdl);
+              candidates(act, residual, cublaslt, opt.small_m), {s, op, 0, 1, lay.sms, {}, opt.cublaslt, {}, nullptr},
+              stream, opt.pdl);
 }
 
 void run_ln_folded(const GemmShape& s, Activation act, const GemmOperands& op, const LnFold& ln, cudaStream_t stream,
@@ -572,7 +577,8 @@ void run_kernel(const Choice& c, const GemmShape& s, Activation act, const GemmO
                 const LnFold* ln) {
   validate(s, op, ln != nullptr);
   Layer& lay = layer();
-  const KernelEntry* k = find_kernel(ln ? ln_kernels_for(act) : kernels_for(act, op.residual != nullptr), c.kernel);
+  const KernelEntry* k =
+      find_kernel(ln ? ln_kernels_for(act) : candidates(act, op.residual != nullptr, false, /*small_m=*/true), c.kernel);
   if (!k) throw StudyError(ErrorKind::Usage, "cutlass_gemm: no compiled kernel named '" + c.kernel + "'");
   const Launch l{s, op, c.raster, c.swizzle, lay.sms, ln ? *ln : LnFold{}, nullptr, {}, nullptr};
   if (!k->implementable(l))
@@ -596,6 +602,10 @@ std::vector<std::string> names_of(const std::vector<KernelEntry>& kernels) {
 }  // namespace
 
 std::vector<std::string> kernel_names(Activation act, bool residual) { return names_of(kernels_for(act, residual)); }
+
+std::vector<std::string> small_m_kernel_names(Activation act, bool residual) {
+  return names_of(detail::kernels_small_m(act, residual));
+}
 
 std::vector<std::string> ln_kernel_names(Activation act) { return names_of(ln_kernels_for(act)); }
 

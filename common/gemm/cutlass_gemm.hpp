@@ -132,6 +132,10 @@ struct RunOptions {
   // fill the GPU), and runs through this Gemm. Not for erf GELU, which cuBLASLt has no epilogue
   // for: the CUTLASS kernels alone are searched then.
   Gemm* cublaslt = nullptr;
+  // The few-rows split-K kernels (small_m.cu: every row of a 224 px image in one tile, K split
+  // over a thread-block cluster that adds its partial tiles in shared memory) as more candidates,
+  // for bias, bias and residual, and the exact GELUs: they win where M is a few hundred rows.
+  bool small_m = false;
 };
 void run(const GemmShape& s, Activation act, const GemmOperands& op, cudaStream_t stream, const RunOptions& opt = {});
 
@@ -168,7 +172,7 @@ struct Fp8RunOptions {
 void run_fp8(const GemmShape& s, Epilogue e, const Fp8Operands& op, cudaStream_t stream,
              const Fp8RunOptions& opt = {});
 
-// Runs one named compiled kernel (kernel_names()) with the choice's raster order and swizzle
+// Runs one named compiled kernel (kernel_names(), small_m_kernel_names()) with the choice's raster order and swizzle
 // (Choice::us unused), without the search: what the GPU suite uses to check every kernel.
 // Throws StudyError(Usage) for an unknown name or a shape that kernel cannot run. With `ln`, the
 // LayerNorm-folded kernel of that name.
@@ -183,6 +187,9 @@ std::vector<std::string> choices();
 // The names of one epilogue's compiled kernels (empty without CUTLASS): each epilogue compiles
 // its own tiles (cutlass_gemm_kernels.cuh). residual: bias and the residual (act None only).
 std::vector<std::string> kernel_names(Activation act, bool residual = false);
+// The names of the few-rows kernels of one epilogue (RunOptions::small_m), which run_kernel runs
+// too: "small_m_128_s6" is a 256 x 128 tile with K split over 6 CTAs. Empty for the tanh forms.
+std::vector<std::string> small_m_kernel_names(Activation act, bool residual = false);
 // The names of the LayerNorm-folded kernels of one activation (None or GeluTanh).
 std::vector<std::string> ln_kernel_names(Activation act);
 // The names of the FP8 kernels of one epilogue (Bias, GeluBias), residual (Bias only) and output

@@ -43,4 +43,8 @@ struct KernelEntry {
 #undef STUDY_KERNEL_GROUP
 #undef STUDY_KERNEL_LIST
 
+// The few-rows split-K kernels (small_m.cu) of an epilogue: bias (act None), bias and the residual,
+// or an exact GELU; empty for the tanh forms.
+const std::vector<KernelEntry>& kernels_small_m(Activation act, bool residual);
+
 }  // namespace study::cutlass_gemm::detail

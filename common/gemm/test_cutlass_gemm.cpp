@@ -1,10 +1,12 @@
 // GPU test of the CUTLASS GEMM layer (common/gemm/cutlass_gemm.hpp): every compiled kernel with every
 // epilogue (bias, bias + residual, bias + GELU in both forms) against ref::linear at the encoder's
 // GEMM shapes and odd row counts, both raster orders; the search and its on-disk record; the
-// search with cuBLASLt a candidate; the refusals (misaligned operands, a residual after GELU, a
-// search inside a graph capture); the FP8 kernels of each epilogue against the product of the
-// E4M3 values they multiplied (fp8_gemm_case.hpp), their search with cuBLASLt's FP8 GEMM a
-// candidate, and their refusals.
+// search with cuBLASLt a candidate; the few-rows split-K kernels (small_m.cu) of every tile width,
+// slice count and epilogue, and the search with them candidates; the refusals (misaligned
+// operands, a residual after GELU, a search inside a graph capture, a shape a few-rows kernel
+// cannot tile); the FP8 kernels of each epilogue against the product of the E4M3 values they
+// multiplied (fp8_gemm_case.hpp), their search with cuBLASLt's FP8 GEMM a candidate, and their
+// refusals.
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <cmath>
@@ -218,6 +220,86 @@ TEST_CASE("the search picks a kernel, records it on disk, and a new cache reads 
   const auto names = cg::kernel_names(Activation::None, /*residual=*/true);
   CHECK(std::find(names.begin(), names.end(), found->kernel) != names.end());
   std::filesystem::remove(path);
+}
+
+namespace {
+
+// The few-rows kernels' shapes: K a multiple of 64 x every slice count (1-8), N of both tile
+// widths: a batch-1 tile and one row, rows one past a 256-row tile, and three images' rows over
+// three tiles, the last partial.
+const study::GemmShape kSmallMShapes[] = {{197, 384, 1536}, {1, 128, 3072}, {257, 256, 1536}, {591, 256, 3072}};
+
+}  // namespace
+
+// Every few-rows kernel (each tile width and slice count) with each epilogue it has, on fresh
+// operands and a poisoned output: the slices' partial tiles added through the cluster, the rows
+// past m neither read nor stored, the epilogue where the rows land.
+TEST_CASE("every few-rows split-K kernel computes its epilogue") {
+  for (Activation act : {Activation::None, Activation::GeluErf, Activation::GeluErfFit})
+    for (bool residual : {false, true}) {
+      if (residual && act != Activation::None) continue;
+      const auto names = cg::small_m_kernel_names(act, residual);
+      REQUIRE(names.size() == 12);
+      for (const auto& name : names)
+        for (const auto& s : kSmallMShapes) {
+          CAPTURE(name);
+          CAPTURE(cg::activation_name(act));
+          CAPTURE(residual);
+          CAPTURE(s.m);
+          CAPTURE(s.n);
+          CAPTURE(s.k);
+          Case c(s, act, residual);
+          study::poison(c.dy);
+          cg::run_kernel({name, 0, 1}, s, act, c.operands(), nullptr);
+          const auto r = c.check();
+          INFO(r.summary());
+          CHECK(r.ok);
+        }
+    }
+  CHECK(cg::small_m_kernel_names(Activation::GeluTanh).empty());  // the tanh forms are the libraries'
+}
+
+// A shape a kernel cannot tile (n not a multiple of its width, k not of 64 x its slices) is
+// refused by name, never run on part of the matrix.
+TEST_CASE("a few-rows kernel refuses shapes it cannot tile") {
+  Case narrow({197, 192, 1536}, Activation::None, false);  // 192 columns: no 128-wide tiles
+  CHECK_THROWS_AS(cg::run_kernel({"small_m_128_s2", 0, 1}, narrow.s, Activation::None, narrow.operands(), nullptr),
+                  study::StudyError);
+  Case shallow({197, 256, 768}, Activation::None, false);  // K = 768: 12 k-blocks, not 8 slices of them
+  CHECK_THROWS_AS(cg::run_kernel({"small_m_64_s8", 0, 1}, shallow.s, Activation::None, shallow.operands(), nullptr),
+                  study::StudyError);
+  study::poison(shallow.dy);
+  cg::run_kernel({"small_m_64_s6", 0, 1}, shallow.s, Activation::None, shallow.operands(), nullptr);
+  CHECK(shallow.check().ok);
+}
+
+// The search with the few-rows kernels among its candidates: at batch 1's shapes whichever wins
+// computes the epilogue, and the key differs from the search without them (other candidates).
+TEST_CASE("with the few-rows kernels candidates, the chosen kernel computes the epilogue") {
+  study::Gemm gemm;
+  cg::RunOptions opt;
+  opt.cublaslt = &gemm;
+  opt.small_m = true;
+  struct Want {
+    study::GemmShape s;
+    Activation act;
+    bool residual;
+  };
+  for (const Want& t : {Want{{197, 2304, 768}, Activation::None, false}, Want{{197, 768, 768}, Activation::None, true},
+                        Want{{197, 3072, 768}, Activation::GeluErfFit, false},
+                        Want{{197, 768, 3072}, Activation::None, true}})
+    for (int call = 0; call < 2; ++call) {  // searched, then from the plan
+      CAPTURE(t.s.n);
+      CAPTURE(t.s.k);
+      CAPTURE(call);
+      Case c(t.s, t.act, t.residual);
+      study::poison(c.dy);
+      cg::run(c.s, t.act, c.operands(), nullptr, opt);
+      const auto r = c.check();
+      INFO(r.summary());
+      CHECK(r.ok);
+      MESSAGE(cg::choices().back());
+    }
 }
 
 TEST_CASE("refusals: misaligned operands, a residual after GELU, a search inside a capture") {

@@ -1,7 +1,8 @@
 // blocks=fp16: a kernel (or library call) per op, every op through its family's version:
 //   LN1 (layernorm) -> QKV GEMM + bias -> attention -> projection GEMM + bias (+ residual in its
 //   epilogue, or an add kernel after it) -> LN2 (layernorm) -> MLP (mlp: fc1, GELU, fc2, residual)
-// The QKV and projection GEMMs run on cuBLASLt or on the CUTLASS layer (gemms=); with
+// The QKV and projection GEMMs run on cuBLASLt or on the CUTLASS layer (gemms=; small_m+ adds its
+// few-rows kernels to the search); with
 // l2_prefetch, the LayerNorm kernels carry the L2 requests for the weights ahead.
 #include "encoder/runner.hpp"
 #include "gemm/cutlass_gemm.hpp"
@@ -60,7 +61,8 @@ class Fp16Blocks final : public BlockRunner {
   study::cutlass_gemm::RunOptions cutlass_options(study::Gemm& gemm) const {
     study::cutlass_gemm::RunOptions opt;
     opt.pdl = c_.pdl;
-    if (c_.gemms == Gemms::CutlassCublaslt) opt.cublaslt = &gemm;
+    if (c_.gemms == Gemms::CutlassCublaslt || c_.gemms == Gemms::SmallMCutlassCublaslt) opt.cublaslt = &gemm;
+    opt.small_m = c_.gemms == Gemms::SmallMCutlassCublaslt;
     return opt;
   }
 

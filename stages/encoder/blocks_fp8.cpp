@@ -198,6 +198,8 @@ std::string supports(const RunnerSetup& s, int) {
     return std::string("an E4M3 QKV needs an attention version that reads it, not ") + s.attn->name;
   if (s.c.attention_e4m3 && !s.c.qkv_e4m3 && !s.attn->launch_e4m3)
     return std::string("an E4M3 attention output needs an attention version that writes E4M3, not ") + s.attn->name;
+  if (s.c.gemms == Gemms::SmallMCutlassCublaslt)
+    return "the few-rows kernels are fp16 only: gemms=cublaslt or cutlass+cublaslt";
   if (s.c.gemms == Gemms::Cutlass)
     return "its GEMMs are cuBLASLt's FP8 GEMMs (gemms=cublaslt) or the CUTLASS layer's with cuBLASLt a candidate "
            "(gemms=cutlass+cublaslt)";

@@ -107,6 +107,8 @@ class LnFoldedBlocks final : public BlockRunner {
 
 std::string supports(const RunnerSetup& s, int) {
   if (s.c.gemms == Gemms::Cublaslt) return "a folded LayerNorm runs on the CUTLASS GEMM layer only (gemms=cutlass)";
+  if (s.c.gemms == Gemms::SmallMCutlassCublaslt)
+    return "the few-rows kernels have no folded LayerNorm: gemms=cutlass or cutlass+cublaslt";
   if (s.p.model.hidden % 8 || s.p.model.hidden > 1024)
     return "the row statistics need hidden a multiple of 8 and at most 1024, not " + std::to_string(s.p.model.hidden);
   return {};

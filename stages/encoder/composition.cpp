@@ -20,7 +20,8 @@ const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
                                                   {Blocks::TiledLoadsFirst, "tiled_loads_first"},
                                                   {Blocks::TiledRowStats, "tiled_row_stats"}};
 const std::pair<Gemms, const char*> kGemms[] = {
-    {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"}};
+    {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"},
+    {Gemms::SmallMCutlassCublaslt, "small_m+cutlass+cublaslt"}};
 
 struct FieldName {
   Field field;

@@ -33,6 +33,8 @@ enum class Gemms {
   Cublaslt,         // cuBLASLt with its bias epilogue
   Cutlass,          // the CUTLASS layer, its kernel searched per shape
   CutlassCublaslt,  // the same search with cuBLASLt one more candidate: the faster per shape
+  // and the layer's few-rows split-K kernels more candidates still (RunOptions::small_m): fp16 blocks
+  SmallMCutlassCublaslt,
 };
 
 // The fields a block runner may read (Runner::reads). The forward itself reads pe, ln (at least

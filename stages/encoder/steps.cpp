@@ -107,6 +107,11 @@ const std::vector<Step>& steps() {
        "epilogues leave each 32 columns' mean and squared deviations, which the QKV and fc1 tasks combine "
        "before their first chunk instead of gathering them from every chunk",
        "blocks=tiled_row_stats"},
+      {"e31_small_m", "e19_exact_gelu",
+       "the four GEMMs' searches take the few-rows split-K kernels too (MLP version small_m_epilogue): a 256-row "
+       "tile reads each weight once, K split over a cluster that adds its partial tiles in shared memory, the "
+       "first weights requested before the wait for the previous kernel",
+       "gemms=small_m+cutlass+cublaslt mlp=small_m_epilogue"},
   };
   return table;
 }

@@ -37,10 +37,11 @@ std::string cutlass_supports(const Problem& p) {
 }
 
 void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activation gelu, bool with_cublaslt,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, bool small_m) {
   namespace cg = study::cutlass_gemm;
   cg::RunOptions opt;
   opt.pdl = a.pdl;
+  opt.small_m = small_m;
   if (with_cublaslt) opt.cublaslt = a.gemm;
   cg::run({p.rows, p.mlp_hidden, p.hidden}, gelu, {a.x, a.fc1_w, a.h, a.fc1_b}, stream, opt);
   cg::run({p.rows, p.hidden, p.mlp_hidden}, cg::Activation::None, {a.h, a.fc2_w, a.y, a.fc2_b, residual_of(a)},

@@ -102,10 +102,11 @@ std::string check_common(const Problem& p);
 // fastest_epilogue, half_gelu_epilogue): check_common, widths the layer's 16-byte rows allow, and
 // a build and GPU with its kernels. Their launch: fc1 with bias and the given GELU (a GELU
 // activation of the layer), fc2 with bias and the residual, on common/gemm/cutlass_gemm.hpp;
-// with_cublaslt: a.gemm (cuBLASLt's fused epilogues) is one more candidate of each GEMM's search.
+// with_cublaslt: a.gemm (cuBLASLt's fused epilogues) is one more candidate of each GEMM's search;
+// small_m: so are the layer's few-rows split-K kernels (RunOptions::small_m).
 std::string cutlass_supports(const Problem& p);
 void cutlass_launch(const Problem& p, const Args& a, study::cutlass_gemm::Activation gelu, bool with_cublaslt,
-                    cudaStream_t stream);
+                    cudaStream_t stream, bool small_m = false);
 
 // The FP8 versions: check_common and widths of 16-byte FP8 rows (hidden a multiple of 16);
 // their launch: x quantized (unless Args::fp8 says it already is), fc1 + bias + GELU (tanh) with

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import matplotlib.ticker
+from matplotlib.markers import MarkerStyle
 import numpy as np
 import pandas as pd
 
@@ -213,8 +214,19 @@ def energy(data, ctx):
             v = r["version"]
             x, y = r["median_us"] / EB / 1e3, r["energy_j"] / EB * 1e3
             clock = f", {r['energy_mhz']:.0f} MHz" if np.isfinite(r["energy_mhz"]) else ""
-            ax.scatter(x, y, color=style[v]["color"], marker=style[v]["marker"], s=36, zorder=3,
+            # Hollow markers: two steps of nearly one time and energy (e10, e14) stay both visible.
+            # (Line markers such as x and + have no face: they keep their colour.)
+            filled = MarkerStyle(style[v]["marker"]).is_filled()
+            ax.scatter(x, y, edgecolors=style[v]["color"], facecolors="none" if filled else style[v]["color"],
+                       linewidths=1.4, marker=style[v]["marker"], s=44, zorder=3,
                        label=f"{label(v)}: {r['power_w']:.0f} W{clock}")
+        # Both axes from zero, so that a line through the origin is one power: the rows' median.
+        watts = float(e["power_w"].median())
+        x_max = float((e["median_us"] / EB / 1e3).max()) * 1.1
+        ax.plot([0, x_max], [0, watts * x_max], color="#999999", linestyle="--", linewidth=0.9, zorder=1)
+        ax.text(x_max, watts * x_max, f" {watts:.0f} W", va="center", fontsize=8, color="#666666")
+        ax.set_xlim(0, x_max)
+        ax.set_ylim(0, None)
         ax.set_xlabel(f"time per image at batch {EB} (ms)")
         ax.set_ylabel(f"energy per image at batch {EB} (mJ)")
         ax.grid(True, alpha=0.3)
@@ -225,9 +237,10 @@ def energy(data, ctx):
                    f"Each ladder step and PyTorch anchor at batch {EB}, {where}: the median time per image "
                    f"(x) against the energy per image (y) from NVML's board energy counter over a loop of "
                    f"back-to-back forwards of at least 5 s after the timed ones (docs/method.md, Energy); the legend "
-                   f"gives each loop's mean power and SM clock; each step and anchor in its colour and marker of the other figures. Points on a "
-                   f"line through the origin share one power: below the power limit, faster costs more "
-                   f"watts; at it, only fewer joules per image make a step faster. {prov}.")
+                   f"gives each loop's mean power and SM clock; each step and anchor in its colour and marker of the other figures (hollow, "
+                   f"so that points of nearly one value stay visible). Both axes start at zero; the dashed "
+                   f"line through the origin is one power, the rows' median: points on it draw the same "
+                   f"watts, so at the power limit only fewer joules per image make a step faster. {prov}.")
     else:
         ctx.missing("figure", "encoder_energy", f"this run has no encoder rows with energy at batch {EB}, {where} "
                     "(a spec's energy_s, or --energy on the bench)")

@@ -195,6 +195,16 @@ def fp8(data, ctx):
                     "(experiments/specs/mlp_fp8.toml writes it)")
 
 
+# The bars of every_version, coloured by kind.
+VERSION_KIND_COLORS = {"fp16 version": "#1f77b4", "FP8 version": "#ff7f0e", "PyTorch": "#333333"}
+
+
+def version_kind(version: str) -> str:
+    if catalog.is_anchor(version):
+        return "PyTorch"
+    return "FP8 version" if version.startswith("fp8_") else "fp16 version"
+
+
 def every_version(data, ctx):
     """Every MLP version against the two plain GEMMs, sitting by sitting."""
     main, prov, run, tprov = data.main, ctx.provenance(), data.run, ctx.title_provenance()
@@ -211,22 +221,29 @@ def every_version(data, ctx):
             panels.append((title, (med / med[GEMM]).drop(GEMM)))
     if panels:
         every = catalog.version_order(sorted({v for _, r in panels for v in r.index}), LADDER)
-        vstyle = plots.styles(every)
         n_bars = sum(len(r) for _, r in panels)
         fig, axes = plt.subplots(len(panels), 1, figsize=(8.0, 0.24 * n_bars + 1.0 * len(panels) + 0.8),
                                  squeeze=False, gridspec_kw={"height_ratios": [len(r) + 1 for _, r in panels]})
         top = max(float(r.max()) for _, r in panels)
         for ax, (title, r) in zip(axes[:, 0], panels):
             r = r.reindex([v for v in every if v in r.index])
-            ax.barh(range(len(r)), r.values, color=[vstyle[v]["color"] for v in r.index], alpha=0.85)
+            # One colour per kind, not per version: each bar is named by its tick label, and a
+            # colour per version would repeat within a panel of 16 bars.
+            ax.barh(range(len(r)), r.values, color=[VERSION_KIND_COLORS[version_kind(v)] for v in r.index])
             for i, x in enumerate(r.values):
                 ax.text(x, i, f" {x:.2f}x", va="center", fontsize=8)
             ax.axvline(1.0, color="#444444", linewidth=0.8)
             ax.axvline(TARGET_GEMM_RATIO, color="#444444", linewidth=0.8, linestyle=":")
+            if ax is axes[0, 0]:
+                ax.text(1.0, -0.9, f"{GEMM} ", ha="right", va="bottom", fontsize=8)
+                ax.text(TARGET_GEMM_RATIO, -0.9, f" target {TARGET_GEMM_RATIO:.2f}x", ha="left", va="bottom", fontsize=8)
             ax.set_yticks(range(len(r)), list(r.index), fontsize=8)
             ax.invert_yaxis()
             ax.set_xlim(0, top * 1.15)
             ax.set_title(title, fontsize=8, loc="left")
+        from matplotlib.patches import Patch
+        kinds = [k for k in VERSION_KIND_COLORS if any(version_kind(v) == k for _, r in panels for v in r.index)]
+        plots.legend_outside(axes[0, 0], handles=[Patch(color=VERSION_KIND_COLORS[k], label=k) for k in kinds])
         axes[-1, 0].set_xlabel(f"time per call / {GEMM}'s in the same sitting, {VERSIONS_ROWS} x {HIDDEN} rows")
         plots.titled(fig, f"MLP: every version against the two plain GEMMs, sitting by sitting", tprov)
         fig.tight_layout()
@@ -234,9 +251,9 @@ def every_version(data, ctx):
                    f"Every MLP version at {VERSIONS_ROWS} x {HIDDEN} (mlp {4 * HIDDEN}), one panel per sitting "
                    f"(this run's sweep and the side experiments mlp_cutlass, mlp_fp8, mlp_power, mlp_exact_gelu "
                    f"where a run folder on this GPU has them): median time per call over {GEMM}'s in the same "
-                   f"sitting (below 1: faster than the two plain GEMMs, as the FP8 versions are); the solid "
-                   f"line is {GEMM}, the dotted one the {TARGET_GEMM_RATIO:.2f}x target of the fused fp16 "
-                   f"versions. Each panel's run folder is in its title. {prov}.")
+                   f"sitting (below 1: faster than the two plain GEMMs, as the FP8 versions are), coloured by "
+                   f"kind (fp16, FP8, PyTorch); the solid line is {GEMM}, the dotted one the "
+                   f"{TARGET_GEMM_RATIO:.2f}x target of the fused fp16 versions. Each panel's run folder is in its title. {prov}.")
     else:
         ctx.missing("figure", "mlp_versions", f"no sitting has {GEMM} and another version at {VERSIONS_ROWS} rows")
 

@@ -131,7 +131,12 @@ class EncoderData:
         ok.loc[compiled & ~note.str.contains(r"compiled in this row|compiled model kept", regex=True), "lpl"] = np.nan
         ok["graph"] = note.str.contains("cuda-graph replay", regex=False)
         self.gemm_ceiling = run.ceilings().gemm_tflops
-        ok["gemm_pct"] = 100 * ok["tflops"] / self.gemm_ceiling if self.gemm_ceiling else np.nan
+        self.fp8_ceiling = rundata.fp8_ceiling_tflops(run)
+        # Each step against its own precision's GEMM rate: an FP8 step's against the FP8 ceiling
+        # (about twice fp16's), every other row against fp16's.
+        fp8 = ok["version"].map(lambda v: step_table.is_fp8_step(str(v)) or str(v).startswith("pytorch_torchao"))
+        own = fp8.map(lambda f: self.fp8_ceiling if f else self.gemm_ceiling)
+        ok["gemm_pct"] = 100 * ok["tflops"] / pd.to_numeric(own, errors="coerce")
         self.ok, self.note = ok, note
 
         # The sustained time of one forward: the energy loop's (~5 s of back-to-back calls, the GPU

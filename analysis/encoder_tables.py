@@ -186,7 +186,7 @@ def ladder(data, ctx):
                 "x prev": at(prev, b) / m if prev else np.nan,
                 "x best anchor": anchor_us / m if anchor else np.nan,
                 "SM MHz": at(v, b, "sm_mhz"),
-                "% GEMM ceiling": at(v, b, "gemm_pct"),
+                "% of its GEMM ceiling": at(v, b, "gemm_pct"),
                 "routine ms": at(v, b, "routine_us"),
                 "launches/layer": at(v, b, "lpl"),
                 "activations MB": at(v, b, "act_mb"),
@@ -198,7 +198,7 @@ def ladder(data, ctx):
         ctx.table("encoder_ladder", formatting.markdown_table(ladder, {
             "batch": formatting.fmt_int, "streams": formatting.fmt_int, "ms": fmt_ms, "img/s": fmt_rate,
             "x prev": formatting.fmt_ratio, "x best anchor": formatting.fmt_ratio, "SM MHz": fmt_rate,
-            "% GEMM ceiling": formatting.fmt_pct,
+            "% of its GEMM ceiling": formatting.fmt_pct,
             "routine ms": fmt_ms, "launches/layer": fmt_one, "activations MB": fmt_mb,
             "rounds": formatting.fmt_int}),
             f"The encoder ladder and the PyTorch anchors at {where}, batch "
@@ -206,8 +206,9 @@ def ladder(data, ctx):
             f"the rounds' medians, images per second, speedup over the previous ladder step (its "
             f"time / this time; e5_fused against e3_graph, the step it changes), speedup over the fastest PyTorch anchor at that batch ("
             f"{anchors_at or 'none measured'}; above 1 = faster), the SM clock the rows recorded "
-            f"(median; below the top clock the GPU was throttled), share of the fp16 GEMM ceiling "
-            f"of the same run ({fmt_rate(ceil) + ' TFLOP/s' if ceil else 'not measured'}), routine "
+            f"(median; below the top clock the GPU was throttled), share of the GEMM ceiling "
+            f"of its own precision (fp16 {fmt_rate(ceil) + ' TFLOP/s' if ceil else 'not measured'}"
+            f"{f', FP8 {fmt_rate(data.fp8_ceiling)} TFLOP/s for the FP8 steps and torchao' if data.fp8_ceiling else ''}), routine "
             f"time (images up, forward, logits down), kernel launches per layer (none for a compiled anchor "
             f"row that counted its compile's autotuning kernels), activation memory "
             f"(from the bench's note), and the number of rounds; e4_streams at its fastest stream "

@@ -41,7 +41,7 @@ DEFAULT_SETTING = ("cached", 4)   # bench defaults: heuristic once per shape, 4 
 LT_FLAGS = r"^(?:(?:--workspace-mib[ =]\d+|--heuristic-every-call)\s*)+$"
 KEYS = ["version", "hidden", "image_size", "batch", "rows"]
 SUMMARY_FORMATS = {"rows": formatting.fmt_int, "hidden": formatting.fmt_int, "median us": formatting.fmt_us,
-                   "TFLOP/s": formatting.fmt_gbps, "% of GEMM ceiling": formatting.fmt_pct,
+                   "TFLOP/s": formatting.fmt_gbps, "% of its GEMM ceiling": formatting.fmt_pct,
                    "launches": formatting.fmt_int, "time / gemm_only": formatting.fmt_ratio,
                    "time / PyTorch graph": formatting.fmt_ratio, "time / PyTorch eager": formatting.fmt_ratio}
 
@@ -113,6 +113,7 @@ class MlpData:
         self.order, self.style = drawing(here.t)
         self.ceil = run.ceilings()
         self.gemm_ceiling = self.ceil.gemm_tflops
+        self.fp8_ceiling = rundata.fp8_ceiling_tflops(run)
         # The sweep over batch, image size and width (see above): this run's own, or the newest
         # one beside it when this run timed the target rows only.
         self.sweep = rundata.sweep_run(run, "mlp")
@@ -128,10 +129,15 @@ class MlpData:
         self.key_rows = [r for r in KEY_ROWS if r in set(vb["rows"])]
         if not self.key_rows and len(vb):  # a sweep without batch 32/256 at 224: smallest and largest
             self.key_rows = sorted({int(vb["rows"].min()), int(vb["rows"].max())})
-        self.ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({self.gemm_ceiling:,.0f} TFLOP/s)"
-                             if self.gemm_ceiling else "the GEMM ceiling (not measured in this run)")
-        self.sweep_ceiling_note = (f"the fp16 GEMM ceiling measured in the same run ({self.sweep_ceiling:,.0f} "
-                                   f"TFLOP/s)" if self.sweep_ceiling else "the GEMM ceiling (not measured in that run)")
+        self.ceiling_note = self.own_ceiling_note(self.gemm_ceiling, "this run")
+        self.sweep_ceiling_note = self.own_ceiling_note(self.sweep_ceiling, "that run")
+
+    def own_ceiling_note(self, fp16, which):
+        """What the "% of its GEMM ceiling" column divides by: each version's own precision's rate."""
+        if not fp16:
+            return f"the GEMM ceiling (not measured in {which})"
+        fp8 = f", FP8 versions against the FP8 one ({self.fp8_ceiling:,.0f})" if self.fp8_ceiling else ""
+        return f"the GEMM ceiling of its own precision (fp16 {fp16:,.0f} TFLOP/s, measured in {which}{fp8})"
 
     def at(self, version, rows, col="median_us", hidden=HIDDEN, image=None, batch=None, table=None):
         """One value of the merged rows (this run's, or `table`), NaN when that version has no
@@ -168,7 +174,9 @@ class MlpData:
                                 at(v, r, "lo_us", hidden=hidden, **where_),
                                 at(v, r, "hi_us", hidden=hidden, **where_))} if self.rounds else {}),
                             "TFLOP/s": tf,
-                            "% of GEMM ceiling": 100 * tf / ceiling if ceiling else np.nan,
+                            # Each version against its own precision's ceiling (FP8's is ~2x fp16's).
+                            "% of its GEMM ceiling": 100 * tf / own if (own := (self.fp8_ceiling if is_fp8(v)
+                                                                                 else ceiling)) else np.nan,
                             "launches": at(v, r, "launches", hidden=hidden, **where_),
                             "time / gemm_only": m / at(GEMM, r, hidden=hidden, **where_),
                             "time / PyTorch graph": m / at(GRAPH, r, hidden=hidden, **where_),

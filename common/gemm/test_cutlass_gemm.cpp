@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <vector>
 #include "gemm/cutlass_gemm.hpp"
 #include "gemm/fp8_gemm_case.hpp"
@@ -104,6 +105,47 @@ const study::GemmShape kShapes[] = {
     {200, 136, 72},    // widths that are multiples of 8 but of no tile
 };
 
+// One named kernel (CUTLASS's or a few-rows one) on fresh operands and a poisoned output,
+// checked against ref::linear with its epilogue.
+void check_named_kernel(const std::string& name, const study::GemmShape& s, Activation act, bool residual,
+                        int raster) {
+  CAPTURE(name);
+  CAPTURE(cg::activation_name(act));
+  CAPTURE(residual);
+  CAPTURE(s.m);
+  CAPTURE(s.n);
+  CAPTURE(s.k);
+  CAPTURE(raster);
+  Case c(s, act, residual);
+  study::poison(c.dy);
+  cg::run_kernel({name, raster, 2}, s, act, c.operands(), nullptr);
+  const auto r = c.check();
+  INFO(r.summary());
+  CHECK(r.ok);
+}
+
+// One GEMM through the layer's search with `opt` (searched on its first call, from the plan on its
+// second), checked against ref::linear; the layer's line for the choice it ran.
+struct Searched {
+  study::GemmShape s;
+  Activation act;
+  bool residual;
+};
+std::string check_searched(const Searched& t, int call, const cg::RunOptions& opt) {
+  CAPTURE(t.s.m);
+  CAPTURE(t.s.n);
+  CAPTURE(t.s.k);
+  CAPTURE(cg::activation_name(t.act));
+  CAPTURE(call);
+  Case c(t.s, t.act, t.residual);
+  study::poison(c.dy);
+  cg::run(c.s, t.act, c.operands(), nullptr, opt);
+  const auto r = c.check();
+  INFO(r.summary());
+  CHECK(r.ok);
+  return cg::choices().back();
+}
+
 }  // namespace
 
 TEST_CASE("every compiled kernel computes its epilogue") {
@@ -114,21 +156,7 @@ TEST_CASE("every compiled kernel computes its epilogue") {
       REQUIRE(!names.empty());
       for (const auto& name : names)
         for (const auto& s : kShapes)
-          for (int raster : {0, 1}) {
-            CAPTURE(name);
-            CAPTURE(cg::activation_name(act));
-            CAPTURE(residual);
-            CAPTURE(s.m);
-            CAPTURE(s.n);
-            CAPTURE(s.k);
-            CAPTURE(raster);
-            Case c(s, act, residual);
-            study::poison(c.dy);
-            cg::run_kernel({name, raster, 2}, s, act, c.operands(), nullptr);
-            const auto r = c.check();
-            INFO(r.summary());
-            CHECK(r.ok);
-          }
+          for (int raster : {0, 1}) check_named_kernel(name, s, act, residual, raster);
     }
 }
 
@@ -241,20 +269,7 @@ TEST_CASE("every few-rows split-K kernel computes its epilogue") {
       const auto names = cg::small_m_kernel_names(act, residual);
       REQUIRE(names.size() == 12);
       for (const auto& name : names)
-        for (const auto& s : kSmallMShapes) {
-          CAPTURE(name);
-          CAPTURE(cg::activation_name(act));
-          CAPTURE(residual);
-          CAPTURE(s.m);
-          CAPTURE(s.n);
-          CAPTURE(s.k);
-          Case c(s, act, residual);
-          study::poison(c.dy);
-          cg::run_kernel({name, 0, 1}, s, act, c.operands(), nullptr);
-          const auto r = c.check();
-          INFO(r.summary());
-          CHECK(r.ok);
-        }
+        for (const auto& s : kSmallMShapes) check_named_kernel(name, s, act, residual, 0);
     }
   CHECK(cg::small_m_kernel_names(Activation::GeluTanh).empty());  // the tanh forms are the libraries'
 }
@@ -274,32 +289,17 @@ TEST_CASE("a few-rows kernel refuses shapes it cannot tile") {
 }
 
 // The search with the few-rows kernels among its candidates: at batch 1's shapes whichever wins
-// computes the epilogue, and the key differs from the search without them (other candidates).
+// computes the epilogue, searched and then from the plan (the choice is printed).
 TEST_CASE("with the few-rows kernels candidates, the chosen kernel computes the epilogue") {
   study::Gemm gemm;
   cg::RunOptions opt;
   opt.cublaslt = &gemm;
   opt.small_m = true;
-  struct Want {
-    study::GemmShape s;
-    Activation act;
-    bool residual;
-  };
-  for (const Want& t : {Want{{197, 2304, 768}, Activation::None, false}, Want{{197, 768, 768}, Activation::None, true},
-                        Want{{197, 3072, 768}, Activation::GeluErfFit, false},
-                        Want{{197, 768, 3072}, Activation::None, true}})
-    for (int call = 0; call < 2; ++call) {  // searched, then from the plan
-      CAPTURE(t.s.n);
-      CAPTURE(t.s.k);
-      CAPTURE(call);
-      Case c(t.s, t.act, t.residual);
-      study::poison(c.dy);
-      cg::run(c.s, t.act, c.operands(), nullptr, opt);
-      const auto r = c.check();
-      INFO(r.summary());
-      CHECK(r.ok);
-      MESSAGE(cg::choices().back());
-    }
+  for (const Searched& t : {Searched{{197, 2304, 768}, Activation::None, false},
+                            Searched{{197, 768, 768}, Activation::None, true},
+                            Searched{{197, 3072, 768}, Activation::GeluErfFit, false},
+                            Searched{{197, 768, 3072}, Activation::None, true}})
+    for (int call = 0; call < 2; ++call) MESSAGE(check_searched(t, call, opt));
 }
 
 TEST_CASE("refusals: misaligned operands, a residual after GELU, a search inside a capture") {
@@ -326,25 +326,12 @@ TEST_CASE("with cuBLASLt a candidate, whichever library wins computes the epilog
   study::Gemm gemm;
   cg::RunOptions opt;
   opt.cublaslt = &gemm;
-  struct Want {
-    study::GemmShape s;
-    Activation act;
-    bool residual;
-  };
-  for (const Want& t : {Want{{197, 3072, 768}, Activation::GeluTanh, false}, Want{{197, 768, 3072}, Activation::None, true},
-                        Want{{6304, 768, 3072}, Activation::None, true}, Want{{3, 2304, 768}, Activation::None, false}})
+  for (const Searched& t : {Searched{{197, 3072, 768}, Activation::GeluTanh, false},
+                            Searched{{197, 768, 3072}, Activation::None, true},
+                            Searched{{6304, 768, 3072}, Activation::None, true},
+                            Searched{{3, 2304, 768}, Activation::None, false}})
     for (int call = 0; call < 2; ++call) {  // searched, then from the plan
-      CAPTURE(t.s.m);
-      CAPTURE(t.s.n);
-      CAPTURE(cg::activation_name(t.act));
-      CAPTURE(call);
-      Case c(t.s, t.act, t.residual);
-      study::poison(c.dy);
-      cg::run(c.s, t.act, c.operands(), nullptr, opt);
-      const auto r = c.check();
-      INFO(r.summary());
-      CHECK(r.ok);
-      const std::string line = cg::choices().back();
+      const std::string line = check_searched(t, call, opt);
       INFO(line);
       CHECK(line.find(std::to_string(t.s.m) + "x" + std::to_string(t.s.n)) == 0);
       CHECK(line.find("+cublaslt") != std::string::npos);

@@ -263,6 +263,10 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
     if gemm:
         roof = np.minimum(roof, np.full_like(x, gemm))
         parts.append(f"the fp16 GEMM rate measured in the same run ({gemm:,.0f} TFLOP/s)")
+    above = points_above_roof(p[p["version"].isin(order)], copy, gemm)
+    if above:
+        raise notebook.FigureError(f"roofline '{what}': {above} above its roof (a point there is a byte count "
+                                   f"too small or a precision without its own roof; draw it against its own)")
     key = []   # the ceilings and the filled/hollow key: a legend of their own, under the series'
     if parts:
         ax.plot(x, roof, color="#444444", linewidth=1.2)
@@ -300,6 +304,23 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
     titled(fig, what, provenance)
     fig.tight_layout()
     return fig, (" and ".join(parts) if parts else "no ceiling measured in this run")
+
+
+# How far past its roof a point may sit before its roofline is refused: the ceilings are measured
+# medians, and a version can beat them by a little.
+ROOF_SLACK = 1.05
+
+
+def points_above_roof(p: pd.DataFrame, copy: float | None, gemm: float | None) -> str:
+    """The points (version at shape) above min(ai x copy, gemm) by more than ROOF_SLACK, as text;
+    empty when every point is at or under its roof."""
+    roof = np.full(len(p), np.inf)
+    if copy:
+        roof = np.minimum(roof, p["ai"].to_numpy(dtype=float) * copy / 1000)
+    if gemm:
+        roof = np.minimum(roof, gemm)
+    over = p[p["tflops"].to_numpy(dtype=float) > ROOF_SLACK * roof]
+    return ", ".join(f"{v} at {shape}" for v, shape in zip(over["version"], over["shape"]))
 
 
 def roofline_gap(points: pd.DataFrame, ceilings) -> str | None:

@@ -124,6 +124,24 @@ class Figures(BuiltReport):
         self.assertIn("no ceilings", plots.roofline_gap(p, rundata.Ceilings(None, None, None)))
         self.assertIn("no timed row", plots.roofline_gap(p.iloc[0:0], rundata.Ceilings(3000.0, 700.0, None)))
 
+    def test_no_point_above_its_roof(self):
+        # A point past min(intensity x copy, GEMM rate) by more than the slack refuses its
+        # roofline, naming the point; at the roof, or under it, it is drawn; versions left out
+        # of the figure's order are not held to its roof (FP8 points beside an fp16 roof).
+        import pandas as pd
+        ceil = rundata.Ceilings(4000.0, 700.0, None)
+        def points(tflops, ai=10.0):  # copy roof at ai 10: 40 TFLOP/s
+            return pd.DataFrame({"version": ["v1", "fp8_x"], "shape": ["s", "s"], "ai": [ai, ai],
+                                 "tflops": [tflops, 1e4]})
+        style = plots.styles(["v1", "fp8_x"])
+        fig, _ = plots.roofline_figure(points(40.0), ["v1"], style, str, ceil, "ok", "prov")
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+        with self.assertRaisesRegex(studylib.FigureError, "v1 at s above its roof"):
+            plots.roofline_figure(points(43.0), ["v1"], style, str, ceil, "planted", "prov")
+        with self.assertRaisesRegex(studylib.FigureError, "v1 at s above its roof"):
+            plots.roofline_figure(points(800.0, ai=1000.0), ["v1"], style, str, ceil, "planted", "prov")
+
     def test_ticks_reference_line_and_legend_helpers(self):
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots()

@@ -372,14 +372,17 @@ class FinalSitting(BuiltReport):
         self.assertNotIn("fails timm parity", self.text)
 
     def test_targets_judged_in_the_final_sitting(self):
+        # 2.08x here, but the other final sitting gave 1.75x: the margin is inside the spread.
         self.assertIn("encoder (whole ViT), FP8: 2.0x torch.compile's fp16 throughput at batch 256 "
-                      "(vit_b, 224 px): **met**", self.text)
+                      "(vit_b, 224 px): **met within noise** (e15_fp8_attention_e4m3 9.50 ms, 2.08x torch.compile's "
+                      "19.8 ms in the timed burst; rounds and sittings span 1.75-2.13x;", self.text)
         # torchao is faster at batch 1 (900 us against e15's 410: no) ... e15 wins everywhere here.
         self.assertIn("encoder (whole ViT), FP8: faster than torchao's FP8 at batch 1, 32 and 256 "
                       "(vit_b, 224 px): **met**", self.text)
         self.assertIn("encoder (whole ViT), fp16: 1.3x torch.compile's throughput at batch 256 "
                       "(vit_b, 224 px): **missed** (e14_l2_prefetch 17.1 ms, 1.16x torch.compile's 19.8 ms in the "
-                      "timed burst; sustained over the energy loop 1.19x (17.4 against 20.8 ms): missed)", self.text)
+                      "timed burst; rounds and sittings span 1.13-1.18x; sustained over the energy loop 1.19x (17.4 "
+                      "against 20.8 ms): missed)", self.text)
         self.assertIn("encoder (whole ViT), fp16: at most 0.4 ms at batch 1 (vit_b, 224 px): **missed**",
                       self.text)
         # 0.036 / 0.030 - 1 = 20% larger than per row on outliers; below both on timm_init.
@@ -398,6 +401,18 @@ class FinalSitting(BuiltReport):
                       "3 of 360 held-out images away from fp32", self.text)
         self.assertIn("measured on NVIDIA H100 80GB HBM3 (synthetic): Hopper (sm_90), the same binaries "
                       "and arithmetic as on NVIDIA H200 (synthetic)", self.text)
+
+    def test_a_margin_inside_the_spread_is_within_noise(self):
+        # The verdict follows the ratio; the band of rounds and sittings holding the target makes it
+        # "within noise" on either side, and a band that leaves the target out changes nothing.
+        from analysis.encoder_answer import band_text, ratio_verdict
+        self.assertEqual(ratio_verdict(2.04, 2.0, (2.01, 2.05)), "met")
+        self.assertEqual(ratio_verdict(2.04, 2.0, (1.98, 2.05)), "met within noise")
+        self.assertEqual(ratio_verdict(1.28, 1.3, (1.27, 1.29)), "missed")
+        self.assertEqual(ratio_verdict(1.28, 1.3, (1.27, 1.31)), "missed within noise")
+        self.assertEqual(ratio_verdict(1.28, 1.3, (float("nan"), float("nan"))), "missed")
+        self.assertEqual(band_text((1.27, 1.29)), "; rounds and sittings span 1.27-1.29x")
+        self.assertEqual(band_text((float("nan"), float("nan"))), "")
 
     def test_without_a_final_sitting_it_says_so(self):
         with tempfile.TemporaryDirectory() as d:

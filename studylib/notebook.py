@@ -145,12 +145,14 @@ class Target:
     """One of the study's targets (docs/method.md, Targets) as a notebook judged it on its run."""
     family: str
     what: str               # the target in words
-    verdict: str            # "met", "missed" or "not judged"
+    verdict: str            # VERDICTS: "met", "missed" (either "within noise"), or "not judged"
     detail: str = ""        # the numbers behind the verdict
     run: str = ""           # the run folder judged
 
 
-VERDICTS = ("met", "missed", "not judged")
+# "within noise": the margin to the target is smaller than the spread of the measurements (the
+# rounds of the sitting and the other sittings of the same GPU model).
+VERDICTS = ("met", "missed", "met within noise", "missed within noise", "not judged")
 
 
 @dataclass

@@ -130,11 +130,12 @@ class EncoderHandMade(unittest.TestCase):
     def test_ratio_sentences(self):
         with tempfile.TemporaryDirectory() as d:
             text, readme = self.findings(hand_made_encoder(Path(d) / "r"))
-            # 23.6 / 18.0 = 1.311x; 256 / 18 ms = 14,222 img/s; 23.6 ms / 1.3 = 18.15 ms.
-            self.assertIn("Target 1.3x torch.compile's throughput at batch 256: met; e6_best "
+            # 23.6 / 18.0 = 1.311x; 256 / 18 ms = 14,222 img/s; 23.6 ms / 1.3 = 18.15 ms. e6_best's
+            # rounds span 17.8-18.2 ms, so the ratio 1.30-1.33x: the target is inside that band.
+            self.assertIn("Target 1.3x torch.compile's throughput at batch 256: met within noise; e6_best "
                           "takes 18.0 ms (14,222 img/s), 1.31x the throughput of timm "
                           "torch.compile + CUDA graph (23.6 ms, 10,847 img/s); the target asks "
-                          "for at most 18.2 ms.", text)
+                          "for at most 18.2 ms; rounds and sittings span 1.30-1.33x.", text)
             self.assertIn("Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
                           "met; batch 1: e6_best 0.410 ms against timm in a CUDA graph 0.690 ms "
                           "(1.68x faster); batch 32: e6_best 2.50 ms against timm in a CUDA "

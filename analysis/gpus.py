@@ -22,6 +22,7 @@ import pandas as pd
 
 from analysis import plots
 from studylib import catalog, formatting, notebook, rundata
+from studylib import steps as step_table
 
 ctx = notebook.notebook_context("gpus", globals())
 runs = ctx.runs
@@ -206,7 +207,9 @@ for g in gpus:
                          "reference": f"{ref}: {fmt_time(rt)}", "speedup": speedup,
                          "SM MHz": mhz(clk, rclk), "clk": clk, "rclk": rclk, "compiled_here": compiled_here,
                          "t_us": t, "ref_us": rt,
-                         "copy_gbps": (run_a if gpu == primary else run_b).ceilings().copy_gbps or np.nan})
+                         "copy_gbps": (run_a if gpu == primary else run_b).ceilings().copy_gbps or np.nan,
+                         "gemm_tflops": (run_a if gpu == primary else run_b).ceilings().gemm_tflops or np.nan,
+                         "fp8_tflops": rundata.fp8_ceiling_tflops(run_a if gpu == primary else run_b) or np.nan})
 cmp_df = pd.DataFrame(rows)
 if not gpus or cmp_df.empty:
     why = (f"every committed run was measured on one GPU ({primary})" if not gpus else
@@ -334,6 +337,24 @@ else:
                 f"{ca:,.0f} MHz for {va} and {cra:,.0f} MHz for timm in a CUDA graph on {p}, "
                 f"{cb:,.0f} MHz for {vb} and {crb:,.0f} MHz for timm in a CUDA graph on {o}. The clock depends on the code as well as the "
                 f"GPU, so the batch-256 speedups above carry their clocks beside them.")
+        # Why the whole ViT moves little between the GPUs: its time against the two ceilings' ratios.
+        if len(big) == 2:
+            a, b = big.set_index("gpu").loc[primary], big.set_index("gpu").loc[g]
+            step = a["fastest"].split(":")[0]
+            # The GEMM rate of the step's own precision: an FP8 step's GEMMs run at the FP8 one.
+            rate, precision = ("fp8_tflops", "FP8") if step_table.is_fp8_step(step) else ("gemm_tflops", "fp16")
+            t_ratio, copy_ratio, gemm_ratio = b["t_us"] / a["t_us"], a["copy_gbps"] / b["copy_gbps"], a[rate] / b[rate]
+            if all(np.isfinite([t_ratio, copy_ratio, gemm_ratio])):
+                bound = ("closer to the GEMM rate's ratio than to the copy bandwidth's: at this batch the forward "
+                         "is bound by the tensor cores, which the two GPUs share, not by memory"
+                         if abs(t_ratio - gemm_ratio) < abs(t_ratio - copy_ratio) else
+                         "closer to the copy bandwidth's ratio than to the GEMM rate's: memory binds it")
+                sentences.append(
+                    f"Why the whole ViT moves little between the GPUs: at batch 256 {step} "
+                    f"takes {fmt_time(a['t_us'])} on {p} and {fmt_time(b['t_us'])} on {o} ({t_ratio:.2f}x as long), "
+                    f"while {p}'s measured copy bandwidth is {copy_ratio:.2f}x {o}'s and its {precision} GEMM rate "
+                    f"{gemm_ratio:.2f}x ({a[rate]:,.0f} against {b[rate]:,.0f} TFLOP/s, `ceilings`); the time's "
+                    f"ratio is {bound}.")
     for g in gpus:
         done = set(cmp_df.loc[cmp_df["pair"] == g, "component"])
         on_g = [r for r in runs if rundata.gpu_of(r) == g]

@@ -86,29 +86,46 @@ panels = [m for m in models if len(b1[b1["model"] == m])]
 # 2% of the faster of v7 and v9 at every size this figure shows (its NOTES).
 SIZE_FIGURE_OMITS = ("v8_balanced_tiles", "v9_pos_first")
 if panels:
-    fig, axes = plt.subplots(1, len(panels), figsize=(plots.panels_width(len(panels), 4.6), 4.4), squeeze=False)
-    shown = []
-    for ax, m in zip(axes[0], panels):
-        d0 = b1[b1["model"] == m]
-        for v in [v for v in order if v not in SIZE_FIGURE_OMITS]:
-            d = d0[d0["version"] == v]
-            if len(d):
-                plot_version(ax, d, v, "image_size")
-                shown.append(v)
-        pow2_ticks(ax, d0["image_size"])
-        ax.set_yscale("log")
-        ax.set_xlabel(f"image size (px), {m} (hidden {hidden_of[m]})")
-        ax.set_title(f"{m}, batch 1")
-    axes[0][0].set_ylabel("median time per call (us)")
-    shown = [v for v in order if v in shown]
+    # Two rows of panels, at most ~8 series each: the rungs before the GEMM formulation (CPU,
+    # one launch per dot product, streams, one copy) above, the GEMM-based rungs with the library
+    # and the PyTorch anchors below; each row its own legend.
+    drawn = [v for v in order if v not in SIZE_FIGURE_OMITS]
+    first_gemm = drawn.index("v5_im2col_gemm") if "v5_im2col_gemm" in drawn else len(drawn)
+    rows_of = [("before the GEMMs", drawn[:first_gemm]), ("GEMM-based, library, PyTorch", drawn[first_gemm:])]
+    rows_of = [(what, vs) for what, vs in rows_of if any(len(b1[b1["version"] == v]) for v in vs)]
+    fig, axes = plt.subplots(len(rows_of), len(panels), squeeze=False,
+                             figsize=(plots.panels_width(len(panels), 4.2, 3.2), 3.3 * len(rows_of) + 0.6))
+    for row, (what, versions) in enumerate(rows_of):
+        shown = []
+        for ax, m in zip(axes[row], panels):
+            d0 = b1[b1["model"] == m]
+            for v in versions:
+                d = d0[d0["version"] == v]
+                if len(d):
+                    plot_version(ax, d, v, "image_size")
+                    shown.append(v)
+            pow2_ticks(ax, d0["image_size"])
+            # The slow rungs span five decades (log y); the GEMM-based ones and the baselines sit
+            # within 10-150 us, which a linear axis from zero shows apart.
+            if row == 0 and first_gemm > 0:
+                ax.set_yscale("log")
+            else:
+                ax.set_ylim(0, None)
+            ax.set_title(f"{m}, batch 1: {what}", fontsize=8)
+            if row == len(rows_of) - 1:
+                ax.set_xlabel(f"image size (px), {m} (hidden {hidden_of[m]})")
+        axes[row][0].set_ylabel("median time per call (us)")
+        plots.legend_outside(axes[row][-1], handles=legend_handles([v for v in versions if v in shown]), fontsize=8)
     plots.titled(fig, f"Patch embedding: time per call vs image size, batch 1 ({flush_text})", tprov)
-    shared_legend(fig, legend_handles(shown), bottom=0.2)
+    fig.tight_layout()
     ctx.figure(f"{FAMILY}_image_size", fig,
-               f"Patch embedding median time per call vs image size at batch 1, log y, one panel "
-               f"per model (v1-v3 run only at small sizes: their launch counts grow as batch x "
-               f"hidden x patches); v3 versions at their fastest stream count; cpu_baseline is CPU "
-               f"time, every other version device time; anchors dashed; v8 and v9 are in the "
-               f"tables (v10 runs within 2% of the faster of v7 and v9). {flush_text}. {prov}.")
+               f"Patch embedding median time per call vs image size at batch 1, one column "
+               f"per model; the top row (log y) the versions before the GEMM formulation (v1-v3 run only at "
+               f"small sizes: their launch counts grow as batch x hidden x patches; v3 versions at "
+               f"their fastest stream count; cpu_baseline is CPU time), the bottom row (linear y from zero) the GEMM-based "
+               f"versions beside cuDNN and the PyTorch anchors (dashed; every version but cpu_baseline "
+               f"device time); v8 and v9 are in the tables (v10 runs within 2% of the faster of v7 and "
+               f"v9). {flush_text}. {prov}.")
 else:
     ctx.missing("figure", f"{FAMILY}_image_size", "this run has no timed rows at batch 1")
 

@@ -1,9 +1,9 @@
 // blocks=fp16: a kernel (or library call) per op, every op through its family's version:
 //   LN1 (layernorm) -> QKV GEMM + bias -> attention -> projection GEMM + bias (+ residual in its
 //   epilogue, or an add kernel after it) -> LN2 (layernorm) -> MLP (mlp: fc1, GELU, fc2, residual)
-// The QKV and projection GEMMs run on cuBLASLt or on the CUTLASS layer (gemms=; small_m+ adds its
-// few-rows kernels to the search); with
-// l2_prefetch, the LayerNorm kernels carry the L2 requests for the weights ahead.
+// The QKV and projection GEMMs run on cuBLASLt or on the CUTLASS layer (gemms=; small_m+ adds the
+// layer's few-rows kernels to its search); with l2_prefetch, the LayerNorm kernels carry the L2
+// requests for the weights ahead.
 #include "encoder/runner.hpp"
 #include "gemm/cutlass_gemm.hpp"
 #include "harness/test_hooks.hpp"

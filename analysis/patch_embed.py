@@ -42,6 +42,19 @@ timed, rounds, rounds_caption, rounds_cells = data.timed, data.rounds, data.roun
 flush_text, flush_dropped = data.flush_text, data.flush_dropped
 at, how, stream_label, plot_version, legend_handles = (data.at, data.how, data.stream_label, data.plot_version,
                                                         data.legend_handles)
+
+
+def draw_versions(ax, rows, versions, x):
+    """Each of `versions` that `rows` holds as its line on ax, against column x; the ones drawn."""
+    drawn = []
+    for v in versions:
+        d = rows[rows["version"] == v]
+        if len(d):
+            plot_version(ax, d, v, x)
+            drawn.append(v)
+    return drawn
+
+
 timed
 
 # %% [markdown]
@@ -99,11 +112,7 @@ if panels:
         shown = []
         for ax, m in zip(axes[row], panels):
             d0 = b1[b1["model"] == m]
-            for v in versions:
-                d = d0[d0["version"] == v]
-                if len(d):
-                    plot_version(ax, d, v, "image_size")
-                    shown.append(v)
+            shown += draw_versions(ax, d0, versions, "image_size")
             pow2_ticks(ax, d0["image_size"])
             # The slow rungs span five decades (log y); the GEMM-based ones and the baselines sit
             # within 10-150 us, which a linear axis from zero shows apart.
@@ -244,11 +253,7 @@ if images and mb["batch"].nunique() > 1:
     shown = []
     for ax, image in zip(axes[0], images):
         d0 = mb[mb["image_size"] == image]
-        for v in gemm_versions:
-            d = d0[d0["version"] == v]
-            if len(d):
-                plot_version(ax, d, v, "batch")
-                shown.append(v)
+        shown += draw_versions(ax, d0, gemm_versions, "batch")
         pow2_ticks(ax, d0["batch"])
         ax.set_yscale("log")
         ax.set_xlabel("batch")

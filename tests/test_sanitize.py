@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tests/sanitize.py on a fake bench and a fake compute-sanitizer (no GPU): a clean run passes; a
 report by the tool, a failure with or without the tool, a bench that declines the shape (a
-`skipped` row, exit 0) and a bench that writes no row each fail."""
+`skipped` row, exit 0) and a bench that writes no row each fail; a doctest program passes only
+where at least one test case ran and passed, with and without the tool."""
 import contextlib
 import os
 import io
@@ -27,12 +28,24 @@ UNDER_TOOL=1 "$@" || exit $?
 exit "${TOOL_EXIT:-0}"
 """
 
+# A doctest program: prints doctest's summary with $PASSED passed and $FAILED failed test cases
+# (under the tool: $PASSED_UNDER_TOOL where set), exits $EXIT_PLAIN without the tool.
+DOCTEST = """#!/bin/sh
+[ -n "$UNDER_TOOL" ] || [ "${EXIT_PLAIN:-0}" = 0 ] || exit "$EXIT_PLAIN"
+passed=${PASSED:-1}
+[ -n "$UNDER_TOOL" ] && [ -n "$PASSED_UNDER_TOOL" ] && passed=$PASSED_UNDER_TOOL
+[ "$NO_SUMMARY" = 1 ] || echo "[doctest] test cases: 3 | $passed passed | ${FAILED:-0} failed | 2 skipped"
+[ "${FAILED:-0}" = 0 ]
+"""
+
+
 class SanitizeTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         root = Path(self.tmp.name)
         self.bench, self.sanitizer = root / "bench", root / "compute-sanitizer"
-        for path, text in ((self.bench, BENCH), (self.sanitizer, SANITIZER)):
+        self.doctest = root / "test_program"
+        for path, text in ((self.bench, BENCH), (self.sanitizer, SANITIZER), (self.doctest, DOCTEST)):
             path.write_text(text)
             path.chmod(0o755)
 
@@ -79,6 +92,50 @@ class SanitizeTest(unittest.TestCase):
         rc, out = self.check(STATUS="none")
         self.assertEqual(rc, 1)
         self.assertIn("wrote no CSV", out)
+
+    def check_doctest(self, **env):
+        saved = dict(os.environ)
+        os.environ.pop("STUDY_REQUIRE_GPU", None)
+        os.environ.update(env)
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                rc = sanitize.check_doctest("memcheck", [str(self.doctest), "-sc=257 x*"], str(self.sanitizer))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        return rc, out.getvalue()
+
+    def test_doctest_passing_passes(self):
+        self.assertEqual(self.check_doctest()[0], 0)
+
+    def test_doctest_tool_report_fails(self):
+        rc, out = self.check_doctest(TOOL_EXIT=str(sanitize.ERROR_EXIT))
+        self.assertEqual(rc, 1)
+        self.assertIn("memcheck reported errors", out)
+
+    def test_doctest_failing_case_fails(self):
+        rc, out = self.check_doctest(FAILED="1")
+        self.assertEqual(rc, 1)
+        self.assertIn("failed without the tool", out)
+
+    def test_doctest_filter_selecting_nothing_fails(self):
+        rc, out = self.check_doctest(PASSED="0")
+        self.assertEqual(rc, 1)
+        self.assertIn("selected no test case, without the tool", out)
+        rc, out = self.check_doctest(PASSED_UNDER_TOOL="0")
+        self.assertEqual(rc, 1)
+        self.assertIn("selected no test case, under memcheck", out)
+
+    def test_doctest_without_summary_fails(self):
+        rc, out = self.check_doctest(NO_SUMMARY="1")
+        self.assertEqual(rc, 1)
+        self.assertIn("no doctest summary", out)
+
+    def test_doctest_gpu_skip_is_a_skip_unless_required(self):
+        self.assertEqual(self.check_doctest(EXIT_PLAIN="77")[0], 77)
+        self.assertEqual(self.check_doctest(EXIT_PLAIN="77", STUDY_REQUIRE_GPU="1")[0], 1)
+
 
 if __name__ == "__main__":
     unittest.main()

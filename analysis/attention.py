@@ -56,21 +56,27 @@ def label(v):
 # ## Data: timed rows of ViT-B's head shape, one L2 setting, duplicates merged
 
 # %%
-everything = run.rows("attention")
-ok = run.ok("attention")
-other_shape = int(((ok["heads"] != HEADS) | (ok["head_dim"] != HEAD_DIM)).sum())
-ok = ok[(ok["heads"] == HEADS) & (ok["head_dim"] == HEAD_DIM)]
-ok, flush, flush_dropped = rundata.one_setting(ok, "flush_l2")
-# Work every version must do (attention::flops()); fills TFLOP/s for any row without it.
-ok["flops"] = 4.0 * ok["batch"] * HEADS * ok["tokens"] ** 2 * HEAD_DIM
-ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
-# Bytes it must move (attention::bytes(): packed QKV read, output written, fp16).
-ok["bytes"] = 2.0 * ok["batch"] * ok["tokens"] * HEADS * HEAD_DIM * 4
-ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
+def merged(r):
+    """(timed rows, how many of another head shape, the L2 setting kept, rows of the other one
+    dropped) of run r: ViT-B's head shape, one L2 setting, interleaved rounds counted once (their
+    median, with the rounds' range as spread)."""
+    ok = r.ok("attention")
+    other = int(((ok["heads"] != HEADS) | (ok["head_dim"] != HEAD_DIM)).sum())
+    ok = ok[(ok["heads"] == HEADS) & (ok["head_dim"] == HEAD_DIM)]
+    ok, kept, dropped = rundata.one_setting(ok, "flush_l2")
+    # Work every version must do (attention::flops()); fills TFLOP/s for any row without it.
+    ok["flops"] = 4.0 * ok["batch"] * HEADS * ok["tokens"] ** 2 * HEAD_DIM
+    ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]), ok["flops"] / ok["median_us"] / 1e6)
+    # Bytes it must move (attention::bytes(): packed QKV read, output written, fp16).
+    ok["bytes"] = 2.0 * ok["batch"] * ok["tokens"] * HEADS * HEAD_DIM * 4
+    ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
+    t = rundata.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "median"),
+                                gbps=("gbps", "median"))
+    return t, other, kept, dropped
 
-# Interleaved rounds count once: their median, with the rounds' range as spread.
-timed = rundata.collapse_rounds(ok, ["version", "batch", "tokens"], tflops=("tflops", "median"),
-                       gbps=("gbps", "median"))
+
+everything = run.rows("attention")
+timed, other_shape, flush, flush_dropped = merged(run)
 rounds, rounds_caption, rounds_cells = formatting.rounds_wording(timed)
 order = catalog.version_order(timed["version"], LADDER)
 # The figures over tokens draw the flash-class versions (v7_flash_mma on), cuDNN and the anchors
@@ -90,10 +96,12 @@ batches = sorted(int(b) for b in set(timed["batch"]))
 key_batch = KEY_BATCH if KEY_BATCH in batches else (max(batches) if batches else KEY_BATCH)
 
 
-def at(version, tokens, batch=None, col="median_us"):
-    """One value of the merged table, NaN when that version has no timing there."""
+def at(version, tokens, batch=None, col="median_us", table=None):
+    """One value of the merged table (`table`: another run's), NaN when that version has no
+    timing there."""
     batch = key_batch if batch is None else batch
-    s = timed[(timed["version"] == version) & (timed["tokens"] == tokens) & (timed["batch"] == batch)][col]
+    t = timed if table is None else table
+    s = t[(t["version"] == version) & (t["tokens"] == tokens) & (t["batch"] == batch)][col]
     return float(s.iloc[0]) if len(s) else np.nan
 
 
@@ -164,9 +172,9 @@ else:
 # ## Time as a ratio to cuDNN SDPA at the key batch
 
 # %%
-def best_cudnn(tokens):
+def best_cudnn(tokens, table=None):
     """(time, version) of the best cuDNN result at this token count; (NaN, None) without one."""
-    times = [(at(v, tokens), v) for v in (CUDNN, CUDNN_GRAPH)]
+    times = [(at(v, tokens, table=table), v) for v in (CUDNN, CUDNN_GRAPH)]
     times = [(m, v) for m, v in times if np.isfinite(m)]
     return min(times) if times else (np.nan, None)
 
@@ -351,16 +359,25 @@ st
 
 # %%
 findings = [s for s in [formatting.rounds_sentence(timed)] if s]
+# The targets and the headline are judged on the family's targets sitting where one was measured
+# after this run (its own clean sitting of the target shapes), else on this run.
+judged = merged(ctx.take_targets_run())[0] if ctx.targets_run is not None else timed
+judged_kb = judged[judged["batch"] == key_batch]
+if ctx.targets_run is not None:
+    findings.append(f"The targets and the headline (the sentences up to the target's verdict) are "
+                    f"judged on the targets sitting `{ctx.targets_run.name}` "
+                    f"({ctx.targets_run.provenance('attention')}); the other sentences and the "
+                    f"figures on this run.")
 
 
 def fastest_own(n):
-    d = kb[(kb["tokens"] == n) & kb["version"].map(catalog.is_own)]
+    d = judged_kb[(judged_kb["tokens"] == n) & judged_kb["version"].map(catalog.is_own)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
 met_fastest, target_parts = [], []
 for n in key_tokens:
-    c, c_source = best_cudnn(n)
+    c, c_source = best_cudnn(n, judged)
     b = fastest_own(n)
     if b is None:
         continue
@@ -372,7 +389,7 @@ for n in key_tokens:
                         f"takes {formatting.fmt_us(b['median_us'])} us ({fmt_tflops(b['tflops'])} "
                         f"TFLOP/s): {ratio:.2f}x {BEST_CUDNN} ({formatting.fmt_us(c)} us, "
                         f"{label(c_source)}).")
-        v6 = at(V6, n)
+        v6 = at(V6, n, table=judged)
         if np.isfinite(v6) and b["version"] != V6:
             findings.append(f"At {n} tokens, {V6} takes {formatting.fmt_us(v6)} us, {v6 / c:.1f}x "
                             f"{BEST_CUDNN}.")
@@ -381,7 +398,7 @@ for n in key_tokens:
                         f"{formatting.fmt_us(b['median_us'])} us; this run has neither {CUDNN} nor "
                         f"{label(CUDNN_GRAPH)} there.")
     for anchor in (CUDNN, CUDNN_GRAPH, "pytorch_sdpa_flash_graph"):
-        a = at(anchor, n)
+        a = at(anchor, n, table=judged)
         if np.isfinite(a):
             findings.append(f"At {n} tokens, {b['version']} is "
                             f"{formatting.faster_or_slower(a / b['median_us'])} than {label(anchor)} "
@@ -408,16 +425,18 @@ ctx.text("attention_findings", findings)
 
 # README's headline line: the fastest version of all at batch 32, 197 tokens (ViT-B, 224 px).
 head_tokens = KEY_TOKENS[0] if KEY_TOKENS[0] in key_tokens else (key_tokens[0] if key_tokens else None)
-top = kb[(kb["tokens"] == head_tokens) & ~kb["version"].map(catalog.is_anchor)] if head_tokens else kb.iloc[:0]
+jk = judged_kb
+top = jk[(jk["tokens"] == head_tokens) & ~jk["version"].map(catalog.is_anchor)] if head_tokens else jk.iloc[:0]
 if len(top):
     top = top.loc[top["median_us"].idxmin()]
     anchors = [a for a in ("pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph")
-               if np.isfinite(at(a, head_tokens))]
+               if np.isfinite(at(a, head_tokens, table=judged))]
     ctx.headline(family="Attention", shape=f"batch {key_batch}, {head_tokens} tokens, {HEADS} "
                                             f"heads x {HEAD_DIM}",
                  fastest=top["version"], fastest_us=float(top["median_us"]),
-                 library=CUDNN if CUDNN in order else None, library_us=at(CUDNN, head_tokens),
-                 anchors=[(label(a), at(a, head_tokens)) for a in anchors],
-                 run_ids=rundata.run_ids_of(timed[(timed["tokens"] == head_tokens) & (timed["batch"] == key_batch)
-                                                  & timed["version"].isin([top["version"], CUDNN, *anchors])]))
+                 library=CUDNN if CUDNN in set(jk["version"]) else None,
+                 library_us=at(CUDNN, head_tokens, table=judged),
+                 anchors=[(label(a), at(a, head_tokens, table=judged)) for a in anchors],
+                 run_ids=rundata.run_ids_of(jk[(jk["tokens"] == head_tokens)
+                                               & jk["version"].isin([top["version"], CUDNN, *anchors])]))
 print("\n".join(findings))

@@ -10,6 +10,7 @@ import re
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 from analysis.testing import BuiltReport, skip_without_pandas, read_report
 
@@ -18,7 +19,7 @@ skip_without_pandas(__name__)
 import pandas  # noqa: E402
 from analysis import synthetic, synthetic_patch_embed  # noqa: E402
 from analysis.testing import OWN, REPO, build, expected_findings, hand_made_encoder, read_rows, rewrite_csv, tree_bytes  # noqa: E402
-from studylib import catalog, formatting, notes, rundata, schema  # noqa: E402
+from studylib import catalog, formatting, notebook, notes, rundata, schema  # noqa: E402
 
 
 class ReportBuild(BuiltReport):
@@ -544,6 +545,58 @@ class Helpers(unittest.TestCase):
             self.assertEqual(rundata.sweep_run(runs["c_other"], "layernorm").path, other_gpu)
             # No sweep of the family anywhere: the run itself.
             self.assertEqual(rundata.sweep_run(runs["b_targets"], "attention").path, targets)
+
+    def test_targets_sitting_judges_targets_and_leaves_the_section_to_the_full_run(self):
+        def as_targets_sitting(folder):
+            # The family's rows (ours and the anchors) in <family>_targets.csv, as a targets spec writes.
+            rows = read_rows(folder / "layernorm.csv") + read_rows(folder / "anchors.csv")
+            for name in ("layernorm.csv", "anchors.csv"):
+                (folder / name).unlink()
+            with open(folder / "layernorm_targets.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(rows)
+            return folder
+
+        with tempfile.TemporaryDirectory() as d:
+            full = synthetic.write_run(Path(d) / "a_full", utc="2025-01-01T00:00:00Z",
+                                       configs=synthetic.SMALL_CONFIGS)
+            later = as_targets_sitting(synthetic.write_run(Path(d) / "b_targets", utc="2025-01-02T00:00:00Z",
+                                                           configs=[(224, 32), (224, 256)]))
+            as_targets_sitting(synthetic.write_run(Path(d) / "0_older_targets", utc="2024-12-01T00:00:00Z",
+                                                   configs=[(224, 32)]))
+            as_targets_sitting(synthetic.write_run(Path(d) / "c_other_gpu", utc="2025-01-03T00:00:00Z",
+                                                   configs=[(224, 32)], gpu="GPU B (synthetic)"))
+            runs = {r.name: r for r in rundata.load_runs(d)}
+            gpu = rundata.gpu_of(runs["a_full"])
+            # A family outside TARGETS_APART (as the MLP): its newest run is its section, targets included.
+            self.assertEqual(rundata.pick_run(list(runs.values()), "layernorm", gpu).path, later)
+            self.assertIsNone(rundata.targets_run(list(runs.values()), "layernorm", runs["a_full"]))
+            apart = mock.patch.object(rundata, "TARGETS_APART", ("layernorm",))
+            apart.start()
+            self.addCleanup(apart.stop)
+            self.assertTrue(rundata.targets_sitting(runs["b_targets"], "layernorm"))
+            self.assertFalse(rundata.targets_sitting(runs["a_full"], "layernorm"))
+            section = rundata.pick_run(list(runs.values()), "layernorm", gpu)
+            self.assertEqual(section.path, full)
+            # The newest targets sitting on the section's GPU measured after it; none before it.
+            self.assertEqual(rundata.targets_run(list(runs.values()), "layernorm", section).path, later)
+            self.assertIsNone(rundata.targets_run([runs["a_full"], runs["0_older_targets"]], "layernorm",
+                                                  runs["a_full"]))
+            # With only a targets sitting, it is the section's run and judges its own targets.
+            only = [runs["b_targets"]]
+            self.assertEqual(rundata.pick_run(only, "layernorm").path, later)
+            self.assertIsNone(rundata.targets_run(only, "layernorm", only[0]))
+            # A target and a headline name the targets sitting only once the notebook takes it.
+            ctx = notebook.Context("layernorm", section, Path(d) / "out",
+                                   targets_run=runs["b_targets"])
+            ctx.target("t", "met")
+            self.assertEqual(ctx.targets[-1].run, "a_full")
+            self.assertIs(ctx.take_targets_run(), runs["b_targets"])
+            ctx.target("t", "met")
+            ctx.headline(family="LayerNorm", shape="s", fastest="v", fastest_us=1.0)
+            self.assertEqual(ctx.targets[-1].run, "b_targets")
+            self.assertEqual(ctx.headline_entry.judged_in, "b_targets")
 
     def test_csv_before_appended_columns_loads(self):
         with tempfile.TemporaryDirectory() as d:

@@ -180,8 +180,10 @@ def build_family(family: str, block: str, runs: list, args, out_dir: Path):
         return (f"*Run `{run.name}` has {len(run.rows(family))} rows with family `{family}` "
                 f"({summary}), but there is no analysis notebook "
                 f"`analysis/{family}.py` yet.*"), run, None
-    ctx = notebook.Context(family, run, out_dir)
-    print(f"[{family}] {run.name}: running analysis/{family}.py", flush=True)
+    targets = None if args.run_dir else rundata.targets_run(runs, family, run)
+    ctx = notebook.Context(family, run, out_dir, targets_run=targets)
+    print(f"[{family}] {run.name}{f' (targets: {targets.name})' if targets else ''}: running "
+          f"analysis/{family}.py", flush=True)
     try:
         runpy.run_path(str(notebook_path), init_globals={"STUDY_CONTEXT": ctx},
                        run_name=f"study_{family}")
@@ -213,8 +215,10 @@ def headline_table(heads: list, used: dict) -> str:
     for family, h in heads:
         run = used[family]
         gpu = " + ".join(dict.fromkeys(run.rows(family)["gpu"].astype(str))) or "unknown GPU"
+        folder = h.judged_in or run.name
         where = (f"[`{h.measured_in}`](experiments/results/{h.measured_in}/) (side experiment)"
-                 if h.measured_in else f"[`{run.name}`](experiments/results/{run.name}/)")
+                 if h.measured_in else f"[`{folder}`](experiments/results/{folder}/)"
+                 + (" (targets sitting)" if h.judged_in else ""))
         if len(h.run_ids) > 1:
             where += (f"; **rows of {len(h.run_ids)} run ids** ({', '.join(h.run_ids)}): not one "
                       "sweep's comparison")
@@ -312,13 +316,15 @@ def with_headline(readme: str, block: str, where: str) -> str:
     return with_block(readme, VERSIONS, VERSIONS_START, VERSIONS_END, versions_block(), where)
 
 
-def study_outputs(used: dict, out_dir: Path) -> dict:
-    """The runs table and the ceilings sentences: one row per run folder the report uses."""
+def study_outputs(used: dict, out_dir: Path, judged: dict | None = None) -> dict:
+    """The runs table and the ceilings sentences: one row per run folder the report uses, the
+    targets sittings (`judged`) among them."""
+    judged = judged or {}
     rows, sentences = [], []
-    for run in dict.fromkeys(used.values()):
+    for run in dict.fromkeys([*used.values(), *judged.values()]):
         c = run.ceilings()
         d = run.df
-        fams = [f for f, r in used.items() if r is run]
+        fams = [f for f, r in used.items() if r is run] + [f"{f} targets" for f, r in judged.items() if r is run]
         rows.append({"run folder": run.name,
                      "run id": " + ".join(dict.fromkeys(d["run_id"].astype(str))),
                      "GPU": " + ".join(dict.fromkeys(d["gpu"].astype(str))),
@@ -444,9 +450,11 @@ def superseded_text(run, family: str, newer) -> str:
     return f"not {family}: it holds {held}, which {newer.name} lacks" if held else f"{family} (by {newer.name})"
 
 
-def results_index(runs: list, used: dict, root: Path) -> str:
+def results_index(runs: list, used: dict, root: Path, judged: dict | None = None) -> str:
     """experiments/results/README.md: every run folder, what it holds, which families the
-    report takes from it and which it is superseded for."""
+    report takes from it (`judged`: family -> the targets sitting its targets and headline are
+    judged on) and which it is superseded for."""
+    judged = judged or {}
     import pandas as pd
     cache = {}
     rows = []
@@ -465,11 +473,12 @@ def results_index(runs: list, used: dict, root: Path) -> str:
         side = sorted(str(c.parent.relative_to(run.path)) for c in run.path.rglob("*.csv")
                       if c.parent != run.path and "report" not in c.relative_to(run.path).parts)
         uses = [f for f in families if used.get(f) is run]
+        uses += [f"{f} targets and headline" for f in families if judged.get(f) is run]
         other_gpu = rundata.gpu_of(run) != primary
         if other_gpu and not uses:
             uses = [f"across GPUs ({rundata.gpu_of(run)} beside {primary})"]
         superseded = [] if other_gpu else [superseded_text(run, f, used[f]) for f in run.families()
-                                           if f in used and used[f] is not run]
+                                           if f in used and used[f] is not run and judged.get(f) is not run]
         rows.append({
             "run folder": f"[{run.name}]({run.name}/)",
             "GPU": " + ".join(values("gpu")) or "none",
@@ -486,7 +495,7 @@ def results_index(runs: list, used: dict, root: Path) -> str:
                        r.name + (f" (not superseded: {held}, which {used[f].name} lacks)"
                                  if f in used and (held := shapes_it_lacks(r, f, used[f])) else "")
                        for r in sorted(runs, key=lambda r: r.name)
-                       if len(r.rows(f)) and used.get(f) is not r
+                       if len(r.rows(f)) and used.get(f) is not r and judged.get(f) is not r
                        and rundata.gpu_of(r) == primary) or "-"}
                   for f in families]
     return ("<!-- Generated by report/build.py (./study report) from the run folders below. "
@@ -536,6 +545,7 @@ def build(args) -> Path:
 
     args.primary_gpu = rundata.primary_gpu(runs)  # once: every family section picks its run on it
     used, pieces, pos, heads, cross, targets, answer = {}, [], 0, [], [], [], None
+    judged = {}  # family -> its targets sitting, where the notebook judged its targets on one
     for m in BLOCK.finditer(source):
         family, block = m.group(1), m.group(2)
         pieces.append(source[pos:m.start()])
@@ -549,6 +559,8 @@ def build(args) -> Path:
         if run is not None:
             used[family] = run
         if ctx is not None:
+            if ctx.judged_on is not None:
+                judged[family] = ctx.judged_on
             if ctx.headline_entry is not None:
                 heads.append((family, ctx.headline_entry))
             targets += ctx.targets
@@ -561,7 +573,7 @@ def build(args) -> Path:
     if stray:
         raise TemplateError(f"{rundata.show_path(template)}: '{stray.group(0)}' has no matching "
                             f"{'end' if stray.group(1) == 'family' else 'family'} marker")
-    body = fill(body, {**study_outputs(used, out_dir), **ladder_outputs(out_dir)}, out_dir,
+    body = fill(body, {**study_outputs(used, out_dir, judged), **ladder_outputs(out_dir)}, out_dir,
                 rundata.show_path(template))
     body = split_appendices(body, out_dir)
     source_csvs = (f"the CSVs of run folder {rundata.show_path(Path(args.run_dir))}" if args.run_dir
@@ -577,7 +589,7 @@ def build(args) -> Path:
         # by a build that is not the committed report's.
         index = (Path(args.results) / "README.md" if out_dir == (REPO / "report").resolve()
                  else out_dir / "results_index.md")
-        index.write_text(results_index(runs, used, Path(args.results)))
+        index.write_text(results_index(runs, used, Path(args.results), judged))
     if not args.run_dir:
         block = headline_block(heads, used, targets, answer)
         target = readme_target or REPO / "README.md"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from studylib import DataError, FigureError, NoData
 from studylib.paths import REPORT_DIR, RESULTS_ROOT
-from studylib.rundata import Run, load_run, load_runs, pick_run, primary_gpu, resolve_run_dir, sections_runs, show_path
+from studylib.rundata import (Run, load_run, load_runs, pick_run, primary_gpu, resolve_run_dir, sections_runs,
+                              show_path, targets_run)
 
 FIGURE_DPI = 150
 
@@ -138,6 +139,9 @@ class Headline:
     # The sweeps (run ids) the line's rows came from: one for a line from one sitting; more
     # when its numbers pool sweeps, which README's table then says.
     run_ids: list = field(default_factory=list)
+    # The run folder of a targets sitting when the line comes from it rather than from the
+    # section's run (Context.targets_run; set by Context.headline).
+    judged_in: str | None = None
 
 
 @dataclass
@@ -169,17 +173,29 @@ class Context:
     used: dict = field(default_factory=dict)   # ...and the run each family section uses
     targets: list = field(default_factory=list)  # [Target] judged by the notebook
     answer: str | None = None  # the study's one answer (encoder, from a final sitting): markdown
+    # The family's targets sitting measured after `run` (rundata.targets_run), offered by
+    # build.py; a notebook that judges its targets and headline there takes it (take_targets_run).
+    targets_run: Run | None = None
+    judged_on: Run | None = None
+
+    def take_targets_run(self) -> Run | None:
+        """The targets sitting this family's targets and headline are judged on, from now on
+        named by target() and headline(); None where there is none (they are judged on run)."""
+        self.judged_on = self.targets_run
+        return self.targets_run
 
     def headline(self, **kw):
         """The family's line of README's headline table (report/build.py writes the table)."""
+        if self.judged_on is not None and not kw.get("measured_in"):
+            kw.setdefault("judged_in", self.judged_on.name)
         self.headline_entry = Headline(**kw)
 
     def target(self, what: str, verdict: str, detail: str = ""):
         """A study target judged on this run; README lists every one (report/build.py)."""
         if verdict not in VERDICTS:
             raise ValueError(f"target verdict must be one of {VERDICTS}, got {verdict!r}")
-        self.targets.append(Target(self.family, what, verdict, detail,
-                                   self.run.name if self.run is not None else ""))
+        judged = self.judged_on or self.run
+        self.targets.append(Target(self.family, what, verdict, detail, judged.name if judged is not None else ""))
 
     def _path(self, sub: str, name: str, ext: str) -> Path:
         # Family-prefixed names let build.py clean a family's stale outputs safely.
@@ -269,9 +285,11 @@ def notebook_context(family: str, namespace: dict) -> Context:
             run_dir = resolve_run_dir(args.run, args.results)
             args.out = args.out or str(run_dir / "report")
             run = load_run(run_dir)
+            targets = None
         else:
             runs = load_runs(args.results)
             run = pick_run(runs, family, primary_gpu(runs))
+            targets = targets_run(runs, family, run)
         if run is None or run.rows(family).empty:
             raise NoData(f"no committed run has rows with family '{family}' "
                          f"(looked in {show_path(Path(args.run or args.results))})")
@@ -279,4 +297,4 @@ def notebook_context(family: str, namespace: dict) -> Context:
         # The same one line and exit code 2 that report/build.py gives.
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    return Context(family, run, Path(args.out or REPORT_DIR))
+    return Context(family, run, Path(args.out or REPORT_DIR), targets_run=targets)

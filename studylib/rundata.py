@@ -4,7 +4,7 @@ their medians."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -124,8 +124,12 @@ def load_run(run_dir) -> "Run":
     files = sorted(f for f in run_dir.glob("*.csv") if not f.name.endswith(SIDE_TABLE_SUFFIXES))
     if not files:
         raise DataError(f"{show_path(run_dir)}: no CSV files in this run folder")
-    df = pd.concat([read_csv(f) for f in files], ignore_index=True)
-    return Run(run_dir, df)
+    frames = [read_csv(f) for f in files]
+    sources = {}  # family -> the CSV files holding its rows
+    for f, d in zip(files, frames):
+        for fam in set(d["family"]):
+            sources.setdefault(fam, set()).add(f.name)
+    return Run(run_dir, pd.concat(frames, ignore_index=True), sources)
 
 
 def side_table(run_dir, name: str, columns: list[str], numeric: list[str]):
@@ -194,6 +198,7 @@ class Ceilings:
 class Run:
     path: Path
     df: pd.DataFrame
+    sources: dict = field(default_factory=dict)  # family -> names of the CSV files with its rows
 
     @property
     def name(self) -> str:
@@ -346,13 +351,38 @@ def holds_final_sitting(run: Run) -> bool:
     return (run.path / "final.csv").is_file()
 
 
+# Families whose section tells its ladder from the newest run that timed more than the target
+# shapes and judges its targets and headline on a targets sitting measured after it (targets_run).
+# The MLP's section is its targets sitting itself, its figures over batch from sweep_run.
+TARGETS_APART = ("patch_embed", "attention")
+
+
+def targets_sitting(run: Run, family: str) -> bool:
+    """Whether the run's rows of `family` are only a targets sitting: every one of them in
+    `<family>_targets.csv` (the family's target shapes, re-measured on their own)."""
+    return run.sources.get(family) == {f"{family}_targets.csv"}
+
+
+def targets_run(runs: list[Run], family: str, section: Run | None) -> Run | None:
+    """The sitting a family's targets and headline are judged on when it is not the section's
+    run: the newest targets sitting of the family (targets_sitting) on the section run's GPU,
+    measured after the section's run; None when there is none (the section's run judges)."""
+    if section is None or family not in TARGETS_APART:
+        return None
+    gpu = gpu_of(section)
+    later = [r for r in runs if r is not section and targets_sitting(r, family) and gpu_of(r) == gpu
+             and len(r.ok(family)) and r.newest_utc(family) > section.newest_utc(family)]
+    return max(later, key=lambda r: (r.newest_utc(family), r.name)) if later else None
+
+
 def pick_run(runs: list[Run], family: str, gpu: str | None = None) -> Run | None:
     """Newest run with timings of this family, on `gpu` when given and any run there has
     timings of it (else on any GPU, so that a family measured elsewhere only still gets its
     section); a run where the family only has skipped or failed rows is used only when no run
     has timings (so its status table still shows). The encoder's section is the study's answer:
     once a final sitting is committed it comes from one (on `gpu` where there is one there, else
-    from another GPU's), never from an older sitting that happens to be newer."""
+    from another GPU's), never from an older sitting that happens to be newer. For the families of
+    TARGETS_APART a targets sitting is the section's run only where no other run timed them."""
     def key(r):
         return (r.newest_utc(family), r.name)
     if family == "encoder":
@@ -365,6 +395,10 @@ def pick_run(runs: list[Run], family: str, gpu: str | None = None) -> Run | None
         if any(len(r.ok(family)) for r in on_gpu):
             runs = on_gpu
     timed = [r for r in runs if len(r.ok(family))]
+    # A targets sitting judges the targets (targets_run); the section tells the whole ladder
+    # from the newest run that timed more than the target shapes, where there is one.
+    if family in TARGETS_APART:
+        timed = [r for r in timed if not targets_sitting(r, family)] or timed
     seen = [r for r in runs if len(r.rows(family))]
     pool = timed or seen
     return max(pool, key=key) if pool else None

@@ -43,6 +43,11 @@ def round_tag(k):
     return f"[round: {k}]"
 
 
+# timm_weights: each row's note says which weights it ran (the file's path is the machine's own).
+def weights_tag(seed):
+    return f"[weights: timm init, seed {seed}]"
+
+
 class SpecError(Exception):
     pass
 
@@ -57,7 +62,7 @@ SPEC_KEYS = {
     "streams": list, "warmup": int, "iters": int, "seed": int, "flush_l2": (bool, list),
     "check": bool, "timeout_s": (int, float), "extra_args": list, "max_device_gib": (int, float),
     "shapeless": bool, "side_experiment": bool, "rounds": int, "energy_s": (int, float),
-    "keep_anchors": bool, "comparison": dict,
+    "keep_anchors": bool, "comparison": dict, "timm_weights": bool,
 }
 # A side experiment's comparison (spec table [comparison]): what its table, and with figure = true
 # its figure, set against what. The family's notebook draws every declared comparison with one
@@ -131,6 +136,10 @@ def load_spec(path):
     # keep_anchors: the anchor script answers every row in one process (--serve, AnchorWorker),
     # so what it compiles for a shape serves every later round of that shape.
     s.setdefault("keep_anchors", False)
+    # timm_weights: every row (the steps' benches and the anchors alike) runs timm's own init for
+    # the spec's seed, exported once to a safetensors file and passed as --weights (the encoder's
+    # benches and torch_vit take it): the weight values move power-bound times by several percent.
+    s.setdefault("timm_weights", False)
     if not 0 <= s["energy_s"] <= 600:
         raise SpecError("'energy_s' must be seconds between 0 and 600")
     if s["rounds"] < 1:
@@ -320,6 +329,7 @@ class Config:
         self.warmup, self.iters, self.seed = spec["warmup"], spec["iters"], spec["seed"]
         self.check, self.timeout_s = spec["check"], spec["timeout_s"]
         self.shapeless, self.energy_s = spec["shapeless"], spec["energy_s"]
+        self.weights = None  # a safetensors file passed as --weights (spec key timm_weights)
 
     def keys(self):
         shape = ("", "", "") if self.shapeless else (self.model, self.batch, self.image_size)
@@ -344,6 +354,8 @@ class Config:
             a.append("--no-check")
         if self.energy_s:
             a += ["--energy", f"{self.energy_s:g}"]
+        if self.weights:
+            a += ["--weights", str(self.weights)]
         return a + list(self.extra)
 
 

@@ -53,7 +53,20 @@ CONV_K = 3 * schema.PATCH * schema.PATCH
 
 
 def add_args(p):
-    pass
+    p.add_argument("--weights", help="timm state dict as safetensors, the file the steps' benches get "
+                                     "(default: timm's own init for --seed)")
+
+
+def timm_model(timm, torch, args):
+    """timm's model with this seed's init, or with the state dict of --weights (the sweep's
+    timm_weights exports that init once and gives both the anchors and the steps the file)."""
+    torch.manual_seed(args.seed)
+    vit = timm.create_model(TIMM_NAMES[args.model], pretrained=False, img_size=args.image_size,
+                            num_classes=NUM_CLASSES)
+    if args.weights:
+        from safetensors.torch import load_file
+        vit.load_state_dict(load_file(args.weights))
+    return vit.eval()
 
 
 def identity(args):
@@ -116,10 +129,7 @@ def build(torch, args):
     def make():
         """The model in its dtype (quantized and compiled where the version says), and its float64
         twin for the check; kept across the rows of one shape when the runner keeps anchors."""
-        torch.manual_seed(args.seed)
-        model = timm.create_model(TIMM_NAMES[args.model], pretrained=False, img_size=args.image_size,
-                                  num_classes=NUM_CLASSES)
-        model = model.eval().to(dev)
+        model = timm_model(timm, torch, args).to(dev)
         reference = None
         if args.check:  # float64 twin with the same weights, before the fp16 cast
             import copy
@@ -169,7 +179,8 @@ def build(torch, args):
     compile_note = ""
     with harness.inductor_options_kept(torch) if fp8 else contextlib.nullcontext():
         net, reference = harness.keep(
-            ("vit", args.version, args.model, args.image_size, args.batch, args.seed, args.check, args.device),
+            ("vit", args.version, args.model, args.image_size, args.batch, args.seed, args.weights, args.check,
+             args.device),
             make_here)
         if fp8 or args.version == "pytorch_timm_compile_graph":
             if made:
@@ -217,9 +228,7 @@ def build_vitstudy(torch, args):
     def make():
         """The Model of timm's model with this seed's weights (as the pytorch rows draw them), and
         its float64 twin for the check; one per precision, every batch size kept inside it."""
-        torch.manual_seed(args.seed)
-        vit = timm.create_model(TIMM_NAMES[args.model], pretrained=False, img_size=args.image_size,
-                                num_classes=NUM_CLASSES).eval()
+        vit = timm_model(timm, torch, args)
         calibration = None
         if fp8:  # other images than the timed ones
             gen = torch.Generator(device=dev)
@@ -230,8 +239,8 @@ def build_vitstudy(torch, args):
         reference = vit.to(dev).double() if args.check else None
         return model, reference
 
-    model, reference = harness.keep(("vitstudy", fp8, args.model, args.image_size, args.seed, args.check,
-                                     args.device), make)
+    model, reference = harness.keep(("vitstudy", fp8, args.model, args.image_size, args.seed, args.weights,
+                                     args.check, args.device), make)
     gen = torch.Generator(device=dev)
     gen.manual_seed(args.seed + 1)
     images = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=gen,

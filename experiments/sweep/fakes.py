@@ -37,6 +37,7 @@ FAKE = textwrap.dedent('''\
     p.add_argument("--flush-l2", action="store_true")
     p.add_argument("--no-check", action="store_true")
     p.add_argument("--energy", default="")
+    p.add_argument("--weights", default="")
     a = p.parse_args()
     counter = os.environ.get("FAKE_COUNTER")
     if counter:
@@ -62,7 +63,8 @@ FAKE = textwrap.dedent('''\
                  family=os.path.basename(os.path.dirname(sys.argv[0])), version=v, model=a.model, batch=a.batch, image_size=a.image_size,
                  streams="132" if a.streams == "sm" else a.streams, warmup=a.warmup, iters=a.iters,
                  flush_l2="1" if a.flush_l2 else "0", median_us=median, status=status,
-                 note="rows=%s" % a.rows if a.rows else "")
+                 note=("rows=%s" % a.rows if a.rows else "")
+                      + ("weights=%s" % open(a.weights).read() if a.weights else ""))
         if os.environ.get("FAKE_SHAPELESS") == "1":
             r.update(model="", batch="", image_size="")
         if status == "skipped" and os.environ.get("FAKE_NODEV") == "1":
@@ -163,9 +165,9 @@ class SweepCase(unittest.TestCase):
         path.write_text("".join(f"{k} = {v}\n" for k, v in base.items()))
         return path
 
-    def run_sweep(self, spec, *extra, env=None, out=None, check=True):
+    def run_sweep(self, spec, *extra, env=None, out=None, check=True, run_id="test"):
         cmd = RUNNER + ["--spec", str(spec), "--build-dir", str(self.build),
-               "--out", str(out or self.out), "--run-id", "test"] + list(extra)
+               "--out", str(out or self.out)] + (["--run-id", run_id] if run_id else []) + list(extra)
         r = subprocess.run(cmd, capture_output=True, text=True, env=dict(self.env, **(env or {})),
                            timeout=120)
         if check and r.returncode != 0:

@@ -18,7 +18,7 @@ from experiments.anchors.harness import SERVE_DONE
 from studylib.row_file import read_csv
 from studylib.schema import MODELS, PATCH
 from studylib.specs import (EXTRA_RE, ROUND_RE, STREAMS_SM, STREAMS_SM_TAG, UsageError, extra_value, extra_text,
-                            round_tag)
+                            round_tag, weights_tag)
 
 class Terminated(Exception):
     pass
@@ -53,7 +53,7 @@ def runner_row(cfg, version, status, note, prov):
 
 def with_extra_note(row, cfg):
     """The runner's tags at the end of the note: `[streams: sm]`, `[round: k]` (multi-round
-    sweeps only), then `[extra: ...]`, which stays last."""
+    sweeps only), `[weights: ...]` (timm_weights), then `[extra: ...]`, which stays last."""
     note = row.get("note", "") or ""
     m = EXTRA_RE.search(note)
     body = EXTRA_RE.sub("", note)
@@ -62,6 +62,8 @@ def with_extra_note(row, cfg):
         tags.append(STREAMS_SM_TAG)
     if cfg.rounds > 1 and not ROUND_RE.search(note):
         tags.append(round_tag(cfg.round))
+    if cfg.weights and weights_tag(cfg.seed) not in note:
+        tags.append(weights_tag(cfg.seed))
     if tags:
         row["note"] = " ".join(([body] if body else []) + tags) + (m.group(0) if m else "")
     if cfg.extra:

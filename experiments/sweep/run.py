@@ -169,7 +169,11 @@ def main(argv=None):
         print(f"retry: dropped {n} row(s) with status {','.join(args.retry)}", flush=True)
     todo = [c for c in configs if not all(k in out.keys for k in c.keys())]
 
-    run_id = args.run_id or os.environ.get("STUDY_RUN_ID") or (
+    # A resumed sweep continues its run: the run id of the rows it already wrote, where they have
+    # one, so that a sitting stopped by --max-minutes (or a kill) and resumed stays one run id.
+    spec_keys = {k for c in configs for k in c.keys()}
+    resumed = sorted({r["run_id"] for r in out.rows if r.get("run_id") and row_key(r) in spec_keys})
+    run_id = args.run_id or os.environ.get("STUDY_RUN_ID") or (resumed[0] if len(resumed) == 1 else None) or (
         datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         + "-" + socket.gethostname())
     commit = os.environ.get("STUDY_COMMIT") or git_commit()
@@ -188,6 +192,8 @@ def main(argv=None):
         return EXIT_USAGE
     timeout_s = args.timeout or spec["timeout_s"]
     budget = spec["max_device_gib"] * (1 << 30)
+    if spec["timm_weights"] and todo:
+        give_timm_weights(todo, args.python)
 
     rounds = max((c.rounds for c in configs), default=1)
     print(f"sweep {spec_path.name}: {len(configs)} configurations"
@@ -204,6 +210,37 @@ def main(argv=None):
                 run_folder.write(args.run_dir)
             except OSError as e:
                 print(f"warning: {args.run_dir}/README.md not updated: {e}", file=sys.stderr)
+
+
+def weights_dir() -> Path:
+    """Where the exported timm state dicts are kept between sweeps (hundreds of MB each: never in
+    a run folder): $STUDY_WEIGHTS_DIR, else ~/.cache/vit-cuda-study/weights."""
+    given = os.environ.get("STUDY_WEIGHTS_DIR")
+    return Path(given) if given else Path.home() / ".cache" / "vit-cuda-study" / "weights"
+
+
+def give_timm_weights(configs, python):
+    """Spec key timm_weights: each configuration's --weights, timm's own init of its model, image
+    size and seed, exported once by reference/export_timm_fixture.py with `python` (which needs
+    torch and timm). A failed export is a UsageError naming the command."""
+    exporter = REPO / "reference" / "export_timm_fixture.py"
+    for shape in sorted({(c.model, c.image_size, c.seed) for c in configs}):
+        model, image, seed = shape
+        path = weights_dir() / f"timm_{model}_{image}px_seed{seed}.safetensors"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            part = path.with_name(path.name + ".part")
+            cmd = [python, str(exporter), "--model", model, "--image-size", str(image), "--seed", str(seed),
+                   "--out", str(part)]
+            print(f"exporting timm's init of {model} at {image} px, seed {seed}: {path}", flush=True)
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0 or not part.is_file():
+                raise UsageError(f"timm_weights: {' '.join(cmd)} failed (exit {r.returncode}): "
+                                 f"{(r.stderr or r.stdout).strip().splitlines()[-1:] or ['no output']}")
+            part.replace(path)
+        for c in configs:
+            if (c.model, c.image_size, c.seed) == shape:
+                c.weights = path
 
 
 def sweep(s: Sweep):

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import textwrap
 import time
 import unittest
 
@@ -34,6 +35,43 @@ class SweepTest(SweepCase):
         self.assertNotIn("--energy", configs[0].args("x.csv", 0))
         with self.assertRaises(specs.SpecError):
             specs.load_spec(self.spec(energy_s="-1"))
+
+    def test_timm_weights_exported_once_and_given_to_every_row(self):
+        # A fake python for the exporter: writes "<model> <image> <seed>" to --out, counts its calls.
+        calls = self.dir / "exports"
+        python = self.dir / "fake_python"
+        python.write_text(textwrap.dedent(f"""\
+            #!{PY}
+            import sys
+            a = sys.argv[2:]
+            assert sys.argv[1].endswith("export_timm_fixture.py"), sys.argv
+            open({str(calls)!r}, "a").write("x")
+            get = lambda f: a[a.index(f) + 1]
+            if get("--seed") == "13":
+                sys.exit("no timm here")
+            open(get("--out"), "w").write(" ".join(get(f) for f in ("--model", "--image-size", "--seed")))
+            """))
+        python.chmod(0o755)
+        env = {"STUDY_WEIGHTS_DIR": str(self.dir / "weights")}
+        spec = self.spec(timm_weights="true", batches="[1, 2]")
+        self.run_sweep(spec, "--python", str(python), env=env)
+        rows = self.rows()
+        self.assertEqual(len(rows), 6)
+        for r in rows:
+            self.assertIn("weights=vit_ti 32 1234", r["note"])
+            self.assertIn(specs.weights_tag(1234), r["note"])
+        self.assertEqual(calls.read_text(), "x")  # one export for the one shape
+        # Another sweep of the same shape finds the file; a failed export is one clear error.
+        self.run_sweep(spec, "--python", str(python), env=env, out=self.dir / "again.csv")
+        self.assertEqual(calls.read_text(), "x")
+        r = self.run_sweep(self.spec(timm_weights="true", seed="13"), "--python", str(python), env=env,
+                           out=self.dir / "bad.csv", check=False)
+        self.assertEqual(r.returncode, specs.EXIT_USAGE)
+        self.assertIn("timm_weights", r.stderr)
+        self.assertIn("no timm here", r.stderr)
+        # Without the key no row gets --weights.
+        configs, _ = specs.select_configs(specs.load_spec(self.spec()), self.build, PY, dry_run=True)
+        self.assertNotIn("--weights", configs[0].args("x.csv", 0))
 
     # ---- basic run, resume ---------------------------------------------------------------
 
@@ -78,6 +116,21 @@ class SweepTest(SweepCase):
         rows = self.rows()
         self.assertEqual(self.keys(rows), self.expected_keys(spec))
         self.assertEqual(len(rows), 9)
+
+    def test_resumed_sweep_keeps_its_run_id(self):
+        spec = self.spec()
+        counter = self.dir / "counter"
+        env = {"FAKE_COUNTER": str(counter), "FAKE_KILL_PARENT_AT": "3", "STUDY_RUN_ID": ""}
+        r = self.run_sweep(spec, env=env, check=False, run_id="first-sitting")
+        self.assertEqual(r.returncode, -signal.SIGKILL)
+        # Resumed without a run id: the rows it adds carry the first part's.
+        r = self.run_sweep(spec, env={"STUDY_RUN_ID": ""}, run_id=None)
+        self.assertIn("run first-sitting", r.stdout)
+        self.assertEqual({x["run_id"] for x in self.rows()}, {"first-sitting"})
+        # A new sweep into another file gets a new run id.
+        other = self.dir / "other.csv"
+        self.run_sweep(spec, env={"STUDY_RUN_ID": ""}, run_id=None, out=other)
+        self.assertNotIn("first-sitting", {x["run_id"] for x in self.rows(other)})
 
     def test_truncated_last_line_is_dropped_and_rerun(self):
         spec = self.spec()

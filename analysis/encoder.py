@@ -21,7 +21,7 @@ import matplotlib
 if "STUDY_CONTEXT" not in globals():
     matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
 
-from analysis import encoder_answer, encoder_figures, encoder_side, encoder_tables, plots
+from analysis import encoder_answer, encoder_figures, encoder_ladder, encoder_side, encoder_tables, plots
 from analysis.encoder_data import EncoderData
 
 ctx, run, _, _ = plots.open_notebook("encoder", globals())
@@ -161,6 +161,16 @@ print("\n".join(findings))
 
 # %%
 encoder_side.comparisons(data, ctx)
+
+# %% [markdown]
+# ## The whole ladder in one sitting
+#
+# experiments/specs/encoder_ladder.toml: every step from e1_library to the fastest fp16 step and
+# the FP8 branch, each step's gain over its parent, from the newest run folder on this run's GPU
+# that holds it (analysis/encoder_ladder.py).
+
+# %%
+encoder_ladder.ladder_figure(data, ctx)
 
 # %% [markdown]
 # ## FP8 (E4M3): e12_fp8 against the fastest fp16 steps, per GEMM, and its accuracy

@@ -307,12 +307,22 @@ def breakdown(data, ctx):
         fig.legend(handles=handles, loc="lower center", ncol=min(5, len(handles)),
                    bbox_to_anchor=(0.5, 0.0), frameon=False)
         fig.tight_layout(rect=(0, 0.12, 1, 0.92))
+        # Where the components add up to less than the measured forward, the gap is not overhead:
+        # say where, and what differs between the two measurements.
+        below = [f"{label(v)} at batch {b}" for b in panels for v in bd_versions
+                 if len(bd[(bd["version"] == v) & (bd["batch"] == b)])
+                 and bd.loc[(bd["version"] == v) & (bd["batch"] == b), "us"].sum() < at(v, b)]
+        below_text = (f" The components add up to less than the measured forward for {', '.join(below)}: "
+                      f"they are timed one at a time between events, each after a pause, while the "
+                      f"measured forward runs back to back for the whole timed burst, at the SM clock the "
+                      f"GPU holds there under its power limit (the row's sm_clock_mhz)." if below else "")
         ctx.figure("encoder_breakdown", fig,
                    f"Device time of each component in one eager forward (CUDA events around every "
                    f"component, summed over the layers; medians of the rounds), stacked per version "
                    f"at {where}, batch {' and '.join(map(str, panels))}; the black mark is the "
-                   f"version's measured forward (a graph replay where the version replays one), so "
-                   f"the gap is launch overhead the graph removes or event overhead. {prov}.")
+                   f"version's measured forward (a graph replay where the version replays one): where "
+                   f"the bars reach above it, the gap is launch overhead the graph removes or event "
+                   f"overhead.{below_text} {prov}.")
         rows = []
         for b in panels:
             for v in bd_versions:

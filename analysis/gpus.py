@@ -258,6 +258,7 @@ else:
         ax.bar_label(bars, labels=[f"{v:.2f}x" if np.isfinite(v) else "" for v in s], fontsize=7, padding=2,
                      bbox=dict(facecolor="white", edgecolor="none", pad=0.2))
     ax.axvline(1.0, color="black", linewidth=0.8, zorder=0.5)
+    ax.text(1.0, -0.55, " 1x: parity", ha="left", va="bottom", fontsize=8)
     ax.set_xlim(0, shown.loc[shown["order"].isin(keys), "speedup"].max() * 1.15)
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()

@@ -60,12 +60,6 @@ mlp_figures.summary(data, ctx)
 mlp_figures.ladder(data, ctx)
 
 # %% [markdown]
-# ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
-
-# %%
-mlp_figures.roofline(data, ctx)
-
-# %% [markdown]
 # ## The ViT widths at batch 32, 224 px (hidden 384, 768, 1024)
 
 # %%

@@ -1,6 +1,8 @@
 """The MLP's figures and main tables of one run (analysis/mlp.py draws them in this order): time
-against batch, GEMM throughput, speedups, the summary and the ladder at the target sizes, the
-roofline and the ViT widths."""
+against batch, GEMM throughput, speedups, the summary and the ladder at the target sizes, and the
+ViT widths. No roofline: at each row count every version moves the same bytes for the same flops,
+so its points would share one intensity; the summary gives each version's share of its own
+precision's GEMM ceiling instead."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -142,28 +144,6 @@ def ladder(data, ctx):
             ctx.missing("figure", "mlp_ladder_steps", f"no timed MLP rows at hidden {HIDDEN}")
     else:
         ctx.missing("table", "mlp_ladder", f"no timed MLP rows at hidden {HIDDEN}")
-
-
-def roofline(data, ctx):
-    """Every version at its arithmetic intensity against the run's measured ceilings."""
-    ceil, flush_text, key_rows, order = data.ceil, data.flush_text, data.key_rows, data.order
-    prov, style, tprov, vb = ctx.provenance(), data.style, ctx.title_provenance(), data.vb
-    rl = plots.roofline_points(vb[vb["rows"].isin(key_rows)], lambda r: f"{int(r['rows'])} rows")
-    rl_gap = plots.roofline_gap(rl, ceil)
-    if rl_gap is None:
-        # The roof drawn is fp16's: the E4M3 versions, under a roof twice as high, are compared
-        # with gemm_only in the FP8 table instead.
-        fig, caption = plots.roofline_figure(rl, [v for v in order if not is_fp8(v)], style, label, ceil,
-                                          f"MLP: roofline at hidden {HIDDEN}", tprov,
-                                          headline=f"{max(key_rows)} rows")
-        ctx.figure("mlp_roofline", fig,
-                   f"MLP roofline at {' and '.join(map(str, key_rows))} rows x {HIDDEN} (filled: "
-                   f"{max(key_rows)}): every fp16 version at its arithmetic intensity (the two GEMMs' "
-                   f"flops over the bytes the MLP must move: x, both weight matrices and y) and its "
-                   f"achieved TFLOP/s, under {caption}; the FP8 versions, whose ceiling is twice as "
-                   f"high, are in the FP8 table. {flush_text}. {prov}.")
-    else:
-        ctx.missing("figure", "mlp_roofline", rl_gap)
 
 
 def widths(data, ctx):

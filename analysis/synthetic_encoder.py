@@ -212,7 +212,16 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
     write_gemm_ceiling(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_fp8_fused(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     write_e4m3_qkv(folder, gpu, run_id=run_id, commit=commit, utc=utc)
+    write_ladder(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     return folder
+
+
+def write_ladder(folder, gpu, *, run_id, commit, utc):
+    """The whole ladder's sitting as encoder_ladder.toml writes it: a few of its steps at batch 1
+    and 256 (e12_fp8's parent e6_best among them)."""
+    write_side_encoder(folder, "encoder_ladder", base_fields(run_id, commit, gpu, utc), (
+        (1, {"e1_library": 900.0, "e2_buffer_reuse": 880.0, "e6_best": 440.0, "e12_fp8": 430.0}),
+        (256, {"e1_library": 21000.0, "e2_buffer_reuse": 20900.0, "e6_best": 16700.0, "e12_fp8": 11900.0})))
 
 
 def write_side_encoder(folder, name, base, times, fields=lambda v, us: {}):

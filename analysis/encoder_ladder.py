@@ -1,0 +1,99 @@
+"""The whole-ViT ladder from one sitting (experiments/specs/encoder_ladder.toml): every step from
+e1_library to the fastest fp16 step and the FP8 branch, at each batch its time and its gain over
+its parent (the parent's time over its own, both from the sitting), as a figure
+(encoder_ladder_steps) and a table (encoder_ladder_gains)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from analysis import plots
+from analysis.encoder_side import side_csv
+from studylib import formatting, rundata, specs, steps
+
+SPEC = "encoder_ladder"
+# The bars' colour is the step's branch: the fp16 path to e19, the FP8 branch from e6_best, and
+# the steps that leave the path for batch 1; each bar is named by its tick label.
+BRANCH_COLORS = {"fp16 path": "#1f77b4", "FP8 branch": "#ff7f0e", "batch-1 step": "#7f7f7f"}
+FP8_BRANCH = ("e12_fp8", "e15_fp8_attention_e4m3", "e18_fp8_cutlass")
+BATCH1_STEPS = ("e31_small_m",)
+
+
+def branch(step: str) -> str:
+    return "FP8 branch" if step in FP8_BRANCH else "batch-1 step" if step in BATCH1_STEPS else "fp16 path"
+
+
+def ladder_table(d: pd.DataFrame, order: list[str], parents: dict) -> pd.DataFrame:
+    """One row per (step, batch) of the sitting's timed rows: the median across rounds (ms), the
+    rounds' range, the parent and the gain over it (NaN where the parent is not in the sitting)."""
+    t = rundata.collapse_rounds(d, ["version", "batch"])
+    t["ms"] = t["median_us"] / 1000.0
+    rows = []
+    for b in sorted(int(x) for x in set(t["batch"])):
+        at = t[t["batch"] == b].set_index("version")
+        for v in [v for v in order if v in at.index]:
+            p = parents.get(v, "")
+            gain = at.loc[p, "ms"] / at.loc[v, "ms"] if p in at.index else np.nan
+            rows.append({"batch": b, "step": v, "parent": p or "-", "ms": at.loc[v, "ms"],
+                         "lo_ms": at.loc[v, "lo_us"] / 1000.0, "hi_ms": at.loc[v, "hi_us"] / 1000.0,
+                         "n": int(at.loc[v, "n"]), "gain": gain})
+    return pd.DataFrame(rows)
+
+
+def ladder_figure(data, ctx, section: str = ""):
+    """The ladder sitting's figure and table (encoder_ladder_steps), from the newest run folder on
+    this run's GPU that holds it; a note at both markers where none does."""
+    name, table_name = "encoder_ladder_steps", "encoder_ladder_gains"
+    path = side_csv(data.run, SPEC)
+    if path is None:
+        why = f"no {SPEC} sitting on this GPU yet (experiments/specs/{SPEC}.toml)"
+        ctx.missing("figure", name, why)
+        ctx.missing("table", table_name, why)
+        return None
+    d = rundata.read_csv(path)
+    d = d[d["status"] == "ok"]
+    order = [v for v in specs.load_spec(specs.find_spec(SPEC))["versions"] if v in set(d["version"])]
+    t = ladder_table(d, order, steps.parents())
+    # Named by its run folder (the side folder's parent) in the title and the captions.
+    side_run = rundata.Run(path.parent.parent, d)
+    prov = f"Run folder {side_run.name}/{SPEC}: {side_run.provenance()}"
+    rounds = int(t["n"].max()) if len(t) else 0
+    batches = sorted(set(t["batch"]))
+    fig, axes = plt.subplots(len(batches), 1, figsize=(7.5, 0.26 * len(order) * len(batches) + 1.6),
+                             squeeze=False)
+    for ax, b in zip(axes[:, 0], batches):
+        r = t[t["batch"] == b].reset_index(drop=True)
+        for kind, color in BRANCH_COLORS.items():
+            k = r[r["step"].map(branch) == kind]
+            if len(k):
+                ax.barh(k.index, k["ms"], color=color, alpha=0.85, label=kind,
+                        xerr=[k["ms"] - k["lo_ms"], k["hi_ms"] - k["ms"]], error_kw={"linewidth": 0.8})
+        for i, x in r.iterrows():
+            gain = f", {x['gain']:.2f}x" if np.isfinite(x["gain"]) else ""
+            ax.text(x["hi_ms"], i, f" {x['ms']:.3g} ms{gain}", va="center", fontsize=8)
+        ax.set_yticks(range(len(r)), list(r["step"]), fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, float(r["hi_ms"].max()) * 1.35)
+        ax.set_title(f"batch {b}", fontsize=9, loc="left")
+        ax.set_xlabel("time per forward (ms)", fontsize=8)
+    plots.legend_outside(axes[0, 0], fontsize=8)
+    plots.titled(fig, "Whole ViT: every step of the ladder in one sitting", side_run.title_provenance())
+    fig.tight_layout()
+    ctx.figure(name, fig,
+               f"Every step from e1_library to the fastest fp16 step, the FP8 branch from e6_best and the "
+               f"batch-1 step, in one sitting ({SPEC}, {rounds} interleaved rounds), vit_b 224 px: the "
+               f"median time per forward (linear axis from zero; whiskers: the range of the rounds' "
+               f"medians) and, after it, the step's gain over its parent (the parent's time over the "
+               f"step's, both from this sitting; none where the parent was not timed here), one panel per "
+               f"batch; coloured by branch. {prov}.", section=section)
+    cells = t.assign(time=[f"{x:.3f}" for x in t["ms"]],
+                     spread=[f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(t["lo_ms"], t["hi_ms"])],
+                     over_parent=[f"{g:.2f}x" if np.isfinite(g) else "-" for g in t["gain"]])
+    cells = cells[["batch", "step", "parent", "time", "spread", "over_parent"]].rename(
+        columns={"time": "ms", "spread": "rounds' range ms", "over_parent": "gain over parent"})
+    ctx.table(table_name, formatting.markdown_table(cells),
+              f"The ladder sitting's numbers ({SPEC}): per batch each step's median time per forward "
+              f"across {rounds} rounds, the rounds' range, its parent and its gain over it (the parent's "
+              f"time over its own). {prov}.", section=section)
+    return t

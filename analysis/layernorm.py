@@ -34,26 +34,30 @@ LABEL = {GRAPH: "PyTorch F.layer_norm (CUDA graph)", EAGER: "PyTorch F.layer_nor
 # ## Data: timed rows at hidden 768, one L2 setting, duplicates merged
 
 # %%
+def merged(r):
+    """(timed rows, rows of another hidden size, the L2 setting kept, rows of the other one
+    dropped) of run r at hidden 768, interleaved rounds (and re-runs appended to the folder)
+    counted once: the median across them, with the range of the rounds' medians as its spread
+    (lo_us, hi_us)."""
+    ok = r.ok("layernorm")
+    other = int((ok["hidden"] != HIDDEN).sum())
+    ok = ok[ok["hidden"] == HIDDEN]
+    ok, kept, dropped = rundata.one_setting(ok, "flush_l2")
+    ok["rows"] = rundata.rows_of(ok)
+    # Bytes the kernel must move (same count as stages/layernorm bytes()); fills GB/s for any
+    # anchor row that did not record it, so every version is measured against the same bytes.
+    ok["bytes"] = 2.0 * ok["rows"] * HIDDEN * 2 + 2.0 * HIDDEN * 2
+    ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
+    # FLOPs (stages/layernorm flops(): 8 per element), for the roofline.
+    ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]),
+                                      8.0 * ok["rows"] * HIDDEN / ok["median_us"] / 1e6)
+    t = rundata.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"), tflops=("tflops", "median"),
+                                batch=("batch", "first"), tokens=("tokens", "first"))
+    return t, other, kept, dropped
+
+
 everything = run.rows("layernorm")
-ok = run.ok("layernorm")
-other_hidden = int((ok["hidden"] != HIDDEN).sum())
-ok = ok[ok["hidden"] == HIDDEN]
-ok, flush, flush_dropped = rundata.one_setting(ok, "flush_l2")
-ok["rows"] = rundata.rows_of(ok)
-
-# Bytes the kernel must move (same count as stages/layernorm bytes()); fills GB/s for any
-# anchor row that did not record it, so every version is measured against the same bytes.
-ok["bytes"] = 2.0 * ok["rows"] * HIDDEN * 2 + 2.0 * HIDDEN * 2
-ok["gbps"] = ok["gbps"].where(np.isfinite(ok["gbps"]), ok["bytes"] / ok["median_us"] / 1e3)
-# FLOPs (stages/layernorm flops(): 8 per element), for the roofline.
-ok["tflops"] = ok["tflops"].where(np.isfinite(ok["tflops"]),
-                                  8.0 * ok["rows"] * HIDDEN / ok["median_us"] / 1e6)
-
-# Interleaved rounds (and re-runs appended to the folder) count once: the median across them,
-# with the range of the rounds' medians as its spread (lo_us, hi_us).
-timed = rundata.collapse_rounds(ok, ["version", "rows"], gbps=("gbps", "median"),
-                       tflops=("tflops", "median"),
-                       batch=("batch", "first"), tokens=("tokens", "first"))
+timed, other_hidden, flush, flush_dropped = merged(run)
 rounds, rounds_caption, rounds_cells = formatting.rounds_wording(timed)
 order = catalog.version_order(timed["version"], LADDER)
 # A run with no timings (every row skipped or failed) still gets its status table and findings.
@@ -69,9 +73,11 @@ def label(v):
     return LABEL.get(v, v)
 
 
-def at(version, rows, col="median_us"):
-    """One value of the merged table, NaN when that version has no timing there."""
-    s = timed[(timed["version"] == version) & (timed["rows"] == rows)][col]
+def at(version, rows, col="median_us", table=None):
+    """One value of the merged table (`table`: another run's), NaN when that version has no
+    timing there."""
+    t = timed if table is None else table
+    s = t[(t["version"] == version) & (t["rows"] == rows)][col]
     return float(s.iloc[0]) if len(s) else np.nan
 
 
@@ -275,15 +281,27 @@ st
 # ## Findings, as sentences generated from the numbers above
 
 # %%
-def fastest(rows):
+# The targets and the headline are judged on the family's targets sitting (its target sizes
+# alone, rounds interleaved: the newest one measured after this run, or this run's own
+# layernorm_targets.csv beside its sweep), else on this run.
+judged, judged_copy = timed, copy
+if ctx.targets_run is not None:
+    judged = merged(ctx.take_targets_run())[0]
+    judged_copy = ctx.targets_run.ceilings().copy_gbps or copy
+
+
+def fastest(rows, table=None):
     """The fastest of every version shown at this size, library versions included (the
-    PyTorch anchors are what it is compared with, so they are not candidates)."""
-    d = timed[(timed["rows"] == rows) & ~timed["version"].map(catalog.is_anchor)]
+    PyTorch anchors are what it is compared with, so they are not candidates); from `table`
+    (default this run's)."""
+    t = timed if table is None else table
+    d = t[(t["rows"] == rows) & ~t["version"].map(catalog.is_anchor)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
-def fastest_own(rows):
-    d = timed[(timed["rows"] == rows) & timed["version"].map(catalog.is_own)]
+def fastest_own(rows, table=None):
+    t = timed if table is None else table
+    d = t[(t["rows"] == rows) & t["version"].map(catalog.is_own)]
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
@@ -292,40 +310,47 @@ def named(v):
 
 
 findings = [s for s in [formatting.rounds_sentence(timed)] if s] if len(timed) else []
+if ctx.targets_run is not None:
+    files = ", ".join(sorted(ctx.targets_run.sources.get("layernorm", ())))
+    findings.append(f"The targets and the headline (the sentences up to the last target's verdict) are "
+                    f"judged on the targets sitting, {files} in `{ctx.targets_run.name}` "
+                    f"({ctx.targets_run.provenance('layernorm')}); the other sentences and the figures on "
+                    f"this run's rows.")
 big = max(key_rows) if key_rows else None  # None: nothing timed in this run
-best = fastest(big) if key_rows else None
+best = fastest(big, judged) if key_rows else None
 if best is not None:
     v, m, g = best["version"], best["median_us"], best["gbps"]
     shape = f"{big} x {HIDDEN}"
-    if copy:
-        pct = 100 * g / copy
+    if judged_copy:
+        pct = 100 * g / judged_copy
         findings.append(
             f"The fastest version, {named(v)}, reaches {pct:.0f}% of the measured copy bandwidth at "
-            f"{shape} ({formatting.fmt_gbps(g)} of {formatting.fmt_gbps(copy)} GB/s, {formatting.fmt_us(m)} us per "
-            f"call).")
-        own = timed[(timed["rows"] == big) & timed["version"].map(catalog.is_own)]
+            f"{shape} ({formatting.fmt_gbps(g)} of {formatting.fmt_gbps(judged_copy)} GB/s, "
+            f"{formatting.fmt_us(m)} us per call).")
+        own = judged[(judged["rows"] == big) & judged["version"].map(catalog.is_own)]
         if big == KEY_ROWS[1] and len(own):
             # The target is for the study's own kernels, whatever a library reaches.
             mine = own.loc[own["median_us"].idxmin()]
-            met = "met" if 100 * mine["gbps"] / copy >= 100 * TARGET_FRACTION else "not met"
+            met = "met" if 100 * mine["gbps"] / judged_copy >= 100 * TARGET_FRACTION else "not met"
             by = "" if mine["version"] == v else f" by our fastest version, {mine['version']}"
             findings.append(f"The target of at least {TARGET_FRACTION:.0%} of copy bandwidth "
                             f"at {shape} is {met}{by}.")
             ctx.target(f"at least {TARGET_FRACTION:.0%} of the copy bandwidth at {shape}",
                        "met" if met == "met" else "missed",
-                       f"{mine['version']}: {100 * mine['gbps'] / copy:.0f}% "
-                       f"({formatting.fmt_gbps(mine['gbps'])} of {formatting.fmt_gbps(copy)} GB/s)")
+                       f"{mine['version']}: {100 * mine['gbps'] / judged_copy:.0f}% "
+                       f"({formatting.fmt_gbps(mine['gbps'])} of {formatting.fmt_gbps(judged_copy)} GB/s)")
     else:
         findings.append(f"The fastest version at {shape}, {named(v)}, takes {formatting.fmt_us(m)} us "
                         f"({formatting.fmt_gbps(g)} GB/s); this run has no copy ceiling to compare "
                         f"with.")
-    if v != V1 and np.isfinite(at(V1, big)):
-        findings.append(f"At {shape}, {v} is {formatting.faster_or_slower(at(V1, big) / m)} than "
-                        f"{V1} ({formatting.fmt_us(at(V1, big))} us).")
+    if v != V1 and np.isfinite(at(V1, big, table=judged)):
+        v1 = at(V1, big, table=judged)
+        findings.append(f"At {shape}, {v} is {formatting.faster_or_slower(v1 / m)} than "
+                        f"{V1} ({formatting.fmt_us(v1)} us).")
 
 beats = []
 for r in key_rows:
-    b, first = fastest_own(r), fastest(r)
+    b, first = fastest_own(r, judged), fastest(r, judged)
     if b is None:
         continue
     if catalog.is_library(first["version"]):
@@ -334,7 +359,7 @@ for r in key_rows:
                         f"{b['version']}, takes {formatting.fmt_us(b['median_us'])} us.")
     parts = []
     for anchor, how in ((GRAPH, "replayed as a CUDA graph"), (EAGER, "called eagerly")):
-        a = at(anchor, r)
+        a = at(anchor, r, table=judged)
         if np.isfinite(a):
             parts.append(f"{formatting.faster_or_slower(a / b['median_us'])} than F.layer_norm {how} "
                          f"({formatting.fmt_us(a)} us)")
@@ -342,16 +367,17 @@ for r in key_rows:
         which = "our fastest version" if catalog.is_library(first["version"]) else "the fastest version"
         findings.append(f"At {r} x {HIDDEN}, {which}, {b['version']} "
                         f"({formatting.fmt_us(b['median_us'])} us), is {' and '.join(parts)}.")
-    if np.isfinite(at(GRAPH, r)):
-        beats.append(b["median_us"] < at(GRAPH, r))
+    if np.isfinite(at(GRAPH, r, table=judged)):
+        beats.append(b["median_us"] < at(GRAPH, r, table=judged))
 if beats and key_rows == list(KEY_ROWS):
     findings.append("The target of beating F.layer_norm (CUDA-graph replay, the stricter "
                     f"anchor) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is "
                     f"{'met' if all(beats) else 'not met'}.")
     ctx.target(f"faster than F.layer_norm (CUDA graph) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows",
                "met" if all(beats) else "missed",
-               "; ".join(f"{r} rows: {at(GRAPH, r) / fastest_own(r)['median_us']:.2f}x"
-                         for r in KEY_ROWS if fastest_own(r) is not None and np.isfinite(at(GRAPH, r))))
+               "; ".join(f"{r} rows: {at(GRAPH, r, table=judged) / fastest_own(r, judged)['median_us']:.2f}x"
+                         for r in KEY_ROWS if fastest_own(r, judged) is not None
+                         and np.isfinite(at(GRAPH, r, table=judged))))
 
 for lib in [v for v in order if catalog.is_library(v)]:
     m = at(lib, big)
@@ -376,13 +402,13 @@ findings.append(formatting.status_finding(everything, "failed the correctness ch
 ctx.text("layernorm_findings", findings)
 
 # README's headline line: the fastest version of all at the largest target size.
-top = fastest(big)
+top = fastest(big, judged)
 if top is not None:
-    anchors = [a for a in (GRAPH, EAGER) if np.isfinite(at(a, big))]
+    anchors = [a for a in (GRAPH, EAGER) if np.isfinite(at(a, big, table=judged))]
     ctx.headline(family="LayerNorm", shape=f"{big} x {HIDDEN} (rows x hidden)",
                  fastest=top["version"], fastest_us=float(top["median_us"]),
-                 library=LIBRARY, library_us=at(LIBRARY, big) if LIBRARY else np.nan,
-                 anchors=[(label(a), at(a, big)) for a in anchors],
-                 run_ids=rundata.run_ids_of(timed[(timed["rows"] == big)
-                                                  & timed["version"].isin([top["version"], LIBRARY, *anchors])]))
+                 library=LIBRARY, library_us=at(LIBRARY, big, table=judged) if LIBRARY else np.nan,
+                 anchors=[(label(a), at(a, big, table=judged)) for a in anchors],
+                 run_ids=rundata.run_ids_of(judged[(judged["rows"] == big)
+                                                   & judged["version"].isin([top["version"], LIBRARY, *anchors])]))
 print("\n".join(findings))

@@ -7,6 +7,7 @@ and the timm parity files.
 import csv
 import json
 import re
+import shutil
 import tempfile
 import unittest
 from pathlib import Path
@@ -562,7 +563,7 @@ class Helpers(unittest.TestCase):
             full = synthetic.write_run(Path(d) / "a_full", utc="2025-01-01T00:00:00Z",
                                        configs=synthetic.SMALL_CONFIGS)
             later = as_targets_sitting(synthetic.write_run(Path(d) / "b_targets", utc="2025-01-02T00:00:00Z",
-                                                           configs=[(224, 32), (224, 256)]))
+                                                           configs=[(224, 32), (224, 256)], run_id="targets-run"))
             as_targets_sitting(synthetic.write_run(Path(d) / "0_older_targets", utc="2024-12-01T00:00:00Z",
                                                    configs=[(224, 32)]))
             as_targets_sitting(synthetic.write_run(Path(d) / "c_other_gpu", utc="2025-01-03T00:00:00Z",
@@ -570,8 +571,9 @@ class Helpers(unittest.TestCase):
             runs = {r.name: r for r in rundata.load_runs(d)}
             gpu = rundata.gpu_of(runs["a_full"])
             # A family outside TARGETS_APART (as the MLP): its newest run is its section, targets included.
-            self.assertEqual(rundata.pick_run(list(runs.values()), "layernorm", gpu).path, later)
-            self.assertIsNone(rundata.targets_run(list(runs.values()), "layernorm", runs["a_full"]))
+            with mock.patch.object(rundata, "TARGETS_APART", ()):
+                self.assertEqual(rundata.pick_run(list(runs.values()), "layernorm", gpu).path, later)
+                self.assertIsNone(rundata.targets_run(list(runs.values()), "layernorm", runs["a_full"]))
             apart = mock.patch.object(rundata, "TARGETS_APART", ("layernorm",))
             apart.start()
             self.addCleanup(apart.stop)
@@ -597,6 +599,16 @@ class Helpers(unittest.TestCase):
             ctx.headline(family="LayerNorm", shape="s", fastest="v", fastest_us=1.0)
             self.assertEqual(ctx.targets[-1].run, "b_targets")
             self.assertEqual(ctx.headline_entry.judged_in, "b_targets")
+            # No later sitting, but the section's folder holds its targets file beside its sweep:
+            # the targets are judged on that file's rows alone (with the folder's ceilings).
+            shutil.copy(later / "layernorm_targets.csv", full / "layernorm_targets.csv")
+            both = rundata.load_run(full)
+            inside = rundata.targets_run([both], "layernorm", both)
+            self.assertEqual(inside.path, full)
+            self.assertEqual(set(inside.rows("layernorm")["run_id"]), {"targets-run"})
+            self.assertEqual(len(inside.rows("layernorm")), len(read_rows(full / "layernorm_targets.csv")))
+            self.assertEqual(inside.sources["layernorm"], {"layernorm_targets.csv"})
+            self.assertTrue(len(inside.ok("ceilings")))
 
     def test_csv_before_appended_columns_loads(self):
         with tempfile.TemporaryDirectory() as d:

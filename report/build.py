@@ -321,10 +321,16 @@ def study_outputs(used: dict, out_dir: Path, judged: dict | None = None) -> dict
     targets sittings (`judged`) among them."""
     judged = judged or {}
     rows, sentences = [], []
-    for run in dict.fromkeys([*used.values(), *judged.values()]):
+    # One row per folder: a targets sitting inside a section's folder is that folder's row.
+    folders = {}
+    for r in [*used.values(), *judged.values()]:
+        folders.setdefault(r.path, r)
+    for run in folders.values():
         c = run.ceilings()
         d = run.df
-        fams = [f for f, r in used.items() if r is run] + [f"{f} targets" for f, r in judged.items() if r is run]
+        fams = ([f for f, r in used.items() if r.path == run.path]
+                + [f"{f} targets" for f, r in judged.items() if r.path == run.path and used.get(f) is not None
+                   and used[f].path != run.path])
         rows.append({"run folder": run.name,
                      "run id": " + ".join(dict.fromkeys(d["run_id"].astype(str))),
                      "GPU": " + ".join(dict.fromkeys(d["gpu"].astype(str))),

@@ -129,7 +129,8 @@ def load_run(run_dir) -> "Run":
     for f, d in zip(files, frames):
         for fam in set(d["family"]):
             sources.setdefault(fam, set()).add(f.name)
-    return Run(run_dir, pd.concat(frames, ignore_index=True), sources)
+    row_files = pd.Series([f.name for f, d in zip(files, frames) for _ in range(len(d))], dtype=object)
+    return Run(run_dir, pd.concat(frames, ignore_index=True), sources, row_files)
 
 
 def side_table(run_dir, name: str, columns: list[str], numeric: list[str]):
@@ -199,6 +200,15 @@ class Run:
     path: Path
     df: pd.DataFrame
     sources: dict = field(default_factory=dict)  # family -> names of the CSV files with its rows
+    row_files: pd.Series | None = None  # the CSV file of each row of df (load_run), by position
+
+    def only_file(self, name: str) -> "Run":
+        """The rows of one of the folder's CSV files (with the folder's ceilings), as a run."""
+        keep = (self.row_files == name).to_numpy() | (self.df["family"] == CEILINGS).to_numpy()
+        df = self.df[keep].reset_index(drop=True)
+        files = self.row_files[keep].reset_index(drop=True)
+        return Run(self.path, df, {f: set(files[(df["family"] == f).to_numpy()]) for f in set(df["family"])},
+                   files)
 
     @property
     def name(self) -> str:
@@ -352,9 +362,10 @@ def holds_final_sitting(run: Run) -> bool:
 
 
 # Families whose section tells its ladder from the newest run that timed more than the target
-# shapes and judges its targets and headline on a targets sitting measured after it (targets_run).
+# shapes and judges its targets and headline on a targets sitting (targets_run): one measured
+# after it, or its own folder's `<family>_targets.csv`.
 # The MLP's section is its targets sitting itself, its figures over batch from sweep_run.
-TARGETS_APART = ("patch_embed", "attention")
+TARGETS_APART = ("patch_embed", "layernorm", "attention")
 
 
 def targets_sitting(run: Run, family: str) -> bool:
@@ -364,15 +375,24 @@ def targets_sitting(run: Run, family: str) -> bool:
 
 
 def targets_run(runs: list[Run], family: str, section: Run | None) -> Run | None:
-    """The sitting a family's targets and headline are judged on when it is not the section's
-    run: the newest targets sitting of the family (targets_sitting) on the section run's GPU,
-    measured after the section's run; None when there is none (the section's run judges)."""
+    """The sitting a family's targets and headline are judged on when it is not the whole of the
+    section's run: the newest targets sitting of the family (targets_sitting) on the section run's
+    GPU measured after the section's run, else the section run's own `<family>_targets.csv` where
+    the run also holds other rows of the family (a sweep and its targets in one folder, two
+    sweeps: the targets judged on one); None when there is neither (the section's run judges)."""
     if section is None or family not in TARGETS_APART:
         return None
     gpu = gpu_of(section)
     later = [r for r in runs if r is not section and targets_sitting(r, family) and gpu_of(r) == gpu
              and len(r.ok(family)) and r.newest_utc(family) > section.newest_utc(family)]
-    return max(later, key=lambda r: (r.newest_utc(family), r.name)) if later else None
+    if later:
+        return max(later, key=lambda r: (r.newest_utc(family), r.name))
+    own = f"{family}_targets.csv"
+    if own in section.sources.get(family, set()) and len(section.sources[family]) > 1 \
+            and section.row_files is not None:
+        inside = section.only_file(own)
+        return inside if len(inside.ok(family)) else None
+    return None
 
 
 def pick_run(runs: list[Run], family: str, gpu: str | None = None) -> Run | None:

@@ -229,14 +229,14 @@ def give_timm_weights(configs, python):
         path = weights_dir() / f"timm_{model}_{image}px_seed{seed}.safetensors"
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
-            part = path.with_name(path.name + ".part")
+            part = path.with_name(f"{path.name}.{os.getpid()}.part")  # shards of one sweep may export at once
             cmd = [python, str(exporter), "--model", model, "--image-size", str(image), "--seed", str(seed),
                    "--out", str(part)]
             print(f"exporting timm's init of {model} at {image} px, seed {seed}: {path}", flush=True)
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0 or not part.is_file():
-                raise UsageError(f"timm_weights: {' '.join(cmd)} failed (exit {r.returncode}): "
-                                 f"{(r.stderr or r.stdout).strip().splitlines()[-1:] or ['no output']}")
+                last = ((r.stderr or r.stdout).strip().splitlines() or ["no output"])[-1]
+                raise UsageError(f"timm_weights: {' '.join(cmd)} failed (exit {r.returncode}): {last}")
             part.replace(path)
         for c in configs:
             if (c.model, c.image_size, c.seed) == shape:

@@ -52,18 +52,24 @@ class SanitizeTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def check(self, **env):
-
+    def run_with(self, env, call):
+        """(exit code, stdout) of call() with `env` added to the environment (STUDY_REQUIRE_GPU
+        dropped unless env sets it), the environment restored after."""
         saved = dict(os.environ)
-        os.environ.update({"STATUS": "ok", **env})
+        os.environ.pop("STUDY_REQUIRE_GPU", None)
+        os.environ.update(env)
         out = io.StringIO()
         try:
             with contextlib.redirect_stdout(out):
-                rc = sanitize.check("racecheck", [str(self.bench), "--batch", "3"], str(self.sanitizer))
+                rc = call()
         finally:
             os.environ.clear()
             os.environ.update(saved)
         return rc, out.getvalue()
+
+    def check(self, **env):
+        return self.run_with({"STATUS": "ok", **env}, lambda: sanitize.check(
+            "racecheck", [str(self.bench), "--batch", "3"], str(self.sanitizer)))
 
     def test_clean_run_passes(self):
         self.assertEqual(self.check()[0], 0)
@@ -94,17 +100,8 @@ class SanitizeTest(unittest.TestCase):
         self.assertIn("wrote no CSV", out)
 
     def check_doctest(self, **env):
-        saved = dict(os.environ)
-        os.environ.pop("STUDY_REQUIRE_GPU", None)
-        os.environ.update(env)
-        out = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(out):
-                rc = sanitize.check_doctest("memcheck", [str(self.doctest), "-sc=257 x*"], str(self.sanitizer))
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-        return rc, out.getvalue()
+        return self.run_with(env, lambda: sanitize.check_doctest(
+            "memcheck", [str(self.doctest), "-sc=257 x*"], str(self.sanitizer)))
 
     def test_doctest_passing_passes(self):
         self.assertEqual(self.check_doctest()[0], 0)

@@ -129,7 +129,10 @@ def gemms(data, ctx):
     if rows:
         gt = pd.DataFrame(rows)
         top = gt[gt["batch"] == gt["batch"].max()]
-        top = top[top["version"] == top["version"].iloc[-1]]
+        # The answer's fp16 step where it has a breakdown at that batch, else the last step that has.
+        answer = data.answer_fp16(int(top["batch"].iloc[0]))
+        shown = label(answer) if answer is not None and label(answer) in set(top["version"]) else top["version"].iloc[-1]
+        top = top[top["version"] == shown]
         if gemm_ceiling and len(top):
             gemm_finding = (f"At batch {int(top['batch'].iloc[0])}, {top['version'].iloc[0]}'s block GEMMs "
                             "run at " + join_and(f"{r['GEMM']} {r['% of ceiling']:.0f}%" for _, r in top.iterrows())
@@ -405,7 +408,8 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
     # The ladder end to end and its largest step.
     for b in [b for b in (1, 256) if b in key_batches]:
         timed_steps = [v for v in steps if np.isfinite(at(v, b))]
-        if len(timed_steps) >= 2:
+        # Only a sitting of the ladder from its first step (a final sitting's few steps are no ladder).
+        if len(timed_steps) >= 2 and timed_steps[0] == LADDER[0]:
             first, last = timed_steps[0], timed_steps[-1]
             # A step is one change against its parent: only steps timed beside their parent count
             # (a sitting of a few steps, the final one, has neighbours that are not parents).
@@ -445,7 +449,8 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
 
     # Where the time goes in e6 at the largest batch with a breakdown.
     if len(bd_versions):
-        v = E6 if E6 in bd_versions else bd_versions[-1]
+        answer = data.answer_fp16()
+        v = answer if answer in bd_versions else E6 if E6 in bd_versions else bd_versions[-1]
         b = int(max(set(bd.loc[bd["version"] == v, "batch"])))
         d = bd[(bd["version"] == v) & (bd["batch"] == b)].sort_values("us", ascending=False)
         total = d["us"].sum()

@@ -363,11 +363,8 @@ findings = [s for s in [formatting.rounds_sentence(timed)] if s]
 # after this run (its own clean sitting of the target shapes), else on this run.
 judged = merged(ctx.take_targets_run())[0] if ctx.targets_run is not None else timed
 judged_kb = judged[judged["batch"] == key_batch]
-if ctx.targets_run is not None:
-    findings.append(f"The targets and the headline (the sentences up to the target's verdict) are "
-                    f"judged on the targets sitting `{ctx.targets_run.name}` "
-                    f"({ctx.targets_run.provenance('attention')}); the other sentences and the "
-                    f"figures on this run.")
+findings += [s for s in [ctx.judged_apart("The targets and the headline (the sentences up to the "
+                                           "target's verdict)")] if s]
 
 
 def fastest_own(n):

@@ -310,12 +310,8 @@ def named(v):
 
 
 findings = [s for s in [formatting.rounds_sentence(timed)] if s] if len(timed) else []
-if ctx.targets_run is not None:
-    files = ", ".join(sorted(ctx.targets_run.sources.get("layernorm", ())))
-    findings.append(f"The targets and the headline (the sentences up to the last target's verdict) are "
-                    f"judged on the targets sitting, {files} in `{ctx.targets_run.name}` "
-                    f"({ctx.targets_run.provenance('layernorm')}); the other sentences and the figures on "
-                    f"this run's rows.")
+findings += [s for s in [ctx.judged_apart("The targets and the headline (the sentences up to the last "
+                                           "target's verdict)")] if s]
 big = max(key_rows) if key_rows else None  # None: nothing timed in this run
 best = fastest(big, judged) if key_rows else None
 if best is not None:

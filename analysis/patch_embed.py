@@ -510,10 +510,7 @@ findings = [s for s in [formatting.rounds_sentence(timed)] if s]
 # The targets and the headline are judged on the family's targets sitting where one was measured
 # after this run (its own clean sitting of the target shapes), else on this run.
 judged = PatchEmbedData(ctx.take_targets_run()) if ctx.targets_run is not None else data
-if ctx.targets_run is not None:
-    findings.append(f"The targets and the headline below are judged on the targets sitting "
-                    f"`{ctx.targets_run.name}` ({ctx.targets_run.provenance(FAMILY)}); the "
-                    f"other sentences and the figures on this run.")
+findings += [s for s in [ctx.judged_apart("The targets and the headline below")] if s]
 
 
 def fastest(model, image, batch, own_only=False, source=None):

@@ -484,23 +484,6 @@ class Helpers(unittest.TestCase):
         self.assertFalse(rundata.same_architecture("NVIDIA H20", "NVIDIA H200"))  # not listed: no family
         self.assertTrue(rundata.same_architecture("NVIDIA L4", "NVIDIA L4"))  # one model, listed or not
 
-    def test_run_folder_test_summaries(self):
-        # meson's summary lines and doctest binaries' own outputs, added up; a failure shows.
-        from studylib import run_folder
-        with tempfile.TemporaryDirectory() as d:
-            path = Path(d) / "tests.txt"
-            path.write_text("### a\n[doctest] test cases:  12 |  12 passed | 0 failed | 0 skipped\n"
-                            "### b\n[doctest] test cases:   3 |   2 passed | 1 failed | 0 skipped\n")
-            self.assertEqual(run_folder.test_summary(path),
-                             "2 doctest runs: 15 test cases, 14 passed, 1 failed, 0 skipped")
-            path.write_text("Ok:                 20\nFail:               0\n")
-            self.assertEqual(run_folder.test_summary(path), "Ok 20, Fail 0")
-            path.write_text(" 1/3 gpu - s:a   OK   6.55s\n 2/3 gpu - s:b   SKIP   5.19s   exit status 77\n"
-                            " 3/3 gpu - s:c   OK   7.00s\n")
-            self.assertEqual(run_folder.test_summary(path), "tests OK 2, SKIP 1")
-            path.write_text("nothing here\n")
-            self.assertIsNone(run_folder.test_summary(path))
-
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})
         md = formatting.markdown_table(df, {"us": formatting.fmt_us})
@@ -594,7 +577,13 @@ class Helpers(unittest.TestCase):
                                    targets_run=runs["b_targets"])
             ctx.target("t", "met")
             self.assertEqual(ctx.targets[-1].run, "a_full")
+            self.assertIsNone(ctx.judged_apart())
             self.assertIs(ctx.take_targets_run(), runs["b_targets"])
+            # The one sentence that says so names the sitting's files, folder and provenance.
+            said = ctx.judged_apart("The targets")
+            self.assertTrue(said.startswith("The targets are judged on the targets sitting, "
+                                            "layernorm_targets.csv in `b_targets` ("), said)
+            self.assertIn("targets-run", said)
             ctx.target("t", "met")
             ctx.headline(family="LayerNorm", shape="s", fastest="v", fastest_us=1.0)
             self.assertEqual(ctx.targets[-1].run, "b_targets")

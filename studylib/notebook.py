@@ -184,6 +184,17 @@ class Context:
         self.judged_on = self.targets_run
         return self.targets_run
 
+    def judged_apart(self, scope: str = "The targets and the headline") -> str | None:
+        """The finding that says where the targets sitting taken (take_targets_run) judges: its
+        files, folder and provenance, and that the rest of the section reads this run; None where
+        no targets sitting was taken. `scope` names the sentences it judges."""
+        t = self.judged_on
+        if t is None:
+            return None
+        files = ", ".join(sorted(t.sources.get(self.family, ())))
+        return (f"{scope} are judged on the targets sitting, {files} in `{t.name}` "
+                f"({t.provenance(self.family)}); the other sentences and the figures on this run's rows.")
+
     def headline(self, **kw):
         """The family's line of README's headline table (report/build.py writes the table)."""
         if self.judged_on is not None and not kw.get("measured_in"):

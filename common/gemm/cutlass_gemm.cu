@@ -383,9 +383,24 @@ CutlassCache::CutlassCache(std::string path) : path_(std::move(path)) {
     if (parse_line(line, key, choice)) choices_[key] = choice;
 }
 
-std::optional<Choice> CutlassCache::find(const Key& key) const {
-  const auto it = choices_.find(key);
-  if (it == choices_.end()) return std::nullopt;
+void CutlassCache::read_new_keys() {
+  std::ifstream in(path_);
+  std::map<Key, Choice> file;
+  std::string line;
+  Key key;
+  Choice choice;
+  while (std::getline(in, line))
+    if (parse_line(line, key, choice)) file[key] = choice;  // the file's later line wins
+  choices_.insert(file.begin(), file.end());                // keys held here stay as they are
+}
+
+std::optional<Choice> CutlassCache::find(const Key& key) {
+  auto it = choices_.find(key);
+  if (it == choices_.end()) {
+    read_new_keys();
+    it = choices_.find(key);
+    if (it == choices_.end()) return std::nullopt;
+  }
   return it->second;
 }
 

@@ -90,6 +90,9 @@ struct Key {
 // output and "+cublaslt" when cuBLASLt was a candidate; kernel "cublaslt" when cuBLASLt won).
 // Lines that do not parse, and choices made among other candidates than this build's, are
 // ignored (a rebuild with other kernels searches again); a later line for the same key wins.
+// A key missing from memory is looked for in the file again before the search runs: another
+// process (a sweep's next bench, its kept anchor process) may have searched it since this one
+// read the file, and a sitting should run one choice per shape, not one per process.
 // With $STUDY_CUTLASS_SEARCH_LOG set to a file, a search also appends every candidate it timed
 // there, in the same line format (the runners-up, for the NOTES): the first sweep, then the
 // finalists' rounds (run() below).
@@ -99,7 +102,9 @@ class CutlassCache {
   // ~/.cache/vit-cuda-study/cutlass_gemm.tsv.
   static std::string default_path();
   explicit CutlassCache(std::string path);
-  std::optional<Choice> find(const Key& key) const;
+  // The choice for key: from memory, else from lines appended to the file since it was read
+  // (those add keys; they never replace one this process holds).
+  std::optional<Choice> find(const Key& key);
   // Adds the choice to memory and appends it to the file; a file that cannot be written costs
   // only the reuse (one warning on stderr), never the run.
   void store(const Key& key, const Choice& choice);
@@ -111,6 +116,7 @@ class CutlassCache {
  private:
   std::string path_;
   std::map<Key, Choice> choices_;
+  void read_new_keys();
   bool warned_ = false;
 };
 

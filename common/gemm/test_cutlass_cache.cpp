@@ -1,6 +1,7 @@
 // CPU test of the CUTLASS GEMM layer's on-disk record of its search (common/gemm/cutlass_gemm.hpp):
-// lines round-trip, malformed lines are ignored, a later line wins, an unwritable file costs
-// only the reuse, the path follows the environment; and the layer says why it cannot run here.
+// lines round-trip, malformed lines are ignored, a later line wins, a key another process stored
+// since is read before a search, an unwritable file costs only the reuse, the path follows the
+// environment; and the layer says why it cannot run here.
 #include <doctest/doctest.h>
 #include <cstdlib>
 #include <filesystem>
@@ -99,6 +100,27 @@ TEST_CASE("stored choices are read back by a new cache; the later line of a key 
   cg::Key other = kKey;
   other.residual = true;
   CHECK_FALSE(reread.find(other).has_value());
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a key another process stored after this one read the file is found, not searched again") {
+  const auto path = temp_file("cutlass_cache_shared_");
+  cg::CutlassCache kept(path.string());   // a kept process: read the file before the other stored
+  cg::Key held = kKey;
+  held.residual = true;
+  kept.store(held, kChoice);
+  CHECK_FALSE(kept.find(kKey).has_value());
+  {
+    cg::CutlassCache other(path.string());  // the next bench: searches kKey, and also holds another
+    other.store(kKey, {"128x128x64_c1x1_coop", 0, 2, 300.f});  // choice for `held`, appended later
+    other.store(held, {"64x128x64_c1x1_pingpong", 1, 1, 9.f});
+  }
+  const auto found = kept.find(kKey);
+  REQUIRE(found.has_value());
+  CHECK(found->kernel == "128x128x64_c1x1_coop");
+  // A key this process already held keeps its choice: the file adds keys, it never swaps one.
+  REQUIRE(kept.find(held).has_value());
+  CHECK(kept.find(held)->kernel == kChoice.kernel);
   std::filesystem::remove(path);
 }
 

@@ -64,7 +64,9 @@ FAKE = textwrap.dedent('''\
                  streams="132" if a.streams == "sm" else a.streams, warmup=a.warmup, iters=a.iters,
                  flush_l2="1" if a.flush_l2 else "0", median_us=median, status=status,
                  note=("rows=%s" % a.rows if a.rows else "")
-                      + ("weights=%s" % open(a.weights).read() if a.weights else ""))
+                      + ("weights=%s" % open(a.weights).read() if a.weights else "")
+                      + ("gemm_cache=%s" % os.environ.get("STUDY_CUTLASS_CACHE", "")
+                         if os.environ.get("FAKE_SHOW_CACHE") == "1" else ""))
         if os.environ.get("FAKE_SHAPELESS") == "1":
             r.update(model="", batch="", image_size="")
         if status == "skipped" and os.environ.get("FAKE_NODEV") == "1":

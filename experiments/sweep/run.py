@@ -179,6 +179,10 @@ def main(argv=None):
     commit = os.environ.get("STUDY_COMMIT") or git_commit()
     env = with_checkout_on_path(dict(os.environ, STUDY_RUN_ID=run_id, STUDY_COMMIT=commit,
                                      STUDY_SWEEP_DEVICE=str(args.device)), build_dir)
+    # The GEMM layer's search choices (common/gemm/cutlass_gemm.hpp) in one file beside the CSV:
+    # a sitting starts from no other sitting's choices, every process of it (benches, the kept
+    # anchor process) runs the same choice per shape, and the folder keeps what was chosen.
+    env.setdefault("STUDY_CUTLASS_CACHE", str(Path(args.out).resolve().parent / "cutlass_gemm.tsv"))
     prov = {"run_id": run_id, "commit": commit, "host": socket.gethostname()}
     if commit.endswith("-dirty"):
         print(f"warning: this checkout has uncommitted changes, so every row will name {commit}: "

@@ -36,6 +36,19 @@ class SweepTest(SweepCase):
         with self.assertRaises(specs.SpecError):
             specs.load_spec(self.spec(energy_s="-1"))
 
+    def test_gemm_choices_kept_in_the_run_folder(self):
+        # Every process of a sitting reads and writes the GEMM search's choices in one file beside
+        # its CSV, not in the user's cache; a path given in the environment is kept.
+        self.run_sweep(self.spec(batches="[1]"), env={"FAKE_SHOW_CACHE": "1"})
+        here = self.out.resolve().parent / "cutlass_gemm.tsv"
+        for r in self.rows():
+            self.assertIn(f"gemm_cache={here}", r["note"])
+        given = self.dir / "mine.tsv"
+        self.run_sweep(self.spec(batches="[1]"), env={"FAKE_SHOW_CACHE": "1", "STUDY_CUTLASS_CACHE": str(given)},
+                       out=self.dir / "given.csv")
+        for r in self.rows(self.dir / "given.csv"):
+            self.assertIn(f"gemm_cache={given}", r["note"])
+
     def test_timm_weights_exported_once_and_given_to_every_row(self):
         # A fake python for the exporter: writes "<model> <image> <seed>" to --out, counts its calls.
         calls = self.dir / "exports"

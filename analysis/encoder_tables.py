@@ -447,7 +447,7 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
                         + (f"; at batch {ratio[-1][0]} {ratio[-1][2]:.2f}x e3's time" if ratio else "")
                         + ".")
 
-    # Where the time goes in e6 at the largest batch with a breakdown.
+    # Where the time goes in the answer's fp16 step (else e6_best) at the largest batch with a breakdown.
     if len(bd_versions):
         answer = data.answer_fp16()
         v = answer if answer in bd_versions else E6 if E6 in bd_versions else bd_versions[-1]

@@ -11,13 +11,17 @@ import pandas as pd
 from analysis import plots
 from analysis.encoder_data import (
     ANCHORS, COMPILE, E3, E4, EAGER_LINE, GRAPH_LINE, KEYS, KEY_IMAGE, KEY_MODEL, TARGET_B1_MS,
-    TARGET_COMPILE, fmt_ms)
+    TARGET_COMPILE, fmt_ms, is_module)
 from studylib import catalog, formatting, rundata
 
 
 # The figures' captions name the line styles: eager runs dashed, graph replays solid.
 LINE_STYLES = ("eager runs dashed, graph replays solid; each PyTorch anchor its own colour and "
                "marker")
+# The figures whose points of one step and its module row would cover each other leave the
+# module out, and say where it is drawn.
+MODULE_ELSEWHERE = ("the Python module's rows (vitstudy_*), which replay their steps' graphs at "
+                    "their steps' times, are drawn in the speedup and latency figures")
 
 
 def batch_axis(ax, batches):
@@ -51,7 +55,7 @@ def throughput(data, ctx):
         handles = {}
         for ax, image in zip(axes[0], images):
             d0 = km[km["image_size"] == image]
-            for v in order:
+            for v in [v for v in order if not is_module(v)]:
                 d = d0[d0["version"] == v].sort_values("batch")
                 if not len(d):
                     continue
@@ -80,6 +84,7 @@ def throughput(data, ctx):
                    f"Images per second (batch / median time of one forward) against batch, "
                    f"{key_model}, one panel per image size, log axes; error bars span the rounds' "
                    f"medians; e4_streams at its fastest stream count per batch; {LINE_STYLES}"
+                   + (f"; {MODULE_ELSEWHERE}" if any(map(is_module, order)) else "")
                    + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
     else:
         ctx.missing("figure", "encoder_throughput", "this run has no timed encoder rows")
@@ -110,13 +115,13 @@ def vs_compile(data, ctx):
                         linewidth=2.0 if v == top else 0.5)
                 ax.text(r, i, f" {r:.2f}x", va="center", fontsize=8)
             ax.axvline(1.0, color="#444444", linewidth=0.8)
-            if b == 256 and targets_apply:
+            target = b == 256 and targets_apply
+            if target:
+                # Named in the panel's title: a label inside the panel would sit on bars or ticks.
                 ax.axvline(TARGET_COMPILE, color="#444444", linewidth=0.9, linestyle=":")
-                # Under the last bar (the y axis is inverted), clear of the panel's title.
-                ax.text(TARGET_COMPILE, len(vc_order) - 0.2, f" target {TARGET_COMPILE}x", fontsize=8,
-                        color="#444444", va="top")
             ax.set_xlim(0, max(np.nanmax(ratio), TARGET_COMPILE if b == 256 else 1.0) * 1.3)
-            ax.set_title(f"batch {b} (torch.compile {fmt_ms(c)} ms)")
+            ax.set_title(f"batch {b} (torch.compile {fmt_ms(c)} ms)"
+                         + (f"\ndotted: the {TARGET_COMPILE}x target" if target else ""), fontsize=9)
             ax.set_xlabel("torch.compile time / step time")
         axes[0][0].set_yticks(range(len(vc_order)), [label(v) for v in vc_order], fontsize=8)
         axes[0][0].invert_yaxis()
@@ -208,6 +213,8 @@ def energy(data, ctx):
     tprov, where = ctx.title_provenance(), data.where
     EB = 256
     e = at_key[(at_key["batch"] == EB) & at_key["energy_j"].notna()] if "energy_j" in at_key else at_key.iloc[0:0]
+    modules = e["version"].map(is_module)
+    e = e[~modules]
     if len(e):
         fig, ax = plt.subplots(figsize=(9.0, 4.8))
         for _, r in e.iterrows():
@@ -240,7 +247,9 @@ def energy(data, ctx):
                    f"gives each loop's mean power and SM clock; each step and anchor in its colour and marker of the other figures (hollow, "
                    f"so that points of nearly one value stay visible). Both axes start at zero; the dashed "
                    f"line through the origin is one power, the rows' median: points on it draw the same "
-                   f"watts, so at the power limit only fewer joules per image make a step faster. {prov}.")
+                   f"watts, so at the power limit only fewer joules per image make a step faster"
+                   + (f"; {MODULE_ELSEWHERE}, and in the images-per-joule table" if modules.any() else "")
+                   + f". {prov}.")
     else:
         ctx.missing("figure", "encoder_energy", f"this run has no encoder rows with energy at batch {EB}, {where} "
                     "(a spec's energy_s, or --energy on the bench)")

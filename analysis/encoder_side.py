@@ -82,13 +82,15 @@ def side_comparison(data, ctx, name, c):
     ratios drawn per batch. Reported missing when no run folder on this GPU has its rows."""
     label = data.label
     step, compared, clocks = c["step"], c["against"], c["clocks"]
+    # The report's artifacts carry the family's prefix; a spec's name need not.
+    table = name if name.startswith("encoder_") else f"encoder_{name}"
     caption = c["caption"].format(where=data.where)
     csv = side_csv(data.run, name)
     if csv is None:
         why = f"no run folder on this GPU has {name}/{name}.csv (experiments/specs/{name}.toml writes it)"
-        ctx.missing("table", name, why)
+        ctx.missing("table", table, why)
         if c["figure"]:
-            ctx.missing("figure", f"{name}_ratios", why)
+            ctx.missing("figure", f"{table}_ratios", why)
         return
     d, med = side_ok(csv)
     anchors = [a for a in ANCHORS if a in set(d["version"])]
@@ -111,12 +113,12 @@ def side_comparison(data, ctx, name, c):
     fmt.update({c: fmt_rate for c in show.columns if c.endswith(" MHz")})
     fmt["batch"] = formatting.fmt_int
     side_run = rundata.Run(csv.parent, d)
-    ctx.table(name, formatting.markdown_table(show, fmt),
+    ctx.table(table, formatting.markdown_table(show, fmt),
               f"{caption} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "
               f"{rundata.show_path(csv.parent)}); x v = v's time over {step}'s (above 1: {step} is faster). "
               f"{side_run.provenance()}.", section=c["title"])
     if c["figure"]:
-        ratios_figure(ctx, label, f"{name}_ratios", show, step, [v for v in compared + anchors if f"x {label(v)}" in show],
+        ratios_figure(ctx, label, f"{table}_ratios", show, step, [v for v in compared + anchors if f"x {label(v)}" in show],
                       c["title"], side_run, section=c["title"])
 
 

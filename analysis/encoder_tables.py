@@ -130,7 +130,7 @@ def gemms(data, ctx):
         gt = pd.DataFrame(rows)
         top = gt[gt["batch"] == gt["batch"].max()]
         # The answer's fp16 step where it has a breakdown at that batch, else the last step that has.
-        answer = data.answer_fp16(int(top["batch"].iloc[0]))
+        answer = data.answer_fp16()
         shown = label(answer) if answer is not None and label(answer) in set(top["version"]) else top["version"].iloc[-1]
         top = top[top["version"] == shown]
         if gemm_ceiling and len(top):

@@ -128,6 +128,20 @@ class EncoderHandMade(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         return (out / "text" / "encoder_findings.md").read_text(), read_report(out)
 
+    def test_the_fastest_is_fastest_across_the_batches(self):
+        """One batch's draw does not rename "the fastest" step (the aliases' rule)."""
+        from analysis.encoder_data import fastest_across
+        us = {("a", 1): 440, ("a", 32): 2170, ("a", 256): 18170,
+              ("b", 1): 449, ("b", 32): 2250, ("b", 256): 17670, ("c", 1): 900}
+        time = lambda v, b: us.get((v, b), math.nan)
+        self.assertEqual(fastest_across(time, ["a", "b"], (1, 32, 256)), "a")
+        self.assertEqual(fastest_across(time, ["b", "a"], (1, 32, 256)), "a")
+        # One win each: the faster at the largest batch that times them.
+        self.assertEqual(fastest_across(time, ["a", "b"], (32, 256)), "b")
+        self.assertEqual(fastest_across(time, ["a", "c"], (1,)), "a")
+        self.assertEqual(fastest_across(time, ["c", "b"], (1, 32, 256)), "b")
+        self.assertIsNone(fastest_across(time, ["c"], (32, 256)))
+
     def test_ratio_sentences(self):
         with tempfile.TemporaryDirectory() as d:
             text, readme = self.findings(hand_made_encoder(Path(d) / "r"))

@@ -476,8 +476,16 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
         for f in run.families():
             g = run.rows(f)
             fams.append(f"{f} ({int((g['status'] == 'ok').sum())}/{len(g)})")
-        side = sorted(str(c.parent.relative_to(run.path)) for c in run.path.rglob("*.csv")
-                      if c.parent != run.path and "report" not in c.relative_to(run.path).parts)
+        side_csvs = sorted(c for c in run.path.rglob("*.csv")
+                           if c.parent != run.path and "report" not in c.relative_to(run.path).parts)
+        side = [str(c.parent.relative_to(run.path)) for c in side_csvs]
+        # The folder's time span covers its side folders' rows too (those that record one).
+        utc = [str(x) for x in d["utc"].dropna()]
+        for c in side_csvs:
+            try:
+                utc += [str(x) for x in pd.read_csv(c, usecols=["utc"])["utc"].dropna()]
+            except (ValueError, pd.errors.ParserError):
+                pass
         uses = [f for f in families if used.get(f) is run]
         uses += [f"{f} targets and headline" for f in families if judged.get(f) is run]
         other_gpu = rundata.gpu_of(run) != primary
@@ -489,8 +497,9 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
             "run folder": f"[{run.name}]({run.name}/)",
             "GPU": " + ".join(values("gpu")) or "none",
             "commits": "<br>".join(full_commit(c, cache) for c in values("commit")) or "unknown",
-            "UTC": f"{d['utc'].min()} .. {d['utc'].max()}",
-            "families (ok/all rows)": ", ".join(fams) or "ceilings only",
+            "UTC": f"{min(utc)} .. {max(utc)}" if utc else "-",
+            "families (ok/all rows)": ", ".join(fams) or ("none at the top: its side folders hold the rows"
+                                                          if side else "ceilings only"),
             "side folders": ", ".join(dict.fromkeys(side)) or "-",
             "report uses it for": ", ".join(uses) or "-",
             "superseded for": ", ".join(superseded) or "-",

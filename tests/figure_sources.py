@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Every figure of the report is drawn from clean rows of one commit: no caption of
+report/README.md or its appendix pages names a -dirty commit or rows of several commits, except
+the figures listed in tests/figure_sources_allowed.txt, whose clean sittings are still to come.
+A listed figure that no longer fails fails too: the list only shrinks.
+Usage: figure_sources.py REPO_ROOT"""
+import re
+import sys
+from pathlib import Path
+
+# A figure as report/build.py writes it: the image, a blank line, then its caption, which ends
+# with the rows' provenance (studylib/rundata.py provenance: "GPU .., run .., commit a + b").
+FIGURE = re.compile(r"^!\[(\w+)\]\([^)]*\)\n\n\*Figure: (.*)\*$", re.M)
+HASH = r"[0-9a-f]{7,40}(?:-dirty)?"
+COMMITS = re.compile(rf"commit ({HASH}(?: \+ {HASH})*)\.?$")
+# A figure over several run folders (the across-GPUs one) names each folder's commits instead:
+# "run folder F (commit a + 4 more)".
+FOLDER_COMMITS = re.compile(rf"run folder (\S+) \(commit ({HASH})(?: \+ (\d+) more)?\)")
+
+
+def listed(path: Path) -> set[str]:
+    return {line.split()[0] for line in path.read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+
+
+def figure_problems(pages: list[str]) -> dict[str, str]:
+    """figure name -> why its rows are not one clean commit's; every figure found is a key
+    ('' where it passes)."""
+    out = {}
+    for page in pages:
+        for name, caption in FIGURE.findall(page):
+            m = COMMITS.search(caption.strip())
+            if m:
+                commits = m.group(1).split(" + ")
+                why = [f"rows of {len(commits)} commits"] if len(commits) > 1 else []
+                why += [f"-dirty commit {c}" for c in commits if c.endswith("-dirty")]
+            elif folders := FOLDER_COMMITS.findall(caption):
+                why = [f"{f}: rows of {int(more) + 1} commits" for f, _, more in folders if more]
+                why += [f"{f}: -dirty commit {c}" for f, c, _ in folders if c.endswith("-dirty")]
+            else:
+                why = ["its caption names no commit"]
+            out[name] = "; ".join(why)
+    return out
+
+
+def main(root):
+    root = Path(root).resolve()
+    report = root / "report"
+    pages = [(report / "README.md").read_text()]
+    pages += [p.read_text() for p in sorted((report / "appendix").glob("*.md"))]
+    allowed = listed(root / "tests" / "figure_sources_allowed.txt")
+    problems = figure_problems(pages)
+    failures = []
+    if not problems:
+        failures.append("no figure found in report/README.md or its appendix pages")
+    for name, why in sorted(problems.items()):
+        if why and name not in allowed:
+            failures.append(f"{name}: {why}: draw it from one clean sitting")
+        if not why and name in allowed:
+            failures.append(f"tests/figure_sources_allowed.txt lists {name}, drawn from one clean commit: remove it")
+    failures += [f"tests/figure_sources_allowed.txt lists {name}, which the report does not draw: remove it"
+                 for name in sorted(allowed - set(problems))]
+    for f in failures:
+        print(f"figure_sources: {f}", file=sys.stderr)
+    dirty = sum(1 for why in problems.values() if why)
+    print(f"{len(problems)} figures checked; {dirty} not from one clean commit (listed: {len(allowed)})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print(__doc__.splitlines()[-1], file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1]))

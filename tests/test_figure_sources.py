@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""tests/figure_sources.py on hand-made report pages: a figure of one clean commit passes; one
+of a -dirty commit, of several commits, of a folder with several, or with no commit fails."""
+import unittest
+
+import figure_sources as fs  # beside this script, which runs by path
+
+
+def figure(name, provenance):
+    return f"![{name}](figures/{name}.png)\n\n*Figure: What it plots. GPU X, run r1, {provenance}.*\n"
+
+
+class FigureSources(unittest.TestCase):
+    def test_what_passes_and_fails(self):
+        page = "\n".join([
+            figure("clean", "commit 7e8a7f701fb5"),
+            figure("dirty", "commit 12298fbb9cc8-dirty"),
+            figure("pooled", "commit 840f7c1b2917 + 4ebf52b22140"),
+            figure("folders", "run folder a (commit 9f32dfc), run folder b (commit 840f7c1 + 4 more)"),
+            "![bare](figures/bare.png)\n\n*Figure: no provenance.*\n"])
+        got = fs.figure_problems([page])
+        self.assertEqual(got["clean"], "")
+        self.assertIn("-dirty commit 12298fbb9cc8-dirty", got["dirty"])
+        self.assertEqual(got["pooled"], "rows of 2 commits")
+        self.assertEqual(got["folders"], "b: rows of 5 commits")
+        self.assertEqual(got["bare"], "its caption names no commit")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -210,6 +210,24 @@ else:
     ctx.missing("figure", "attention_vs_cudnn", f"no {CUDNN} or {CUDNN_GRAPH} rows in this run")
 
 # %% [markdown]
+# ## The ladder at the key batch: each step's time and its gain over the step above it
+
+# %%
+# Every own version in ladder order but v10_e4m3_qkv (v9's kernel in this family's fp16 contract).
+ladder_steps = [v for v in order if catalog.is_own(v) and v != "v10_e4m3_qkv"]
+fig = plots.ladder_figure(ladder_steps, sorted(int(n) for n in set(kb["tokens"])), lambda v, n, col: at(v, n, col=col),
+                          CUDNN, lambda n: f"{n} tokens",
+                          f"Attention: the ladder at batch {key_batch} ({flush_text})", tprov)
+if fig is not None:
+    ctx.figure("attention_ladder_steps", fig,
+               f"The attention ladder in one run: each version's median time per call at batch {key_batch} "
+               f"and each token count{rounds_caption}, labelled with its speedup over the version above it "
+               f"(v10_e4m3_qkv, v9's kernel in this family's fp16 contract, left out); dashed, {CUDNN}; a "
+               f"panel spanning more than 20x is drawn on a log axis. {flush_text}. {prov}.")
+else:
+    ctx.missing("figure", "attention_ladder_steps", f"no timed attention rows at batch {key_batch}")
+
+# %% [markdown]
 # ## The ladder at the target shapes: time, speedup over the previous step, ratio to cuDNN
 
 # %%

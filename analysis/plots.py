@@ -205,7 +205,9 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
             ax.set_xlim(min(finite) / 1.5, max(finite) * 12)
         else:
             ax.set_xlim(0, max(finite) * 1.6)
-        ax.set_title(size_label(n) + (f" (dashed: {reference}, {ref:,.1f} us)" if np.isfinite(ref) else ""))
+        # Two lines: side by side, three panels' one-line titles run into each other.
+        ax.set_title(size_label(n) + (f"\ndashed: {reference}, {ref:,.1f} us" if np.isfinite(ref) else ""),
+                     fontsize=9)
         ax.set_xlabel("median time per call (us)")
     axes[0][0].set_yticks(range(len(steps)), steps)
     axes[0][0].set_ylim(len(steps) - 0.4, -0.6)

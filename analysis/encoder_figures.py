@@ -20,8 +20,8 @@ LINE_STYLES = ("eager runs dashed, graph replays solid; each PyTorch anchor its 
                "marker")
 # The figures whose points of one step and its module row would cover each other leave the
 # module out, and say where it is drawn.
-MODULE_ELSEWHERE = ("the Python module's rows (vitstudy_*), which replay their steps' graphs at "
-                    "their steps' times, are drawn in the speedup and latency figures")
+MODULE_ELSEWHERE = ("the Python module's rows (vitstudy_*), which replay their steps' graphs and "
+                    "sit on or near their points, are drawn in the speedup and latency figures")
 
 
 def batch_axis(ax, batches):

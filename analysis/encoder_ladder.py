@@ -69,9 +69,12 @@ def ladder_figure(data, ctx, section: str = ""):
             if len(k):
                 ax.barh(k.index, k["ms"], color=color, alpha=0.85, label=kind,
                         xerr=[k["ms"] - k["lo_ms"], k["hi_ms"] - k["ms"]], error_kw={"linewidth": 0.8})
+        fastest = r["ms"].idxmin()
         for i, x in r.iterrows():
             gain = f", {x['gain']:.2f}x" if np.isfinite(x["gain"]) else ""
-            ax.text(x["hi_ms"], i, f" {x['ms']:.3g} ms{gain}", va="center", fontsize=8)
+            mark = ": the fastest" if i == fastest else ""
+            ax.text(x["hi_ms"], i, f" {x['ms']:.3g} ms{gain}{mark}", va="center", fontsize=8,
+                    fontweight="bold" if i == fastest else "normal")
         ax.set_yticks(range(len(r)), list(r["step"]), fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(0, float(r["hi_ms"].max()) * 1.35)
@@ -86,7 +89,7 @@ def ladder_figure(data, ctx, section: str = ""):
                f"median time per forward (linear axis from zero; whiskers: the range of the rounds' "
                f"medians) and, after it, the step's gain over its parent (the parent's time over the "
                f"step's, both from this sitting; none where the parent was not timed here), one panel per "
-               f"batch; coloured by branch. {prov}.", section=section)
+               f"batch, its fastest step in bold; coloured by branch. {prov}.", section=section)
     cells = t.assign(time=[f"{x:.3f}" for x in t["ms"]],
                      spread=[f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(t["lo_ms"], t["hi_ms"])],
                      over_parent=[f"{g:.2f}x" if np.isfinite(g) else "-" for g in t["gain"]])

@@ -12,7 +12,7 @@ from analysis.encoder_data import (
     TARGET_COMPILE, TARGET_FP8_COMPILE, TORCHAO, fastest_across, fmt_ms, fmt_rate, join_and)
 from analysis.encoder_side import accuracy_result, measured_on
 from studylib import steps as step_table
-from studylib import catalog, formatting, run_folder, rundata
+from studylib import catalog, formatting, notebook, run_folder, rundata
 
 
 def other_sitting_times(run, batch=256):
@@ -56,14 +56,11 @@ def ratio_verdict(ratio, target, band):
     """'met' or 'missed' for a speedup against its target, 'met within noise' / 'missed within
     noise' where the band of the measurements (ratio_band) holds the target: the margin is smaller
     than the spread between rounds and sittings."""
-    verdict = "met" if ratio >= target else "missed"
-    lo, hi = band
-    return verdict + " within noise" if np.isfinite(lo) and lo <= target <= hi else verdict
+    return notebook.verdict(ratio, target, band)
 
 
 def band_text(band):
-    lo, hi = band
-    return f"; rounds and sittings span {lo:.2f}-{hi:.2f}x" if np.isfinite(lo) else ""
+    return formatting.band_text(band, "rounds and sittings span")
 
 
 def fp16_targets(data, ctx):

@@ -8,7 +8,8 @@ from analysis.mlp_data import (
     DEFAULT_SETTING, EAGER, FUSED, GEMM, GRAPH, GRAPHED, HIDDEN, KEY_BATCH, KEY_ROWS, NOT_FUSED, PANELED,
     TARGET_GEMM_RATIO, UNFUSED, is_fp8, join_and, label)
 from analysis.mlp_side import CUTLASS_VERSIONS, PING, PING_GEMM, side_experiment
-from studylib import catalog, formatting, rundata
+from studylib import catalog, formatting, notebook, rundata
+from studylib import steps as step_table
 
 
 def every_configuration(data, ctx):
@@ -109,16 +110,38 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
         findings.append(f"The target of {who} being faster than the PyTorch MLP at "
                         f"{KEY_ROWS[0]} and {KEY_ROWS[1]} rows cannot be judged from this run: it "
                         f"lacks a timing of a fused version or {GRAPH} at one of them.")
-    gemm_ratios = [best[r][0] / at(GEMM, r) for r in KEY_ROWS]
-    if all(np.isfinite(gemm_ratios)):
-        met = all(x <= TARGET_GEMM_RATIO for x in gemm_ratios)
-        findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} (the "
-                        f"two plain GEMMs) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is "
-                        f"{'met' if met else 'not met'} "
-                        f"({' and '.join(formatting.fmt_ratio(x) for x in gemm_ratios)}).")
-        ctx.target(f"at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows",
-                   "met" if met else "missed",
-                   "; ".join(f"{r} rows: {formatting.fmt_ratio(x)} ({best[r][1]})" for r, x in zip(KEY_ROWS, gemm_ratios)))
+    def gemm_target(versions, what):
+        """The 1.05x target for one version per key row ({rows: version}): (verdict, detail), the
+        rounds' band of each ratio (its fastest round over gemm_only's slowest, and the other
+        way) deciding "within noise"; None where a timing is missing."""
+        ratios = {r: at(v, r) / at(GEMM, r) for r, v in versions.items()}
+        if not all(np.isfinite(list(ratios.values()))):
+            return None
+        bands = {r: (at(v, r, "lo_us") / at(GEMM, r, "hi_us"), at(v, r, "hi_us") / at(GEMM, r, "lo_us"))
+                 for r, v in versions.items()}
+        verdict = notebook.combined_verdict([notebook.verdict(x, TARGET_GEMM_RATIO, bands[r], at_most=True)
+                                             for r, x in ratios.items()])
+        detail = "; ".join(f"{r} rows: {formatting.fmt_ratio(x)} ({versions[r]}{formatting.band_text(bands[r])})"
+                           for r, x in ratios.items())
+        findings.append(f"The target of {what} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} (the "
+                        f"two plain GEMMs) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is {verdict} ({detail}).")
+        return verdict, detail
+
+    judged_gemm = gemm_target({r: best[r][1] for r in KEY_ROWS if best[r][1]}, who) \
+        if all(best[r][1] for r in KEY_ROWS) else None
+    if judged_gemm is not None:
+        ctx.target(f"at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows", *judged_gemm)
+        # The same target on the MLP the fp16 answer runs (its exact GELU, timm's), whichever is fastest.
+        answer_mlp = step_table.alias_field("fastest_fp16", "mlp")
+        answer_step = step_table.aliases()["fastest_fp16"]["step"]
+        answer = gemm_target({r: answer_mlp for r in KEY_ROWS}, f"{answer_step}'s MLP, {answer_mlp}")
+        if answer is not None:
+            ctx.target(f"at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows, "
+                       f"with the MLP of the fp16 answer ({answer_step}: {answer_mlp}, the exact GELU)", *answer)
+        else:
+            findings.append(f"This run has no timing of {answer_mlp}, the MLP of the fp16 answer "
+                            f"({answer_step}), at {KEY_ROWS[0]} or {KEY_ROWS[1]} rows: the "
+                            f"{TARGET_GEMM_RATIO:.2f}x target is not judged on it.")
     else:
         findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
                         f"cannot be judged from this run: it lacks a timing of a fused version or "

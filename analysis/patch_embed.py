@@ -32,7 +32,7 @@ from analysis.patch_embed_data import (
     LINEAR, LINEAR_BATCHES, MAIN_MODEL, ROUTINE_VERSIONS, SHORT, STREAM_VERSIONS, V1, V2, V3, V3G, V4,
     PatchEmbedData, faster_or_slower, fmt_x, label, pow2_ticks, shape_text, shared_legend)
 from analysis.patch_embed_timeline import timeline_figure
-from studylib import catalog, formatting, rundata
+from studylib import catalog, formatting, notebook, rundata
 
 ctx, run, prov, tprov = plots.open_notebook(FAMILY, globals())
 data = PatchEmbedData(run)
@@ -536,13 +536,14 @@ conv = judged.at(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
 where = f"batch {CONV_BATCH}, {KEY_IMAGE} px ({MAIN_MODEL})"
 if f is not None and np.isfinite(conv):
     r = conv / f["median_us"]
+    band = judged.speedup_band(f, CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
+    conv_verdict = notebook.verdict(r, CONV_TARGET, band)
     findings.append(f"At {where}, the fastest version, {f['version']} "
                     f"({formatting.fmt_us(f['median_us'])} us), is {faster_or_slower(r)} than "
                     f"{anchor_text(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH, judged)}: the target of at "
-                    f"least {CONV_TARGET:.0f}x faster than F.conv2d is "
-                    f"{'met' if r >= CONV_TARGET else 'not met'}.")
+                    f"least {CONV_TARGET:.0f}x faster than F.conv2d is {conv_verdict}.")
     ctx.target(f"at least {CONV_TARGET:.0f}x faster than F.conv2d at {where}",
-               "met" if r >= CONV_TARGET else "missed", f"{f['version']}: {r:.2f}x")
+               conv_verdict, f"{f['version']}: {r:.2f}x{formatting.band_text(band)}")
     fo = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH, own_only=True, source=judged)
     if fo is not None and fo["version"] != f["version"]:
         findings.append(f"The fastest version written here, {fo['version']} "
@@ -585,8 +586,9 @@ for b in LINEAR_BATCHES:
     if f is None or not np.isfinite(lin):
         unjudged.append((b, "patchify + F.linear row" if f is not None else "timed version"))
         continue
-    beats.append(f["median_us"] < lin)
-    linear_parts.append(f"batch {b}: {lin / f['median_us']:.2f}x ({f['version']})")
+    band = judged.speedup_band(f, LINEAR, MAIN_MODEL, KEY_IMAGE, b)
+    beats.append(notebook.verdict(lin / f["median_us"], 1.0, band))
+    linear_parts.append(f"batch {b}: {lin / f['median_us']:.2f}x ({f['version']}{formatting.band_text(band)})")
     findings.append(f"At batch {b}, {KEY_IMAGE} px, the fastest version, {f['version']} "
                     f"({formatting.fmt_us(f['median_us'])} us), is "
                     f"{faster_or_slower(lin / f['median_us'])} than "
@@ -596,11 +598,11 @@ for what in dict.fromkeys(w for _, w in unjudged):
     findings.append(f"This run has no {what} at batch {' and '.join(bs)}, {KEY_IMAGE} px "
                     f"({MAIN_MODEL}), so the target over patchify + F.linear is not judged there.")
 if len(beats) == len(LINEAR_BATCHES):
+    linear_verdict = notebook.combined_verdict(beats)
     findings.append(f"The target of beating patchify + F.linear at batch "
-                    f"{' and '.join(map(str, LINEAR_BATCHES))} ({KEY_IMAGE} px) is "
-                    f"{'met' if all(beats) else 'not met'}.")
+                    f"{' and '.join(map(str, LINEAR_BATCHES))} ({KEY_IMAGE} px) is {linear_verdict}.")
     ctx.target(f"faster than patchify + F.linear at batch {' and '.join(map(str, LINEAR_BATCHES))}, "
-               f"{KEY_IMAGE} px", "met" if all(beats) else "missed", "; ".join(linear_parts))
+               f"{KEY_IMAGE} px", linear_verdict, "; ".join(linear_parts))
 
 # Where more streams stop helping.
 if stream_shape is not None:

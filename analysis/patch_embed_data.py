@@ -126,6 +126,12 @@ class PatchEmbedData:
               & (d["batch"] == batch)][col]
         return float(s.iloc[0]) if len(s) and pd.notna(s.iloc[0]) else np.nan
 
+    def speedup_band(self, row, anchor, model, image, batch):
+        """The range of version `row`'s speedup over `anchor` at a shape that the rounds allow:
+        the anchor's fastest round over the version's slowest, and the other way."""
+        return (self.at(anchor, model, image, batch, col="lo_us") / row["hi_us"],
+                self.at(anchor, model, image, batch, col="hi_us") / row["lo_us"])
+
     def how(self, version, model, image, batch):
         """'eager' / 'CUDA graph' for an anchor at a shape, '' when unknown."""
         best = self.best

@@ -12,11 +12,12 @@ from studylib.notebook import FIGURE_DPI
 
 # Own versions: distinguishable colours in ladder order; red is kept for the library version
 # and dark colours for the PyTorch anchors so the eye finds the baselines at once in every
-# figure. No two series of a figure share colour and marker (check_series, at save time): the
-# own versions walk the 9 x 9 pairs diagonally, so the tenth version differs from the first in
-# its marker, not only in the order of the legend.
+# figure. The 14 colours, the longest ladder's own versions, are distinct (the last five the
+# light twins of the first four and of brown), so no colour repeats among them; past 14 the
+# versions walk the colour x marker pairs diagonally, and no two series of a figure ever share
+# colour and marker (check_series, at save time).
 _OWN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-               "#bcbd22", "#7f7f7f"]
+               "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94"]
 
 
 _OWN_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">"]
@@ -94,8 +95,8 @@ def styles(order: list[str], fastest: str | None = None) -> dict[str, dict]:
             lib += 1
         else:
             n = len(_OWN_COLORS)
-            out[v] = dict(color=_OWN_COLORS[own % n], marker=_OWN_MARKERS[(own + own // n) % n],
-                          linestyle="-")
+            out[v] = dict(color=_OWN_COLORS[own % n],
+                          marker=_OWN_MARKERS[(own + own // n) % len(_OWN_MARKERS)], linestyle="-")
             own += 1
     if fastest in out:
         out[fastest] = {**out[fastest], **_FASTEST}

@@ -46,6 +46,17 @@ class Figures(BuiltReport):
             self.assertEqual(st[v]["color"], colours[plots.anchor_base(v)])
             self.assertEqual(st[v]["linestyle"], ":" if v.endswith("_graph") else "--")
 
+    def test_own_versions_of_a_ladder_each_their_own_colour(self):
+        # The longest ladder (attention, 14 versions) repeats no colour, and no own version
+        # takes a library's or an anchor's colour.
+        order = ([f"v{i}_x" for i in range(14)] + ["cudnn"]
+                 + [v for v in synthetic.ATTN_MODEL if catalog.is_anchor(v)])
+        st = plots.styles(order)
+        own = [st[f"v{i}_x"]["color"] for i in range(14)]
+        self.assertEqual(len(set(own)), 14, own)
+        others = {st[v]["color"] for v in order if not v.startswith("v")}
+        self.assertFalse(set(own) & others, set(own) & others)
+
     def test_no_two_series_drawn_alike(self):
         # More own versions than colours and markers, several libraries, every anchor: each
         # series keeps a colour x marker pair of its own.

@@ -98,10 +98,13 @@ class MlpReport(BuiltReport):
         met = "met" if all(faster for faster, _ in ratios) else "not met"
         self.assertIn("replayed as a CUDA graph (the stricter anchor) at 6304 and 50432 rows is "
                       + met + ".", self.text)
-        met = "met" if all(r <= 1.05 for _, r in ratios) else "not met"
+        met = "met" if all(r <= 1.05 for _, r in ratios) else "missed"
         self.assertIn(f"The target of the fastest fused version (fused_epilogue) costing at most "
                       f"1.05x gemm_only (the two plain GEMMs) at 6304 and 50432 rows is {met} "
-                      f"({ratios[0][1]:.2f}x and {ratios[1][1]:.2f}x)", self.text)
+                      f"(6304 rows: {ratios[0][1]:.2f}x (fused_epilogue); 50432 rows: "
+                      f"{ratios[1][1]:.2f}x (fused_epilogue))", self.text)
+        # The answer's MLP (erf_fit_epilogue) is not in this synthetic run: said, not judged.
+        self.assertIn("This run has no timing of erf_fit_epilogue, the MLP of the fp16 answer", self.text)
         self.assertIn("fused_epilogue runs as many kernels as gemm_only's 2", self.text)
         self.assertIn("unfused, unfused_graph and handwritten_epilogue run 2 kernels beyond",
                       self.text)
@@ -214,8 +217,8 @@ class MlpTargetMissed(unittest.TestCase):
             r = [float(t[("fused_epilogue", n)]["median_us"]) / float(t[("gemm_only", n)]
                                                                    ["median_us"])
                  for n in (6304, 50432)]
-            self.assertIn(f"at 6304 and 50432 rows is not met ({r[0]:.2f}x and {r[1]:.2f}x)",
-                          text)
+            self.assertIn(f"at 6304 and 50432 rows is missed (6304 rows: {r[0]:.2f}x (fused_epilogue); "
+                          f"50432 rows: {r[1]:.2f}x (fused_epilogue))", text)
             self.assertIn("fused_epilogue runs 1 kernel beyond gemm_only's 2: cuBLASLt ran at "
                           "least one extra kernel", text)
             self.assertIn("Every configuration passed the correctness check", text)

@@ -56,6 +56,16 @@ def step_medians(run: Path) -> dict[tuple[str, int], float]:
 
 
 class StepTable(unittest.TestCase):
+    def test_alias_field_reads_the_alias_composition(self):
+        # The fp16 answer's MLP: what the MLP section judges its 1.05x target on as well.
+        rows = {r["name"]: r for r in steps.read_table()}
+        alias = rows["fastest_fp16"]
+        self.assertEqual(steps.alias_field("fastest_fp16", "mlp"), steps.parse(alias["composition"])["mlp"])
+        self.assertEqual(steps.alias_field("fastest_fp16", "mlp"),
+                         steps.parse(rows[alias["parent"]]["composition"])["mlp"])
+        with self.assertRaises(KeyError):
+            steps.alias_field("e19_exact_gelu", "mlp")   # a step, not an alias
+
     def test_steps_keep_the_compositions_they_were_measured_with(self):
         table = {r["name"]: r for r in steps.steps()}
         old = before()

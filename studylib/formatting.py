@@ -140,6 +140,13 @@ def fmt_ratio(x) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{x:.2f}x"
 
 
+def band_text(band, what: str = "rounds") -> str:
+    """'; rounds 0.99-1.01x' for the band (lo, hi) of a ratio that the measurements allow
+    (`what` names them); '' when it is unknown (NaN) or a point (one round)."""
+    lo, hi = band
+    return f"; {what} {lo:.2f}-{hi:.2f}x" if np.isfinite(lo) and np.isfinite(hi) and lo != hi else ""
+
+
 def fmt_int(x) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{int(round(x))}"
 

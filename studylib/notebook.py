@@ -159,6 +159,23 @@ class Target:
 VERDICTS = ("met", "missed", "met within noise", "missed within noise", "not judged")
 
 
+def verdict(value: float, target: float, band: tuple, at_most: bool = False) -> str:
+    """'met' or 'missed' for a value against its target (at least the target, or with `at_most`
+    at most it), 'met within noise' / 'missed within noise' where the band the measurements allow
+    (lo, hi; NaN when unknown) holds the target: the margin is smaller than their spread."""
+    met = value <= target if at_most else value >= target
+    lo, hi = band
+    noise = lo == lo and hi == hi and lo <= target <= hi   # NaN != NaN
+    return ("met" if met else "missed") + (" within noise" if noise else "")
+
+
+def combined_verdict(verdicts: list[str]) -> str:
+    """One verdict for a target judged at several shapes: missed where any shape misses, and
+    "within noise" where any shape's verdict is."""
+    out = "missed" if any(v.startswith("missed") for v in verdicts) else "met"
+    return out + (" within noise" if any(v.endswith("within noise") for v in verdicts) else "")
+
+
 @dataclass
 class Context:
     """Handed to a notebook by report/build.py (as STUDY_CONTEXT), or built from the command

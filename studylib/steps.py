@@ -155,6 +155,15 @@ def aliases(path: Path = TABLE) -> dict[str, dict]:
             for r in read_table(path) if r["kind"] == "alias"}
 
 
+def alias_field(alias: str, field: str, path: Path = TABLE) -> str:
+    """One field of the composition an alias stands for (fastest_fp16's `mlp`: the MLP version
+    of the fp16 answer)."""
+    rows = {r["name"]: r for r in read_table(path)}
+    if rows.get(alias, {}).get("kind") != "alias":
+        raise KeyError(f"{path}: no alias '{alias}'")
+    return parse(rows[alias]["composition"])[field]
+
+
 # The image sizes at which an fp16 step must pass timm parity with every parameter drawn
 # (experiments/accuracy/timm_parity.py) to stand for timm's model.
 PARITY_SIZES = (224, 384)

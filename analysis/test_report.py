@@ -239,7 +239,7 @@ class TargetMissed(unittest.TestCase):
             pct = 100 * float(best["gbps"]) / synthetic.COPY_GBPS
             self.assertLess(pct, 80)
             self.assertIn(f"The fastest version, {best['version']}, reaches {pct:.0f}%", text)
-            self.assertIn("at 50432 x 768 is not met", text)
+            self.assertIn("at 50432 x 768 is missed", text)
 
 
 class BadInput(unittest.TestCase):

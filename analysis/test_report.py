@@ -586,10 +586,18 @@ class Helpers(unittest.TestCase):
             self.assertFalse(rundata.targets_sitting(runs["a_full"], "layernorm"))
             section = rundata.pick_run(list(runs.values()), "layernorm", gpu)
             self.assertEqual(section.path, full)
-            # The newest targets sitting on the section's GPU measured after it; none before it.
+            # The newest targets sitting on the section's GPU measured after it; one measured before
+            # it only where the section timed each configuration once (no rounds to judge by).
             self.assertEqual(rundata.targets_run(list(runs.values()), "layernorm", section).path, later)
-            self.assertIsNone(rundata.targets_run([runs["a_full"], runs["0_older_targets"]], "layernorm",
-                                                  runs["a_full"]))
+            self.assertTrue(rundata.one_round(runs["a_full"], "layernorm"))
+            older = [runs["a_full"], runs["0_older_targets"]]
+            self.assertEqual(rundata.targets_run(older, "layernorm", runs["a_full"]).name, "0_older_targets")
+            with tempfile.TemporaryDirectory() as d3:
+                rounds = shutil.copytree(full, Path(d3) / "a_full")
+                synthetic.as_rounds(rounds)
+                multi = rundata.load_run(rounds)
+                self.assertFalse(rundata.one_round(multi, "layernorm"))
+                self.assertIsNone(rundata.targets_run([multi, runs["0_older_targets"]], "layernorm", multi))
             # With only a targets sitting, it is the section's run and judges its own targets.
             only = [runs["b_targets"]]
             self.assertEqual(rundata.pick_run(only, "layernorm").path, later)

@@ -390,17 +390,28 @@ def targets_sitting(run: Run, family: str) -> bool:
     return run.sources.get(family) == {f"{family}_targets.csv"}
 
 
+def one_round(run: Run, family: str) -> bool:
+    """Whether the run timed each configuration of the family once (no interleaved rounds)."""
+    ok = run.ok(family)
+    keys = [c for c in ("version", "model", "batch", "image_size", "hidden", "rows", "streams", "flush_l2")
+            if c in ok]
+    return len(ok) > 0 and not ok.duplicated(keys).any()
+
+
 def targets_run(runs: list[Run], family: str, section: Run | None) -> Run | None:
     """The sitting a family's targets and headline are judged on when it is not the whole of the
     section's run: the newest targets sitting of the family (targets_sitting) on the section run's
     GPU measured after the section's run, else the section run's own `<family>_targets.csv` where
     the run also holds other rows of the family (a sweep and its targets in one folder, two
-    sweeps: the targets judged on one); None when there is neither (the section's run judges)."""
+    sweeps: the targets judged on one), else, where the section's run timed its configurations
+    once (a one-round sweep has no band to judge "within noise" by), the newest targets sitting
+    on its GPU measured before it; None when there is none of these (the section's run judges)."""
     if section is None or family not in TARGETS_APART:
         return None
     gpu = gpu_of(section)
-    later = [r for r in runs if r is not section and targets_sitting(r, family) and gpu_of(r) == gpu
-             and len(r.ok(family)) and r.newest_utc(family) > section.newest_utc(family)]
+    sittings = [r for r in runs if r is not section and targets_sitting(r, family) and gpu_of(r) == gpu
+                and len(r.ok(family))]
+    later = [r for r in sittings if r.newest_utc(family) > section.newest_utc(family)]
     if later:
         return max(later, key=lambda r: (r.newest_utc(family), r.name))
     own = f"{family}_targets.csv"
@@ -408,6 +419,8 @@ def targets_run(runs: list[Run], family: str, section: Run | None) -> Run | None
             and section.row_files is not None:
         inside = section.only_file(own)
         return inside if len(inside.ok(family)) else None
+    if sittings and one_round(section, family):
+        return max(sittings, key=lambda r: (r.newest_utc(family), r.name))
     return None
 
 

@@ -108,11 +108,25 @@ def one_sitting(d, c):
 
 
 def medians(d):
-    """Median across rounds per version, and the median SM clock its rows recorded."""
+    """Median across rounds per version, and the median SM clock, power (the energy loop's) and
+    power limit its rows recorded."""
     if d.empty:
-        return pd.DataFrame(columns=["median_us", "sm_mhz"])
+        return pd.DataFrame(columns=["median_us", "sm_mhz", "power_w", "limit_w"])
     return d.groupby("version").agg(median_us=("median_us", "median"),
-                                    sm_mhz=("sm_clock_mhz", "median"))
+                                    sm_mhz=("sm_clock_mhz", "median"), power_w=("power_w", "median"),
+                                    limit_w=("power_limit_w", "median"))
+
+
+def power_clause(a, b, name_a, name_b):
+    """', and both draw ...' for two GPUs' rows of one step that recorded their energy loop's power
+    and their power limit: the same SMs under the same limit run the same work at about the same
+    clock; '' where a row lacks them."""
+    if not np.isfinite([a["power_w"], b["power_w"], a["limit_w"], b["limit_w"], a["clk"], b["clk"]]).all():
+        return ""
+    return (f"; and at the power limit both run it alike: {a['power_w']:,.0f} of {a['limit_w']:,.0f} W "
+            f"at {a['clk']:,.0f} MHz on {name_a}, {b['power_w']:,.0f} of {b['limit_w']:,.0f} W "
+            f"at {b['clk']:,.0f} MHz on {name_b} (the energy loop's power, the timed calls' clock): "
+            f"one SM design under one power limit")
 
 
 def compare(c, run_a, run_b):
@@ -143,7 +157,7 @@ def compare(c, run_a, run_b):
         compiled_here = bool(rundata.compiled_here_s(d.loc[d["version"] == ref, "note"]).notna().any())
         out.append((fastest, m.at[fastest, "median_us"], ref, m.at[ref, "median_us"],
                     m.at[ref, "median_us"] / m.at[fastest, "median_us"], m.at[fastest, "sm_mhz"],
-                    m.at[ref, "sm_mhz"], compiled_here))
+                    m.at[ref, "sm_mhz"], compiled_here, m.at[fastest, "power_w"], m.at[fastest, "limit_w"]))
     return out
 
 
@@ -201,12 +215,12 @@ for g in gpus:
             continue
         used_runs.setdefault(primary, {})[run_a.name] = run_a
         used_runs.setdefault(g, {})[run_b.name] = run_b
-        for gpu, (fastest, t, ref, rt, speedup, clk, rclk, compiled_here) in zip((primary, g), res):
+        for gpu, (fastest, t, ref, rt, speedup, clk, rclk, compiled_here, power, limit) in zip((primary, g), res):
             rows.append({"order": i, "pair": g, "gpu": gpu, "component": c.family, "shape": c.shape,
                          "against": c.against_label, "fastest": f"{fastest}: {fmt_time(t)}",
                          "reference": f"{ref}: {fmt_time(rt)}", "speedup": speedup,
                          "SM MHz": mhz(clk, rclk), "clk": clk, "rclk": rclk, "compiled_here": compiled_here,
-                         "t_us": t, "ref_us": rt,
+                         "t_us": t, "ref_us": rt, "power_w": power, "limit_w": limit,
                          "copy_gbps": (run_a if gpu == primary else run_b).ceilings().copy_gbps or np.nan,
                          "gemm_tflops": (run_a if gpu == primary else run_b).ceilings().gemm_tflops or np.nan,
                          "fp8_tflops": rundata.fp8_ceiling_tflops(run_a if gpu == primary else run_b) or np.nan})
@@ -355,7 +369,7 @@ else:
                     f"takes {fmt_time(a['t_us'])} on {p} and {fmt_time(b['t_us'])} on {o} ({t_ratio:.2f}x as long), "
                     f"while {p}'s measured copy bandwidth is {copy_ratio:.2f}x {o}'s and its {precision} GEMM rate "
                     f"{gemm_ratio:.2f}x ({a[rate]:,.0f} against {b[rate]:,.0f} TFLOP/s, `ceilings`); the time's "
-                    f"ratio is {bound}.")
+                    f"ratio is {bound}" + power_clause(a, b, p, o) + ".")
     for g in gpus:
         done = set(cmp_df.loc[cmp_df["pair"] == g, "component"])
         on_g = [r for r in runs if rundata.gpu_of(r) == g]

@@ -19,7 +19,7 @@ skip_without_pandas(__name__)
 
 from analysis import synthetic, synthetic_encoder  # noqa: E402
 from analysis.testing import REPO, build, hand_made_encoder, headline_line, read_rows  # noqa: E402
-from studylib import catalog, formatting  # noqa: E402
+from studylib import catalog, formatting, notebook  # noqa: E402
 
 
 ENCODER_TEMPLATE = REPO / "report" / "template.md"
@@ -435,6 +435,23 @@ class FinalSitting(BuiltReport):
         self.assertEqual(ratio_verdict(1.28, 1.3, (float("nan"), float("nan"))), "missed")
         self.assertEqual(band_text((1.27, 1.29)), "; rounds and sittings span 1.27-1.29x")
         self.assertEqual(band_text((float("nan"), float("nan"))), "")
+
+    def test_verdicts_within_noise(self):
+        # At least / at most a target; "within noise" where the rounds' band holds the target;
+        # a point band (one round) or an unknown one never does.
+        nan = float("nan")
+        self.assertEqual(notebook.verdict(0.897, 0.9, (0.89, 0.905), at_most=True), "met within noise")
+        self.assertEqual(notebook.verdict(0.85, 0.9, (0.84, 0.86), at_most=True), "met")
+        self.assertEqual(notebook.verdict(0.95, 0.9, (0.94, 0.96), at_most=True), "missed")
+        self.assertEqual(notebook.verdict(1.00, 1.0, (0.99, 1.01)), "met within noise")
+        self.assertEqual(notebook.verdict(0.998, 1.0, (0.99, 1.01)), "missed within noise")
+        self.assertEqual(notebook.verdict(0.998, 1.0, (nan, nan)), "missed")
+        self.assertEqual(notebook.combined_verdict(["met", "met within noise"]), "met within noise")
+        self.assertEqual(notebook.combined_verdict(["met within noise", "missed"]), "missed within noise")
+        self.assertEqual(notebook.combined_verdict(["met", "met"]), "met")
+        self.assertEqual(formatting.band_text((0.89, 0.905)), "; rounds 0.89-0.91x")
+        self.assertEqual(formatting.band_text((1.01, 1.01)), "")
+        self.assertEqual(formatting.band_text((nan, nan)), "")
 
     def test_without_a_final_sitting_it_says_so(self):
         with tempfile.TemporaryDirectory() as d:

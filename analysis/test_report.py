@@ -482,23 +482,6 @@ class Rounds(BuiltReport):
 
 
 class Helpers(unittest.TestCase):
-    def test_verdicts_within_noise(self):
-        # At least / at most a target; "within noise" where the rounds' band holds the target;
-        # a point band (one round) or an unknown one never does.
-        nan = float("nan")
-        self.assertEqual(notebook.verdict(0.897, 0.9, (0.89, 0.905), at_most=True), "met within noise")
-        self.assertEqual(notebook.verdict(0.85, 0.9, (0.84, 0.86), at_most=True), "met")
-        self.assertEqual(notebook.verdict(0.95, 0.9, (0.94, 0.96), at_most=True), "missed")
-        self.assertEqual(notebook.verdict(1.00, 1.0, (0.99, 1.01)), "met within noise")
-        self.assertEqual(notebook.verdict(0.998, 1.0, (0.99, 1.01)), "missed within noise")
-        self.assertEqual(notebook.verdict(0.998, 1.0, (nan, nan)), "missed")
-        self.assertEqual(notebook.combined_verdict(["met", "met within noise"]), "met within noise")
-        self.assertEqual(notebook.combined_verdict(["met within noise", "missed"]), "missed within noise")
-        self.assertEqual(notebook.combined_verdict(["met", "met"]), "met")
-        self.assertEqual(formatting.band_text((0.89, 0.905)), "; rounds 0.89-0.91x")
-        self.assertEqual(formatting.band_text((1.01, 1.01)), "")
-        self.assertEqual(formatting.band_text((nan, nan)), "")
-
     def test_architecture_families(self):
         # Accuracy results cross between GPUs of one architecture, never to another.
         self.assertTrue(rundata.same_architecture("NVIDIA H200", "NVIDIA H100 80GB HBM3"))

@@ -118,9 +118,9 @@ def medians(d):
 
 
 def power_clause(a, b, name_a, name_b):
-    """', and both draw ...' for two GPUs' rows of one step that recorded their energy loop's power
-    and their power limit: the same SMs under the same limit run the same work at about the same
-    clock; '' where a row lacks them."""
+    """'; and at the power limit both run it alike: ...' for two GPUs' rows of one step that
+    recorded their energy loop's power, their power limit and their clock (one SM design under one
+    power limit runs the same work at about the same clock); '' where a row lacks one of them."""
     if not np.isfinite([a["power_w"], b["power_w"], a["limit_w"], b["limit_w"], a["clk"], b["clk"]]).all():
         return ""
     return (f"; and at the power limit both run it alike: {a['power_w']:,.0f} of {a['limit_w']:,.0f} W "

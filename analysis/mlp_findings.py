@@ -127,11 +127,10 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                         f"two plain GEMMs) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is {verdict} ({detail}).")
         return verdict, detail
 
-    judged_gemm = gemm_target({r: best[r][1] for r in KEY_ROWS if best[r][1]}, who) \
-        if all(best[r][1] for r in KEY_ROWS) else None
+    judged_gemm = gemm_target({r: best[r][1] for r in KEY_ROWS}, who) if all(best[r][1] for r in KEY_ROWS) else None
     if judged_gemm is not None:
         ctx.target(f"at most {TARGET_GEMM_RATIO:.2f}x {GEMM} at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows", *judged_gemm)
-        # The same target on the MLP the fp16 answer runs (its exact GELU, timm's), whichever is fastest.
+        # The same target on the MLP the fp16 answer runs (its exact GELU, timm's), fastest or not.
         answer_mlp = step_table.alias_field("fastest_fp16", "mlp")
         answer_step = step_table.aliases()["fastest_fp16"]["step"]
         answer = gemm_target({r: answer_mlp for r in KEY_ROWS}, f"{answer_step}'s MLP, {answer_mlp}")

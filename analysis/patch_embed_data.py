@@ -110,9 +110,10 @@ class PatchEmbedData:
         self.style = plots.styles(self.order, fastest=plots.fastest_at(self.best, model=MAIN_MODEL, image_size=224,
                                                                        batch=None))
         # Each anchor its own colour and marker (filled where the CUDA graph was the faster,
-        # hollow where eager was), apart from every version's.
+        # hollow where eager was), apart from every version's (slate blue, not a grey beside
+        # v7_implicit_wgmma's).
         self.style.update({CONV: dict(color="#000000", marker="h", linestyle="--", markersize=6),
-                           LINEAR: dict(color="#8c8c8c", marker="p", linestyle="--", markersize=6)})
+                           LINEAR: dict(color="#3a3a8c", marker="p", linestyle="--", markersize=6)})
         self.flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
             flush, "L2 flush setting not recorded")
         self.sm_counts = sorted({int(x) for x in run.rows(FAMILY)["sm_count"].dropna() if x > 0})

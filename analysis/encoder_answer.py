@@ -452,9 +452,11 @@ def headline(data, ctx):
     def headline_candidate(rows, folder=None):
         """((whether no step of the sitting computes timm's model, -(torch.compile's time / the step's)),
         headline kwargs) of one sitting at head_batch, or None: the lowest key makes the headline."""
-        d = rows[(rows["status"] == "ok") & (rows["model"] == key_model) & (rows["image_size"] == key_image)
-                 & (rows["batch"] == head_batch) & (rows["streams"].fillna(1) == 1)
-                 & ~rows["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
+        # The whole model (no layers= row), one stream, at the key model and image size.
+        key_rows = rows[(rows["status"] == "ok") & (rows["model"] == key_model) & (rows["image_size"] == key_image)
+                        & (rows["streams"].fillna(1) == 1)
+                        & ~rows["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
+        d = key_rows[key_rows["batch"] == head_batch]
         med = d.groupby("version")["median_us"].median()
         fp16 = [v for v in med.index if not catalog.is_anchor(v) and not step_table.is_fp8_step(v)
                 and not str(v).startswith("custom:")]
@@ -463,10 +465,7 @@ def headline(data, ctx):
         # As the answer and the aliases: the fastest step across the key batches that computes timm's
         # model where one was measured; otherwise the fastest, marked.
         timm = [v for v in fp16 if step_table.models_timm(v, parity_newest)]
-        across = rows[(rows["status"] == "ok") & (rows["model"] == key_model) & (rows["image_size"] == key_image)
-                      & rows["batch"].isin(data.key_batches) & (rows["streams"].fillna(1) == 1)
-                      & ~rows["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
-        by_batch = across.groupby(["version", "batch"])["median_us"].median()
+        by_batch = key_rows[key_rows["batch"].isin(data.key_batches)].groupby(["version", "batch"])["median_us"].median()
         top = (fastest_across(lambda v, b: by_batch.get((v, b), np.nan), timm or fp16, data.key_batches)
                or min(timm or fp16, key=lambda v: med[v]))
         anchors = [(label(a), float(med[a])) for a in ANCHORS if a in med.index]

@@ -278,11 +278,13 @@ rl = plots.roofline_points(kb[kb["tokens"].isin(rl_tokens)],
                         lambda r: f"{int(r['tokens'])} tokens")
 headline_tokens = max(rl_tokens) if rl_tokens else None
 rl_gap = plots.roofline_gap(rl, run.ceilings())
-# At most 14 series: TWIN_OF_V9 is v9's kernel here, and of PyTorch's SDPA only
-# the flash backend's replay (its cuDNN backend sits on our cuDNN SDPA's point; efficient and
-# math are in the tables).
-ROOFLINE_ANCHORS = ("pytorch_sdpa_flash_graph",)
-rl_order = [v for v in order if v != TWIN_OF_V9 and (not catalog.is_anchor(v) or v in ROOFLINE_ANCHORS)]
+# Eight series a reader can tell apart: three steps of the tiled ladder (v0, v3's tensor cores,
+# v6 its last), the flash kernels up to v9 (v8 within 2% of v9, v12 and TWIN_OF_V9 on v9's point
+# at this batch), our cuDNN SDPA and PyTorch's flash backend replayed (its cuDNN backend sits on
+# our cuDNN SDPA's point; efficient and math are in the tables).
+ROOFLINE_SERIES = ("v0_naive", "v3_wmma", "v6_coalesced_k", "v7_flash_mma", "v7_flash", "v9_softmax_overlap",
+                   CUDNN, "pytorch_sdpa_flash_graph")
+rl_order = [v for v in order if v in ROOFLINE_SERIES]
 if rl_gap is None:
     fig, caption = plots.roofline_figure(
         rl, rl_order, style, label, run.ceilings(),
@@ -290,8 +292,9 @@ if rl_gap is None:
         headline=f"{headline_tokens} tokens" if headline_tokens else None)
     ctx.figure("attention_roofline", fig,
                f"Attention roofline at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}: "
-               f"every version ({TWIN_OF_V9}, v9's kernel in this fp16 contract, aside) and {label(ROOFLINE_ANCHORS[0])} "
-               f"at its arithmetic intensity (attention's flops, "
+               f"{', '.join(map(label, rl_order))} (v1, v2, v4 and v5 between v0 and v6, v8 within 2% "
+               f"of v9, v12 and {TWIN_OF_V9} on v9's point at this batch: the tables give them) "
+               f"each at its arithmetic intensity (attention's flops, "
                f"4 x batch x heads x tokens^2 x head_dim, over the bytes it must move, the packed "
                f"QKV read and the output written) and its achieved TFLOP/s, at "
                f"{', '.join(map(str, rl_tokens))} tokens (filled: {headline_tokens}), under "

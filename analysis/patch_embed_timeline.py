@@ -20,12 +20,31 @@ def overlap(d):
     return peak
 
 
+def timeline_source(run):
+    """The run whose timeline table the chart draws: `run` where it holds one, else the newest
+    run folder beside it on the same GPU that does (v3_streams is frozen, and the probe is a run
+    of its own: experiments/probes/patch_embed_timeline.sh); `run` where none does."""
+    if (run.path / TIMELINE_FILE).is_file():
+        return run
+    gpu = rundata.gpu_of(run)
+    for folder in sorted(rundata.run_folders(run.path.parent), key=lambda p: p.name, reverse=True):
+        if folder != run.path and (folder / TIMELINE_FILE).is_file():
+            other = rundata.load_run(folder)
+            if rundata.gpu_of(other) == gpu:
+                return other
+    return run
+
+
 def timeline_figure(data, ctx):
     """The Gantt chart of v3's launches at the shape with the most stream counts recorded; returns
     the findings' sentence on it."""
-    timeline = rundata.side_table(data.run.path, TIMELINE_FILE, TIMELINE_COLUMNS,
+    source = timeline_source(data.run)
+    timeline = rundata.side_table(source.path, TIMELINE_FILE, TIMELINE_COLUMNS,
                              ["batch", "image_size", "hidden", "streams", "stream", "launch",
                               "start_us", "end_us"])
+    # Where the table comes from another folder, the caption and the sentence say so and give
+    # that folder's provenance.
+    elsewhere = f" of `{source.name}` (this run has none)" if source is not data.run else ""
     tl_sentence = None
     if timeline is None or timeline.empty:
         why = (f"this run has no {TIMELINE_FILE} (the per-launch timestamps of {V3})"
@@ -73,15 +92,16 @@ def timeline_figure(data, ctx):
             ax.grid(axis="y", visible=False)
         axes[0][0].set_ylabel("stream (one lane each)")
         plots.titled(fig, f"Patch embedding: per-launch timeline of v3 (batch {tb}, {ti} px, hidden {th})",
-                  ctx.title_provenance())
+                  source.title_provenance(FAMILY))
         fig.tight_layout()
         ctx.figure(f"{FAMILY}_timeline", fig,
                    f"Gantt chart of every launch of {', '.join(dict.fromkeys(v for v, _ in lanes))} "
                    f"at batch {tb}, {ti} px, hidden {th}, from per-stream CUDA event timestamps "
-                   f"({TIMELINE_FILE}): one lane per stream, one bar per launch, shared time axis; "
-                   f"{' vs '.join(data.stream_label(n) for _, n in lanes)}. {ctx.provenance()}.")
+                   f"({TIMELINE_FILE}{elsewhere}): one lane per stream, one bar per launch, shared time axis; "
+                   f"{' vs '.join(data.stream_label(n) for _, n in lanes)}. {source.provenance(FAMILY)}.")
         one, many = spans[0], spans[1] if len(spans) > 1 else None
-        tl_sentence = (f"The timeline of {one[0]} at batch {tb}, {ti} px, hidden {th}: on "
+        where = f" (from `{source.name}`: this run has no timeline)" if elsewhere else ""
+        tl_sentence = (f"The timeline of {one[0]} at batch {tb}, {ti} px, hidden {th}{where}: on "
                        f"{data.stream_label(one[1])} its {one[3]} launches take {formatting.fmt_us(one[2])} us "
                        f"with at most {one[4]} running at once")
         if many:

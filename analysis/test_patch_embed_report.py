@@ -204,3 +204,18 @@ class PatchEmbedHandMade(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+    def test_timeline_from_the_newest_folder_beside_that_has_one(self):
+        with tempfile.TemporaryDirectory() as d:
+            write = synthetic_patch_embed.write_patch_embed_run
+            write(Path(d) / "20260101_probe", run_id="probe-run", images=(224,), batches=(1,))
+            write(Path(d) / "20260102_other_gpu", run_id="other", images=(224,), batches=(1,), gpu="NVIDIA H100")
+            run = write(Path(d) / "20260103_sweep", images=(224,), batches=(1, 32), timeline=False)
+            res = build("--run", run, "--out", Path(d) / "out")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            text = (Path(d) / "out" / "text" / "patch_embed_findings.md").read_text()
+            self.assertIn("(from `20260101_probe`: this run has no timeline): on 1 stream", text)
+            readme = read_report(Path(d) / "out")
+            self.assertIn("](figures/patch_embed_timeline.png)", readme)
+            self.assertIn("(patch_embed_timeline.csv of `20260101_probe` (this run has none))", readme)
+            self.assertIn("run probe-run", readme)

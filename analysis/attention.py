@@ -429,9 +429,8 @@ for n in key_tokens:
         continue
     if np.isfinite(c):
         ratio = b["median_us"] / c
-        # The band the rounds allow: our fastest round over cuDNN's slowest, and the other way.
-        band = (b["lo_us"] / at(c_source, n, col="hi_us", table=judged),
-                b["hi_us"] / at(c_source, n, col="lo_us", table=judged))
+        band = notebook.ratio_band(b["lo_us"], b["hi_us"], at(c_source, n, col="lo_us", table=judged),
+                                   at(c_source, n, col="hi_us", table=judged))
         met_fastest.append(notebook.verdict(ratio, FASTEST_TARGET, band, at_most=True))
         target_parts.append(f"{n} tokens: {ratio:.2f}x ({b['version']}{formatting.band_text(band)})")
         findings.append(f"At {n} tokens (batch {key_batch}), our fastest version, {b['version']}, "

@@ -352,8 +352,8 @@ for r in key_rows:
                         f"({formatting.fmt_us(b['median_us'])} us), is {' and '.join(parts)}.")
     g = at(GRAPH, r, table=judged)
     if np.isfinite(g):
-        # The band the rounds allow: F.layer_norm's fastest round over ours' slowest, and the other way.
-        band = (at(GRAPH, r, "lo_us", judged) / b["hi_us"], at(GRAPH, r, "hi_us", judged) / b["lo_us"])
+        band = notebook.ratio_band(at(GRAPH, r, "lo_us", judged), at(GRAPH, r, "hi_us", judged),
+                                   b["lo_us"], b["hi_us"])
         beats.append(notebook.verdict(g / b["median_us"], 1.0, band))
         beat_parts.append(f"{r} rows: {g / b['median_us']:.2f}x ({b['version']}{formatting.band_text(band)})")
 if beats and key_rows == list(KEY_ROWS):

@@ -117,7 +117,8 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
         ratios = {r: at(v, r) / at(GEMM, r) for r, v in versions.items()}
         if not all(np.isfinite(list(ratios.values()))):
             return None
-        bands = {r: (at(v, r, "lo_us") / at(GEMM, r, "hi_us"), at(v, r, "hi_us") / at(GEMM, r, "lo_us"))
+        bands = {r: notebook.ratio_band(at(v, r, "lo_us"), at(v, r, "hi_us"),
+                                        at(GEMM, r, "lo_us"), at(GEMM, r, "hi_us"))
                  for r, v in versions.items()}
         verdict = notebook.combined_verdict([notebook.verdict(x, TARGET_GEMM_RATIO, bands[r], at_most=True)
                                              for r, x in ratios.items()])

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import plots
-from studylib import catalog, formatting, rundata
+from studylib import catalog, formatting, notebook, rundata
 
 FAMILY = "patch_embed"
 
@@ -130,8 +130,8 @@ class PatchEmbedData:
     def speedup_band(self, row, anchor, model, image, batch):
         """The range of version `row`'s speedup over `anchor` at a shape that the rounds allow:
         the anchor's fastest round over the version's slowest, and the other way."""
-        return (self.at(anchor, model, image, batch, col="lo_us") / row["hi_us"],
-                self.at(anchor, model, image, batch, col="hi_us") / row["lo_us"])
+        return notebook.ratio_band(self.at(anchor, model, image, batch, col="lo_us"),
+                                   self.at(anchor, model, image, batch, col="hi_us"), row["lo_us"], row["hi_us"])
 
     def how(self, version, model, image, batch):
         """'eager' / 'CUDA graph' for an anchor at a shape, '' when unknown."""

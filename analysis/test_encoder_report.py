@@ -449,6 +449,8 @@ class FinalSitting(BuiltReport):
         self.assertEqual(notebook.combined_verdict(["met", "met within noise"]), "met within noise")
         self.assertEqual(notebook.combined_verdict(["met within noise", "missed"]), "missed within noise")
         self.assertEqual(notebook.combined_verdict(["met", "met"]), "met")
+        # A ratio's band: the top's fastest round over the bottom's slowest, and the other way.
+        self.assertEqual(notebook.ratio_band(9.0, 11.0, 18.0, 22.0), (9.0 / 22.0, 11.0 / 18.0))
         self.assertEqual(formatting.band_text((0.89, 0.905)), "; rounds 0.89-0.91x")
         self.assertEqual(formatting.band_text((1.01, 1.01)), "")
         self.assertEqual(formatting.band_text((nan, nan)), "")

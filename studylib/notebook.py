@@ -169,6 +169,12 @@ def verdict(value: float, target: float, band: tuple, at_most: bool = False) -> 
     return ("met" if met else "missed") + (" within noise" if noise else "")
 
 
+def ratio_band(top_lo: float, top_hi: float, bottom_lo: float, bottom_hi: float) -> tuple:
+    """The band (lo, hi) the rounds allow a ratio top / bottom, from each side's fastest (lo) and
+    slowest (hi) round: top's fastest over bottom's slowest, and the other way."""
+    return (top_lo / bottom_hi, top_hi / bottom_lo)
+
+
 def combined_verdict(verdicts: list[str]) -> str:
     """One verdict for a target judged at several shapes: missed where any shape misses, and
     "within noise" where any shape's verdict is."""

@@ -243,11 +243,11 @@ else:
 # ## Time vs batch on ViT-B: v4 onward against cuDNN and the two PyTorch anchors
 
 # %%
-# v8 is left to the tables here: its line lies on v9's (v9 is v8 with the position embedding
-# read first; 0.99-1.12x of it across the full sweep), and without it a panel holds 9 series.
-BATCH_FIGURE_OMITS = ("v8_balanced_tiles",)
+# v8 is left to the tables in the figures over batch and the roofline: its points lie on v9's (v8
+# with the position embedding read first; 0.99-1.12x of it over the full sweep): 9 series a panel.
+ON_V9S_LINE = ("v8_balanced_tiles",)
 gemm_versions = [v for v in order if (v in LADDER[LADDER.index(GEMM_FROM):] or
-                                      (v not in LADDER and not catalog.is_anchor(v))) and v not in BATCH_FIGURE_OMITS]
+                                      (v not in LADDER and not catalog.is_anchor(v))) and v not in ON_V9S_LINE]
 mb = best[(best["model"] == MAIN_MODEL) & best["version"].isin(gemm_versions)]
 images = sorted({int(i) for i in mb["image_size"]})
 if images and mb["batch"].nunique() > 1:
@@ -268,7 +268,7 @@ if images and mb["batch"].nunique() > 1:
                f"one panel per image size, log-log: {', '.join(v for v in gemm_versions if not catalog.is_anchor(v))} "
                f"against {label(CONV)} and {label(LINEAR)} (each the faster of eager and "
                f"CUDA-graph replay; the anchors do not add the cls token and position embedding "
-               f"that the versions do); {', '.join(BATCH_FIGURE_OMITS)}, whose line lies on v9_pos_first's, "
+               f"that the versions do); {', '.join(ON_V9S_LINE)}, whose line lies on v9_pos_first's, "
                f"is in the tables. {flush_text}. {prov}.")
 else:
     ctx.missing("figure", f"{FAMILY}_batch",
@@ -366,7 +366,7 @@ rl_shapes = main_shapes()
 # The launch-per-output versions (v1-v3, one kernel per output channel and patch) reach 1e-4 to
 # 1e-2 TFLOP/s where they run at ViT-B at all: placed, they would stretch the axis over seven
 # decades; the streams figures and the ladder table give them.
-rl = best[~best["version"].isin([CPU, V1, V2, V3, V3G])]
+rl = best[~best["version"].isin([CPU, V1, V2, V3, V3G, *ON_V9S_LINE])]
 rl = rl[[(m, int(i), int(b)) in rl_shapes for m, i, b in
          zip(rl["model"], rl["image_size"], rl["batch"])]]
 rl = plots.roofline_points(rl, lambda r: shape_text(r["model"], int(r["image_size"]), int(r["batch"])))
@@ -382,7 +382,8 @@ if rl_gap is None:
                f"convolution's flops over the bytes it must move: images, weights and token "
                f"rows) and its achieved TFLOP/s (device time), under {caption}; "
                f"{CPU} runs on the CPU and the launch-per-output v1-v3 at 1e-4 to 1e-2 TFLOP/s, so "
-               f"they are not placed (the streams figures and the ladder table give them). "
+               f"they are not placed (the streams figures and the ladder table give them), nor "
+               f"{', '.join(ON_V9S_LINE)}, whose points lie on v9_pos_first's. "
                f"{flush_text}. {prov}.")
 else:
     ctx.missing("figure", f"{FAMILY}_roofline", f"{MAIN_MODEL}: {rl_gap}")

@@ -217,13 +217,33 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
     return fig
 
 
+# A roofline's shapes told apart by how its markers are filled: the headline shape filled, the
+# others hollow, then half-filled, so that two shapes at one intensity still read apart.
+FILLS = ({"fillstyle": "none"}, {"fillstyle": "bottom"}, {"fillstyle": "left"}, {"fillstyle": "top"})
+FILL_WORDS = {"full": "filled", "none": "hollow", "bottom": "lower half filled",
+              "left": "left half filled", "top": "upper half filled"}
+
+
+def shape_fills(shapes: pd.Series, headline: str | None) -> dict:
+    """Each shape's marker fill: `headline` (else the first shape) filled, the others, in the
+    order they first appear, as FILLS lists them; more shapes than fills is a figure error."""
+    order = list(dict.fromkeys(shapes))
+    if headline in order:
+        order.remove(headline)
+        order.insert(0, headline)
+    if len(order) > len(FILLS) + 1:
+        raise notebook.FigureError(f"roofline: {len(order)} shapes, more than its {len(FILLS) + 1} marker fills")
+    return {s: ({"fillstyle": "full"} if i == 0 else FILLS[i - 1]) for i, s in enumerate(order)}
+
+
 def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, ceilings,
                     what: str, provenance: str, headline: str | None = None):
     """The roofline of one family: every version at its arithmetic intensity (the family's
     flops over its bytes, the counts behind the row's TFLOP/s and GB/s) and its achieved
     TFLOP/s, under the run's measured ceilings: the copy bandwidth line (TFLOP/s = intensity x
     GB/s / 1000) and the fp16 GEMM rate. `points` holds version, shape (text), ai (flop/byte)
-    and tflops; rows of the `headline` shape are filled, other shapes hollow. An anchor timed
+    and tflops; rows of the `headline` shape are filled, the others hollow or half-filled
+    (shape_fills), a key naming each. An anchor timed
     both eagerly and as a CUDA-graph replay is shown by its replay (GPU time, the same work).
     Returns the figure and a caption fragment naming the ceilings drawn."""
     import matplotlib.pyplot as plt
@@ -233,6 +253,7 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
     present = set(p["version"])
     order = [v for v in order if not (is_anchor(v) and not v.endswith(GRAPH_SUFFIX)
                                       and v + GRAPH_SUFFIX in present)]
+    fills = shape_fills(p["shape"], headline)
     fig, ax = plt.subplots(figsize=(8.6, 4.8))
     handles = []
     for v in order:
@@ -243,13 +264,10 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
         st["markersize"] = max(st.get("markersize", 0), 6)
         if st.get("marker") == ".":
             st["marker"] = "o"
-        filled = d[d["shape"] == headline] if headline else d
-        hollow = d[d["shape"] != headline] if headline else d.iloc[:0]
-        if len(filled):
-            ax.plot(filled["ai"], filled["tflops"], linestyle="none", **st)
-        if len(hollow):
-            ax.plot(hollow["ai"], hollow["tflops"], linestyle="none", markerfacecolor="none",
-                    **st)
+        for shape, fill in fills.items():
+            at = d[d["shape"] == shape]
+            if len(at):
+                ax.plot(at["ai"], at["tflops"], linestyle="none", **st, **fill)
         handles.append(plt.Line2D([], [], linestyle="none", label=label(v), **st))
     lo = p["ai"].min() / 3 if len(p) else 0.1
     hi = p["ai"].max() * 3 if len(p) else 100.0
@@ -280,12 +298,10 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
         else:
             key.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
                                   label=f"measured GEMM ceiling {gemm:,.0f} TFLOP/s"))
-    if headline and (p["shape"] != headline).any():
-        shapes = ", ".join(dict.fromkeys(p.loc[p["shape"] != headline, "shape"]))
-        key.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
-                              label=f"filled: {headline}"))
-        key.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444",
-                              markerfacecolor="none", label=f"hollow: {shapes}"))
+    if len(fills) > 1:
+        for shape, fill in fills.items():
+            key.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444", **fill,
+                                  label=f"{FILL_WORDS[fill.get('fillstyle', 'full')]}: {shape}"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)

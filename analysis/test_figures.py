@@ -153,6 +153,28 @@ class Figures(BuiltReport):
         with self.assertRaisesRegex(studylib.FigureError, "v1 at s above its roof"):
             plots.roofline_figure(points(800.0, ai=1000.0), ["v1"], style, str, ceil, "planted", "prov")
 
+    def test_roofline_shapes_filled_apart(self):
+        # Each shape of a roofline gets its own marker fill, the headline filled, and the key
+        # names every shape once: two shapes at one intensity (patch embedding's batch 32 and
+        # 256) must not share the hollow marker. Too many shapes for the fills is refused.
+        import matplotlib.pyplot as plt
+        import pandas as pd
+        fills = plots.shape_fills(pd.Series(["b1", "b256", "b32", "b1"]), "b256")
+        self.assertEqual(list(fills), ["b256", "b1", "b32"])
+        self.assertEqual(len({f["fillstyle"] for f in fills.values()}), 3)
+        self.assertEqual(fills["b256"]["fillstyle"], "full")
+        pts = pd.DataFrame({"version": ["v1"] * 3, "shape": ["b1", "b32", "b256"], "ai": [100.0, 360.0, 380.0],
+                            "tflops": [20.0, 200.0, 300.0]})
+        fig, _ = plots.roofline_figure(pts, ["v1"], plots.styles(["v1"]), str,
+                                       rundata.Ceilings(4000.0, 700.0, None), "fills", "prov", headline="b256")
+        keys = [t.get_text() for lg in notebook.legends_of(fig) for t in lg.get_texts()]
+        for shape in ("b1", "b32", "b256"):
+            self.assertEqual(sum(k.endswith(f": {shape}") for k in keys), 1, keys)
+        notebook.check_series(fig, "fills")
+        plt.close(fig)
+        with self.assertRaisesRegex(studylib.FigureError, "6 shapes"):
+            plots.shape_fills(pd.Series([f"s{i}" for i in range(6)]), None)
+
     def test_ticks_reference_line_and_legend_helpers(self):
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots()

@@ -26,8 +26,8 @@ MAX_LEGEND = 14
 
 
 def _series_key(handle):
-    """What tells a legend entry apart at a glance: colour, marker and whether the marker is
-    filled (a line without a marker: colour and line style; a patch: colour and hatch)."""
+    """What tells a legend entry apart at a glance: colour, marker and how the marker is filled
+    (full, hollow, half; a line without a marker: colour and line style; a patch: colour and hatch)."""
     from matplotlib.colors import to_hex
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -36,8 +36,8 @@ def _series_key(handle):
         if marker in (None, "None", "none", "", " "):
             return ("line", to_hex(handle.get_color()), handle.get_linestyle())
         face = handle.get_markerfacecolor()
-        filled = not (isinstance(face, str) and face.lower() == "none")
-        return ("marker", to_hex(handle.get_color()), str(marker), filled)
+        fill = "none" if isinstance(face, str) and face.lower() == "none" else handle.get_fillstyle()
+        return ("marker", to_hex(handle.get_color()), str(marker), fill)
     if isinstance(handle, Patch):
         return ("patch", to_hex(handle.get_facecolor()), handle.get_hatch())
     try:   # a scatter's PathCollection: its colour and its marker's outline

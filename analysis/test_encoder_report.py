@@ -170,7 +170,19 @@ class EncoderHandMade(unittest.TestCase):
 
     def test_missed_targets(self):
         with tempfile.TemporaryDirectory() as d:
-            text, _ = self.findings(hand_made_encoder(Path(d) / "r", e6_256=(25000.0,)))
+            run = hand_made_encoder(Path(d) / "r", e6_256=(25000.0,))
+            # A streams sitting that times e4 on one stream too: that is the baseline (e3's
+            # forward in the same sitting), not an e3_graph row of another file.
+            synthetic_encoder.write_encoder_rows(run, [
+                dict(version="e4_streams", batch=b, streams=s, median_us=us) for b, s, us in
+                ((32, 1, 2500.0), (32, 2, 2400.0), (32, 4, 2600.0), (256, 1, 25000.0), (256, 2, 25250.0))],
+                name="encoder_streams.csv", ceilings=False)
+            text, _ = self.findings(run)
+            self.assertIn("Splitting the batch over streams (e4_streams at its fastest stream count, against "
+                          "e4_streams on one stream (e3_graph's forward)): faster at batch 32 (2 streams, "
+                          "0.96x); at batch 256 1.01x its time.", text)
+            streams = (Path(d) / "out" / "tables" / "encoder_stream_counts.md").read_text()
+            self.assertIn("| 32 | 2.50 | 2.40 | 2.60 | 2 | 0.96x |", streams)
             self.assertIn("at batch 1, 32 and 256: missed (slower at batch 256); ", text)
             self.assertIn("batch 256: e6_best 25.0 ms against timm torch.compile + CUDA graph "
                           "23.6 ms (1.06x slower)", text)

@@ -20,6 +20,7 @@ import pandas as pd
 
 from analysis import plots
 from studylib import catalog, formatting, rundata
+from studylib import steps as step_table
 from studylib.formatting import join_and  # the sections import it from here
 
 HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
@@ -87,6 +88,22 @@ def timed(r):
             flush, "L2 flush setting not recorded"))
 
 
+# The figures over batch and rows tell the ladder's story in at most SWEEP_MAX series: the
+# unfused steps, cuBLASLt's fused epilogue and the hand-written one, the plain GEMMs, PyTorch's MLP
+# replayed, the fastest fused version and the MLP of the fp16 answer; a sweep of more versions
+# leaves the rest to the tables (the ladder figure of the targets sitting draws every version).
+SWEEP_SERIES = (UNFUSED, GRAPHED, FUSED, HAND, GEMM, GRAPH)
+SWEEP_MAX = 8
+
+
+def sweep_series(order, fastest, answer):
+    """The versions of `order` the sweep's figures draw: all of them up to SWEEP_MAX, else
+    SWEEP_SERIES with the fastest fused version and the answer's MLP."""
+    if len(order) <= SWEEP_MAX:
+        return list(order)
+    return [v for v in order if v in SWEEP_SERIES or v in (fastest, answer)]
+
+
 def drawing(table):
     """Ladder order of a merged table's versions and a unique style per version, the fastest (at
     hidden HIDDEN) drawn heavier and gemm_only, a timing reference and not an MLP, grey and dotted
@@ -119,6 +136,11 @@ class MlpData:
         self.sweep = rundata.sweep_run(run, "mlp")
         self.sweep_rows = here if self.sweep is run else timed(self.sweep)
         self.order_s, self.style_s = drawing(self.sweep_rows.t)
+        fastest = plots.fastest_at(self.sweep_rows.vb, exclude=tuple(NOT_FUSED), rows=None)
+        self.drawn_s = sweep_series(self.order_s, fastest, step_table.alias_field("fastest_fp16", "mlp"))
+        left_out = [v for v in self.order_s if v not in self.drawn_s]
+        self.sweep_left_out = (f" {join_and(left_out)} ({len(left_out)} versions) are left to the tables."
+                               if left_out else "")
         self.sweep_ceiling = self.sweep.ceilings().gemm_tflops
         self.sweep_prov = ("" if self.sweep is run else
                            f"From the sweep of run folder {self.sweep.name} ({run.name} times only the target "

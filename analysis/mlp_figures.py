@@ -16,7 +16,7 @@ from studylib import catalog, formatting
 
 def time_vs_batch(data, ctx):
     """Time per call against batch, ViT-B at 224 and 384 px (log-log)."""
-    S, order_s, style_s, sweep_prov = data.sweep_rows, data.order_s, data.style_s, data.sweep_prov
+    S, order_s, style_s, sweep_prov = data.sweep_rows, data.drawn_s, data.style_s, data.sweep_prov
     sweep_tprov = data.sweep_tprov
     images = sorted(int(i) for i in set(S.vb["image_size"]))
     if images:
@@ -43,14 +43,14 @@ def time_vs_batch(data, ctx):
         ctx.figure("mlp_time", fig,
                    f"MLP (hidden {HIDDEN}, mlp {4 * HIDDEN}) median time per call vs batch, one "
                    f"panel per image size, log-log; PyTorch anchors dashed, gemm_only (the two GEMMs "
-                   f"without epilogue) dotted; {S.flush_text}. {sweep_prov}.")
+                   f"without epilogue) dotted; {S.flush_text}.{data.sweep_left_out} {sweep_prov}.")
     else:
         ctx.missing("figure", "mlp_time", f"no timed MLP rows at hidden {HIDDEN}")
 
 
 def throughput(data, ctx):
     """GEMM throughput against rows, against the measured GEMM ceiling."""
-    S, order_s, style_s, sweep_ceiling = data.sweep_rows, data.order_s, data.style_s, data.sweep_ceiling
+    S, order_s, style_s, sweep_ceiling = data.sweep_rows, data.drawn_s, data.style_s, data.sweep_ceiling
     sweep_prov, sweep_tprov = data.sweep_prov, data.sweep_tprov
     if len(S.vb):
         fig, ax = plt.subplots()
@@ -74,14 +74,14 @@ def throughput(data, ctx):
                         "this run has no GEMM ceiling row, so no ceiling line")
         ctx.figure("mlp_tflops", fig,
                    f"MLP throughput (the two GEMMs' flops over the whole call's median time) vs "
-                   f"rows at hidden {HIDDEN}; {ceiling_text}; {S.flush_text}. {sweep_prov}.")
+                   f"rows at hidden {HIDDEN}; {ceiling_text}; {S.flush_text}.{data.sweep_left_out} {sweep_prov}.")
     else:
         ctx.missing("figure", "mlp_tflops", f"no timed MLP rows at hidden {HIDDEN}")
 
 
 def speedup(data, ctx):
     """Speedup over unfused and over PyTorch's MLP replayed as a CUDA graph."""
-    S, order_s, style_s, sweep_prov = data.sweep_rows, data.order_s, data.style_s, data.sweep_prov
+    S, order_s, style_s, sweep_prov = data.sweep_rows, data.drawn_s, data.style_s, data.sweep_prov
     sweep_tprov = data.sweep_tprov
     baselines = [b for b in (UNFUSED, GRAPH) if b in set(S.vb["version"])]
     if baselines:
@@ -91,7 +91,7 @@ def speedup(data, ctx):
         ctx.figure("mlp_speedup", fig,
                    f"MLP speedup per rows at hidden {HIDDEN} against "
                    f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "
-                   f"median time, same run; gemm_only is the two plain GEMMs, not an MLP). {sweep_prov}.")
+                   f"median time, same run; gemm_only is the two plain GEMMs, not an MLP).{data.sweep_left_out} {sweep_prov}.")
     else:
         ctx.missing("figure", "mlp_speedup",
                     f"no rows of {UNFUSED} or {GRAPH} at hidden {HIDDEN} to compare against")

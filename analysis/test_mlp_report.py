@@ -196,6 +196,40 @@ class MlpTargetsSitting(unittest.TestCase):
             self.assertIn("fp8_cutlass runs 1 kernel beyond gemm_only's 2: the pass that quantizes x", text)
 
 
+class MlpSweepOfEveryVersion(unittest.TestCase):
+    """A sweep of more versions than a figure can tell apart: the figures over batch and rows
+    draw the ladder's story (at most SWEEP_MAX series: the fastest fused version and the fp16
+    answer's MLP among them) and their captions name the versions left to the tables."""
+
+    def test_series_chosen(self):
+        from analysis.mlp_data import SWEEP_MAX, sweep_series
+        every = ["unfused", "unfused_graph", "fused_epilogue", "handwritten_epilogue", "gemm_only",
+                 "pingpong_epilogue", "cutlass_epilogue", "half_gelu_epilogue", "l2_panels",
+                 "erf_fit_epilogue", "pytorch_mlp_graph", "pytorch_mlp"]
+        drawn = sweep_series(every, "half_gelu_epilogue", "erf_fit_epilogue")
+        self.assertLessEqual(len(drawn), SWEEP_MAX)
+        for v in ("unfused", "fused_epilogue", "gemm_only", "half_gelu_epilogue", "erf_fit_epilogue",
+                  "pytorch_mlp_graph"):
+            self.assertIn(v, drawn)
+        self.assertEqual(sweep_series(every[:SWEEP_MAX], None, None), every[:SWEEP_MAX])
+
+    def test_report_of_a_wide_sweep(self):
+        extra = {v: (3.1, f, 0.0, 2) for v, f in (("pingpong_epilogue", 1.08), ("cutlass_epilogue", 1.05),
+                 ("half_gelu_epilogue", 0.99), ("l2_panels", 1.04), ("erf_fit_epilogue", 1.03))}
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            synthetic.write_mlp_run(results / "wide", model=dict(synthetic.MLP_MODEL, **extra), widths=(),
+                                    cublaslt=False, autotune=False, pingpong=False, with_status_rows=False)
+            out = Path(d) / "out"
+            res = build("--results", results, "--out", out)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            readme = read_report(out)
+            for fig in ("MLP (hidden 768, mlp 3072) median time", "MLP throughput", "MLP speedup per rows"):
+                caption = next(l for l in readme.splitlines() if l.startswith(f"*Figure: {fig}"))
+                self.assertIn("pingpong_epilogue, cutlass_epilogue, l2_panels and pytorch_mlp (4 versions) "
+                              "are left to the tables.", caption)
+
+
 class MlpTargetMissed(unittest.TestCase):
     def test_sentences_follow_data(self):
         with tempfile.TemporaryDirectory() as d:

@@ -11,7 +11,9 @@
 # ceilings and sweeps. STUDY_TARGETS="t1 t2 ..." builds only those ninja targets (and the
 # ceilings) instead of everything: e.g. the final sitting's benches and the tests that
 # STUDY_TEST_ARGS names, 51 of the build's 183 CUDA compilations; the CUTLASS layer, which the
-# encoder needs, stays most of the build's time. STUDY_PRECOMPILE=1 compiles the specs'
+# encoder needs, stays most of the build's time. STUDY_TARGETS=auto builds what the named specs
+# run (python3 -m experiments.sweep --spec S --targets: each version's bench and GPU test, the
+# Python module for its anchors), and the tests default to those versions' GPU tests. STUDY_PRECOMPILE=1 compiles the specs'
 # torch.compile anchors after the tests, one shape at a time, each in a fresh process on the
 # quiet machine (experiments/anchors/precompile.py), for the sittings to load from Inductor's
 # cache: a compile inside the sitting's kept anchor process, or beside other work, autotunes to
@@ -44,6 +46,16 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 case "${STUDY_PRECOMPILE:-0}" in 0|1) ;; *)
   echo "error: STUDY_PRECOMPILE must be 0 or 1, got '$STUDY_PRECOMPILE'" >&2; exit 2;; esac
+specs=("$@")
+[ ${#specs[@]} -eq 0 ] && specs=(layernorm_quick)
+if [ "${STUDY_TARGETS:-}" = auto ]; then
+  # One line per spec from the runner; a bad spec name stops the job here, before any build.
+  spec_words() { local s; for s in "${specs[@]}"; do "$py" -m experiments.sweep --spec "$s" "$1" || return 2; done; }
+  STUDY_TARGETS=$(spec_words --targets | tr ' ' '\n' | sort -u | tr '\n' ' ') || exit 2
+  [ -n "${STUDY_TEST_ARGS:-}" ] || STUDY_TEST_ARGS=$(spec_words --tests | tr ' ' '\n' | sort -u | tr '\n' ' ') || exit 2
+  # No version test among them (a spec of anchors only): the job's tests are none, not all.
+  [ -n "${STUDY_TEST_ARGS// /}" ] || STUDY_TESTS=0
+fi
 build_targets=()
 [ -n "${STUDY_TARGETS:-}" ] && build_targets=(${STUDY_TARGETS} common/ceilings)
 log "building ${build_targets[*]:-everything}"
@@ -100,8 +112,6 @@ done
 fi
 
 [ "${STUDY_SWEEPS:-1}" = 1 ] || { log "done (no sweeps)"; exit 0; }
-specs=("$@")
-[ ${#specs[@]} -eq 0 ] && specs=(layernorm_quick)
 if [ "${STUDY_PRECOMPILE:-0}" = 1 ]; then
   log "compiling the specs' torch.compile anchors ahead, one at a time (precompile.log)"
   spec_args=(); for spec in "${specs[@]}"; do spec_args+=(--spec "$spec"); done

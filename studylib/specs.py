@@ -437,6 +437,31 @@ def command_for(cfg, spec, build_dir, python):
     return [str(binary)], binary
 
 
+# The module's anchors (experiments/anchors/torch_vit.py: vitstudy_fp16, ...) import the compiled
+# module from the build folder; meson builds it with the target below.
+MODULE_ANCHOR_PREFIX, MODULE_TARGET = "vitstudy_", "python_module"
+
+
+def build_targets(spec):
+    """(ninja targets, meson test names) that the spec's rows need: each bench it runs and, for a
+    stage version, that version's GPU test (the families' meson.build names it: executable
+    stages/<family>/test_<family>_<version>, test <family>_<version>), and the Python module where an anchor is
+    the study's own forward from Python. The build runs the sweep and the checks of exactly what
+    it times, and no more."""
+    targets, tests = [], []
+    if spec["versions"]:
+        for v in spec["versions"]:
+            targets.append(spec["binary"].format(family=spec["family"], version=v))
+            if spec["binary"] == DEFAULT_BINARY:
+                targets.append(f"stages/{spec['family']}/test_{spec['family']}_{v}")
+                tests.append(f"{spec['family']}_{v}")
+    elif spec["row_versions"]:
+        targets.append(spec["binary"])
+    if any(a.startswith(MODULE_ANCHOR_PREFIX) for a in spec["anchors"]):
+        targets.append(MODULE_TARGET)
+    return targets, tests
+
+
 def select_configs(spec, build_dir, python, shard=0, num_shards=1, skip_unbuilt=False,
                    dry_run=False, rounds=None):
     """This shard's configurations and their commands. Every binary must exist before anything

@@ -30,7 +30,7 @@ from studylib.paths import REPO, with_checkout_on_path
 from studylib.progress import hms
 from studylib.row_file import Output, read_csv
 from studylib.specs import (EXIT_FAILED_ROWS, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, SpecError, UsageError,
-                            NO_DEVICE, STATUSES, estimate_device_bytes, extra_text, find_spec, load_spec,
+                            NO_DEVICE, STATUSES, build_targets, estimate_device_bytes, extra_text, find_spec, load_spec,
                             output_name, row_key, select_configs)
 
 
@@ -81,6 +81,11 @@ def parse_args(argv):
     p.add_argument("--dry-run", action="store_true", help="list the configurations, run nothing")
     p.add_argument("--check-only", action="store_true",
                    help="validate the spec and that every binary exists, then exit (submit.sh uses it)")
+    p.add_argument("--targets", action="store_true",
+                   help="print the ninja targets the spec's rows need (benches, their GPU tests, "
+                        "the Python module) on one line, then exit")
+    p.add_argument("--tests", action="store_true",
+                   help="print the names of the GPU tests of the spec's versions on one line, then exit")
     p.add_argument("--run-id", help="provenance run id (default: $STUDY_RUN_ID, else UTC time + host)")
     p.add_argument("--timeout", type=float, help="seconds per configuration (default: the spec's timeout_s)")
     p.add_argument("--max-minutes", type=float, default=0,
@@ -99,8 +104,8 @@ def parse_args(argv):
         raise UsageError(f"need 0 <= --shard < --num-shards, got {a.shard} and {a.num_shards}")
     if a.out and a.run_dir:
         raise UsageError("give --out or --run-dir, not both")
-    if not (a.dry_run or a.check_only) and not (a.out or a.run_dir):
-        raise UsageError("--out or --run-dir is required (unless --dry-run or --check-only)")
+    if not (a.dry_run or a.check_only or a.targets or a.tests) and not (a.out or a.run_dir):
+        raise UsageError("--out or --run-dir is required (unless --dry-run, --check-only, --targets or --tests)")
     if a.rounds is not None and a.rounds < 1:
         raise UsageError(f"--rounds must be >= 1, got {a.rounds}")
     if a.timeout is not None and a.timeout <= 0:
@@ -135,6 +140,10 @@ def main(argv=None):
         spec = load_spec(spec_path)
     except SpecError as e:
         raise UsageError(f"bad spec {spec_path}: {e}")
+    if args.targets or args.tests:
+        targets, tests = build_targets(spec)
+        print(" ".join(targets if args.targets else tests))
+        return EXIT_OK
     if args.run_dir:
         args.out = str(Path(args.run_dir) / output_name(spec_path, spec))
     build_dir = Path(args.build_dir).resolve()

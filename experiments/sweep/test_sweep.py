@@ -454,6 +454,25 @@ class SweepTest(SweepCase):
         with self.assertRaises(specs.SpecError):
             specs.load_spec(self.spec(family='"nosuchfamily"', versions='["@versions"]'))
 
+    def test_build_targets(self):
+        # What a sitting builds and checks: each version's bench and GPU test, a binary without
+        # versions alone, the Python module where an anchor is the study's forward from Python.
+        spec = specs.load_spec(self.spec(versions='["a", "b"]'))
+        self.assertEqual(specs.build_targets(spec), (["stages/fake/fake_a", "stages/fake/test_fake_a",
+                                                      "stages/fake/fake_b", "stages/fake/test_fake_b"],
+                                                     ["fake_a", "fake_b"]))
+        spec = specs.load_spec(self.spec(versions=None, binary='"stages/fake/fake_two"',
+                                         row_versions='["copy", "gemm"]'))
+        self.assertEqual(specs.build_targets(spec), (["stages/fake/fake_two"], []))
+        spec = self.spec(versions=None, anchors='["pytorch_timm", "vitstudy_fp8"]', anchor_script='"x.py"')
+        self.assertEqual(specs.build_targets(specs.load_spec(spec)), (["python_module"], []))
+        r = subprocess.run(RUNNER + ["--spec", str(self.spec(versions='["a"]')), "--targets"],
+                           capture_output=True, text=True, env=self.env, timeout=60)
+        self.assertEqual((r.returncode, r.stdout), (0, "stages/fake/fake_a stages/fake/test_fake_a\n"), r.stderr)
+        r = subprocess.run(RUNNER + ["--spec", str(self.spec(versions='["a"]')), "--tests"],
+                           capture_output=True, text=True, env=self.env, timeout=60)
+        self.assertEqual((r.returncode, r.stdout), (0, "fake_a\n"), r.stderr)
+
     def test_one_invocation_many_rows(self):
         spec = self.spec(versions=None, binary='"stages/fake/fake_two"',
                          row_versions='["copy", "gemm"]', batches="[1, 2]")

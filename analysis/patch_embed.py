@@ -398,6 +398,7 @@ mem_shapes = [s for s in mem_shapes if s is not None]
 mem = best[np.isfinite(best["device_bytes"]) | np.isfinite(best["host_bytes"])]
 mem_panels = [s for s in mem_shapes if len(mem[(mem["model"] == s[0]) & (mem["image_size"] == s[1])
                                                & (mem["batch"] == s[2])])]
+scratch = rundata.flush_scratch_bytes(rundata.gpu_of(run))
 if mem_panels:
     fig, axes = plt.subplots(1, len(mem_panels), figsize=(plots.panels_width(len(mem_panels), 5.2), 4.4),
                              squeeze=False)
@@ -405,9 +406,13 @@ if mem_panels:
         d = mem[(mem["model"] == m) & (mem["image_size"] == image) & (mem["batch"] == b)]
         vs = [v for v in order if v in set(d["version"])]
         x = np.arange(len(vs))
-        dev = [at(v, m, image, b, "device_bytes") / 2**20 for v in vs]
+        # Without the harness's L2-flush scratch where the row flushed (cpu_baseline runs on the CPU).
+        dev = [(at(v, m, image, b, "device_bytes") - (scratch or 0) * (at(v, m, image, b, "flush_l2") == 1
+                                                                     and v != CPU)) / 2**20 for v in vs]
         host = [at(v, m, image, b, "host_bytes") / 2**20 for v in vs]
-        ax.bar(x - 0.2, np.nan_to_num(dev), 0.4, color="#1f77b4", label="device")
+        bars = ax.bar(x - 0.2, np.nan_to_num(dev), 0.4, color="#1f77b4", label="device")
+        ax.bar_label(bars, labels=[f"{d:,.0f}" if d >= 10 else f"{d:.1f}" for d in np.nan_to_num(dev)],
+                     fontsize=8, padding=1)
         ax.bar(x + 0.2, np.nan_to_num(host), 0.4, color="#ff7f0e", label="host (pinned)")
         ax.set_xticks(x)
         ax.set_xticklabels(vs, rotation=35, ha="right", fontsize=8)
@@ -419,9 +424,13 @@ if mem_panels:
     shared_legend(fig, handles, bottom=0.1)
     ctx.figure(f"{FAMILY}_memory", fig,
                f"Device and host memory each version allocates (device_bytes, host_bytes of its "
-               f"row) at {' and at '.join(shape_text(*s) for s in mem_panels)}; {V4} holds the "
-               f"batch twice on the device; the anchors' device bytes are everything PyTorch had "
-               f"allocated. {prov}.")
+               f"row) at {' and at '.join(shape_text(*s) for s in mem_panels)}, "
+               + (f"less the {scratch / 2**20:,.0f} MiB of scratch (twice the L2) that both harnesses "
+                  f"keep to flush L2 between repeats and count in a flushed row's device_bytes"
+                  if scratch else "with the harnesses' L2-flush scratch (twice the L2, whose size "
+                  "for this GPU the analysis does not know) in every flushed row")
+               + f" (device MiB on the bars); {V4} holds the batch twice on the device; the anchors' device bytes are "
+               f"everything PyTorch had allocated. {prov}.")
 else:
     ctx.missing("figure", f"{FAMILY}_memory", "no timed row records device or host bytes")
 

@@ -97,6 +97,7 @@ class PatchEmbedData:
         # them, with the range of the rounds' medians as its spread (lo_us, hi_us).
         t = rundata.collapse_rounds(ok, KEYS, **{c: (c, "median") for c in TIMES[1:]},
                                     device_bytes=("device_bytes", "max"), host_bytes=("host_bytes", "max"),
+                                    flush_l2=("flush_l2", "max"),
                                     launches=("launches", "first"), host_syncs=("host_syncs", "first"),
                                     how=("how", "first"), gbps=("gbps", "median"),
                                     tflops=("tflops", "median"))

@@ -489,6 +489,13 @@ class Helpers(unittest.TestCase):
         self.assertFalse(rundata.same_architecture("NVIDIA H20", "NVIDIA H200"))  # not listed: no family
         self.assertTrue(rundata.same_architecture("NVIDIA L4", "NVIDIA L4"))  # one model, listed or not
 
+    def test_flush_scratch(self):
+        # What a flushed row's device_bytes counts beside the version's own: twice the L2 (the
+        # committed H200 rows: v10_round_tiles 126,162,432 bytes against cpu_baseline's 333,312).
+        self.assertEqual(rundata.flush_scratch_bytes("NVIDIA H200"), 126162432 - 333312)
+        self.assertEqual(rundata.flush_scratch_bytes("NVIDIA H100 80GB HBM3"), 2 * 52428800)
+        self.assertIsNone(rundata.flush_scratch_bytes("NVIDIA L4"))
+
     def test_markdown_table_escapes_and_formats(self):
         df = pandas.DataFrame({"version": ["a|b"], "us": [1234.5], "n": [float("nan")]})
         md = formatting.markdown_table(df, {"us": formatting.fmt_us})

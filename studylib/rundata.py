@@ -319,6 +319,20 @@ def same_architecture(a: str, b: str) -> bool:
     return a == b or (architecture_of(a) is not None and architecture_of(a) == architecture_of(b))
 
 
+# The L2 size of each GPU the study measured on (cudaDevAttrL2CacheSize). Both harnesses keep a
+# scratch buffer of twice the L2 alive to flush it between repeats (flush_l2 = 1) and count it in
+# the row's device_bytes (docs/method.md), so a figure of what a version itself allocates takes
+# it out.
+L2_BYTES = {"NVIDIA H200": 60 << 20, "NVIDIA H100 80GB HBM3": 50 << 20}
+
+
+def flush_scratch_bytes(gpu: str) -> int | None:
+    """The L2-flush scratch that a flushed row's device_bytes includes on `gpu`; None when the
+    GPU's L2 size is not in L2_BYTES."""
+    l2 = L2_BYTES.get(gpu)
+    return 2 * l2 if l2 else None
+
+
 def fp8_ceiling_tflops(run: Run) -> float | None:
     """The FP8 GEMM ceiling (`ceilings`' gemm_fp8 row) on this run's GPU: the run's own, else
     the best of the committed run folders that measured one on that GPU (an FP8 experiment

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,12 +81,15 @@ struct VitWeights {
 VitWeights random_vit_weights(const study::ModelConfig& cfg, int image_size, int num_classes, std::uint64_t seed);
 
 // Named tensors, as a timm VisionTransformer's state dict names them: a safetensors file, or the
-// arrays a caller holds (the Python module's). floats() returns the tensor in fp32 and throws
-// StudyError(Data) naming it when it is missing or has another shape.
+// arrays a caller holds (the Python module's). A source only reads; vit_weights_from checks
+// what it reads (every tensor present, with its exact shape), once for every source.
 struct TensorSource {
   virtual ~TensorSource() = default;
   virtual std::vector<std::string> names() const = 0;
-  virtual std::vector<float> floats(const std::string& name, const std::vector<std::int64_t>& shape) const = 0;
+  // The tensor's shape, or nullopt when the source has no tensor of that name.
+  virtual std::optional<std::vector<std::int64_t>> shape(const std::string& name) const = 0;
+  // The tensor in fp32; called only for a name whose shape() was given.
+  virtual std::vector<float> floats(const std::string& name) const = 0;
   virtual std::string where() const = 0;  // what an error names: a path, "the state dict"
 };
 

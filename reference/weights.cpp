@@ -94,7 +94,12 @@ VitWeights vit_weights_from(const TensorSource& source, const study::ModelConfig
   std::set<std::string> used;
   auto get = [&](const std::string& name, const std::vector<std::int64_t>& shape) {
     used.insert(name);
-    return source.floats(name, shape);
+    const auto got = source.shape(name);
+    if (!got) throw study::StudyError(study::ErrorKind::Data, source.where() + ": missing tensor '" + name + "'");
+    if (*got != shape)
+      throw study::StudyError(study::ErrorKind::Data, source.where() + ": tensor '" + name + "' has shape " +
+                                                          shape_string(*got) + ", expected " + shape_string(shape));
+    return source.floats(name);
   };
 
   VitWeights w{cfg, image_size, num_classes, {}, {}, {}, {}, {}, {}, {}, {}, {}};
@@ -136,9 +141,11 @@ namespace {
 struct FileSource : TensorSource {
   explicit FileSource(const std::string& path) : file(path), path(path) {}
   std::vector<std::string> names() const override { return file.names(); }
-  std::vector<float> floats(const std::string& name, const std::vector<std::int64_t>& shape) const override {
-    return file.floats(name, shape);
+  std::optional<std::vector<std::int64_t>> shape(const std::string& name) const override {
+    if (!file.contains(name)) return std::nullopt;
+    return file.info(name).shape;
   }
+  std::vector<float> floats(const std::string& name) const override { return file.floats(name); }
   std::string where() const override { return path; }
   SafetensorsFile file;
   std::string path;

@@ -64,7 +64,7 @@ class Module(unittest.TestCase):
             vitstudy.Model(arrays, dict(hidden=48, heads=3, layers=2, num_classes=10, image_size=32))
         arrays = fixture_arrays()
         del arrays["norm.bias"]
-        with self.assertRaisesRegex(ValueError, "no tensor 'norm.bias'"):
+        with self.assertRaisesRegex(ValueError, "missing tensor 'norm.bias'"):
             vitstudy.Model(arrays, dict(hidden=48, heads=3, layers=2, num_classes=10, image_size=32))
 
     def test_unknown_step_and_precision(self):

@@ -360,7 +360,8 @@ def breakdown(data, ctx):
 
 
 def streams(data, ctx):
-    """e4_streams at every stream count against one stream; returns (the one-stream rows by batch, e4's other rows)."""
+    """e4_streams at every stream count against one stream; returns (the one-stream rows by
+    batch, e4's rows at more streams)."""
     key_image, key_model, prov, run, t = data.key_image, data.key_model, ctx.provenance(), data.run, data.timed
     tprov, where = ctx.title_provenance(), data.where
     # The streams experiment is not repeated in every run: without e4 rows here, the newest run on

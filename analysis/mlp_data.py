@@ -139,8 +139,8 @@ class MlpData:
         fastest = plots.fastest_at(self.sweep_rows.vb, exclude=tuple(NOT_FUSED), rows=None)
         self.drawn_s = sweep_series(self.order_s, fastest, step_table.alias_field("fastest_fp16", "mlp"))
         left_out = [v for v in self.order_s if v not in self.drawn_s]
-        self.sweep_left_out = (f" {join_and(left_out)} ({len(left_out)} versions) are left to the tables."
-                               if left_out else "")
+        self.sweep_left_out = (f" {join_and(left_out)} ({len(left_out)} version{'s' if len(left_out) != 1 else ''}) "
+                               f"{'is' if len(left_out) == 1 else 'are'} left to the tables." if left_out else "")
         self.sweep_ceiling = self.sweep.ceilings().gemm_tflops
         self.sweep_prov = ("" if self.sweep is run else
                            f"From the sweep of run folder {self.sweep.name} ({run.name} times only the target "

@@ -444,10 +444,10 @@ MODULE_ANCHOR_PREFIX, MODULE_TARGET = "vitstudy_", "python_module"
 
 def build_targets(spec):
     """(ninja targets, meson test names) that the spec's rows need: each bench it runs and, for a
-    stage version, that version's GPU test (the families' meson.build names it: executable
-    stages/<family>/test_<family>_<version>, test <family>_<version>), and the Python module where an anchor is
-    the study's own forward from Python. The build runs the sweep and the checks of exactly what
-    it times, and no more."""
+    stage version, that version's GPU test (as the families' meson.build name them: executable
+    stages/<family>/test_<family>_<version>, test <family>_<version>), and the Python module
+    where an anchor is the study's own forward from Python. A sitting then builds and checks
+    exactly what it times."""
     targets, tests = [], []
     if spec["versions"]:
         for v in spec["versions"]:

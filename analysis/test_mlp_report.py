@@ -190,6 +190,11 @@ class MlpTargetsSitting(unittest.TestCase):
             self.assertIn("From the sweep of run folder a_sweep (b_targets times only the target rows)", caption)
             self.assertNotIn("Table `mlp_widths` not produced", readme)
             self.assertIn("a_sweep/mlp_pingpong", readme)
+            # The index names the figures each folder draws beside its family's run, and only those.
+            index = {l.split("]")[0][3:]: l for l in (out / "results_index.md").read_text().splitlines()
+                     if l.startswith("| [")}
+            self.assertIn("| figures mlp_time, mlp_tflops and mlp_speedup |", index["a_sweep"])
+            self.assertNotIn("mlp_time", index["b_targets"])
             text = (out / "text" / "mlp_findings.md").read_text()
             self.assertIn("The target of the fastest fused version (half_gelu_epilogue) costing at most 1.05x", text)
             self.assertIn("the fastest MLP version is fp8_cutlass", text)

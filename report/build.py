@@ -462,11 +462,35 @@ def superseded_text(run, family: str, newer) -> str:
     return f"not {family}: it holds {held}, which {newer.name} lacks" if held else f"{family} (by {newer.name})"
 
 
-def results_index(runs: list, used: dict, root: Path, judged: dict | None = None) -> str:
+# A figure as the filled report holds it: the image, a blank line, its caption.
+FIGURE = re.compile(r"^!\[(\w+)\]\([^)]*\)\n\n\*Figure: (.*)\*$", re.M)
+
+
+def figures_drawn_from(body: str, names: list[str]) -> dict[str, list[str]]:
+    """Run folder name -> the figures whose caption names that folder: the figures a section
+    draws from a run other than its own (a sweep beside a targets sitting, a sitting of one
+    experiment, a probe's table), which name the folder they come from."""
+    out = {}
+    for figure, caption in FIGURE.findall(body):
+        for name in names:
+            if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", caption):
+                out.setdefault(name, []).append(figure)
+    return out
+
+
+def figure_section(figure: str, sections) -> str:
+    """The section a figure belongs to, the longest of `sections` its name starts with
+    (patch_embed_memory: patch_embed); '' for none."""
+    return max((f for f in sections if figure.startswith(f + "_")), key=len, default="")
+
+
+def results_index(runs: list, used: dict, root: Path, judged: dict | None = None,
+                  drawn: dict | None = None) -> str:
     """experiments/results/README.md: every run folder, what it holds, which families the
     report takes from it (`judged`: family -> the targets sitting its targets and headline are
-    judged on) and which it is superseded for."""
-    judged = judged or {}
+    judged on; `drawn`: run folder name -> the figures drawn from it beside its family's run)
+    and which it is superseded for."""
+    judged, drawn = judged or {}, drawn or {}
     import pandas as pd
     cache = {}
     rows = []
@@ -497,6 +521,14 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
         other_gpu = rundata.gpu_of(run) != primary
         if other_gpu and not uses:
             uses = [f"across GPUs ({rundata.gpu_of(run)} beside {primary})"]
+        # Not the figures of a section whose run this is, nor, for a run a section uses, those of
+        # the sections over every run: that use is said already.
+        sections = [*families, *notebook.CROSS_RUN]
+        figs = [g for g in drawn.get(run.name, []) if not (
+            used.get(figure_section(g, sections)) is run
+            or (uses and figure_section(g, sections) in notebook.CROSS_RUN))]
+        if figs:
+            uses.append(f"figure{'s' if len(figs) > 1 else ''} {formatting.join_and(figs)}")
         superseded = [] if other_gpu else [superseded_text(run, f, used[f]) for f in run.families()
                                            if f in used and used[f] is not run and judged.get(f) is not run]
         rows.append({
@@ -529,7 +561,9 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
             "timings of that family on the primary GPU (the GPU most run folders were measured "
             "on; runs on other GPUs are compared with it in the report's across-GPUs section); "
             "older runs of the family are superseded and kept for the record, unless they hold "
-            "models or image sizes that the run it uses lacks (then the table says which). Commits are full hashes (`-dirty`: built from a tree with uncommitted "
+            "models or image sizes that the run it uses lacks (then the table says which). A figure "
+            "drawn from a folder other than its section's run (a sweep beside a targets sitting, "
+            "one experiment's sitting, a probe's table) is named in that folder's row. Commits are full hashes (`-dirty`: built from a tree with uncommitted "
             "changes). The CSV columns are described in `docs/method.md`.\n\n"
             "## Runs\n\n" + formatting.markdown_table(pd.DataFrame(rows)) +
             side_folders_section(runs, root, cache) +
@@ -596,6 +630,7 @@ def build(args) -> Path:
                             f"{'end' if stray.group(1) == 'family' else 'family'} marker")
     body = fill(body, {**study_outputs(used, out_dir, judged), **ladder_outputs(out_dir)}, out_dir,
                 rundata.show_path(template))
+    drawn = figures_drawn_from(body, [r.name for r in runs])
     body = split_appendices(body, out_dir)
     source_csvs = (f"the CSVs of run folder {rundata.show_path(Path(args.run_dir))}" if args.run_dir
                    else "the CSVs under experiments/results/")
@@ -610,7 +645,7 @@ def build(args) -> Path:
         # by a build that is not the committed report's.
         index = (Path(args.results) / "README.md" if out_dir == (REPO / "report").resolve()
                  else out_dir / "results_index.md")
-        index.write_text(results_index(runs, used, Path(args.results), judged))
+        index.write_text(results_index(runs, used, Path(args.results), judged, drawn))
     if not args.run_dir:
         block = headline_block(heads, used, targets, answer)
         target = readme_target or REPO / "README.md"

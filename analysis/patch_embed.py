@@ -18,7 +18,6 @@
 
 # %%
 import matplotlib
-import matplotlib.patches
 
 if "STUDY_CONTEXT" not in globals():
     matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
@@ -29,8 +28,9 @@ import pandas as pd
 from analysis import plots
 from analysis.patch_embed_data import (
     CONV, CONV_BATCH, CONV_TARGET, CPU, CUDNN, FAMILY, GEMM_FROM, KEY_BATCHES, KEY_IMAGE, KNEE, LADDER,
-    LINEAR, LINEAR_BATCHES, MAIN_MODEL, ROUTINE_VERSIONS, SHORT, STREAM_VERSIONS, V1, V2, V3, V3G, V4,
+    LINEAR, LINEAR_BATCHES, MAIN_MODEL, SHORT, STREAM_VERSIONS, V1, V2, V3, V3G, V4,
     PatchEmbedData, faster_or_slower, fmt_x, label, pow2_ticks, shape_text, shared_legend)
+from analysis.patch_embed_costs import ROUTINE_PARTS, memory_figure, routine_figure
 from analysis.patch_embed_timeline import timeline_figure
 from studylib import catalog, formatting, notebook, rundata
 
@@ -392,104 +392,14 @@ else:
 # ## Device and host memory per version
 
 # %%
-mem_shapes = list(dict.fromkeys(
-    [s for s in key_shapes[:1]] + ([max(main_shapes(), key=lambda s: s[2])] if main_shapes() else [])))
-mem_shapes = [s for s in mem_shapes if s is not None]
-mem = best[np.isfinite(best["device_bytes"]) | np.isfinite(best["host_bytes"])]
-mem_panels = [s for s in mem_shapes if len(mem[(mem["model"] == s[0]) & (mem["image_size"] == s[1])
-                                               & (mem["batch"] == s[2])])]
-scratch = rundata.flush_scratch_bytes(rundata.gpu_of(run))
-if mem_panels:
-    fig, axes = plt.subplots(1, len(mem_panels), figsize=(plots.panels_width(len(mem_panels), 5.2), 4.4),
-                             squeeze=False)
-    for ax, (m, image, b) in zip(axes[0], mem_panels):
-        d = mem[(mem["model"] == m) & (mem["image_size"] == image) & (mem["batch"] == b)]
-        vs = [v for v in order if v in set(d["version"])]
-        x = np.arange(len(vs))
-        # Without the harness's L2-flush scratch where the row flushed (cpu_baseline runs on the CPU).
-        dev = [(at(v, m, image, b, "device_bytes") - (scratch or 0) * (at(v, m, image, b, "flush_l2") == 1
-                                                                     and v != CPU)) / 2**20 for v in vs]
-        host = [at(v, m, image, b, "host_bytes") / 2**20 for v in vs]
-        bars = ax.bar(x - 0.2, np.nan_to_num(dev), 0.4, color="#1f77b4", label="device")
-        ax.bar_label(bars, labels=[f"{d:,.0f}" if d >= 10 else f"{d:.1f}" for d in np.nan_to_num(dev)],
-                     fontsize=8, padding=1)
-        ax.bar(x + 0.2, np.nan_to_num(host), 0.4, color="#ff7f0e", label="host (pinned)")
-        ax.set_xticks(x)
-        ax.set_xticklabels(vs, rotation=35, ha="right", fontsize=8)
-        ax.set_title(shape_text(m, image, b))
-        ax.set_ylabel("MiB allocated")
-    handles = [matplotlib.patches.Patch(color="#1f77b4", label="device memory"),
-               matplotlib.patches.Patch(color="#ff7f0e", label="host memory (pinned buffers)")]
-    plots.titled(fig, "Patch embedding: memory allocated per version", tprov)
-    shared_legend(fig, handles, bottom=0.1)
-    ctx.figure(f"{FAMILY}_memory", fig,
-               f"Device and host memory each version allocates (device_bytes, host_bytes of its "
-               f"row) at {' and at '.join(shape_text(*s) for s in mem_panels)}, "
-               + (f"less the {scratch / 2**20:,.0f} MiB of scratch (twice the L2) that both harnesses "
-                  f"keep to flush L2 between repeats and count in a flushed row's device_bytes"
-                  if scratch else "with the harnesses' L2-flush scratch (twice the L2, whose size "
-                  "for this GPU the analysis does not know) in every flushed row")
-               + f" (device MiB on the bars); {V4} holds the batch twice on the device; the anchors' device bytes are "
-               f"everything PyTorch had allocated. {prov}.")
-else:
-    ctx.missing("figure", f"{FAMILY}_memory", "no timed row records device or host bytes")
+memory_figure(data, ctx, list(dict.fromkeys(
+    [s for s in key_shapes[:1]] + ([max(main_shapes(), key=lambda s: s[2])] if main_shapes() else []))))
 
 # %% [markdown]
 # ## The host-to-host routine of v1-v4: copy up, preprocessing, kernels, copy down
 
 # %%
-rt = best[best["version"].isin(ROUTINE_VERSIONS) & np.isfinite(best["routine_us"])].copy()
-split_cols = ["h2d_us", "preprocess_us", "d2h_us"]
-has_split = np.isfinite(rt[split_cols]).all(axis=1)
-rt["rest_us"] = (rt["routine_us"] - rt[split_cols].sum(axis=1)).where(has_split).clip(lower=0)
-rt["unsplit_us"] = rt["routine_us"].where(~has_split)
-rt_panels = []
-for s in reversed(key_shapes):  # per model, the largest key shape with routine rows
-    if s[0] in [p[0] for p in rt_panels]:
-        continue
-    if len(rt[(rt["model"] == s[0]) & (rt["image_size"] == s[1]) & (rt["batch"] == s[2])]):
-        rt_panels.append(s)
-rt_panels = [s for s in key_shapes if s in rt_panels]
-if not rt_panels and len(rt):
-    r0 = rt.sort_values(["image_size", "batch"]).iloc[-1]
-    rt_panels = [(r0["model"], int(r0["image_size"]), int(r0["batch"]))]
-SEGMENTS = [("h2d_us", "copy up (H2D)", "#1f77b4"), ("preprocess_us", "preprocessing", "#2ca02c"),
-            ("rest_us", "kernels, launches and syncs", "#ff7f0e"), ("d2h_us", "copy down (D2H)", "#9467bd"),
-            ("unsplit_us", "routine (no split recorded)", "#bbbbbb")]
-if rt_panels:
-    fig, axes = plt.subplots(1, len(rt_panels), figsize=(plots.panels_width(len(rt_panels), 4.8), 4.4),
-                             squeeze=False)
-    for ax, (m, image, b) in zip(axes[0], rt_panels):
-        d = rt[(rt["model"] == m) & (rt["image_size"] == image) & (rt["batch"] == b)]
-        d = d.set_index("version").loc[[v for v in order if v in set(d["version"])]]
-        x = np.arange(len(d))
-        bottom = np.zeros(len(d))
-        total = d["routine_us"].to_numpy()
-        for col, _, color in SEGMENTS:
-            share = 100 * np.nan_to_num(d[col].to_numpy(dtype=float)) / total
-            ax.bar(x, share, 0.6, bottom=bottom, color=color)
-            bottom += share
-        for xi, tot in zip(x, total):
-            ax.text(xi, 101, f"{formatting.fmt_us(tot)} us", ha="center", va="bottom", fontsize=8)
-        ax.set_ylim(0, 112)
-        ax.set_xlim(-0.75, max(len(d), 3) - 0.25)  # one bar stays a bar, not a wall
-        ax.set_xticks(x)
-        ax.set_xticklabels(d.index, rotation=35, ha="right", fontsize=8)
-        ax.set_title(shape_text(m, image, b))
-        ax.set_ylabel("share of the routine (%)")
-    used = [s for s in SEGMENTS if np.nansum(rt[s[0]].to_numpy(dtype=float)) > 0]
-    plots.titled(fig, "Patch embedding: where the host-to-host routine goes", tprov)
-    shared_legend(fig, [matplotlib.patches.Patch(color=c, label=l) for _, l, c in used],
-                  bottom=0.12, ncol=5)
-    ctx.figure(f"{FAMILY}_routine", fig,
-               f"The host-to-host routine (pinned images up, preprocessing, kernels, token rows "
-               f"down) of {', '.join(v for v in ROUTINE_VERSIONS if v in set(rt['version']))} as "
-               f"shares of its time (total above each bar); 'kernels, launches and syncs' is the "
-               f"routine minus the three measured parts; v3 versions at their fastest stream "
-               f"count. {prov}.")
-else:
-    ctx.missing("figure", f"{FAMILY}_routine",
-                f"no timed row of {', '.join(ROUTINE_VERSIONS)} records a host-to-host routine time")
+rt = routine_figure(data, ctx, key_shapes)
 
 # %% [markdown]
 # ## Timeline of v3: one lane per stream, one stream against many (per-launch CUDA events)
@@ -672,7 +582,7 @@ for m, image, b in key_shapes:
 for m, image, b in reversed(key_shapes):
     r = rt[(rt["version"] == V4) & (rt["model"] == m) & (rt["image_size"] == image)
            & (rt["batch"] == b)]
-    if len(r) and np.isfinite(r[split_cols].iloc[0]).all():
+    if len(r) and np.isfinite(r[ROUTINE_PARTS].iloc[0]).all():
         r = r.iloc[0]
         copies = r["h2d_us"] + r["d2h_us"]
         findings.append(f"At {shape_text(m, image, b)}, {V4}'s host-to-host routine takes "

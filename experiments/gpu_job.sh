@@ -13,7 +13,8 @@
 # STUDY_TEST_ARGS names, 51 of the build's 183 CUDA compilations; the CUTLASS layer, which the
 # encoder needs, stays most of the build's time. STUDY_TARGETS=auto builds what the named specs
 # run (python3 -m experiments.sweep --spec S --targets: each version's bench and GPU test, the
-# Python module for its anchors), and the tests default to those versions' GPU tests. STUDY_PRECOMPILE=1 compiles the specs'
+# Python module for its anchors), and the tests default to those versions' GPU tests.
+# STUDY_PRECOMPILE=1 compiles the specs'
 # torch.compile anchors after the tests, one shape at a time, each in a fresh process on the
 # quiet machine (experiments/anchors/precompile.py), for the sittings to load from Inductor's
 # cache: a compile inside the sitting's kept anchor process, or beside other work, autotunes to

@@ -195,6 +195,9 @@ class MlpTargetsSitting(unittest.TestCase):
                      if l.startswith("| [")}
             self.assertIn("| figures mlp_time, mlp_tflops and mlp_speedup |", index["a_sweep"])
             self.assertNotIn("mlp_time", index["b_targets"])
+            runs = readme.split("## Runs")[1].split("## Method")[0]
+            self.assertRegex(runs, r"\| a_sweep \|.*\| figures mlp_time, mlp_tflops and mlp_speedup \|")
+            self.assertRegex(runs, r"\| b_targets \|.*\| mlp \|")
             text = (out / "text" / "mlp_findings.md").read_text()
             self.assertIn("The target of the fastest fused version (half_gelu_epilogue) costing at most 1.05x", text)
             self.assertIn("the fastest MLP version is fp8_cutlass", text)

@@ -322,14 +322,16 @@ def with_headline(readme: str, block: str, where: str) -> str:
     return with_block(readme, VERSIONS, VERSIONS_START, VERSIONS_END, versions_block(), where)
 
 
-def study_outputs(used: dict, out_dir: Path, judged: dict | None = None) -> dict:
+def study_outputs(used: dict, out_dir: Path, judged: dict | None = None, beside: dict | None = None) -> dict:
     """The runs table and the ceilings sentences: one row per run folder the report uses, the
-    targets sittings (`judged`) among them."""
-    judged = judged or {}
+    targets sittings (`judged`) among them, and a row for each folder that figures are drawn
+    from beside their section's run (`beside`: run -> those figures; their captions give its
+    provenance, so no ceilings sentence)."""
+    judged, beside = judged or {}, beside or {}
     rows, sentences = [], []
     # One row per folder: a targets sitting inside a section's folder is that folder's row.
     folders = {}
-    for r in [*used.values(), *judged.values()]:
+    for r in [*used.values(), *judged.values(), *beside]:
         folders.setdefault(r.path, r)
     for run in folders.values():
         c = run.ceilings()
@@ -337,6 +339,9 @@ def study_outputs(used: dict, out_dir: Path, judged: dict | None = None) -> dict
         fams = ([f for f, r in used.items() if r.path == run.path]
                 + [f"{f} targets" for f, r in judged.items() if r.path == run.path and used.get(f) is not None
                    and used[f].path != run.path])
+        figs = beside.get(run, [])
+        if figs:
+            fams.append(f"figure{'s' if len(figs) > 1 else ''} {formatting.join_and(figs)}")
         rows.append({"run folder": run.name,
                      "run id": " + ".join(dict.fromkeys(d["run_id"].astype(str))),
                      "GPU": " + ".join(dict.fromkeys(d["gpu"].astype(str))),
@@ -345,6 +350,8 @@ def study_outputs(used: dict, out_dir: Path, judged: dict | None = None) -> dict
                      "families shown": ", ".join(fams),
                      "copy GB/s": c.copy_gbps if c.copy_gbps else float("nan"),
                      "GEMM fp16 TFLOP/s": c.gemm_tflops if c.gemm_tflops else float("nan")})
+        if len(fams) == 1 and figs:
+            continue  # figures only: their captions give the folder's provenance
         parts = []
         if c.copy_gbps:
             parts.append(f"a device-to-device copy bandwidth of {formatting.fmt_gbps(c.copy_gbps)} GB/s "
@@ -466,12 +473,13 @@ def superseded_text(run, family: str, newer) -> str:
 FIGURE = re.compile(r"^!\[(\w+)\]\([^)]*\)\n\n\*Figure: (.*)\*$", re.M)
 
 
-def figures_drawn_from(body: str, names: list[str]) -> dict[str, list[str]]:
-    """Run folder name -> the figures whose caption names that folder: the figures a section
-    draws from a run other than its own (a sweep beside a targets sitting, a sitting of one
-    experiment, a probe's table), which name the folder they come from."""
+def figures_drawn_from(figures, names: list[str]) -> dict[str, list[str]]:
+    """Run folder name -> the figures (of `figures`, (name, caption) pairs) whose caption names
+    that folder: the figures a section draws from a run other than its own (a sweep beside a
+    targets sitting, a sitting of one experiment, a probe's table) name the folder they come
+    from."""
     out = {}
-    for figure, caption in FIGURE.findall(body):
+    for figure, caption in figures:
         for name in names:
             if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", caption):
                 out.setdefault(name, []).append(figure)
@@ -484,12 +492,24 @@ def figure_section(figure: str, sections) -> str:
     return max((f for f in sections if figure.startswith(f + "_")), key=len, default="")
 
 
+def figures_beside(figures, runs: list, used: dict) -> dict:
+    """Run -> the figures (of `figures`, (name, caption) pairs) drawn from its folder beside
+    their section's run: the caption names the folder and the section's run is another."""
+    named = figures_drawn_from(figures, [r.name for r in runs])
+    out = {}
+    for run in runs:
+        figs = [g for g in named.get(run.name, []) if used.get(figure_section(g, used)) is not run]
+        if figs:
+            out[run] = figs
+    return out
+
+
 def results_index(runs: list, used: dict, root: Path, judged: dict | None = None,
                   drawn: dict | None = None) -> str:
     """experiments/results/README.md: every run folder, what it holds, which families the
     report takes from it (`judged`: family -> the targets sitting its targets and headline are
-    judged on; `drawn`: run folder name -> the figures drawn from it beside its family's run)
-    and which it is superseded for."""
+    judged on; `drawn`: run -> the figures drawn from it beside their section's run, as
+    figures_beside gives them) and which it is superseded for."""
     judged, drawn = judged or {}, drawn or {}
     import pandas as pd
     cache = {}
@@ -521,12 +541,9 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
         other_gpu = rundata.gpu_of(run) != primary
         if other_gpu and not uses:
             uses = [f"across GPUs ({rundata.gpu_of(run)} beside {primary})"]
-        # Not the figures of a section whose run this is, nor, for a run a section uses, those of
-        # the sections over every run: that use is said already.
-        sections = [*families, *notebook.CROSS_RUN]
-        figs = [g for g in drawn.get(run.name, []) if not (
-            used.get(figure_section(g, sections)) is run
-            or (uses and figure_section(g, sections) in notebook.CROSS_RUN))]
+        # For a run a section uses, not the figures of the sections over every run: that use is
+        # said already.
+        figs = [g for g in drawn.get(run, []) if not (uses and figure_section(g, notebook.CROSS_RUN))]
         if figs:
             uses.append(f"figure{'s' if len(figs) > 1 else ''} {formatting.join_and(figs)}")
         superseded = [] if other_gpu else [superseded_text(run, f, used[f]) for f in run.families()
@@ -601,6 +618,7 @@ def build(args) -> Path:
     args.primary_gpu = rundata.primary_gpu(runs)  # once: every family section picks its run on it
     used, pieces, pos, heads, cross, targets, answer = {}, [], 0, [], [], [], None
     judged = {}  # family -> its targets sitting, where the notebook judged its targets on one
+    family_figures = []  # (figure, caption) of every family section
     for m in BLOCK.finditer(source):
         family, block = m.group(1), m.group(2)
         pieces.append(source[pos:m.start()])
@@ -614,6 +632,7 @@ def build(args) -> Path:
         if run is not None:
             used[family] = run
         if ctx is not None:
+            family_figures += [(a.name, a.caption) for a in ctx.artifacts.values() if a.kind == "figure" and a.path]
             if ctx.judged_on is not None:
                 judged[family] = ctx.judged_on
             if ctx.headline_entry is not None:
@@ -628,9 +647,10 @@ def build(args) -> Path:
     if stray:
         raise TemplateError(f"{rundata.show_path(template)}: '{stray.group(0)}' has no matching "
                             f"{'end' if stray.group(1) == 'family' else 'family'} marker")
-    body = fill(body, {**study_outputs(used, out_dir, judged), **ladder_outputs(out_dir)}, out_dir,
+    body = fill(body, {**study_outputs(used, out_dir, judged, figures_beside(family_figures, runs, used)),
+                       **ladder_outputs(out_dir)}, out_dir,
                 rundata.show_path(template))
-    drawn = figures_drawn_from(body, [r.name for r in runs])
+    drawn = figures_beside(FIGURE.findall(body), runs, used)
     body = split_appendices(body, out_dir)
     source_csvs = (f"the CSVs of run folder {rundata.show_path(Path(args.run_dir))}" if args.run_dir
                    else "the CSVs under experiments/results/")

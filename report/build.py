@@ -41,7 +41,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")  # before any notebook imports pyplot
 import studylib
 from studylib import catalog, formatting, notebook, notes, paths, rundata, schema
 from studylib.paths import REPO
-from report.results_index import FIGURE, figures_beside, results_index
+from report.results_index import figures_beside, results_index
 
 # The notebooks run by path (runpy), each given its context; the report imports none of them.
 ANALYSIS = REPO / "analysis"
@@ -445,10 +445,11 @@ def build(args) -> Path:
     if stray:
         raise TemplateError(f"{rundata.show_path(template)}: '{stray.group(0)}' has no matching "
                             f"{'end' if stray.group(1) == 'family' else 'family'} marker")
-    body = fill(body, {**study_outputs(used, out_dir, judged, figures_beside(family_figures, runs, used)),
-                       **ladder_outputs(out_dir)}, out_dir,
+    # The figures a family section draws from a folder beside its own run: the runs table and
+    # the results index name them.
+    drawn = figures_beside(family_figures, runs, used)
+    body = fill(body, {**study_outputs(used, out_dir, judged, drawn), **ladder_outputs(out_dir)}, out_dir,
                 rundata.show_path(template))
-    drawn = figures_beside(FIGURE.findall(body), runs, used)
     body = split_appendices(body, out_dir)
     source_csvs = (f"the CSVs of run folder {rundata.show_path(Path(args.run_dir))}" if args.run_dir
                    else "the CSVs under experiments/results/")

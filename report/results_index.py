@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from studylib import formatting, notebook, rundata
+from studylib import formatting, rundata
 from studylib.paths import REPO
 
 
@@ -93,10 +93,6 @@ def superseded_text(run, family: str, newer) -> str:
     return f"not {family}: it holds {held}, which {newer.name} lacks" if held else f"{family} (by {newer.name})"
 
 
-# A figure as the filled report holds it: the image, a blank line, its caption.
-FIGURE = re.compile(r"^!\[(\w+)\]\([^)]*\)\n\n\*Figure: (.*)\*$", re.M)
-
-
 def figures_drawn_from(figures, names: list[str]) -> dict[str, list[str]]:
     """Run folder name -> the figures (of `figures`, (name, caption) pairs) whose caption names
     that folder: the figures a section draws from a run other than its own (a sweep beside a
@@ -165,9 +161,7 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
         other_gpu = rundata.gpu_of(run) != primary
         if other_gpu and not uses:
             uses = [f"across GPUs ({rundata.gpu_of(run)} beside {primary})"]
-        # For a run a section uses, not the figures of the sections over every run: that use is
-        # said already.
-        figs = [g for g in drawn.get(run, []) if not (uses and figure_section(g, notebook.CROSS_RUN))]
+        figs = drawn.get(run, [])
         if figs:
             uses.append(f"figure{'s' if len(figs) > 1 else ''} {formatting.join_and(figs)}")
         superseded = [] if other_gpu else [superseded_text(run, f, used[f]) for f in run.families()

@@ -132,7 +132,8 @@ def off_v9(version):
     return float((r - 1).abs().max()) if len(r) and r.notna().all() else np.nan
 
 
-on_v9_line = {v: off_v9(v) for v in near_order if v != V9 and not catalog.is_anchor(v) and off_v9(v) <= ON_LINE}
+distance = {v: off_v9(v) for v in near_order if v != V9 and not catalog.is_anchor(v)}
+on_v9_line = {v: x for v, x in distance.items() if x <= ON_LINE}
 scaling_order = [v for v in near_order if v not in on_v9_line]
 fig, ax = plt.subplots()
 for v in scaling_order:

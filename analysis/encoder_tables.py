@@ -442,7 +442,7 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
             ratio.append((int(b), int(r["streams"]), r["median_us"] / e3["median_us"][b]))
         helps = [f"{b} ({s} stream{'s' if s != 1 else ''}, {x:.2f}x)" for b, s, x in ratio if x < 1]
         findings.append(f"Splitting the batch over streams (e4_streams at its fastest stream count, "
-                        f"against {e3.attrs.get('label', 'e3_graph on one stream')}): "
+                        f"against {e3.attrs['label']}): "
                         + (f"faster at batch {join_and(helps)}" if helps else "faster at no batch")
                         + (f"; at batch {ratio[-1][0]} {ratio[-1][2]:.2f}x its time" if ratio else "")
                         + ".")

@@ -565,10 +565,20 @@ class Helpers(unittest.TestCase):
                                                    configs=[(224, 32)], gpu="GPU B (synthetic)"))
             runs = {r.name: r for r in rundata.load_runs(d)}
             gpu = rundata.gpu_of(runs["a_full"])
-            # A family outside TARGETS_APART (as the MLP): its newest run is its section, targets included.
+            # A family outside TARGETS_APART: its newest run is its section, targets included.
             with mock.patch.object(rundata, "TARGETS_APART", ()):
                 self.assertEqual(rundata.pick_run(list(runs.values()), "layernorm", gpu).path, later)
                 self.assertIsNone(rundata.targets_run(list(runs.values()), "layernorm", runs["a_full"]))
+                # One of TARGETS_SECTION (as the MLP): its newest targets sitting is its section
+                # even beside a newer sweep, which draws the figures over batch (sweep_run).
+                with tempfile.TemporaryDirectory() as d2:
+                    newer = synthetic.write_run(Path(d2) / "e_newer_full", utc="2025-01-05T00:00:00Z",
+                                                configs=synthetic.SMALL_CONFIGS)
+                    pool = list(runs.values()) + [rundata.load_run(newer)]
+                    self.assertEqual(rundata.pick_run(pool, "layernorm", gpu).path, newer)
+                    with mock.patch.object(rundata, "TARGETS_SECTION", ("layernorm",)):
+                        self.assertEqual(rundata.pick_run(pool, "layernorm", gpu).path, later)
+                        self.assertIsNone(rundata.targets_run(pool, "layernorm", runs["b_targets"]))
             apart = mock.patch.object(rundata, "TARGETS_APART", ("layernorm",))
             apart.start()
             self.addCleanup(apart.stop)

@@ -394,8 +394,12 @@ def holds_final_sitting(run: Run) -> bool:
 # Families whose section tells its ladder from the newest run that timed more than the target
 # shapes and judges its targets and headline on a targets sitting (targets_run): one measured
 # after it, or its own folder's `<family>_targets.csv`.
-# The MLP's section is its targets sitting itself, its figures over batch from sweep_run.
 TARGETS_APART = ("patch_embed", "layernorm", "attention")
+# Families whose section is their newest targets sitting itself (every version, interleaved
+# rounds), its figures over batch and width from the newest sweep beside it (sweep_run), even where
+# that sweep is the newer: the MLP's sweep of every version over batch is one round, its ladder and
+# targets need the rounds.
+TARGETS_SECTION = ("mlp",)
 
 
 def targets_sitting(run: Run, family: str) -> bool:
@@ -445,7 +449,8 @@ def pick_run(runs: list[Run], family: str, gpu: str | None = None) -> Run | None
     has timings (so its status table still shows). The encoder's section is the study's answer:
     once a final sitting is committed it comes from one (on `gpu` where there is one there, else
     from another GPU's), never from an older sitting that happens to be newer. For the families of
-    TARGETS_APART a targets sitting is the section's run only where no other run timed them."""
+    TARGETS_APART a targets sitting is the section's run only where no other run timed them; for
+    those of TARGETS_SECTION the newest targets sitting is, where there is one."""
     def key(r):
         return (r.newest_utc(family), r.name)
     if family == "encoder":
@@ -462,6 +467,8 @@ def pick_run(runs: list[Run], family: str, gpu: str | None = None) -> Run | None
     # from the newest run that timed more than the target shapes, where there is one.
     if family in TARGETS_APART:
         timed = [r for r in timed if not targets_sitting(r, family)] or timed
+    if family in TARGETS_SECTION:
+        timed = [r for r in timed if targets_sitting(r, family)] or timed
     seen = [r for r in runs if len(r.rows(family))]
     pool = timed or seen
     return max(pool, key=key) if pool else None

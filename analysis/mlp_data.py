@@ -7,9 +7,9 @@ with extra arguments are a separate experiment (shown only in the cuBLASLt table
 sweep, where one L2 flush setting is kept.
 
 The section's run may be a sitting at the target rows only (every version, interleaved rounds).
-Its figures over batch and image size, the widths and the cuBLASLt and ping-pong experiments then
-come from the newest run on the same GPU with a sweep (rundata.sweep_run), named in their
-captions; every ratio stays within one run.
+Its figures over batch and image size then come from the newest run on the same GPU with a sweep
+(rundata.sweep_run), and the widths, the cuBLASLt settings and the side experiments each from the
+newest run there that timed them, named in their captions; every ratio stays within one run.
 """
 from __future__ import annotations
 
@@ -50,6 +50,11 @@ SUMMARY_FORMATS = {"rows": formatting.fmt_int, "hidden": formatting.fmt_int, "me
 def is_fp8(v):
     """An E4M3 version (fp8_*): its GEMMs multiply in another precision against another ceiling."""
     return str(v).startswith("fp8_")
+
+
+def widths_of(t):
+    """The hidden widths timed at batch KEY_BATCH, 224 px (the width comparison, mlp_models.toml)."""
+    return sorted(int(h) for h in set(t.loc[(t["image_size"] == 224) & (t["batch"] == KEY_BATCH), "hidden"]))
 
 
 def label(v):
@@ -153,6 +158,33 @@ class MlpData:
             self.key_rows = sorted({int(vb["rows"].min()), int(vb["rows"].max())})
         self.ceiling_note = self.own_ceiling_note(self.gemm_ceiling, "this run")
         self.sweep_ceiling_note = self.own_ceiling_note(self.sweep_ceiling, "that run")
+        # The widths (mlp_models.toml) and the cuBLASLt settings (mlp_cublaslt.toml) were each
+        # timed beside some sweep, not necessarily the newest: each from the newest run that has them.
+        self.widths_run, self.widths_rows = self.beside(lambda rows: len(widths_of(rows.t)) >= 2)
+        self.lt_run, self.lt_rows = self.beside(lambda rows: bool(rows.is_lt.any()))
+
+    def beside(self, has):
+        """(run, timed rows) of the newest run on this run's GPU whose MLP rows satisfy `has`,
+        the sweep's first; the sweep's own where none does."""
+        if has(self.sweep_rows):
+            return self.sweep, self.sweep_rows
+        gpu = rundata.gpu_of(self.run)
+        others = sorted((r for r in rundata.load_runs(self.run.path.parent)
+                         if r.path != self.sweep.path and rundata.gpu_of(r) == gpu and len(r.ok("mlp"))),
+                        key=lambda r: (r.newest_utc("mlp"), r.name), reverse=True)
+        for r in others:
+            rows = self.here if r.path == self.run.path else timed(r)
+            if has(rows):
+                return r, rows
+        return self.sweep, self.sweep_rows
+
+    def beside_prov(self, other, what):
+        """The provenance of rows taken from `other` (beside): the sweep's own wording where it is
+        the sweep, else the folder named as the newest on this GPU that timed `what`."""
+        if other is self.sweep:
+            return self.sweep_prov
+        return (f"From run folder {other.name}, the newest on this GPU that timed {what}. "
+                + other.provenance("mlp"))
 
     def own_ceiling_note(self, fp16, which):
         """What the "% of its GEMM ceiling" column divides by: each version's own precision's rate."""

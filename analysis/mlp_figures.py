@@ -10,7 +10,7 @@ import matplotlib.ticker
 import pandas as pd
 
 from analysis import plots
-from analysis.mlp_data import GEMM, GRAPH, HIDDEN, KEY_BATCH, SUMMARY_FORMATS, UNFUSED, is_fp8, label
+from analysis.mlp_data import GEMM, GRAPH, HIDDEN, KEY_BATCH, SUMMARY_FORMATS, UNFUSED, drawing, is_fp8, label, widths_of
 from studylib import catalog, formatting
 
 
@@ -148,16 +148,19 @@ def ladder(data, ctx):
 
 def widths(data, ctx):
     """The ViT widths at batch 32, 224 px (hidden 384, 768, 1024)."""
-    S, order_s, summary_rows, sweep_ceiling = data.sweep_rows, data.order_s, data.summary_rows, data.sweep_ceiling
-    sweep_ceiling_note, sweep_prov = data.sweep_ceiling_note, data.sweep_prov
+    S, summary_rows, wrun = data.widths_rows, data.summary_rows, data.widths_run
+    order_w = drawing(S.t)[0]
+    w_ceiling = wrun.ceilings().gemm_tflops
+    w_ceiling_note = data.own_ceiling_note(w_ceiling, "that run" if wrun is not data.run else "this run")
+    w_prov = data.beside_prov(wrun, "the ViT widths")
     wide = S.t[(S.t["image_size"] == 224) & (S.t["batch"] == KEY_BATCH)]
-    widths = sorted(int(h) for h in set(wide["hidden"]))
+    widths = widths_of(S.t)
     if len(widths) >= 2:
         parts = []
         for h in widths:
             r = int(wide.loc[wide["hidden"] == h, "rows"].iloc[0])
-            d = summary_rows([r], hidden=h, image=224, batch=KEY_BATCH, table=S.t, ceiling=sweep_ceiling,
-                             versions=order_s)
+            d = summary_rows([r], hidden=h, image=224, batch=KEY_BATCH, table=S.t, ceiling=w_ceiling,
+                             versions=order_w)
             model = wide.loc[wide["hidden"] == h, "model"].iloc[0]
             d.insert(0, "hidden", h)
             d.insert(0, "model", model if isinstance(model, str) and model else "-")
@@ -165,9 +168,9 @@ def widths(data, ctx):
         by_width = pd.concat(parts, ignore_index=True).dropna(axis=1, how="all")
         ctx.table("mlp_widths", formatting.markdown_table(by_width, SUMMARY_FORMATS),
                   f"MLP at batch {KEY_BATCH}, 224 px ({int(wide['rows'].iloc[0])} rows) for each "
-                  f"timed width (mlp = 4 x hidden): median time, TFLOP/s, share of {sweep_ceiling_note}, "
+                  f"timed width (mlp = 4 x hidden): median time, TFLOP/s, share of {w_ceiling_note}, "
                   f"kernels per call, and time as a ratio to gemm_only and to PyTorch; "
-                  f"{S.flush_text}. {sweep_prov}.")
+                  f"{S.flush_text}. {w_prov}.")
     else:
         ctx.missing("table", "mlp_widths",
                     (f"this run times only hidden {widths[0]}" if widths else "this run has no "

@@ -319,7 +319,8 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
     if len(widths) >= 2:
         parts = []
         for h in widths:
-            f, g, a = (at(v, None, hidden=h, image=224, batch=KEY_BATCH, table=S.t) for v in (FUSED, GEMM, GRAPH))
+            f, g, a = (at(v, None, hidden=h, image=224, batch=KEY_BATCH, table=data.widths_rows.t)
+                       for v in (FUSED, GEMM, GRAPH))
             bits = []
             if np.isfinite(f) and np.isfinite(g):
                 bits.append(f"takes {formatting.fmt_ratio(f / g)} the time of {GEMM}")
@@ -329,7 +330,7 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                 parts.append(f"at hidden {h} it {' and '.join(bits)}")
         if parts:
             findings.append(f"Across the ViT widths at batch {KEY_BATCH}, 224 px"
-                            f"{'' if sweep is run else ' (run folder ' + sweep.name + ')'}, for {FUSED}: "
+                            f"{'' if data.widths_run is run else ' (run folder ' + data.widths_run.name + ')'}, for {FUSED}: "
                             + "; ".join(parts) + ".")
 
     # cuBLASLt settings.

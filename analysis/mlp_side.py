@@ -24,13 +24,13 @@ FP8_VERSIONS = ["fp8_tensor", "fp8_channel", "half_gelu_epilogue", FUSED]
 VERSIONS_ROWS = KEY_ROWS[1]
 
 
-def side_experiment(run, name, elsewhere=False, base=None):
-    """Timed rows of a side experiment kept in the `name`/ sub-folder (`name`.csv) of `run`
-    (or of `base`), with `extra` and `rows` parsed from the note; None when there is none.
+def side_experiment(run, name, elsewhere=False):
+    """Timed rows of a side experiment kept in the `name`/ sub-folder (`name`.csv) of `run`,
+    with `extra` and `rows` parsed from the note; None when there is none.
     elsewhere: when it has none, the run folder beside the run (same results root), on its GPU,
     whose rows of it are the newest (an MLP experiment measured beside a later run of another
     family); d.attrs["folder"] says where the rows came from."""
-    path = (base or run).path / name / f"{name}.csv"
+    path = run.path / name / f"{name}.csv"
     if not path.is_file() and elsewhere:
         gpu = rundata.gpu_of(run)
         # The newest by its rows' time: folders of one day do not sort by name.
@@ -52,9 +52,8 @@ def cublaslt_algorithms(data, ctx):
     """Which cuBLASLt algorithm: the heuristic's first, the best of its top 16, the best of all;
     returns its table (None without the side experiment)."""
     run = data.run
-    sweep = data.sweep
     algos = None
-    a = side_experiment(run, "mlp_autotune", base=sweep)
+    a = side_experiment(run, "mlp_autotune", elsewhere=True)
     if a is not None:
         a = a[a["version"].isin([FUSED, GEMM])].copy()
         a_note = a["note"].astype(str)
@@ -83,7 +82,7 @@ def cublaslt_algorithms(data, ctx):
             f"will run (every algorithm id, its heuristic configurations and its tile x stages "
             f"grid; the candidates timed are those of the larger GEMM plan), each chosen per GEMM "
             f"and version; the row notes name the kernels kept. "
-            f"{rundata.Run(sweep.path, a).provenance()}.")
+            f"{rundata.Run(a.attrs['folder'], a).provenance()}.")
     else:
         ctx.missing("table", "mlp_algorithms",
                     "this run has no mlp_autotune/mlp_autotune.csv "
@@ -94,8 +93,7 @@ def cublaslt_algorithms(data, ctx):
 def pingpong(data, ctx):
     """Our own ping-pong GEMM against cuBLASLt's epilogues."""
     run = data.run
-    sweep = data.sweep
-    pp = side_experiment(run, "mlp_pingpong", base=sweep)
+    pp = side_experiment(run, "mlp_pingpong", elsewhere=True)
     if pp is not None and len(pp):
         w = pp.pivot_table(index="rows", columns="version", values="median_us", aggfunc="median")
         w = w.reset_index()
@@ -118,7 +116,7 @@ def pingpong(data, ctx):
                   f"(experiments/specs/mlp_pingpong.toml, in {rundata.show_path(pp.attrs['folder'])}): median "
                   f"time per call; epilogue cost = each kernel's MLP over its own two plain GEMMs "
                   f"({PING} / {PING_GEMM}, {FUSED} / {GEMM}); own GEMM / cuBLASLt = {PING_GEMM} / "
-                  f"{GEMM}. {rundata.Run(sweep.path, pp).provenance()}.")
+                  f"{GEMM}. {rundata.Run(pp.attrs['folder'], pp).provenance()}.")
     else:
         ctx.missing("table", "mlp_pingpong",
                     "this run has no mlp_pingpong/mlp_pingpong.csv "
@@ -260,7 +258,8 @@ def every_version(data, ctx):
 
 def cublaslt_choices(data, ctx):
     """cuBLASLt choices: heuristic cached vs queried every call, workspace size."""
-    S, order_s, sweep_prov = data.sweep_rows, data.order_s, data.sweep_prov
+    S, order_s = data.lt_rows, data.order_s
+    sweep_prov = data.beside_prov(data.lt_run, "the cuBLASLt settings")
     lt_rows = S.ok[S.is_lt]
     lt, lt_flush, lt_flush_text = None, np.nan, ""
     if len(lt_rows):

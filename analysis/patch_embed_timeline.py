@@ -106,6 +106,11 @@ def timeline_figure(data, ctx):
                        f"with at most {one[4]} running at once")
         if many:
             tl_sentence += (f"; on {data.stream_label(many[1])} they take {formatting.fmt_us(many[2])} us "
-                            f"({one[2] / many[2]:.1f}x shorter) with up to {many[4]} running at once")
+                            f"({span_change(one[2], many[2])}) with up to {many[4]} running at once")
         tl_sentence += "."
     return tl_sentence
+
+
+def span_change(one_us, many_us):
+    """'1.1x shorter' or '1.14x longer': the many-stream span against the one-stream span."""
+    return f"{one_us / many_us:.1f}x shorter" if many_us <= one_us else f"{many_us / one_us:.2f}x longer"

@@ -1,5 +1,5 @@
 """The MLP section of the report on synthetic runs: tables, side experiments' headline, the
-targets sitting and a missed target.
+targets sitting (and each part of the section from its run) and a missed target.
 
     python3 -m analysis.test_mlp_report      (from the repository root)
 """
@@ -202,6 +202,44 @@ class MlpTargetsSitting(unittest.TestCase):
             self.assertIn("The target of the fastest fused version (half_gelu_epilogue) costing at most 1.05x", text)
             self.assertIn("the fastest MLP version is fp8_cutlass", text)
             self.assertIn("fp8_cutlass runs 1 kernel beyond gemm_only's 2: the pass that quantizes x", text)
+
+
+class MlpSweepNewerThanItsSection(unittest.TestCase):
+    """Three MLP folders on one GPU: an old sweep with the widths, cuBLASLt settings, autotune and
+    ping-pong experiments; a targets sitting (mlp_targets.csv); a newest plain sweep. The section
+    is the targets sitting, the figures over batch come from the newest sweep, and each experiment
+    from the old sweep that timed it, named in its caption."""
+
+    def test_each_part_from_its_run(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            synthetic.write_mlp_run(results / "a_sweep", utc="2025-11-20T12:00:00Z", run_id="old-sweep")
+            targets = synthetic.write_mlp_run(results / "b_targets", utc="2025-11-27T12:00:00Z", run_id="targets",
+                                              batches=(32, 256), image_sizes=(224,), widths=(), cublaslt=False,
+                                              autotune=False, pingpong=False, with_status_rows=False)
+            (targets / "mlp.csv").rename(targets / "mlp_targets.csv")
+            synthetic.write_mlp_run(results / "c_sweep", utc="2025-12-03T12:00:00Z", run_id="new-sweep",
+                                    widths=(), cublaslt=False, autotune=False, pingpong=False,
+                                    with_status_rows=False)
+            out = Path(d) / "out"
+            res = build("--results", results, "--out", out)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            readme = read_report(out)
+            runs = readme.split("## Runs")[1].split("## Method")[0]
+            self.assertRegex(runs, r"\| b_targets \|.*\| mlp \|")
+            caption = next(l for l in readme.splitlines() if l.startswith("*Figure: MLP (hidden 768, mlp 3072) median time"))
+            self.assertIn("From the sweep of run folder c_sweep", caption)
+            tables = out / "tables"
+            self.assertIn("From run folder a_sweep, the newest on this GPU that timed the ViT widths",
+                          (tables / "mlp_widths.md").read_text())
+            self.assertIn("From run folder a_sweep, the newest on this GPU that timed the cuBLASLt settings",
+                          (tables / "mlp_cublaslt.md").read_text())
+            for name in ("mlp_algorithms", "mlp_pingpong"):
+                text = (tables / f"{name}.md").read_text()
+                self.assertIn("run old-sweep", text, name)
+                self.assertNotIn("new-sweep", text, name)
+            findings = (out / "text" / "mlp_findings.md").read_text()
+            self.assertIn("Across the ViT widths at batch 32, 224 px (run folder a_sweep)", findings)
 
 
 class MlpSweepOfEveryVersion(unittest.TestCase):

@@ -41,7 +41,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")  # before any notebook imports pyplot
 import studylib
 from studylib import catalog, formatting, notebook, notes, paths, rundata, schema
 from studylib.paths import REPO
-from report.results_index import figures_beside, results_index
+from report.results_index import beside_text, drawn_beside, results_index
 
 # The notebooks run by path (runpy), each given its context; the report imports none of them.
 ANALYSIS = REPO / "analysis"
@@ -322,11 +322,14 @@ def with_headline(readme: str, block: str, where: str) -> str:
     return with_block(readme, VERSIONS, VERSIONS_START, VERSIONS_END, versions_block(), where)
 
 
+RUN_IDS_SHOWN = 5  # run ids a row of the runs table lists before "N more"
+
+
 def study_outputs(used: dict, out_dir: Path, judged: dict | None = None, beside: dict | None = None) -> dict:
     """The runs table and the ceilings sentences: one row per run folder the report uses, the
-    targets sittings (`judged`) among them, and a row for each folder that figures are drawn
-    from beside their section's run (`beside`: run -> those figures; their captions give its
-    provenance, so no ceilings sentence)."""
+    targets sittings (`judged`) among them, and a row for each folder that figures or tables are
+    drawn from beside their section's run (`beside`: run -> their (kind, name); their captions
+    give its provenance, so no ceilings sentence)."""
     judged, beside = judged or {}, beside or {}
     rows, sentences = [], []
     # One row per folder: a targets sitting inside a section's folder is that folder's row.
@@ -341,9 +344,13 @@ def study_outputs(used: dict, out_dir: Path, judged: dict | None = None, beside:
                    and used[f].path != run.path])
         figs = beside.get(run, [])
         if figs:
-            fams.append(f"figure{'s' if len(figs) > 1 else ''} {formatting.join_and(figs)}")
+            fams.append(beside_text(figs))
+        ids = list(dict.fromkeys(d["run_id"].astype(str)))
         rows.append({"run folder": run.name,
-                     "run id": " + ".join(dict.fromkeys(d["run_id"].astype(str))),
+                     # A sweep resumed run by run lists many ids: the first few, the count of the rest
+                     # (the folder's README and its CSVs have them all).
+                     "run id": " + ".join(ids if len(ids) <= RUN_IDS_SHOWN else
+                                          ids[:RUN_IDS_SHOWN - 1] + [f"{len(ids) - RUN_IDS_SHOWN + 1} more"]),
                      "GPU": " + ".join(dict.fromkeys(d["gpu"].astype(str))),
                      "commit": " + ".join(dict.fromkeys(rundata.short_commit(x) for x in d["commit"])),
                      "UTC": str(d["utc"].max()),
@@ -416,7 +423,7 @@ def build(args) -> Path:
     args.primary_gpu = rundata.primary_gpu(runs)  # once: every family section picks its run on it
     used, pieces, pos, heads, cross, targets, answer = {}, [], 0, [], [], [], None
     judged = {}  # family -> its targets sitting, where the notebook judged its targets on one
-    family_figures = []  # (figure, caption) of every family section
+    family_artifacts = []  # (kind, name, caption) of every family section's figures and tables
     for m in BLOCK.finditer(source):
         family, block = m.group(1), m.group(2)
         pieces.append(source[pos:m.start()])
@@ -430,7 +437,8 @@ def build(args) -> Path:
         if run is not None:
             used[family] = run
         if ctx is not None:
-            family_figures += [(a.name, a.caption) for a in ctx.artifacts.values() if a.kind == "figure" and a.path]
+            family_artifacts += [(a.kind, a.name, a.caption) for a in ctx.artifacts.values()
+                                 if a.kind in ("figure", "table") and a.path]
             if ctx.judged_on is not None:
                 judged[family] = ctx.judged_on
             if ctx.headline_entry is not None:
@@ -445,9 +453,9 @@ def build(args) -> Path:
     if stray:
         raise TemplateError(f"{rundata.show_path(template)}: '{stray.group(0)}' has no matching "
                             f"{'end' if stray.group(1) == 'family' else 'family'} marker")
-    # The figures a family section draws from a folder beside its own run: the runs table and
-    # the results index name them.
-    drawn = figures_beside(family_figures, runs, used)
+    # The figures and tables a family section draws from a folder beside its own run: the runs
+    # table and the results index name them.
+    drawn = drawn_beside(family_artifacts, runs, used)
     body = fill(body, {**study_outputs(used, out_dir, judged, drawn), **ladder_outputs(out_dir)}, out_dir,
                 rundata.show_path(template))
     body = split_appendices(body, out_dir)

@@ -93,43 +93,54 @@ def superseded_text(run, family: str, newer) -> str:
     return f"not {family}: it holds {held}, which {newer.name} lacks" if held else f"{family} (by {newer.name})"
 
 
-def figures_drawn_from(figures, names: list[str]) -> dict[str, list[str]]:
-    """Run folder name -> the figures (of `figures`, (name, caption) pairs) whose caption names
-    that folder: the figures a section draws from a run other than its own (a sweep beside a
-    targets sitting, a sitting of one experiment, a probe's table) name the folder they come
-    from."""
+def artifacts_drawn_from(artifacts, names: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """Run folder name -> the (kind, name) of the artifacts (of `artifacts`, (kind, name,
+    caption)) whose caption names that folder: the figures and tables a section draws from a run
+    other than its own (a sweep beside a targets sitting, a side experiment's sitting, a probe's
+    table) name the folder they come from."""
     out = {}
-    for figure, caption in figures:
+    for kind, artifact, caption in artifacts:
         for name in names:
             if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", caption):
-                out.setdefault(name, []).append(figure)
+                out.setdefault(name, []).append((kind, artifact))
     return out
 
 
 def figure_section(figure: str, sections) -> str:
-    """The section a figure belongs to, the longest of `sections` its name starts with
+    """The section a figure or table belongs to, the longest of `sections` its name starts with
     (patch_embed_memory: patch_embed); '' for none."""
     return max((f for f in sections if figure.startswith(f + "_")), key=len, default="")
 
 
-def figures_beside(figures, runs: list, used: dict) -> dict:
-    """Run -> the figures (of `figures`, (name, caption) pairs) drawn from its folder beside
-    their section's run: the caption names the folder and the section's run is another."""
-    named = figures_drawn_from(figures, [r.name for r in runs])
+def drawn_beside(artifacts, runs: list, used: dict) -> dict:
+    """Run -> the (kind, name) of the figures and tables (of `artifacts`, (kind, name, caption))
+    drawn from its folder beside their section's run: the caption names the folder and the
+    section's run is another."""
+    named = artifacts_drawn_from(artifacts, [r.name for r in runs])
     out = {}
     for run in runs:
-        figs = [g for g in named.get(run.name, []) if used.get(figure_section(g, used)) is not run]
-        if figs:
-            out[run] = figs
+        found = [a for a in named.get(run.name, []) if used.get(figure_section(a[1], used)) is not run]
+        if found:
+            out[run] = found
     return out
+
+
+def beside_text(found) -> str:
+    """'figures a and b, table c' for the (kind, name) pairs drawn_beside gives a run."""
+    parts = []
+    for kind in ("figure", "table"):
+        names = [n for k, n in found if k == kind]
+        if names:
+            parts.append(f"{kind}{'s' if len(names) > 1 else ''} {formatting.join_and(names)}")
+    return ", ".join(parts)
 
 
 def results_index(runs: list, used: dict, root: Path, judged: dict | None = None,
                   drawn: dict | None = None) -> str:
     """experiments/results/README.md: every run folder, what it holds, which families the
     report takes from it (`judged`: family -> the targets sitting its targets and headline are
-    judged on; `drawn`: run -> the figures drawn from it beside their section's run, as
-    figures_beside gives them) and which it is superseded for."""
+    judged on; `drawn`: run -> the figures and tables drawn from it beside their section's run,
+    as drawn_beside gives them) and which it is superseded for."""
     judged, drawn = judged or {}, drawn or {}
     import pandas as pd
     cache = {}
@@ -161,9 +172,8 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
         other_gpu = rundata.gpu_of(run) != primary
         if other_gpu and not uses:
             uses = [f"across GPUs ({rundata.gpu_of(run)} beside {primary})"]
-        figs = drawn.get(run, [])
-        if figs:
-            uses.append(f"figure{'s' if len(figs) > 1 else ''} {formatting.join_and(figs)}")
+        if drawn.get(run):
+            uses.append(beside_text(drawn[run]))
         superseded = [] if other_gpu else [superseded_text(run, f, used[f]) for f in run.families()
                                            if f in used and used[f] is not run and judged.get(f) is not run]
         rows.append({
@@ -197,8 +207,8 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
             "on; runs on other GPUs are compared with it in the report's across-GPUs section); "
             "older runs of the family are superseded and kept for the record, unless they hold "
             "models or image sizes that the run it uses lacks (then the table says which). A figure "
-            "drawn from a folder other than its section's run (a sweep beside a targets sitting, "
-            "one experiment's sitting, a probe's table) is named in that folder's row. Commits are full hashes (`-dirty`: built from a tree with uncommitted "
+            "or table drawn from a folder other than its section's run (a sweep beside a targets "
+            "sitting, one experiment's sitting, a probe's table) is named in that folder's row. Commits are full hashes (`-dirty`: built from a tree with uncommitted "
             "changes). The CSV columns are described in `docs/method.md`.\n\n"
             "## Runs\n\n" + formatting.markdown_table(pd.DataFrame(rows)) +
             side_folders_section(runs, root, cache) +

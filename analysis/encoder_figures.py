@@ -24,6 +24,15 @@ MODULE_ELSEWHERE = ("the Python module's rows (vitstudy_*), which replay their s
                     "sit on or near their points, are drawn in the speedup and latency figures")
 
 
+
+def rounds_spread(t):
+    """'; the rounds' medians of each point lie within X% of each other' for rows collapsed from
+    rounds (lo_us, hi_us), '' for one round: the figure draws no bars, the caption gives the spread."""
+    if "lo_us" not in t or not len(t) or not (t["hi_us"] > t["lo_us"]).any():
+        return ""
+    spread = float((t["hi_us"] / t["lo_us"]).max() - 1)
+    return f"; the rounds' medians of each point lie within {100 * spread:.1f}% of each other"
+
 def batch_axis(ax, batches):
     """Log-2 batch axis with a tick at every measured batch, labelled as plain numbers."""
     ax.set_xscale("log", base=2)
@@ -414,7 +423,7 @@ def streams(data, ctx):
                    f"Median time of e4_streams (the batch cut into one lane per stream, each a whole "
                    f"forward, all in one graph) divided by that of {base}, against batch, "
                    f"{where}; a line at 1 marks no change. Stream counts with more lanes than "
-                   f"images are not run (see the status table){streams_from}. {streams_prov}.")
+                   f"images are not run (see the status table){streams_from}{rounds_spread(e4)}. {streams_prov}.")
         srows = []
         for b in sorted(set(e4["batch"]) | set(e3.index)):
             row = {"batch": b, "one stream ms": e3["median_us"].get(b, np.nan)}

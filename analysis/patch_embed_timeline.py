@@ -98,7 +98,10 @@ def timeline_figure(data, ctx):
                    f"Gantt chart of every launch of {', '.join(dict.fromkeys(v for v, _ in lanes))} "
                    f"at batch {tb}, {ti} px, hidden {th}, from per-stream CUDA event timestamps "
                    f"({TIMELINE_FILE}{elsewhere}): one lane per stream, one bar per launch, shared time axis; "
-                   f"{' vs '.join(data.stream_label(n) for _, n in lanes)}. {source.provenance(FAMILY)}.")
+                   f"{' vs '.join(data.stream_label(n) for _, n in lanes)}. "
+                   # The probe's table records no run id: the folder's own rows give the sitting.
+                   f"{'' if len(source.rows(FAMILY)) else 'The timeline records no run id; its folder: '}"
+                   f"{source.provenance(FAMILY)}.")
         one, many = spans[0], spans[1] if len(spans) > 1 else None
         where = f" (from `{source.name}`: this run has no timeline)" if elsewhere else ""
         tl_sentence = (f"The timeline of {one[0]} at batch {tb}, {ti} px, hidden {th}{where}: on "

@@ -168,15 +168,21 @@ class MlpData:
         the sweep's first; the sweep's own where none does."""
         if has(self.sweep_rows):
             return self.sweep, self.sweep_rows
-        gpu = rundata.gpu_of(self.run)
-        others = sorted((r for r in rundata.load_runs(self.run.path.parent)
-                         if r.path != self.sweep.path and rundata.gpu_of(r) == gpu and len(r.ok("mlp"))),
-                        key=lambda r: (r.newest_utc("mlp"), r.name), reverse=True)
-        for r in others:
-            rows = self.here if r.path == self.run.path else timed(r)
+        for r, rows in self.others_newest_first():
             if has(rows):
                 return r, rows
         return self.sweep, self.sweep_rows
+
+    def others_newest_first(self):
+        """(run, timed rows) of every other run with MLP timings on this run's GPU, newest first;
+        the results root is read once, on the first call (a sweep holding everything never asks)."""
+        if not hasattr(self, "_others"):
+            gpu = rundata.gpu_of(self.run)
+            runs = sorted((r for r in rundata.load_runs(self.run.path.parent)
+                           if r.path != self.sweep.path and rundata.gpu_of(r) == gpu and len(r.ok("mlp"))),
+                          key=lambda r: (r.newest_utc("mlp"), r.name), reverse=True)
+            self._others = [(r, self.here if r.path == self.run.path else timed(r)) for r in runs]
+        return self._others
 
     def beside_prov(self, other, what):
         """The provenance of rows taken from `other` (beside): the sweep's own wording where it is

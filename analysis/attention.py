@@ -398,7 +398,8 @@ if ncu_path is not None:
               f"clocks not locked; memory % and SM % of peak sustained; {rundata.show_path(ncu_path)}"
               + (f". {prov}." if ncu_path.parent.parent == run.path else
                  f", profiled in that run folder, not in this section's run (the kernels are the "
-                 f"same: a measured version is frozen)."))
+                 f"same: a measured version is frozen), by the build of its rows: "
+                 f"{rundata.load_run(ncu_path.parent.parent).provenance()}."))
 else:
     ctx.missing("table", "attention_ncu",
                 "no run folder on this run's GPU has ncu/attention.csv (experiments/probes/ncu_family.sh attention writes it)")

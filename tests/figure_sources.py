@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Every figure of the report is drawn from clean rows of one commit: no caption of
+"""Every figure and table of the report is drawn from clean rows of one commit: no caption of
 report/README.md or its appendix pages names a -dirty commit or rows of several commits, except
-the figures listed in tests/figure_sources_allowed.txt, whose clean sittings are still to come.
-A listed figure that no longer fails fails too: the list only shrinks.
+those listed in tests/figure_sources_allowed.txt, whose clean sittings are still to come. A
+listed one that no longer fails fails too: the list only shrinks. A table (report/tables/NAME.md,
+drawn where its caption stands in a page) is judged by the commits its caption names; one that
+names none (lessons from the NOTES, a folder's accuracy probe) is not judged.
 Usage: figure_sources.py REPO_ROOT"""
 import re
 import sys
@@ -23,23 +25,43 @@ def listed(path: Path) -> set[str]:
             if line.strip() and not line.startswith("#")}
 
 
+def caption_problems(caption: str) -> str | None:
+    """Why the rows a caption names are not one clean commit's ('' where they are); None where
+    it names no commit."""
+    if m := COMMITS.search(caption.strip()):
+        commits = m.group(1).split(" + ")
+        why = [f"rows of {len(commits)} commits"] if len(commits) > 1 else []
+        why += [f"-dirty commit {c}" for c in commits if c.endswith("-dirty")]
+    elif folders := FOLDER_COMMITS.findall(caption):
+        why = [f"{f}: rows of {int(more) + 1} commits" for f, _, more in folders if more]
+        why += [f"{f}: -dirty commit {c}" for f, c, _ in folders if c.endswith("-dirty")]
+    else:
+        return None
+    return "; ".join(why)
+
+
 def figure_problems(pages: list[str]) -> dict[str, str]:
     """figure name -> why its rows are not one clean commit's; every figure found is a key
     ('' where it passes)."""
     out = {}
     for page in pages:
         for name, caption in FIGURE.findall(page):
-            m = COMMITS.search(caption.strip())
-            if m:
-                commits = m.group(1).split(" + ")
-                why = [f"rows of {len(commits)} commits"] if len(commits) > 1 else []
-                why += [f"-dirty commit {c}" for c in commits if c.endswith("-dirty")]
-            elif folders := FOLDER_COMMITS.findall(caption):
-                why = [f"{f}: rows of {int(more) + 1} commits" for f, _, more in folders if more]
-                why += [f"{f}: -dirty commit {c}" for f, c, _ in folders if c.endswith("-dirty")]
-            else:
-                why = ["its caption names no commit"]
-            out[name] = "; ".join(why)
+            why = caption_problems(caption)
+            out[name] = "its caption names no commit" if why is None else why
+    return out
+
+
+def table_problems(pages: list[str], tables: dict[str, str]) -> dict[str, str]:
+    """table name -> why its rows are not one clean commit's, for every table of `tables` (name
+    -> its file's text, caption first) that a page draws and whose caption names a commit."""
+    out = {}
+    for name, text in tables.items():
+        caption = text.split("\n", 1)[0]
+        if not any(f"\n{caption}\n" in page for page in pages):
+            continue
+        why = caption_problems(caption.strip("*"))
+        if why is not None:
+            out[name] = why
     return out
 
 
@@ -50,8 +72,11 @@ def main(root):
     pages += [p.read_text() for p in sorted((report / "appendix").glob("*.md"))]
     allowed = listed(root / "tests" / "figure_sources_allowed.txt")
     problems = figure_problems(pages)
+    figures = len(problems)
+    tables = {p.stem: p.read_text() for p in sorted((report / "tables").glob("*.md"))}
+    problems.update(table_problems(pages, tables))
     failures = []
-    if not problems:
+    if not figures:
         failures.append("no figure found in report/README.md or its appendix pages")
     for name, why in sorted(problems.items()):
         if why and name not in allowed:
@@ -63,7 +88,8 @@ def main(root):
     for f in failures:
         print(f"figure_sources: {f}", file=sys.stderr)
     dirty = sum(1 for why in problems.values() if why)
-    print(f"{len(problems)} figures checked; {dirty} not from one clean commit (listed: {len(allowed)})")
+    print(f"{figures} figures and {len(problems) - figures} tables naming their commits checked; "
+          f"{dirty} not from one clean commit (listed: {len(allowed)})")
     return 1 if failures else 0
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """tests/figure_sources.py on hand-made report pages: a figure of one clean commit passes; one
-of a -dirty commit, of several commits, of a folder with several, or with no commit fails."""
+of a -dirty commit, of several commits, of a folder with several, or with no commit fails; a
+table is judged only where a page draws it and its caption names a commit."""
 import unittest
 
 import figure_sources as fs  # beside this script, which runs by path
@@ -24,6 +25,15 @@ class FigureSources(unittest.TestCase):
         self.assertEqual(got["pooled"], "rows of 2 commits")
         self.assertEqual(got["folders"], "b: rows of 5 commits")
         self.assertEqual(got["bare"], "its caption names no commit")
+
+    def test_tables(self):
+        tables = {name: f"*What it holds. GPU X, run r1, {prov}.*\n\n| a |\n|---|\n| 1 |\n"
+                  for name, prov in [("clean", "commit 7e8a7f701fb5"), ("dirty", "commit 12298fbb9cc8-dirty"),
+                                     ("undrawn", "commit 546b4c607a02-dirty")]}
+        tables["lessons"] = "*Lessons from the NOTES.*\n\n| a |\n|---|\n| 1 |\n"
+        page = "\n".join(["# Section", tables["clean"], tables["dirty"], tables["lessons"]])
+        got = fs.table_problems([page], tables)
+        self.assertEqual(got, {"clean": "", "dirty": "-dirty commit 12298fbb9cc8-dirty"})
 
 
 if __name__ == "__main__":

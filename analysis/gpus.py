@@ -175,12 +175,6 @@ def short_gpu(g):
     return g.removeprefix("NVIDIA ")
 
 
-def commits(run):
-    """A run folder's commits as a title has room for: the first (7 digits) and how many more."""
-    c = [rundata.short_commit(x, 7) for x in dict.fromkeys(run.df["commit"].astype(str).str.strip()) if x]
-    return (c[0] + (f" + {len(c) - 1} more" if len(c) > 1 else "")) if c else "commit unknown"
-
-
 # %% [markdown]
 # ## The comparisons on each GPU, side by side
 
@@ -239,7 +233,7 @@ else:
     shown = cmp_df.drop_duplicates(["order", "gpu"]).sort_values(["order", "gpu"], key=lambda col: (
         col if col.name != "gpu" else col.map(lambda x: (x != primary, x))))
     # Run folder and commit only: the report's run table holds each folder's run ids.
-    provs = "; ".join(f"{short_gpu(g)}: " + ", ".join(f"run folder {n} (commit {commits(r)})"
+    provs = "; ".join(f"{short_gpu(g)}: " + ", ".join(f"run folder {n} (commit {rundata.folder_commits(r.df)})"
                                                      for n, r in used_runs[g].items())
                       for g in [primary] + [x for x in gpus if x in used_runs])
     table = shown[["component", "shape", "against", "gpu", "fastest", "reference", "speedup",

@@ -205,18 +205,20 @@ def version_kind(version: str) -> str:
 
 def every_version(data, ctx):
     """Every MLP version against the two plain GEMMs, sitting by sitting."""
-    main, prov, run, tprov = data.main, ctx.provenance(), data.run, ctx.title_provenance()
-    sittings = [(f"main run ({run.name})", main.assign(rows=rundata.rows_of(main)))]
+    main, run, tprov = data.main, data.run, ctx.title_provenance()
+    sittings = [(f"main run ({run.name})", run.name, main.assign(rows=rundata.rows_of(main)))]
     for name in ("mlp_cutlass", "mlp_fp8", "mlp_power", "mlp_exact_gelu"):
         d = side_experiment(run, name, elsewhere=True)
         if d is not None and len(d):
-            sittings.append((f"{name} ({d.attrs['folder'].parent.name})", d))
-    panels = []
-    for title, d in sittings:
+            folder = d.attrs["folder"].parent.name
+            sittings.append((f"{name} ({folder})", folder, d))
+    panels, sources = [], {}
+    for title, folder, d in sittings:
         d = d[(d["rows"] == VERSIONS_ROWS) & (d["hidden"] == HIDDEN)] if "hidden" in d else d[d["rows"] == VERSIONS_ROWS]
         med = d.groupby("version")["median_us"].median()
         if GEMM in med.index and len(med) > 1:
             panels.append((title, (med / med[GEMM]).drop(GEMM)))
+            sources[folder] = pd.concat([sources[folder], d]) if folder in sources else d
     if panels:
         every = catalog.version_order(sorted({v for _, r in panels for v in r.index}), LADDER)
         n_bars = sum(len(r) for _, r in panels)
@@ -251,7 +253,9 @@ def every_version(data, ctx):
                    f"where a run folder on this GPU has them): median time per call over {GEMM}'s in the same "
                    f"sitting (below 1: faster than the two plain GEMMs, as the FP8 versions are), coloured by "
                    f"kind (fp16, FP8, PyTorch); the solid line is {GEMM}, the dotted one the "
-                   f"{TARGET_GEMM_RATIO:.2f}x target of the fused fp16 versions. Each panel's run folder is in its title. {prov}.")
+                   f"{TARGET_GEMM_RATIO:.2f}x target of the fused fp16 versions. Each panel's run folder is in its title. "
+                   f"GPU {rundata.gpu_of(run)}; the panels' rows: "
+                   + ", ".join(f"run folder {f} (commit {rundata.folder_commits(d)})" for f, d in sources.items()) + ".")
     else:
         ctx.missing("figure", "mlp_versions", f"no sitting has {GEMM} and another version at {VERSIONS_ROWS} rows")
 

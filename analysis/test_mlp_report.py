@@ -193,12 +193,13 @@ class MlpTargetsSitting(unittest.TestCase):
             # The index names the figures each folder draws beside its family's run, and only those.
             index = {l.split("]")[0][3:]: l for l in (out / "results_index.md").read_text().splitlines()
                      if l.startswith("| [")}
-            self.assertIn("| figures mlp_time, mlp_tflops and mlp_speedup, tables ", index["a_sweep"])
+            # mlp_versions too: its mlp_cutlass panel is a_sweep's, named in its caption.
+            self.assertIn("| figures mlp_time, mlp_tflops, mlp_speedup and mlp_versions, tables ", index["a_sweep"])
             for table in ("mlp_sweep", "mlp_widths", "mlp_cublaslt", "mlp_algorithms", "mlp_pingpong"):
                 self.assertIn(table, index["a_sweep"])
             self.assertNotIn("mlp_time", index["b_targets"])
             runs = readme.split("## Runs")[1].split("## Method")[0]
-            self.assertRegex(runs, r"\| a_sweep \|.*\| figures mlp_time, mlp_tflops and mlp_speedup, tables [^|]*mlp_widths")
+            self.assertRegex(runs, r"\| a_sweep \|.*\| figures mlp_time, mlp_tflops, mlp_speedup and mlp_versions, tables [^|]*mlp_widths")
             self.assertRegex(runs, r"\| b_targets \|.*\| mlp \|")
             text = (out / "text" / "mlp_findings.md").read_text()
             self.assertIn("The target of the fastest fused version (half_gelu_epilogue) costing at most 1.05x", text)

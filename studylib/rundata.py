@@ -294,6 +294,13 @@ def short_commit(c: str, digits: int = 12) -> str:
     return m.group(1)[:digits] + m.group(2) if m else c
 
 
+def folder_commits(df: pd.DataFrame) -> str:
+    """The commits of some rows as a caption names a run folder's: the first (7 digits) and how
+    many more ("run folder F (commit a + 2 more)", which tests/figure_sources.py reads)."""
+    c = [short_commit(x, 7) for x in dict.fromkeys(df["commit"].astype(str).str.strip()) if x]
+    return (c[0] + (f" + {len(c) - 1} more" if len(c) > 1 else "")) if c else "commit unknown"
+
+
 def gpu_of(run: Run) -> str:
     """The GPU a run folder was measured on (the most common `gpu` value of its rows)."""
     g = run.df["gpu"].astype(str).str.strip()

@@ -325,13 +325,40 @@ def with_headline(readme: str, block: str, where: str) -> str:
 RUN_IDS_SHOWN = 5  # run ids a row of the runs table lists before "N more"
 
 
+def ceilings_sentences(measured: dict) -> list[str]:
+    """One sentence per GPU on the ceilings its section runs measured (run folder -> (GPU, copy
+    GB/s, fp16 GEMM TFLOP/s), None where a run has no ceilings rows): their range, since each
+    run's own are in the runs table and every share in the report is of its own run's."""
+    out, by_gpu = [], {}
+    for name, (gpu, copy, gemm) in measured.items():
+        by_gpu.setdefault(gpu, []).append((name, copy, gemm))
+    for gpu, runs in by_gpu.items():
+        parts = []
+        for label, vals, fmt, unit in (
+                ("a device-to-device copy bandwidth (bytes read + written)", [r[1] for r in runs if r[1]],
+                 formatting.fmt_gbps, "GB/s"),
+                ("an fp16 tensor-core GEMM rate", [r[2] for r in runs if r[2]], lambda x: f"{x:,.0f}", "TFLOP/s")):
+            if vals:
+                lo, hi = min(vals), max(vals)
+                parts.append(f"{label} of {fmt(lo)} {unit}" if lo == hi else
+                             f"{label} of {fmt(lo)}-{fmt(hi)} {unit} ({100 * (hi / lo - 1):.1f}% apart)")
+        with_ceilings = sum(1 for _, copy, gemm in runs if copy or gemm)
+        if parts:
+            out.append(f"On {gpu} the {f'{with_ceilings} section runs' if with_ceilings > 1 else 'section run'} "
+                       f"above measured " + " and ".join(parts) + "; each share in the report is of "
+                       f"its own run's (the runs table).")
+        out += [f"Run `{name}` has no ceilings rows, so its bandwidth and throughput are shown "
+                f"without a measured limit." for name, copy, gemm in runs if not (copy or gemm)]
+    return out
+
+
 def study_outputs(used: dict, out_dir: Path, judged: dict | None = None, beside: dict | None = None) -> dict:
     """The runs table and the ceilings sentences: one row per run folder the report uses, the
     targets sittings (`judged`) among them, and a row for each folder that figures or tables are
     drawn from beside their section's run (`beside`: run -> their (kind, name); their captions
     give its provenance, so no ceilings sentence)."""
     judged, beside = judged or {}, beside or {}
-    rows, sentences = [], []
+    rows, measured = [], {}
     # One row per folder: a targets sitting inside a section's folder is that folder's row.
     folders = {}
     for r in [*used.values(), *judged.values(), *beside]:
@@ -359,16 +386,8 @@ def study_outputs(used: dict, out_dir: Path, judged: dict | None = None, beside:
                      "GEMM fp16 TFLOP/s": c.gemm_tflops if c.gemm_tflops else float("nan")})
         if len(fams) == 1 and figs:
             continue  # figures only: their captions give the folder's provenance
-        parts = []
-        if c.copy_gbps:
-            parts.append(f"a device-to-device copy bandwidth of {formatting.fmt_gbps(c.copy_gbps)} GB/s "
-                         f"(bytes read + written)")
-        if c.gemm_tflops:
-            parts.append(f"{c.gemm_tflops:,.0f} TFLOP/s for an fp16 tensor-core GEMM")
-        sentences.append(
-            f"Run `{run.name}` ({run.provenance()}) measured " + " and ".join(parts) + "."
-            if parts else f"Run `{run.name}` ({run.provenance()}) has no ceilings rows, so its "
-            f"bandwidth and throughput are shown without a measured limit.")
+        measured[run.name] = (rows[-1]["GPU"], c.copy_gbps, c.gemm_tflops)
+    sentences = ceilings_sentences(measured)
     art = {}
     runs_md, ceilings_md = out_dir / "tables" / "study_runs.md", out_dir / "text" / "study_ceilings.md"
     for p in (runs_md, ceilings_md):

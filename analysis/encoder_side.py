@@ -114,7 +114,7 @@ def side_comparison(data, ctx, name, c):
     fmt["batch"] = formatting.fmt_int
     side_run = rundata.Run(csv.parent, d)
     ctx.table(table, formatting.markdown_table(show, fmt),
-              f"{caption} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "
+              f"{caption} {rundata.weights_phrase(d)} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "
               f"{rundata.show_path(csv.parent)}); x v = v's time over {step}'s (above 1: {step} is faster). "
               f"{side_run.provenance()}.", section=c["title"])
     if c["figure"]:
@@ -171,19 +171,20 @@ def fp8_tables(data, ctx):
             for v in f8_fp16 + [a for a in ANCHORS if a in set(f8["version"])]:
                 if (v, b) in f8_med.index:
                     row[f"{label(v)} ms"] = f8_med[(v, b)] / 1e3
-            row["x fastest fp16 step"] = best16 / f8_med[(FP8_STEP, b)]
+            row["x faster fp16 step"] = best16 / f8_med[(FP8_STEP, b)]
             row["SM MHz (FP8)"] = f8_clock.get((FP8_STEP, b), np.nan)
             f8_rows.append(row)
         f8_show = pd.DataFrame(f8_rows)
         f8_fmt = {c: fmt_ms_3dp for c in f8_show.columns if c.endswith(" ms")}
-        f8_fmt.update({"batch": formatting.fmt_int, "x fastest fp16 step": formatting.fmt_ratio,
+        f8_fmt.update({"batch": formatting.fmt_int, "x faster fp16 step": formatting.fmt_ratio,
                        "SM MHz (FP8)": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"})
         ctx.table("encoder_fp8", formatting.markdown_table(f8_show, f8_fmt),
                   f"The FP8 step (QKV, projection, fc1 and fc2 in E4M3 with per-tensor weight scales and "
-                  f"static activation scales; stages/encoder/e12_fp8/NOTES.md) against the fastest fp16 "
-                  f"steps and timm in a CUDA graph, {where}: medians of 3 interleaved rounds "
-                  f"(experiments/specs/encoder_fp8.toml, in {rundata.show_path(fp8_csv.parent)}); "
-                  f"x fastest fp16 step = the faster fp16 step's time over e12_fp8's. "
+                  f"static activation scales; stages/encoder/e12_fp8/NOTES.md) against the fp16 steps "
+                  f"it was built beside, e6_best and e10_fastest_gemms, and timm in a CUDA graph, {where}: "
+                  f"medians of 3 interleaved rounds (experiments/specs/encoder_fp8.toml, in "
+                  f"{rundata.show_path(fp8_csv.parent)}); x faster fp16 step = the faster of the two fp16 "
+                  f"steps' time over e12_fp8's. {rundata.weights_phrase(f8)} "
                   f"{rundata.Run(fp8_csv.parent, f8).provenance()}.")
         # Per GEMM at the largest batch: component time of the median round's eager breakdown; e15's
         # from the encoder_fp8_fused rows when a run has them (its projection has no quantizing pass).

@@ -648,8 +648,9 @@ class DeclaredComparison(unittest.TestCase):
             self.assertEqual(res.returncode, 0, res.stderr)
             readme = read_report(out)
             self.assertIn("#### Demo: e19 against e6_best", readme)
-            self.assertIn("e19_exact_gelu against e6_best and timm in a CUDA graph, vit_b, 224 px. Medians of 3",
-                          readme)
+            # The caption says which weights the rows ran (their notes carry no timm-init tag).
+            self.assertIn("e19_exact_gelu against e6_best and timm in a CUDA graph, vit_b, 224 px. The steps on "
+                          "the study's own weight draw, the anchors on timm's init. Medians of 3", readme)
             self.assertRegex(readme, r"\| 256 \| 18\.4\d* \| 17\.6\d* \| 21\.9\d* \| 1\.05x \| 1\.25x \|")
             self.assertIn("![encoder_demo_ratios](figures/encoder_demo_ratios.png)", readme)
             self.assertTrue((out / "figures" / "encoder_demo_ratios.png").is_file())

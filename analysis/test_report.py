@@ -488,6 +488,17 @@ class Helpers(unittest.TestCase):
         self.assertFalse(rundata.same_architecture("NVIDIA H20", "NVIDIA H200"))  # not listed: no family
         self.assertTrue(rundata.same_architecture("NVIDIA L4", "NVIDIA L4"))  # one model, listed or not
 
+    def test_weights_phrase(self):
+        # A caption says which weights a whole-ViT sitting ran: timm's init only where every row says so.
+        tagged, plain = "[round: 1] [weights: timm init, seed 1234]", "[round: 1]"
+        rows = lambda notes: pandas.DataFrame({"version": ["e19_exact_gelu", "pytorch_timm_graph"], "note": notes})
+        self.assertEqual(rundata.weights_phrase(rows([tagged, tagged])),
+                         "Steps and anchors on the same weights, timm's init for seed 1234.")
+        self.assertEqual(rundata.weights_phrase(rows([plain, tagged])),
+                         "The steps on the study's own weight draw, the anchors on timm's init.")
+        self.assertEqual(rundata.weights_phrase(rows([tagged, tagged]).iloc[:1]), "On timm's init for seed 1234.")
+        self.assertEqual(rundata.weights_phrase(rows([plain, plain]).iloc[:1]), "On the study's own weight draw.")
+
     def test_flush_scratch(self):
         # What a flushed row's device_bytes counts beside the version's own: twice the L2 (the
         # committed H200 rows: v10_round_tiles 126,162,432 bytes against cpu_baseline's 333,312).

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from studylib import DataError
+from studylib import DataError, catalog
 from studylib.paths import REPO, RESULTS_ROOT
 from studylib.schema import (CEILINGS, COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, LATER_COLUMNS,
                              SIDE_TABLE_SUFFIXES, STATUSES)
@@ -292,6 +292,19 @@ def short_commit(c: str, digits: int = 12) -> str:
     Suffixes such as '-dirty' are kept because they matter."""
     m = re.match(r"^([0-9a-fA-F]{%d,40})(.*)$" % (digits + 1), c)
     return m.group(1)[:digits] + m.group(2) if m else c
+
+
+def weights_phrase(df: pd.DataFrame) -> str:
+    """Which weights whole-ViT rows ran, for a caption: timm's init where every row's note says
+    so (spec key timm_weights, studylib/specs.py weights_tag), else the steps on the study's own
+    draw beside the anchors on timm's init (a PyTorch anchor builds timm's model)."""
+    seeds = df["note"].astype(str).str.extract(r"\[weights: timm init, seed (\d+)\]")[0]
+    anchors = df["version"].map(catalog.is_anchor).any()
+    if len(df) and seeds.notna().all():
+        return (f"{'Steps and anchors on the same weights, t' if anchors else 'On t'}imm's init for seed "
+                f"{', '.join(sorted(set(seeds)))}.")
+    return ("The steps on the study's own weight draw, the anchors on timm's init." if anchors else
+            "On the study's own weight draw.")
 
 
 def folder_commits(df: pd.DataFrame) -> str:

@@ -415,7 +415,7 @@ def final_answer(data, ctx):
                      f"{n_rounds} interleaved round{'s' if n_rounds > 1 else ''} (medians), commit "
                      f"{', '.join(dict.fromkeys(rundata.short_commit(x, 7) for x in ok['commit'].astype(str)))}"
                      + ("." if IS_FINAL else "; not a final sitting (`./study run final`), so README's "
-                        "answer does not come from it."))
+                        "answer does not come from it.") + f" {rundata.weights_phrase(ok)}")
         if IS_FINAL and np.isfinite(c256):
             lines += other_sittings([v for v in (s8, s16) if v is not None], c256)
         final_table = formatting.markdown_table(pd.DataFrame(rows_))

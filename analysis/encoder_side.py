@@ -195,10 +195,16 @@ def fp8_tables(data, ctx):
         gemm_flops = {"qkv": 2.0 * rows_big * 3 * hidden * hidden * depth,
                       "projection": 2.0 * rows_big * hidden * hidden * depth,
                       "mlp": 2.0 * 2 * rows_big * 4 * hidden * hidden * depth}
-        ff_csv = side_csv(run, "encoder_fp8_fused")
+        # e15's breakdown from the ladder sitting (clean, timm's init), else its own side sitting.
         per_gemm = [(f8, FP8_STEP, ceil8, "FP8"), (f8, "e6_best", ceil16, "fp16")]
-        if ff_csv is not None:
-            per_gemm.append((side_ok(ff_csv)[0], FP8_FUSED_STEP, ceil8, "FP8"))
+        ff_csv = None
+        for side in ("encoder_ladder", "encoder_fp8_fused"):
+            csv = side_csv(run, side)
+            ff = side_ok(csv)[0] if csv is not None else None
+            if ff is not None and ((ff["version"] == FP8_FUSED_STEP) & (ff["batch"] == f8_big)).any():
+                per_gemm.append((ff, FP8_FUSED_STEP, ceil8, "FP8"))
+                ff_csv = csv
+                break
         g_rows = []
         for d, v, ceiling, kind in per_gemm:
             sel = d[(d["version"] == v) & (d["batch"] == f8_big)].sort_values("median_us")
@@ -219,7 +225,8 @@ def fp8_tables(data, ctx):
                 f"attention output, which {FP8_FUSED_STEP} does not have; MLP is fc1 + fc2): against the FP8 "
                 f"ceiling ({fmt_rate(ceil8)} TFLOP/s, `ceilings`' gemm_fp8 row on this GPU) for the FP8 "
                 f"steps and the fp16 ceiling ({fmt_rate(ceil16)} TFLOP/s) for e6_best. The {FP8_FUSED_STEP} "
-                f"rows are from the encoder_fp8_fused run (another sitting).")
+                f"rows are from another sitting"
+                + (f", {rundata.show_path(ff_csv.parent)}." if ff_csv is not None else "."))
     else:
         ctx.missing("table", "encoder_fp8", "no run folder on this GPU has encoder_fp8/encoder_fp8.csv "
                     "(experiments/specs/encoder_fp8.toml writes it)")

@@ -659,40 +659,5 @@ class DeclaredComparison(unittest.TestCase):
             self.assertNotIn("<!-- comparisons:", readme)
 
 
-class LadderSitting(unittest.TestCase):
-    """The whole ladder's sitting (encoder_ladder): each step's gain over its parent from the
-    sitting's own rows, none where the parent was not timed there; a note where no sitting is."""
-
-    def test_gains_over_parents_figure_and_table(self):
-        from types import SimpleNamespace
-        from analysis import encoder_ladder
-        from studylib import notebook, rundata
-        with tempfile.TemporaryDirectory() as d:
-            run = synthetic_encoder.write_encoder_run(Path(d) / "results" / "enc")
-            shutil.rmtree(run / "encoder_ladder")  # the synthetic run's own ladder sitting
-            gpu = read_rows(run / "ceilings.csv")[0]["gpu"]
-            data = SimpleNamespace(run=rundata.load_run(run))
-            ctx = notebook.Context("encoder", data.run, Path(d) / "out")
-            self.assertIsNone(encoder_ladder.ladder_figure(data, ctx))
-            for name in ("encoder_ladder_steps", "encoder_ladder_gains"):
-                self.assertIn("no encoder_ladder sitting", ctx.artifacts[name].reason)
-            synthetic_encoder.write_side_encoder(
-                run, "encoder_ladder", synthetic.base_fields("ladder-run", "abcdef0123456789", gpu,
-                                                             "2026-12-01T00:00:00Z"),
-                ((1, {"e1_library": 1200.0, "e2_buffer_reuse": 1000.0, "e6_best": 450.0, "e12_fp8": 430.0}),
-                 (256, {"e1_library": 40000.0, "e2_buffer_reuse": 36000.0, "e6_best": 18000.0,
-                        "e12_fp8": 12000.0})))
-            t = encoder_ladder.ladder_figure(data, ctx).set_index(["batch", "step"])
-            self.assertAlmostEqual(t.loc[(1, "e2_buffer_reuse"), "gain"], 1.2, places=6)
-            self.assertAlmostEqual(t.loc[(256, "e12_fp8"), "gain"], 1.5, places=6)  # parent e6_best
-            self.assertTrue(math.isnan(t.loc[(1, "e1_library"), "gain"]))  # no parent
-            self.assertTrue(math.isnan(t.loc[(1, "e6_best"), "gain"]))  # its parent e5_fused not timed here
-            self.assertEqual(int(t["n"].min()), 3)
-            self.assertTrue((Path(d) / "out" / "figures" / "encoder_ladder_steps.png").is_file())
-            table = (Path(d) / "out" / "tables" / "encoder_ladder_gains.md").read_text()
-            self.assertIn("| 256 | e12_fp8 | e6_best | 12.024 | 12.000-12.048 | 1.50x |", table)
-            self.assertIn("ladder-run", table)
-
-
 if __name__ == "__main__":
     unittest.main()

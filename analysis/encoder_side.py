@@ -186,8 +186,8 @@ def fp8_tables(data, ctx):
                   f"{rundata.show_path(fp8_csv.parent)}); x faster fp16 step = the faster of the two fp16 "
                   f"steps' time over e12_fp8's. {rundata.weights_phrase(f8)} "
                   f"{rundata.Run(fp8_csv.parent, f8).provenance()}.")
-        # Per GEMM at the largest batch: component time of the median round's eager breakdown; e15's
-        # from the encoder_fp8_fused rows when a run has them (its projection has no quantizing pass).
+        # Per GEMM at the largest batch: component time of the median round's eager breakdown, e15's
+        # beside (its projection has no quantizing pass).
         ceil8, ceil16 = rundata.fp8_ceiling_tflops(run), run.ceilings().gemm_tflops
         f8_big = int(f8["batch"].max())
         hidden, _, depth = MODELS[key_model]

@@ -205,7 +205,7 @@ def version_kind(version: str) -> str:
 
 def every_version(data, ctx):
     """Every MLP version against the two plain GEMMs, sitting by sitting."""
-    main, run, tprov = data.main, data.run, ctx.title_provenance()
+    main, run = data.main, data.run
     sittings = [(f"main run ({run.name})", run.name, main.assign(rows=rundata.rows_of(main)))]
     for name in ("mlp_cutlass", "mlp_fp8", "mlp_power", "mlp_exact_gelu"):
         d = side_experiment(run, name, elsewhere=True)
@@ -215,23 +215,26 @@ def every_version(data, ctx):
     panels, sources = [], {}
     for title, folder, d in sittings:
         d = d[(d["rows"] == VERSIONS_ROWS) & (d["hidden"] == HIDDEN)] if "hidden" in d else d[d["rows"] == VERSIONS_ROWS]
-        med = d.groupby("version")["median_us"].median()
+        by = d.groupby("version")["median_us"]
+        med = by.median()
         if GEMM in med.index and len(med) > 1:
-            panels.append((title, (med / med[GEMM]).drop(GEMM)))
+            # Each version's rounds over gemm_only's median: the whiskers.
+            panels.append((title, pd.DataFrame({"r": med, "lo": by.min(), "hi": by.max()}).drop(GEMM) / med[GEMM]))
             sources[folder] = pd.concat([sources[folder], d]) if folder in sources else d
     if panels:
         every = catalog.version_order(sorted({v for _, r in panels for v in r.index}), LADDER)
         n_bars = sum(len(r) for _, r in panels)
         fig, axes = plt.subplots(len(panels), 1, figsize=(8.0, 0.24 * n_bars + 1.0 * len(panels) + 0.8),
                                  squeeze=False, gridspec_kw={"height_ratios": [len(r) + 1 for _, r in panels]})
-        top = max(float(r.max()) for _, r in panels)
+        top = max(float(r["hi"].max()) for _, r in panels)
         for ax, (title, r) in zip(axes[:, 0], panels):
             r = r.reindex([v for v in every if v in r.index])
             # One colour per kind, not per version: each bar is named by its tick label, and a
             # colour per version would repeat within a panel of 16 bars.
-            ax.barh(range(len(r)), r.values, color=[VERSION_KIND_COLORS[version_kind(v)] for v in r.index])
-            for i, x in enumerate(r.values):
-                ax.text(x, i, f" {x:.2f}x", va="center", fontsize=8)
+            ax.barh(range(len(r)), r["r"], color=[VERSION_KIND_COLORS[version_kind(v)] for v in r.index],
+                    xerr=[r["r"] - r["lo"], r["hi"] - r["r"]], error_kw={"elinewidth": 0.8, "capsize": 2})
+            for i, (x, hi) in enumerate(zip(r["r"], r["hi"])):
+                ax.text(hi, i, f" {x:.2f}x", va="center", fontsize=8)
             ax.axvline(1.0, color="#444444", linewidth=0.8)
             ax.axvline(TARGET_GEMM_RATIO, color="#444444", linewidth=0.8, linestyle=":")
             if ax is axes[0, 0]:
@@ -245,13 +248,15 @@ def every_version(data, ctx):
         kinds = [k for k in VERSION_KIND_COLORS if any(version_kind(v) == k for _, r in panels for v in r.index)]
         plots.legend_outside(axes[0, 0], handles=[Patch(color=VERSION_KIND_COLORS[k], label=k) for k in kinds])
         axes[-1, 0].set_xlabel(f"time per call / {GEMM}'s in the same sitting, {VERSIONS_ROWS} x {HIDDEN} rows")
-        plots.titled(fig, f"MLP: every version against the two plain GEMMs, sitting by sitting", tprov)
+        plots.titled(fig, f"MLP: every version against the two plain GEMMs, sitting by sitting",
+                     f"{rundata.gpu_of(run)}, one sitting a panel (its run folder above it)")
         fig.tight_layout()
         ctx.figure("mlp_versions", fig,
                    f"Every MLP version at {VERSIONS_ROWS} x {HIDDEN} (mlp {4 * HIDDEN}), one panel per sitting "
                    f"(this run's sweep and the side experiments mlp_cutlass, mlp_fp8, mlp_power, mlp_exact_gelu "
                    f"where a run folder on this GPU has them): median time per call over {GEMM}'s in the same "
-                   f"sitting (below 1: faster than the two plain GEMMs, as the FP8 versions are), coloured by "
+                   f"sitting (below 1: faster than the two plain GEMMs, as the FP8 versions are; whiskers: the range "
+                   f"of the rounds' medians over the same), coloured by "
                    f"kind (fp16, FP8, PyTorch); the solid line is {GEMM}, the dotted one the "
                    f"{TARGET_GEMM_RATIO:.2f}x target of the fused fp16 versions. Each panel's run folder is in its title. "
                    f"GPU {rundata.gpu_of(run)}; the panels' rows: "

@@ -301,8 +301,8 @@ def weights_phrase(df: pd.DataFrame) -> str:
     seeds = df["note"].astype(str).str.extract(r"\[weights: timm init, seed (\d+)\]")[0]
     anchors = df["version"].map(catalog.is_anchor).any()
     if len(df) and seeds.notna().all():
-        return (f"{'Steps and anchors on the same weights, t' if anchors else 'On t'}imm's init for seed "
-                f"{', '.join(sorted(set(seeds)))}.")
+        init = f"timm's init for seed {', '.join(sorted(set(seeds)))}"
+        return f"Steps and anchors on the same weights, {init}." if anchors else f"On {init}."
     return ("The steps on the study's own weight draw, the anchors on timm's init." if anchors else
             "On the study's own weight draw.")
 

@@ -9,14 +9,15 @@ import shutil
 import tempfile
 import unittest
 from pathlib import Path
+from types import SimpleNamespace
 
 from analysis.testing import skip_without_pandas
 
 skip_without_pandas(__name__)
 
-from analysis import synthetic, synthetic_encoder  # noqa: E402
+from analysis import encoder_ladder, encoder_side, synthetic, synthetic_encoder  # noqa: E402
 from analysis.testing import read_rows  # noqa: E402
-from studylib import notebook  # noqa: E402
+from studylib import notebook, rundata  # noqa: E402
 
 
 class LadderSitting(unittest.TestCase):
@@ -24,9 +25,6 @@ class LadderSitting(unittest.TestCase):
     sitting's own rows, none where the parent was not timed there; a note where no sitting is."""
 
     def test_gains_over_parents_figure_and_table(self):
-        from types import SimpleNamespace
-        from analysis import encoder_ladder
-        from studylib import notebook, rundata
         with tempfile.TemporaryDirectory() as d:
             run = synthetic_encoder.write_encoder_run(Path(d) / "results" / "enc")
             shutil.rmtree(run / "encoder_ladder")  # the synthetic run's own ladder sitting
@@ -59,9 +57,6 @@ class Fp8Gemms(unittest.TestCase):
     e15 at the largest batch, else from e15's own side sitting."""
 
     def test_e15_from_the_ladder_else_its_own_sitting(self):
-        from types import SimpleNamespace
-        from analysis import encoder_side
-        from studylib import rundata
         with tempfile.TemporaryDirectory() as d:
             run = synthetic_encoder.write_encoder_run(Path(d) / "results" / "enc")
             data = SimpleNamespace(run=rundata.load_run(run), key_image=224, key_model="vit_b",

@@ -4,6 +4,7 @@ the schema, crash safety and resume, rounds, failures, timeouts, signals, specs 
   python3 -m experiments.sweep.test_sweep      (from the repository root)
 """
 import collections
+import csv
 import os
 import re
 import signal
@@ -140,6 +141,19 @@ class SweepTest(SweepCase):
         r = self.run_sweep(spec, env={"STUDY_RUN_ID": ""}, run_id=None)
         self.assertIn("run first-sitting", r.stdout)
         self.assertEqual({x["run_id"] for x in self.rows()}, {"first-sitting"})
+        # Resumed hours later, the same file's new rows are another sitting: a run id of their own.
+        with open(self.out, newline="") as f:
+            header, *lines = list(csv.reader(f))
+        for cells in lines[:3]:
+            cells[header.index("utc")] = "2026-01-02T03:04:05Z"
+        with open(self.out, "w", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerows([header] + lines[:3])
+        r = self.run_sweep(spec, env={"STUDY_RUN_ID": ""}, run_id=None)
+        self.assertIn("another sitting", r.stdout)
+        ids = [x["run_id"] for x in self.rows()]
+        self.assertEqual(ids[:3], ["first-sitting"] * 3)
+        self.assertEqual(len(set(ids[3:])), 1)
+        self.assertNotIn("first-sitting", ids[3:])
         # A new sweep into another file gets a new run id.
         other = self.dir / "other.csv"
         self.run_sweep(spec, env={"STUDY_RUN_ID": ""}, run_id=None, out=other)

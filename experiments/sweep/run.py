@@ -201,7 +201,7 @@ def main(argv=None):
     ended = max(filter(None, (parse_utc(r.get("utc")) for r in written)), default=None)
     if len(resumed) == 1 and ended is not None and now - ended > RESUME_WINDOW:
         print(f"{args.out}: the rows of run {resumed[0]} end at {ended:%Y-%m-%dT%H:%M:%SZ}, more than "
-              f"{RESUME_WINDOW.seconds // 3600} h ago: another sitting, so the rows added now get a run id "
+              f"{RESUME_WINDOW.total_seconds() / 3600:g} h ago: another sitting, so the rows added now get a run id "
               "of their own", flush=True)
         resumed = []
     run_id = args.run_id or os.environ.get("STUDY_RUN_ID") or (resumed[0] if len(resumed) == 1 else None) or (

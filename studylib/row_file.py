@@ -3,6 +3,7 @@ against the schema's header, and appended one whole line at a time, flushed and 
 killed sweep resumes without losing or duplicating rows. Standard library only.
 """
 import csv
+import datetime
 import fcntl
 import io
 import os
@@ -13,6 +14,18 @@ from studylib.schema import COLUMNS
 from studylib.specs import UsageError, row_key
 
 HEADER_LINE = ",".join(COLUMNS)
+# One run id is one sitting: a stopped sweep resumed within this of its last row keeps its run
+# id (experiments/sweep/run.py), and no committed run id has rows further apart
+# (tests/clean_rows.py).
+SITTING_GAP = datetime.timedelta(hours=2)
+
+
+def parse_utc(text):
+    """A row's `utc` as an aware datetime; None where it is empty or not that format."""
+    try:
+        return datetime.datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
 
 
 def clean_cell(v):

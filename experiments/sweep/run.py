@@ -28,22 +28,10 @@ from experiments.sweep.process import AnchorWorker, Terminated, _on_signal, run_
 from studylib import run_folder
 from studylib.paths import REPO, with_checkout_on_path
 from studylib.progress import hms
-from studylib.row_file import Output, read_csv
+from studylib.row_file import SITTING_GAP, Output, parse_utc, read_csv
 from studylib.specs import (EXIT_FAILED_ROWS, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, SpecError, UsageError,
                             NO_DEVICE, STATUSES, build_targets, estimate_device_bytes, extra_text, find_spec, load_spec,
                             output_name, row_key, select_configs)
-
-
-# How long after its last row a stopped sweep, resumed, still counts as the same sitting.
-RESUME_WINDOW = datetime.timedelta(hours=2)
-
-
-def parse_utc(text):
-    """A row's `utc` as an aware datetime; None where it is empty or not that format."""
-    try:
-        return datetime.datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -192,16 +180,16 @@ def main(argv=None):
 
     # A resumed sweep continues its run: the run id of the rows it already wrote, where they have
     # one, so that a sitting stopped by --max-minutes (or a kill) and resumed stays one run id.
-    # Rows that ended more than RESUME_WINDOW ago are another sitting's (another day, often
+    # Rows that ended more than SITTING_GAP ago are another sitting's (another day, often
     # another machine): the rows added now get a run id of their own.
     spec_keys = {k for c in configs for k in c.keys()}
     written = [r for r in out.rows if r.get("run_id") and row_key(r) in spec_keys]
     resumed = sorted({r["run_id"] for r in written})
     now = datetime.datetime.now(datetime.timezone.utc)
     ended = max(filter(None, (parse_utc(r.get("utc")) for r in written)), default=None)
-    if len(resumed) == 1 and ended is not None and now - ended > RESUME_WINDOW:
+    if len(resumed) == 1 and ended is not None and now - ended > SITTING_GAP:
         print(f"{args.out}: the rows of run {resumed[0]} end at {ended:%Y-%m-%dT%H:%M:%SZ}, more than "
-              f"{RESUME_WINDOW.total_seconds() / 3600:g} h ago: another sitting, so the rows added now get a run id "
+              f"{SITTING_GAP.total_seconds() / 3600:g} h ago: another sitting, so the rows added now get a run id "
               "of their own", flush=True)
         resumed = []
     run_id = args.run_id or os.environ.get("STUDY_RUN_ID") or (resumed[0] if len(resumed) == 1 else None) or (

@@ -32,7 +32,7 @@ def other_sitting_times(run, batch=256):
         d = other.ok("encoder")
         d = d[(d["model"] == KEY_MODEL) & (d["image_size"] == KEY_IMAGE) & (d["batch"] == batch)]
         for rid, g in d.groupby("run_id"):
-            n = g["note"].astype(str).str.extract(r"\[round: (\d+)\]")[0].dropna().nunique() or 1
+            n = rundata.round_of(g).nunique()
             out[rid] = {"folder": other.name, "rounds": n, "us": g.groupby("version")["median_us"].median()}
     return out
 

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from studylib.schema import COLUMNS
+from studylib.schema import COLUMNS, UTC_FORMAT
 from studylib.specs import UsageError, row_key
 
 HEADER_LINE = ",".join(COLUMNS)
@@ -23,7 +23,7 @@ SITTING_GAP = datetime.timedelta(hours=2)
 def parse_utc(text):
     """A row's `utc` as an aware datetime; None where it is empty or not that format."""
     try:
-        return datetime.datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+        return datetime.datetime.strptime(str(text), UTC_FORMAT).replace(tzinfo=datetime.timezone.utc)
     except ValueError:
         return None
 

@@ -16,6 +16,7 @@ from studylib import DataError, catalog
 from studylib.paths import REPO, RESULTS_ROOT
 from studylib.schema import (CEILINGS, COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, LATER_COLUMNS,
                              SIDE_TABLE_SUFFIXES, STATUSES)
+from studylib.specs import ROUND_RE, WEIGHTS_RE
 
 def show_path(path: Path) -> str:
     """Paths in messages relative to the repository when they are inside it: shorter, and the
@@ -298,7 +299,7 @@ def weights_phrase(df: pd.DataFrame) -> str:
     """Which weights whole-ViT rows ran, for a caption: timm's init where every row's note says
     so (spec key timm_weights, studylib/specs.py weights_tag), else the steps on the study's own
     draw beside the anchors on timm's init (a PyTorch anchor builds timm's model)."""
-    seeds = df["note"].astype(str).str.extract(r"\[weights: timm init, seed (\d+)\]")[0]
+    seeds = df["note"].astype(str).str.extract(WEIGHTS_RE)[0]
     anchors = df["version"].map(catalog.is_anchor).any()
     if len(df) and seeds.notna().all():
         init = f"timm's init for seed {', '.join(sorted(set(seeds)))}"
@@ -511,11 +512,6 @@ def sweep_run(run: Run, family: str, min_shapes: int = 3) -> Run:
     others = [r for r in load_runs(run.path.parent) if r.path != run.path and gpu_of(r) == gpu
               and shapes_of(r, family) >= min_shapes]
     return max(others, key=lambda r: (r.newest_utc(family), r.name)) if others else run
-
-
-# The sweep runner's tag of a multi-round sweep (python3 -m experiments.sweep --rounds): each row
-# of round k ends its note with "[round: k]"; a row without it is round 1.
-ROUND_RE = re.compile(r"\[round: (\d+)\]")
 
 
 def round_of(df: pd.DataFrame) -> pd.Series:

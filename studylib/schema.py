@@ -6,6 +6,9 @@ import it without pandas.
 import math
 import os
 
+# The `utc` column: when the row was measured, in UTC, to the second.
+UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
 # Column order of every CSV of the study; must equal csv_columns() in common/harness/csv.cpp
 # (experiments/sweep/test_sweep.py checks that). Columns after "note" were added later; files
 # written before them lack them (studylib.rundata reads such files as empty columns).

@@ -48,6 +48,9 @@ def weights_tag(seed):
     return f"[weights: timm init, seed {seed}]"
 
 
+WEIGHTS_RE = re.compile(r"\[weights: timm init, seed (\d+)\]")
+
+
 class SpecError(Exception):
     pass
 

@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import sys
 
-from studylib.schema import MODELS, PATCH, append_row, format_cell
+from studylib.schema import MODELS, PATCH, UTC_FORMAT, append_row, format_cell
 
 FP16_REL_TOL = 5e-3  # compare.hpp kFp16RelTol
 # FP8 anchors (torchao): every GEMM input and weight rounded to E4M3, as the FP8 encoder steps'
@@ -258,7 +258,7 @@ def provenance(torch=None, device=0):
     host = socket.gethostname()
     p = {
         "run_id": os.environ.get("STUDY_RUN_ID") or now.strftime("%Y%m%dT%H%M%SZ") + "-" + host,
-        "utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "utc": now.strftime(UTC_FORMAT),
         "commit": checkout_commit(),
         "gpu": "none", "sm_count": "0", "driver": _driver_version(),
         "cuda": "none", "cudnn": "none", "cublas": "none", "host": host,

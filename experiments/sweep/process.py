@@ -16,7 +16,7 @@ import time
 
 from experiments.anchors.harness import SERVE_DONE
 from studylib.row_file import read_csv
-from studylib.schema import MODELS, PATCH
+from studylib.schema import MODELS, PATCH, UTC_FORMAT
 from studylib.specs import (EXTRA_RE, ROUND_RE, STREAMS_SM, STREAMS_SM_TAG, UsageError, extra_value, extra_text,
                             round_tag, weights_tag)
 
@@ -47,7 +47,7 @@ def runner_row(cfg, version, status, note, prov):
     if cfg.shapeless:
         row.update(model="", batch="", image_size="", tokens="", hidden="", rows="")
     row.update(prov)
-    row["utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    row["utc"] = datetime.datetime.now(datetime.timezone.utc).strftime(UTC_FORMAT)
     return row
 
 

@@ -29,6 +29,7 @@ from studylib import run_folder
 from studylib.paths import REPO, with_checkout_on_path
 from studylib.progress import hms
 from studylib.row_file import SITTING_GAP, Output, parse_utc, read_csv
+from studylib.schema import UTC_FORMAT
 from studylib.specs import (EXIT_FAILED_ROWS, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, SpecError, UsageError,
                             NO_DEVICE, STATUSES, build_targets, estimate_device_bytes, extra_text, find_spec, load_spec,
                             output_name, row_key, select_configs)
@@ -188,7 +189,7 @@ def main(argv=None):
     now = datetime.datetime.now(datetime.timezone.utc)
     ended = max(filter(None, (parse_utc(r.get("utc")) for r in written)), default=None)
     if len(resumed) == 1 and ended is not None and now - ended > SITTING_GAP:
-        print(f"{args.out}: the rows of run {resumed[0]} end at {ended:%Y-%m-%dT%H:%M:%SZ}, more than "
+        print(f"{args.out}: the rows of run {resumed[0]} end at {ended:{UTC_FORMAT}}, more than "
               f"{SITTING_GAP.total_seconds() / 3600:g} h ago: another sitting, so the rows added now get a run id "
               "of their own", flush=True)
         resumed = []

@@ -10,6 +10,7 @@
 # ROOT] [--out DIR]`) or from `report/build.py`, which hands it `STUDY_CONTEXT`.
 
 # %%
+import os
 from dataclasses import dataclass
 
 import matplotlib
@@ -194,6 +195,12 @@ def mhz(a, b):
     return f"{a:,.0f} / {b:,.0f}" if np.isfinite(b) else f"{a:,.0f}"
 
 
+def pick_clean(runs, family):
+    """The run the family's section would pick among those whose rows of it are all clean (no
+    '-dirty' commit: a tree nobody can rebuild), so that no comparison rests on such rows."""
+    return rundata.pick_run([r for r in runs if r.clean(family)], family)
+
+
 rows, used_runs = [], {}
 on_primary = [r for r in runs if rundata.gpu_of(r) == primary]
 for g in gpus:
@@ -201,7 +208,7 @@ for g in gpus:
     for i, c in enumerate(COMPARISONS):
         # Each GPU's run of the family as its own section would pick it (for the encoder: its
         # final sitting where it has one), also where the report's section is on another GPU.
-        run_a, run_b = rundata.pick_run(on_primary, c.family), rundata.pick_run(on_g, c.family)
+        run_a, run_b = pick_clean(on_primary, c.family), pick_clean(on_g, c.family)
         if run_a is None or run_b is None:
             continue
         res = compare(c, run_a, run_b)
@@ -219,11 +226,42 @@ for g in gpus:
                          "gemm_tflops": (run_a if gpu == primary else run_b).ceilings().gemm_tflops or np.nan,
                          "fp8_tflops": rundata.fp8_ceiling_tflops(run_a if gpu == primary else run_b) or np.nan})
 cmp_df = pd.DataFrame(rows)
+
+
+def absent(g, done):
+    """Sentences on the families with no comparison between the primary GPU and `g` (`done`: those
+    with one): rows of a -dirty tree left out, or runs that time nothing in common."""
+    p, o = short_gpu(primary), short_gpu(g)
+    on_g = [r for r in runs if rundata.gpu_of(r) == g]
+    out, dirty = [], {}   # dirty: run folder -> the families left out because its rows of them are -dirty
+    for fam in dict.fromkeys(c.family for c in COMPARISONS):
+        if fam in done:
+            continue
+        a, b = pick_clean(on_primary, fam), pick_clean(on_g, fam)
+        if a is None or b is None:
+            for r in (rundata.pick_run(on_primary, fam), rundata.pick_run(on_g, fam)):
+                if r is not None and not r.clean(fam):
+                    dirty.setdefault(r.name, []).append(fam)
+            continue
+        out.append(f"No {fam} comparison between {p} and {o}: run folders {a.name} and {b.name} "
+                   f"time no common version beside its reference at the compared shapes"
+                   + (" in one sitting" if fam in ONE_SITTING else "") + ".")
+    for name, fams in dirty.items():
+        out.append(f"The {formatting.join_and(fams)} comparisons between {p} and {o} are left out: their rows "
+                   f"in run folder {name} were built from a tree with uncommitted changes (-dirty), which no "
+                   f"one can rebuild, and no clean run of those families on that GPU replaces them.")
+    return out
+
+
 if not gpus or cmp_df.empty:
     why = (f"every committed run was measured on one GPU ({primary})" if not gpus else
            f"no comparison has rows on both {primary} and {', '.join(gpus)} at the same shape")
+    said = [x for g in gpus for x in absent(g, set())]
     for name, kind in KINDS.items():
-        ctx.missing(kind, name, why)
+        if kind == "text" and said:
+            ctx.text(name, said)
+        else:
+            ctx.missing(kind, name, why)
 else:
     # A comparison holds on another GPU when its speedup is on the same side of 1 there and
     # within HOLDS_WITHIN of the primary GPU's.
@@ -256,6 +294,10 @@ else:
     wide = set(shown.loc[shown["speedup"] > LINEAR_SPEEDUP_MAX, "order"])
     drawn = firsts[~firsts["order"].isin(wide)]
     labels = [f"{c}: {s} vs {a}" for c, s, a in drawn[["component", "shape", "against"]].itertuples(index=False)]
+    # What every drawn comparison shares ("encoder: vit_b, 224 px, ") goes to the title, once.
+    common = os.path.commonprefix(labels) if len(labels) > 1 else ""
+    common = common[:common.rfind(", ") + 2] if ", " in common else ""
+    labels = [x[len(common):] for x in labels]
     keys = list(drawn["order"])
     y = np.arange(len(keys))
     h = 0.8 / len(order)
@@ -272,7 +314,7 @@ else:
     ax.invert_yaxis()
     ax.set_xlabel("speedup over the reference (x; reference time / fastest time, within one run)")
     plots.legend_outside(ax)
-    plots.titled(fig, "Key speedups per GPU, each bar within one run",
+    plots.titled(fig, "Key speedups per GPU, each bar within one run" + (f" ({common.rstrip(', ')})" if common else ""),
                  " and ".join(short_gpu(g) for g in order if g in used_runs) + "; run folders in the caption")
     fig.tight_layout()
     left_out = "; ".join(f"{c}: {s} vs {a}" for c, s, a in
@@ -281,8 +323,8 @@ else:
                f"Speedup of the fastest version over its reference per comparison, one bar per "
                f"GPU with its value, each computed within that GPU's run (linear x from 0; the line "
                f"at 1 marks parity). "
-               + (f"Comparisons past {LINEAR_SPEEDUP_MAX:.0f}x on some GPU are in the table above, "
-                  f"not drawn: {left_out}. " if left_out else "")
+               + (f"Comparisons past {LINEAR_SPEEDUP_MAX:.0f}x on some GPU are in the comparisons' table "
+                  f"(gpus_ratios), not drawn: {left_out}. " if left_out else "")
                + f"{provs}.")
 
     sentences = []
@@ -297,7 +339,8 @@ else:
         flips = d[d["holds"].str.startswith("no")]
         sentences.append(
             f"Of {n} comparisons timed on both {p} and {o}, {n_yes} hold within "
-            f"{HOLDS_WITHIN:.0%} on {o}, {n_dir} keep their direction only, and {len(flips)} "
+            f"{HOLDS_WITHIN:.0%} on {o}, {n_dir} {'keeps its' if n_dir == 1 else 'keep their'} direction only, "
+            f"and {len(flips)} "
             f"change sides of 1.")
         for _, r in flips.iterrows():
             sentences.append(
@@ -365,15 +408,6 @@ else:
                     f"{gemm_ratio:.2f}x ({a[rate]:,.0f} against {b[rate]:,.0f} TFLOP/s, `ceilings`); the time's "
                     f"ratio is {bound}" + power_clause(a, b, p, o) + ".")
     for g in gpus:
-        done = set(cmp_df.loc[cmp_df["pair"] == g, "component"])
-        on_g = [r for r in runs if rundata.gpu_of(r) == g]
-        for fam in dict.fromkeys(c.family for c in COMPARISONS):
-            a, b = rundata.pick_run(on_primary, fam), rundata.pick_run(on_g, fam)
-            if fam in done or a is None or b is None:
-                continue
-            sentences.append(
-                f"No {fam} comparison between {p} and {short_gpu(g)}: run folders {a.name} and {b.name} "
-                f"time no common version beside its reference at the compared shapes"
-                + (" in one sitting" if fam in ONE_SITTING else "") + ".")
+        sentences += absent(g, set(cmp_df.loc[cmp_df["pair"] == g, "component"]))
     ctx.text("gpus_findings", sentences)
 cmp_df

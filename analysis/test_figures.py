@@ -321,22 +321,38 @@ class AcrossGpus(BuiltReport):
             runs = rundata.load_runs(root)
             self.assertEqual(rundata.pick_run(runs, "encoder", "GPU A (synthetic)").name, "b")
 
-    def test_encoder_ratios_only_inside_one_sitting(self):
-        # GPU B's anchors from another sitting (run id) than its steps: no encoder ratio there.
+    def report_with_b_edited(self, edit) -> str:
+        """The report built over the two GPUs' runs after `edit` changed GPU B's rows (a frame)."""
+        import pandas as pd
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             two_gpu_encoder_runs(root / "results")
-            import pandas as pd
             f = root / "results" / "b" / "encoder.csv"
             d = pd.read_csv(f)
-            d.loc[d["version"].str.startswith("pytorch_"), "run_id"] = "another-sitting"
+            edit(d)
             d.to_csv(f, index=False)
             res = build("--results", root / "results", "--out", root / "out")
             self.assertEqual(res.returncode, 0, res.stderr)
-            text = read_report(root / "out")
-            # The encoder is these runs' only family: no comparison is left at all.
-            self.assertIn("`gpus_ratios` not produced: no comparison has rows on both GPU A (synthetic) "
-                          "and GPU B (synthetic) at the same shape", text)
+            return read_report(root / "out")
+
+    def test_encoder_ratios_only_inside_one_sitting(self):
+        # GPU B's anchors from another sitting (run id) than its steps: no encoder ratio there.
+        def other_sitting(d):
+            d.loc[d["version"].str.startswith("pytorch_"), "run_id"] = "another-sitting"
+        text = self.report_with_b_edited(other_sitting)
+        # The encoder is these runs' only family: no comparison is left at all.
+        self.assertIn("`gpus_ratios` not produced: no comparison has rows on both GPU A (synthetic) "
+                      "and GPU B (synthetic) at the same shape", text)
+
+    def test_dirty_rows_are_not_compared(self):
+        # GPU B's only encoder rows from a tree with uncommitted changes: no comparison rests on them.
+        def dirty(d):
+            d["commit"] = d["commit"].astype(str) + "-dirty"
+        text = self.report_with_b_edited(dirty)
+        self.assertIn("`gpus_ratios` not produced: no comparison has rows on both GPU A (synthetic) "
+                      "and GPU B (synthetic) at the same shape", text)
+        self.assertIn("The encoder comparisons between GPU A (synthetic) and GPU B (synthetic) are left out: "
+                      "their rows in run folder b were built from a tree with uncommitted changes (-dirty)", text)
 
     def test_speedups_within_each_run_and_whether_they_hold(self):
         table = (self.out / "tables" / "gpus_ratios.md").read_text()

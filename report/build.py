@@ -158,7 +158,8 @@ def no_data_note(family: str, args) -> str:
 
 
 def build_cross_run(family: str, block: str, runs: list, used: dict, out_dir: Path):
-    """A notebook over every run folder (notebook.CROSS_RUN), given the runs the sections used."""
+    """A notebook over every run folder (notebook.CROSS_RUN), given the runs the sections used:
+    (markdown for the block, the notebook's context)."""
     clean_family_outputs(out_dir, family)
     ctx = notebook.Context(family, None, out_dir, runs=runs, used=used)
     print(f"[{family}] {len(runs)} run folders: running analysis/{family}.py", flush=True)
@@ -169,7 +170,12 @@ def build_cross_run(family: str, block: str, runs: list, used: dict, out_dir: Pa
         if not isinstance(e, studylib.DataError):
             e.add_note(f"while running analysis/{family}.py over every run")
         raise
-    return fill(block, ctx.artifacts, out_dir, f"template (block {family})").strip("\n")
+    return fill(block, ctx.artifacts, out_dir, f"template (block {family})").strip("\n"), ctx
+
+
+def drawable(ctx) -> list:
+    """(kind, name, caption) of the figures and tables a notebook drew."""
+    return [(a.kind, a.name, a.caption) for a in ctx.artifacts.values() if a.kind in ("figure", "table") and a.path]
 
 
 def build_family(family: str, block: str, runs: list, args, out_dir: Path):
@@ -456,8 +462,7 @@ def build(args) -> Path:
         if run is not None:
             used[family] = run
         if ctx is not None:
-            family_artifacts += [(a.kind, a.name, a.caption) for a in ctx.artifacts.values()
-                                 if a.kind in ("figure", "table") and a.path]
+            family_artifacts += drawable(ctx)
             if ctx.judged_on is not None:
                 judged[family] = ctx.judged_on
             if ctx.headline_entry is not None:
@@ -466,7 +471,8 @@ def build(args) -> Path:
             answer = ctx.answer if ctx.answer is not None else answer
     pieces.append(source[pos:])
     for i, family, block in cross:
-        pieces[i] = build_cross_run(family, block, runs, used, out_dir)
+        pieces[i], ctx = build_cross_run(family, block, runs, used, out_dir)
+        family_artifacts += drawable(ctx)
     body = "".join(pieces)
     stray = STRAY.search(body)
     if stray:

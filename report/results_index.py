@@ -170,7 +170,9 @@ def results_index(runs: list, used: dict, root: Path, judged: dict | None = None
         uses = [f for f in families if used.get(f) is run]
         uses += [f"{f} targets and headline" for f in families if judged.get(f) is run]
         other_gpu = rundata.gpu_of(run) != primary
-        if other_gpu and not uses:
+        # Another GPU's run serves the across-GPUs section only where that section's captions
+        # name it (analysis/gpus.py picks each family's clean run there).
+        if other_gpu and not uses and any(name.startswith("gpus_") for _, name in drawn.get(run, [])):
             uses = [f"across GPUs ({rundata.gpu_of(run)} beside {primary})"]
         if drawn.get(run):
             uses.append(beside_text(drawn[run]))

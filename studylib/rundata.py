@@ -239,6 +239,11 @@ class Run:
         d = self.rows(family)
         return d[d["status"] == "ok"].copy()
 
+    def clean(self, family: str) -> bool:
+        """Whether every row of the family names the commit it was built from: none '-dirty'
+        (built from a tree with uncommitted changes, which no one can rebuild)."""
+        return not self.rows(family)["commit"].astype(str).str.strip().str.endswith("-dirty").any()
+
     def families(self) -> list[str]:
         return sorted(set(self.df["family"]) - {CEILINGS})
 

@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Every figure and table of the report is drawn from clean rows of one commit: no caption of
-report/README.md or its appendix pages names a -dirty commit or rows of several commits, except
-those listed in tests/figure_sources_allowed.txt, whose clean sittings are still to come. A
-listed one that no longer fails fails too: the list only shrinks. A table (report/tables/NAME.md,
+report/README.md or its appendix pages names a -dirty commit or rows of several commits. A table (report/tables/NAME.md,
 drawn where its caption stands in a page) is judged by the commits its caption names; one that
 names none (lessons from the NOTES, a folder's accuracy probe) is not judged.
 Usage: figure_sources.py REPO_ROOT"""
@@ -18,11 +16,6 @@ COMMITS = re.compile(rf"commit ({HASH}(?: \+ {HASH})*)\.?$")
 # A figure over several run folders (the across-GPUs one) names each folder's commits instead:
 # "run folder F (commit a + 4 more)".
 FOLDER_COMMITS = re.compile(rf"run folder (\S+) \(commit ({HASH})(?: \+ (\d+) more)?\)")
-
-
-def listed(path: Path) -> set[str]:
-    return {line.split()[0] for line in path.read_text().splitlines()
-            if line.strip() and not line.startswith("#")}
 
 
 def caption_problems(caption: str) -> str | None:
@@ -70,7 +63,6 @@ def main(root):
     report = root / "report"
     pages = [(report / "README.md").read_text()]
     pages += [p.read_text() for p in sorted((report / "appendix").glob("*.md"))]
-    allowed = listed(root / "tests" / "figure_sources_allowed.txt")
     problems = figure_problems(pages)
     figures = len(problems)
     tables = {p.stem: p.read_text() for p in sorted((report / "tables").glob("*.md"))}
@@ -78,18 +70,12 @@ def main(root):
     failures = []
     if not figures:
         failures.append("no figure found in report/README.md or its appendix pages")
-    for name, why in sorted(problems.items()):
-        if why and name not in allowed:
-            failures.append(f"{name}: {why}: draw it from one clean sitting")
-        if not why and name in allowed:
-            failures.append(f"tests/figure_sources_allowed.txt lists {name}, drawn from one clean commit: remove it")
-    failures += [f"tests/figure_sources_allowed.txt lists {name}, which the report does not draw: remove it"
-                 for name in sorted(allowed - set(problems))]
+    failures += [f"{name}: {why}: draw it from one clean sitting" for name, why in sorted(problems.items()) if why]
     for f in failures:
         print(f"figure_sources: {f}", file=sys.stderr)
     dirty = sum(1 for why in problems.values() if why)
     print(f"{figures} figures and {len(problems) - figures} tables naming their commits checked; "
-          f"{dirty} not from one clean commit (listed: {len(allowed)})")
+          f"{dirty} not from one clean commit")
     return 1 if failures else 0
 
 

@@ -2,9 +2,7 @@
 """The README's headlines and targets rest on clean, single sittings: every line of the headline
 table and every judged target names a run folder with no -dirty row (tests/clean_rows.py) and a
 README that names the spec of each of its CSVs, and no headline pools rows of several run ids
-(report/build.py writes "rows of N run ids" where one does), except the families listed in
-tests/pooled_headlines_allowed.txt, whose re-sittings are still to come. A listed family whose
-headline no longer pools fails too: the list only shrinks.
+(report/build.py writes "rows of N run ids" where one does).
 Usage: headline_sittings.py REPO_ROOT"""
 import re
 import sys
@@ -15,8 +13,8 @@ FOLDER = re.compile(r"experiments/results/([^/)\s]+)/")
 TARGET_RUN = re.compile(r"; run `([^`]+)`\.$")
 
 
-def listed(path: Path, whole_line: bool = False) -> set[str]:
-    return {line.strip() if whole_line else line.split()[0] for line in path.read_text().splitlines()
+def listed(path: Path) -> set[str]:
+    return {line.split()[0] for line in path.read_text().splitlines()
             if line.strip() and not line.startswith("#")}
 
 
@@ -53,7 +51,6 @@ def main(root):
     root = Path(root).resolve()
     results = root / "experiments" / "results"
     readme = (root / "README.md").read_text()
-    allowed = listed(root / "tests" / "pooled_headlines_allowed.txt", whole_line=True)
     dirty_ok = listed(root / "tests" / "dirty_rows_allowed.txt")
     failures, pooled = [], set()
     rows = headline_rows(readme)
@@ -66,13 +63,9 @@ def main(root):
             failures.append(f"{family}: the headline names no run folder")
             continue
         failures += [f"{family} headline: {p}" for p in folder_problems(results, m.group(1), dirty_ok)]
-        if POOLED.search(cell):
+        if m := POOLED.search(cell):
             pooled.add(family)
-            if family not in allowed:
-                failures.append(f"{family} headline pools rows of {POOLED.search(cell).group(1)} run ids: "
-                                "re-measure it in one sitting")
-    failures += [f"tests/pooled_headlines_allowed.txt lists {f}, whose headline does not pool run ids: "
-                 "remove it" for f in sorted(allowed - pooled)]
+            failures.append(f"{family} headline pools rows of {m.group(1)} run ids: re-measure it in one sitting")
     targets = [line for line in readme.split("**Targets**", 1)[-1].split("\n\n", 2)[1].splitlines()
                if line.startswith("- ")] if "**Targets**" in readme else []
     for line in targets:

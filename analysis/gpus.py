@@ -6,8 +6,9 @@
 # H100) are set beside it here: for each of the study's key comparisons (a fastest version
 # against a library or PyTorch anchor, at one shape) the speedup is computed inside each GPU's
 # own run, then the speedups are compared. No ratio ever divides a time of one GPU by a time
-# of another, and only clean rows are compared (a family's -dirty rows are left out, and said so). Runs on its own (`MPLBACKEND=Agg /usr/bin/python3 analysis/gpus.py [--results
-# ROOT] [--out DIR]`) or from `report/build.py`, which hands it `STUDY_CONTEXT`.
+# of another, and only clean rows are compared (a family's -dirty rows are left out, and said
+# so). Runs on its own (`MPLBACKEND=Agg /usr/bin/python3 analysis/gpus.py [--results ROOT]
+# [--out DIR]`) or from `report/build.py`, which hands it `STUDY_CONTEXT`.
 
 # %%
 import os

@@ -11,7 +11,7 @@ mutants.md). That part goes between `<!-- run-summary:start -->` and `<!-- run-s
 the rest of the README (the hand-written reason for the run and how to reproduce it) is kept.
 A folder without a README gets one: a title and the generated part. The sweep runner (`--run-dir`)
 calls this after every sweep and `experiments/gpu_job.sh` at its end, so the summary never lags
-the CSVs. Standard library only. Exit 0, or 2 with one line on stderr (no such folder, an
+the CSVs. Standard library only (and studylib.schema, which is). Exit 0, or 2 with one line on stderr (no such folder, an
 unwritable README).
 """
 import csv
@@ -20,6 +20,8 @@ import statistics
 import sys
 from collections import Counter
 from pathlib import Path
+
+from studylib.schema import is_dirty
 
 START, END = "<!-- run-summary:start -->", "<!-- run-summary:end -->"
 # A CSV named after a spec (experiments/specs/<name>.toml) holds that spec's sweep: the sweep
@@ -54,7 +56,7 @@ def csv_summary(path):
     clocks = [float(r["sm_clock_mhz"]) for r in rows if r.get("sm_clock_mhz", "").strip()
               and r.get("status") == "ok"]
     utc = sorted(values("utc"))
-    dirty = sum(r.get("commit", "").endswith("-dirty") for r in rows)
+    dirty = sum(is_dirty(r.get("commit")) for r in rows)
     parts = ([f"spec `{path.stem}`"] if (SPECS / f"{path.stem}.toml").is_file() else []) + [
              f"{len(rows)} rows ({status['ok']} ok, {status['skipped']} skipped, {status['failed']} failed)",
              "commit " + ", ".join(f"`{short(c)}`" for c in values("commit")) +
@@ -190,7 +192,7 @@ def write(run_dir):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python3 studylib/run_folder.py RUN_DIR", file=sys.stderr)
+        print("usage: python3 -m studylib.run_folder RUN_DIR", file=sys.stderr)
         return 2
     try:
         print(f"wrote {write(argv[0])}")

@@ -15,7 +15,7 @@ import pandas as pd
 from studylib import DataError, catalog
 from studylib.paths import REPO, RESULTS_ROOT
 from studylib.schema import (CEILINGS, COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, LATER_COLUMNS,
-                             SIDE_TABLE_SUFFIXES, STATUSES)
+                             SIDE_TABLE_SUFFIXES, STATUSES, is_dirty)
 from studylib.specs import ROUND_RE, WEIGHTS_RE
 
 def show_path(path: Path) -> str:
@@ -242,7 +242,7 @@ class Run:
     def clean(self, family: str) -> bool:
         """Whether every row of the family names the commit it was built from: none '-dirty'
         (built from a tree with uncommitted changes, which no one can rebuild)."""
-        return not self.rows(family)["commit"].astype(str).str.strip().str.endswith("-dirty").any()
+        return not self.rows(family)["commit"].map(is_dirty).any()
 
     def families(self) -> list[str]:
         return sorted(set(self.df["family"]) - {CEILINGS})

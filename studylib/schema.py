@@ -9,6 +9,12 @@ import os
 # The `utc` column: when the row was measured, in UTC, to the second.
 UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
+
+def is_dirty(commit) -> bool:
+    """Whether a row's `commit` (git describe --dirty) names a tree with uncommitted changes, which
+    no one can rebuild."""
+    return str(commit or "").strip().endswith("-dirty")
+
 # Column order of every CSV of the study; must equal csv_columns() in common/harness/csv.cpp
 # (experiments/sweep/test_sweep.py checks that). Columns after "note" were added later; files
 # written before them lack them (studylib.rundata reads such files as empty columns).

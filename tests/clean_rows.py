@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from studylib.row_file import SITTING_GAP, parse_utc
+from studylib.schema import is_dirty
 
 
 def allowed(path: Path) -> set[str]:
@@ -42,7 +43,7 @@ def main(root):
                 continue
             times = {}
             for r in reader:
-                if (r.get("commit") or "").strip().endswith("-dirty"):
+                if is_dirty(r.get("commit")):
                     dirty[rel] += 1
                 t = parse_utc(r.get("utc"))
                 if r.get("run_id") and t is not None:

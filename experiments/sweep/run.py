@@ -29,7 +29,7 @@ from studylib import run_folder
 from studylib.paths import REPO, with_checkout_on_path
 from studylib.progress import hms
 from studylib.row_file import SITTING_GAP, Output, parse_utc, read_csv
-from studylib.schema import UTC_FORMAT
+from studylib.schema import UTC_FORMAT, is_dirty
 from studylib.specs import (EXIT_FAILED_ROWS, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, SpecError, UsageError,
                             NO_DEVICE, STATUSES, build_targets, estimate_device_bytes, extra_text, find_spec, load_spec,
                             output_name, row_key, select_configs)
@@ -203,7 +203,7 @@ def main(argv=None):
     # anchor process) runs the same choice per shape, and the folder keeps what was chosen.
     env.setdefault("STUDY_CUTLASS_CACHE", str(Path(args.out).resolve().parent / "cutlass_gemm.tsv"))
     prov = {"run_id": run_id, "commit": commit, "host": socket.gethostname()}
-    if commit.endswith("-dirty"):
+    if is_dirty(commit):
         print(f"warning: this checkout has uncommitted changes, so every row will name {commit}: "
               "commit first, then measure (tests/clean_rows.py refuses -dirty rows in a new folder "
               "under experiments/results/)", file=sys.stderr, flush=True)

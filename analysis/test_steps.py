@@ -114,6 +114,14 @@ class StepTable(unittest.TestCase):
         self.assertEqual(steps.note_mix("pe=a ln=b blocks=persistent residual=epilogue graph; logits checked"),
                          "pe=a ln=b blocks=persistent residual=epilogue graph")
         self.assertEqual(steps.parse("pe=a ln=b attn=c mlp=d attn=none")["attn"], "")
+        # The tiled forms as their rows wrote them, one blocks= value each, read as the tile_ fields.
+        table = {r["name"]: r["composition"] for r in steps.steps()}
+        for name, old in (("e24_tiled", "tiled"), ("e25_ln_tasks", "tiled_ln"), ("e26_two_ctas", "tiled_2cta"),
+                          ("e27_wgmma_tiles", "tiled_wgmma"), ("e28_folded_ln", "tiled_folded"),
+                          ("e29_loads_first", "tiled_loads_first"), ("e30_row_stats", "tiled_row_stats")):
+            self.assertEqual(steps.parse(f"pe=v10_round_tiles ln=v5_unrolled blocks={old} residual=epilogue graph"),
+                             steps.parse(table[name]), name)
+        self.assertEqual(steps.parse("pe=a ln=b gemms=cublaslt+cutlass")["gemms"], "cutlass+cublaslt")
         with self.assertRaises(steps.FormError):
             steps.parse("pe=a ln=b attn=c mlp=d sparkle")
 

@@ -1,16 +1,20 @@
 """The encoder's step table, read without a build: stages/encoder/steps.tsv (generated from
 stages/encoder/steps.cpp and kept current by a CPU test), and the composition text form that the
-bench writes into each row's note and custom version.
+bench writes into each row's note and custom version, whose fields stages/encoder/composition.tsv
+lists (generated from stages/encoder/composition.def, kept current the same way).
 
-The text form (stages/encoder/composition.hpp): space-separated fields, pe= and ln= always,
-attn= and mlp= where the blocks run a family version of them (`none` in a delta takes one out),
-then only the fields that differ from their defaults (blocks= gemms= buffers= residual= streams=
-and the switches graph pdl l2_prefetch attn_e4m3 qkv_e4m3).
+The text form (stages/encoder/composition.hpp): space-separated fields in composition.tsv's
+order, pe= and ln= always, attn= and mlp= where the blocks run a family version of them (`none`
+in a delta takes one out), then only the fields that differ from their defaults: choices
+(blocks= tile_a= ... buffers= residual=), the set gemms= (members joined by '+', written in the
+table's order), the count streams= and the switches (graph pdl l2_prefetch attn_e4m3 qkv_e4m3).
 Rows written before the step table carry older forms, which parse() reads too:
   - custom versions `custom:pe=A,ln=B,attn=C,mlp=D,reuse,graph,streams=N,fused,cutlass,pdl,
     lnfold,cublaslt,split,fp8,attn8,persistent,prefetch` (the arena was on only with `reuse`);
   - note mixes `pe=A ln=B attn=C mlp=D gemms=cutlass+cublaslt+split pdl lnfold fp8 attn_e4m3
-    l2_prefetch`, which say nothing of the arena, graph or residual (those fields stay None).
+    l2_prefetch`, which say nothing of the arena, graph or residual (those fields stay None);
+  - the tile-scheduled steps' own blocks (blocks=tiled_ln ... tiled_row_stats), one a form,
+    before the form was the tile_ fields (LEGACY_BLOCKS).
 """
 from __future__ import annotations
 
@@ -20,17 +24,37 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "stages" / "encoder" / "steps.tsv"
+FIELDS_TABLE = REPO / "stages" / "encoder" / "composition.tsv"
 
+
+def read_fields(path: Path = FIELDS_TABLE) -> dict[str, dict]:
+    """composition.tsv as {key: {kind, scope, default, values}}, in the text form's order; values
+    lists a choice's or a set's written values (empty for the other kinds)."""
+    with open(path, newline="") as f:
+        lines = [line for line in f if not line.startswith("#")]
+    rows = list(csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or set(rows[0]) != {"key", "kind", "scope", "default", "value", "field_meaning", "value_meaning"}:
+        raise ValueError(f"{path}: not the composition's fields (regenerate it with --list-fields)")
+    out: dict[str, dict] = {}
+    for r in rows:
+        f = out.setdefault(r["key"], {"kind": r["kind"], "scope": r["scope"], "default": r["default"],
+                                      "values": []})
+        if r["value"]:
+            f["values"].append(r["value"])
+    return out
+
+
+FIELDS = read_fields()
+_TYPED_DEFAULT = {"version": lambda d: "", "choice": str, "set": str, "count": int, "switch": lambda d: False}
 # Field -> default, in the text form's order.
-DEFAULTS = {"pe": "", "ln": "", "attn": "", "mlp": "", "blocks": "fp16", "gemms": "cublaslt",
-            "buffers": "arena", "residual": "add", "graph": False, "streams": 1, "pdl": False,
-            "l2_prefetch": False, "attn_e4m3": False, "qkv_e4m3": False}
-SWITCHES = ("graph", "pdl", "l2_prefetch", "attn_e4m3", "qkv_e4m3")
-CHOICES = {"blocks": ("fp16", "fp16_ln_folded", "fp8", "persistent", "tiled", "tiled_ln", "tiled_2cta",
-                      "tiled_wgmma", "tiled_folded",
-                      "tiled_loads_first", "tiled_row_stats"),
-           "gemms": ("cublaslt", "cutlass", "cutlass+cublaslt", "small_m+cutlass+cublaslt"),
-           "buffers": ("arena", "per_layer"), "residual": ("add", "epilogue")}
+DEFAULTS = {k: _TYPED_DEFAULT[f["kind"]](f["default"]) for k, f in FIELDS.items()}
+SWITCHES = tuple(k for k, f in FIELDS.items() if f["kind"] == "switch")
+CHOICES = {k: tuple(f["values"]) for k, f in FIELDS.items() if f["kind"] == "choice"}
+SETS = {k: tuple(f["values"]) for k, f in FIELDS.items() if f["kind"] == "set"}
+VERSIONS = tuple(k for k, f in FIELDS.items() if f["kind"] == "version")
+COUNTS = tuple(k for k, f in FIELDS.items() if f["kind"] == "count")
+# Versions a block runner reads: named only where it runs one, `none` takes one out.
+RUNNER_VERSIONS = tuple(k for k in VERSIONS if FIELDS[k]["scope"] == "runner")
 # Older forms: a word -> the fields it set.
 LEGACY_WORDS = {"reuse": {"buffers": "arena"}, "graph": {"graph": True},
                 "fused": {"residual": "epilogue"}, "cutlass": {"gemms": "cutlass"},
@@ -41,6 +65,16 @@ LEGACY_WORDS = {"reuse": {"buffers": "arena"}, "graph": {"graph": True},
                 "l2_prefetch": {"l2_prefetch": True}}
 LEGACY_GEMMS = {"cutlass": "cutlass", "cutlass+cublaslt": "cutlass+cublaslt",
                 "cutlass+cublaslt+split": "cutlass+cublaslt+split"}
+# The tile-scheduled forms as they were written, each its own blocks= value (e25 to e30).
+_TWO_CTAS = {"tile_a": "streamed", "tile_ctas": "2"}
+LEGACY_BLOCKS = {
+    "tiled_ln": {"tile_ln": "tasks"},
+    "tiled_2cta": {**_TWO_CTAS, "tile_ln": "tasks"},
+    "tiled_wgmma": {**_TWO_CTAS, "tile_mma": "wgmma", "tile_ln": "tasks"},
+    "tiled_folded": {**_TWO_CTAS, "tile_mma": "wgmma", "tile_ln": "folded"},
+    "tiled_loads_first": {**_TWO_CTAS, "tile_mma": "wgmma", "tile_ln": "folded", "tile_loads": "first"},
+    "tiled_row_stats": {**_TWO_CTAS, "tile_mma": "wgmma", "tile_ln": "row_stats", "tile_loads": "first"},
+}
 
 
 class FormError(ValueError):
@@ -65,13 +99,18 @@ def parse(text: str) -> dict:
             if value not in ("", "on", "off"):
                 raise FormError(f"{key} takes on or off, not {value!r}")
             c[key] = value != "off"
-        elif key in ("attn", "mlp") and value == "none":
+        elif key in RUNNER_VERSIONS and value == "none":
             c[key] = ""
-        elif key in ("pe", "ln", "attn", "mlp") and eq and value:
+        elif key in VERSIONS and eq and value:
             c[key] = value
+        elif key == "blocks" and value in LEGACY_BLOCKS:
+            c.update(blocks="tiled", **LEGACY_BLOCKS[value])
         elif key in CHOICES and value in CHOICES[key]:
             c[key] = value
-        elif key == "streams" and value.isdigit() and int(value) > 0:
+        elif key in SETS and value and set(value.split("+")) <= set(SETS[key]):
+            members = set(value.split("+"))
+            c[key] = "+".join(m for m in SETS[key] if m in members)
+        elif key in COUNTS and value.isdigit() and int(value) > 0:
             c[key] = int(value)
         elif key == "layers" and value.isdigit():
             continue  # a quick check's layer count, not part of the composition
@@ -99,6 +138,7 @@ def _parse_legacy_custom(body: str) -> dict:
 def _parse_legacy_mix(fields: list[str]) -> dict:
     c = {k: None for k in DEFAULTS}
     c.update(blocks="fp16", gemms="cublaslt", pdl=False, l2_prefetch=False, attn_e4m3=False, qkv_e4m3=False)
+    c.update({k: DEFAULTS[k] for k in FIELDS if k.startswith("tile_")})  # older than the tiled blocks
     for f in fields:
         key, eq, value = f.partition("=")
         if eq and key in ("pe", "ln", "attn", "mlp"):
@@ -116,10 +156,9 @@ def _parse_legacy_mix(fields: list[str]) -> dict:
 
 def to_string(c: dict) -> str:
     """The text form of a composition dict (fields at their defaults left out)."""
-    out = [f"{k}={c[k]}" for k in ("pe", "ln", "attn", "mlp") if k in ("pe", "ln") or c[k]]
-    for k in ("blocks", "gemms", "buffers", "residual", "graph", "streams", "pdl", "l2_prefetch",
-              "attn_e4m3", "qkv_e4m3"):
-        if c[k] == DEFAULTS[k]:
+    out = [f"{k}={c[k]}" for k in VERSIONS if FIELDS[k]["scope"] == "forward" or c[k]]
+    for k in FIELDS:
+        if k in VERSIONS or c[k] == DEFAULTS[k]:
             continue
         out.append(k if k in SWITCHES else f"{k}={c[k]}")
     return " ".join(out)

@@ -66,9 +66,9 @@ def family_list(family):
 
 
 def tiled_steps():
-    """The encoder steps whose blocks run as tasks (blocks=tiled or tiled_ln): --task-times is theirs."""
+    """The encoder steps whose blocks run as tasks (blocks=tiled): --task-times is theirs."""
     rows = [l.split("\t") for l in open(os.path.join(STAGES, "encoder", "steps.tsv")).read().splitlines()]
-    return {r[0] for r in rows if len(r) > 4 and r[1] == "step" and re.search(r"\bblocks=tiled", r[4])}
+    return {r[0] for r in rows if len(r) > 4 and r[1] == "step" and re.search(r"\bblocks=tiled\b", r[4])}
 
 
 def main(exes):
@@ -103,7 +103,7 @@ def main(exes):
                      (["--flush-l2"], "--flush-l2: l2_read times a buffer left in L2"),
                      (["--sms", "-1"], "--sms must be >= 0")]
         if name.startswith("encoder_") and name[len("encoder_"):] not in tiled_steps():
-            extra = [(["--task-times", "/tmp/tasks.csv"], "--task-times: only the tile-scheduled blocks (blocks=tiled*) run tasks")]
+            extra = [(["--task-times", "/tmp/tasks.csv"], "--task-times: only the tile-scheduled blocks (blocks=tiled) run tasks")]
         if name.startswith("attention_"):
             extra = [(["--tokens", "0"], "--tokens must be >= 1"), (["--heads", "-1"], "--heads must be >= 1"),
                      (["--head-dim", "0"], "--head-dim must be >= 1")]

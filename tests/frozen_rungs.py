@@ -2,12 +2,16 @@
 """Measured rungs stay as they were measured: the PTX of every version's kernel.cu (sm_90a, the
 build's flags less -lineinfo) must hash to what stages/frozen_rungs.tsv records, so an edit of a
 header that several rungs share (attention/flash.cuh, patch_embed/implicit_wgmma.cuh,
-common/device/reduce.cuh, ...) cannot change an old rung unseen. A version missing from the file is
-reported as not frozen yet (a new one, until its first measurement: then --update).
+common/device/reduce.cuh, ...) cannot change an old rung unseen. The tile-scheduled encoder steps
+(blocks=tiled) are rungs too: each is one instantiation of stages/encoder/tiled.cu's kernel, found
+by its form's code (tiled.hpp) in the entry's mangled name, and its PTX (the timed and the
+task-clock instantiations, names of symbols, labels and the local depot left out) is hashed the
+same way. A version missing from the file is reported as not frozen yet (a new one, until its
+first measurement: then --update).
 
-  tests/frozen_rungs.py NVCC ROOT            check (exit 1 on a changed rung, 77 when this nvcc
+  PYTHONPATH=ROOT tests/frozen_rungs.py NVCC ROOT            check (exit 1 on a changed rung, 77 when this nvcc
                                              is not the release the file was made with)
-  tests/frozen_rungs.py NVCC ROOT --update   rewrite the file from this tree
+  PYTHONPATH=ROOT tests/frozen_rungs.py NVCC ROOT --update   rewrite the file from this tree
 """
 import concurrent.futures
 import hashlib
@@ -17,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from studylib import steps as step_table  # the step table and the composition's fields
 
 ANON = re.compile(r"(_GLOBAL__N__|_INTERNAL_)[0-9a-f]{8}_")
 FLAGS = ["-std=c++17", "-ptx", "-gencode", "arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr",
@@ -40,14 +46,81 @@ def rungs(root):
     return out
 
 
-def fingerprint(nvcc, root, kernel):
+def compile_ptx(nvcc, root, source):
     with tempfile.TemporaryDirectory() as d:
         ptx = Path(d) / "kernel.ptx"
-        r = subprocess.run([nvcc] + FLAGS + ["-I", str(root / "stages"), "-I", str(root / "common"), str(kernel),
+        r = subprocess.run([nvcc] + FLAGS + ["-I", str(root / "stages"), "-I", str(root / "common"), str(source),
                                              "-o", str(ptx)], capture_output=True, text=True)
         if r.returncode != 0:
-            raise RuntimeError(f"{kernel}: nvcc failed\n{r.stderr[-2000:]}")
-        text = ptx.read_text()
+            raise RuntimeError(f"{source}: nvcc failed\n{r.stderr[-2000:]}")
+        return ptx.read_text()
+
+
+def tiled_steps(fields_path=step_table.FIELDS_TABLE, table_path=step_table.TABLE):
+    """(encoder/step, form code) of every tile-scheduled step: the tile_ fields' value indexes in
+    composition.tsv's order, mixed radix, the first field lowest (tiled.hpp's code())."""
+    fields = step_table.read_fields(fields_path)
+    tile = [k for k in fields if k.startswith("tile_")]
+    out = []
+    for r in step_table.steps(table_path):
+        c = step_table.parse(r["composition"])
+        if c["blocks"] != "tiled":
+            continue
+        code = 0
+        for k in reversed(tile):
+            code = code * len(fields[k]["values"]) + fields[k]["values"].index(c[k])
+        out.append((f"encoder/{r['name']}", code))
+    return out
+
+
+SYMBOL = re.compile(r"_Z[A-Za-z0-9_]+")
+
+
+def entries(text):
+    """{entry name: its PTX}: each .entry with the module-level declarations it names, every
+    mangled symbol renamed by its order of first use in the entry, and the labels and local depot
+    without the function's index in the module: what is left is the entry's code, not its names."""
+    lines = [line for line in text.splitlines() if not line.startswith("//")]
+    declared, bodies, i = {}, {}, 0
+    while i < len(lines):
+        m = re.match(r"\s*(\.visible\s+)?\.entry\s+(\S+?)\(", lines[i])
+        if m:
+            body = []
+            while lines[i] != "}":
+                body.append(lines[i])
+                i += 1
+            bodies[m.group(2)] = body + ["}"]
+        elif re.search(r"\.(shared|global|const)\b", lines[i]):
+            for sym in SYMBOL.findall(lines[i]):
+                declared.setdefault(sym, lines[i])
+        i += 1
+    out = {}
+    for name, body in bodies.items():
+        order = {}
+        for sym in SYMBOL.findall("\n".join(body)):
+            order.setdefault(sym, f"S{len(order)}")
+        text = "\n".join([declared[s] for s in order if s in declared] + body)
+        text = SYMBOL.sub(lambda m: order[m.group(0)], text)
+        text = re.sub(r"\$L__BB\d+_", "$L__BB_", text)
+        out[name] = re.sub(r"__local_depot\d+", "__local_depot", text)
+    return out
+
+
+def tiled_fingerprints(nvcc, root):
+    """{encoder/step: fingerprint} of the tile-scheduled steps' instantiations."""
+    found = entries(compile_ptx(nvcc, root, root / "stages" / "encoder" / "tiled.cu"))
+    out = {}
+    for name, code in tiled_steps(root / "stages" / "encoder" / "composition.tsv",
+                                  root / "stages" / "encoder" / "steps.tsv"):
+        both = [t for e, t in sorted(found.items()) if re.search(rf"tiled_kernelILj{code}ELb[01]EE", e)]
+        if len(both) != 2:
+            raise RuntimeError(f"{name}: tiled.cu has {len(both)} instantiations of form {code}, not 2")
+        out[name] = hashlib.sha256("\n".join(both).encode()).hexdigest()
+    return out
+
+
+def fingerprint(nvcc, root, kernel):
+    text = compile_ptx(nvcc, root, kernel)
     # Comment lines name the compiler build, and the mangled names of internal-linkage entities
     # carry a hash of the file's path (_GLOBAL__N__<8 hex>_, _INTERNAL_<8 hex>_): neither is the
     # rung's code.
@@ -75,10 +148,13 @@ def main(argv):
         return 77
     todo = rungs(root)
     with concurrent.futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
+        tiled = pool.submit(tiled_fingerprints, nvcc, root)
         got = dict(zip((n for n, _ in todo), pool.map(lambda nk: fingerprint(nvcc, root, nk[1]), todo)))
+        got.update(tiled.result())
     if update:
         lines = ["# The PTX fingerprint (sha256, comment lines left out) of every version's kernel.cu as",
-                 "# measured; tests/frozen_rungs.py checks it. Regenerate only for a new rung or nvcc release.",
+                 "# measured, and of each tile-scheduled encoder step's instantiation of tiled.cu;",
+                 "# tests/frozen_rungs.py checks it. Regenerate only for a new rung or nvcc release.",
                  f"# nvcc: {release}"] + [f"{n}\t{d}" for n, d in got.items()]
         table.write_text("\n".join(lines) + "\n")
         print(f"wrote {len(got)} fingerprints to {table}")

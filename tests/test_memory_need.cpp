@@ -114,8 +114,8 @@ TEST_CASE("encoder: the estimate covers weights and activations, one set per lay
   p.batch = 32;
   p.image_size = 224;
   const auto per_layer = encoder::find_step("e1_library"), arena = encoder::find_step("e2_buffer_reuse");
-  REQUIRE(per_layer.per_layer_buffers);
-  REQUIRE_FALSE(arena.per_layer_buffers);
+  REQUIRE(per_layer.per_layer_buffers());
+  REQUIRE_FALSE(arena.per_layer_buffers());
   const double act = static_cast<double>(p.rows()) * 768 * sizeof(__half);  // one [rows, hidden] buffer
   const auto need = encoder::memory_need(p, arena);
   CHECK(need.device >= encoder::weight_count(p) * sizeof(__half) + 12 * act);  // LN, QKV, attention, ..., h

@@ -35,7 +35,7 @@ struct Options {
   std::string pe, ln, attn, mlp, compose, weights, images, calibration_images, logits_out, breakdown_csv,
       task_times_csv, cache_dir = default_cache_dir();
   int classes = 1000, layers = 0;
-  bool list_steps = false, streams_given = false;
+  bool list_steps = false, list_fields = false, streams_given = false;
 };
 
 Options parse_options(int argc, char** argv) {
@@ -49,13 +49,11 @@ Options parse_options(int argc, char** argv) {
   for (const auto& s : encoder::steps()) names.push_back(s.name);
   cli.add_version_list(names);
   cli.add_flag("--list-steps", &o.list_steps, "print the step table (what stages/encoder/steps.tsv holds) and exit");
+  cli.add_flag("--list-fields", &o.list_fields,
+               "print the composition's fields (what stages/encoder/composition.tsv holds) and exit");
   cli.add_string("--compose", &o.compose,
-                 "fields applied on top of the step, a custom mix (e.g. \"mlp=half_gelu_epilogue l2_prefetch\"; "
-                 "fields: pe= ln= attn=|none mlp=|none "
-                 "blocks=fp16|fp16_ln_folded|fp8|persistent|tiled|tiled_ln|tiled_2cta|tiled_wgmma|tiled_folded|"
-                 "tiled_loads_first|tiled_row_stats "
-                 "gemms=cublaslt|cutlass|cutlass+cublaslt buffers=arena|per_layer residual=add|epilogue "
-                 "streams=N graph pdl l2_prefetch attn_e4m3 qkv_e4m3, a switch also as name=on|off)");
+                 "fields applied on top of the step, a custom mix (e.g. \"mlp=half_gelu_epilogue l2_prefetch\"); "
+                 "the fields:\n" + encoder::fields_help());
   cli.add_string("--patch-embed", &o.pe, "patch-embedding version (a custom mix; default the step's)");
   cli.add_string("--layernorm", &o.ln, "LayerNorm version (a custom mix)");
   cli.add_string("--attention", &o.attn, "attention version (a custom mix)");
@@ -70,7 +68,7 @@ Options parse_options(int argc, char** argv) {
   cli.add_string("--logits-out", &o.logits_out, "write the logits of the checked forward here (safetensors)");
   cli.add_string("--breakdown", &o.breakdown_csv, "append per-component times of one eager forward to this CSV");
   cli.add_string("--task-times", &o.task_times_csv,
-                 "the tile-scheduled steps (blocks=tiled*): append every task of one eager forward (its start, inputs "
+                 "the tile-scheduled steps (blocks=tiled): append every task of one eager forward (its start, inputs "
                  "ready and end, its SM) to this CSV");
   cli.add_string("--ref-cache", &o.cache_dir,
                  "folder for cached CPU reference logits (default: beside the executable)");
@@ -228,7 +226,7 @@ int bench(Options& o, study::BenchReport& report) {
   const encoder::Composition c = composition(o, &version);
 
   if (!o.task_times_csv.empty() && !c.tiled())
-    throw StudyError(ErrorKind::Usage, "--task-times: only the tile-scheduled blocks (blocks=tiled*) run tasks, not "
+    throw StudyError(ErrorKind::Usage, "--task-times: only the tile-scheduled blocks (blocks=tiled) run tasks, not "
                                        "blocks=" + std::string(encoder::name(c.blocks)));
   report.open(o.common);
   report.row = study::base_row(o.common, "encoder", version);
@@ -297,8 +295,8 @@ int bench(Options& o, study::BenchReport& report) {
 int main(int argc, char** argv) {
   return study::bench_main(study::stage_program("encoder").c_str(), [&](study::BenchReport& report) {
     Options o = parse_options(argc, argv);
-    if (o.list_steps) {
-      std::fputs(encoder::steps_tsv().c_str(), stdout);
+    if (o.list_steps || o.list_fields) {
+      std::fputs((o.list_steps ? encoder::steps_tsv() : encoder::fields_tsv()).c_str(), stdout);
       return 0;
     }
     return bench(o, report);

@@ -61,14 +61,14 @@ class Fp16Blocks final : public BlockRunner {
   study::cutlass_gemm::RunOptions cutlass_options(study::Gemm& gemm) const {
     study::cutlass_gemm::RunOptions opt;
     opt.pdl = c_.pdl;
-    if (c_.gemms == Gemms::CutlassCublaslt || c_.gemms == Gemms::SmallMCutlassCublaslt) opt.cublaslt = &gemm;
-    opt.small_m = c_.gemms == Gemms::SmallMCutlassCublaslt;
+    if (c_.gemms.has(GemmCandidate::Cublaslt)) opt.cublaslt = &gemm;
+    opt.small_m = c_.gemms.has(GemmCandidate::SmallM);
     return opt;
   }
 
   // The QKV or projection GEMM (bias, and the residual when op has one) on the composition's layer.
   void gemm(const study::GemmShape& shape, const study::GemmOperands& op, study::Gemm& g, cudaStream_t s) const {
-    if (c_.gemms == Gemms::Cublaslt)
+    if (!c_.gemms.has(GemmCandidate::Cutlass))
       g.run(shape, study::Epilogue::Bias, op, s);
     else
       study::cutlass_gemm::run(shape, study::cutlass_gemm::Activation::None, op, s, cutlass_options(g));
@@ -90,11 +90,11 @@ class Fp16Blocks final : public BlockRunner {
     if (study::kTestHooks) plant_attention_bugs(l, b, s);
     m.observe_input(i, Cal::Attention, b.attn, l.rows() * D, s);
     m.component("projection", s, [&] {
-      study::GemmOperands op{b.attn, v.proj_w, c_.residual_epilogue ? b.x_mid : b.proj, v.proj_b};
-      if (c_.residual_epilogue) op.residual = b.x_in;
+      study::GemmOperands op{b.attn, v.proj_w, c_.residual_epilogue() ? b.x_mid : b.proj, v.proj_b};
+      if (c_.residual_epilogue()) op.residual = b.x_in;
       gemm({rows, D, D}, op, *l.gemm, s);
     });
-    if (!c_.residual_epilogue)
+    if (!c_.residual_epilogue())
       m.component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, l.rows() * D, s); });
     m.component("layernorm", s, [&] { ln_.launch(l.ln, {b.x_mid, v.ln2_g, v.ln2_b, b.ln2, ln2_prefetch(i)}, s); });
     m.observe_input(i, Cal::Ln2, b.ln2, l.rows() * D, s);
@@ -142,6 +142,8 @@ std::string supports(const RunnerSetup& s, int) {
     return std::string("the L2 prefetch rides on the LayerNorm kernel (Args::prefetch), which layernorm ") +
            s.ln.name + " does not carry";
   if (s.mlp->fp8) return std::string("mlp ") + s.mlp->name + " takes E4M3 inputs: blocks=fp8 only";
+  if (s.c.gemms.has(GemmCandidate::SmallM) && !s.c.gemms.has(GemmCandidate::Cutlass))
+    return "the few-rows kernels are candidates of the CUTLASS layer's search: gemms=small_m+cutlass(+cublaslt)";
   return {};
 }
 
@@ -149,8 +151,9 @@ std::string supports(const RunnerSetup& s, int) {
 
 extern const Runner fp16_runner = {
     Blocks::Fp16,
-    kFieldAttn | kFieldMlp | kFieldGemms | kFieldResidual | kFieldPdl | kFieldL2Prefetch,
-    [] { return std::string(); },
+    field_bits({FieldId::attention, FieldId::mlp, FieldId::gemms, FieldId::residual, FieldId::pdl,
+                FieldId::l2_prefetch}),
+    [](const Composition&) { return std::string(); },
     supports,
     [](const Problem&, const Composition&, int) { return 0.0; },
     [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<Fp16Blocks>(s); },

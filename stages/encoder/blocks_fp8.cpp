@@ -126,7 +126,7 @@ class Fp8Blocks final : public BlockRunner {
     op.y = y;
     op.y8 = y8;
     op.y_inv_scale = y8_scale ? y8_scale->inv_scale() : nullptr;
-    if (c_.gemms == Gemms::CutlassCublaslt)
+    if (c_.gemms.has(GemmCandidate::Cutlass))
       study::cutlass_gemm::run_fp8(shape, study::Epilogue::Bias, op, s, {c_.pdl, st.gemm.get()});
     else
       st.gemm->run(shape, study::Epilogue::Bias, op, s);
@@ -164,10 +164,10 @@ class Fp8Blocks final : public BlockRunner {
       if (!c_.attention_e4m3)  // the fp16 attention output is quantized by one pass before the GEMM
         f8::quantize(b.attn, l.rows() * D, q.in[Cal::Attention].inv_scale(), st.act8.get(), s);
       if (cap) keep(cap->attn, st.act8.get(), s);
-      gemm(st, {rows, D, D}, q.in[Cal::Attention], q.proj, v.proj_b, c_.residual_epilogue ? b.x_in : nullptr,
-           c_.residual_epilogue ? b.x_mid : b.proj, s);
+      gemm(st, {rows, D, D}, q.in[Cal::Attention], q.proj, v.proj_b, c_.residual_epilogue() ? b.x_in : nullptr,
+           c_.residual_epilogue() ? b.x_mid : b.proj, s);
     });
-    if (!c_.residual_epilogue)
+    if (!c_.residual_epilogue())
       m.component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, l.rows() * D, s); });
     m.component("layernorm", s, [&] { layernorm(b.x_mid, v.ln2_g, v.ln2_b, q.in[Cal::Ln2]); });
     if (cap) keep(cap->ln2, st.act8.get(), s);
@@ -198,12 +198,13 @@ std::string supports(const RunnerSetup& s, int) {
     return std::string("an E4M3 QKV needs an attention version that reads it, not ") + s.attn->name;
   if (s.c.attention_e4m3 && !s.c.qkv_e4m3 && !s.attn->launch_e4m3)
     return std::string("an E4M3 attention output needs an attention version that writes E4M3, not ") + s.attn->name;
-  if (s.c.gemms == Gemms::SmallMCutlassCublaslt)
+  if (s.c.gemms.has(GemmCandidate::SmallM))
     return "the few-rows kernels are fp16 only: gemms=cublaslt or cutlass+cublaslt";
-  if (s.c.gemms == Gemms::Cutlass)
+  using G = GemmCandidate;
+  if (s.c.gemms != Set<G>{G::Cublaslt} && s.c.gemms != Set<G>{G::Cutlass, G::Cublaslt})
     return "its GEMMs are cuBLASLt's FP8 GEMMs (gemms=cublaslt) or the CUTLASS layer's with cuBLASLt a candidate "
            "(gemms=cutlass+cublaslt)";
-  if (s.c.gemms == Gemms::CutlassCublaslt)
+  if (s.c.gemms.has(GemmCandidate::Cutlass))
     if (auto why = study::cutlass_gemm::unavailable(); !why.empty()) return why;
   if (D % 16 || D > f8::kLayerNormMaxHidden)
     return "the FP8 forward needs hidden a multiple of 16 and at most " + std::to_string(f8::kLayerNormMaxHidden) +
@@ -223,8 +224,9 @@ double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
 
 extern const Runner fp8_runner = {
     Blocks::Fp8,
-    kFieldAttn | kFieldMlp | kFieldGemms | kFieldResidual | kFieldPdl | kFieldAttnE4m3 | kFieldQkvE4m3,
-    [] { return f8::unavailable(); },
+    field_bits({FieldId::attention, FieldId::mlp, FieldId::gemms, FieldId::residual, FieldId::pdl,
+                FieldId::attention_e4m3, FieldId::qkv_e4m3}),
+    [](const Composition&) { return f8::unavailable(); },
     supports,
     extra_device_bytes,
     [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<Fp8Blocks>(s); },

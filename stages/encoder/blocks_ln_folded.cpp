@@ -56,7 +56,7 @@ class LnFoldedBlocks final : public BlockRunner {
   cg::RunOptions options(study::Gemm& gemm) const {
     cg::RunOptions opt;
     opt.pdl = c_.pdl;
-    if (c_.gemms == Gemms::CutlassCublaslt) opt.cublaslt = &gemm;
+    if (c_.gemms.has(GemmCandidate::Cublaslt)) opt.cublaslt = &gemm;
     return opt;
   }
 
@@ -83,11 +83,11 @@ class LnFoldedBlocks final : public BlockRunner {
     m.component("qkv", s, [&] { folded_gemm(st, f.qkv, {rows, 3 * D, D}, b.x_in, b.qkv, cg::Activation::None, s); });
     m.component("attention", s, [&] { attn_.launch(l.attn, {b.qkv, b.attn}, s); });
     m.component("projection", s, [&] {
-      study::GemmOperands op{b.attn, v.proj_w, c_.residual_epilogue ? b.x_mid : b.proj, v.proj_b};
-      if (c_.residual_epilogue) op.residual = b.x_in;
+      study::GemmOperands op{b.attn, v.proj_w, c_.residual_epilogue() ? b.x_mid : b.proj, v.proj_b};
+      if (c_.residual_epilogue()) op.residual = b.x_in;
       cg::run({rows, D, D}, cg::Activation::None, op, s, options(*l.gemm));
     });
-    if (!c_.residual_epilogue)
+    if (!c_.residual_epilogue())
       m.component("residual_add", s, [&] { residual_add(b.x_in, b.proj, b.x_mid, l.rows() * D, s); });
     m.component("layernorm", s, [&] { stats(b.x_mid); });
     m.component("mlp", s, [&] {
@@ -106,8 +106,9 @@ class LnFoldedBlocks final : public BlockRunner {
 };
 
 std::string supports(const RunnerSetup& s, int) {
-  if (s.c.gemms == Gemms::Cublaslt) return "a folded LayerNorm runs on the CUTLASS GEMM layer only (gemms=cutlass)";
-  if (s.c.gemms == Gemms::SmallMCutlassCublaslt)
+  if (!s.c.gemms.has(GemmCandidate::Cutlass))
+    return "a folded LayerNorm runs on the CUTLASS GEMM layer only (gemms=cutlass)";
+  if (s.c.gemms.has(GemmCandidate::SmallM))
     return "the few-rows kernels have no folded LayerNorm: gemms=cutlass or cutlass+cublaslt";
   if (s.p.model.hidden % 8 || s.p.model.hidden > 1024)
     return "the row statistics need hidden a multiple of 8 and at most 1024, not " + std::to_string(s.p.model.hidden);
@@ -124,8 +125,8 @@ double extra_device_bytes(const Problem& p, const Composition&, int) {
 
 extern const Runner fp16_ln_folded_runner = {
     Blocks::Fp16LnFolded,
-    kFieldAttn | kFieldGemms | kFieldResidual | kFieldPdl,
-    [] { return study::cutlass_gemm::unavailable(); },
+    field_bits({FieldId::attention, FieldId::gemms, FieldId::residual, FieldId::pdl}),
+    [](const Composition&) { return study::cutlass_gemm::unavailable(); },
     supports,
     extra_device_bytes,
     [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<LnFoldedBlocks>(s); },

@@ -22,7 +22,7 @@ class PersistentBlocks final : public OneKernelBlocks<persistent::Blocks> {
 };
 
 std::string supports(const RunnerSetup& s, int lane_batch) {
-  if (!s.c.residual_epilogue) return "the persistent kernel adds the residual in its GEMM epilogues (residual=epilogue)";
+  if (!s.c.residual_epilogue()) return "the persistent kernel adds the residual in its GEMM epilogues (residual=epilogue)";
   return persistent::refuses(s.p, lane_batch);
 }
 
@@ -34,8 +34,8 @@ double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
 
 extern const Runner persistent_runner = {
     Blocks::Persistent,
-    kFieldResidual,  // the persistent kernel computes every part of the blocks itself
-    persistent::unavailable,
+    field_bit(FieldId::residual),  // the persistent kernel computes every part of the blocks itself
+    [](const Composition&) { return persistent::unavailable(); },
     supports,
     extra_device_bytes,
     [](const RunnerSetup& s) -> std::unique_ptr<BlockRunner> { return std::make_unique<PersistentBlocks>(s); },

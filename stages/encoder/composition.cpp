@@ -1,56 +1,88 @@
 #include "encoder/composition.hpp"
+#include <iterator>
 #include <sstream>
-#include <utility>
-#include <vector>
+#include <stdexcept>
 #include "harness/check.hpp"
 
 namespace encoder {
 
 namespace {
 
-const std::pair<Blocks, const char*> kBlocks[] = {{Blocks::Fp16, "fp16"},
-                                                  {Blocks::Fp16LnFolded, "fp16_ln_folded"},
-                                                  {Blocks::Fp8, "fp8"},
-                                                  {Blocks::Persistent, "persistent"},
-                                                  {Blocks::Tiled, "tiled"},
-                                                  {Blocks::TiledLn, "tiled_ln"},
-                                                  {Blocks::TiledTwoCtas, "tiled_2cta"},
-                                                  {Blocks::TiledWgmma, "tiled_wgmma"},
-                                                  {Blocks::TiledFolded, "tiled_folded"},
-                                                  {Blocks::TiledLoadsFirst, "tiled_loads_first"},
-                                                  {Blocks::TiledRowStats, "tiled_row_stats"}};
-const std::pair<Gemms, const char*> kGemms[] = {
-    {Gemms::Cublaslt, "cublaslt"}, {Gemms::Cutlass, "cutlass"}, {Gemms::CutlassCublaslt, "cutlass+cublaslt"},
-    {Gemms::SmallMCutlassCublaslt, "small_m+cutlass+cublaslt"}};
+#define STUDY_NOTHING(...)
+constexpr bool kRunner_forward = false, kRunner_runner = true;
 
-struct FieldName {
-  Field field;
+struct Value {
   const char* written;
   const char* what;
 };
-const FieldName kFieldNames[] = {
-    {kFieldAttn, "attn=", "an attention version"},
-    {kFieldMlp, "mlp=", "an MLP version"},
-    {kFieldGemms, "gemms=", "where the QKV and projection GEMMs run"},
-    {kFieldResidual, "residual=epilogue", "the residual added in the projection's epilogue"},
-    {kFieldPdl, "pdl", "programmatic dependent launch"},
-    {kFieldL2Prefetch, "l2_prefetch", "the next block's weights requested into L2"},
-    {kFieldAttnE4m3, "attn_e4m3", "an E4M3 attention output"},
-    {kFieldQkvE4m3, "qkv_e4m3", "an E4M3 QKV"},
+#define STUDY_VALUE(E, written, what) {written, what},
+#define STUDY_VALUE_TABLE(member, key, Enum, ...) const Value k##Enum[] = {STUDY_VALUES_##Enum(STUDY_VALUE)};
+STUDY_COMPOSITION_FIELDS(STUDY_NOTHING, STUDY_VALUE_TABLE, STUDY_VALUE_TABLE, STUDY_NOTHING, STUDY_NOTHING)
+#undef STUDY_VALUE_TABLE
+#undef STUDY_VALUE
+
+enum class Kind { Version, Choice, Set, Count, Switch };
+const char* const kKindNames[] = {"version", "choice", "set", "count", "switch"};
+
+// One field of composition.def: how it is written, what it is, its values (choices and sets).
+struct FieldDecl {
+  FieldId id;
+  Kind kind;
+  const char* key;
+  bool runner;
+  const char* what;
+  const Value* values;
+  int n_values;
+  unsigned default_value;  // a choice's index, a set's bits
 };
+#define STUDY_DECL_VERSION(member, key, scope, what) {FieldId::member, Kind::Version, key, kRunner_##scope, what, nullptr, 0, 0},
+#define STUDY_DECL_CHOICE(member, key, Enum, scope, what) \
+  {FieldId::member, Kind::Choice, key, kRunner_##scope, what, k##Enum, int(std::size(k##Enum)), 0},
+#define STUDY_DECL_SET(member, key, Enum, Default, scope, what)                                     \
+  {FieldId::member, Kind::Set,    key, kRunner_##scope, what, k##Enum, int(std::size(k##Enum)), \
+   Set<Enum>{Enum::Default}.bits},
+#define STUDY_DECL_COUNT(member, key, scope, what) {FieldId::member, Kind::Count, key, kRunner_##scope, what, nullptr, 0, 1},
+#define STUDY_DECL_SWITCH(member, key, scope, what) {FieldId::member, Kind::Switch, key, kRunner_##scope, what, nullptr, 0, 0},
+const FieldDecl kFields[] = {STUDY_COMPOSITION_FIELDS(STUDY_DECL_VERSION, STUDY_DECL_CHOICE, STUDY_DECL_SET,
+                                                      STUDY_DECL_COUNT, STUDY_DECL_SWITCH)};
+#undef STUDY_DECL_VERSION
+#undef STUDY_DECL_CHOICE
+#undef STUDY_DECL_SET
+#undef STUDY_DECL_COUNT
+#undef STUDY_DECL_SWITCH
+
+const FieldDecl& decl(FieldId f) { return kFields[static_cast<unsigned>(f)]; }
 
 [[noreturn]] void refuse(const std::string& what) {
   throw study::StudyError(study::ErrorKind::Usage, "composition: " + what);
 }
 
-template <class E, std::size_t N>
-E lookup(const std::pair<E, const char*> (&table)[N], const std::string& key, const std::string& value) {
+std::string known_values(const FieldDecl& f) {
   std::string known;
-  for (const auto& [e, n] : table) {
-    if (value == n) return e;
-    known += (known.empty() ? "" : ", ") + std::string(n);
-  }
-  refuse("unknown " + key + " '" + value + "' (known: " + known + ")");
+  for (int i = 0; i < f.n_values; ++i) known += (i ? ", " : "") + std::string(f.values[i].written);
+  return known;
+}
+
+int lookup(const FieldDecl& f, const std::string& value) {
+  for (int i = 0; i < f.n_values; ++i)
+    if (value == f.values[i].written) return i;
+  refuse("unknown " + std::string(f.key) + " '" + value + "' (known: " + known_values(f) + ")");
+}
+
+unsigned lookup_set(const FieldDecl& f, const std::string& value) {
+  unsigned bits = 0;
+  std::istringstream in(value);
+  for (std::string member; std::getline(in, member, '+');) bits |= 1u << lookup(f, member);
+  if (!bits || value.back() == '+')
+    refuse(std::string(f.key) + " takes one or more of " + known_values(f) + " joined by '+', not '" + value + "'");
+  return bits;
+}
+
+std::string set_name(const FieldDecl& f, unsigned bits) {
+  std::string s;
+  for (int i = 0; i < f.n_values; ++i)
+    if (bits >> i & 1u) s += (s.empty() ? "" : "+") + std::string(f.values[i].written);
+  return s;
 }
 
 bool on_off(const std::string& key, const std::string& value) {
@@ -59,52 +91,71 @@ bool on_off(const std::string& key, const std::string& value) {
   refuse(key + " takes on or off, not '" + value + "'");
 }
 
+int positive(const std::string& key, const std::string& value) {
+  try {
+    std::size_t used = 0;
+    const int n = std::stoi(value, &used);
+    if (used == value.size() && n >= 1) return n;
+  } catch (const std::logic_error&) {
+  }
+  refuse(key + " takes a positive integer, not '" + value + "'");
+}
+
+std::string known_keys() {
+  std::string known;
+  for (const auto& f : kFields) known += (known.empty() ? "" : " ") + std::string(f.key) + (f.kind == Kind::Switch ? "" : "=");
+  return known;
+}
+
 }  // namespace
 
-const char* name(Blocks b) {
-  for (const auto& [e, n] : kBlocks)
-    if (e == b) return n;
-  return "?";
+#define STUDY_NAME_DEF(member, key, Enum, ...) \
+  const char* name(Enum e) { return k##Enum[static_cast<unsigned>(e)].written; }
+#define STUDY_SET_NAME_DEF(member, key, Enum, ...)                                     \
+  const char* name(Enum e) { return k##Enum[static_cast<unsigned>(e)].written; } \
+  std::string name(Set<Enum> s) { return set_name(decl(FieldId::member), s.bits); }
+STUDY_COMPOSITION_FIELDS(STUDY_NOTHING, STUDY_NAME_DEF, STUDY_SET_NAME_DEF, STUDY_NOTHING, STUDY_NOTHING)
+#undef STUDY_NAME_DEF
+#undef STUDY_SET_NAME_DEF
+
+std::string describe(FieldId f) {
+  const FieldDecl& d = decl(f);
+  return std::string(d.key) + (d.kind == Kind::Switch ? "" : "=") + " (" + d.what + ")";
 }
 
-const char* name(Gemms g) {
-  for (const auto& [e, n] : kGemms)
-    if (e == g) return n;
-  return "?";
-}
-
-std::string describe(Field f) {
-  for (const auto& n : kFieldNames)
-    if (n.field == f) return std::string(n.written) + " (" + n.what + ")";
-  return "?";
+unsigned forward_fields() {
+  unsigned bits = 0;
+  for (const auto& f : kFields) bits |= f.runner ? 0u : field_bit(f.id);
+  return bits;
 }
 
 unsigned fields_set(const Composition& c) {
   const Composition d;
-  const std::pair<bool, Field> set[] = {
-      {!c.attention.empty(), kFieldAttn}, {!c.mlp.empty(), kFieldMlp},   {c.gemms != d.gemms, kFieldGemms},
-      {c.residual_epilogue, kFieldResidual}, {c.pdl, kFieldPdl},          {c.l2_prefetch, kFieldL2Prefetch},
-      {c.attention_e4m3, kFieldAttnE4m3},   {c.qkv_e4m3, kFieldQkvE4m3}};
-  unsigned fields = 0;
-  for (const auto& [on, f] : set) fields |= on ? f : 0u;
-  return fields;
+  unsigned bits = 0;
+#define STUDY_SET_IF(member, ...) bits |= c.member != d.member ? field_bit(FieldId::member) : 0u;
+  STUDY_COMPOSITION_FIELDS(STUDY_SET_IF, STUDY_SET_IF, STUDY_SET_IF, STUDY_SET_IF, STUDY_SET_IF)
+#undef STUDY_SET_IF
+  return bits;
 }
 
 std::string Composition::to_string() const {
   const Composition d;
-  std::string s = "pe=" + patch_embed + " ln=" + layernorm;
-  if (!attention.empty()) s += " attn=" + attention;
-  if (!mlp.empty()) s += " mlp=" + mlp;
-  if (blocks != d.blocks) s += std::string(" blocks=") + name(blocks);
-  if (gemms != d.gemms) s += std::string(" gemms=") + name(gemms);
-  if (per_layer_buffers) s += " buffers=per_layer";
-  if (residual_epilogue) s += " residual=epilogue";
-  if (graph) s += " graph";
-  if (streams != d.streams) s += " streams=" + std::to_string(streams);
-  if (pdl) s += " pdl";
-  if (l2_prefetch) s += " l2_prefetch";
-  if (attention_e4m3) s += " attn_e4m3";
-  if (qkv_e4m3) s += " qkv_e4m3";
+  std::string s;
+  auto add = [&s](const std::string& field) { s += (s.empty() ? "" : " ") + field; };
+  // A version the forward reads is always written (pe= ln=); one of the runner's where it is named.
+#define STUDY_OUT_VERSION(member, key, scope, what) \
+  if (!kRunner_##scope || !member.empty()) add(std::string(key "=") + member);
+#define STUDY_OUT_CHOICE(member, key, ...) \
+  if (member != d.member) add(std::string(key "=") + name(member));
+#define STUDY_OUT_COUNT(member, key, ...) \
+  if (member != d.member) add(std::string(key "=") + std::to_string(member));
+#define STUDY_OUT_SWITCH(member, key, ...) \
+  if (member) add(key);
+  STUDY_COMPOSITION_FIELDS(STUDY_OUT_VERSION, STUDY_OUT_CHOICE, STUDY_OUT_CHOICE, STUDY_OUT_COUNT, STUDY_OUT_SWITCH)
+#undef STUDY_OUT_VERSION
+#undef STUDY_OUT_CHOICE
+#undef STUDY_OUT_COUNT
+#undef STUDY_OUT_SWITCH
   return s;
 }
 
@@ -114,43 +165,86 @@ Composition apply(Composition c, const std::string& text) {
   while (in >> field) {
     const auto eq = field.find('=');
     const std::string key = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
-    // attn=none and mlp=none: the blocks compute that part themselves (a step's delta on a parent
-    // that named a version).
+    // A version of the runner's may be `none`: the blocks compute that part themselves (a step's
+    // delta on a parent that named a version).
     auto version = [&](std::string& v, bool may_be_none) {
       if (value.empty()) refuse(key + " needs a version name" + (may_be_none ? " or none" : ""));
       v = may_be_none && value == "none" ? "" : value;
     };
-    if (key == "pe") version(c.patch_embed, false);
-    else if (key == "ln") version(c.layernorm, false);
-    else if (key == "attn") version(c.attention, true);
-    else if (key == "mlp") version(c.mlp, true);
-    else if (key == "blocks") c.blocks = lookup(kBlocks, key, value);
-    else if (key == "gemms") c.gemms = lookup(kGemms, key, value);
-    else if (key == "buffers") {
-      if (value != "arena" && value != "per_layer") refuse("buffers takes arena or per_layer, not '" + value + "'");
-      c.per_layer_buffers = value == "per_layer";
-    } else if (key == "residual") {
-      if (value != "add" && value != "epilogue") refuse("residual takes add or epilogue, not '" + value + "'");
-      c.residual_epilogue = value == "epilogue";
-    } else if (key == "streams") {
-      try {
-        std::size_t used = 0;
-        c.streams = std::stoi(value, &used);
-        if (used != value.size() || c.streams < 1) throw std::invalid_argument(value);
-      } catch (const std::logic_error&) {
-        refuse("streams takes a positive integer, not '" + value + "'");
-      }
-    } else if (key == "graph") c.graph = on_off(key, value);
-    else if (key == "pdl") c.pdl = on_off(key, value);
-    else if (key == "l2_prefetch") c.l2_prefetch = on_off(key, value);
-    else if (key == "attn_e4m3") c.attention_e4m3 = on_off(key, value);
-    else if (key == "qkv_e4m3") c.qkv_e4m3 = on_off(key, value);
-    else
-      refuse("unknown field '" + field +
-             "' (known: pe= ln= attn= mlp= blocks= gemms= buffers= residual= streams= graph pdl l2_prefetch "
-             "attn_e4m3 qkv_e4m3)");
+#define STUDY_IN_VERSION(member, k, scope, what) \
+  if (key == k) {                                \
+    version(c.member, kRunner_##scope);          \
+    continue;                                    \
+  }
+#define STUDY_IN_CHOICE(member, k, Enum, ...)                                      \
+  if (key == k) {                                                                  \
+    c.member = static_cast<Enum>(lookup(decl(FieldId::member), value));            \
+    continue;                                                                      \
+  }
+#define STUDY_IN_SET(member, k, ...)                                               \
+  if (key == k) {                                                                  \
+    c.member.bits = lookup_set(decl(FieldId::member), value);                      \
+    continue;                                                                      \
+  }
+#define STUDY_IN_COUNT(member, k, ...) \
+  if (key == k) {                      \
+    c.member = positive(key, value);   \
+    continue;                          \
+  }
+#define STUDY_IN_SWITCH(member, k, ...) \
+  if (key == k) {                       \
+    c.member = on_off(key, value);      \
+    continue;                           \
+  }
+    STUDY_COMPOSITION_FIELDS(STUDY_IN_VERSION, STUDY_IN_CHOICE, STUDY_IN_SET, STUDY_IN_COUNT, STUDY_IN_SWITCH)
+#undef STUDY_IN_VERSION
+#undef STUDY_IN_CHOICE
+#undef STUDY_IN_SET
+#undef STUDY_IN_COUNT
+#undef STUDY_IN_SWITCH
+    refuse("unknown field '" + field + "' (known: " + known_keys() + ")");
   }
   return c;
+}
+
+std::string fields_help() {
+  std::string out;
+  for (const auto& f : kFields) {
+    std::string form = f.key;
+    if (f.kind == Kind::Version) form += f.runner ? "=NAME|none" : "=NAME";
+    if (f.kind == Kind::Count) form += "=N";
+    if (f.kind == Kind::Choice || f.kind == Kind::Set) {
+      form += "=";
+      for (int i = 0; i < f.n_values; ++i) form += (i ? (f.kind == Kind::Set ? "+" : "|") : "") + std::string(f.values[i].written);
+    }
+    out += "  " + form + "\n      " + f.what;
+    if (f.kind == Kind::Set) out += " (any of them joined by '+'; default " + set_name(f, f.default_value) + ")";
+    if (f.kind == Kind::Choice) out += std::string(" (default ") + f.values[0].written + ")";
+    if (f.kind == Kind::Count) out += " (default 1)";
+    if (f.kind == Kind::Switch) out += " (a switch: " + std::string(f.key) + " or " + f.key + "=on|off)";
+    out += "\n";
+    for (int i = 0; i < f.n_values; ++i) out += "      " + std::string(f.values[i].written) + ": " + f.values[i].what + "\n";
+  }
+  return out;
+}
+
+std::string fields_tsv() {
+  std::string out =
+      "# Generated from stages/encoder/composition.def (encoder_e1_library --list-fields); a CPU test keeps it "
+      "current.\nkey\tkind\tscope\tdefault\tvalue\tfield_meaning\tvalue_meaning\n";
+  for (const auto& f : kFields) {
+    std::string dflt;
+    if (f.kind == Kind::Choice) dflt = f.values[0].written;
+    if (f.kind == Kind::Set) dflt = set_name(f, f.default_value);
+    if (f.kind == Kind::Count) dflt = "1";
+    if (f.kind == Kind::Switch) dflt = "off";
+    const std::string head = std::string(f.key) + '\t' + kKindNames[static_cast<int>(f.kind)] + '\t' +
+                             (f.runner ? "runner" : "forward") + '\t' + dflt + '\t';
+    if (!f.n_values) out += head + '\t' + f.what + "\t\n";
+    for (int i = 0; i < f.n_values; ++i)
+      out += head + f.values[i].written + '\t' + f.what + '\t' + f.values[i].what + '\n';
+  }
+  return out;
 }
 
 }  // namespace encoder

@@ -116,14 +116,14 @@ struct Forward::Impl {
       b.ln1 = l.alloc(act);
       b.qkv = l.alloc(3 * act);
       b.attn = l.alloc(act);
-      b.proj = c.residual_epilogue ? nullptr : l.alloc(act);
+      b.proj = c.residual_epilogue() ? nullptr : l.alloc(act);
       b.x_mid = l.alloc(act);
       b.ln2 = l.alloc(act);
       b.h = l.alloc(4 * act);
       return b;
     };
     __half* x = l.alloc(act);
-    if (!c.per_layer_buffers) {
+    if (!c.per_layer_buffers()) {
       LayerBuffers b = fresh_set(x);
       b.x_out = x;
       l.layers.assign(p.model.layers, b);

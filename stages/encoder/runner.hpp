@@ -124,7 +124,7 @@ class BlockRunner {
   // The task clock of a tile-scheduled runner: on for the forwards after it, read after a
   // synchronized forward. The others refuse.
   virtual void set_task_clock(bool) {
-    throw study::StudyError(study::ErrorKind::Usage, "task times exist only for the tile-scheduled blocks (blocks=tiled*)");
+    throw study::StudyError(study::ErrorKind::Usage, "task times exist only for the tile-scheduled blocks (blocks=tiled)");
   }
   virtual std::vector<TaskTime> task_times(const Lane&) const { return {}; }
   // Test hooks of the FP8 runner (Forward::capture_fp8_stages); the others refuse.
@@ -134,7 +134,7 @@ class BlockRunner {
   virtual Forward::Fp8Stages fp8_stages(const Lane&) const { return {}; }
 };
 
-// The runners whose blocks are one kernel per lane (blocks=persistent, tiled, tiled_ln): Kernel
+// The runners whose blocks are one kernel per lane (blocks=persistent, tiled): Kernel
 // has run(x, qkv, attn, h, stream), updating the residual stream in place in the first layer's
 // buffer, and poison_scratch(); the derived runner makes one per lane.
 template <class Kernel>
@@ -159,8 +159,8 @@ struct Runner {
   // The composition's runner fields it reads (composition.hpp's Field); check_fields refuses the
   // others, so a runner refuses in supports() only values of fields it reads.
   unsigned reads;
-  // Why this build or GPU cannot run it at all (empty: it can).
-  std::string (*unavailable)();
+  // Why this build or GPU cannot run it, whatever the shape (empty: it can).
+  std::string (*unavailable)(const Composition& c);
   // Why it cannot run composition s.c on s.p with lanes of `lane_batch` images (empty: it can).
   std::string (*supports)(const RunnerSetup& s, int lane_batch);
   // Device bytes it allocates beyond the forward's own buffers, for `lanes` lanes.

@@ -5,15 +5,10 @@
 namespace encoder {
 
 // Each runner's file defines its record.
-extern const Runner fp16_runner, fp16_ln_folded_runner, fp8_runner, persistent_runner, tiled_runner,
-    tiled_ln_runner, tiled_2cta_runner, tiled_wgmma_runner, tiled_folded_runner,
-    tiled_loads_first_runner, tiled_row_stats_runner;
+extern const Runner fp16_runner, fp16_ln_folded_runner, fp8_runner, persistent_runner, tiled_runner;
 
 const Runner& runner_for(Blocks b) {
-  for (const Runner* r : {&fp16_runner, &fp16_ln_folded_runner, &fp8_runner, &persistent_runner, &tiled_runner,
-                            &tiled_ln_runner, &tiled_2cta_runner,
-                            &tiled_wgmma_runner, &tiled_folded_runner,
-                            &tiled_loads_first_runner, &tiled_row_stats_runner})
+  for (const Runner* r : {&fp16_runner, &fp16_ln_folded_runner, &fp8_runner, &persistent_runner, &tiled_runner})
     if (r->blocks == b) return *r;
   throw study::StudyError(study::ErrorKind::Usage, std::string("no block runner for blocks=") + name(b));
 }
@@ -21,12 +16,12 @@ const Runner& runner_for(Blocks b) {
 std::string check_fields(const Composition& c) {
   const Runner& r = runner_for(c.blocks);
   const std::string who = std::string("blocks=") + name(c.blocks);
-  const unsigned set = fields_set(c);
-  for (unsigned bit = 1; bit <= kFieldQkvE4m3; bit <<= 1)
-    if ((set & bit) && !(r.reads & bit))
-      return who + " does not read " + describe(Field(bit)) + ": leave it out, a composition names only what runs";
-  for (Field f : {kFieldAttn, kFieldMlp})
-    if ((r.reads & f) && !(set & f)) return who + " needs " + describe(f);
+  const unsigned set = fields_set(c) & ~forward_fields();
+  for (unsigned id = 0; set >> id; ++id)
+    if ((set >> id & 1u) && !(r.reads >> id & 1u))
+      return who + " does not read " + describe(FieldId(id)) + ": leave it out, a composition names only what runs";
+  for (FieldId f : {FieldId::attention, FieldId::mlp})
+    if ((r.reads & field_bit(f)) && !(set & field_bit(f))) return who + " needs " + describe(f);
   return {};
 }
 
@@ -41,9 +36,9 @@ std::string why_unavailable(const Composition& c) {
   const std::string versions[] = {c.patch_embed, c.layernorm, c.attention, c.mlp};
   for (int i = 0; i < 4; ++i)
     if (!parts[i].second.empty()) return std::string(parts[i].first) + " " + versions[i] + ": " + parts[i].second;
-  if (c.gemms != Gemms::Cublaslt)
+  if (c.gemms.has(GemmCandidate::Cutlass))
     if (auto why = study::cutlass_gemm::unavailable(); !why.empty()) return "the CUTLASS GEMM layer: " + why;
-  if (auto why = runner_for(c.blocks).unavailable(); !why.empty())
+  if (auto why = runner_for(c.blocks).unavailable(c); !why.empty())
     return std::string("blocks=") + name(c.blocks) + ": " + why;
   return {};
 }
@@ -53,7 +48,7 @@ study::MemoryNeed memory_need(const Problem& p, const Composition& c) {
   const double images = static_cast<double>(p.batch) * study::kChannels * p.image_size * p.image_size;
   // One layer's activations: LN1, QKV (3), attention, projection, x_mid, LN2, h (4), x_out.
   const double layer = 13 * rows * d;
-  const double sets = c.per_layer_buffers ? p.model.layers : 1;
+  const double sets = c.per_layer_buffers() ? p.model.layers : 1;
   patch_embed::Problem pe;
   pe.batch = p.batch;
   pe.image_size = p.image_size;

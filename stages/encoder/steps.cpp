@@ -83,30 +83,30 @@ const std::vector<Step>& steps() {
       {"e25_ln_tasks", "e24_tiled",
        "each row tile's LayerNorms as tasks of their own: a row tile normalized once a LayerNorm, not once by each "
        "of its 36 QKV and 48 fc1 tasks",
-       "blocks=tiled_ln"},
+       "tile_ln=tasks"},
       {"e26_two_ctas", "e25_ln_tasks",
        "two CTAs an SM (16 warps instead of 8): GEMM tasks stream their A panel through the weights' stages "
        "(16 KB a stage, not the whole panel) and LayerNorm tasks read their rows from L2, no shared memory",
-       "blocks=tiled_2cta"},
+       "tile_a=streamed tile_ctas=2"},
       {"e27_wgmma_tiles", "e26_two_ctas",
        "the GEMM tasks' products on wgmma (m64n32k16, operands read from the stages through descriptors) "
        "instead of ldmatrix and mma.sync",
-       "blocks=tiled_wgmma"},
+       "tile_mma=wgmma"},
       {"e28_folded_ln", "e27_wgmma_tiles",
        "no LayerNorm tasks: the QKV and fc1 tasks read the residual stream, gather each row's statistics from "
        "the chunks streaming through shared memory and apply the LayerNorm, folded into their weights, in the "
        "epilogue",
-       "blocks=tiled_folded"},
+       "tile_ln=folded"},
       {"e29_loads_first", "e28_folded_ln",
        "the epilogues' loads ahead of their stores: fc2's last slice sums the partial sums with 16 float4 loads "
        "a thread at once instead of 8 dependent rounds to L2, the projection loads its residual first, QKV and "
        "fc1 read their folded vectors through the read-only path",
-       "blocks=tiled_loads_first"},
+       "tile_loads=first"},
       {"e30_row_stats", "e29_loads_first",
        "each row's LayerNorm statistics computed once, where the row is written: the projection's and fc2's "
        "epilogues leave each 32 columns' mean and squared deviations, which the QKV and fc1 tasks combine "
        "before their first chunk instead of gathering them from every chunk",
-       "blocks=tiled_row_stats"},
+       "tile_ln=row_stats"},
       {"e31_small_m", "e19_exact_gelu",
        "the four GEMMs' searches take the few-rows split-K kernels too (MLP version small_m_epilogue): a 256-row "
        "tile reads each weight once, K split over a cluster that adds its partial tiles in shared memory, the "

@@ -533,15 +533,26 @@ TEST_CASE("the batch split over streams computes the same residual stream and lo
   check_stage("residual stream", got.stream, want, c.fp8() ? fp8_stream_tolerance(want) : stream_tolerance(want));
 }
 
+// The step's composition on other blocks: the tiled form's fields go with the tiled blocks.
+Composition on_blocks(Composition c, Blocks b) {
+  const Composition d;
+  c.blocks = b;
+  c.tile_a = d.tile_a;
+  c.tile_ctas = d.tile_ctas;
+  c.tile_mma = d.tile_mma;
+  c.tile_ln = d.tile_ln;
+  c.tile_loads = d.tile_loads;
+  return c;
+}
+
 TEST_CASE("an FP8 forward refuses weights without a calibration; the calibration's amax is the reference's") {
   const Problem p = problem("vit_ti", 3, 2, 32);
   const auto seed = study::fresh_seed();
   CAPTURE(seed);
   const auto w = make_weights(p, seed, "");
   DeviceWeights dw(w);
-  Composition c = step();
-  c.blocks = Blocks::Fp8;
-  c.gemms = Gemms::Cublaslt;  // its GEMMs are cuBLASLt's FP8 ones
+  Composition c = on_blocks(step(), Blocks::Fp8);
+  c.gemms = {GemmCandidate::Cublaslt};  // its GEMMs are cuBLASLt's FP8 ones
   c.l2_prefetch = false;      // its LayerNorm writes E4M3 and carries no prefetch (e14 refuses it with FP8)
   c.mlp = "fp8_tensor";
   if (c.attention.empty()) c.attention = "v9_softmax_overlap";  // e13's blocks run none
@@ -572,23 +583,20 @@ TEST_CASE("bad compositions and problems are refused with the component named") 
   c = step();
   c.streams = 2;  // more streams than images
   CHECK_THROWS_AS(Forward(p, c, dw), study::StudyError);
-  c = step();
+  c = on_blocks(step(), Blocks::Persistent);
   c.streams = 1;
-  c.blocks = Blocks::Persistent;
   c.l2_prefetch = true;
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("persistent"), study::StudyError);
-  c = step();
+  c = on_blocks(step(), Blocks::Fp16);
   c.streams = 1;
   c.attention_e4m3 = true;  // an E4M3 attention output without the FP8 blocks
-  c.blocks = Blocks::Fp16;
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("E4M3"), study::StudyError);
   c.attention_e4m3 = false;
   c.qkv_e4m3 = true;  // an E4M3 QKV without the FP8 blocks
   CHECK_THROWS_WITH_AS(Forward(p, c, dw), doctest::Contains("E4M3"), study::StudyError);
-  c = step();
+  c = on_blocks(step(), Blocks::Fp16LnFolded);  // a folded LayerNorm on cuBLASLt
   c.streams = 1;
-  c.blocks = Blocks::Fp16LnFolded;  // a folded LayerNorm on cuBLASLt
-  c.gemms = Gemms::Cublaslt;
+  c.gemms = {GemmCandidate::Cublaslt};
   c.l2_prefetch = c.attention_e4m3 = c.qkv_e4m3 = false;  // fields the folded blocks do not read
   c.mlp.clear();
   if (c.attention.empty()) c.attention = "v0_naive";  // e13's blocks run none

@@ -1,18 +1,19 @@
 // Every encoder block of a forward in one persistent kernel driven by the tile schedule
-// (tile_schedule.hpp; the steps e24_tiled to e30_row_stats): one CTA per SM (from e26 on: two)
-// takes tasks in ticket order, waits until the counters of the tiles each task reads reach their
-// targets, runs it and adds one to its own counter. No grid barrier: a task starts as soon as its inputs
-// exist, so the phases of a block overlap. Tasks are 64 x 64 output tiles of the QKV (LN1 on its A
-// panel in shared memory), projection (+bias +residual), fc1 (LN2 on its panel, +bias, exact GELU)
-// and fc2 GEMMs (K split in 4 slices of `hidden`, fp32 partial sums added in slice order by the
-// slice that completes the tile, +bias +residual), and 64 rows of one head's attention; the math is
-// e13's (mma.sync m16n8k16, fp32 accumulators, 8 warps). Each task's weights are requested before
-// its wait. QKV's output alternates between two buffers by block (the schedule's check says why).
-// With LayerNorm tasks the QKV and fc1 tasks read a row tile normalized once by a task of its own
-// instead of each normalizing their panel; with the LayerNorm folded (e28) they read the residual
-// stream itself and apply the LayerNorm in their epilogue; with the statistics where the rows are
-// written (e30) the projection's and fc2's epilogues leave each row's partial statistics, which the
-// QKV and fc1 tasks after them combine instead of gathering their own.
+// (tile_schedule.hpp; the steps e24_tiled to e30_row_stats): one or two CTAs per SM take tasks in
+// ticket order, wait until the counters of the tiles each task reads reach their targets, run it
+// and add one to its own counter. No grid barrier: a task starts as soon as its inputs exist, so
+// the phases of a block overlap. Tasks are 64 x 64 output tiles of the QKV, projection (+bias
+// +residual), fc1 (+bias, exact GELU) and fc2 GEMMs (K split in 4 slices of `hidden`, fp32 partial
+// sums added in slice order by the slice that completes the tile, +bias +residual), 64 rows of one
+// head's attention and, with tile_ln=tasks, one row tile's LayerNorm. Each task's weights are
+// requested before its wait. QKV's output alternates between two buffers by block (the schedule's
+// check says why).
+//
+// The kernel's form is the composition's tile_ fields (composition.def), each a policy of its
+// pieces: tiled_mainloop.cuh (tile_a: the A panel resident or streamed; tile_mma: mma.sync or
+// wgmma), tiled_epilogue.cuh (tile_loads, and the folded LayerNorm of tile_ln=folded|row_stats),
+// tiled_tasks.cuh (the LayerNorm and attention tasks), and tiled.cu's kernel loop (tile_ctas).
+// Every valid form is one instantiation.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -24,22 +25,63 @@
 
 namespace encoder::tiled {
 
-// The tile-scheduled forward's forms, one a step.
-enum class Form {
-  PanelLayerNorm,  // e24_tiled: each QKV and fc1 task normalizes its own A panel
-  LnTasks,         // e25_ln_tasks: each row tile's LayerNorms as tasks of their own
-  TwoCtas,         // e26_two_ctas: e25's schedule, GEMM tasks streaming their A panel, two CTAs an SM
-  Wgmma,           // e27_wgmma_tiles: e26 with the GEMM tasks' products on wgmma
-  FoldedLn,        // e28_folded_ln: e27 without LayerNorm tasks: QKV and fc1 fold the LayerNorm in
-  LoadsFirst,      // e29_loads_first: e28 with its epilogues' loads issued ahead of their stores
-  RowStats,        // e30_row_stats: e29 with each row's statistics written once, where it is written
+// The form: one value of each tile_ field, in composition.def's order.
+struct Form {
+  TileA a{};
+  TileCtas ctas{};
+  TileMma mma{};
+  TileLn ln{};
+  TileLoads loads{};
+
+  constexpr bool streamed() const { return a == TileA::Streamed; }
+  constexpr int ctas_per_sm() const { return ctas == TileCtas::Two ? 2 : 1; }
+  constexpr bool wgmma() const { return mma == TileMma::Wgmma; }
+  constexpr bool ln_tasks() const { return ln == TileLn::Tasks; }
+  constexpr bool folded_ln() const { return ln == TileLn::Folded || ln == TileLn::RowStats; }
+  constexpr bool row_stats() const { return ln == TileLn::RowStats; }
+  constexpr bool loads_first() const { return loads == TileLoads::First; }
 };
-constexpr bool ln_tasks(Form f) { return f == Form::LnTasks || f == Form::TwoCtas || f == Form::Wgmma; }
-constexpr bool row_stats_form(Form f) { return f == Form::RowStats; }
-constexpr bool loads_first(Form f) { return f == Form::LoadsFirst || row_stats_form(f); }
-constexpr bool folded_ln(Form f) { return f == Form::FoldedLn || loads_first(f); }
-constexpr bool wgmma(Form f) { return f == Form::Wgmma || folded_ln(f); }
-constexpr bool two_ctas(Form f) { return f == Form::TwoCtas || wgmma(f); }
+
+inline Form form_of(const Composition& c) { return {c.tile_a, c.tile_ctas, c.tile_mma, c.tile_ln, c.tile_loads}; }
+
+// Why the fields make no kernel (nullptr when they make one). Constant, so that only the forms
+// that make one are instantiated.
+constexpr const char* invalid(Form f) {
+  if (f.ctas == TileCtas::Two && !f.streamed())
+    return "two CTAs an SM need the A panel streamed (tile_a=streamed): a resident panel fills the shared memory";
+  if (f.wgmma() && !f.streamed()) return "wgmma reads its operands from the streamed stages (tile_a=streamed)";
+  if (f.ln == TileLn::Panel && f.streamed())
+    return "tile_ln=panel normalizes a GEMM task's whole A panel in shared memory (tile_a=resident)";
+  if (f.folded_ln() && !f.streamed())
+    return "a folded LayerNorm gathers its rows' statistics from the streamed chunks (tile_a=streamed)";
+  if (f.row_stats() && !f.loads_first())
+    return "the rows' statistics are left by the loads-first epilogues (tile_loads=first)";
+  return nullptr;
+}
+
+// The form as one number, the kernel's template argument (so its mangled name says which form an
+// instantiation is): each tile_ field's value index in composition.def's order, mixed radix, the
+// first field lowest.
+#define STUDY_ONE(...) +1
+constexpr unsigned kTileValues[] = {0 STUDY_VALUES_TileA(STUDY_ONE), 0 STUDY_VALUES_TileCtas(STUDY_ONE),
+                                    0 STUDY_VALUES_TileMma(STUDY_ONE), 0 STUDY_VALUES_TileLn(STUDY_ONE),
+                                    0 STUDY_VALUES_TileLoads(STUDY_ONE)};
+#undef STUDY_ONE
+constexpr unsigned kForms = kTileValues[0] * kTileValues[1] * kTileValues[2] * kTileValues[3] * kTileValues[4];
+constexpr unsigned code(Form f) {
+  const unsigned v[] = {unsigned(f.a), unsigned(f.ctas), unsigned(f.mma), unsigned(f.ln), unsigned(f.loads)};
+  unsigned c = 0;
+  for (int i = 4; i >= 0; --i) c = c * kTileValues[i] + v[i];
+  return c;
+}
+constexpr Form decode(unsigned c) {
+  unsigned v[5] = {};
+  for (int i = 0; i < 5; ++i) {
+    v[i] = c % kTileValues[i];
+    c /= kTileValues[i];
+  }
+  return {TileA(v[0]), TileCtas(v[1]), TileMma(v[2]), TileLn(v[3]), TileLoads(v[4])};
+}
 
 // The schedule's shape of `batch` images of p (fc2 split in 4 slices of `hidden`).
 tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks);
@@ -59,9 +101,9 @@ struct FoldedView {
 
 class Blocks {
  public:
-  // With LayerNorm tasks (ln_tasks(form)) their output is a buffer of the runner's that the QKV
-  // and fc1 tasks read.
-  // With the LayerNorm folded (folded_ln(form)) the QKV and fc1 weights are folded once here.
+  // With LayerNorm tasks (form.ln_tasks()) their output is a buffer of the runner's that the QKV
+  // and fc1 tasks read. With the LayerNorm folded (form.folded_ln()) the QKV and fc1 weights are
+  // folded once here. Throws StudyError(Usage) for a form that makes no kernel (invalid).
   Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks, Form form);
   // x [rows, hidden] in and out (the residual stream, updated in place); qkv, attn and h the
   // blocks' intermediates [rows, 3 hidden], [rows, hidden], [rows, 4 hidden]. qkv holds the QKV of
@@ -98,12 +140,12 @@ class Blocks {
   // count per fc2 output tile (back to 0 after each block).
   study::DeviceBuffer<unsigned> state_;
   study::DeviceBuffer<unsigned long long> clock_stamps_;  // per task: start, ready, end, SM
-  // The folded LayerNorm's weights (folded_ln(form)): per block, QKV's and fc1's w diag(gamma)
+  // The folded LayerNorm's weights (form.folded_ln()): per block, QKV's and fc1's w diag(gamma)
   // (fp16), their row sums and b + w beta (fp32), and the views the kernel reads.
   study::DeviceBuffer<__half> folded_w_;
   study::DeviceBuffer<float> folded_cols_;
   study::DeviceBuffer<FoldedView> folded_;
-  // e30's partial statistics after the projection and after fc2 (row_stats_form(form)).
+  // e30's partial statistics after the projection and after fc2 (form.row_stats()).
   study::DeviceBuffer<float2> stats_[2];
 };
 

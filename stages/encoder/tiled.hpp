@@ -39,7 +39,8 @@ struct Form {
   constexpr bool ln_tasks() const { return ln == TileLn::Tasks; }
   constexpr bool folded_ln() const { return ln == TileLn::Folded || ln == TileLn::RowStats; }
   constexpr bool row_stats() const { return ln == TileLn::RowStats; }
-  constexpr bool loads_first() const { return loads == TileLoads::First; }
+  // Every value of tile_loads past in_order issues the epilogues' loads first.
+  constexpr bool loads_first() const { return loads != TileLoads::InOrder; }
 };
 
 inline Form form_of(const Composition& c) { return {c.tile_a, c.tile_ctas, c.tile_mma, c.tile_ln, c.tile_loads}; }

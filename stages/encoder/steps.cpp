@@ -107,9 +107,6 @@ const std::vector<Step>& steps() {
        "epilogues leave each 32 columns' mean and squared deviations, which the QKV and fc1 tasks combine "
        "before their first chunk instead of gathering them from every chunk",
        "tile_ln=row_stats"},
-      {"e32_streaming_stores", "e30_row_stats",
-       "the projection's residual stores evict-first (st.global.cs): the rows stream to L2 without keeping L1 lines",
-       "tile_loads=first_streaming"},
       {"e31_small_m", "e19_exact_gelu",
        "the four GEMMs' searches take the few-rows split-K kernels too (MLP version small_m_epilogue): a 256-row "
        "tile reads each weight once, K split over a cluster that adds its partial tiles in shared memory, the "

@@ -80,7 +80,7 @@ __device__ void add_slices_first(const float* partial, long long plane, const Ge
 // loaded before its first store; otherwise store_tile<Epi::BiasResidual>. kStats (tile_ln=row_stats): and each
 // of its two rows' 32 columns of the warp's tile, (mean, M2) of the stored values, into stats
 // from the row's four lanes.
-template <bool kStats = false, bool kStreaming = false>
+template <bool kStats = false>
 __device__ void store_residual_first(const Gemm& g, const float (&acc)[4][4], int rows, int row_base, int col_base,
                                      int lane, float2* stats = nullptr) {
   auto row = [&](int i) { return row_base + (lane >> 2) + 8 * (i % 2); };
@@ -98,11 +98,7 @@ __device__ void store_residual_first(const Gemm& g, const float (&acc)[4][4], in
     if (row(i) < rows && col(i) < g.n) {
       const __half2 out = __floats2half2_rn(acc[i / 2][2 * (i % 2)] + bias[i].x + res[i].x,
                                             acc[i / 2][2 * (i % 2) + 1] + bias[i].y + res[i].y);
-      __half2* at = reinterpret_cast<__half2*>(g.out + static_cast<long long>(row(i)) * g.ldo + col(i));
-      if constexpr (kStreaming)
-        __stcs(at, out);
-      else
-        *at = out;
+      *reinterpret_cast<__half2*>(g.out + static_cast<long long>(row(i)) * g.ldo + col(i)) = out;
       if constexpr (kStats) {
         const float2 f = __half22float2(out);
         v[i % 2][2 * (i / 2)] = f.x;
@@ -269,8 +265,7 @@ __device__ __forceinline__ void epilogue(const Params& p, const GemmTask& g, con
   } else if constexpr (kEpi == Epi::SplitResidual) {
     split_residual<P::kLoadsFirst, P::kStats>(p, g, acc, row_base, col_base, lane);
   } else if constexpr (P::kLoadsFirst && kEpi == Epi::BiasResidual) {
-    store_residual_first<P::kStats, P::kForm.loads == TileLoads::FirstStreaming>(g, acc, p.rows, row_base, col_base,
-                                                                                lane, g.stats_out);
+    store_residual_first<P::kStats>(g, acc, p.rows, row_base, col_base, lane, g.stats_out);
   } else {
     store_tile<kEpi, 32>(g, acc, p.rows, row_base, col_base, lane);
   }

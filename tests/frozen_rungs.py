@@ -9,9 +9,10 @@ task-clock instantiations, names of symbols, labels and the local depot left out
 same way. A version missing from the file is reported as not frozen yet (a new one, until its
 first measurement: then --update).
 
-  PYTHONPATH=ROOT tests/frozen_rungs.py NVCC ROOT            check (exit 1 on a changed rung, 77 when this nvcc
+  tests/frozen_rungs.py NVCC ROOT            check (exit 1 on a changed rung, 77 when this nvcc
                                              is not the release the file was made with)
-  PYTHONPATH=ROOT tests/frozen_rungs.py NVCC ROOT --update   rewrite the file from this tree
+  tests/frozen_rungs.py NVCC ROOT --update   rewrite the file from this tree
+(with PYTHONPATH=ROOT: it reads the step table through studylib)
 """
 import concurrent.futures
 import hashlib
@@ -56,13 +57,13 @@ def compile_ptx(nvcc, root, source):
         return ptx.read_text()
 
 
-def tiled_steps(fields_path=step_table.FIELDS_TABLE, table_path=step_table.TABLE):
+def tiled_steps():
     """(encoder/step, form code) of every tile-scheduled step: the tile_ fields' value indexes in
     composition.tsv's order, mixed radix, the first field lowest (tiled.hpp's code())."""
-    fields = step_table.read_fields(fields_path)
+    fields = step_table.FIELDS
     tile = [k for k in fields if k.startswith("tile_")]
     out = []
-    for r in step_table.steps(table_path):
+    for r in step_table.steps():
         c = step_table.parse(r["composition"])
         if c["blocks"] != "tiled":
             continue
@@ -110,8 +111,7 @@ def tiled_fingerprints(nvcc, root):
     """{encoder/step: fingerprint} of the tile-scheduled steps' instantiations."""
     found = entries(compile_ptx(nvcc, root, root / "stages" / "encoder" / "tiled.cu"))
     out = {}
-    for name, code in tiled_steps(root / "stages" / "encoder" / "composition.tsv",
-                                  root / "stages" / "encoder" / "steps.tsv"):
+    for name, code in tiled_steps():
         both = [t for e, t in sorted(found.items()) if re.search(rf"tiled_kernelILj{code}ELb[01]EE", e)]
         if len(both) != 2:
             raise RuntimeError(f"{name}: tiled.cu has {len(both)} instantiations of form {code}, not 2")

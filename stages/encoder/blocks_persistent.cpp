@@ -22,7 +22,8 @@ class PersistentBlocks final : public OneKernelBlocks<persistent::Blocks> {
 };
 
 std::string supports(const RunnerSetup& s, int lane_batch) {
-  if (!s.c.residual_epilogue()) return "the persistent kernel adds the residual in its GEMM epilogues (residual=epilogue)";
+  if (!s.c.residual_epilogue())
+    return "the persistent kernel adds the residual in its GEMM epilogues (residual=epilogue)";
   return persistent::refuses(s.p, lane_batch);
 }
 

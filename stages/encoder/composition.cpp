@@ -33,16 +33,19 @@ struct FieldDecl {
   const char* what;
   const Value* values;
   int n_values;
-  unsigned default_value;  // a choice's index, a set's bits
+  unsigned set_default;  // a set's default members (bits); a choice's default is its first value
 };
-#define STUDY_DECL_VERSION(member, key, scope, what) {FieldId::member, Kind::Version, key, kRunner_##scope, what, nullptr, 0, 0},
+#define STUDY_DECL_VERSION(member, key, scope, what) \
+  {FieldId::member, Kind::Version, key, kRunner_##scope, what, nullptr, 0, 0},
 #define STUDY_DECL_CHOICE(member, key, Enum, scope, what) \
   {FieldId::member, Kind::Choice, key, kRunner_##scope, what, k##Enum, int(std::size(k##Enum)), 0},
-#define STUDY_DECL_SET(member, key, Enum, Default, scope, what)                                     \
-  {FieldId::member, Kind::Set,    key, kRunner_##scope, what, k##Enum, int(std::size(k##Enum)), \
+#define STUDY_DECL_SET(member, key, Enum, Default, scope, what)                                  \
+  {FieldId::member, Kind::Set, key, kRunner_##scope, what, k##Enum, int(std::size(k##Enum)), \
    Set<Enum>{Enum::Default}.bits},
-#define STUDY_DECL_COUNT(member, key, scope, what) {FieldId::member, Kind::Count, key, kRunner_##scope, what, nullptr, 0, 1},
-#define STUDY_DECL_SWITCH(member, key, scope, what) {FieldId::member, Kind::Switch, key, kRunner_##scope, what, nullptr, 0, 0},
+#define STUDY_DECL_COUNT(member, key, scope, what) \
+  {FieldId::member, Kind::Count, key, kRunner_##scope, what, nullptr, 0, 0},
+#define STUDY_DECL_SWITCH(member, key, scope, what) \
+  {FieldId::member, Kind::Switch, key, kRunner_##scope, what, nullptr, 0, 0},
 const FieldDecl kFields[] = {STUDY_COMPOSITION_FIELDS(STUDY_DECL_VERSION, STUDY_DECL_CHOICE, STUDY_DECL_SET,
                                                       STUDY_DECL_COUNT, STUDY_DECL_SWITCH)};
 #undef STUDY_DECL_VERSION
@@ -103,8 +106,21 @@ int positive(const std::string& key, const std::string& value) {
 
 std::string known_keys() {
   std::string known;
-  for (const auto& f : kFields) known += (known.empty() ? "" : " ") + std::string(f.key) + (f.kind == Kind::Switch ? "" : "=");
+  for (const auto& f : kFields)
+    known += (known.empty() ? "" : " ") + std::string(f.key) + (f.kind == Kind::Switch ? "" : "=");
   return known;
+}
+
+// A field's default as written (empty for a version: none named).
+std::string default_text(const FieldDecl& f) {
+  switch (f.kind) {
+    case Kind::Choice: return f.values[0].written;
+    case Kind::Set: return set_name(f, f.set_default);
+    case Kind::Count: return "1";  // every count member starts at 1 (composition.hpp)
+    case Kind::Switch: return "off";
+    case Kind::Version: break;
+  }
+  return {};
 }
 
 }  // namespace
@@ -214,16 +230,17 @@ std::string fields_help() {
     if (f.kind == Kind::Version) form += f.runner ? "=NAME|none" : "=NAME";
     if (f.kind == Kind::Count) form += "=N";
     if (f.kind == Kind::Choice || f.kind == Kind::Set) {
+      const char* between = f.kind == Kind::Set ? "+" : "|";
       form += "=";
-      for (int i = 0; i < f.n_values; ++i) form += (i ? (f.kind == Kind::Set ? "+" : "|") : "") + std::string(f.values[i].written);
+      for (int i = 0; i < f.n_values; ++i) form += (i ? between : "") + std::string(f.values[i].written);
     }
     out += "  " + form + "\n      " + f.what;
-    if (f.kind == Kind::Set) out += " (any of them joined by '+'; default " + set_name(f, f.default_value) + ")";
-    if (f.kind == Kind::Choice) out += std::string(" (default ") + f.values[0].written + ")";
-    if (f.kind == Kind::Count) out += " (default 1)";
+    if (f.kind == Kind::Set) out += " (any of them joined by '+')";
     if (f.kind == Kind::Switch) out += " (a switch: " + std::string(f.key) + " or " + f.key + "=on|off)";
+    if (f.kind != Kind::Version) out += " (default " + default_text(f) + ")";
     out += "\n";
-    for (int i = 0; i < f.n_values; ++i) out += "      " + std::string(f.values[i].written) + ": " + f.values[i].what + "\n";
+    for (int i = 0; i < f.n_values; ++i)
+      out += "      " + std::string(f.values[i].written) + ": " + f.values[i].what + "\n";
   }
   return out;
 }
@@ -233,13 +250,8 @@ std::string fields_tsv() {
       "# Generated from stages/encoder/composition.def (encoder_e1_library --list-fields); a CPU test keeps it "
       "current.\nkey\tkind\tscope\tdefault\tvalue\tfield_meaning\tvalue_meaning\n";
   for (const auto& f : kFields) {
-    std::string dflt;
-    if (f.kind == Kind::Choice) dflt = f.values[0].written;
-    if (f.kind == Kind::Set) dflt = set_name(f, f.default_value);
-    if (f.kind == Kind::Count) dflt = "1";
-    if (f.kind == Kind::Switch) dflt = "off";
     const std::string head = std::string(f.key) + '\t' + kKindNames[static_cast<int>(f.kind)] + '\t' +
-                             (f.runner ? "runner" : "forward") + '\t' + dflt + '\t';
+                             (f.runner ? "runner" : "forward") + '\t' + default_text(f) + '\t';
     if (!f.n_values) out += head + '\t' + f.what + "\t\n";
     for (int i = 0; i < f.n_values; ++i)
       out += head + f.values[i].written + '\t' + f.what + '\t' + f.values[i].what + '\n';

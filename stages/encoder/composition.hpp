@@ -18,7 +18,8 @@
 namespace encoder {
 
 #define STUDY_ENUMERATOR(E, written, what) E,
-#define STUDY_CHOICE_ENUM(member, key, Enum, ...) enum class Enum : unsigned char { STUDY_VALUES_##Enum(STUDY_ENUMERATOR) };
+#define STUDY_CHOICE_ENUM(member, key, Enum, ...) \
+  enum class Enum : unsigned char { STUDY_VALUES_##Enum(STUDY_ENUMERATOR) };
 #define STUDY_NOTHING(...)
 STUDY_COMPOSITION_FIELDS(STUDY_NOTHING, STUDY_CHOICE_ENUM, STUDY_CHOICE_ENUM, STUDY_NOTHING, STUDY_NOTHING)
 #undef STUDY_CHOICE_ENUM

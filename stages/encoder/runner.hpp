@@ -124,7 +124,8 @@ class BlockRunner {
   // The task clock of a tile-scheduled runner: on for the forwards after it, read after a
   // synchronized forward. The others refuse.
   virtual void set_task_clock(bool) {
-    throw study::StudyError(study::ErrorKind::Usage, "task times exist only for the tile-scheduled blocks (blocks=tiled)");
+    throw study::StudyError(study::ErrorKind::Usage,
+                            "task times exist only for the tile-scheduled blocks (blocks=tiled)");
   }
   virtual std::vector<TaskTime> task_times(const Lane&) const { return {}; }
   // Test hooks of the FP8 runner (Forward::capture_fp8_stages); the others refuse.

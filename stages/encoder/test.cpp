@@ -535,14 +535,8 @@ TEST_CASE("the batch split over streams computes the same residual stream and lo
 
 // The step's composition on other blocks: the tiled form's fields go with the tiled blocks.
 Composition on_blocks(Composition c, Blocks b) {
-  const Composition d;
   c.blocks = b;
-  c.tile_a = d.tile_a;
-  c.tile_ctas = d.tile_ctas;
-  c.tile_mma = d.tile_mma;
-  c.tile_ln = d.tile_ln;
-  c.tile_loads = d.tile_loads;
-  return c;
+  return tiled::with_form(c, tiled::Form{});
 }
 
 TEST_CASE("an FP8 forward refuses weights without a calibration; the calibration's amax is the reference's") {

@@ -27,7 +27,8 @@ TEST_CASE("the text form reads back every step's composition and a composition w
   Composition all;
 #define STUDY_VERSION_SET(member, ...) all.member = #member;
 #define STUDY_CHOICE_SET(member, key, Enum, ...) all.member = Enum(std::size({STUDY_VALUES_##Enum(STUDY_INDEX)}) - 1);
-#define STUDY_SET_SET(member, key, Enum, ...) all.member.bits = (1u << std::size({STUDY_VALUES_##Enum(STUDY_INDEX)})) - 1;
+#define STUDY_SET_SET(member, key, Enum, ...) \
+  all.member.bits = (1u << std::size({STUDY_VALUES_##Enum(STUDY_INDEX)})) - 1;
 #define STUDY_COUNT_SET(member, ...) all.member = 3;
 #define STUDY_SWITCH_SET(member, ...) all.member = true;
 #define STUDY_INDEX(E, ...) 0,

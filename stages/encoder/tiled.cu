@@ -136,12 +136,7 @@ Kernel kernel_for(Form form, bool clock) {
 std::string step_of(Form form) {
   Composition c;
   c.blocks = encoder::Blocks::Tiled;
-  c.tile_a = form.a;
-  c.tile_ctas = form.ctas;
-  c.tile_mma = form.mma;
-  c.tile_ln = form.ln;
-  c.tile_loads = form.loads;
-  const std::string s = c.to_string();
+  const std::string s = with_form(c, form).to_string();
   return s.substr(s.find("blocks=")) + ": ";
 }
 

@@ -44,6 +44,15 @@ struct Form {
 };
 
 inline Form form_of(const Composition& c) { return {c.tile_a, c.tile_ctas, c.tile_mma, c.tile_ln, c.tile_loads}; }
+// c with the form's fields (Form{}: each at its default, for blocks other than tiled).
+inline Composition with_form(Composition c, Form f) {
+  c.tile_a = f.a;
+  c.tile_ctas = f.ctas;
+  c.tile_mma = f.mma;
+  c.tile_ln = f.ln;
+  c.tile_loads = f.loads;
+  return c;
+}
 
 // Why the fields make no kernel (nullptr when they make one). Constant, so that only the forms
 // that make one are instantiated.

@@ -86,11 +86,16 @@ def entries(text):
     while i < len(lines):
         m = re.match(r"\s*(\.visible\s+)?\.entry\s+(\S+?)\(", lines[i])
         if m:
-            body = []
-            while lines[i] != "}":
+            # The entry ends where its braces close: inline asm blocks open and close their own
+            # at the start of a line, and vector operands close theirs on the same line.
+            body, depth, opened = [], 0, False
+            while not (opened and depth == 0):
                 body.append(lines[i])
+                depth += lines[i].count("{") - lines[i].count("}")
+                opened = opened or depth > 0
                 i += 1
-            bodies[m.group(2)] = body + ["}"]
+            bodies[m.group(2)] = body
+            continue
         elif re.search(r"\.(shared|global|const)\b", lines[i]):
             for sym in SYMBOL.findall(lines[i]):
                 declared.setdefault(sym, lines[i])

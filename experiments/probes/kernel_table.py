@@ -7,7 +7,8 @@ operations) and the GPU's measured ceilings (common/ceilings), and writes one ro
   index, name, grid, block, cluster, waves (CTAs over SMs), median duration, the median gap before it
   (its start minus the previous node's end in the same replay; the first node's: after the previous
   replay's last kernel), DRAM bytes, tensor FLOPs by type, its floor max(bytes / copy rate,
-  FLOPs / tensor-core rate of their type) and duration over floor.
+  FLOPs / tensor-core rate of their type) and duration over floor, and the bytes its SMs read from
+  and wrote to L2 (empty where the profiler has no such counter).
 
 The summary says where the replay's time goes: kernels near their floor (within 2x), the time kernels
 spend above their floor, and the gaps. experiments/probes/kernel_table.sh makes the inputs.
@@ -21,6 +22,7 @@ import sys
 from collections import defaultdict
 
 NEAR_FLOOR = 2.0  # a kernel within this factor of its floor counts as "at its floor"
+SECTOR_BYTES = 32  # an L2 sector
 
 
 def die(msg):
@@ -124,6 +126,8 @@ def table(trace_path, ncu_path, ceilings_path):
         fp16_ops = number(p.get("sm__ops_path_tensor_src_fp16.sum"))
         fp8_ops = number(p.get("sm__ops_path_tensor_src_fp8.sum"))
         floor_us = max(dram / copy_rate, fp16_ops / fp16_rate + fp8_ops / fp8_rate) * 1e6
+        l2_read, l2_write = (p.get(f"lts__t_sectors_srcunit_tex_op_{op}.sum") for op in ("read", "write"))
+        l2 = "" if l2_read is None else int(SECTOR_BYTES * (number(l2_read) + number(l2_write)))
         dur = statistics.median(durs)
         grid = int(rec["grid"])
         rows.append({
@@ -133,6 +137,7 @@ def table(trace_path, ncu_path, ceilings_path):
             "dram_bytes": int(dram), "fp16_tensor_flops": int(fp16_ops), "fp8_tensor_flops": int(fp8_ops),
             "floor_us": round(floor_us, 3), "x_floor": round(dur / floor_us, 2) if floor_us > 0 else "",
             "ncu_duration_us": round(number(p.get("gpu__time_duration.sum")) / 1e3, 3),
+            "l2_bytes": l2,
             "ncu_kernel": other,
             "mangled": rec["name"],
         })
@@ -150,13 +155,15 @@ def summary(step, batch, rows, times):
     above = sum(r["duration_us"] - r["floor_us"] for r in rows)
     flops = sum(r["fp16_tensor_flops"] + r["fp8_tensor_flops"] for r in rows)
     dram = sum(r["dram_bytes"] for r in rows)
+    l2 = [r["l2_bytes"] for r in rows if r["l2_bytes"] != ""]
     full = sum(1 for r in rows if r["grid"] >= 132)
     other = sum(1 for r in rows if r["ncu_kernel"])
     lines = [
         f"{step}, batch {batch}: {len(rows)} kernels per replay, {times['replays']} replays traced;"
         f" one replay every {times['period_us']:.1f} us (first kernel start to last end {times['span_us']:.1f} us)",
         f"  kernels {kernels:.1f} us + gaps {gaps:.1f} us; their floors add to {floor:.1f} us"
-        f" ({dram / 1e6:.1f} MB from DRAM, {flops / 1e9:.2f} G tensor FLOPs)",
+        f" ({dram / 1e6:.1f} MB from DRAM, {flops / 1e9:.2f} G tensor FLOPs"
+        + (f", {sum(l2) / 1e6:.1f} MB between the SMs and L2)" if l2 else ")"),
         f"  {len(near)} kernels within {NEAR_FLOOR:g}x of their floor ({sum(r['duration_us'] for r in near):.1f} us);"
         f" time above the floors {above:.1f} us; {full} of {len(rows)} kernels launch at least one CTA per SM (132)",
     ]

@@ -20,9 +20,11 @@ trace_lib=$build/common/libkernel_trace.so
 command -v "${NCU:-ncu}" > /dev/null || { echo "kernel_table.sh: no ncu (Nsight Compute) on PATH" >&2; exit 2; }
 mkdir -p "$out"
 [ -f "$out/ceilings.csv" ] || "$build/common/ceilings" --csv "$out/ceilings.csv" > /dev/null
-# Tensor-core operation counters, per source type (fp16, FP8), where this Nsight Compute has them.
+# Tensor-core operation counters, per source type (fp16, FP8), and the sectors the SMs read from
+# and write to L2 (loads, TMA and cp.async included: the L1TEX unit issues them all), where this
+# Nsight Compute has them.
 ops=$("${NCU:-ncu}" --query-metrics 2>/dev/null |
-  awk '$1 ~ /^sm__ops_path_tensor_src_(fp16|fp8)$/ {printf ",%s.sum", $1}')
+  awk '$1 ~ /^(sm__ops_path_tensor_src_(fp16|fp8)|lts__t_sectors_srcunit_tex_op_(read|write))$/ {printf ",%s.sum", $1}')
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size$ops
 for step in "$@"; do
   exe=$build/stages/encoder/encoder_$step

@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""Tests of experiments/probes/waterfall.py on a hand-made run folder (no GPU).
+
+  /usr/bin/python3 -m experiments.probes.test_waterfall
+"""
+import csv
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from experiments.probes import waterfall
+
+SCHEMA = ("run_id,utc,commit,gpu,sm_count,family,version,model,batch,image_size,device_bytes,median_us,gbps,tflops,"
+          "status,note,precision").split(",")
+TABLE = ("index,kernel,grid,block,cluster,waves,duration_us,gap_before_us,dram_bytes,fp16_tensor_flops,"
+         "fp8_tensor_flops,floor_us,x_floor,ncu_duration_us,l2_bytes,ncu_kernel,mangled").split(",")
+
+
+def row(**kw):
+    base = dict(run_id="r", utc="2026-12-06T00:00:00Z", commit="abcdef1234567890", gpu="NVIDIA H200", sm_count=132,
+                status="ok", note="", precision="fp16")
+    base.update(kw)
+    return base
+
+
+def write(path: Path, columns, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def kernel(i, duration, gap, l2_bytes):
+    return dict(index=i, kernel=f"k{i}", grid=132, block=256, cluster=0, waves=1, duration_us=duration,
+                gap_before_us=gap, dram_bytes=0, fp16_tensor_flops=0, fp8_tensor_flops=0, floor_us=0, x_floor="",
+                ncu_duration_us=duration, l2_bytes=l2_bytes, ncu_kernel="", mangled=f"k{i}")
+
+
+class Waterfall(unittest.TestCase):
+    def setUp(self):
+        self.run = Path(tempfile.mkdtemp())
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", str(self.run)]))
+        write(self.run / "ceilings.csv", SCHEMA, [
+            row(family="ceilings", version="copy", gbps=4000), row(family="ceilings", version="gemm_fp16", tflops=800),
+            row(family="ceilings", version="gemm_fp8", tflops=1600)])
+        # 8 MiB at 7 TB/s, 40 MiB at 8 and 9 TB/s (rounds: median 8.5), DRAM at 4.5 and one SM alone
+        l2 = [row(family="probes", version="l2_read", device_bytes=8 << 20, gbps=7000),
+              row(family="probes", version="l2_read", device_bytes=40 << 20, gbps=8000),
+              row(family="probes", version="l2_read", device_bytes=40 << 20, gbps=9000),
+              row(family="probes", version="l2_read", device_bytes=2048 << 20, gbps=4500),
+              row(family="probes", version="l2_read", device_bytes=24 << 20, gbps=60,
+                  note="24 MiB buffer, 132 CTAs launched, the 1 on SMs below 1 (1 SMs) reading")]
+        write(self.run / "l2_read.csv", SCHEMA, l2)
+        # A graph step: three kernels (100 + 200 + 150 us), gaps 8 + 1 + 1, 850 MB through L2.
+        write(self.run / "kernels" / "e19_exact_gelu.csv", TABLE,
+              [kernel(0, 100, 8, 300e6), kernel(1, 200, 1, 400e6), kernel(2, 150, 1, 150e6)])
+        # A tile-scheduled step: its persistent kernel (500 us) holds a path of 400 us run,
+        # 50 us of hand-offs and 2 of queueing.
+        write(self.run / "kernels" / "e30_row_stats.csv", TABLE,
+              [kernel(0, 10, 8, 10e6), kernel(1, 500, 1, 1.2e9), kernel(2, 7, 1, 1e6)])
+        write(self.run / "tasks" / "path_e30_row_stats.csv",
+              ["version", "batch", "kind", "tasks", "run_us", "handoff_us", "queued_us", "share_of_span"],
+              [dict(version="e30_row_stats", batch=1, kind="fc2", tasks=12, run_us=100, handoff_us=10, queued_us=0),
+               dict(version="e30_row_stats", batch=1, kind="path (60 tasks, span 452 us)", tasks=60, run_us=400,
+                    handoff_us=50, queued_us=2, share_of_span=1)])
+        bench = [row(family="encoder", version="e19_exact_gelu", model="vit_b", batch=1, image_size=224, median_us=t)
+                 for t in (440, 444, 450)]
+        bench += [row(family="encoder", version="e30_row_stats", model="vit_b", batch=1, image_size=224,
+                      median_us=580),
+                  row(family="encoder", version="e19_exact_gelu", model="vit_b", batch=32, image_size=224,
+                      median_us=2200)]
+        write(self.run / "batch1_waterfall" / "batch1_waterfall.csv", SCHEMA, bench)
+
+    def test_the_floor_is_the_model_read_once_or_its_flops(self):
+        weights, math = waterfall.model_floor("fp16", 4000, 800, 1600)
+        # vit_b: 86.6 M parameters, 173 MB in fp16; 35.1 GFLOP
+        self.assertAlmostEqual(weights, 173.13e6 / 4000e9 * 1e6, delta=0.05)
+        self.assertAlmostEqual(math, 35.12e9 / 800e12 * 1e6, delta=0.05)
+        w8, m8 = waterfall.model_floor("fp8_e4m3", 4000, 800, 1600)
+        self.assertAlmostEqual(w8, (173.13e6 - 84.93e6) / 4000e9 * 1e6, delta=0.05)  # the blocks' GEMMs one byte
+        self.assertLess(m8, math / 1.8)
+
+    def test_the_bars_add_up_to_the_traced_replay(self):
+        bars, meta = waterfall.waterfall(self.run)
+        self.assertEqual(meta["l2_gbps"], 8500)  # the largest buffer inside L2, median of its rounds
+        by = {b.step: b for b in bars}
+        g = by["e19_exact_gelu"]
+        self.assertAlmostEqual(g.l2_us, 850e6 / 8500e9 * 1e6)
+        self.assertEqual((g.chain_us, g.handoffs_us), (450, 10))
+        self.assertAlmostEqual(g.total_us, 460)
+        self.assertAlmostEqual(sum(g.bar(b) for b in waterfall.BARS), 460)
+        self.assertEqual((g.bench_us, g.bench_range), (444, (440, 450)))
+        self.assertAlmostEqual(g.bar("l2"), g.l2_us - g.floor_us)
+        t = by["e30_row_stats"]
+        # the path's hand-offs and queueing leave the chain for the hand-offs' bar
+        self.assertAlmostEqual(t.chain_us, 517 - 52)
+        self.assertAlmostEqual(t.handoffs_us, 10 + 52)
+        self.assertAlmostEqual(t.total_us, 527)
+
+    def test_a_chain_under_the_traffic_bound_adds_nothing(self):
+        b = waterfall.Bars("x", "measured", "fp16", 40, 45, 1000, 120, 100, 5)
+        self.assertEqual((b.bar("floor"), b.bar("l2"), b.bar("chain")), (45, 75, 0))
+
+    def test_predicted_steps_and_the_command_line(self):
+        pred = self.run / "predicted.csv"
+        write(pred, waterfall.PREDICTED_COLUMNS, [dict(step="e32_read_once", precision="fp16", l2_mb=720, chain_us=156,
+                                                       handoffs_us=48, low_us=170, high_us=260, removes="L2 traffic")])
+        out_csv = self.run / "w.csv"
+        png = self.run / "w.png"
+        args = [sys.executable, "-m", "experiments.probes.waterfall", str(self.run), "--predicted", str(pred),
+                "--out-csv", str(out_csv), "--out-png", "-"]
+        try:
+            import matplotlib  # noqa: F401
+            args[-1] = str(png)
+        except ImportError:
+            pass
+        p = subprocess.run(args, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("e32_read_once: floor", p.stdout)
+        with open(out_csv, newline="") as f:
+            rows = {r["step"]: r for r in csv.DictReader(f)}
+        self.assertEqual(rows["e32_read_once"]["kind"], "predicted")
+        self.assertEqual(float(rows["e32_read_once"]["handoffs_bar_us"]), 48)
+        self.assertEqual(float(rows["e19_exact_gelu"]["total_us"]), 460)
+        if args[-1] != "-":
+            self.assertGreater(png.stat().st_size, 10000)
+
+    def test_bad_inputs_get_one_line_and_exit_2(self):
+        def fails(run, *extra, says):
+            p = subprocess.run([sys.executable, "-m", "experiments.probes.waterfall", str(run), "--out-png", "-",
+                                *extra], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, p.stdout)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertIn(says, p.stderr)
+        fails(self.run / "none", says="no such run folder")
+        bad = self.run / "bad.csv"
+        write(bad, ["step", "precision"], [dict(step="x", precision="fp16")])
+        fails(self.run, "--predicted", str(bad), says="needs columns")
+        # a kernel table from before L2 traffic was measured
+        t = self.run / "kernels" / "e19_exact_gelu.csv"
+        t.write_text(t.read_text().replace(",300000000.0,", ",,"))
+        fails(self.run, says="no l2_bytes")
+        (self.run / "batch1_waterfall" / "batch1_waterfall.csv").unlink()
+        fails(self.run, says="no batch-1 bench row")
+        (self.run / "l2_read.csv").unlink()
+        fails(self.run, says="l2_read.csv")
+
+
+if __name__ == "__main__":
+    unittest.main()

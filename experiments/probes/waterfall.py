@@ -1,0 +1,339 @@
+"""The speed-of-light waterfall of a batch-1 forward: from the floor to the time one replay takes.
+
+    python3 -m experiments.probes.waterfall RUN_DIR [--predicted CSV] [--out-csv CSV] [--out-png PNG]
+
+For each encoder step measured in RUN_DIR (vit_b at 224 px, batch 1), four bars that add up to one
+traced replay, each what the bound before it leaves out:
+- floor: max(every weight read once at the copy rate, the forward's FLOPs at the tensor-core
+  ceiling of their precision), from the model's shape and the run's ceilings.csv;
+- L2 traffic: the bytes the SMs moved to and from L2 (Nsight Compute, summed over the replay's
+  kernels: kernels/STEP.csv from kernel_table.sh) at the L2 read rate (l2_read.csv: the largest
+  buffer inside L2, median over rounds), beyond the floor;
+- chain: the forward's dependent work beyond that: for a graph of kernels every kernel's duration
+  (each waits for the one before); for a tile-scheduled step the other kernels plus the
+  persistent kernel's critical path as its tasks ran it (tasks/path_STEP.csv from task_clock.sh)
+  and its start and end around the path;
+- hand-offs: the gaps between kernels (one replay to the next included), and the tile-scheduled
+  path's hand-offs and queued time.
+The four add up to the traced replay (kernels plus gaps). Beside it, the step's median over the
+run's rounds of the untraced bench at batch 1, and its range. A predicted step (a row of
+--predicted: its L2 traffic, chain and hand-offs as its design predicts them, the bar it removes)
+is drawn hatched with its predicted range. Writes the bars as CSV and the figure as PNG into
+RUN_DIR unless told otherwise; exit 2 with one line on stderr for a missing or malformed input.
+The computation is standard library; the figure needs matplotlib.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# vit_b at 224 px (the only shape the batch-1 work targets): 16 x 16 patches, 197 tokens.
+VIT_B = dict(hidden=768, blocks=12, heads=12, mlp=3072, tokens=197, patches=196, patch_in=3 * 16 * 16,
+             classes=1000)
+FP8_PRECISIONS = ("fp8_e4m3",)
+TARGET_US = {"fp16": 200.0, "fp8": 150.0}  # the batch-1 targets
+BARS = ("floor", "l2", "chain", "handoffs")
+BAR_LABELS = {"floor": "floor (weights once, or FLOPs at the ceiling)", "l2": "L2 traffic beyond it",
+              "chain": "dependent work beyond that", "handoffs": "gaps and hand-offs"}
+PREDICTED_COLUMNS = ("step", "precision", "l2_mb", "chain_us", "handoffs_us", "low_us", "high_us", "removes")
+CSV_COLUMNS = ("step", "kind", "precision", "weights_us", "math_us", "floor_us", "l2_mb", "l2_us", "chain_us",
+               "handoffs_us", "floor_bar_us", "l2_bar_us", "chain_bar_us", "handoffs_bar_us", "total_us",
+               "bench_us", "bench_low_us", "bench_high_us", "low_us", "high_us", "removes")
+
+
+def die(msg):
+    print(f"waterfall.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_csv(path: Path) -> list[dict]:
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        die(f"cannot read {path}: {e}")
+
+
+def number(row: dict, column: str, where) -> float:
+    try:
+        return float(row[column])
+    except (KeyError, TypeError, ValueError):
+        die(f"{where}: column {column} missing or not a number")
+
+
+def is_fp8(precision: str) -> bool:
+    return precision in FP8_PRECISIONS or precision == "fp8"
+
+
+def model_floor(precision: str, copy_gbps: float, fp16_tflops: float, fp8_tflops: float, shape=VIT_B):
+    """(weights_us, math_us): every parameter read once at the copy rate (the blocks' GEMM weights
+    one byte each in FP8, everything else fp16), and the forward's useful FLOPs at the tensor-core
+    ceiling of the precision that runs them (FP8: the blocks' GEMMs; attention, the patch
+    embedding and the head stay fp16)."""
+    d, b, t = shape["hidden"], shape["blocks"], shape["tokens"]
+    gemm_params = b * (3 * d * d + d * d + 2 * d * shape["mlp"])
+    other_params = (b * (3 * d + d + shape["mlp"] + d + 4 * d)  # biases and the two LayerNorms
+                    + shape["patch_in"] * d + d + t * d + d  # patch embedding, position embedding, class token
+                    + 2 * d + d * shape["classes"] + shape["classes"])  # final LayerNorm, head
+    weight_bytes = gemm_params * (1 if is_fp8(precision) else 2) + other_params * 2
+    gemm_flops = 2 * t * gemm_params
+    other_flops = (b * 2 * 2 * t * t * d  # attention: scores and their product with the values
+                   + 2 * shape["patches"] * shape["patch_in"] * d + 2 * d * shape["classes"])
+    if is_fp8(precision):
+        math_s = gemm_flops / (fp8_tflops * 1e12) + other_flops / (fp16_tflops * 1e12)
+    else:
+        math_s = (gemm_flops + other_flops) / (fp16_tflops * 1e12)
+    return weight_bytes / (copy_gbps * 1e9) * 1e6, math_s * 1e6
+
+
+@dataclass
+class Bars:
+    step: str
+    kind: str  # measured | predicted
+    precision: str
+    weights_us: float
+    math_us: float
+    l2_mb: float
+    l2_us: float
+    chain_us: float
+    handoffs_us: float
+    bench_us: float | None = None
+    bench_range: tuple[float, float] | None = None
+    low_us: float | None = None
+    high_us: float | None = None
+    removes: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def floor_us(self) -> float:
+        return max(self.weights_us, self.math_us)
+
+    def bar(self, name: str) -> float:
+        """The waterfall's segments: each bound beyond the one before (never below zero: a chain
+        shorter than the traffic bound would mean the L2 rate was beaten, and is noted)."""
+        traffic = max(self.floor_us, self.l2_us)
+        return {"floor": self.floor_us, "l2": traffic - self.floor_us, "chain": max(0.0, self.chain_us - traffic),
+                "handoffs": self.handoffs_us}[name]
+
+    @property
+    def total_us(self) -> float:
+        return sum(self.bar(b) for b in BARS)
+
+    def row(self) -> dict:
+        r = dict(step=self.step, kind=self.kind, precision=self.precision, weights_us=self.weights_us,
+                 math_us=self.math_us, floor_us=self.floor_us, l2_mb=self.l2_mb, l2_us=self.l2_us,
+                 chain_us=self.chain_us, handoffs_us=self.handoffs_us, total_us=self.total_us,
+                 bench_us=self.bench_us, bench_low_us=self.bench_range[0] if self.bench_range else None,
+                 bench_high_us=self.bench_range[1] if self.bench_range else None, low_us=self.low_us,
+                 high_us=self.high_us, removes=self.removes)
+        r.update({f"{b}_bar_us": self.bar(b) for b in BARS})
+        return {k: "" if v is None else (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
+
+
+def ceilings(run: Path) -> tuple[float, float, float, str, str]:
+    """(copy GB/s, fp16 TFLOP/s, FP8 TFLOP/s, GPU, commit) from the run's ceilings.csv."""
+    path = run / "ceilings.csv"
+    rows = {r["version"]: r for r in read_csv(path) if r.get("status") == "ok"}
+    if not all(v in rows for v in ("copy", "gemm_fp16", "gemm_fp8")):
+        die(f"{path}: needs ok rows copy, gemm_fp16 and gemm_fp8")
+    return (number(rows["copy"], "gbps", path), number(rows["gemm_fp16"], "tflops", path),
+            number(rows["gemm_fp8"], "tflops", path), rows["copy"].get("gpu", "?"), rows["copy"].get("commit", "?"))
+
+
+def l2_rate_gbps(run: Path) -> float:
+    """The L2 read rate: every SM reading the largest buffer that stays in L2 (l2_read.csv's rows
+    without --sms, below 64 MiB), the median over rounds."""
+    path = run / "l2_read.csv"
+    rows = [r for r in read_csv(path) if r.get("status") == "ok" and r.get("version") == "l2_read"
+            and "on SMs below" not in r.get("note", "")]  # the rows of a few SMs reading alone
+    sizes = {}
+    for r in rows:
+        mib = number(r, "device_bytes", path) / 2**20
+        if mib < 64:
+            sizes.setdefault(round(mib), []).append(number(r, "gbps", path))
+    if not sizes:
+        die(f"{path}: no l2_read row of a buffer inside L2")
+    return statistics.median(sizes[max(sizes)])
+
+
+def bench_times(run: Path) -> dict[str, tuple[str, list[float]]]:
+    """step -> (precision, the batch-1 medians of its rounds) from every CSV in the run folder
+    and its first-level sub-folders (a sweep writes its spec's folder)."""
+    out: dict[str, tuple[str, list[float]]] = {}
+    for path in sorted(list(run.glob("*.csv")) + list(run.glob("*/*.csv"))):
+        rows = read_csv(path)
+        if not rows or "family" not in rows[0] or "median_us" not in rows[0]:
+            continue
+        for r in rows:
+            if r["family"] == "encoder" and r["status"] == "ok" and r["batch"] == "1" and r["model"] == "vit_b" \
+                    and r["image_size"] == "224":
+                out.setdefault(r["version"], (r["precision"], []))[1].append(number(r, "median_us", path))
+    return out
+
+
+def measured(run: Path, step: str, precision: str, rates, l2_gbps: float) -> Bars:
+    copy, fp16, fp8 = rates
+    table_path = run / "kernels" / f"{step}.csv"
+    kernels = read_csv(table_path)
+    if not kernels:
+        die(f"{table_path}: no kernels")
+    if any(k.get("l2_bytes", "") == "" for k in kernels):
+        die(f"{table_path}: no l2_bytes (a table from before kernel_table.sh measured L2 traffic)")
+    durations = [number(k, "duration_us", table_path) for k in kernels]
+    gaps = sum(number(k, "gap_before_us", table_path) for k in kernels)
+    l2_bytes = sum(number(k, "l2_bytes", table_path) for k in kernels)
+    chain, handoffs = sum(durations), gaps
+    notes = []
+    path_file = run / "tasks" / f"path_{step}.csv"
+    if path_file.exists():
+        # The persistent kernel (the longest node) splits into its path's run, hand-off and queued
+        # time; what it spends outside the path (starting, ending) stays in the chain.
+        path = [r for r in read_csv(path_file) if r["kind"].startswith("path")]
+        if len(path) != 1:
+            die(f"{path_file}: no single path row")
+        p = path[0]
+        moved = number(p, "handoff_us", path_file) + number(p, "queued_us", path_file)
+        chain -= moved
+        handoffs += moved
+        notes.append(f"the persistent kernel's path from {path_file.name}")
+    weights, math = model_floor(precision, copy, fp16, fp8)
+    return Bars(step, "measured", precision, weights, math, l2_bytes / 1e6, l2_bytes / (l2_gbps * 1e3), chain,
+                handoffs, notes=notes)
+
+
+def predicted(path: Path, rates, l2_gbps: float) -> list[Bars]:
+    rows = read_csv(path)
+    if rows and any(c not in rows[0] for c in PREDICTED_COLUMNS):
+        die(f"{path}: needs columns {', '.join(PREDICTED_COLUMNS)}")
+    out = []
+    for r in rows:
+        weights, math = model_floor(r["precision"], *rates)
+        l2_mb = number(r, "l2_mb", path)
+        out.append(Bars(r["step"], "predicted", r["precision"], weights, math, l2_mb, l2_mb * 1e6 / (l2_gbps * 1e9) * 1e6,
+                        number(r, "chain_us", path), number(r, "handoffs_us", path), low_us=number(r, "low_us", path),
+                        high_us=number(r, "high_us", path), removes=r["removes"]))
+    return out
+
+
+def waterfall(run: Path, predicted_csv: Path | None = None) -> tuple[list[Bars], dict]:
+    """Every step with a kernel table in RUN_DIR/kernels, then the predicted ones."""
+    copy, fp16, fp8, gpu, commit = ceilings(run)
+    l2 = l2_rate_gbps(run)
+    rates = (copy, fp16, fp8)
+    benches = bench_times(run)
+    tables = sorted((run / "kernels").glob("*.csv")) if (run / "kernels").is_dir() else []
+    # STEP.csv; not the ceilings, nor kernel_table.sh's STEP.trace.csv and STEP.ncu.csv
+    steps = [t.stem for t in tables if "." not in t.stem and t.stem != "ceilings"]
+    if not steps:
+        die(f"{run}/kernels: no kernel table (experiments/probes/kernel_table.sh)")
+    bars = []
+    for step in steps:
+        if step not in benches:
+            die(f"{run}: no batch-1 bench row of {step} (vit_b, 224 px) beside its kernel table")
+        precision, times = benches[step]
+        b = measured(run, step, precision, rates, l2)
+        b.bench_us, b.bench_range = statistics.median(times), (min(times), max(times))
+        bars.append(b)
+    if predicted_csv is not None:
+        bars += predicted(predicted_csv, rates, l2)
+    return bars, dict(gpu=gpu, commit=commit, l2_gbps=l2, copy_gbps=copy, run=run.name)
+
+
+def write_csv(bars: list[Bars], path: Path):
+    try:
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            w.writeheader()
+            for b in bars:
+                w.writerow(b.row())
+    except OSError as e:
+        die(f"cannot write {path}: {e.strerror}")
+
+
+COLORS = {"floor": "#4d4d4d", "l2": "#1f77b4", "chain": "#ff7f0e", "handoffs": "#d62728"}
+
+
+def draw(bars: list[Bars], meta: dict, path: Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(10, 0.62 * len(bars) + 2.4))
+    ys = list(range(len(bars)))[::-1]
+    right = max(max(b.total_us, b.bench_us or 0, b.high_us or 0) for b in bars)
+    for y, b in zip(ys, bars):
+        left = 0.0
+        hatch = "//" if b.kind == "predicted" else None
+        for name in BARS:
+            w = b.bar(name)
+            ax.barh(y, w, left=left, color=COLORS[name], alpha=0.55 if hatch else 0.9, hatch=hatch,
+                    edgecolor="white", height=0.62)
+            if w >= 0.045 * right:
+                ax.text(left + w / 2, y, f"{w:.0f}", ha="center", va="center", fontsize=8, color="white",
+                        fontweight="bold")
+            left += w
+        label = f"{b.total_us:.0f} us"
+        if b.kind == "predicted":
+            ax.plot([b.low_us, b.high_us], [y, y], color="black", lw=1.2)
+            ax.plot([b.low_us, b.high_us], [y, y], "|", color="black", ms=12)
+            label = f"{b.low_us:.0f}-{b.high_us:.0f} us predicted"
+        elif b.bench_us is not None:
+            lo, hi = b.bench_range
+            ax.errorbar(b.bench_us, y + 0.38, xerr=[[b.bench_us - lo], [hi - b.bench_us]], fmt="D", color="black",
+                        ms=5, capsize=3, lw=1)
+            label = f"{b.total_us:.0f} us traced; {b.bench_us:.0f} us bench"
+        ax.text(max(left, b.high_us or 0) + 0.01 * right, y, label, va="center", fontsize=8)
+    names = [f"{b.step} ({'FP8' if is_fp8(b.precision) else 'fp16'})" + (" *" if b.kind == "predicted" else "")
+             for b in bars]
+    ax.set_yticks(ys, names, fontsize=9)
+    for prec, target in TARGET_US.items():
+        ax.axvline(target, color="green" if prec == "fp16" else "purple", ls="--", lw=1)
+        ax.text(target, 1.005, f"target {'FP8' if prec == 'fp8' else 'fp16'}\n{target:.0f} us", va="bottom",
+                ha="right" if prec == "fp8" else "left", fontsize=8, color="green" if prec == "fp16" else "purple",
+                transform=ax.get_xaxis_transform())
+    ax.set_xlim(0, right * 1.32)
+    ax.set_ylim(-0.6, len(bars) - 0.2)
+    ax.set_xlabel("time of one vit_b forward at batch 1, 224 px (us)")
+    handles = [Patch(color=COLORS[n], label=BAR_LABELS[n]) for n in BARS]
+    handles.append(plt.Line2D([], [], marker="D", color="black", ls="", label="bench median, rounds' range"))
+    if any(b.kind == "predicted" for b in bars):
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="* predicted, range"))
+    ax.legend(handles=handles, loc="lower right", fontsize=8, framealpha=0.95)
+    ax.set_title("Batch 1 from its floor to its time: what each bar adds\n"
+                 f"{meta['run']}, {meta['gpu']}, commit {meta['commit'][:12]}; L2 at {meta['l2_gbps'] / 1e3:.1f} TB/s",
+                 fontsize=10, pad=26)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=150)
+    except OSError as e:
+        die(f"cannot write {path}: {e.strerror}")
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path, help="a run folder with ceilings.csv, l2_read.csv, kernels/ and the bench rows")
+    ap.add_argument("--predicted", type=Path, help="CSV of predicted steps (" + ", ".join(PREDICTED_COLUMNS) + ")")
+    ap.add_argument("--out-csv", type=Path, help="default RUN/waterfall.csv")
+    ap.add_argument("--out-png", type=Path, help="default RUN/waterfall.png; '-' for none")
+    a = ap.parse_args(argv)
+    if not a.run.is_dir():
+        die(f"{a.run}: no such run folder")
+    bars, meta = waterfall(a.run, a.predicted)
+    write_csv(bars, a.out_csv or a.run / "waterfall.csv")
+    if str(a.out_png) != "-":
+        draw(bars, meta, a.out_png or a.run / "waterfall.png")
+    for b in bars:
+        parts = ", ".join(f"{n} {b.bar(n):.1f}" for n in BARS)
+        tail = (f"; bench {b.bench_us:.1f} us" if b.bench_us is not None
+                else f"; predicted {b.low_us:.0f}-{b.high_us:.0f} us, removes {b.removes}")
+        print(f"{b.step}: {parts} -> {b.total_us:.1f} us{tail}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The inputs of the batch-1 waterfall (experiments/probes/waterfall.py) into one run folder, after
+# the bench rows of `experiments.sweep --spec batch1_waterfall` (or experiments/gpu_job.sh
+# batch1_waterfall) and its ceilings.csv: the L2 read rate (l2_read.csv), one graph replay's kernel
+# table with each kernel's L2 traffic (kernels/), and the tile-scheduled steps' task clock and
+# critical path (tasks/).
+#   experiments/probes/waterfall.sh RUN_DIR [STEP ...]   (build folder: $BUILD, default build)
+# Default steps: e19_exact_gelu e18_fp8_cutlass e30_row_stats. Then, on any machine:
+#   python3 -m experiments.probes.waterfall RUN_DIR --predicted stages/encoder/waterfall_predicted.csv
+set -euo pipefail
+run=${1:?usage: waterfall.sh RUN_DIR [STEP ...]}
+shift
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(e19_exact_gelu e18_fp8_cutlass e30_row_stats)
+here=$(cd "$(dirname "$0")" && pwd)
+[ -f "$run/ceilings.csv" ] || { echo "waterfall.sh: $run/ceilings.csv missing (run the batch1_waterfall sweep first)" >&2; exit 2; }
+mkdir -p "$run/kernels"
+cp "$run/ceilings.csv" "$run/kernels/ceilings.csv"  # the kernel table's rates are the run's
+"$here/l2_read.sh" "$run/l2_read.csv" 3 > /dev/null
+"$here/kernel_table.sh" "$run/kernels" "${steps[@]}"
+tiled=()  # the steps whose composition runs the tile-scheduled blocks (the step table's column 5)
+for s in "${steps[@]}"; do
+  awk -F'\t' -v s="$s" '$1 == s && $5 ~ /blocks=tiled/ {found = 1} END {exit !found}' \
+    "$here/../../stages/encoder/steps.tsv" && tiled+=("$s")
+done
+[ ${#tiled[@]} -eq 0 ] || "$here/task_clock.sh" "$run/tasks" "${tiled[@]}"
+# Only the tables stay: the raw trace and profile are large and rebuilt by the lines above.
+rm -f "$run/kernels/"*.trace.csv "$run/kernels/"*.ncu.csv "$run/kernels/"*.ncu.err "$run/kernels/ceilings.csv"

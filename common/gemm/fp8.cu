@@ -31,14 +31,20 @@ namespace {
 constexpr int kThreads = 256;
 
 #ifdef STUDY_TEST_HOOKS
-// The planted bug e4m3_no_saturation (common/harness/test_hooks.cpp), set from the host.
+// The planted bugs e4m3_no_saturation and e4m3_clamp_low (common/harness/test_hooks.cpp), set
+// from the host.
 __device__ bool planted_no_saturation = false;
+__device__ bool planted_clamp_low = false;
 #endif
 
 // Two floats -> two saturated E4M3 values, the first in the low byte (memory order).
 __device__ __forceinline__ unsigned short pack2(float a, float b) {
 #ifdef STUDY_TEST_HOOKS
   if (planted_no_saturation) return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_NOSAT, __NV_E4M3);
+  if (planted_clamp_low) {  // the E4M3 value below 448
+    a = fminf(fmaxf(a, -416.f), 416.f);
+    b = fminf(fmaxf(b, -416.f), 416.f);
+  }
 #endif
   return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
 }
@@ -48,8 +54,9 @@ __device__ __forceinline__ unsigned short pack2(float a, float b) {
 void set_plants() {
 #ifdef STUDY_TEST_HOOKS
   static const bool once = [] {
-    const bool v = planted("e4m3_no_saturation");
-    CUDA_CHECK(cudaMemcpyToSymbol(planted_no_saturation, &v, sizeof v));
+    const bool no_saturation = planted("e4m3_no_saturation"), clamp_low = planted("e4m3_clamp_low");
+    CUDA_CHECK(cudaMemcpyToSymbol(planted_no_saturation, &no_saturation, sizeof no_saturation));
+    CUDA_CHECK(cudaMemcpyToSymbol(planted_clamp_low, &clamp_low, sizeof clamp_low));
     return true;
   }();
   (void)once;

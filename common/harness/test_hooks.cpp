@@ -35,6 +35,8 @@ const std::vector<Plant>& plants() {
                           "each row's last 32-column group"},
       {"e4m3_no_saturation", "FP8 quantizing kernels (LayerNorm's, the activations'): values past 448 converted "
                              "without saturation (to NaN), where the recipe clamps them to 448"},
+      {"e4m3_clamp_low", "FP8 quantizing kernels (LayerNorm's, the activations'): values clamped to 416, the "
+                         "E4M3 value below the recipe's 448 (each within one E4M3 step of the recipe's)"},
       {"small_m_slice_dropped", "few-rows GEMM kernels (small_m.cu) of more than one K slice: the epilogue adds "
                                 "every slice's partial tile but the last"},
   } : std::vector<Plant>{};

@@ -225,6 +225,10 @@ void check_fp8_stages(const std::string& model, int layers, int batch, int image
       INFO(stage << ": " << saturated_share(want) << " of the recipe's values saturated, "
                  << saturated_share(got) << " of the GPU's");
       CHECK(saturated_share(want) > 0.0);
+      // A clamp below 448 puts each clamped value within one E4M3 step of the recipe's, inside the
+      // tolerance above; it leaves no value at 448. (The GPU's arithmetic before the rounding may
+      // put a few values the recipe saturates on the other side of the last rounding boundary.)
+      CHECK(saturated_share(got) >= 0.5 * saturated_share(want));
     }
   };
 
@@ -318,10 +322,10 @@ TEST_CASE("twelve blocks: the logits") {
   check_logits(p, step());
 }
 
-TEST_CASE("the last block's QKV, attention output and (one-kernel runners) MLP hidden") {
+// The FP8 blocks are checked stage by stage below.
+TEST_CASE("the last block's QKV, attention output and (one-kernel runners) MLP hidden" *
+          doctest::skip(step().blocks == Blocks::Fp8)) {
   const Composition c = step();
-  // The FP8 blocks are checked stage by stage below; the folded LayerNorm writes no LN1 output.
-  if (c.blocks == Blocks::Fp8) return;
   for (const std::string model : {"vit_ti", "vit_b"}) {
     const Problem p = problem(model.c_str(), 1, 3, model == "vit_ti" ? 176 : 224);
     const auto seed = study::fresh_seed();
@@ -352,27 +356,27 @@ TEST_CASE("the last block's QKV, attention output and (one-kernel runners) MLP h
   }
 }
 
-TEST_CASE("FP8: each stage of the last block against the recipe on the GPU's own inputs and scales") {
+TEST_CASE("FP8: each stage of the last block against the recipe on the GPU's own inputs and scales" *
+          doctest::skip(!step().fp8())) {
   const Composition c = step();
-  if (!c.fp8()) return;
   check_fp8_stages("vit_ti", 2, 3, 176, c);
   check_fp8_stages("vit_b", 1, 2, 224, c);
 }
 
-TEST_CASE("FP8: every E4M3 stage saturating (calibrated amax an eighth of the data's) clamps as the recipe") {
-  // At the calibration margin the composed forwards stay under ~240 of E4M3's 448, so a wrong
-  // clamp in a quantizing epilogue would pass the test above; here every stage clamps values.
+// At the calibration margin the composed forwards stay under ~240 of E4M3's 448, so a wrong clamp
+// in a quantizing epilogue would pass the test above; here every stage clamps values.
+TEST_CASE("FP8: every E4M3 stage saturating (calibrated amax an eighth of the data's) clamps as the recipe" *
+          doctest::skip(!step().fp8())) {
   const Composition c = step();
-  if (!c.fp8()) return;
   check_fp8_stages("vit_ti", 2, 3, 176, c, 1.f / 8);
 }
 
 // The task clock's stamps (globaltimer) are compared across SMs; its resolution can be ~1 us.
 constexpr double kClockSlackUs = 1.0;
 
-TEST_CASE("tile-scheduled steps: each task's inputs ready only after the tasks it waits for stored theirs") {
+TEST_CASE("tile-scheduled steps: each task's inputs ready only after the tasks it waits for stored theirs" *
+          doctest::skip(!step().tiled())) {
   const Composition c = step();
-  if (!c.tiled()) return;
   for (int batch : {1, 3}) {
     const Problem p = problem("vit_s", 4, batch, 224);
     const auto seed = study::fresh_seed();
@@ -531,6 +535,8 @@ TEST_CASE("the batch split over streams computes the same residual stream and lo
   const GpuRun got = run_forward(p, c, w, images, seed);
   const auto want = reference_streams(images, p.batch, w).after.back();
   check_stage("residual stream", got.stream, want, c.fp8() ? fp8_stream_tolerance(want) : stream_tolerance(want));
+  const auto logits = reference_head(want, p.batch, w);
+  check_stage("logits", got.logits, logits, c.fp8() ? fp8_logits_tolerance(logits) : logits_tolerance(logits));
 }
 
 // The step's composition on other blocks: the tiled form's fields go with the tiled blocks.

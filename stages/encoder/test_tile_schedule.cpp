@@ -93,6 +93,58 @@ TEST_CASE("vit_b at batch 1: the tasks and counts of the design") {
   CHECK(sched.final_counts[a.waits[1].counter] == 8);
 }
 
+TEST_CASE("the table the GPU reads: the proven schedule entry by entry, and proved itself") {
+  for (bool ln_tasks : {false, true})
+    for (int images : {1, 3}) {
+      const Schedule sched = build(vit(768, 12, 197, images, 4, ln_tasks));
+      CAPTURE(images);
+      CAPTURE(ln_tasks);
+      const std::vector<DeviceTask> table = device_tasks(sched);
+      CHECK(table_differs(sched, table) == "");
+      const Schedule read = from_device(sched, table);
+      REQUIRE(read.tasks.size() == sched.tasks.size());
+      for (std::size_t i = 0; i < read.tasks.size(); ++i) {
+        const Task &a = read.tasks[i], &b = sched.tasks[i];
+        CHECK((a.kind == b.kind && a.block == b.block && a.row_tile == b.row_tile && a.col == b.col &&
+               a.slice == b.slice && a.signals == b.signals && a.waits.size() == b.waits.size()));
+        for (std::size_t w = 0; w < a.waits.size(); ++w)
+          CHECK((a.waits[w].counter == b.waits[w].counter && a.waits[w].target == b.waits[w].target));
+      }
+      if (images == 1) CHECK(check(read) == "");
+    }
+  // Each corruption of one entry is named by the comparison, and the ordering proof of the table
+  // read back finds the ones that break an order.
+  const Schedule sched = build(vit(384, 3, 197));
+  const std::vector<DeviceTask> table = device_tasks(sched);
+  std::size_t attn = 0;
+  while (sched.tasks[attn].kind != Kind::Attention) ++attn;
+  auto t = table;
+  --t[attn].wait_target[1];
+  CHECK(contains(table_differs(sched, t), ("ticket " + std::to_string(attn) + " (attention of block 0): waits for").c_str()));
+  CHECK(contains(check(from_device(sched, t)), "not ordered"));
+  t = table;
+  std::swap(t[attn], t[attn + 1]);
+  CHECK(contains(table_differs(sched, t), "another task"));
+  t = table;
+  ++t[attn].signals;
+  CHECK(contains(table_differs(sched, t), "signals counter"));
+  t = table;
+  t[attn].waits = 1;
+  CHECK(contains(table_differs(sched, t), "1 waits, not 2"));
+  t = table;
+  t.pop_back();
+  CHECK(contains(table_differs(sched, t), "holds"));
+  t = table;
+  t[attn].waits = 3;
+  CHECK_THROWS_WITH_AS(from_device(sched, t), doctest::Contains("not 0 to 2 waits"), std::invalid_argument);
+  t = table;
+  t[attn].kind = 9;
+  CHECK_THROWS_WITH_AS(from_device(sched, t), doctest::Contains("no task kind"), std::invalid_argument);
+  t = table;
+  t[attn].wait_counter[0] = static_cast<int>(sched.final_counts.size());
+  CHECK_THROWS_WITH_AS(from_device(sched, t), doctest::Contains("out of range"), std::invalid_argument);
+}
+
 TEST_CASE("planted faults: check names each") {
   const Shape shape = vit(384, 3, 197);
   REQUIRE(check(build(shape)) == "");

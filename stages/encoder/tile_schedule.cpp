@@ -357,6 +357,61 @@ std::vector<DeviceTask> device_tasks(const Schedule& sched) {
   return out;
 }
 
+Schedule from_device(const Schedule& proven, const std::vector<DeviceTask>& table) {
+  const Shape& s = proven.shape;
+  const int counters = static_cast<int>(proven.final_counts.size());
+  const int cols = std::max(3 * s.hidden, s.mlp_hidden) / kTile;  // QKV's or fc1's column tiles
+  Schedule out = proven;
+  out.tasks.clear();
+  out.tasks.reserve(table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const DeviceTask& d = table[i];
+    const auto bad = [&](const char* what) {
+      return std::invalid_argument("tile schedule: device entry " + std::to_string(i) + " has " + what);
+    };
+    if (d.kind < 0 || d.kind > static_cast<int>(Kind::Fc2)) throw bad("no task kind");
+    if (d.block < 0 || d.block >= s.blocks) throw bad("a block out of range");
+    if (d.row_tile < 0 || d.row_tile >= proven.row_tiles) throw bad("a row tile out of range");
+    if (d.col < 0 || d.col >= cols || d.slice < 0 || d.slice >= s.fc2_split) throw bad("a column or slice out of range");
+    if (d.waits < 0 || d.waits > 2) throw bad("not 0 to 2 waits");
+    if (d.signals < 0 || d.signals >= counters) throw bad("a counter out of range");
+    Task t{static_cast<Kind>(d.kind), d.block, d.row_tile, d.col, d.slice, {}, d.signals};
+    for (int w = 0; w < d.waits; ++w) {
+      if (d.wait_counter[w] < 0 || d.wait_counter[w] >= counters) throw bad("a wait on a counter out of range");
+      t.waits.push_back({d.wait_counter[w], d.wait_target[w]});
+    }
+    out.tasks.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string table_differs(const Schedule& sched, const std::vector<DeviceTask>& table) {
+  if (table.size() != sched.tasks.size())
+    return "the table holds " + std::to_string(table.size()) + " tasks, the schedule " +
+           std::to_string(sched.tasks.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const Task& t = sched.tasks[i];
+    const DeviceTask& d = table[i];
+    std::string why;
+    if (d.kind != static_cast<int>(t.kind) || d.block != t.block || d.row_tile != t.row_tile || d.col != t.col ||
+        d.slice != t.slice)
+      why = "another task";
+    else if (d.signals != t.signals)
+      why = "signals counter " + std::to_string(d.signals) + ", not " + std::to_string(t.signals);
+    else if (d.waits != static_cast<int>(t.waits.size()))
+      why = std::to_string(d.waits) + " waits, not " + std::to_string(t.waits.size());
+    else
+      for (std::size_t w = 0; w < t.waits.size() && why.empty(); ++w)
+        if (d.wait_counter[w] != t.waits[w].counter || d.wait_target[w] != t.waits[w].target)
+          why = "waits for counter " + std::to_string(d.wait_counter[w]) + " to reach " +
+                std::to_string(d.wait_target[w]) + ", not " + std::to_string(t.waits[w].counter) + " to reach " +
+                std::to_string(t.waits[w].target);
+    if (!why.empty())
+      return "ticket " + std::to_string(i) + " (" + name(t.kind) + " of block " + std::to_string(t.block) + "): " + why;
+  }
+  return {};
+}
+
 TileUses tile_uses(const Schedule& sched) {
   if (std::string why = refuses(sched.shape); !why.empty()) throw std::invalid_argument("tile schedule: " + why);
   const std::size_t n = sched.tasks.size();

@@ -104,6 +104,15 @@ struct DeviceTask {
   int signals;
 };
 std::vector<DeviceTask> device_tasks(const Schedule& sched);
+// The schedule a device table describes, read back entry by entry (the inverse of device_tasks),
+// with `proven`'s shape, counters and final counts: what `check` proves when the forward is set up
+// is the table the GPU reads, not the host's copy it was made from. Throws std::invalid_argument
+// for an entry that is no task of that shape (a kind, block, row tile, column, slice, counter or
+// wait count out of range).
+Schedule from_device(const Schedule& proven, const std::vector<DeviceTask>& table);
+// Empty when `table` holds exactly `sched`'s tasks in ticket order; otherwise the first entry that
+// differs and how (the GPU tests compare the table read back from the device with it).
+std::string table_differs(const Schedule& sched, const std::vector<DeviceTask>& table);
 
 // What each task touches, for the dry run on the GPU (tile_dry_run.hpp): the tiles it reads,
 // each with the number of writes that tile has had before the task in program order (what the

@@ -192,8 +192,12 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   if (const char* why = invalid(form)) throw study::StudyError(study::ErrorKind::Usage, who + why);
   if (auto why = refuses(p, batch); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, who + why);
   sched_ = tiles::build(shape_of(p, batch, form.ln_tasks()));
-  const bool prove_order = sched_.tasks.size() <= tiles::kOrderProofMaxTasks;
-  if (auto why = prove_order ? tiles::check(sched_) : tiles::check_counts(sched_); !why.empty())
+  // What is proved is the table the kernel reads, decoded entry by entry, not the schedule it was
+  // made from; dependency_state() compares the table on the device with it after each forward.
+  const std::vector<tiles::DeviceTask> table = tiles::device_tasks(sched_);
+  const tiles::Schedule read = tiles::from_device(sched_, table);
+  const bool prove_order = read.tasks.size() <= tiles::kOrderProofMaxTasks;
+  if (auto why = prove_order ? tiles::check(read) : tiles::check_counts(read); !why.empty())
     throw std::logic_error(who + "the tile schedule is unsound: " + why);
   for (bool clock : {false, true})
     CUDA_CHECK(cudaFuncSetAttribute(kernel_for(form, clock), cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -206,7 +210,7 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   // One CTA an SM; two where the form is built for it and they fit (not with the keys of 577
   // tokens in shared memory): every CTA resident, each taking tickets.
   grid_ = study::sm_count() * std::min(per_sm, form.ctas_per_sm());
-  tasks_ = study::to_device(tiles::device_tasks(sched_));
+  tasks_ = study::to_device(table);
   layers_ = study::DeviceBuffer<BlockView>(blocks.size());
   CUDA_CHECK(cudaMemcpy(layers_.get(), blocks.data(), layers_.bytes(), cudaMemcpyHostToDevice));
   partial_ = study::DeviceBuffer<float>(static_cast<std::size_t>(kSplit) * rows_ * p.model.hidden);
@@ -312,6 +316,8 @@ std::string Blocks::dependency_state() const {
   const std::vector<unsigned> st = study::to_host(state_);
   const std::size_t n = sched_.final_counts.size();
   std::string why;
+  if (auto differs = tiles::table_differs(sched_, study::to_host(tasks_)); !differs.empty())
+    why += "the task table on the device: " + differs + "; ";
   if (st[1]) why += std::to_string(st[1]) + " waits timed out; ";
   const unsigned tickets = static_cast<unsigned>(sched_.tasks.size()) + static_cast<unsigned>(grid_);
   if (st[0] != tickets)

@@ -125,7 +125,8 @@ class Blocks {
   // rows' partial statistics (each written before it is read).
   void poison_scratch();
   // After a forward (the caller synchronizes): empty when every counter holds exactly what a
-  // complete forward leaves, every ticket was taken and no wait timed out; otherwise what differs.
+  // complete forward leaves, every ticket was taken, no wait timed out and the task table on the
+  // device is still the proven schedule, entry by entry; otherwise what differs.
   std::string dependency_state() const;
   const tiles::Schedule& schedule() const { return sched_; }
   // The task clock: while on, run() launches the kernel's instantiation that stamps each task's

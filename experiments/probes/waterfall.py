@@ -19,7 +19,9 @@ The four add up to the traced replay (kernels plus gaps). Beside it, the step's 
 run's rounds of the untraced bench at batch 1, and its range. A predicted step (a row of
 --predicted: its L2 traffic, chain and hand-offs as its design predicts them, the bar it removes)
 is drawn hatched with its predicted range. Writes the bars as CSV and the figure as PNG into
-RUN_DIR unless told otherwise; exit 2 with one line on stderr for a missing or malformed input.
+RUN_DIR/waterfall/ unless told otherwise (a sub-folder: the report reads every CSV directly in a run
+folder as rows of the study's schema); exit 2 with one line on stderr for a missing or malformed
+input.
 The computation is standard library; the figure needs matplotlib.
 """
 from __future__ import annotations
@@ -319,15 +321,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a run folder with ceilings.csv, l2_read.csv, kernels/ and the bench rows")
     ap.add_argument("--predicted", type=Path, help="CSV of predicted steps (" + ", ".join(PREDICTED_COLUMNS) + ")")
-    ap.add_argument("--out-csv", type=Path, help="default RUN/waterfall.csv")
-    ap.add_argument("--out-png", type=Path, help="default RUN/waterfall.png; '-' for none")
+    ap.add_argument("--out-csv", type=Path, help="default RUN/waterfall/waterfall.csv")
+    ap.add_argument("--out-png", type=Path, help="default RUN/waterfall/waterfall.png; '-' for none")
     a = ap.parse_args(argv)
     if not a.run.is_dir():
         die(f"{a.run}: no such run folder")
     bars, meta = waterfall(a.run, a.predicted)
-    write_csv(bars, a.out_csv or a.run / "waterfall.csv")
+    if a.out_csv is None or a.out_png is None:
+        (a.run / "waterfall").mkdir(exist_ok=True)
+    write_csv(bars, a.out_csv or a.run / "waterfall" / "waterfall.csv")
     if str(a.out_png) != "-":
-        draw(bars, meta, a.out_png or a.run / "waterfall.png")
+        draw(bars, meta, a.out_png or a.run / "waterfall" / "waterfall.png")
     for b in bars:
         parts = ", ".join(f"{n} {b.bar(n):.1f}" for n in BARS)
         tail = (f"; bench {b.bench_us:.1f} us" if b.bench_us is not None

@@ -28,6 +28,12 @@ Task& first(Schedule& sched, Kind k, int block) {
   throw std::logic_error("no such task");
 }
 
+const Task& first(const Schedule& sched, Kind k, int block) {
+  for (const Task& t : sched.tasks)
+    if (t.kind == k && t.block == block) return t;
+  throw std::logic_error("no such task");
+}
+
 bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
 
 }  // namespace
@@ -278,4 +284,132 @@ TEST_CASE("vit_b at batch 256: too many tasks for the ordering proof, the counts
 TEST_CASE("the forward proves the ordering up to batch 8 (vit_b 224 px) and at every shape its GPU tests run") {
   CHECK(build(vit(768, 12, 197, 8)).tasks.size() <= kOrderProofMaxTasks);
   CHECK(build(vit(768, 12, 577, 3)).tasks.size() <= kOrderProofMaxTasks);
+}
+
+TEST_CASE("the read-once tiling: 256-row GEMM tasks, K split so that 132 CTAs have work") {
+  const Shape s = read_once_shape(768, 12, 197, 1, 132);
+  CHECK(s.gemm_rows == 4);
+  // The fewest slices giving 132 tasks: QKV 36 columns x 4, the projection 12 x 12, fc1 48 x 3,
+  // fc2 12 x 12 (of its 48 K tiles).
+  CHECK((s.qkv_split == 4 && s.proj_split == 12 && s.fc1_split == 3 && s.fc2_split == 12));
+  const Schedule sched = build(s);
+  REQUIRE(check(sched) == "");
+  CHECK(sched.row_tiles == 4);
+  CHECK(sched.row_groups == 1);
+  for (int b : {0, 11}) {
+    CHECK(count(sched, Kind::Qkv, b) == 144);
+    CHECK(count(sched, Kind::Attention, b) == 48);  // 64 queries of one head, as before
+    CHECK(count(sched, Kind::Projection, b) == 144);
+    CHECK(count(sched, Kind::Fc1, b) == 144);
+    CHECK(count(sched, Kind::Fc2, b) == 144);
+  }
+  // Each weight tile is read by one task: QKV column 5's four slices read K rows 0-191, 192-383...
+  // of the whole row group, and write the same output tiles.
+  const Task& a = first(sched, Kind::Attention, 3);
+  REQUIRE(a.waits.size() == 2u);
+  CHECK(a.waits[0].target == 4u);  // its Q tile's four slices
+  CHECK(a.waits[1].target == 8u);  // K and V of its head: one row group, four slices each
+  CHECK(first(sched, Kind::Projection, 3).waits[0].target == 48u);  // 12 heads x 4 tiles
+  CHECK(first(sched, Kind::Fc1, 3).waits[0].target == 144u);
+  CHECK(first(sched, Kind::Fc2, 3).waits[0].target == 144u);
+  CHECK(first(sched, Kind::Qkv, 3).waits[0].target == 144u);  // block 2's fc2
+  // The table the GPU reads holds row groups for the GEMMs and row tiles for attention.
+  const std::vector<DeviceTask> table = device_tasks(sched);
+  CHECK(table_differs(sched, table) == "");
+  CHECK(check(from_device(sched, table)) == "");
+  // More images: 256-row groups, the last partial (3 x 197 = 591 rows, 10 row tiles, 3 groups).
+  const Schedule three = build(read_once_shape(768, 2, 197, 3, 132));
+  CHECK(three.row_groups == 3);
+  CHECK(check(three) == "");
+  CHECK(first(three, Kind::Projection, 1).waits[0].target == 48u);
+}
+
+TEST_CASE("the read-once tiling is sound for vit_ti to vit_b, 1 to 3 images, 224 and 384 px, 66 to 264 CTAs") {
+  for (int hidden : {192, 384, 768})
+    for (int tokens : {197, 577})
+      for (int images : {1, 3})
+        for (int ctas : {66, 132, 264}) {
+          const Shape s = read_once_shape(hidden, 3, tokens, images, ctas);
+          CAPTURE(hidden);
+          CAPTURE(tokens);
+          CAPTURE(images);
+          CAPTURE(ctas);
+          REQUIRE(refuses(s) == "");
+          const Schedule sched = build(s);
+          CHECK(check(sched) == "");
+          CHECK(table_differs(sched, device_tasks(sched)) == "");
+        }
+}
+
+TEST_CASE("planted faults in the read-once tiling: check names each") {
+  const Shape shape = read_once_shape(384, 3, 197, 1, 132);
+  REQUIRE(check(build(shape)) == "");
+  const auto planted = [&](const auto& plant) {
+    Schedule s = build(shape);
+    plant(s);
+    return check(s);
+  };
+  SUBCASE("attention waits for one QKV slice of its Q tile too few") {
+    CHECK(contains(planted([](Schedule& s) { first(s, Kind::Attention, 1).waits[0].target -= 1; }),
+                   "attention of block 1, rows 0, head 0 is not ordered after qkv of block 1, rows 0-3, columns 0, "
+                   "slice"));
+  }
+  SUBCASE("the projection waits for one attention task too few") {
+    CHECK(contains(planted([](Schedule& s) { first(s, Kind::Projection, 2).waits[0].target -= 1; }),
+                   "projection of block 2, rows 0-3, columns 0, slice 0 is not ordered after attention of block 2"));
+  }
+  SUBCASE("fc2 waits for one fc1 slice too few") {
+    CHECK(contains(planted([](Schedule& s) { first(s, Kind::Fc2, 0).waits[0].target -= 1; }),
+                   "fc2 of block 0, rows 0-3, columns 0, slice 0 is not ordered after fc1 of block 0"));
+  }
+  SUBCASE("the next block's QKV waits for one fc2 slice too few") {
+    CHECK(contains(planted([](Schedule& s) { first(s, Kind::Qkv, 1).waits[0].target -= 1; }),
+                   "qkv of block 1, rows 0-3, columns 0, slice 0 is not ordered after fc2 of block 0"));
+  }
+  SUBCASE("a slice that never runs: the tile's readers wait forever") {
+    Schedule s = build(shape);
+    const auto it = std::find_if(s.tasks.begin(), s.tasks.end(),
+                                 [](const Task& t) { return t.kind == Kind::Fc1 && t.block == 1; });
+    s.final_counts[it->signals] -= 1;
+    s.tasks.erase(it);
+    CHECK(contains(check(s), "could wait forever"));
+  }
+}
+
+TEST_CASE("the read-once tiling: what each task touches") {
+  // vit_s: no split of its 6 K tiles gives 132 QKV, projection or fc1 tasks, so each takes every
+  // slice (6); fc2 24 of its 24.
+  const Schedule sched = build(read_once_shape(384, 3, 197, 1, 132));
+  REQUIRE((sched.shape.qkv_split == 6 && sched.shape.proj_split == 6 && sched.shape.fc1_split == 6 &&
+           sched.shape.fc2_split == 24));
+  const TileUses u = tile_uses(sched);
+  for (std::size_t i = 0; i < sched.tasks.size(); ++i) {
+    const Task& t = sched.tasks[i];
+    CAPTURE(i);
+    const int reads = u.read_begin[i + 1] - u.read_begin[i], writes = u.write_begin[i + 1] - u.write_begin[i];
+    if (t.kind == Kind::Qkv) {  // whole rows of x in 4 row tiles (their statistics), whatever its slice
+      CHECK(reads == 4 * 6);
+      for (int k = u.read_begin[i]; k < u.read_begin[i + 1]; ++k) CHECK(u.read_expect[k] == 30u * t.block);
+    }
+    if (t.kind == Kind::Fc2) {  // its slice of h (one of 24 columns) in 4 row tiles; not its own output
+      CHECK(reads == 4);
+      CHECK(writes == 4);
+    }
+    if (t.kind == Kind::Projection) CHECK(reads == 4 * 1);  // one column of the attention output a slice
+    if (t.kind == Kind::Attention) CHECK(writes == 1);
+  }
+  // A residual stream tile: the projection's 6 slices and fc2's 24 in each of 3 blocks.
+  CHECK(u.final_writes[0] == 90u);
+}
+
+TEST_CASE("the read-once tiling's shapes the schedule refuses") {
+  Shape s = read_once_shape(768, 12, 197, 1, 132);
+  s.ln_tasks = true;
+  CHECK(contains(refuses(s), "LayerNorm tasks need 64-row GEMM tasks"));
+  s = read_once_shape(768, 12, 197, 1, 132);
+  s.proj_split = 5;
+  CHECK(contains(refuses(s), "proj_split"));
+  s.proj_split = 1;
+  s.gemm_rows = 0;
+  CHECK(contains(refuses(s), "gemm_rows"));
 }

@@ -38,6 +38,41 @@ Shape vit_shape(int hidden, int blocks, int tokens, int images, int fc2_split, b
   return s;
 }
 
+bool is_gemm(Kind k) { return k == Kind::Qkv || k == Kind::Projection || k == Kind::Fc1 || k == Kind::Fc2; }
+
+int split_of(const Shape& s, Kind k) {
+  switch (k) {
+    case Kind::Qkv: return s.qkv_split;
+    case Kind::Projection: return s.proj_split;
+    case Kind::Fc1: return s.fc1_split;
+    case Kind::Fc2: return s.fc2_split;
+    default: return 1;
+  }
+}
+
+namespace {
+
+// The fewest slices (a divisor of k_tiles) that give `groups` x `cols` x slices >= ctas tasks.
+int split_for(int groups, int cols, int k_tiles, int ctas) {
+  for (int d = 1; d <= k_tiles; ++d)
+    if (k_tiles % d == 0 && groups * cols * d >= ctas) return d;
+  return k_tiles;
+}
+
+}  // namespace
+
+Shape read_once_shape(int hidden, int blocks, int tokens, int images, int ctas) {
+  Shape s = vit_shape(hidden, blocks, tokens, images, 1);
+  s.gemm_rows = 4;
+  const int groups = ((s.rows + kTile - 1) / kTile + s.gemm_rows - 1) / s.gemm_rows;
+  const int cols = hidden / kTile, mlp_cols = s.mlp_hidden / kTile;
+  s.qkv_split = split_for(groups, 3 * cols, cols, ctas);
+  s.proj_split = split_for(groups, cols, cols, ctas);
+  s.fc1_split = split_for(groups, mlp_cols, cols, ctas);
+  s.fc2_split = split_for(groups, cols, mlp_cols, ctas);
+  return s;
+}
+
 std::string refuses(const Shape& s) {
   if (s.rows <= 0 || s.blocks <= 0 || s.heads <= 0) return "rows, blocks and heads must be positive";
   if (s.hidden <= 0 || s.hidden % kTile) return "hidden must be a positive multiple of 64";
@@ -45,28 +80,38 @@ std::string refuses(const Shape& s) {
   if (s.mlp_hidden <= 0 || s.mlp_hidden % kTile) return "mlp_hidden must be a positive multiple of 64";
   if (s.fc2_split <= 0 || (s.mlp_hidden / kTile) % s.fc2_split)
     return "fc2_split must divide mlp_hidden / 64";
+  for (int split : {s.qkv_split, s.proj_split, s.fc1_split})
+    if (split <= 0 || (s.hidden / kTile) % split) return "qkv_split, proj_split and fc1_split must divide hidden / 64";
+  if (s.gemm_rows <= 0) return "gemm_rows must be positive";
+  if (s.gemm_rows > 1 && s.ln_tasks) return "LayerNorm tasks need 64-row GEMM tasks (gemm_rows 1)";
   if (s.qkv_buffers <= 0) return "qkv_buffers must be positive";
   return {};
 }
 
 namespace {
 
-// The counters of one block, each per row tile or per head; with LayerNorm tasks two more per
-// row tile, after the others.
+// The counters of one block, each per row group (of gemm_rows row tiles; a row tile when
+// gemm_rows is 1) or per head; with LayerNorm tasks two more per row tile, after the others.
 struct Counters {
-  int row_tiles, heads;
+  int groups, row_tiles, heads;
   bool ln;
-  int q(int b, int m, int h) const { return block(b) + m * heads + h; }                 // a Q tile stored
-  int kv(int b, int h) const { return block(b) + row_tiles * heads + h; }                // K and V tiles of a head
-  int attention(int b, int m) const { return block(b) + row_tiles * heads + heads + m; }  // heads done
-  int projection(int b, int m) const { return attention(b, m) + row_tiles; }             // columns done
-  int fc1(int b, int m) const { return attention(b, m) + 2 * row_tiles; }
-  int fc2(int b, int m) const { return attention(b, m) + 3 * row_tiles; }                // tiles x slices
-  int ln1(int b, int m) const { return attention(b, m) + 4 * row_tiles; }
-  int ln2(int b, int m) const { return attention(b, m) + 5 * row_tiles; }
-  int per_block() const { return row_tiles * heads + heads + (ln ? 6 : 4) * row_tiles; }
+  int q(int b, int g, int h) const { return block(b) + g * heads + h; }                 // a Q tile stored
+  int kv(int b, int h) const { return block(b) + groups * heads + h; }                   // K and V tiles of a head
+  int attention(int b, int g) const { return block(b) + groups * heads + heads + g; }     // heads done
+  int projection(int b, int g) const { return attention(b, g) + groups; }                // columns done
+  int fc1(int b, int g) const { return attention(b, g) + 2 * groups; }
+  int fc2(int b, int g) const { return attention(b, g) + 3 * groups; }                   // tiles x slices
+  int ln1(int b, int m) const { return attention(b, 0) + 4 * groups + m; }
+  int ln2(int b, int m) const { return ln1(b, m) + row_tiles; }
+  int per_block() const { return groups * heads + heads + 4 * groups + (ln ? 2 * row_tiles : 0); }
   int block(int b) const { return b * per_block(); }
 };
+
+// A row group's rows, as counters and faults name them: "rows 3" (a 64-row tile) or "rows 0-3"
+// (the row tiles of a group).
+std::string rows_text(int first, int last) {
+  return " rows " + std::to_string(first) + (last > first ? "-" + std::to_string(last) : "");
+}
 
 }  // namespace
 
@@ -75,66 +120,76 @@ Schedule build(const Shape& s) {
   Schedule sched;
   sched.shape = s;
   const int rt = sched.row_tiles = (s.rows + kTile - 1) / kTile;
+  const int G = s.gemm_rows, gr = sched.row_groups = (rt + G - 1) / G;
   const int cols = s.hidden / kTile, mlp_cols = s.mlp_hidden / kTile;
-  const Counters c{rt, s.heads, s.ln_tasks};
+  const Counters c{gr, rt, s.heads, s.ln_tasks};
+  // A group's row tiles: the last group may hold fewer.
+  const auto tiles_in = [&](int g) { return std::min(G, rt - g * G); };
+  const auto group_rows = [&](int g) { return rows_text(g * G, g * G + tiles_in(g) - 1); };
   sched.final_counts.assign(static_cast<std::size_t>(c.per_block()) * s.blocks, 0);
   sched.counter_names.resize(sched.final_counts.size());
   for (int b = 0; b < s.blocks; ++b) {
     const std::string blk = "block " + std::to_string(b) + " ";
-    for (int m = 0; m < rt; ++m) {
-      const std::string rows = " rows " + std::to_string(m);
+    for (int g = 0; g < gr; ++g) {
+      const std::string rows = group_rows(g);
       for (int h = 0; h < s.heads; ++h)
-        sched.counter_names[c.q(b, m, h)] = blk + "Q tile" + rows + " head " + std::to_string(h);
-      sched.counter_names[c.attention(b, m)] = blk + "attention" + rows;
-      sched.counter_names[c.projection(b, m)] = blk + "projection" + rows;
-      sched.counter_names[c.fc1(b, m)] = blk + "fc1" + rows;
-      sched.counter_names[c.fc2(b, m)] = blk + "fc2" + rows;
-      if (s.ln_tasks) {
-        sched.counter_names[c.ln1(b, m)] = blk + "LN1" + rows;
-        sched.counter_names[c.ln2(b, m)] = blk + "LN2" + rows;
-      }
+        sched.counter_names[c.q(b, g, h)] = blk + "Q tile" + rows + " head " + std::to_string(h);
+      sched.counter_names[c.attention(b, g)] = blk + "attention" + rows;
+      sched.counter_names[c.projection(b, g)] = blk + "projection" + rows;
+      sched.counter_names[c.fc1(b, g)] = blk + "fc1" + rows;
+      sched.counter_names[c.fc2(b, g)] = blk + "fc2" + rows;
     }
+    if (s.ln_tasks)
+      for (int m = 0; m < rt; ++m) {
+        sched.counter_names[c.ln1(b, m)] = blk + "LN1" + rows_text(m, m);
+        sched.counter_names[c.ln2(b, m)] = blk + "LN2" + rows_text(m, m);
+      }
     for (int h = 0; h < s.heads; ++h) sched.counter_names[c.kv(b, h)] = blk + "K and V of head " + std::to_string(h);
   }
   auto add = [&](Kind k, int b, int m, int col, int slice, std::vector<Wait> waits, int signals) {
     sched.tasks.push_back({k, b, m, col, slice, std::move(waits), signals});
     ++sched.final_counts[signals];
   };
-  // Phase by phase, block by block: a task's inputs always hold smaller tickets.
+  // Phase by phase, block by block: a task's inputs always hold smaller tickets. A split GEMM's
+  // slices of one output tile hold consecutive tickets.
+  const auto all = [](int n) { return static_cast<unsigned>(n); };
   for (int b = 0; b < s.blocks; ++b) {
-    // What a row tile's LayerNorm 1 waits for: block 0 reads the patch embedding, done before the
-    // kernel starts; a later block its rows' every fc2 slice.
-    auto rows_in = [&](int m) {
+    // What a row group's LayerNorm 1 (folded into QKV, or its task) waits for: block 0 reads the
+    // patch embedding, done before the kernel starts; a later block its rows' every fc2 slice.
+    auto rows_in = [&](int g) {
       std::vector<Wait> w;
-      if (b > 0) w.push_back({c.fc2(b - 1, m), static_cast<unsigned>(cols * s.fc2_split)});
+      if (b > 0) w.push_back({c.fc2(b - 1, g), all(cols * s.fc2_split)});
       return w;
     };
     if (s.ln_tasks)
       for (int m = 0; m < rt; ++m) add(Kind::Ln1, b, m, 0, 0, rows_in(m), c.ln1(b, m));
-    for (int m = 0; m < rt; ++m)
-      for (int col = 0; col < 3 * cols; ++col) {
-        std::vector<Wait> w = s.ln_tasks ? std::vector<Wait>{{c.ln1(b, m), 1u}} : rows_in(m);
-        const int h = col % s.heads;
-        add(Kind::Qkv, b, m, col, 0, std::move(w), col < cols ? c.q(b, m, h) : c.kv(b, h));
-      }
+    for (int g = 0; g < gr; ++g)
+      for (int col = 0; col < 3 * cols; ++col)
+        for (int k = 0; k < s.qkv_split; ++k) {
+          std::vector<Wait> w = s.ln_tasks ? std::vector<Wait>{{c.ln1(b, g), 1u}} : rows_in(g);
+          const int h = col % s.heads;
+          add(Kind::Qkv, b, g, col, k, std::move(w), col < cols ? c.q(b, g, h) : c.kv(b, h));
+        }
     for (int m = 0; m < rt; ++m)
       for (int h = 0; h < s.heads; ++h)
-        add(Kind::Attention, b, m, h, 0, {{c.q(b, m, h), 1u}, {c.kv(b, h), static_cast<unsigned>(2 * rt)}},
-            c.attention(b, m));
-    for (int m = 0; m < rt; ++m)
+        add(Kind::Attention, b, m, h, 0, {{c.q(b, m / G, h), all(s.qkv_split)}, {c.kv(b, h), all(2 * gr * s.qkv_split)}},
+            c.attention(b, m / G));
+    for (int g = 0; g < gr; ++g)
       for (int n = 0; n < cols; ++n)
-        add(Kind::Projection, b, m, n, 0, {{c.attention(b, m), static_cast<unsigned>(s.heads)}}, c.projection(b, m));
-    const unsigned projected = static_cast<unsigned>(cols);  // a row tile's projection tiles
+        for (int k = 0; k < s.proj_split; ++k)
+          add(Kind::Projection, b, g, n, k, {{c.attention(b, g), all(s.heads * tiles_in(g))}}, c.projection(b, g));
+    const unsigned projected = all(cols * s.proj_split);  // a row group's projection tiles and slices
     if (s.ln_tasks)
       for (int m = 0; m < rt; ++m) add(Kind::Ln2, b, m, 0, 0, {{c.projection(b, m), projected}}, c.ln2(b, m));
-    for (int m = 0; m < rt; ++m)
+    for (int g = 0; g < gr; ++g)
       for (int n = 0; n < mlp_cols; ++n)
-        add(Kind::Fc1, b, m, n, 0, {s.ln_tasks ? Wait{c.ln2(b, m), 1u} : Wait{c.projection(b, m), projected}},
-            c.fc1(b, m));
-    for (int m = 0; m < rt; ++m)
+        for (int k = 0; k < s.fc1_split; ++k)
+          add(Kind::Fc1, b, g, n, k, {s.ln_tasks ? Wait{c.ln2(b, g), 1u} : Wait{c.projection(b, g), projected}},
+              c.fc1(b, g));
+    for (int g = 0; g < gr; ++g)
       for (int n = 0; n < cols; ++n)
         for (int k = 0; k < s.fc2_split; ++k)
-          add(Kind::Fc2, b, m, n, k, {{c.fc1(b, m), static_cast<unsigned>(mlp_cols)}}, c.fc2(b, m));
+          add(Kind::Fc2, b, g, n, k, {{c.fc1(b, g), all(mlp_cols * s.fc1_split)}}, c.fc2(b, g));
   }
   return sched;
 }
@@ -149,6 +204,12 @@ namespace {
 struct Tiles {
   int row_tiles, cols, mlp_cols, qkv_buffers;
   bool ln;
+  int gemm_rows;
+  // The row tiles a task covers: a GEMM task's group, another task's own tile.
+  int first_row(const Task& t) const { return is_gemm(t.kind) ? t.row_tile * gemm_rows : t.row_tile; }
+  int end_row(const Task& t) const {
+    return is_gemm(t.kind) ? std::min(row_tiles, (t.row_tile + 1) * gemm_rows) : t.row_tile + 1;
+  }
   int x(int m, int n) const { return m * cols + n; }
   int qkv(int b, int m, int n) const {
     return row_tiles * cols + (b % qkv_buffers) * row_tiles * 3 * cols + m * 3 * cols + n;
@@ -159,66 +220,72 @@ struct Tiles {
   int count() const { return row_tiles * (cols * (2 + 3 * qkv_buffers + (ln ? 1 : 0)) + mlp_cols); }
 };
 
-void touched(const Task& t, const Tiles& z, int heads, int split, std::vector<int>& reads, std::vector<int>& writes) {
+void touched(const Task& t, const Tiles& z, const Shape& s, std::vector<int>& reads, std::vector<int>& writes) {
   reads.clear();
   writes.clear();
-  const int m = t.row_tile;
-  // A QKV or fc1 task's input: its rows of the LayerNorm tasks' output, or of the residual stream
-  // that it normalizes itself.
-  auto normalized_rows = [&] {
-    for (int n = 0; n < z.cols; ++n) reads.push_back(z.ln ? z.ln_tile(m, n) : z.x(m, n));
+  const int heads = s.heads;
+  // The columns of a K slice, out of `k_cols` 64-wide columns of the GEMM's input.
+  const int split = split_of(s, t.kind);
+  const auto slice_cols = [&](int k_cols, auto&& read) {
+    const int per = k_cols / split;
+    for (int n = t.slice * per; n < (t.slice + 1) * per; ++n) read(n);
   };
-  switch (t.kind) {
-    case Kind::Ln1:
-    case Kind::Ln2:
-      for (int n = 0; n < z.cols; ++n) reads.push_back(z.x(m, n));
-      for (int n = 0; n < z.cols; ++n) writes.push_back(z.ln_tile(m, n));
-      break;
-    case Kind::Qkv:
-      normalized_rows();
-      writes.push_back(z.qkv(t.block, m, t.col));
-      break;
-    case Kind::Attention:
-      reads.push_back(z.qkv(t.block, m, t.col));
-      for (int r = 0; r < z.row_tiles; ++r) {
-        reads.push_back(z.qkv(t.block, r, heads + t.col));
-        reads.push_back(z.qkv(t.block, r, 2 * heads + t.col));
-      }
-      writes.push_back(z.attn(m, t.col));
-      break;
-    case Kind::Projection:
-      for (int n = 0; n < z.cols; ++n) reads.push_back(z.attn(m, n));
-      reads.push_back(z.x(m, t.col));
-      writes.push_back(z.x(m, t.col));
-      break;
-    case Kind::Fc1:
-      normalized_rows();
-      writes.push_back(z.h(m, t.col));
-      break;
-    case Kind::Fc2: {
-      const int per = z.mlp_cols / split;
-      for (int n = t.slice * per; n < (t.slice + 1) * per; ++n) reads.push_back(z.h(m, n));
-      reads.push_back(z.x(m, t.col));
-      writes.push_back(z.x(m, t.col));
-      break;
+  for (int m = z.first_row(t); m < z.end_row(t); ++m) {
+    // A QKV or fc1 task's input: its rows of the LayerNorm tasks' output, or of the residual
+    // stream that it normalizes itself (whole rows, whatever its K slice: a row's statistics).
+    auto normalized_rows = [&] {
+      for (int n = 0; n < z.cols; ++n) reads.push_back(z.ln ? z.ln_tile(m, n) : z.x(m, n));
+    };
+    switch (t.kind) {
+      case Kind::Ln1:
+      case Kind::Ln2:
+        for (int n = 0; n < z.cols; ++n) reads.push_back(z.x(m, n));
+        for (int n = 0; n < z.cols; ++n) writes.push_back(z.ln_tile(m, n));
+        break;
+      case Kind::Qkv:
+        normalized_rows();
+        writes.push_back(z.qkv(t.block, m, t.col));
+        break;
+      case Kind::Attention:
+        reads.push_back(z.qkv(t.block, m, t.col));
+        for (int r = 0; r < z.row_tiles; ++r) {
+          reads.push_back(z.qkv(t.block, r, heads + t.col));
+          reads.push_back(z.qkv(t.block, r, 2 * heads + t.col));
+        }
+        writes.push_back(z.attn(m, t.col));
+        break;
+      case Kind::Projection:
+        slice_cols(z.cols, [&](int n) { reads.push_back(z.attn(m, n)); });
+        reads.push_back(z.x(m, t.col));
+        writes.push_back(z.x(m, t.col));
+        break;
+      case Kind::Fc1:
+        normalized_rows();
+        writes.push_back(z.h(m, t.col));
+        break;
+      case Kind::Fc2:
+        slice_cols(z.mlp_cols, [&](int n) { reads.push_back(z.h(m, n)); });
+        reads.push_back(z.x(m, t.col));
+        writes.push_back(z.x(m, t.col));
+        break;
     }
   }
 }
 
-std::string describe(const Task& t) {
-  std::string s = std::string(name(t.kind)) + " of block " + std::to_string(t.block) + ", rows " +
-                  std::to_string(t.row_tile);
+std::string describe(const Task& t, const Tiles& z, const Shape& s) {
+  std::string d = std::string(name(t.kind)) + " of block " + std::to_string(t.block) + "," +
+                  rows_text(z.first_row(t), z.end_row(t) - 1);
   if (t.kind != Kind::Ln1 && t.kind != Kind::Ln2)
-    s += (t.kind == Kind::Attention ? ", head " : ", columns ") + std::to_string(t.col);
-  if (t.kind == Kind::Fc2) s += ", slice " + std::to_string(t.slice);
-  return s;
+    d += (t.kind == Kind::Attention ? ", head " : ", columns ") + std::to_string(t.col);
+  if (t.kind == Kind::Fc2 || split_of(s, t.kind) > 1) d += ", slice " + std::to_string(t.slice);
+  return d;
 }
 
-// fc2's slices of one output tile add into it in the order they arrive (the last one adds the
-// others' fp32 partial sums): the one pair of tasks that touch a tile unordered, by design.
+// A GEMM's slices of one output tile (fc2's, and those of any split GEMM) add into it in the
+// order they arrive (the last one adds the others' fp32 partial sums): the one pair of tasks that
+// touch a tile unordered, by design.
 bool slices_of_one_tile(const Task& a, const Task& b) {
-  return a.kind == Kind::Fc2 && b.kind == Kind::Fc2 && a.block == b.block && a.row_tile == b.row_tile &&
-         a.col == b.col;
+  return a.kind == b.kind && is_gemm(a.kind) && a.block == b.block && a.row_tile == b.row_tile && a.col == b.col;
 }
 
 // The forward's program order: block by block, phase by phase (the tickets' order within a
@@ -235,7 +302,7 @@ std::vector<std::size_t> program_order(const Schedule& sched) {
 
 Tiles tiles_of(const Schedule& sched) {
   return {sched.row_tiles, sched.shape.hidden / kTile, sched.shape.mlp_hidden / kTile, sched.shape.qkv_buffers,
-          sched.shape.ln_tasks};
+          sched.shape.ln_tasks, sched.shape.gemm_rows};
 }
 
 // Counts and deadlock: each wait reachable by smaller tickets alone. Fills each counter's
@@ -243,6 +310,8 @@ Tiles tiles_of(const Schedule& sched) {
 std::string check_counts(const Schedule& sched, std::vector<std::vector<int>>& signalers) {
   if (std::string why = refuses(sched.shape); !why.empty()) return why;
   const std::size_t n = sched.tasks.size(), counters = sched.final_counts.size();
+  const Tiles z = tiles_of(sched);
+  const auto describe = [&](const Task& t) { return encoder::tiles::describe(t, z, sched.shape); };
   std::vector<unsigned> added(counters, 0);
   signalers.assign(counters, {});
   for (std::size_t i = 0; i < n; ++i) {
@@ -308,6 +377,7 @@ std::string check(const Schedule& sched) {
   // Every pair of tasks touching one tile, in program order.
   const std::vector<std::size_t> program = program_order(sched);
   const Tiles z = tiles_of(sched);
+  const auto describe = [&](const Task& t) { return encoder::tiles::describe(t, z, s); };
   std::vector<std::vector<int>> writers(z.count());  // of the tile's last write (fc2: every slice)
   std::vector<std::vector<int>> readers(z.count());  // since then
   std::vector<int> reads, writes;
@@ -322,7 +392,7 @@ std::string check(const Schedule& sched) {
   };
   for (std::size_t i : program) {
     const Task& t = sched.tasks[i];
-    touched(t, z, s.heads, s.fc2_split, reads, writes);
+    touched(t, z, s, reads, writes);
     for (int r : reads)
       if (std::string f = require(writers[r], i, "it reads a tile the other writes"); !f.empty()) return f;
     for (int w : writes) {
@@ -371,11 +441,14 @@ Schedule from_device(const Schedule& proven, const std::vector<DeviceTask>& tabl
     };
     if (d.kind < 0 || d.kind > static_cast<int>(Kind::Fc2)) throw bad("no task kind");
     if (d.block < 0 || d.block >= s.blocks) throw bad("a block out of range");
-    if (d.row_tile < 0 || d.row_tile >= proven.row_tiles) throw bad("a row tile out of range");
-    if (d.col < 0 || d.col >= cols || d.slice < 0 || d.slice >= s.fc2_split) throw bad("a column or slice out of range");
+    const Kind kind = static_cast<Kind>(d.kind);
+    if (d.row_tile < 0 || d.row_tile >= (is_gemm(kind) ? proven.row_groups : proven.row_tiles))
+      throw bad("a row tile out of range");
+    if (d.col < 0 || d.col >= cols || d.slice < 0 || d.slice >= split_of(s, kind))
+      throw bad("a column or slice out of range");
     if (d.waits < 0 || d.waits > 2) throw bad("not 0 to 2 waits");
     if (d.signals < 0 || d.signals >= counters) throw bad("a counter out of range");
-    Task t{static_cast<Kind>(d.kind), d.block, d.row_tile, d.col, d.slice, {}, d.signals};
+    Task t{kind, d.block, d.row_tile, d.col, d.slice, {}, d.signals};
     for (int w = 0; w < d.waits; ++w) {
       if (d.wait_counter[w] < 0 || d.wait_counter[w] >= counters) throw bad("a wait on a counter out of range");
       t.waits.push_back({d.wait_counter[w], d.wait_target[w]});
@@ -423,9 +496,9 @@ TileUses tile_uses(const Schedule& sched) {
   std::vector<std::vector<unsigned>> expect(n);
   for (std::size_t i : program_order(sched)) {
     const Task& t = sched.tasks[i];
-    touched(t, z, sched.shape.heads, sched.shape.fc2_split, reads[i], writes[i]);
-    if (t.kind == Kind::Fc2)
-      reads[i].erase(std::remove(reads[i].begin(), reads[i].end(), writes[i].front()), reads[i].end());
+    touched(t, z, sched.shape, reads[i], writes[i]);
+    if (t.kind == Kind::Fc2 || split_of(sched.shape, t.kind) > 1)
+      for (int w : writes[i]) reads[i].erase(std::remove(reads[i].begin(), reads[i].end(), w), reads[i].end());
     for (int r : reads[i]) expect[i].push_back(u.final_writes[r]);
     for (int w : writes[i]) ++u.final_writes[w];
   }

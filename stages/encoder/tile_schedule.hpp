@@ -29,6 +29,14 @@ struct Shape {
   int mlp_hidden = 0;  // a multiple of 64
   int blocks = 0;
   int fc2_split = 1;   // fc2's K split into this many slices (mlp_hidden / 64 divisible by it)
+  // The other GEMMs' K splits (hidden / 64 divisible by each). A split GEMM's output tile is
+  // `split` tasks, one K slice each, that add their partial sums among themselves in any order
+  // (as fc2's slices do); the tile is complete once every slice has signalled.
+  int qkv_split = 1, proj_split = 1, fc1_split = 1;
+  // The rows of a GEMM task, in 64-row tiles: 1 (64 x 64 tasks), or more so that a weight tile
+  // is read once per `gemm_rows` row tiles (4: the 197 rows of a batch-1 forward in one tile of
+  // 256, each weight read once). Attention tasks keep 64 queries. Not with LayerNorm tasks.
+  int gemm_rows = 1;
   // QKV's output buffers, used in turn by the blocks. With one, block b+1's QKV tile of rows m
   // could overwrite keys that block b's attention of other rows still reads: check finds it.
   int qkv_buffers = 2;
@@ -40,7 +48,15 @@ struct Shape {
 // A ViT's shape: `blocks` blocks of width `hidden` (64-wide heads, MLP 4 x hidden) over
 // tokens x images rows.
 Shape vit_shape(int hidden, int blocks, int tokens, int images, int fc2_split, bool ln_tasks = false);
+// The read-once tiling of the same ViT: GEMM tasks of 256 rows (gemm_rows 4), each GEMM's K split
+// into the fewest slices (a divisor of its K / 64) that give at least `ctas` tasks (every slice
+// of every K / 64 when none does), so that `ctas` CTAs have work at every GEMM.
+Shape read_once_shape(int hidden, int blocks, int tokens, int images, int ctas);
 
+// The kinds that are GEMMs (their tasks span gemm_rows row tiles and may be split along K), and
+// the K split of one.
+bool is_gemm(Kind k);
+int split_of(const Shape& s, Kind k);
 // Why the schedule cannot describe s; empty when it can.
 std::string refuses(const Shape& s);
 
@@ -55,9 +71,11 @@ std::string waits_text(const std::vector<Wait>& waits);
 struct Task {
   Kind kind = Kind::Qkv;
   int block = 0;
-  int row_tile = 0;  // rows [64 row_tile, 64 row_tile + 64) of the block's activations
+  // Rows [64 row_tile, 64 row_tile + 64) of the block's activations; a GEMM task's row group:
+  // row tiles [gemm_rows x row_tile, gemm_rows x (row_tile + 1)), the last group partial.
+  int row_tile = 0;
   int col = 0;       // the output column tile; the head for attention; 0 for a LayerNorm (every column)
-  int slice = 0;     // fc2's K slice
+  int slice = 0;     // a split GEMM's K slice
   std::vector<Wait> waits;  // at most two
   int signals = 0;          // the counter this task adds one to when its output is stored
 };
@@ -65,6 +83,7 @@ struct Task {
 struct Schedule {
   Shape shape;
   int row_tiles = 0;
+  int row_groups = 0;                  // of gemm_rows row tiles each (row_tiles when gemm_rows is 1)
   std::vector<Task> tasks;            // in ticket order
   std::vector<unsigned> final_counts;  // each counter after one complete forward
   std::vector<std::string> counter_names;
@@ -117,8 +136,9 @@ std::string table_differs(const Schedule& sched, const std::vector<DeviceTask>& 
 // What each task touches, for the dry run on the GPU (tile_dry_run.hpp): the tiles it reads,
 // each with the number of writes that tile has had before the task in program order (what the
 // task must find there: fewer is a read too early, more an overwrite too early), and the tiles
-// it writes. Tiles are numbered over every buffer. fc2's slices leave out the read of their own
-// output tile: the slice that completes the tile reads it once all slices have arrived.
+// it writes. Tiles are numbered over every buffer. fc2's tasks, and every slice of a split GEMM,
+// leave out the read of their own output tiles: the slice that completes a tile reads it once all
+// slices have arrived.
 struct TileUses {
   int tiles = 0;
   std::vector<int> read_begin;   // task i reads read_tile[read_begin[i] .. read_begin[i + 1])

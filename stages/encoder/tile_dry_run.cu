@@ -10,7 +10,7 @@
 namespace encoder::tiles {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kMaxThreads = 256;
 
 struct Params {
   const DeviceTask* tasks;
@@ -21,6 +21,8 @@ struct Params {
   int* first_fault;
   unsigned long long timeout_ns;
   int skip_signal;
+  int delay_ticket;
+  unsigned long long delay_ns;
 };
 
 __device__ void fault(const Params& p, int ticket) {
@@ -28,7 +30,8 @@ __device__ void fault(const Params& p, int ticket) {
   atomicCAS(p.first_fault, -1, ticket);
 }
 
-__global__ void __launch_bounds__(kThreads) dry_run_kernel(Params p) {
+__global__ void __launch_bounds__(kMaxThreads) dry_run_kernel(Params p) {
+  const int threads = static_cast<int>(blockDim.x);
   __shared__ int ticket;
   for (;;) {
     if (threadIdx.x == 0) ticket = static_cast<int>(atomicAdd(p.ticket, 1u));
@@ -39,10 +42,14 @@ __global__ void __launch_bounds__(kThreads) dry_run_kernel(Params p) {
     if (threadIdx.x == 0)
       for (unsigned k = wait_inputs(t, p.counters, p.timeout_ns); k > 0; --k) fault(p, i);
     __syncthreads();
-    for (int k = p.read_begin[i] + threadIdx.x; k < p.read_begin[i + 1]; k += kThreads)
+    for (int k = p.read_begin[i] + threadIdx.x; k < p.read_begin[i + 1]; k += threads)
       if (Counter(p.writes[p.read_tile[k]]).load(cuda::memory_order_relaxed) != p.read_expect[k]) fault(p, i);
+    if (i == p.delay_ticket && threadIdx.x == 0) {  // the planted delay: its outputs stored late
+      const unsigned long long start = global_ns();
+      while (global_ns() - start < p.delay_ns) __nanosleep(1000);
+    }
     __syncthreads();  // the task's reads before its writes, as a GEMM tile's loads before its stores
-    for (int k = p.write_begin[i] + threadIdx.x; k < p.write_begin[i + 1]; k += kThreads)
+    for (int k = p.write_begin[i] + threadIdx.x; k < p.write_begin[i + 1]; k += threads)
       atomicAdd(&p.writes[p.write_tile[k]], 1u);
     __syncthreads();
     if (threadIdx.x == 0 && i != p.skip_signal) signal(t, p.counters);
@@ -51,10 +58,16 @@ __global__ void __launch_bounds__(kThreads) dry_run_kernel(Params p) {
 
 }  // namespace
 
-DryRun dry_run(const Schedule& sched, int ctas, double timeout_ms, int skip_signal) {
-  const int sms = study::sm_count();
-  if (ctas < 1 || ctas > sms)
-    throw std::invalid_argument("dry_run: ctas must be 1.." + std::to_string(sms) + ", got " + std::to_string(ctas));
+DryRun dry_run(const Schedule& sched, const DryRunLaunch& launch) {
+  const int threads = launch.threads;
+  if (threads < 32 || threads > kMaxThreads || threads % 32)
+    throw std::invalid_argument("dry_run: threads must be a multiple of 32 up to 256, got " + std::to_string(threads));
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dry_run_kernel, threads, 0));
+  const int most = per_sm * study::sm_count(), ctas = launch.ctas;
+  if (ctas < 1 || ctas > most)
+    throw std::invalid_argument("dry_run: ctas must be 1.." + std::to_string(most) + " (all resident), got " +
+                                std::to_string(ctas));
   const TileUses u = tile_uses(sched);
   const std::vector<DeviceTask> tasks = device_tasks(sched);
   auto d_tasks = study::to_device(tasks);
@@ -69,10 +82,21 @@ DryRun dry_run(const Schedule& sched, int ctas, double timeout_ms, int skip_sign
   CUDA_CHECK(cudaMemset(first_fault.get(), 0xFF, sizeof(int)));
   Params p{d_tasks.get(), static_cast<int>(tasks.size()), read_begin.get(), read_tile.get(), write_begin.get(),
            write_tile.get(), read_expect.get(), counters.get(), writes.get(), state.get(), state.get() + 1,
-           first_fault.get(), static_cast<unsigned long long>(timeout_ms * 1e6), skip_signal};
-  study::launch_cooperative(dry_run_kernel, dim3(ctas), dim3(kThreads), 0, nullptr, p);
+           first_fault.get(), static_cast<unsigned long long>(launch.timeout_ms * 1e6), launch.skip_signal,
+           launch.delay_ticket, static_cast<unsigned long long>(launch.delay_us * 1e3)};
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(start));
+  study::launch_cooperative(dry_run_kernel, dim3(ctas), dim3(threads), 0, nullptr, p);
+  CUDA_CHECK(cudaEventRecord(stop));
   CUDA_CHECK(cudaDeviceSynchronize());
   DryRun r;
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  r.elapsed_us = ms * 1e3;
   const auto st = study::to_host(state);
   r.tickets_taken = st[0];
   r.faults = st[1];

@@ -9,17 +9,30 @@
 
 namespace encoder::tiles {
 
+// How the dry run is launched: at the forward's own shape (its CTAs, one or two an SM, and its
+// threads) or on fewer CTAs, every CTA resident (a cooperative launch).
+struct DryRunLaunch {
+  int ctas = 0;             // 1 .. what fits on the GPU at `threads` (two an SM and more)
+  int threads = 128;        // a multiple of 32, at most 256 (the forward's CTAs)
+  double timeout_ms = 200;  // a wait not met by then counts a fault and goes on (nothing hangs)
+  int skip_signal = -1;     // plants a fault: the task with this ticket does not signal
+  // Plants a delay: the task with this ticket stores its outputs and signals delay_us after it
+  // read its inputs, so that a task that starts before that one's outputs exist (a wait missing
+  // or one short) reads them missing every time, not only when it wins a race.
+  int delay_ticket = -1;
+  double delay_us = 0;
+};
+
 struct DryRun {
   unsigned faults = 0;         // reads that found a wrong count, and waits that timed out
   int first_fault = -1;        // the ticket of one faulting task
   unsigned tickets_taken = 0;  // every task's, and one past the end per CTA
   std::vector<unsigned> counters;  // read back: a complete forward leaves final_counts exactly
   std::vector<unsigned> writes;    // per tile: a complete forward leaves TileUses::final_writes
+  double elapsed_us = 0;           // the kernel, from events around it
 };
 
-// Runs sched once on `ctas` resident CTAs (at most one per SM). A wait that has not been met
-// after timeout_ms counts a fault and goes on, so a dropped signal ends the run instead of
-// hanging it. skip_signal >= 0 plants that fault: the task with that ticket does not signal.
-DryRun dry_run(const Schedule& sched, int ctas, double timeout_ms = 200, int skip_signal = -1);
+// Runs sched once as `launch` says. Throws std::invalid_argument for a launch the GPU cannot hold.
+DryRun dry_run(const Schedule& sched, const DryRunLaunch& launch);
 
 }  // namespace encoder::tiles

@@ -53,6 +53,23 @@ struct ArraySource : ref::TensorSource {
   std::string where() const override { return "the state dict"; }
 };
 
+// The caller's current device, selected again when a call returns: each call selects the engine's
+// device (study::require_gpu), and the caller's code after it must find its own.
+class CallersDevice {
+ public:
+  CallersDevice() {
+    if (cudaGetDevice(&device_) != cudaSuccess) device_ = -1;
+  }
+  ~CallersDevice() {
+    if (device_ >= 0) cudaSetDevice(device_);
+  }
+  CallersDevice(const CallersDevice&) = delete;
+  CallersDevice& operator=(const CallersDevice&) = delete;
+
+ private:
+  int device_ = -1;
+};
+
 // The study's name of a model of these sizes, or "custom".
 study::ModelConfig model_config(int hidden, int heads, int layers) {
   for (const auto& m : study::models())
@@ -76,6 +93,7 @@ class Engine {
     // The weights are read (and refused) before the GPU is asked for: a malformed state dict is
     // the caller's error on any machine.
     const ref::VitWeights host = ref::vit_weights_from(weights, problem_.model, image_size, num_classes);
+    const CallersDevice keep;
     study::require_gpu(device_);
     if (const auto why = encoder::why_unavailable(composition_); !why.empty())
       throw study::StudyError(study::ErrorKind::Usage, "step " + step_ + " cannot run here: " + why);
@@ -83,12 +101,15 @@ class Engine {
   }
 
   // FP8 steps: the activation scales, from `batch` images at `images` (device, fp16
-  // [batch, 3, S, S]) through an fp16 forward; required once before the first run.
-  void calibrate(std::uintptr_t images, int batch) {
+  // [batch, 3, S, S]) through an fp16 forward on `stream` (after the work that wrote them);
+  // required once before the first run.
+  void calibrate(std::uintptr_t images, int batch, std::uintptr_t stream) {
+    const CallersDevice keep;
     study::require_gpu(device_);
     encoder::Problem p = problem_;
     p.batch = batch;
-    encoder::calibrate_fp8(p, *weights_, reinterpret_cast<const __half*>(images));
+    encoder::calibrate_fp8(p, *weights_, reinterpret_cast<const __half*>(images),
+                           reinterpret_cast<cudaStream_t>(stream));
     forwards_.clear();  // a forward made before reads the scales it was made with
   }
 
@@ -100,6 +121,7 @@ class Engine {
   // device pointers, enqueued on `stream` without a host synchronization (but the first call of a
   // batch size and output, which builds its forward and captures its graph).
   void run(std::uintptr_t images, std::uintptr_t out, int batch, std::uintptr_t stream, bool features) {
+    const CallersDevice keep;
     require_ready();
     Slot& slot = slot_for(batch);
     const auto s = reinterpret_cast<cudaStream_t>(stream);
@@ -125,6 +147,7 @@ class Engine {
   // graph, no copies): what the binding's cost is measured against. The buffers hold the last
   // call's images of this batch size (uninitialized before one).
   void run_unbound(int batch, std::uintptr_t stream) {
+    const CallersDevice keep;
     require_ready();
     Slot& slot = slot_for(batch);
     slot.forward->run(slot.images.get(), slot.logits.get(), reinterpret_cast<cudaStream_t>(stream));
@@ -309,7 +332,7 @@ PYBIND11_MODULE(_engine, m) {
            }),
            py::arg("arrays"), py::arg("hidden"), py::arg("heads"), py::arg("layers"), py::arg("image_size"),
            py::arg("num_classes"), py::arg("step"), py::arg("device"), "From float32 arrays by timm's names.")
-      .def("calibrate", &Engine::calibrate, py::arg("images"), py::arg("batch"))
+      .def("calibrate", &Engine::calibrate, py::arg("images"), py::arg("batch"), py::arg("stream"))
       .def("run", &Engine::run, py::arg("images"), py::arg("out"), py::arg("batch"), py::arg("stream"),
            py::arg("features") = false)
       .def("run_unbound", &Engine::run_unbound, py::arg("batch"), py::arg("stream"))

@@ -34,9 +34,12 @@ def steps():
 class Model:
     """Logits of a timm VisionTransformer (patch 16, class token, standard blocks) computed by
     the study's forward. Make one with from_timm, from_state_dict or from_safetensors; call it on
-    a CUDA tensor [batch, 3, S, S] (fp16, bf16 or fp32, S a multiple of 16) to get fp16 logits
-    [batch, classes] on the same device, enqueued on torch's current stream; features() gives the
-    pre-logits features instead.
+    a CUDA tensor [batch, 3, S, S] (fp16, bf16 or fp32, S a multiple of 16, any memory layout) to
+    get fp16 logits [batch, classes] on the same device, enqueued on torch's current stream of that
+    device (the caller's current device is left as it was); features() gives the pre-logits
+    features instead. A headless model (num_classes=0, as timm makes for embeddings) returns its
+    features from both. vitstudy.VisionTransformer is the same forward as a torch.nn.Module over a
+    registered torch op, for torch.compile and module composition.
 
     A call at a new batch size builds that size's forward and captures its CUDA graph (the first
     call costs milliseconds; later ones replay it, the graph's copies re-pointed at the call's
@@ -82,16 +85,27 @@ class Model:
     def composition(self):
         return self._engine(self.sizes["image_size"]).composition
 
+    @property
+    def headless(self):
+        """Whether the model has no classifier head (num_classes=0): its calls return features."""
+        return self.sizes["num_classes"] == 0
+
     def __call__(self, images):
-        """fp16 logits [batch, classes] of images [batch, 3, S, S]."""
-        return self._run(images, features=False)
+        """fp16 logits [batch, classes] of images [batch, 3, S, S] (a headless model's features)."""
+        return self.run(images, features=False)
 
     def features(self, images):
         """fp16 pre-logits features [batch, hidden]: the final LayerNorm's class-token rows, as
         timm's forward_head(forward_features(images), pre_logits=True)."""
-        return self._run(images, features=True)
+        return self.run(images, features=True)
 
-    def _run(self, images, features):
+    def width(self, features):
+        """The columns of a call's output: hidden for features (and a headless model), else classes."""
+        return self.sizes["hidden"] if features or self.headless else self.sizes["num_classes"]
+
+    def run(self, images, features=False):
+        """The logits, or with features=True the pre-logits features, of images [batch, 3, S, S]:
+        a new fp16 CUDA tensor, enqueued on the current stream of the images' device."""
         import torch
         if not isinstance(images, torch.Tensor):
             raise TypeError(f"images must be a torch tensor, not {type(images).__name__}")
@@ -103,18 +117,21 @@ class Model:
             raise TypeError(f"images must be float16, bfloat16 or float32, not {images.dtype}")
         if images.dim() != 4 or images.shape[1] != 3 or images.shape[2] != images.shape[3]:
             raise ValueError(f"images must be [batch, 3, S, S], not {list(images.shape)}")
-        if not images.is_contiguous():
-            raise ValueError("images must be contiguous (images.contiguous())")
         batch, size = images.shape[0], images.shape[2]
         if batch < 1 or size < timm_weights.PATCH or size % timm_weights.PATCH:
             raise ValueError(f"batch must be >= 1 and the image size a multiple of {timm_weights.PATCH}, "
                              f"not {batch} x {size}")
+        features = features or self.headless
         engine = self._engine(size)
-        x = images if images.dtype == torch.float16 else images.to(torch.float16)
-        width = self.sizes["hidden"] if features else self.sizes["num_classes"]
-        out = torch.empty((batch, width), dtype=torch.float16, device=images.device)
-        engine.run(x.data_ptr(), out.data_ptr(), batch, torch.cuda.current_stream(images.device).cuda_stream,
-                   features=features)
+        # fp16 in the engine's layout (channels_last, a view's strides): one copy, or none.
+        x = images.to(dtype=torch.float16, memory_format=torch.contiguous_format)
+        with torch.cuda.device(images.device):
+            out = torch.empty((batch, self.width(features)), dtype=torch.float16, device=images.device)
+            try:
+                engine.run(x.data_ptr(), out.data_ptr(), batch, torch.cuda.current_stream().cuda_stream,
+                           features=features)
+            except MemoryError as e:  # the engine's out of device memory, as torch's own
+                raise torch.cuda.OutOfMemoryError(f"vitstudy: a forward at batch {batch}, {size} px: {e}") from None
         return out
 
     def _engine(self, image_size):
@@ -129,12 +146,18 @@ class Model:
     def _make_engine(self, image_size):
         e = _engine_module()
         s = self.sizes
+        # A headless model runs with a head of one class of zeros, whose logits no call returns.
         args = dict(hidden=s["hidden"], heads=s["heads"], layers=s["layers"], image_size=image_size,
-                    num_classes=s["num_classes"], step=self.step_name, device=self.device)
+                    num_classes=max(s["num_classes"], 1), step=self.step_name, device=self.device)
         state = self._state
-        if image_size != s["image_size"]:
+        if image_size != s["image_size"] or self.headless:
             state = dict(self._arrays())
+        if image_size != s["image_size"]:
             state["pos_embed"] = _resample(state["pos_embed"], image_size)
+        if self.headless:
+            import numpy as np
+            state["head.weight"] = np.zeros((1, s["hidden"]), dtype=np.float32)
+            state["head.bias"] = np.zeros((1,), dtype=np.float32)
         engine = e.Engine(state, **args) if isinstance(state, dict) else e.Engine(path=state, **args)
         if self.precision == "fp8":
             self._calibrate(engine, image_size)
@@ -149,8 +172,9 @@ class Model:
             images = torch.nn.functional.interpolate(images.float(), size=(image_size, image_size),
                                                      mode="bilinear", antialias=True)
         images = images.to(device=f"cuda:{self.device}", dtype=torch.float16).contiguous()
-        engine.calibrate(images.data_ptr(), images.shape[0])
-        torch.cuda.current_stream(self.device).synchronize()
+        stream = torch.cuda.current_stream(self.device)
+        engine.calibrate(images.data_ptr(), images.shape[0], stream.cuda_stream)
+        stream.synchronize()
 
     def _arrays(self):
         if isinstance(self._state, dict):

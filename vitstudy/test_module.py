@@ -44,6 +44,11 @@ class Module(unittest.TestCase):
         for name in ("e1_library", "e19_exact_gelu", "fastest_fp16", "fastest_fp8"):
             self.assertIn(name, steps)
 
+    def test_a_headless_state_dict_has_no_classes(self):
+        shapes = dict(fixture_shapes())
+        del shapes["head.weight"], shapes["head.bias"]
+        self.assertEqual(timm_weights.sizes_from_state_dict(shapes, heads=3)["num_classes"], 0)
+
     def test_sizes_from_the_fixture(self):
         self.assertEqual(timm_weights.sizes_from_state_dict(fixture_shapes(), heads=3),
                          dict(hidden=48, heads=3, layers=2, num_classes=10, image_size=32))
@@ -95,7 +100,6 @@ class StateDictRefusals(unittest.TestCase):
         self.refused(lambda s: s.pop("cls_token"), "class token")
         self.refused(lambda s: s.pop("blocks.0.attn.qkv.bias"), "qkv_bias")
         self.refused(lambda s: s.update({"blocks.0.mlp.fc1.weight": (3 * h, h)}), "MLP of 4 x hidden")
-        self.refused(lambda s: (s.pop("head.weight"), s.pop("head.bias")), "classifier head")
         self.refused(lambda s: s.update({"pos_embed": (1, 6, h)}), "square grid")
 
 
@@ -144,6 +148,24 @@ class ModuleRefusals(unittest.TestCase):
 
 
 class ReadmeExample(unittest.TestCase):
+    def test_module_example_parses_and_names_what_exists(self):
+        """The README's module example is Python, and the module face it names exists (its
+        methods read from the source: importing it needs torch)."""
+        import ast
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+        block = readme.split("<!-- vitstudy-module-example:start -->")[1].split("<!-- vitstudy-module-example:end -->")[0]
+        tree = ast.parse(block.split("```python")[1].split("```")[0])
+        source = ast.parse((Path(__file__).resolve().parent / "module.py").read_text())
+        face = next(n for n in source.body if isinstance(n, ast.ClassDef) and n.name == "VisionTransformer")
+        methods = {n.name for n in face.body if isinstance(n, ast.FunctionDef)}
+        self.assertIn("VisionTransformer", vitstudy.__all__)
+        called = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                  and isinstance(n.func.value, (ast.Name, ast.Attribute))
+                  and (getattr(n.func.value, "id", None) == "vit" or getattr(n.func.value, "attr", None) == "VisionTransformer")}
+        self.assertTrue({"from_timm", "forward_features"} <= called, called)
+        for name in called:
+            self.assertIn(name, methods)
+
     def test_example_parses_and_names_what_exists(self):
         """The README's example (between its markers) is Python, and every vitstudy name and Model
         method it calls exists: a renamed API fails here, not on a user's GPU."""

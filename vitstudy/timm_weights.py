@@ -14,8 +14,9 @@ class Unsupported(ValueError):
 
 
 def sizes_from_state_dict(shapes, heads=None):
-    """hidden, heads, layers, num_classes and the image size the position embedding is for, from
-    {name: shape}; Unsupported naming the first feature the forward does not compute."""
+    """hidden, heads, layers, num_classes (0 for a headless model) and the image size the position
+    embedding is for, from {name: shape}; Unsupported naming the first feature the forward does not
+    compute."""
     names = set(shapes)
     features = [
         (lambda n: re.search(r"\.ls[12]\.", n), "layer scale (blocks.*.ls1 / ls2)"),
@@ -44,9 +45,7 @@ def sizes_from_state_dict(shapes, heads=None):
     mlp = shapes.get("blocks.0.mlp.fc1.weight", (0,))[0]
     if mlp != 4 * hidden:
         raise Unsupported(f"the study's forward computes an MLP of 4 x hidden ({4 * hidden}), not {mlp}")
-    head = shapes.get("head.weight")
-    if head is None:
-        raise Unsupported("the study's forward needs a classifier head ('head.weight'; num_classes=0 has none)")
+    head = shapes.get("head.weight", (0,))  # none: a headless model (num_classes=0)
     tokens = shapes["pos_embed"][1]
     grid = round((tokens - 1) ** 0.5)
     if grid * grid != tokens - 1:

@@ -176,7 +176,8 @@ constexpr double kL2PrefetchShare = 0.5;
 
 // Fills w.fp8_calibration from `images` (device, [p.batch, 3, S, S]; p.batch is the calibration
 // batch) through an fp16 forward of e6_best's composition without its graph (its MLP,
-// fused_epilogue, writes GELU's output, the fc2 input, to memory).
-void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images);
+// fused_epilogue, writes GELU's output, the fc2 input, to memory), enqueued on `stream` (after the
+// work that wrote the images) and waited for.
+void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images, cudaStream_t stream = nullptr);
 
 }  // namespace encoder

@@ -346,12 +346,12 @@ std::string Forward::dependency_state() const {
   return impl_->blocks->dependency_state();
 }
 
-void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images) {
+void calibrate_fp8(const Problem& p, DeviceWeights& w, const __half* images, cudaStream_t stream) {
   Composition c = find_step("e6_best");
   c.graph = false;  // its MLP, fused_epilogue, writes h (the fc2 input the FP8 MLP quantizes)
   study::DeviceBuffer<__half> logits(static_cast<std::size_t>(p.batch) * p.num_classes);
   Forward f(p, c, w);
-  w.fp8_calibration = f.observe_gemm_inputs(images, logits.get(), nullptr);
+  w.fp8_calibration = f.observe_gemm_inputs(images, logits.get(), stream);
 }
 
 }  // namespace encoder

@@ -312,6 +312,19 @@ TEST_CASE("every block's residual stream, every row, and the logits, at partial 
   check_every_block("vit_b", 2, 3, 224, step());
 }
 
+// Each runner's reductions (the LayerNorms' rows, the rows' statistics, softmax, split-K sums) at
+// the widest model the study names: vit_l's block (hidden 1024, 16 heads, MLP 4096), or a refusal
+// that says what the step cannot run (a usage error, never a CUDA one).
+TEST_CASE("vit_l's width: one block's residual stream and logits, or refused by name") {
+  try {
+    check_every_block("vit_l", 1, 1, 224, step());
+  } catch (const study::StudyError& e) {
+    if (e.kind != study::ErrorKind::Usage) throw;
+    MESSAGE("vit_l refused: " << e.what());
+    CHECK(std::string(e.what()).size() > 10);
+  }
+}
+
 // 1000 classes: the FP8 steps' bound (kFp8LogitsRelTol) is a rel L2 over the logits, which over the
 // 20 logits of 2 images x 10 classes swings with the weights drawn: the FP8 recipe simulated over
 // 150 draws (experiments/fp8_logits_bound.py) gives p99 0.148 and max 0.196 there, 1.3% of draws

@@ -58,7 +58,15 @@ __global__ void __launch_bounds__(kMaxThreads) dry_run_kernel(Params p) {
 
 }  // namespace
 
-DryRun dry_run(const Schedule& sched, const DryRunLaunch& launch) {
+struct DryRunner::Impl {
+  int ctas, threads, n;
+  study::DeviceBuffer<DeviceTask> tasks;
+  study::DeviceBuffer<int> read_begin, read_tile, write_begin, write_tile, first_fault;
+  study::DeviceBuffer<unsigned> read_expect, counters, writes, state;
+  Params params{};
+};
+
+DryRunner::DryRunner(const Schedule& sched, const DryRunLaunch& launch) : impl_(std::make_unique<Impl>()) {
   const int threads = launch.threads;
   if (threads < 32 || threads > kMaxThreads || threads % 32)
     throw std::invalid_argument("dry_run: threads must be a multiple of 32 up to 256, got " + std::to_string(threads));
@@ -69,40 +77,64 @@ DryRun dry_run(const Schedule& sched, const DryRunLaunch& launch) {
     throw std::invalid_argument("dry_run: ctas must be 1.." + std::to_string(most) + " (all resident), got " +
                                 std::to_string(ctas));
   const TileUses u = tile_uses(sched);
-  const std::vector<DeviceTask> tasks = device_tasks(sched);
-  auto d_tasks = study::to_device(tasks);
-  auto read_begin = study::to_device(u.read_begin), read_tile = study::to_device(u.read_tile), write_begin = study::to_device(u.write_begin),
-       write_tile = study::to_device(u.write_tile);
-  auto read_expect = study::to_device(u.read_expect);
-  study::DeviceBuffer<unsigned> counters(sched.final_counts.size()), writes(u.tiles), state(2);
-  study::DeviceBuffer<int> first_fault(1);
-  CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-  CUDA_CHECK(cudaMemset(writes.get(), 0, writes.bytes()));
-  CUDA_CHECK(cudaMemset(state.get(), 0, state.bytes()));
-  CUDA_CHECK(cudaMemset(first_fault.get(), 0xFF, sizeof(int)));
-  Params p{d_tasks.get(), static_cast<int>(tasks.size()), read_begin.get(), read_tile.get(), write_begin.get(),
-           write_tile.get(), read_expect.get(), counters.get(), writes.get(), state.get(), state.get() + 1,
-           first_fault.get(), static_cast<unsigned long long>(launch.timeout_ms * 1e6), launch.skip_signal,
-           launch.delay_ticket, static_cast<unsigned long long>(launch.delay_us * 1e3)};
+  Impl& m = *impl_;
+  m.ctas = ctas;
+  m.threads = threads;
+  m.n = static_cast<int>(sched.tasks.size());
+  m.tasks = study::to_device(device_tasks(sched));
+  m.read_begin = study::to_device(u.read_begin);
+  m.read_tile = study::to_device(u.read_tile);
+  m.write_begin = study::to_device(u.write_begin);
+  m.write_tile = study::to_device(u.write_tile);
+  m.read_expect = study::to_device(u.read_expect);
+  m.counters = study::DeviceBuffer<unsigned>(sched.final_counts.size());
+  m.writes = study::DeviceBuffer<unsigned>(u.tiles);
+  m.state = study::DeviceBuffer<unsigned>(2);
+  m.first_fault = study::DeviceBuffer<int>(1);
+  m.params = Params{m.tasks.get(), m.n, m.read_begin.get(), m.read_tile.get(), m.write_begin.get(),
+                    m.write_tile.get(), m.read_expect.get(), m.counters.get(), m.writes.get(), m.state.get(),
+                    m.state.get() + 1, m.first_fault.get(), static_cast<unsigned long long>(launch.timeout_ms * 1e6),
+                    launch.skip_signal, launch.delay_ticket, static_cast<unsigned long long>(launch.delay_us * 1e3)};
+}
+
+DryRunner::~DryRunner() = default;
+
+void DryRunner::launch(cudaStream_t stream) const {
+  const Impl& m = *impl_;
+  CUDA_CHECK(cudaMemsetAsync(m.counters.get(), 0, m.counters.bytes(), stream));
+  CUDA_CHECK(cudaMemsetAsync(m.writes.get(), 0, m.writes.bytes(), stream));
+  CUDA_CHECK(cudaMemsetAsync(m.state.get(), 0, m.state.bytes(), stream));
+  CUDA_CHECK(cudaMemsetAsync(m.first_fault.get(), 0xFF, sizeof(int), stream));
+  study::launch_cooperative(dry_run_kernel, dim3(m.ctas), dim3(m.threads), 0, stream, m.params);
+}
+
+DryRun DryRunner::result() const {
+  const Impl& m = *impl_;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  DryRun r;
+  const auto st = study::to_host(m.state);
+  r.tickets_taken = st[0];
+  r.faults = st[1];
+  r.first_fault = study::to_host(m.first_fault)[0];
+  r.counters = study::to_host(m.counters);
+  r.writes = study::to_host(m.writes);
+  return r;
+}
+
+DryRun dry_run(const Schedule& sched, const DryRunLaunch& launch) {
+  const DryRunner runner(sched, launch);
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
   CUDA_CHECK(cudaEventRecord(start));
-  study::launch_cooperative(dry_run_kernel, dim3(ctas), dim3(threads), 0, nullptr, p);
+  runner.launch(nullptr);  // its resets (four memsets) with the kernel
   CUDA_CHECK(cudaEventRecord(stop));
-  CUDA_CHECK(cudaDeviceSynchronize());
-  DryRun r;
+  DryRun r = runner.result();
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   CUDA_CHECK(cudaEventDestroy(start));
   CUDA_CHECK(cudaEventDestroy(stop));
   r.elapsed_us = ms * 1e3;
-  const auto st = study::to_host(state);
-  r.tickets_taken = st[0];
-  r.faults = st[1];
-  r.first_fault = study::to_host(first_fault)[0];
-  r.counters = study::to_host(counters);
-  r.writes = study::to_host(writes);
   return r;
 }
 

@@ -4,6 +4,8 @@
 // overwrite too early more), count their own writes into the tiles and signal. What the real
 // kernel's dependency machinery must do, tested before any tile of math depends on it.
 #pragma once
+#include <cuda_runtime.h>
+#include <memory>
 #include <vector>
 #include "encoder/tile_schedule.hpp"
 
@@ -29,10 +31,29 @@ struct DryRun {
   unsigned tickets_taken = 0;  // every task's, and one past the end per CTA
   std::vector<unsigned> counters;  // read back: a complete forward leaves final_counts exactly
   std::vector<unsigned> writes;    // per tile: a complete forward leaves TileUses::final_writes
-  double elapsed_us = 0;           // the kernel, from events around it
+  double elapsed_us = 0;           // the run (its resets and the kernel), from events around it
 };
 
-// Runs sched once as `launch` says. Throws std::invalid_argument for a launch the GPU cannot hold.
+// The dry run set up once (the schedule's tables on the GPU) and launched as often as asked: a
+// probe times its launches (experiments/probes/dry_run_chain.cu). Throws std::invalid_argument for
+// a launch the GPU cannot hold.
+class DryRunner {
+ public:
+  DryRunner(const Schedule& sched, const DryRunLaunch& launch);
+  ~DryRunner();
+  DryRunner(const DryRunner&) = delete;
+  DryRunner& operator=(const DryRunner&) = delete;
+  // One run enqueued on `stream`: the counters, tiles and ticket reset, then the kernel.
+  void launch(cudaStream_t stream) const;
+  // What the last run left (synchronizes the device); elapsed_us is 0 (dry_run times one run).
+  DryRun result() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs sched once as `launch` says, timed with events around the run.
 DryRun dry_run(const Schedule& sched, const DryRunLaunch& launch);
 
 }  // namespace encoder::tiles

@@ -86,6 +86,12 @@ class Model:
         return self._engine(self.sizes["image_size"]).composition
 
     @property
+    def max_batches_kept(self):
+        """Batch sizes kept per image size, each a forward with its activations and up to two CUDA
+        graphs; past it the least recently used is dropped."""
+        return _engine_module().Engine.max_batches_kept
+
+    @property
     def headless(self):
         """Whether the model has no classifier head (num_classes=0): its calls return features."""
         return self.sizes["num_classes"] == 0

@@ -44,6 +44,10 @@ class Module(unittest.TestCase):
         for name in ("e1_library", "e19_exact_gelu", "fastest_fp16", "fastest_fp8"):
             self.assertIn(name, steps)
 
+    def test_the_cache_s_size_is_an_attribute(self):
+        self.assertIsInstance(vitstudy.Model.max_batches_kept, property)
+        self.assertEqual(vitstudy.model._engine_module().Engine.max_batches_kept, 8)
+
     def test_a_headless_state_dict_has_no_classes(self):
         shapes = dict(fixture_shapes())
         del shapes["head.weight"], shapes["head.bias"]

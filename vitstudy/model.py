@@ -128,12 +128,12 @@ class Model:
             raise ValueError(f"batch must be >= 1 and the image size a multiple of {timm_weights.PATCH}, "
                              f"not {batch} x {size}")
         features = features or self.headless
-        engine = self._engine(size)
         # fp16 in the engine's layout (channels_last, a view's strides): one copy, or none.
         x = images.to(dtype=torch.float16, memory_format=torch.contiguous_format)
         with torch.cuda.device(images.device):
             out = torch.empty((batch, self.width(features)), dtype=torch.float16, device=images.device)
             try:
+                engine = self._engine(size)
                 engine.run(x.data_ptr(), out.data_ptr(), batch, torch.cuda.current_stream().cuda_stream,
                            features=features)
             except MemoryError as e:  # the engine's out of device memory, as torch's own

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The inputs of the batch-1 waterfall (experiments/probes/waterfall.py) into one run folder, after
 # the bench rows of `experiments.sweep --spec batch1_waterfall` (or experiments/gpu_job.sh
-# batch1_waterfall) and its ceilings.csv: the L2 read rate (l2_read.csv), one graph replay's kernel
-# table with each kernel's L2 traffic (kernels/), and the tile-scheduled steps' task clock and
-# critical path (tasks/).
+# batch1_waterfall) and its ceilings.csv: the L2 read rate (l2_read.csv), the tile schedule's
+# chain without math at both tilings (dry_run_chain.csv), one graph replay's kernel table with each
+# kernel's L2 traffic (kernels/), and the tile-scheduled steps' task clock and critical path
+# (tasks/).
 #   experiments/probes/waterfall.sh RUN_DIR [STEP ...]   (build folder: $BUILD, default build)
 # Default steps: e19_exact_gelu e18_fp8_cutlass e30_row_stats. Then, on any machine:
 #   python3 -m experiments.probes.waterfall RUN_DIR --predicted stages/encoder/waterfall_predicted.csv
@@ -17,6 +18,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$run/kernels"
 cp "$run/ceilings.csv" "$run/kernels/ceilings.csv"  # the kernel table's rates are the run's
 "$here/l2_read.sh" "$run/l2_read.csv" 3 > /dev/null
+# The chain without math of the 64 x 64 and the read-once tilings (the hand-off bar of a tiling
+# before its kernel exists), 3 interleaved rounds.
+for r in 1 2 3; do
+  for tiling in read_once tiles64; do
+    "${BUILD:-build}/experiments/probes/dry_run_chain" --tiling "$tiling" --iters 20 --csv "$run/dry_run_chain.csv" |
+      tail -1
+  done
+done
 "$here/kernel_table.sh" "$run/kernels" "${steps[@]}"
 tiled=()  # the steps whose composition runs the tile-scheduled blocks (the step table's column 5)
 for s in "${steps[@]}"; do

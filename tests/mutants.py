@@ -23,7 +23,7 @@ ENCODER = "stages/encoder/test_encoder_{}"
 E14, E15, E13 = ENCODER.format("e14_l2_prefetch"), ENCODER.format("e15_fp8_attention_e4m3"), ENCODER.format(
     "e13_persistent")
 E20, E24, E28 = ENCODER.format("e20_e4m3_qkv"), ENCODER.format("e24_tiled"), ENCODER.format("e28_folded_ln")
-E30 = ENCODER.format("e30_row_stats")
+E30, E32 = ENCODER.format("e30_row_stats"), ENCODER.format("e32_read_once")
 EVERY_BLOCK = "every block's residual stream*"
 FP8_STAGES = "FP8: each stage*"
 # (bug, test executable under the build folder, doctest test case, why that test catches it)
@@ -46,6 +46,7 @@ MUTANTS = [
     ("tiled_signal_dropped", E24, EVERY_BLOCK, "the dependency counters read back after each forward"),
     ("folded_stats_short", E28, EVERY_BLOCK, "the residual stream, every row, after each block"),
     ("row_stats_short", E30, EVERY_BLOCK, "the residual stream, every row, after each block"),
+    ("read_once_slice_dropped", E32, EVERY_BLOCK, "the residual stream, every row, after each block"),
     ("small_m_slice_dropped", "common/gemm/test_cutlass_gemm", "every few-rows split-K kernel*",
      "each kernel of two or more K slices against ref::linear"),
     ("e4m3_no_saturation", E15, "FP8: every E4M3 stage saturating*",

@@ -33,6 +33,8 @@ const std::vector<Plant>& plants() {
                              "last 64 columns of each row"},
       {"row_stats_short", "e30's tile-scheduled kernel: the rows' statistics combined by QKV and fc1 leave out "
                           "each row's last 32-column group"},
+      {"read_once_slice_dropped", "e32's tile-scheduled kernel: a split GEMM's slices add up every slice's "
+                                  "partial sums but the last"},
       {"e4m3_no_saturation", "FP8 quantizing kernels (LayerNorm's, the activations'): values past 448 converted "
                              "without saturation (to NaN), where the recipe clamps them to 448"},
       {"e4m3_clamp_low", "FP8 quantizing kernels (LayerNorm's, the activations'): values clamped to 416, the "

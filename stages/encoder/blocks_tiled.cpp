@@ -1,10 +1,10 @@
 // blocks=tiled: every block of the forward in one persistent kernel driven by the tile schedule
 // (tiled.hpp): GEMM and attention tiles that wait on per-tile counters instead of e13's grid
 // barriers, in the form the composition's tile_ fields choose (the A panel resident or streamed,
-// CTAs an SM, the MMA instruction, where each LayerNorm runs, the epilogues' load order). The
-// family versions of layernorm, attention and mlp are not asked (the layernorm version still
-// serves the final LayerNorm, in the forward's head). The residual stream is updated in place, in
-// the first layer's buffer.
+// CTAs an SM, the MMA instruction, where each LayerNorm runs, the epilogues' load order, the GEMM
+// tasks' shape). The family versions of layernorm, attention and mlp are not asked (the layernorm
+// version still serves the final LayerNorm, in the forward's head). The residual stream is
+// updated in place, in the first layer's buffer.
 #include "encoder/runner.hpp"
 #include "encoder/tiled.hpp"
 
@@ -39,7 +39,7 @@ class TiledBlocks final : public OneKernelBlocks<tiled::Blocks> {
 std::string supports(const RunnerSetup& s, int lane_batch) {
   if (!s.c.residual_epilogue()) return "the tiled kernel adds the residual in its GEMM epilogues (residual=epilogue)";
   if (const char* why = tiled::invalid(tiled::form_of(s.c))) return why;
-  return tiled::refuses(s.p, lane_batch);
+  return tiled::refuses(s.p, lane_batch, tiled::form_of(s.c));
 }
 
 double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
@@ -53,7 +53,7 @@ double extra_device_bytes(const Problem& p, const Composition& c, int lanes) {
 extern const Runner tiled_runner = {
     Blocks::Tiled,
     field_bits({FieldId::residual, FieldId::tile_a, FieldId::tile_ctas, FieldId::tile_mma, FieldId::tile_ln,
-                FieldId::tile_loads}),
+                FieldId::tile_loads, FieldId::tile_shape}),
     [](const Composition& c) { return tiled::unavailable(tiled::form_of(c)); },
     supports,
     extra_device_bytes,

@@ -63,4 +63,32 @@ __device__ __forceinline__ void combine(const float2* partials, int hidden, int 
     stats[threadIdx.x / 4] = in ? make_float2(mean, rsqrtf(m2 / (groups * kGroup) + eps)) : make_float2(0.f, 1.f);
 }
 
+// Row r's (mean, 1 / sqrt(var + eps)) from its hidden / kGroup partials, combined as `combine`
+// does by kLanes adjacent lanes (each every kLanes-th group) and returned to each of them. Every
+// lane of `mask` (the row's lanes) calls it.
+template <int kLanes>
+__device__ __forceinline__ float2 combine_row(const float2* partials, int hidden, long long r, float eps,
+                                              unsigned mask) {
+  constexpr int kMaxEach = (1024 / kGroup + kLanes - 1) / kLanes;  // hidden up to 1024
+  const int part = threadIdx.x % kLanes, groups = hidden / kGroup;
+  float2 g[kMaxEach];
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxEach; ++i) {
+    const int k = part + kLanes * i;
+    g[i] = k < groups ? __ldcg(partials + r * groups + k) : make_float2(0.f, 0.f);
+    sum += g[i].x;
+  }
+#pragma unroll
+  for (int m = 1; m < kLanes; m <<= 1) sum += __shfl_xor_sync(mask, sum, m);
+  const float mean = sum / groups;
+  float m2 = 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxEach; ++i)
+    if (part + kLanes * i < groups) m2 += g[i].y + kGroup * (g[i].x - mean) * (g[i].x - mean);
+#pragma unroll
+  for (int m = 1; m < kLanes; m <<= 1) m2 += __shfl_xor_sync(mask, m2, m);
+  return make_float2(mean, rsqrtf(m2 / (groups * kGroup) + eps));
+}
+
 }  // namespace encoder::row_stats

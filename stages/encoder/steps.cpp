@@ -107,6 +107,12 @@ const std::vector<Step>& steps() {
        "epilogues leave each 32 columns' mean and squared deviations, which the QKV and fc1 tasks combine "
        "before their first chunk instead of gathering them from every chunk",
        "tile_ln=row_stats"},
+      {"e32_read_once", "e30_row_stats",
+       "each weight read once at batch 1: a GEMM task is a row group of 256 rows (all 197) by 64 columns over one "
+       "K slice, every GEMM split so that each SM streams one slice (vit_b: QKV 4, projection 12, fc1 3, fc2 12), "
+       "its weight slice held in shared memory while the row tiles stream past; the slice that arrives last adds "
+       "the slices' fp32 partial sums and applies the epilogue",
+       "tile_shape=read_once"},
       {"e31_small_m", "e19_exact_gelu",
        "the four GEMMs' searches take the few-rows split-K kernels too (MLP version small_m_epilogue): a 256-row "
        "tile reads each weight once, K split over a cluster that adds its partial tiles in shared memory, the "

@@ -129,6 +129,7 @@ TEST_CASE("the tiled steps: each adds one tile_ field to its parent, and every f
       {"tile_a=streamed", "tile_a=resident"},  // tile_ln=panel by default
       {"tile_ln=folded", "tile_a=streamed"},
       {"tile_a=streamed tile_ln=row_stats", "tile_loads=first"},
+      {"tile_a=streamed tile_ln=folded tile_shape=read_once", "tile_ln=row_stats"},
   };
   for (const auto& [fields, why] : refused) {
     CAPTURE(fields);

@@ -328,17 +328,39 @@ TEST_CASE("the read-once tiling is sound for vit_ti to vit_b, 1 to 3 images, 224
   for (int hidden : {192, 384, 768})
     for (int tokens : {197, 577})
       for (int images : {1, 3})
-        for (int ctas : {66, 132, 264}) {
-          const Shape s = read_once_shape(hidden, 3, tokens, images, ctas);
-          CAPTURE(hidden);
-          CAPTURE(tokens);
-          CAPTURE(images);
-          CAPTURE(ctas);
-          REQUIRE(refuses(s) == "");
-          const Schedule sched = build(s);
-          CHECK(check(sched) == "");
-          CHECK(table_differs(sched, device_tasks(sched)) == "");
-        }
+        for (int ctas : {66, 132, 264})
+          for (int max_chunks : {0, 8}) {
+            const Shape s = read_once_shape(hidden, 3, tokens, images, ctas, max_chunks);
+            CAPTURE(hidden);
+            CAPTURE(tokens);
+            CAPTURE(images);
+            CAPTURE(ctas);
+            CAPTURE(max_chunks);
+            REQUIRE(refuses(s) == "");
+            const Schedule sched = build(s);
+            CHECK(check(sched) == "");
+            CHECK(table_differs(sched, device_tasks(sched)) == "");
+          }
+}
+
+TEST_CASE("the read-once tiling with slices of at most 8 chunks: batch 1 as without, more slices where K is wide") {
+  const Shape one = read_once_shape(768, 12, 197, 1, 132, 8);
+  CHECK((one.qkv_split == 4 && one.proj_split == 12 && one.fc1_split == 3 && one.fc2_split == 12));
+  // 3 images: 3 row groups, so 3 slices of fc1 and 4 of QKV would do for 132 CTAs, but fc2's 48 K
+  // tiles need 6 slices of 8 where 4 would have given 132 tasks; QKV's 12 need 2.
+  const Shape three = read_once_shape(768, 12, 197, 3, 132, 8);
+  const Shape free = read_once_shape(768, 12, 197, 3, 132);
+  CHECK(free.fc2_split == 4);
+  CHECK(three.fc2_split == 6);
+  for (const Shape& s : {one, three}) {
+    CHECK(768 / 64 / s.qkv_split <= 8);
+    CHECK(768 / 64 / s.proj_split <= 8);
+    CHECK(768 / 64 / s.fc1_split <= 8);
+    CHECK(4 * 768 / 64 / s.fc2_split <= 8);
+  }
+  // 256 images: every GEMM has tasks enough unsplit, but slices stay at most 8 chunks wide.
+  const Shape many = read_once_shape(768, 12, 197, 256, 132, 8);
+  CHECK((many.qkv_split == 2 && many.proj_split == 2 && many.fc1_split == 2 && many.fc2_split == 6));
 }
 
 TEST_CASE("planted faults in the read-once tiling: check names each") {

@@ -52,24 +52,25 @@ int split_of(const Shape& s, Kind k) {
 
 namespace {
 
-// The fewest slices (a divisor of k_tiles) that give `groups` x `cols` x slices >= ctas tasks.
-int split_for(int groups, int cols, int k_tiles, int ctas) {
+// The fewest slices (a divisor of k_tiles) that give `groups` x `cols` x slices >= ctas tasks
+// and slices of at most max_chunks 64-wide columns (0: any).
+int split_for(int groups, int cols, int k_tiles, int ctas, int max_chunks) {
   for (int d = 1; d <= k_tiles; ++d)
-    if (k_tiles % d == 0 && groups * cols * d >= ctas) return d;
+    if (k_tiles % d == 0 && groups * cols * d >= ctas && (max_chunks <= 0 || k_tiles / d <= max_chunks)) return d;
   return k_tiles;
 }
 
 }  // namespace
 
-Shape read_once_shape(int hidden, int blocks, int tokens, int images, int ctas) {
+Shape read_once_shape(int hidden, int blocks, int tokens, int images, int ctas, int max_chunks) {
   Shape s = vit_shape(hidden, blocks, tokens, images, 1);
   s.gemm_rows = 4;
   const int groups = ((s.rows + kTile - 1) / kTile + s.gemm_rows - 1) / s.gemm_rows;
   const int cols = hidden / kTile, mlp_cols = s.mlp_hidden / kTile;
-  s.qkv_split = split_for(groups, 3 * cols, cols, ctas);
-  s.proj_split = split_for(groups, cols, cols, ctas);
-  s.fc1_split = split_for(groups, mlp_cols, cols, ctas);
-  s.fc2_split = split_for(groups, cols, mlp_cols, ctas);
+  s.qkv_split = split_for(groups, 3 * cols, cols, ctas, max_chunks);
+  s.proj_split = split_for(groups, cols, cols, ctas, max_chunks);
+  s.fc1_split = split_for(groups, mlp_cols, cols, ctas, max_chunks);
+  s.fc2_split = split_for(groups, cols, mlp_cols, ctas, max_chunks);
   return s;
 }
 

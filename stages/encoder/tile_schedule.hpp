@@ -50,8 +50,10 @@ struct Shape {
 Shape vit_shape(int hidden, int blocks, int tokens, int images, int fc2_split, bool ln_tasks = false);
 // The read-once tiling of the same ViT: GEMM tasks of 256 rows (gemm_rows 4), each GEMM's K split
 // into the fewest slices (a divisor of its K / 64) that give at least `ctas` tasks (every slice
-// of every K / 64 when none does), so that `ctas` CTAs have work at every GEMM.
-Shape read_once_shape(int hidden, int blocks, int tokens, int images, int ctas);
+// of every K / 64 when none does), so that `ctas` CTAs have work at every GEMM; with max_chunks,
+// into at least enough slices that none is wider than max_chunks 64-wide columns (a kernel that
+// holds a task's weight slice in shared memory).
+Shape read_once_shape(int hidden, int blocks, int tokens, int images, int ctas, int max_chunks = 0);
 
 // The kinds that are GEMMs (their tasks span gemm_rows row tiles and may be split along K), and
 // the K split of one.

@@ -1,8 +1,9 @@
 // The tile-scheduled kernel (tiled.hpp says what it computes) as a short loop over the schedule:
 // take a ticket, request the task's weights, wait for its inputs, run it, signal. A GEMM task is
-// a mainloop and an epilogue (tiled_mainloop.cuh, tiled_epilogue.cuh), the other tasks are in
-// tiled_tasks.cuh; the form's tile_ fields choose each piece (tiled_task.cuh's Policy), and every
-// form that makes a kernel (tiled.hpp's invalid) is one instantiation of tiled_kernel.
+// a mainloop and an epilogue (tiled_mainloop.cuh, tiled_epilogue.cuh), or with tile_shape=read_once
+// a slice task (tiled_read_once.cuh); the other tasks are in tiled_tasks.cuh. The form's tile_
+// fields choose each piece (tiled_task.cuh's Policy), and every form that makes a kernel (tiled.hpp's
+// invalid) is one instantiation of tiled_kernel.
 //
 // The dependency protocol is tile_device.cuh's, which the dry run (tile_dry_run.cu) tests without
 // the math: thread 0 polls each counter the task waits on with acquire loads, the CTA synchronizes,
@@ -13,6 +14,7 @@
 #include "encoder/tiled.hpp"
 #include "encoder/tiled_epilogue.cuh"
 #include "encoder/tiled_mainloop.cuh"
+#include "encoder/tiled_read_once.cuh"
 #include "encoder/tiled_task.cuh"
 #include "encoder/tiled_tasks.cuh"
 #include "gemm/cutlass_gemm.hpp"
@@ -38,7 +40,7 @@ __device__ void gemm_task(const Params& p, const GemmTask& g, __half* a_s, __hal
 // One instantiation a form that makes a kernel (tiled_task.cuh's Policy reads its fields).
 // kClock: thread 0 stamps each task (Blocks::set_clock); the timed instantiations have none of it.
 template <unsigned kCode, bool kClock>
-__global__ void __launch_bounds__(kThreads, Policy<kCode>::kCtas) tiled_kernel(Params p) {
+__global__ void __launch_bounds__(kThreads, Policy<kCode>::kCtas) tiled_kernel(typename Policy<kCode>::Args p) {
   using P = Policy<kCode>;
   using Main = Mainloop<P>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -47,7 +49,8 @@ __global__ void __launch_bounds__(kThreads, Policy<kCode>::kCtas) tiled_kernel(P
   __half* smem = reinterpret_cast<__half*>(
       P::kWgmma ? smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023) : smem_raw);
   __half* a_s = smem;  // a GEMM task's A panel (streamed: its stages) and its weight stages after it
-  __half* w_s = Main::weights(smem, p.hidden);
+  // read_once: kSliceStages A stages, then the task's weight slice.
+  __half* w_s = P::kReadOnce ? smem + kSliceStages * kTileHalves : Main::weights(smem, p.hidden);
   __shared__ int next;
   if (threadIdx.x == 0) next = static_cast<int>(atomicAdd(p.ticket, 1u));
   __syncthreads();
@@ -56,13 +59,18 @@ __global__ void __launch_bounds__(kThreads, Policy<kCode>::kCtas) tiled_kernel(P
   while (i < p.n_tasks) {
     const DeviceTask t = p.tasks[i];
     const Kind kind = static_cast<Kind>(t.kind);
-    GemmTask g{};
+    std::conditional_t<P::kReadOnce, SliceTask, GemmTask> g{};
     const bool layernorm = P::kLnTasks && (kind == Kind::Ln1 || kind == Kind::Ln2);
     const bool gemm = kind != Kind::Attention && !layernorm;
     if (gemm) {
-      g = gemm_of<P>(p, t);
       // Weights depend on nothing: requested before the wait.
-      prefetch_w<kBN, Main::kWeightStages>(w_s, weight_rows(g, p.hidden), p.hidden / kBK);
+      if constexpr (P::kReadOnce) {
+        g = slice_of(p, t);
+        request_slice(w_s, g);
+      } else {
+        g = gemm_of<P>(p, t);
+        prefetch_w<kBN, Main::kWeightStages>(w_s, weight_rows(g, p.hidden), p.hidden / kBK);
+      }
     }
     unsigned long long started = 0;
     if (kClock && threadIdx.x == 0) started = global_ns();
@@ -75,17 +83,22 @@ __global__ void __launch_bounds__(kThreads, Policy<kCode>::kCtas) tiled_kernel(P
       }
       // The next ticket now: its fetch overlaps this task. Holding it cannot deadlock: this
       // task's inputs exist, so it finishes, and every smaller ticket's task is held by a
-      // running CTA.
-      next = static_cast<int>(atomicAdd(p.ticket, 1u));
+      // running CTA. A read-once GEMM task takes it after its slices' meeting (tiled_read_once.cuh's
+      // meet says why).
+      if (!(P::kReadOnce && gemm)) next = static_cast<int>(atomicAdd(p.ticket, 1u));
     }
     __syncthreads();
-    const int following = next;
+    int following = next;
     if (P::kStreamed && layernorm)
       layernorm_rows(p, t);
     else if (layernorm)
       layernorm_task(p, t, a_s);
     else if (kind == Kind::Attention)
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
+    else if constexpr (P::kReadOnce) {
+      slice_task<P>(p, g, t, a_s, w_s, next);
+      following = next;  // taken by thread 0 before the meeting's barrier
+    }
     else if (kind == Kind::Qkv)
       gemm_task<P, Epi::Bias>(p, g, a_s, w_s);
     else if (kind == Kind::Projection)
@@ -106,25 +119,38 @@ __global__ void __launch_bounds__(kThreads, Policy<kCode>::kCtas) tiled_kernel(P
 
 std::size_t smem_bytes(const Problem& p, Form form) {
   if (!form.streamed()) return panel::smem_bytes(p.model.hidden, p.tokens(), kBN, kStages);
-  // The streamed GEMM's stages, or the attention's Q, keys and values (the rows form: no panel);
-  // wgmma's 1024-byte alignment from wherever the dynamic shared memory starts.
-  return std::max(sizeof(__half) * kStreamStages * (kTileHalves + kBN * kBK),
+  // The streamed GEMM's stages (read_once: A's, then the whole weight slice), or the attention's
+  // Q, keys and values (the rows form: no panel); wgmma's 1024-byte alignment from wherever the
+  // dynamic shared memory starts.
+  const int tiles = form.read_once() ? kSliceStages + kSliceChunks : 2 * kStreamStages;
+  return std::max(sizeof(__half) * tiles * kTileHalves,
                   panel::smem_bytes(0, p.tokens(), kBN, 0)) +
          (form.wgmma() ? 1024 : 0);
 }
 
-// The kernel of a form: every code that makes a kernel is instantiated, the others are null.
-using Kernel = void (*)(Params);
+// The kernel of a form: its entry (for its attributes) and its launch, which passes the kernel
+// the parameters it takes (Policy::Args). Every code that makes a kernel is instantiated, the
+// others are null.
+struct Kernel {
+  const void* entry = nullptr;
+  void (*launch)(const ReadOnceParams&, int grid, std::size_t smem, cudaStream_t) = nullptr;
+};
+template <unsigned kCode, bool kClock>
+void launch(const ReadOnceParams& prm, int grid, std::size_t smem, cudaStream_t s) {
+  tiled_kernel<kCode, kClock><<<grid, kThreads, smem, s>>>(static_cast<const typename Policy<kCode>::Args&>(prm));
+}
 template <unsigned kCode>
-constexpr Kernel instance(bool clock) {
-  if constexpr (invalid(decode(kCode)) == nullptr)
-    return clock ? tiled_kernel<kCode, true> : tiled_kernel<kCode, false>;
-  else
-    return nullptr;
+Kernel instance(bool clock) {
+  if constexpr (invalid(decode(kCode)) == nullptr) {
+    if (clock) return {reinterpret_cast<const void*>(tiled_kernel<kCode, true>), launch<kCode, true>};
+    return {reinterpret_cast<const void*>(tiled_kernel<kCode, false>), launch<kCode, false>};
+  } else {
+    return {};
+  }
 }
 template <unsigned... kCodes>
 Kernel kernel_of(unsigned code, bool clock, std::integer_sequence<unsigned, kCodes...>) {
-  Kernel k = nullptr;
+  Kernel k;
   ((k = code == kCodes ? instance<kCodes>(clock) : k), ...);
   return k;
 }
@@ -142,7 +168,34 @@ std::string step_of(Form form) {
 
 constexpr std::size_t kMaxSmem = 227 * 1024;  // a Hopper CTA's (opt-in)
 
-int fc2_tiles(const tiles::Schedule& s) { return s.row_tiles * s.shape.hidden / kBN; }
+// A GEMM of the schedule's blocks by gemm_index: its output columns, K and K split.
+struct GemmDims {
+  int n, k, split;
+};
+GemmDims gemm_dims(const tiles::Shape& s, int i) {
+  const int D = s.hidden, mlp = s.mlp_hidden;
+  const GemmDims dims[kGemms] = {{3 * D, D, s.qkv_split}, {D, D, s.proj_split}, {mlp, D, s.fc1_split},
+                                 {D, mlp, s.fc2_split}};
+  return dims[i];
+}
+// The split GEMMs' fp32 partial sums: fc2's 4 slices of 64 x 64 tiles, or every GEMM's slices
+// (read_once; each GEMM its own, as the next GEMM's slices may start while the last tiles of
+// one are being added).
+std::size_t partial_floats(const tiles::Schedule& s, Form form) {
+  const std::size_t rows = static_cast<std::size_t>(s.shape.rows);
+  if (!form.read_once()) return kSplit * rows * s.shape.hidden;
+  std::size_t n = 0;
+  for (int i = 0; i < kGemms; ++i) n += static_cast<std::size_t>(gemm_dims(s.shape, i).split) * rows * gemm_dims(s.shape, i).n;
+  return n;
+}
+// The arrival counts of the split output tiles: fc2's 64 x 64 tiles, or (read_once) every GEMM's
+// tiles of a row group, in gemm_index order.
+std::size_t arrival_slots(const tiles::Schedule& s, Form form) {
+  if (!form.read_once()) return static_cast<std::size_t>(s.row_tiles) * s.shape.hidden / kBN;
+  std::size_t n = 0;
+  for (int i = 0; i < kGemms; ++i) n += static_cast<std::size_t>(s.row_groups) * gemm_dims(s.shape, i).n / kBN;
+  return n;
+}
 
 // The folded LayerNorm's QKV and fc1 a block (FoldedView): 3 + 4 hidden rows of `hidden` fp16
 // weights, and each of their 7 hidden rows' sum and bias in fp32.
@@ -156,13 +209,15 @@ constexpr int kStateHead = 2;  // the ticket and the fault count before the coun
 
 }  // namespace
 
-tiles::Shape shape_of(const Problem& p, int batch, bool ln_tasks) {
-  return tiles::vit_shape(p.model.hidden, p.model.layers, p.tokens(), batch, kSplit, ln_tasks);
+tiles::Shape shape_of(const Problem& p, int batch, Form form) {
+  if (form.read_once())
+    return tiles::read_once_shape(p.model.hidden, p.model.layers, p.tokens(), batch, study::sm_count(), kSliceChunks);
+  return tiles::vit_shape(p.model.hidden, p.model.layers, p.tokens(), batch, kSplit, form.ln_tasks());
 }
 
 std::string unavailable(Form form) { return form.wgmma() ? sm90::wgmma_unavailable() : std::string(); }
 
-std::string refuses(const Problem& p, int batch) {
+std::string refuses(const Problem& p, int batch, Form form) {
   if (auto why = panel::refuses_shape(p); !why.empty()) return why;
   if (smem_bytes(p, Form{}) > kMaxSmem)
     return std::to_string(p.tokens()) + " tokens: every key and value of a head must fit in shared memory (" +
@@ -173,11 +228,11 @@ std::string refuses(const Problem& p, int batch) {
 }
 
 std::size_t Blocks::scratch_bytes(const Problem& p, int batch, Form form) {
-  const tiles::Schedule s = tiles::build(shape_of(p, batch, form.ln_tasks()));
+  const tiles::Schedule s = tiles::build(shape_of(p, batch, form));
   const long long rows = static_cast<long long>(batch) * p.tokens();
-  return sizeof(float) * kSplit * rows * p.model.hidden +
-         sizeof(__half) * rows * (form.ln_tasks() ? 4 : 3) * p.model.hidden +
-         sizeof(unsigned) * (kStateHead + s.final_counts.size() + fc2_tiles(s)) + sizeof(DeviceTask) * s.tasks.size() +
+  return sizeof(float) * partial_floats(s, form) + sizeof(__half) * rows * (form.ln_tasks() ? 4 : 3) * p.model.hidden +
+         sizeof(unsigned) * (kStateHead + s.final_counts.size() + arrival_slots(s, form)) +
+         sizeof(DeviceTask) * s.tasks.size() +
          sizeof(BlockView) * p.model.layers +
          (form.folded_ln() ? (sizeof(__half) * folded_halves(p.model.hidden) +
                              sizeof(float) * folded_floats(p.model.hidden) + sizeof(FoldedView)) *
@@ -190,8 +245,8 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
     : p_(p), rows_(batch * p.tokens()), form_(form), smem_(smem_bytes(p, form)) {
   const std::string who = step_of(form);
   if (const char* why = invalid(form)) throw study::StudyError(study::ErrorKind::Usage, who + why);
-  if (auto why = refuses(p, batch); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, who + why);
-  sched_ = tiles::build(shape_of(p, batch, form.ln_tasks()));
+  if (auto why = refuses(p, batch, form); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, who + why);
+  sched_ = tiles::build(shape_of(p, batch, form));
   // What is proved is the table the kernel reads, decoded entry by entry, not the schedule it was
   // made from; dependency_state() compares the table on the device with it after each forward.
   const std::vector<tiles::DeviceTask> table = tiles::device_tasks(sched_);
@@ -200,23 +255,32 @@ Blocks::Blocks(const Problem& p, int batch, const std::vector<BlockView>& blocks
   if (auto why = prove_order ? tiles::check(read) : tiles::check_counts(read); !why.empty())
     throw std::logic_error(who + "the tile schedule is unsound: " + why);
   for (bool clock : {false, true})
-    CUDA_CHECK(cudaFuncSetAttribute(kernel_for(form, clock), cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(kernel_for(form, clock).entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem_)));
   int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for(form, false), kThreads, smem_));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for(form, false).entry, kThreads, smem_));
   if (per_sm < 1)
     throw study::StudyError(study::ErrorKind::Usage, who + "a CTA with " + std::to_string(smem_) +
                                                          " bytes of shared memory does not fit on an SM");
   // One CTA an SM; two where the form is built for it and they fit (not with the keys of 577
   // tokens in shared memory): every CTA resident, each taking tickets.
   grid_ = study::sm_count() * std::min(per_sm, form.ctas_per_sm());
+  if (form.read_once())
+    for (int i = 0; i < kGemms; ++i) {
+      const GemmDims d = gemm_dims(sched_.shape, i);
+      if (d.k / d.split / kBK > kSliceChunks) throw std::logic_error(who + "a weight slice overflows shared memory");
+      if (d.split > grid_)  // tiled_read_once.cuh's meet: no deadlock with a CTA for every slice of a tile
+        throw study::StudyError(study::ErrorKind::Usage, who + "a read-once tile's " + std::to_string(d.split) +
+                                                             " slices meet, and need as many CTAs: " +
+                                                             std::to_string(grid_) + " fit on this GPU");
+    }
   tasks_ = study::to_device(table);
   layers_ = study::DeviceBuffer<BlockView>(blocks.size());
   CUDA_CHECK(cudaMemcpy(layers_.get(), blocks.data(), layers_.bytes(), cudaMemcpyHostToDevice));
-  partial_ = study::DeviceBuffer<float>(static_cast<std::size_t>(kSplit) * rows_ * p.model.hidden);
+  partial_ = study::DeviceBuffer<float>(partial_floats(sched_, form));
   qkv_odd_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * 3 * p.model.hidden);
   if (form.ln_tasks()) ln_ = study::DeviceBuffer<__half>(static_cast<std::size_t>(rows_) * p.model.hidden);
-  state_ = study::DeviceBuffer<unsigned>(kStateHead + sched_.final_counts.size() + fc2_tiles(sched_));
+  state_ = study::DeviceBuffer<unsigned>(kStateHead + sched_.final_counts.size() + arrival_slots(sched_, form));
   CUDA_CHECK(cudaMemset(state_.get(), 0, state_.bytes()));
   if (form.folded_ln()) fold(blocks);
   if (form.row_stats())
@@ -251,10 +315,13 @@ void Blocks::poison_scratch() {
 }
 
 void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s) const {
-  // The ticket, the fault count and the counters start from 0; the fc2 arrivals return to 0 by
-  // themselves (a memset node in a graph: ~1 us, no kernel).
-  CUDA_CHECK(cudaMemsetAsync(state_.get(), 0, sizeof(unsigned) * (kStateHead + sched_.final_counts.size()), s));
-  Params prm{};
+  // The ticket, the fault count and the counters start from 0, and read_once's arrivals; fc2's
+  // arrivals in the 64 x 64 tiling return to 0 by themselves (a memset node in a graph: ~1 us, no
+  // kernel).
+  CUDA_CHECK(cudaMemsetAsync(
+      state_.get(), 0,
+      form_.read_once() ? state_.bytes() : sizeof(unsigned) * (kStateHead + sched_.final_counts.size()), s));
+  ReadOnceParams prm{};
   prm.tasks = tasks_.get();
   prm.n_tasks = static_cast<int>(sched_.tasks.size());
   set_forward(prm, p_, layers_.get(), rows_, x, attn, h);
@@ -285,7 +352,26 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   prm.folded = folded_.get();
   prm.stats[0] = stats_[0].get();
   prm.stats[1] = stats_[1].get();
-  kernel_for(form_, clock_)<<<grid_, kThreads, smem_, s>>>(prm);
+  if (form_.read_once()) {
+    float* partial = partial_.get();
+    unsigned* arrivals = prm.arrivals;
+    for (int i = 0; i < kGemms; ++i) {
+      const GemmDims d = gemm_dims(sched_.shape, i);
+      prm.split[i] = d.split;
+      prm.partials[i] = partial;
+      prm.slice_arrivals[i] = arrivals;
+      partial += static_cast<std::size_t>(d.split) * rows_ * d.n;
+      arrivals += static_cast<std::size_t>(sched_.row_groups) * d.n / kBN;
+    }
+#ifdef STUDY_TEST_HOOKS
+    prm.planted_slice_dropped = study::planted("read_once_slice_dropped");
+#endif
+    // Block 0's QKV combines its rows' statistics as every later block's does: from stats[1].
+    const int threads = 256, pairs = static_cast<int>(stats_pairs(rows_, p_.model.hidden));
+    first_row_stats<<<(pairs + threads - 1) / threads, threads, 0, s>>>(x, rows_, p_.model.hidden, stats_[1].get());
+    CUDA_CHECK(cudaGetLastError());
+  }
+  kernel_for(form_, clock_).launch(prm, grid_, smem_, s);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -327,9 +413,17 @@ std::string Blocks::dependency_state() const {
     if (st[kStateHead + c] != sched_.final_counts[c] && shown++ < 4)
       why += sched_.counter_names[c] + " at " + std::to_string(st[kStateHead + c]) + ", not " +
              std::to_string(sched_.final_counts[c]) + "; ";
-  for (std::size_t a = 0; a < static_cast<std::size_t>(fc2_tiles(sched_)); ++a)
-    if (st[kStateHead + n + a] != 0 && shown++ < 8)
-      why += "fc2 tile " + std::to_string(a) + "'s arrivals left at " + std::to_string(st[kStateHead + n + a]) + "; ";
+  // Each split tile's arrivals: back at 0 (fc2's), or every slice of every block (read_once's).
+  std::size_t a = 0;
+  for (int i = 0; i < (form_.read_once() ? kGemms : 1); ++i) {
+    const GemmDims d = gemm_dims(sched_.shape, form_.read_once() ? i : kGemms - 1);
+    const unsigned want = form_.read_once() ? static_cast<unsigned>(d.split * p_.model.layers) : 0u;
+    const std::size_t tiles = static_cast<std::size_t>(form_.read_once() ? sched_.row_groups : sched_.row_tiles) * d.n / kBN;
+    for (std::size_t k = 0; k < tiles; ++k, ++a)
+      if (st[kStateHead + n + a] != want && shown++ < 8)
+        why += "split tile " + std::to_string(a) + "'s arrivals at " + std::to_string(st[kStateHead + n + a]) +
+               ", not " + std::to_string(want) + "; ";
+  }
   return why;
 }
 

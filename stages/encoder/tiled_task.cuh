@@ -49,6 +49,25 @@ struct Params {
 #endif
 };
 
+// The four GEMMs of a block, in the order of the read-once tiling's per-GEMM parameters.
+constexpr int kGemms = 4;
+__host__ __device__ constexpr int gemm_index(Kind k) {
+  return k == Kind::Qkv ? 0 : k == Kind::Projection ? 1 : k == Kind::Fc1 ? 2 : 3;
+}
+
+// tile_shape=read_once's parameters: the other forms' kernels take Params alone, so that their
+// code is the code that was measured. Per GEMM (gemm_index): its K split, its slices' fp32 partial
+// sums [split][rows][n], and one arrival count per output tile of a row group (split a block,
+// cleared with the counters before each forward).
+struct ReadOnceParams : Params {
+  int split[kGemms];
+  float* partials[kGemms];
+  unsigned* slice_arrivals[kGemms];
+#ifdef STUDY_TEST_HOOKS
+  bool planted_slice_dropped;  // the last slice's reduction leaves out the last slice
+#endif
+};
+
 // The form's choices as constants, which the pieces read (a policy type, as FlashAttention-3's
 // kernels read their features from their mainloop's).
 template <unsigned kCode>
@@ -62,6 +81,8 @@ struct Policy {
   static constexpr bool kFolded = kForm.folded_ln();    // tile_ln=folded or row_stats
   static constexpr bool kStats = kForm.row_stats();     // tile_ln=row_stats
   static constexpr bool kLoadsFirst = kForm.loads_first();  // tile_loads=first
+  static constexpr bool kReadOnce = kForm.read_once();      // tile_shape=read_once
+  using Args = std::conditional_t<kReadOnce, ReadOnceParams, Params>;  // the kernel's parameters
 };
 
 // One GEMM task: its GEMM's operands (panel::Gemm), its output tile (m0, n0) and K slice; with

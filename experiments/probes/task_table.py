@@ -22,8 +22,11 @@ predecessor stored -> the task's inputs seen there, while its CTA waited) and th
 predecessor stored -> a CTA turned to the task, when none had). Run + hand-off + queued over the
 path add up to the span exactly. A CSV written before the bench recorded the counters gets them
 from --schedule: what build/stages/encoder/tile_schedule_csv prints for the forward's shape,
-joined by ticket (each task's kind and block must match). Standard library only; exit 2 with one line on stderr for a file
-that is not such a CSV.
+joined by ticket (each task's kind and block must match). Where the CSV stamps the read-once GEMM
+tasks' meeting (columns `arrived_us` and `met_us`, tile_shape=read_once), a third table splits
+their run, per kind: the products (inputs there -> partial sums stored and arrival counted), the
+meeting (-> every slice of the tile arrived) and the share (-> the slice's rows added and stored).
+Standard library only; exit 2 with one line on stderr for a file that is not such a CSV.
 """
 import argparse
 import csv
@@ -35,6 +38,8 @@ COLUMNS = ("version", "batch", "kind", "tasks", "run_median_us", "run_total_us",
            "share_of_cta_time", "stage_span_median_us")
 NEEDED = ("version", "batch", "ticket", "kind", "block", "sm", "start_us", "ready_us", "end_us")
 PATH_COLUMNS = ("version", "batch", "kind", "tasks", "run_us", "handoff_us", "queued_us", "share_of_span")
+MEETING_COLUMNS = ("version", "batch", "kind", "tasks", "products_median_us", "meeting_median_us",
+                   "share_median_us", "run_median_us")
 
 
 def die(msg):
@@ -68,6 +73,9 @@ def read(path):
             if "waits" in r and "signals" in r:
                 r["signals"] = int(r["signals"])
                 r["waits"] = parse_waits(r["waits"])
+            for c in ("arrived_us", "met_us"):
+                if c in r:
+                    r[c] = float(r[c])
     except ValueError as e:
         die(f"{path}: a stamp or SM that is not a number ({e})")
     return rows
@@ -207,6 +215,24 @@ def path_table(rows):
     return out
 
 
+def meeting_table(rows):
+    """Per (version, batch) and kind, the read-once GEMM tasks' run split at their meeting (the tasks
+    stamped there: arrived_us >= 0)."""
+    out = []
+    for (version, batch), tasks in forwards(rows).items():
+        kinds = defaultdict(list)
+        for t in tasks:
+            if t.get("arrived_us", -1) >= 0 and t.get("met_us", -1) >= 0:
+                kinds[t["kind"]].append(t)
+        for kind, ts in kinds.items():
+            out.append({"version": version, "batch": batch, "kind": kind, "tasks": len(ts),
+                        "products_median_us": statistics.median(t["arrived_us"] - t["ready_us"] for t in ts),
+                        "meeting_median_us": statistics.median(t["met_us"] - t["arrived_us"] for t in ts),
+                        "share_median_us": statistics.median(t["end_us"] - t["met_us"] for t in ts),
+                        "run_median_us": statistics.median(t["end_us"] - t["ready_us"] for t in ts)})
+    return out
+
+
 def print_table(columns, rows):
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
@@ -252,6 +278,10 @@ def main(argv=None):
             write_table(a.path_out, PATH_COLUMNS, path)
     elif a.path_out:
         die(f"{a.tasks} has no waits column: no critical path (written by an older build)")
+    meetings = meeting_table(tasks)
+    if meetings:
+        print()
+        print_table(MEETING_COLUMNS, meetings)
     return 0
 
 

@@ -28,6 +28,18 @@ class TaskTable(unittest.TestCase):
         self.addCleanup(Path(f.name).unlink)
         return f.name
 
+    def test_the_read_once_meeting_splits_the_run(self):
+        # A projection slice: inputs at 1, partial sums stored at 4, every slice arrived at 7, its
+        # share stored at 9; an attention task, unstamped at a meeting (-1), is left out.
+        text = (HEADER.strip() + ",arrived_us,met_us\n"
+                "e32_read_once,vit_b,1,224,0,projection,0,0,0,0,0,0,1,9,4,7\n"
+                "e32_read_once,vit_b,1,224,1,attention,0,0,0,0,1,0,0,5,-1,-1\n")
+        rows = task_table.meeting_table(task_table.read(self.write(text)))
+        self.assertEqual(len(rows), 1)
+        self.assertEqual((rows[0]["kind"], rows[0]["products_median_us"], rows[0]["meeting_median_us"],
+                          rows[0]["share_median_us"], rows[0]["run_median_us"]), ("projection", 3, 3, 2, 8))
+        self.assertEqual(task_table.meeting_table(task_table.read(self.write(HEADER + "\n".join(ROWS) + "\n"))), [])
+
     def test_the_kinds_the_total_and_the_idle_time(self):
         rows = task_table.table(task_table.read(self.write(HEADER + "\n".join(ROWS) + "\n")))
         by = {r["kind"]: r for r in rows}

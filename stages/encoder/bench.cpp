@@ -175,7 +175,8 @@ int time_forward(const Options& o, const encoder::Problem& p, encoder::Forward& 
 void write_task_times(const Options& o, const std::string& version, const encoder::Problem& p,
                       const std::vector<encoder::TaskTime>& tasks) {
   const std::string header =
-      "version,model,batch,image_size,ticket,kind,block,row_tile,col,slice,sm,start_us,ready_us,end_us,signals,waits";
+      "version,model,batch,image_size,ticket,kind,block,row_tile,col,slice,sm,start_us,ready_us,end_us,signals,waits,"
+      "arrived_us,met_us";
   std::string first;
   if (std::ifstream in(o.task_times_csv); in) std::getline(in, first);
   if (!first.empty() && first != header)
@@ -188,7 +189,8 @@ void write_task_times(const Options& o, const std::string& version, const encode
     const encoder::TaskTime& t = tasks[i];
     f << version << ',' << o.common.model << ',' << p.batch << ',' << p.image_size << ',' << i << ',' << t.kind << ','
       << t.block << ',' << t.row_tile << ',' << t.col << ',' << t.slice << ',' << t.sm << ',' << t.start_us << ','
-      << t.ready_us << ',' << t.end_us << ',' << t.signals << ',' << encoder::tiles::waits_text(t.waits) << '\n';
+      << t.ready_us << ',' << t.end_us << ',' << t.signals << ',' << encoder::tiles::waits_text(t.waits) << ','
+      << t.arrived_us << ',' << t.met_us << '\n';
   }
   if (!f) throw StudyError(ErrorKind::Usage, "cannot write task-times file '" + o.task_times_csv + "'");
 }

@@ -102,6 +102,9 @@ struct TaskTime {
   std::string kind;  // tile_schedule.hpp's names: ln1, qkv, attention, projection, ln2, fc1, fc2
   int block = 0, row_tile = 0, col = 0, slice = 0, sm = 0;
   double start_us = 0, ready_us = 0, end_us = 0;
+  // A read-once GEMM task (tile_shape=read_once): its partial sums stored and its arrival
+  // counted, and every slice of its tile arrived (tiled_read_once.cuh's meet); -1 for other tasks.
+  double arrived_us = -1, met_us = -1;
   std::vector<tiles::Wait> waits;
   int signals = 0;
 };

@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads, Policy<kCode>::kCtas) tiled_kernel(t
     else if (kind == Kind::Attention)
       attention_task(p, p.qkv[qkv_buffer(p, t.block)], t.row_tile, t.col, smem);
     else if constexpr (P::kReadOnce) {
-      slice_task<P>(p, g, t, a_s, w_s, next);
+      slice_task<P, kClock>(p, g, t, a_s, w_s, next, kClock ? p.meet_clock + 2 * i : nullptr);
       following = next;  // taken by thread 0 before the meeting's barrier
     }
     else if (kind == Kind::Qkv)
@@ -349,6 +349,7 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
   // Not a cooperative launch: a CTA waits only on tasks of smaller tickets, all held by CTAs
   // already running, so the forward completes whichever CTAs are resident.
   prm.clock = clock_ ? clock_stamps_.get() : nullptr;
+  prm.meet_clock = clock_ && form_.read_once() ? clock_stamps_.get() + 4 * sched_.tasks.size() : nullptr;
   prm.folded = folded_.get();
   prm.stats[0] = stats_[0].get();
   prm.stats[1] = stats_[1].get();
@@ -376,7 +377,9 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
 }
 
 void Blocks::set_clock(bool on) {
-  if (on && !clock_stamps_.get()) clock_stamps_ = study::DeviceBuffer<unsigned long long>(4 * sched_.tasks.size());
+  // Four stamps a task (start, ready, end, SM), and read_once's two of the meeting after them.
+  if (on && !clock_stamps_.get())
+    clock_stamps_ = study::DeviceBuffer<unsigned long long>((form_.read_once() ? 6 : 4) * sched_.tasks.size());
   if (on) CUDA_CHECK(cudaMemset(clock_stamps_.get(), 0, clock_stamps_.bytes()));
   clock_ = on;
 }
@@ -392,8 +395,11 @@ std::vector<TaskTime> Blocks::task_times() const {
   auto us = [first](unsigned long long ns) { return ns ? (static_cast<double>(ns - first)) / 1e3 : -1.0; };
   for (std::size_t i = 0; i < sched_.tasks.size(); ++i) {
     const tiles::Task& t = sched_.tasks[i];
+    const bool met = form_.read_once() && tiles::is_gemm(t.kind);
+    const std::size_t meet = 4 * sched_.tasks.size() + 2 * i;  // read_once's stamps of the meeting
     out.push_back({tiles::name(t.kind), t.block, t.row_tile, t.col, t.slice, static_cast<int>(st[4 * i + 3]),
-                   us(st[4 * i]), us(st[4 * i + 1]), us(st[4 * i + 2]), t.waits, t.signals});
+                   us(st[4 * i]), us(st[4 * i + 1]), us(st[4 * i + 2]), met ? us(st[meet]) : -1.0,
+                   met ? us(st[meet + 1]) : -1.0, t.waits, t.signals});
   }
   return out;
 }

@@ -134,10 +134,14 @@ __device__ void slice_products(const ReadOnceParams& p, const SliceTask& g, __ha
 // every CTA waiting, each would hold a slice of the one tile whose last slice no CTA has taken,
 // at most splits - 1 of them: Blocks refuses a grid smaller than the largest split. A wait not met
 // within kWaitTimeoutNs is recorded as a fault and given up, as the counters' are. Thread 0 then
-// takes the CTA's next ticket into `next`, which every thread may read on return.
-__device__ __forceinline__ void meet(const ReadOnceParams& p, const SliceTask& g, int block, int& next) {
+// takes the CTA's next ticket into `next`, which every thread may read on return. kClock: thread 0
+// stamps its arrival and the meeting's end into stamps[0] and stamps[1].
+template <bool kClock>
+__device__ __forceinline__ void meet(const ReadOnceParams& p, const SliceTask& g, int block, int& next,
+                                     unsigned long long* stamps) {
   __syncthreads();  // every partial sum of the slice stored
   if (threadIdx.x == 0) {
+    if (kClock) stamps[0] = global_ns();
     Counter arrivals(*g.arrival);
     const unsigned all = static_cast<unsigned>(g.splits) * (block + 1);
     if (arrivals.fetch_add(1u, cuda::memory_order_acq_rel) + 1 < all) {
@@ -148,6 +152,7 @@ __device__ __forceinline__ void meet(const ReadOnceParams& p, const SliceTask& g
           break;
         }
     }
+    if (kClock) stamps[1] = global_ns();
     next = static_cast<int>(atomicAdd(p.ticket, 1u));
   }
   __syncthreads();
@@ -251,29 +256,30 @@ __device__ void reduce_share(const ReadOnceParams& p, const SliceTask& g) {
 
 // A read-once GEMM task of kind kKind: its products into the partial sums, the slices' meeting
 // (which takes the CTA's next ticket into the caller's `next`), then the slice's share of the sums.
-template <class P, Kind kKind>
+// kClock: the meeting's stamps into `stamps`.
+template <class P, bool kClock, Kind kKind>
 __device__ void slice_task(const ReadOnceParams& p, const SliceTask& g, int block, __half* a_s, const __half* w_s,
-                           int& next) {
+                           int& next, unsigned long long* stamps) {
   slice_products<P>(p, g, a_s, w_s);
-  meet(p, g, block, next);
+  meet<kClock>(p, g, block, next, stamps);
   if (g.splits <= 4)
     reduce_share<kKind, 16>(p, g);
   else
     reduce_share<kKind, 4>(p, g);
 }
 
-template <class P>
+template <class P, bool kClock>
 __device__ void slice_task(const ReadOnceParams& p, const SliceTask& g, const DeviceTask& t, __half* a_s,
-                           const __half* w_s, int& next) {
+                           const __half* w_s, int& next, unsigned long long* stamps) {
   const Kind kind = static_cast<Kind>(t.kind);
   if (kind == Kind::Qkv)
-    slice_task<P, Kind::Qkv>(p, g, t.block, a_s, w_s, next);
+    slice_task<P, kClock, Kind::Qkv>(p, g, t.block, a_s, w_s, next, stamps);
   else if (kind == Kind::Projection)
-    slice_task<P, Kind::Projection>(p, g, t.block, a_s, w_s, next);
+    slice_task<P, kClock, Kind::Projection>(p, g, t.block, a_s, w_s, next, stamps);
   else if (kind == Kind::Fc1)
-    slice_task<P, Kind::Fc1>(p, g, t.block, a_s, w_s, next);
+    slice_task<P, kClock, Kind::Fc1>(p, g, t.block, a_s, w_s, next, stamps);
   else
-    slice_task<P, Kind::Fc2>(p, g, t.block, a_s, w_s, next);
+    slice_task<P, kClock, Kind::Fc2>(p, g, t.block, a_s, w_s, next, stamps);
 }
 
 // Block 0's rows' statistics (row_stats.cuh's partials), which no task of the kernel leaves: the

@@ -63,6 +63,9 @@ struct ReadOnceParams : Params {
   int split[kGemms];
   float* partials[kGemms];
   unsigned* slice_arrivals[kGemms];
+  // The task clock's (its instantiation only): per task, a GEMM task's arrival at its slices'
+  // meeting and the meeting's end (globaltimer), after the four stamps of Params::clock.
+  unsigned long long* meet_clock;
 #ifdef STUDY_TEST_HOOKS
   bool planted_slice_dropped;  // the last slice's reduction leaves out the last slice
 #endif

@@ -114,25 +114,14 @@ def is_module(version):
     return str(version).startswith("vitstudy_")
 
 
-def fastest_across(time, candidates, batches):
+def fastest_across(time, candidates, batches, spread=None):
     """The one of `candidates` fastest at the most of `batches` (time(v, b): us, NaN where v has
     no row), a tie going to the faster at the largest batch that times the tied: "the fastest"
     step of a sitting, as the step table's aliases name it (analysis/test_steps.py), so that one
-    batch's draw does not rename it; the targets judge the fastest at each batch. None where
-    none is timed."""
-    wins = {}
-    for b in batches:
-        timed = [v for v in candidates if np.isfinite(time(v, b))]
-        if timed:
-            top = min(timed, key=lambda v: time(v, b))
-            wins[top] = wins.get(top, 0) + 1
-    if not wins:
-        return None
-    tied = [v for v in candidates if wins.get(v) == max(wins.values())]
-    for b in sorted(batches, reverse=True):
-        timed = [v for v in tied if np.isfinite(time(v, b))]
-        if timed:
-            return min(timed, key=lambda v: time(v, b))
+    batch's draw does not rename it; the targets judge the fastest at each batch. A step wins a
+    batch from its parent only beyond the rounds' spread (spread(v, b) -> its fastest and slowest
+    round; without it, the medians alone): studylib.steps.fastest. None where none is timed."""
+    return step_table.fastest(candidates, batches, time, spread or (lambda v, b: (time(v, b), time(v, b))))
 
 
 class EncoderData:
@@ -271,14 +260,20 @@ class EncoderData:
         a = min(times, key=times.get)
         return a, times[a]
 
+    def spread(self, v, b):
+        """(fastest, slowest) of v's rounds at batch b: its median twice where one round ran."""
+        lo, hi = self.at(v, b, "lo_us"), self.at(v, b, "hi_us")
+        m = self.at(v, b)
+        return (lo if np.isfinite(lo) else m, hi if np.isfinite(hi) else m)
+
     def fastest_of(self, candidates, b):
-        """The fastest of `candidates` timed at batch b, or None."""
-        timed = [v for v in candidates if np.isfinite(self.at(v, b))]
-        return min(timed, key=lambda v: self.at(v, b)) if timed else None
+        """The fastest of `candidates` timed at batch b, a step beating its parent only beyond the
+        rounds' spread (studylib.steps.fastest_at), or None."""
+        return step_table.fastest_at(candidates, b, self.at, self.spread)
 
     def fastest_across(self, candidates):
         """The one of `candidates` fastest across this run's key batches (fastest_across)."""
-        return fastest_across(self.at, candidates, self.key_batches)
+        return fastest_across(self.at, candidates, self.key_batches, self.spread)
 
     def answer_fp16(self):
         """The fp16 step the answer names: the fastest across the key batches of e6_best and the

@@ -5,9 +5,10 @@
   excepted, and the file names what it prunes;
 - this module's parser and writer agree with the C++ text form on every row;
 - every alias names the step that its run folder shows fastest of its precision (median of
-  rounds, vit_b 224 px) at two of the batches 1, 32 and 256, and the run has all three; of the
-  fp16 steps only those that pass timm parity with every parameter drawn (steps.models_timm)
-  compete, and the alias's own step must be one;
+  rounds, vit_b 224 px) at two of the batches 1, 32 and 256, and the run has all three; a step
+  takes a batch from its parent only beyond the rounds' spread (steps.fastest_at, the rule the
+  answer is named by); of the fp16 steps only those that pass timm parity with every parameter
+  drawn (steps.models_timm) compete, and the alias's own step must be one;
 - once a final sitting is committed (a run folder with final.csv), every alias is re-derived
   from one: README's answer, the report and the aliases then name the same steps.
 """
@@ -40,9 +41,9 @@ def before() -> dict[str, str]:
     return out
 
 
-def step_medians(run: Path) -> dict[tuple[str, int], float]:
-    """(version, batch) -> median over its rows of median_us, for the ok encoder step rows of
-    vit_b at 224 px in every CSV of the run folder."""
+def step_rows(run: Path) -> dict[tuple[str, int], list[float]]:
+    """(version, batch) -> median_us of each of its rows (a round each), for the ok encoder step
+    rows of vit_b at 224 px in every CSV of the run folder."""
     rows = defaultdict(list)
     names = set(steps.ladder())
     for path in run.rglob("*.csv"):
@@ -52,7 +53,7 @@ def step_medians(run: Path) -> dict[tuple[str, int], float]:
                         and r.get("model") == "vit_b" and r.get("image_size") == "224"
                         and "layers=" not in r.get("note", "")):
                     rows[(r["version"], int(r["batch"]))].append(float(r["median_us"]))
-    return {k: statistics.median(v) for k, v in rows.items()}
+    return rows
 
 
 class StepTable(unittest.TestCase):
@@ -133,20 +134,45 @@ class StepTable(unittest.TestCase):
             with self.subTest(alias=alias):
                 run = RESULTS / a["measured"]
                 self.assertTrue(run.is_dir(), f"{alias}: no run folder {run}")
-                medians = step_medians(run)
+                rounds = step_rows(run)
+                median = lambda v, b: statistics.median(rounds[(v, b)]) if (v, b) in rounds else None
+                spread = lambda v, b: (min(rounds[(v, b)]), max(rounds[(v, b)]))
                 prec = steps.precision(steps.parse(table[a["step"]]["composition"]))
                 self.assertTrue(competes(a["step"], prec),
                                 f"{alias}: {a['step']} has no passing timm parity with every parameter drawn "
                                 f"at {steps.PARITY_SIZES} px")
                 wins = 0
                 for b in KEY_BATCHES:
-                    timed = {v: m for (v, batch), m in medians.items() if batch == b and
-                             steps.precision(steps.parse(table[v]["composition"])) == prec and competes(v, prec)}
+                    timed = [v for (v, batch) in rounds if batch == b and
+                             steps.precision(steps.parse(table[v]["composition"])) == prec and competes(v, prec)]
                     self.assertIn(a["step"], timed, f"{alias}: {a['step']} has no row at batch {b}")
-                    wins += min(timed, key=timed.get) == a["step"]
+                    wins += steps.fastest_at(timed, b, median, spread) == a["step"]
                 self.assertGreaterEqual(wins, 2, f"{alias}: {a['step']} is the fastest {prec} step at {wins} "
                                                  f"of the batches {KEY_BATCHES} in {a['measured']}")
 
+
+    def test_a_step_takes_the_title_from_its_parent_only_beyond_the_rounds_spread(self):
+        parent_of = {"child": "parent", "grandchild": "child"}
+        rounds = {("parent", 1): (440, 450), ("child", 1): (430, 445), ("grandchild", 1): (400, 405),
+                  ("other", 1): (420, 460),
+                  ("parent", 256): (18100, 18300), ("child", 256): (17600, 17700)}
+        median = lambda v, b: sum(rounds[(v, b)]) / 2 if (v, b) in rounds else None
+        spread = lambda v, b: rounds[(v, b)]
+        at = lambda cands, b: steps.fastest_at(cands, b, median, spread, parent_of)
+        # child's slowest round (445) is not under parent's fastest (440): the draw is the parent's.
+        self.assertEqual(at(["parent", "child"], 1), "parent")
+        # Beyond the spread: 17700 < 18100.
+        self.assertEqual(at(["parent", "child"], 256), "child")
+        # grandchild beats child beyond its spread; a step whose parent is not competing wins alone.
+        self.assertEqual(at(["parent", "child", "grandchild"], 1), "grandchild")
+        self.assertEqual(at(["child"], 1), "child")
+        # Not a parent: the medians alone (other 440 against parent 445).
+        self.assertEqual(at(["parent", "other"], 1), "other")
+        self.assertIsNone(at(["parent"], 32))
+        # Over the batches: one win each, the tie to the faster at the largest batch.
+        self.assertEqual(steps.fastest(["parent", "child"], (1, 256), median, spread, parent_of), "child")
+        self.assertEqual(steps.fastest(["parent", "child"], (1,), median, spread, parent_of), "parent")
+        self.assertIsNone(steps.fastest(["parent"], (32,), median, spread, parent_of))
 
     def test_aliases_come_from_a_final_sitting(self):
         finals = {p.parent.name for p in RESULTS.glob("*/final.csv")}

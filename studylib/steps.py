@@ -280,6 +280,51 @@ def fp16_steps_from(first: str, path: Path = TABLE) -> list[str]:
             if v not in table or precision(parse(table[v]["composition"])) == "fp16"]
 
 
+def _timed(x) -> bool:
+    return x is not None and x == x  # not None, not NaN
+
+
+def fastest_at(candidates, batch, median, spread, parent_of=None):
+    """The fastest of `candidates` at `batch` by the rule that names the answer: the fastest timed
+    candidate, unless its parent (analysis_parents) is a candidate timed there that it does not beat
+    beyond the rounds' spread, its slowest round not faster than the parent's fastest; then the
+    parent, and so up the chain: a step that equals its parent does not take the title on a draw.
+    median(v, b) -> us (None or NaN: no row); spread(v, b) -> (fastest round, slowest round) in us.
+    None where no candidate is timed."""
+    parent_of = analysis_parents() if parent_of is None else parent_of
+    timed = [v for v in candidates if _timed(median(v, batch))]
+    if not timed:
+        return None
+    top = min(timed, key=lambda v: median(v, batch))
+    while parent_of.get(top) in timed:
+        parent = parent_of[top]
+        if spread(top, batch)[1] < spread(parent, batch)[0]:
+            break
+        top = parent
+    return top
+
+
+def fastest(candidates, batches, median, spread, parent_of=None):
+    """The one of `candidates` fastest (fastest_at) at the most of `batches`, a tie going to the
+    tied step fastest_at the largest batch that times one: "the fastest" step of a sitting, as the
+    aliases and the answer name it, so that one batch's draw does not rename it. None where no
+    candidate is timed."""
+    parent_of = analysis_parents() if parent_of is None else parent_of
+    wins = {}
+    for b in batches:
+        top = fastest_at(candidates, b, median, spread, parent_of)
+        if top is not None:
+            wins[top] = wins.get(top, 0) + 1
+    if not wins:
+        return None
+    tied = [v for v in candidates if wins.get(v) == max(wins.values())]
+    for b in sorted(batches, reverse=True):
+        top = fastest_at(tied, b, median, spread, parent_of)
+        if top is not None:
+            return top
+    return None
+
+
 def precision(c: dict) -> str:
     return "fp8_e4m3" if c.get("blocks") == "fp8" else "fp16"
 

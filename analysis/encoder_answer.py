@@ -3,6 +3,8 @@
 from a final sitting, and README's headline line. analysis/encoder.py calls these in this order."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -63,117 +65,138 @@ def band_text(band):
     return formatting.band_text(band, "rounds and sittings span")
 
 
-def fp16_targets(data, ctx):
-    """The findings on the rounds and the fp16 targets (returned, the first of the notebook's findings),
-    and the fp16 targets judged into ctx."""
-    at, at_key, best_anchor, label = data.at, data.at_key, data.best_anchor, data.label
-    parity_newest, steps, t, targets_apply = data.parity_newest, data.steps, data.timed, data.targets_apply
-    where, rounds, fastest_of, clocks = data.where, data.rounds, data.fastest_of, data.clocks
-    findings = []
-    if rounds:
-        if max(rounds) == 1:
-            findings.append("Every configuration was measured once (one round): the verdicts below "
-                            "rest on single rows, not on the median of three or more interleaved "
-                            "rounds.")
-        else:
-            counts = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}")
-            findings.append(f"Each configuration at {where} was measured in {counts} rounds; every "
-                            f"time below is the median across them (the ladder table gives the "
-                            f"range).")
+def rounds_finding(data):
+    """The finding on how many rounds the run's medians come from (empty for a run without rounds)."""
+    rounds = data.rounds
+    if not rounds:
+        return []
+    if max(rounds) == 1:
+        return ["Every configuration was measured once (one round): the verdicts below rest on single "
+                "rows, not on the median of three or more interleaved rounds."]
+    counts = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}")
+    return [f"Each configuration at {data.where} was measured in {counts} rounds; every time below is the "
+            f"median across them (the ladder table gives the range)."]
 
 
-    # The fp16 targets are judged on the steps that compute timm's model (the answer's rule), where
-    # the parity files vouch for any of this run's fp16 steps; else on every fp16 step from e6_best.
-    TIMM_TIMED = [v for v in BEST_STEPS if v in steps and step_table.models_timm(v, parity_newest)]
-    TARGET_STEPS = TIMM_TIMED or BEST_STEPS
+def target_steps(data):
+    """(the run's fp16 steps that compute timm's model, the steps the fp16 targets are judged on):
+    those where the parity files vouch for any of this run's fp16 steps (the answer's rule), else
+    every fp16 step from e6_best."""
+    timm_timed = [v for v in BEST_STEPS if v in data.steps and step_table.models_timm(v, data.parity_newest)]
+    return timm_timed, timm_timed or BEST_STEPS
 
 
-    def fastest_step(b):
-        """The fastest of the target steps timed at batch b (e6_best when none is)."""
-        return fastest_of(TARGET_STEPS, b) or E6
+def fastest_target_step(data, steps, b):
+    """The fastest of the target steps timed at batch b (e6_best when none is)."""
+    return data.fastest_of(steps, b) or E6
 
+
+def anchor_target(data, ctx, steps):
+    """The target "faster than the fastest PyTorch anchor at batch 1, 32 and 256", judged into ctx;
+    its finding."""
+    at, where = data.at, data.where
 
     def vs_anchor(b):
         """(sentence, met or None) for the fastest step against the fastest anchor at batch b."""
-        v = fastest_step(b)
+        v = fastest_target_step(data, steps, b)
         m = at(v, b)
-        a, a_us = best_anchor(b)
+        a, a_us = data.best_anchor(b)
         if not np.isfinite(m):
             return f"batch {b}: no timed {E6} row", None
         if not a:
             return f"batch {b}: {v} {fmt_ms(m)} ms, no PyTorch anchor measured", None
-        return (f"batch {b}: {v} {fmt_ms(m)} ms against {label(a)} {fmt_ms(a_us)} ms "
-                f"({formatting.faster_or_slower(a_us / m)}{clocks(v, a, b)})"), m < a_us
+        return (f"batch {b}: {v} {fmt_ms(m)} ms against {data.label(a)} {fmt_ms(a_us)} ms "
+                f"({formatting.faster_or_slower(a_us / m)}{data.clocks(v, a, b)})"), m < a_us
+
+    parts_ = [vs_anchor(b) for b in KEY_BATCHES]
+    verdicts = [m for _, m in parts_]
+    if all(v is not None for v in verdicts):
+        verdict = "met" if all(verdicts) else "missed (slower at batch " + join_and(
+            [str(b) for b, v in zip(KEY_BATCHES, verdicts) if not v]) + ")"
+    else:
+        verdict = "cannot be judged from this run"
+    ctx.target(f"fp16: faster than the fastest PyTorch anchor at batch 1, 32 and 256 ({where})",
+               "not judged" if verdict.startswith("cannot") else verdict.split(" ")[0],
+               "; ".join(s for s, _ in parts_))
+    return (f"Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
+            f"{verdict}; " + "; ".join(s for s, _ in parts_) + ".")
 
 
-    if targets_apply and len(at_key):
-        which = (f"(the fp16 steps of this run that compute timm's model: their newest timm parity with "
-                 f"every parameter drawn passes at 224 and 384 px)" if TIMM_TIMED else
+def compile_target(data, ctx, steps):
+    """The target "TARGET_COMPILE x torch.compile's throughput at batch 256", judged into ctx; its finding."""
+    at, where = data.at, data.where
+    v256 = fastest_target_step(data, steps, 256)
+    m, c = at(v256, 256), at(COMPILE, 256)
+    name = f"fp16: {TARGET_COMPILE}x torch.compile's throughput at batch 256 ({where})"
+    if not (np.isfinite(m) and np.isfinite(c)):
+        ctx.target(name, "not judged", f"no timed {E6 if not np.isfinite(m) else COMPILE} row at batch 256")
+        return (f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
+                f"cannot be judged, this run has no timed "
+                f"{E6 if not np.isfinite(m) else COMPILE} row at batch 256.")
+    band = ratio_band(data, v256)
+    verdict = ratio_verdict(c / m, TARGET_COMPILE, band)
+    ctx.target(name, verdict,
+               f"{v256} {fmt_ms(m)} ms, {c / m:.2f}x torch.compile's {fmt_ms(c)} ms in the timed burst"
+               + band_text(band) + sustained(at, v256, TARGET_COMPILE))
+    return (f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
+            f"{verdict}; {v256} takes "
+            f"{fmt_ms(m)} ms ({fmt_rate(256 / m * 1e6)} img/s), {c / m:.2f}x the "
+            f"throughput of {LABEL[COMPILE]} ({fmt_ms(c)} ms, "
+            f"{fmt_rate(256 / c * 1e6)} img/s{data.clocks(v256, COMPILE, 256)}); the "
+            f"target asks for at most {fmt_ms(c / TARGET_COMPILE)} ms{band_text(band)}.")
+
+
+def batch1_target(data, ctx, steps):
+    """The target "at most TARGET_B1_MS ms at batch 1" (and the floor's, near_floor_target), judged
+    into ctx; its finding."""
+    v1 = fastest_target_step(data, steps, 1)
+    m = data.at(v1, 1)
+    if not np.isfinite(m):
+        return (f"Target at most {TARGET_B1_MS} ms at batch 1: cannot be judged, this "
+                f"run has no timed {E6} row at batch 1.")
+    met = "met" if m / 1e3 <= TARGET_B1_MS else "missed"
+    ctx.target(f"fp16: at most {TARGET_B1_MS} ms at batch 1 ({data.where})", met, f"{v1} {fmt_ms(m)} ms")
+    near_floor_target(data, ctx, "fp16", v1)
+    return f"Target at most {TARGET_B1_MS} ms at batch 1: {met}; {v1} takes {fmt_ms(m)} ms."
+
+
+def against_e6(data):
+    """The steps after e6_best against it: each must be faster at every key batch to count."""
+    at, out = data.at, []
+    for v in BEST_STEPS[1:]:
+        ratios = [(b, at(E6, b) / at(v, b)) for b in KEY_BATCHES if np.isfinite(at(v, b) / at(E6, b))]
+        if ratios:
+            out.append(f"{v} against {E6}: " + "; ".join(
+                f"batch {b} {formatting.faster_or_slower(r)}" for b, r in ratios)
+                + (" (faster at every batch)." if all(r > 1 for _, r in ratios) else "."))
+    return out
+
+
+def fp16_targets(data, ctx):
+    """The findings on the rounds and the fp16 targets (returned, the first of the notebook's findings),
+    and the fp16 targets judged into ctx."""
+    findings = rounds_finding(data)
+    if data.targets_apply and len(data.at_key):
+        timm_timed, steps = target_steps(data)
+        which = ("(the fp16 steps of this run that compute timm's model: their newest timm parity with "
+                 "every parameter drawn passes at 224 and 384 px)" if timm_timed else
                  f"(the fp16 steps from {E6} on that this run has; none of them has a passing timm parity "
                  f"with every parameter drawn)")
-        findings.append(f"The study's targets for the whole ViT, judged at {where} on the median "
+        findings.append(f"The study's targets for the whole ViT, judged at {data.where} on the median "
                         f"time of one forward of the fastest of "
-                        f"{join_and(v for v in TARGET_STEPS if v in steps)} at each batch "
+                        f"{join_and(v for v in steps if v in data.steps)} at each batch "
                         f"{which}: faster than the fastest PyTorch anchor (of "
                         f"{LABEL[EAGER]}, {LABEL[GRAPH]} and {LABEL[COMPILE]}) at batch 1, 32 and "
                         f"256; {TARGET_COMPILE}x torch.compile's throughput at batch 256; at most "
                         f"{TARGET_B1_MS} ms at batch 1.")
-        parts_ = [vs_anchor(b) for b in KEY_BATCHES]
-        verdicts = [m for _, m in parts_]
-        if all(v is not None for v in verdicts):
-            verdict = "met" if all(verdicts) else "missed (slower at batch " + join_and(
-                [str(b) for b, v in zip(KEY_BATCHES, verdicts) if not v]) + ")"
-        else:
-            verdict = "cannot be judged from this run"
-        findings.append(f"Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
-                        f"{verdict}; " + "; ".join(s for s, _ in parts_) + ".")
-        ctx.target(f"fp16: faster than the fastest PyTorch anchor at batch 1, 32 and 256 ({where})",
-                   "not judged" if verdict.startswith("cannot") else verdict.split(" ")[0],
-                   "; ".join(s for s, _ in parts_))
-        v256 = fastest_step(256)
-        m, c = at(v256, 256), at(COMPILE, 256)
-        if np.isfinite(m) and np.isfinite(c):
-            band = ratio_band(data, v256)
-            verdict = ratio_verdict(c / m, TARGET_COMPILE, band)
-            findings.append(f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
-                            f"{verdict}; {v256} takes "
-                            f"{fmt_ms(m)} ms ({fmt_rate(256 / m * 1e6)} img/s), {c / m:.2f}x the "
-                            f"throughput of {LABEL[COMPILE]} ({fmt_ms(c)} ms, "
-                            f"{fmt_rate(256 / c * 1e6)} img/s{clocks(v256, COMPILE, 256)}); the "
-                            f"target asks for at most {fmt_ms(c / TARGET_COMPILE)} ms{band_text(band)}.")
-            ctx.target(f"fp16: {TARGET_COMPILE}x torch.compile's throughput at batch 256 ({where})", verdict,
-                       f"{v256} {fmt_ms(m)} ms, {c / m:.2f}x torch.compile's {fmt_ms(c)} ms in the timed burst"
-                       + band_text(band) + sustained(at, v256, TARGET_COMPILE))
-        else:
-            ctx.target(f"fp16: {TARGET_COMPILE}x torch.compile's throughput at batch 256 ({where})",
-                       "not judged", f"no timed {E6 if not np.isfinite(m) else COMPILE} row at batch 256")
-            findings.append(f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
-                            f"cannot be judged, this run has no timed "
-                            f"{E6 if not np.isfinite(m) else COMPILE} row at batch 256.")
-        v1 = fastest_step(1)
-        m = at(v1, 1)
-        if np.isfinite(m):
-            findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: "
-                            f"{'met' if m / 1e3 <= TARGET_B1_MS else 'missed'}; {v1} takes "
-                            f"{fmt_ms(m)} ms.")
-            ctx.target(f"fp16: at most {TARGET_B1_MS} ms at batch 1 ({where})",
-                       "met" if m / 1e3 <= TARGET_B1_MS else "missed", f"{v1} {fmt_ms(m)} ms")
-            near_floor_target(data, ctx, "fp16", v1)
-        else:
-            findings.append(f"Target at most {TARGET_B1_MS} ms at batch 1: cannot be judged, this "
-                            f"run has no timed {E6} row at batch 1.")
-        # The steps after e6_best against it: each must be faster at every key batch to count.
-        for v in BEST_STEPS[1:]:
-            ratios = [(b, at(E6, b) / at(v, b)) for b in KEY_BATCHES if np.isfinite(at(v, b) / at(E6, b))]
-            if ratios:
-                findings.append(f"{v} against {E6}: " + "; ".join(
-                    f"batch {b} {formatting.faster_or_slower(r)}" for b, r in ratios)
-                    + (" (faster at every batch)." if all(r > 1 for _, r in ratios) else "."))
-    elif not len(t):
+        findings += [anchor_target(data, ctx, steps), compile_target(data, ctx, steps),
+                     batch1_target(data, ctx, steps)]
+        findings += against_e6(data)
+    elif not len(data.timed):
         findings.append("This run has no timed encoder rows, so no target can be judged.")
-    elif len(at_key):
+    elif len(data.at_key):
         findings.append(f"This run has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px, where the "
-                        f"study's targets are set; the numbers below are at {where}.")
+                        f"study's targets are set; the numbers below are at {data.where}.")
     return findings
 
 
@@ -256,185 +279,218 @@ def fp8_targets(data, ctx):
                    "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
 
 
+def compiled_in_sitting(data):
+    """{batch: seconds to the first call} for the key shape's torch.compile rows that compiled in
+    this sitting's anchor process instead of loading a compile made ahead in a fresh process."""
+    ok = data.ok
+    d = ok[(ok["version"] == COMPILE) & (ok["model"] == data.key_model) & (ok["image_size"] == data.key_image)]
+    secs = rundata.compiled_here_s(d["note"]).dropna()
+    return {int(b): int(n) for b, n in secs.groupby(d.loc[secs.index, "batch"]).max().items()}
+
+
+def compile_made_ahead_elsewhere(data, batch):
+    """For a batch where torch.compile compiled in this sitting: the newest other sitting on this
+    GPU model whose torch.compile at the key shape loaded a compile made ahead by
+    experiments/anchors/precompile.py (its run folder's compile_kernels.txt lists the shape, and
+    every first call took under COMPILED_HERE_S), with timm in a graph in the same run id. Returns
+    (run folder, torch.compile's time over timm in a graph's there), or None. Only that ratio
+    crosses sittings, never a time."""
+    run, key_image, key_model = data.run, data.key_image, data.key_model
+    gpu, root, found = rundata.gpu_of(run), run.path.parent, []
+    for kernels in sorted(root.glob("*/compile_kernels.txt")):
+        folder = kernels.parent
+        if folder.name == run.name or (key_image, batch) not in run_folder.compiled_shapes(kernels.read_text()):
+            continue
+        for f in sorted(folder.glob("*.csv")) + sorted(folder.glob("*/*.csv")):
+            d = rundata.read_csv(f)
+            if not {"version", "gpu", "model", "image_size", "batch", "run_id"} <= set(d.columns):
+                continue
+            d = d[(d["status"] == "ok") & (d["gpu"].astype(str) == gpu) & (d["model"] == key_model)
+                  & (d["image_size"] == key_image) & (d["batch"] == batch)]
+            for rid, g in d.groupby("run_id"):
+                c, t = g[g["version"] == COMPILE], g[g["version"] == GRAPH]
+                first = rundata.first_call_s(c["note"]).dropna()
+                if len(c) and len(t) and len(first) and (first < rundata.COMPILED_HERE_S).all():
+                    found.append((pd.to_datetime(g["utc"]).max(), folder.name,
+                                  c["median_us"].median() / t["median_us"].median()))
+    return max(found)[1:] if found else None
+
+
+def compiled_in_sitting_line(data, small):
+    """README's note on the batches where torch.compile compiled in this sitting, with the check
+    from a sitting that loaded a compile made ahead where there is one."""
+    at, ok = data.at, data.ok
+    at_b = " and ".join(f"batch {b}" for b in small)
+    line = (f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
+            + ", ".join(f"{n} s to its first call" for n in small.values())
+            + ") instead of loading a compile made ahead, alone, in a fresh process; compiled so, "
+            "max-autotune can pick a slower forward at small batches (docs/method.md, Timing).")
+    unchecked = []
+    for b in small:
+        check = compile_made_ahead_elsewhere(data, b)
+        here = at(COMPILE, b) / at(GRAPH, b) if GRAPH in set(ok["version"]) else np.nan
+        if check is None or not np.isfinite(here):
+            unchecked.append(b)
+            continue
+        folder, there = check
+        verdict = ("no faster than this sitting's" if there >= here * 0.98 else
+                   f"{here / there - 1:.0%} faster than this sitting's, so the steps' lead over it is "
+                   f"smaller by about as much")
+        line += (f" At batch {b}, compiled ahead and loaded in another sitting on this GPU model "
+                 f"(run folder `{folder}`), torch.compile took {there:.2f}x timm in a graph's time, "
+                 f"against {here:.2f}x here: {verdict}.")
+    if unchecked:
+        at_u = " and ".join(f"batch {b}" for b in unchecked)
+        line += (f" At {at_u} torch.compile may be faster than this sitting shows, and the steps' lead "
+                 "over it and over the fastest PyTorch anchor smaller.")
+    return line
+
+
+def other_sittings(data, named, c256):
+    """One line per other final sitting (run id) on this GPU model that timed an answer step and
+    torch.compile at batch 256 side by side (other_sitting_times): how far its ratios and times
+    are from this sitting's, so that the answer's ratio is read with the spread between sittings."""
+    at, out = data.at, []
+    for sitting in other_sitting_times(data.run).values():
+        m, n = sitting["us"], sitting["rounds"]
+        steps_ = [v for v in named if v in m.index]
+        if COMPILE not in m.index or not steps_:
+            continue
+        out.append(
+            f"Another final sitting on this GPU model (run folder `{sitting['folder']}`, {n} round{'s' if n > 1 else ''}) "
+            f"gave at batch 256 " + " and ".join(
+                f"`{v}` {m[COMPILE] / m[v]:.2f}x torch.compile ({fmt_ms(m[v])} ms; {fmt_ms(at(v, 256))} here)"
+                for v in steps_)
+            + f", with torch.compile at {fmt_ms(m[COMPILE])} ms ({fmt_ms(c256)} here; ratios are only "
+              f"taken inside a sitting).")
+    return out
+
+
+FINAL_ROWS = [("fastest fp16 step", None), ("fastest FP8 step", None), (LABEL[EAGER], EAGER),
+              (LABEL[GRAPH], GRAPH), (LABEL[COMPILE], COMPILE), (LABEL[TORCHAO[0]], TORCHAO[0]),
+              (LABEL[TORCHAO[1]], TORCHAO[1])]
+
+
+def final_rows(data, s16, s8):
+    """The final table's rows: the fastest fp16 and FP8 steps and every anchor at each key batch."""
+    at, rows = data.at, []
+    for what, v in FINAL_ROWS:
+        v = v or (s16 if "fp16" in what else s8)
+        for b in KEY_BATCHES:
+            m = at(v, b) if v else np.nan
+            if not np.isfinite(m):
+                continue
+            e = at(v, b, "energy_j")
+            rows.append({"forward": f"{what}: {v}" if what.startswith("fastest") else what, "batch": b,
+                         "ms": fmt_ms(m), "img/s": fmt_rate(b / m * 1e6),
+                         "img/J": (f"{b / e:,.0f}" if b / e >= 100 else f"{b / e:.1f}") if np.isfinite(e) else "-",
+                         "SM MHz": f"{at(v, b, 'sm_mhz'):,.0f}" if np.isfinite(at(v, b, "sm_mhz")) else "-",
+                         "x torch.compile": f"{at(COMPILE, b) / m:.2f}x" if np.isfinite(at(COMPILE, b)) else "-",
+                         "sustained ms": fmt_ms(sus) if np.isfinite(sus := at(v, b, "sustained_us")) else "-",
+                         "x torch.compile sustained": f"{at(COMPILE, b, 'sustained_us') / sus:.2f}x"
+                         if np.isfinite(sus) and np.isfinite(at(COMPILE, b, "sustained_us")) else "-"})
+    return rows
+
+
+def answer_lines(data, named, is_final):
+    """README's answer as lines, naming the steps of `named` (answer_steps)."""
+    at, best_anchor, fastest_of, label, ok = data.at, data.best_anchor, data.fastest_of, data.label, data.ok
+    parity_newest, rounds, run = data.parity_newest, data.rounds, data.run
+    s16, s8, s16_any, s16_256, s8_256 = named.s16, named.s8, named.s16_any, named.s16_256, named.s8_256
+    lines = []
+    c256 = at(COMPILE, 256)
+    for v, what in ((s16, "fp16"), (s8, "FP8")):
+        if v is None or not np.isfinite(c256):
+            continue
+        e, ec = at(v, 256, "energy_j"), at(COMPILE, 256, "energy_j")
+        lines.append(f"The fastest {what} forward, `{v}`, takes {fmt_ms(at(v, 256))} ms at batch 256: "
+                     f"{c256 / at(v, 256):.2f}x torch.compile's throughput ({fmt_ms(c256)} ms) in the timed burst"
+                     + sustained(at, v)
+                     + (f", and {ec / e:.2f}x its images per joule" if np.isfinite(e) and np.isfinite(ec) else "")
+                     + "." + (fp8_cost(run, v) if what == "FP8" else ""))
+    for v, top in ((s16_256, s16), (s8_256, s8)):
+        if v is not None and v != top and np.isfinite(c256):
+            lines.append(f"At batch 256 `{v}` is faster than `{top}`: {fmt_ms(at(v, 256))} ms, "
+                         f"{c256 / at(v, 256):.2f}x torch.compile; `{top}` is the faster at more of the "
+                         f"batches {join_and(str(b) for b in data.key_batches)}.")
+    if s16_any is not None and s16_any not in (s16, s16_256) and np.isfinite(c256):
+        lines.append(f"`{s16_any}` is faster ({fmt_ms(at(s16_any, 256))} ms at batch 256, "
+                     f"{c256 / at(s16_any, 256):.2f}x torch.compile) but "
+                     + ("fails timm parity with every parameter drawn: it does not compute timm's model within "
+                        "the study's bound." if step_table.fails_parity(s16_any, parity_newest)
+                        else "has no timm-parity run with every parameter drawn at 224 and 384 px "
+                        "(experiments/accuracy/timm_parity.py): it does not stand as the answer until one passes."))
+    if s16 is None:
+        lines.append("No fp16 step of this sitting passes timm parity with every parameter drawn at 224 "
+                     "and 384 px (experiments/accuracy/timm_parity.py), so none stands as the fastest fp16 forward.")
+    for b in (1, 32):
+        v = fastest_of(named.timm_fp16 + data.fp8_steps, b)
+        a, a_us = best_anchor(b)
+        if v is not None and a is not None:
+            lines.append(f"At batch {b} the fastest forward is `{v}`, {fmt_ms(at(v, b))} ms, "
+                         f"{formatting.faster_or_slower(a_us / at(v, b))} than the fastest PyTorch anchor, "
+                         f"{label(a)} ({fmt_ms(a_us)} ms).")
+    # At batch 256 cuBLAS wins autotuning's race by a wide margin wherever it compiled.
+    small = {b: n for b, n in compiled_in_sitting(data).items() if b <= 32}
+    if small:
+        lines.append(compiled_in_sitting_line(data, small))
+    gpu = rundata.gpu_of(run)
+    n_rounds = max(rounds) if rounds else 1
+    lines.append(f"All from one sitting: run folder `{run.name}` on {gpu}, "
+                 f"{n_rounds} interleaved round{'s' if n_rounds > 1 else ''} (medians), commit "
+                 f"{', '.join(dict.fromkeys(rundata.short_commit(x, 7) for x in ok['commit'].astype(str)))}"
+                 + ("." if is_final else "; not a final sitting (`./study run final`), so README's "
+                    "answer does not come from it.") + f" {rundata.weights_phrase(ok)}")
+    if is_final and np.isfinite(c256):
+        lines += other_sittings(data, [v for v in (s8, s16) if v is not None], c256)
+    return lines
+
+
+class AnswerSteps(NamedTuple):
+    """The steps the answer names: the fastest fp16 step that computes timm's model (s16) and the
+    fastest FP8 step (s8) across the key batches (the aliases' rule), the fastest fp16 step at
+    batch 256 of any parity (s16_any), and the fastest of each precision at batch 256 alone
+    (s16_256, s8_256: named beside, as the targets judge them); timm_fp16 the fp16 steps that
+    compute timm's model."""
+    timm_fp16: list
+    s16: str | None
+    s8: str | None
+    s16_any: str | None
+    s16_256: str | None
+    s8_256: str | None
+
+
+def answer_steps(data) -> AnswerSteps:
+    timm_fp16 = [v for v in BEST_STEPS if step_table.models_timm(v, data.parity_newest)]
+    return AnswerSteps(timm_fp16, data.fastest_across(timm_fp16), data.fastest_across(data.fp8_steps),
+                       data.fastest_of(BEST_STEPS, 256), data.fastest_of(timm_fp16, 256),
+                       data.fastest_of(data.fp8_steps, 256))
+
+
 def final_answer(data, ctx):
     """README's answer and the final table, from a final sitting."""
-    FP8_STEPS, at, at_key, best_anchor = data.fp8_steps, data.at, data.at_key, data.best_anchor
-    fastest_of, key_image, key_model, label = data.fastest_of, data.key_image, data.key_model, data.label
-    ok, parity_newest, prov, rounds, run = data.ok, data.parity_newest, ctx.provenance(), data.rounds, data.run
-    targets_apply, where = data.targets_apply, data.where
-    def compiled_in_sitting():
-        """{batch: seconds to the first call} for the key shape's torch.compile rows that compiled in
-        this sitting's anchor process instead of loading a compile made ahead in a fresh process."""
-        d = ok[(ok["version"] == COMPILE) & (ok["model"] == key_model) & (ok["image_size"] == key_image)]
-        secs = rundata.compiled_here_s(d["note"]).dropna()
-        return {int(b): int(n) for b, n in secs.groupby(d.loc[secs.index, "batch"]).max().items()}
-
-
-    def compile_made_ahead_elsewhere(batch):
-        """For a batch where torch.compile compiled in this sitting: the newest other sitting on this
-        GPU model whose torch.compile at the key shape loaded a compile made ahead by
-        experiments/anchors/precompile.py (its run folder's compile_kernels.txt lists the shape, and
-        every first call took under COMPILED_HERE_S), with timm in a graph in the same run id. Returns
-        (run folder, torch.compile's time over timm in a graph's there), or None. Only that ratio
-        crosses sittings, never a time."""
-        gpu, root, found = rundata.gpu_of(run), run.path.parent, []
-        for kernels in sorted(root.glob("*/compile_kernels.txt")):
-            folder = kernels.parent
-            if folder.name == run.name or (key_image, batch) not in run_folder.compiled_shapes(kernels.read_text()):
-                continue
-            for f in sorted(folder.glob("*.csv")) + sorted(folder.glob("*/*.csv")):
-                d = rundata.read_csv(f)
-                if not {"version", "gpu", "model", "image_size", "batch", "run_id"} <= set(d.columns):
-                    continue
-                d = d[(d["status"] == "ok") & (d["gpu"].astype(str) == gpu) & (d["model"] == key_model)
-                      & (d["image_size"] == key_image) & (d["batch"] == batch)]
-                for rid, g in d.groupby("run_id"):
-                    c, t = g[g["version"] == COMPILE], g[g["version"] == GRAPH]
-                    first = rundata.first_call_s(c["note"]).dropna()
-                    if len(c) and len(t) and len(first) and (first < rundata.COMPILED_HERE_S).all():
-                        found.append((pd.to_datetime(g["utc"]).max(), folder.name,
-                                      c["median_us"].median() / t["median_us"].median()))
-        return max(found)[1:] if found else None
-
-
-    def compiled_in_sitting_line(small):
-        """README's note on the batches where torch.compile compiled in this sitting, with the check
-        from a sitting that loaded a compile made ahead where there is one."""
-        at_b = " and ".join(f"batch {b}" for b in small)
-        line = (f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
-                + ", ".join(f"{n} s to its first call" for n in small.values())
-                + ") instead of loading a compile made ahead, alone, in a fresh process; compiled so, "
-                "max-autotune can pick a slower forward at small batches (docs/method.md, Timing).")
-        unchecked = []
-        for b in small:
-            check = compile_made_ahead_elsewhere(b)
-            here = at(COMPILE, b) / at(GRAPH, b) if GRAPH in set(ok["version"]) else np.nan
-            if check is None or not np.isfinite(here):
-                unchecked.append(b)
-                continue
-            folder, there = check
-            verdict = ("no faster than this sitting's" if there >= here * 0.98 else
-                       f"{here / there - 1:.0%} faster than this sitting's, so the steps' lead over it is "
-                       f"smaller by about as much")
-            line += (f" At batch {b}, compiled ahead and loaded in another sitting on this GPU model "
-                     f"(run folder `{folder}`), torch.compile took {there:.2f}x timm in a graph's time, "
-                     f"against {here:.2f}x here: {verdict}.")
-        if unchecked:
-            at_u = " and ".join(f"batch {b}" for b in unchecked)
-            line += (f" At {at_u} torch.compile may be faster than this sitting shows, and the steps' lead "
-                     "over it and over the fastest PyTorch anchor smaller.")
-        return line
-
-
-    def other_sittings(answer_steps, c256):
-        """One line per other final sitting (run id) on this GPU model that timed an answer step and
-        torch.compile at batch 256 side by side (other_sitting_times): how far its ratios and times
-        are from this sitting's, so that the answer's ratio is read with the spread between sittings."""
-        out = []
-        for sitting in other_sitting_times(run).values():
-            m, n = sitting["us"], sitting["rounds"]
-            steps_ = [v for v in answer_steps if v in m.index]
-            if COMPILE not in m.index or not steps_:
-                continue
-            out.append(
-                f"Another final sitting on this GPU model (run folder `{sitting['folder']}`, {n} round{'s' if n > 1 else ''}) "
-                f"gave at batch 256 " + " and ".join(
-                    f"`{v}` {m[COMPILE] / m[v]:.2f}x torch.compile ({fmt_ms(m[v])} ms; {fmt_ms(at(v, 256))} here)"
-                    for v in steps_)
-                + f", with torch.compile at {fmt_ms(m[COMPILE])} ms ({fmt_ms(c256)} here; ratios are only "
-                  f"taken inside a sitting).")
-        return out
-
-
-    FINAL_ROWS = [("fastest fp16 step", None), ("fastest FP8 step", None), (LABEL[EAGER], EAGER),
-                  (LABEL[GRAPH], GRAPH), (LABEL[COMPILE], COMPILE), (LABEL[TORCHAO[0]], TORCHAO[0]),
-                  (LABEL[TORCHAO[1]], TORCHAO[1])]
+    at, at_key, prov, run, where = data.at, data.at_key, ctx.provenance(), data.run, data.where
     # Any run with the rows gets the table (the quick preset's run reproduces README's); only a
     # final sitting gives README its answer.
-    IS_FINAL = rundata.holds_final_sitting(run)
-    if targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KEY_BATCHES):
-        # The answer's fp16 forward must compute timm's model; a faster one that fails parity is named beside it.
-        # "The fastest" of a precision is the step fastest across the batches (the aliases' rule);
-        # another that is faster at batch 256 alone is named beside it, as the targets judge it.
-        TIMM_FP16 = [v for v in BEST_STEPS if step_table.models_timm(v, parity_newest)]
-        s16, s8 = data.fastest_across(TIMM_FP16), data.fastest_across(FP8_STEPS)
-        s16_any = fastest_of(BEST_STEPS, 256)
-        s16_256, s8_256 = fastest_of(TIMM_FP16, 256), fastest_of(FP8_STEPS, 256)
-        rows_ = []
-        for what, v in FINAL_ROWS:
-            v = v or (s16 if "fp16" in what else s8)
-            for b in KEY_BATCHES:
-                m = at(v, b) if v else np.nan
-                if not np.isfinite(m):
-                    continue
-                e = at(v, b, "energy_j")
-                rows_.append({"forward": f"{what}: {v}" if what.startswith("fastest") else what, "batch": b,
-                              "ms": fmt_ms(m), "img/s": fmt_rate(b / m * 1e6),
-                              "img/J": (f"{b / e:,.0f}" if b / e >= 100 else f"{b / e:.1f}") if np.isfinite(e) else "-",
-                              "SM MHz": f"{at(v, b, 'sm_mhz'):,.0f}" if np.isfinite(at(v, b, "sm_mhz")) else "-",
-                              "x torch.compile": f"{at(COMPILE, b) / m:.2f}x" if np.isfinite(at(COMPILE, b)) else "-",
-                              "sustained ms": fmt_ms(sus) if np.isfinite(sus := at(v, b, "sustained_us")) else "-",
-                              "x torch.compile sustained": f"{at(COMPILE, b, 'sustained_us') / sus:.2f}x"
-                              if np.isfinite(sus) and np.isfinite(at(COMPILE, b, "sustained_us")) else "-"})
-        lines = []
-        c256 = at(COMPILE, 256)
-        for v, what in ((s16, "fp16"), (s8, "FP8")):
-            if v is None or not np.isfinite(c256):
-                continue
-            e, ec = at(v, 256, "energy_j"), at(COMPILE, 256, "energy_j")
-            lines.append(f"The fastest {what} forward, `{v}`, takes {fmt_ms(at(v, 256))} ms at batch 256: "
-                         f"{c256 / at(v, 256):.2f}x torch.compile's throughput ({fmt_ms(c256)} ms) in the timed burst"
-                         + sustained(at, v)
-                         + (f", and {ec / e:.2f}x its images per joule" if np.isfinite(e) and np.isfinite(ec) else "")
-                         + "." + (fp8_cost(run, v) if what == "FP8" else ""))
-        for v, top in ((s16_256, s16), (s8_256, s8)):
-            if v is not None and v != top and np.isfinite(c256):
-                lines.append(f"At batch 256 `{v}` is faster than `{top}`: {fmt_ms(at(v, 256))} ms, "
-                             f"{c256 / at(v, 256):.2f}x torch.compile; `{top}` is the faster at more of the "
-                             f"batches {join_and(str(b) for b in data.key_batches)}.")
-        if s16_any is not None and s16_any not in (s16, s16_256) and np.isfinite(c256):
-            lines.append(f"`{s16_any}` is faster ({fmt_ms(at(s16_any, 256))} ms at batch 256, "
-                         f"{c256 / at(s16_any, 256):.2f}x torch.compile) but "
-                         + ("fails timm parity with every parameter drawn: it does not compute timm's model within "
-                            "the study's bound." if step_table.fails_parity(s16_any, parity_newest)
-                            else "has no timm-parity run with every parameter drawn at 224 and 384 px "
-                            "(experiments/accuracy/timm_parity.py): it does not stand as the answer until one passes."))
-        if s16 is None:
-            lines.append("No fp16 step of this sitting passes timm parity with every parameter drawn at 224 "
-                         "and 384 px (experiments/accuracy/timm_parity.py), so none stands as the fastest fp16 forward.")
-        for b in (1, 32):
-            v = fastest_of(TIMM_FP16 + FP8_STEPS, b)
-            a, a_us = best_anchor(b)
-            if v is not None and a is not None:
-                lines.append(f"At batch {b} the fastest forward is `{v}`, {fmt_ms(at(v, b))} ms, "
-                             f"{formatting.faster_or_slower(a_us / at(v, b))} than the fastest PyTorch anchor, "
-                             f"{label(a)} ({fmt_ms(a_us)} ms).")
-        # At batch 256 cuBLAS wins autotuning's race by a wide margin wherever it compiled.
-        small = {b: n for b, n in compiled_in_sitting().items() if b <= 32}
-        if small:
-            lines.append(compiled_in_sitting_line(small))
-        gpu = rundata.gpu_of(run)
-        n_rounds = max(rounds) if rounds else 1
-        lines.append(f"All from one sitting: run folder `{run.name}` on {gpu}, "
-                     f"{n_rounds} interleaved round{'s' if n_rounds > 1 else ''} (medians), commit "
-                     f"{', '.join(dict.fromkeys(rundata.short_commit(x, 7) for x in ok['commit'].astype(str)))}"
-                     + ("." if IS_FINAL else "; not a final sitting (`./study run final`), so README's "
-                        "answer does not come from it.") + f" {rundata.weights_phrase(ok)}")
-        if IS_FINAL and np.isfinite(c256):
-            lines += other_sittings([v for v in (s8, s16) if v is not None], c256)
-        final_table = formatting.markdown_table(pd.DataFrame(rows_))
-        if IS_FINAL:
+    is_final = rundata.holds_final_sitting(run)
+    if data.targets_apply and len(at_key) and any(np.isfinite(at(COMPILE, b)) for b in KEY_BATCHES):
+        # The answer's fp16 forward must compute timm's model; a faster one that fails parity is
+        # named beside it.
+        named = answer_steps(data)
+        lines = answer_lines(data, named, is_final)
+        final_table = formatting.markdown_table(pd.DataFrame(final_rows(data, named.s16, named.s8)))
+        if is_final:
             ctx.answer = "\n".join(f"- {x}" for x in lines) + "\n\n" + final_table
         # The report opens its encoder section with the same answer README gives.
         ctx.text("encoder_answer", lines)
         ctx.table("encoder_final", final_table,
-                  f"{'The final sitting' if IS_FINAL else 'This run'} ({run.name}): the fastest fp16 and FP8 steps (at batch 256) and every "
+                  f"{'The final sitting' if is_final else 'This run'} ({run.name}): the fastest fp16 and FP8 steps (at batch 256) and every "
                   f"PyTorch anchor at {where}: median time of one forward, images per second and per joule "
                   f"(the energy loop, docs/method.md), the SM clock of the timed loop, and torch.compile's "
                   f"time over each forward's. {prov}.")
     else:
         why = (f"run folder {run.name} has no timed {LABEL[COMPILE]} rows at {where}"
-               if targets_apply and len(at_key) else f"run folder {run.name} has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px")
+               if data.targets_apply and len(at_key) else f"run folder {run.name} has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px")
         ctx.missing("text", "encoder_answer", why)
         ctx.missing("table", "encoder_final", why)
 

@@ -51,28 +51,23 @@ def status(data, ctx, lt):
               f". {prov}.")
 
 
-def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
-    """The findings (returned), the two MLP targets and README's headline line, from the sections'
-    numbers: the widths measured, and the side experiments' tables (None where not run)."""
-    S, at, everything, gemm_ceiling = data.sweep_rows, data.at, data.everything, data.gemm_ceiling
-    key_rows, order, order_s, run, t, vb = data.key_rows, data.order, data.order_s, data.run, data.timed, data.vb
-    sweep, where = data.sweep, data.where
-    findings = [s for s in [formatting.rounds_sentence(t)] if s]
-
-    # The two MLP targets (docs/method.md), judged on the fastest fused version at 6304 and 50432
-    # rows; fused_epilogue's sentences stay beside it (the step the original study took).
-    # The targets are fp16 ones: an FP8 version (fp8_*) runs GEMMs of another precision and a
-    # ceiling twice as high, so it is compared with gemm_only in its own table instead.
-    fused_versions = [v for v in order if catalog.is_own(v) and v not in NOT_FUSED and not is_fp8(v)]
+def fused_versions(data):
+    """The fused fp16 MLP versions the two targets are judged on (an FP8 version runs GEMMs of
+    another precision and a ceiling twice as high: it is compared with gemm_only in its own table)."""
+    return [v for v in data.order if catalog.is_own(v) and v not in NOT_FUSED and not is_fp8(v)]
 
 
-    def fastest_fused(r):
-        """(time, version) of the fastest fused MLP version at r rows; (NaN, None) without one."""
-        times = [(at(v, r), v) for v in fused_versions if np.isfinite(at(v, r))]
-        return min(times) if times else (np.nan, None)
+def fastest_fused(data, r):
+    """(time, version) of the fastest fused MLP version at r rows; (NaN, None) without one."""
+    times = [(data.at(v, r), v) for v in fused_versions(data) if np.isfinite(data.at(v, r))]
+    return min(times) if times else (np.nan, None)
 
 
-    for r in key_rows:
+def fused_against_anchors(data):
+    """fused_epilogue at each key size against the PyTorch MLP and gemm_only (the step the original
+    study took)."""
+    at, gemm_ceiling, where, findings = data.at, data.gemm_ceiling, data.where, []
+    for r in data.key_rows:
         f = at(FUSED, r)
         if not np.isfinite(f):
             findings.append(f"This run has no timing of {FUSED} at {r} x {HIDDEN}.")
@@ -94,7 +89,14 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                         f"({formatting.fmt_gbps(tf)} TFLOP/s{share})" +
                         (": " + join_and(comps) if comps else "") + ".")
 
-    best = {r: fastest_fused(r) for r in KEY_ROWS}
+    return findings
+
+
+def fused_targets(data, ctx):
+    """The two MLP targets (docs/method.md), judged on the fastest fused version at 6304 and 50432
+    rows, and the 1.05x one on the MLP the fp16 answer runs, into ctx; their findings."""
+    at, findings = data.at, []
+    best = {r: fastest_fused(data, r) for r in KEY_ROWS}
     names = sorted({v for _, v in best.values() if v})
     who = (f"the fastest fused version ({join_and(names)})" if names else "the fastest fused version")
     graph_met = [best[r][0] < at(GRAPH, r) for r in KEY_ROWS
@@ -146,6 +148,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
         findings.append(f"The target of {who} costing at most {TARGET_GEMM_RATIO:.2f}x {GEMM} "
                         f"cannot be judged from this run: it lacks a timing of a fused version or "
                         f"{GEMM} at {KEY_ROWS[0]} or {KEY_ROWS[1]} rows.")
+    return findings
+
+
+def cutlass_side(cu, ctx):
+    """The 1.05x target in the CUTLASS side sitting (cu: its rows, None where not run)."""
+    findings = []
     if cu is not None and len(cu):
         keyed = cu.groupby(["rows", "version"])["median_us"].median()
         ratios = {}
@@ -165,6 +173,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                        f"in the CUTLASS side sitting ({rundata.show_path(cu.attrs['folder'])})",
                        "met" if met else "missed",
                        "; ".join(f"{r} rows: {formatting.fmt_ratio(x)} ({v})" for r, (v, x) in ratios.items()))
+    return findings
+
+
+def algorithm_search(algos):
+    """What the search over every cuBLASLt algorithm gives (algos: its table, None where not run)."""
+    findings = []
     if algos is not None:
         searched = algos[algos["extra"] == "--search-all"].dropna(subset=["fused / gemm_only"])
         if len(searched):
@@ -175,6 +189,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                            for r, x in zip(searched["rows"], searched["fused / gemm_only"]))
                 + f": no algorithm cuBLASLt offers for these shapes brings the epilogues within "
                   f"{TARGET_GEMM_RATIO:.2f}x.")
+    return findings
+
+
+def pingpong(pp):
+    """Our own ping-pong GEMM's epilogue cost and main loop (pp: its rows, None where not run)."""
+    findings = []
     if pp is not None and len(pp):
         keyed = pp.pivot_table(index="rows", columns="version", values="median_us", aggfunc="median")
         at_key = [r for r in KEY_ROWS if r in keyed.index]
@@ -198,6 +218,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                 f" the time of cuBLASLt's ({GEMM}): {verdict} (stages/mlp/pingpong_epilogue/NOTES.md).")
 
 
+    return findings
+
+
+def fastest_versions(data):
+    """Where the fastest MLP version at a key size is not fused_epilogue."""
+    at, vb, findings = data.at, data.vb, []
     def fastest_mlp(rows, fp16=False):
         """Fastest own version that computes the MLP (gemm_only does not); fp16: of the fp16 ones."""
         d = vb[(vb["rows"] == rows) & vb["version"].map(catalog.is_own) & (vb["version"] != GEMM)]
@@ -206,7 +232,7 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
         return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
-    for r in key_rows:
+    for r in data.key_rows:
         b, b16 = fastest_mlp(r), fastest_mlp(r, fp16=True)
         if b is not None and b["version"] != FUSED and np.isfinite(at(FUSED, r)):
             also = (f", the fastest fp16 one {b16['version']} ({formatting.fmt_us(b16['median_us'])} us)"
@@ -214,6 +240,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
             findings.append(f"At {r} x {HIDDEN} the fastest MLP version is {b['version']} "
                             f"({formatting.fmt_us(b['median_us'])} us){also}, not {FUSED}.")
 
+    return findings
+
+
+def against_unfused(data):
+    """Each version against unfused at the largest key size, and gemm_only against the GEMM ceiling."""
+    at, gemm_ceiling, key_rows, order, findings = data.at, data.gemm_ceiling, data.key_rows, data.order, []
     # Each version against unfused at the largest key size: what removing the pointwise traffic
     # (or only vectorizing it, or only hiding the launches) is worth.
     if key_rows:
@@ -231,7 +263,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                             f"{100 * gt / gemm_ceiling:.0f}% of the fp16 GEMM ceiling measured in "
                             f"the same run ({gemm_ceiling:,.0f} TFLOP/s at 8192^3).")
 
-    # The graph's gain where launches dominate: the smallest timed size of the sweep.
+    return findings
+
+
+def graph_gain(data):
+    """The graph's gain where launches dominate: the smallest timed size of the sweep."""
+    S, at, run, sweep, findings = data.sweep_rows, data.at, data.run, data.sweep, []
     if len(S.vb):
         small = S.vb.loc[S.vb["rows"].idxmin()]
         u, ug = (at(v, int(small["rows"]), table=S.t) for v in (UNFUSED, GRAPHED))
@@ -242,7 +279,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                             f"replaying the same kernels from one graph launch is {formatting.faster_or_slower(u / ug)}.")
 
 
-    # Kernels per call and where the epilogue runs.
+    return findings
+
+
+def kernel_counts(data):
+    """Kernels per call and where the epilogue runs."""
+    at, order, vb, findings = data.at, data.order, data.vb, []
     def launch_counts(v):
         d = vb[(vb["version"] == v) & np.isfinite(vb["launches"])]
         if not len(d):
@@ -315,7 +357,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                                 f"({'; '.join(extra_at)}): cuBLASLt ran an extra kernel there (a "
                                 f"separate epilogue pass or a split-K reduction).")
 
-    # The widths.
+    return findings
+
+
+def across_widths(data, widths):
+    """fused_epilogue across the ViT widths at the key batch."""
+    at, run, findings = data.at, data.run, []
     if len(widths) >= 2:
         parts = []
         for h in widths:
@@ -333,7 +380,13 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                             f"{'' if data.widths_run is run else ' (run folder ' + data.widths_run.name + ')'}, for {FUSED}: "
                             + "; ".join(parts) + ".")
 
-    # cuBLASLt settings.
+    return findings
+
+
+def cublaslt_settings(data, lt, lt_flush_text):
+    """Each cuBLASLt setting's time and kernel count against the default (lt: its table, None
+    where not run)."""
+    order_s, findings = data.order_s, []
     if lt is not None:
         settings = (lt[["heuristic", "workspace_mib"]].drop_duplicates()
                     .sort_values(["heuristic", "workspace_mib"]))
@@ -373,10 +426,12 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
             findings.append("The cuBLASLt setting changes the kernel count: " + "; ".join(changed)
                             + ".")
 
-    findings.append(formatting.status_finding(everything, "failed the correctness check"))
+    return findings
 
-    ctx.text("mlp_findings", findings)
 
+def headline(data, ctx):
+    """README's headline line for the MLP."""
+    key_rows, run, vb = data.key_rows, data.run, data.vb
     # README's headline line: the fastest fp16 MLP (gemm_only computes none) at the largest target
     # size; the MLP has no library version, so its reference is cuBLASLt's two GEMMs alone. The
     # sitting is this run's sweep or a side experiment's (mlp_cutlass, mlp_power, mlp_exact_gelu on
@@ -414,4 +469,17 @@ def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
                     candidates.append(c)
         if candidates:
             ctx.headline(**min(candidates, key=lambda c: c[0])[1])
+
+def findings(data, ctx, widths, algos, pp, cu, lt, lt_flush_text):
+    """The findings (returned), the two MLP targets and README's headline line, from the sections'
+    numbers: the widths measured, and the side experiments' tables (None where not run)."""
+    findings = [s for s in [formatting.rounds_sentence(data.timed)] if s]
+    findings += fused_against_anchors(data)
+    findings += fused_targets(data, ctx)
+    findings += cutlass_side(cu, ctx) + algorithm_search(algos) + pingpong(pp)
+    findings += fastest_versions(data) + against_unfused(data) + graph_gain(data) + kernel_counts(data)
+    findings += across_widths(data, widths) + cublaslt_settings(data, lt, lt_flush_text)
+    findings.append(formatting.status_finding(data.everything, "failed the correctness check"))
+    ctx.text("mlp_findings", findings)
+    headline(data, ctx)
     return findings

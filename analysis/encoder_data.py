@@ -129,6 +129,16 @@ class EncoderData:
 
     def __init__(self, run):
         self.run = run
+        self._read_rows(run)
+        self._collapse_rounds()
+        self._components()
+        self._ladder_views()
+        self._key_shape()
+        self._floor_and_parity(run)
+
+    def _read_rows(self, run):
+        """ok and note: the run's ok encoder rows at one L2 setting (whole models), with the columns
+        the sections derive from the notes and the ceilings."""
         self.everything = run.rows("encoder")
         ok = run.ok("encoder")
         short = ok["note"].astype(str).str.contains(SHORT_MODEL, regex=True)
@@ -159,6 +169,9 @@ class EncoderData:
         ok["gemm_pct"] = 100 * ok["tflops"] / pd.to_numeric(own, errors="coerce")
         self.ok, self.note = ok, note
 
+    def _collapse_rounds(self):
+        """timed: one row per configuration, the median across rounds and their range."""
+        ok = self.ok
         # The sustained time of one forward: the energy loop's (~5 s of back-to-back calls, the GPU
         # at its power limit) seconds over its calls, beside the timed burst's median.
         ok["sustained_us"] = pd.to_numeric(ok["energy_s"], errors="coerce") / pd.to_numeric(
@@ -175,6 +188,9 @@ class EncoderData:
         timed["spread_pct"] = 100 * (timed["hi_us"] - timed["lo_us"]) / timed["median_us"]
         self.timed = timed
 
+    def _components(self):
+        """parts and components: the eager breakdown's per-component times."""
+        ok, note = self.ok, self.note
         # Per-component times, median across rounds.
         parts = []
         for (_, r), text in zip(ok.iterrows(), note):
@@ -187,6 +203,9 @@ class EncoderData:
         self.components = [c for c in COMPONENTS if c in set(parts["component"])] + \
             [c for c in dict.fromkeys(parts["component"]) if c not in COMPONENTS]
 
+    def _ladder_views(self):
+        """lad, order, labels of custom mixes, steps and the figures' styles."""
+        ok, timed = self.ok, self.timed
         # One row per (version, model, image, batch) for the ladder views: e4 at its fastest
         # stream count there (the streams table shows every count), every other version on its
         # one stream.
@@ -204,6 +223,8 @@ class EncoderData:
             is_graph = graphed.get(v, v in (GRAPH, COMPILE) or bool(step_table.is_graph_version(v)))
             self.style[v]["linestyle"] = GRAPH_LINE if is_graph else EAGER_LINE
 
+    def _key_shape(self):
+        """The model, image size and batches the targets are judged at, and the rounds there."""
         models = list(dict.fromkeys(self.lad["model"]))
         self.key_model = KEY_MODEL if KEY_MODEL in models else (
             self.lad["model"].value_counts().index[0] if len(self.lad) else KEY_MODEL)
@@ -217,6 +238,9 @@ class EncoderData:
             sorted(int(b) for b in set(self.at_key["batch"]))[:3]
         self.rounds = sorted(int(n) for n in set(self.at_key["n"])) if len(self.at_key) else []
 
+    def _floor_and_parity(self, run):
+        """The batch-1 weight-read floor, the parity verdicts and the FP8 steps."""
+        note, ok = self.note, self.ok
         # The floor of a batch-1 forward: reading every weight once at the run's measured copy
         # bandwidth (the weights' size from the rows' notes; the copy rate counts bytes read plus
         # written, so a read alone at that rate is a lower bound only in the same sense).
@@ -234,7 +258,6 @@ class EncoderData:
         except step_table.ParityFileError as e:
             raise studylib.DataError(f"{rundata.show_path(e.path)}: not a parity result ({e.why})") from None
         self.fp8_steps = [v for v in self.steps if step_table.is_fp8_step(v)]
-
     def label(self, v):
         return LABEL.get(v, self.custom_label.get(v, v))
 

@@ -370,13 +370,11 @@ def status(data, ctx):
               + (f"; {custom_key}" if custom_key else "") + f". {prov}.")
 
 
-def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
-    """The findings after the targets: anchors, what best resolved to, the ladder, memory, streams, breakdown, GEMMs, the batch-1 floor, status."""
-    at, at_key, b1_depth, best_anchor = data.at, data.at_key, data.depth, data.best_anchor
-    floor_us, fp16_anchors, key_batches, label = data.floor_us, data.fp16_anchors, data.key_batches, data.label
-    mix_of, ok, parts, steps, weights_mb = step_table.note_mix, data.ok, data.parts, data.steps, data.weights_mb
-    where = data.where
-    # Which anchor is the fastest at each batch.
+def anchor_findings(data):
+    """Which anchor is the fastest at each batch."""
+    at, at_key, best_anchor, fp16_anchors, label, where = (data.at, data.at_key, data.best_anchor, data.fp16_anchors,
+                                                           data.label, data.where)
+    findings = []
     anchor_batches = sorted(int(b) for b in set(at_key.loc[at_key["version"].map(catalog.is_anchor),
                                                            "batch"]))
     if anchor_batches:
@@ -392,8 +390,12 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
     else:
         findings.append(f"This run has no PyTorch anchor rows at {where}, so no ratio to PyTorch "
                         f"is given.")
+    return findings
 
-    # What `best` resolved to.
+
+def resolved_findings(data):
+    """What e6_best's `best` family versions resolved to."""
+    ok, mix_of, findings = data.ok, step_table.note_mix, []
     e6_notes = ok.loc[ok["version"] == E6, "note"].astype(str)
     resolved = list(dict.fromkeys(x for x in e6_notes.map(best_resolved) if x))
     mixes = list(dict.fromkeys(x for x in e6_notes.map(mix_of) if x))
@@ -404,8 +406,12 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
     elif mixes:
         findings.append(f"{E6} ran {' | '.join(mixes)} (its rows do not say what `best` passed "
                         f"over).")
+    return findings
 
-    # The ladder end to end and its largest step.
+
+def ladder_findings(data):
+    """The ladder end to end and its largest step."""
+    at, key_batches, steps, findings = data.at, data.key_batches, data.steps, []
     for b in [b for b in (1, 256) if b in key_batches]:
         timed_steps = [v for v in steps if np.isfinite(at(v, b))]
         # Only a sitting of the ladder from its first step (a final sitting's few steps are no ladder).
@@ -422,8 +428,12 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
             findings.append(f"At batch {b}, {last} takes {fmt_ms(at(last, b))} ms against "
                             f"{first}'s {fmt_ms(at(first, b))} ms ({formatting.faster_or_slower(at(first, b) / at(last, b))})"
                             f"{largest}.")
+    return findings
 
-    # Memory: one arena against a buffer per intermediate.
+
+def memory_findings(data):
+    """Memory: one arena against a buffer per intermediate."""
+    at, key_batches, findings = data.at, data.key_batches, []
     b_mem = max(key_batches) if key_batches else None
     if b_mem and all(np.isfinite(at(v, b_mem, "act_mb")) for v in ("e1_library", "e2_buffer_reuse")):
         a1, a2 = at("e1_library", b_mem, "act_mb"), at("e2_buffer_reuse", b_mem, "act_mb")
@@ -432,8 +442,12 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
                         f"every intermediate of every layer (e1_library), {a1 / a2:.1f}x less; its "
                         f"time is {at('e2_buffer_reuse', b_mem) / at('e1_library', b_mem):.2f}x "
                         f"e1's.")
+    return findings
 
-    # Streams.
+
+def stream_findings(e3, e4):
+    """Splitting the batch over streams (e4_streams) against one stream (e3)."""
+    findings = []
     if len(e4) and len(e3):
         ratio = []
         for b in sorted(set(e4["batch"]) & set(e3.index)):
@@ -446,8 +460,12 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
                         + (f"faster at batch {join_and(helps)}" if helps else "faster at no batch")
                         + (f"; at batch {ratio[-1][0]} {ratio[-1][2]:.2f}x its time" if ratio else "")
                         + ".")
+    return findings
 
-    # Where the time goes in the answer's fp16 step (else e6_best) at the largest batch with a breakdown.
+
+def breakdown_findings(data, bd, bd_versions):
+    """Where the time goes in the answer's fp16 step (else e6_best) at the largest batch with a breakdown."""
+    at_key, parts, where, findings = data.at_key, data.parts, data.where, []
     if len(bd_versions):
         answer = data.answer_fp16()
         v = answer if answer in bd_versions else E6 if E6 in bd_versions else bd_versions[-1]
@@ -462,9 +480,13 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
         findings.append("No row's note carries a per-component breakdown, so none is shown." if
                         not len(parts) else f"No row at {where}, batch 256 or 1 carries a "
                         f"per-component breakdown, so none is shown.")
+    return findings
 
-    if gemm_finding:
-        findings.append(gemm_finding)
+
+def batch1_floor_findings(data):
+    """The fastest step at batch 1 against the weight-read floor."""
+    at, b1_depth, floor_us, steps, weights_mb = data.at, data.depth, data.floor_us, data.steps, data.weights_mb
+    findings = []
     fast_b1 = [v for v in steps if np.isfinite(at(v, 1))]
     if fast_b1 and np.isfinite(floor_us):
         v = min(fast_b1, key=lambda x: at(x, 1))
@@ -473,6 +495,16 @@ def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
                         f"{at(v, 1) / floor_us:.1f}x the weight-read floor ({floor_us:.0f} us: "
                         f"{weights_mb.median():.1f} MB of weights at the measured copy bandwidth)"
                         + (f", in ~{kernels:.0f} kernels." if np.isfinite(kernels) else "."))
+    return findings
 
+
+def other_findings(data, findings, bd, bd_versions, e3, e4, gemm_finding):
+    """The findings after the targets: anchors, what best resolved to, the ladder, memory, streams, breakdown, GEMMs, the batch-1 floor, status."""
+    label = data.label
+    findings += anchor_findings(data) + resolved_findings(data) + ladder_findings(data) + memory_findings(data)
+    findings += stream_findings(e3, e4) + breakdown_findings(data, bd, bd_versions)
+    if gemm_finding:
+        findings.append(gemm_finding)
+    findings += batch1_floor_findings(data)
     findings.append(formatting.status_finding(data.everything, label=label, what="row", shown="shown",
                                               all_ok="Every row passed its logits check and was timed."))

@@ -47,6 +47,8 @@ MUTANTS = [
     ("folded_stats_short", E28, EVERY_BLOCK, "the residual stream, every row, after each block"),
     ("row_stats_short", E30, EVERY_BLOCK, "the residual stream, every row, after each block"),
     ("read_once_slice_dropped", E32, EVERY_BLOCK, "the residual stream, every row, after each block"),
+    ("read_once_no_meeting", E32, EVERY_BLOCK, "the stream after each block, partial sums poisoned first"),
+    ("read_once_first_stats_skipped", E32, EVERY_BLOCK, "block 0's stream, the statistics buffer poisoned first"),
     ("small_m_slice_dropped", "common/gemm/test_cutlass_gemm", "every few-rows split-K kernel*",
      "each kernel of two or more K slices against ref::linear"),
     ("e4m3_no_saturation", E15, "FP8: every E4M3 stage saturating*",

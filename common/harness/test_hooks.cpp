@@ -35,6 +35,10 @@ const std::vector<Plant>& plants() {
                           "each row's last 32-column group"},
       {"read_once_slice_dropped", "e32's tile-scheduled kernel: a split GEMM's slices add up every slice's "
                                   "partial sums but the last"},
+      {"read_once_no_meeting", "e32's tile-scheduled kernel: each slice adds its share of the rows without "
+                               "waiting for the other slices' partial sums"},
+      {"read_once_first_stats_skipped", "e32's forward: block 0's row statistics are not computed before the "
+                                        "tiled kernel (its QKV combines whatever the buffer holds)"},
       {"e4m3_no_saturation", "FP8 quantizing kernels (LayerNorm's, the activations'): values past 448 converted "
                              "without saturation (to NaN), where the recipe clamps them to 448"},
       {"e4m3_clamp_low", "FP8 quantizing kernels (LayerNorm's, the activations'): values clamped to 416, the "

@@ -366,11 +366,14 @@ void Blocks::run(__half* x, __half* qkv, __half* attn, __half* h, cudaStream_t s
     }
 #ifdef STUDY_TEST_HOOKS
     prm.planted_slice_dropped = study::planted("read_once_slice_dropped");
+    prm.planted_no_meeting = study::planted("read_once_no_meeting");
 #endif
     // Block 0's QKV combines its rows' statistics as every later block's does: from stats[1].
-    const int threads = 256, pairs = static_cast<int>(stats_pairs(rows_, p_.model.hidden));
-    first_row_stats<<<(pairs + threads - 1) / threads, threads, 0, s>>>(x, rows_, p_.model.hidden, stats_[1].get());
-    CUDA_CHECK(cudaGetLastError());
+    if (!study::planted("read_once_first_stats_skipped")) {
+      const int threads = 256, pairs = static_cast<int>(stats_pairs(rows_, p_.model.hidden));
+      first_row_stats<<<(pairs + threads - 1) / threads, threads, 0, s>>>(x, rows_, p_.model.hidden, stats_[1].get());
+      CUDA_CHECK(cudaGetLastError());
+    }
   }
   kernel_for(form_, clock_).launch(prm, grid_, smem_, s);
   CUDA_CHECK(cudaGetLastError());

@@ -144,7 +144,11 @@ __device__ __forceinline__ void meet(const ReadOnceParams& p, const SliceTask& g
     if (kClock) stamps[0] = global_ns();
     Counter arrivals(*g.arrival);
     const unsigned all = static_cast<unsigned>(g.splits) * (block + 1);
-    if (arrivals.fetch_add(1u, cuda::memory_order_acq_rel) + 1 < all) {
+    bool wait = arrivals.fetch_add(1u, cuda::memory_order_acq_rel) + 1 < all;
+#ifdef STUDY_TEST_HOOKS
+    wait = wait && !p.planted_no_meeting;
+#endif
+    if (wait) {
       const unsigned long long start = global_ns();
       while (arrivals.load(cuda::memory_order_acquire) < all)
         if (global_ns() - start > kWaitTimeoutNs) {

@@ -67,7 +67,8 @@ struct ReadOnceParams : Params {
   // meeting and the meeting's end (globaltimer), after the four stamps of Params::clock.
   unsigned long long* meet_clock;
 #ifdef STUDY_TEST_HOOKS
-  bool planted_slice_dropped;  // the last slice's reduction leaves out the last slice
+  bool planted_slice_dropped;  // the slices' reduction leaves out the last slice
+  bool planted_no_meeting;     // a slice adds its share without waiting for the other slices
 #endif
 };
 

@@ -368,6 +368,25 @@ def breakdown(data, ctx):
     return bd, bd_versions
 
 
+def stream_counts_table(e3, e4, stream_counts):
+    """Per batch: one stream's time, e4's at every stream count, its fastest count and that time
+    over one stream's (us; NaN where not run)."""
+    rows = []
+    for b in sorted(set(e4["batch"]) | set(e3.index)):
+        row = {"batch": b, "one stream ms": e3["median_us"].get(b, np.nan)}
+        best_s, best = None, np.inf
+        for s in stream_counts:
+            x = e4.loc[(e4["streams"] == s) & (e4["batch"] == b), "median_us"]
+            x = float(x.iloc[0]) if len(x) else np.nan
+            row[f"{s} streams ms"] = x
+            if np.isfinite(x) and x < best:
+                best_s, best = s, x
+        row["fastest streams"] = best_s if best_s else np.nan
+        row["fastest / one stream"] = best / row["one stream ms"] if best_s else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def streams(data, ctx):
     """e4_streams at every stream count against one stream; returns (the one-stream rows by
     batch, e4's rows at more streams)."""
@@ -424,20 +443,7 @@ def streams(data, ctx):
                    f"forward, all in one graph) divided by that of {base}, against batch, "
                    f"{where}; a line at 1 marks no change. Stream counts with more lanes than "
                    f"images are not run (see the status table){streams_from}{rounds_spread(e4)}. {streams_prov}.")
-        srows = []
-        for b in sorted(set(e4["batch"]) | set(e3.index)):
-            row = {"batch": b, "one stream ms": e3["median_us"].get(b, np.nan)}
-            best_s, best = None, np.inf
-            for s in stream_counts:
-                x = e4.loc[(e4["streams"] == s) & (e4["batch"] == b), "median_us"]
-                x = float(x.iloc[0]) if len(x) else np.nan
-                row[f"{s} streams ms"] = x
-                if np.isfinite(x) and x < best:
-                    best_s, best = s, x
-            row["fastest streams"] = best_s if best_s else np.nan
-            row["fastest / one stream"] = best / row["one stream ms"] if best_s else np.nan
-            srows.append(row)
-        st_tab = pd.DataFrame(srows)
+        st_tab = stream_counts_table(e3, e4, stream_counts)
         ctx.table("encoder_stream_counts", formatting.markdown_table(st_tab, {
             c: (formatting.fmt_int if c in ("batch", "fastest streams") else
                 formatting.fmt_ratio if c == "fastest / one stream" else fmt_ms) for c in st_tab.columns}),

@@ -236,6 +236,41 @@ def shape_fills(shapes: pd.Series, headline: str | None) -> dict:
     return {s: ({"fillstyle": "full"} if i == 0 else FILLS[i - 1]) for i, s in enumerate(order)}
 
 
+def roofline_key(copy, gemm, fills):
+    """The ceilings' line (where one was measured) and the filled/hollow key of the shapes: a legend
+    of their own, under the series'."""
+    import matplotlib.pyplot as plt
+    key = []
+    if copy:
+        key.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
+                              label=f"measured ceilings: copy {copy:,.0f} GB/s"
+                              + (f", GEMM {gemm:,.0f} TFLOP/s" if gemm else "")))
+    elif gemm:
+        key.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
+                              label=f"measured GEMM ceiling {gemm:,.0f} TFLOP/s"))
+    if len(fills) > 1:
+        for shape, fill in fills.items():
+            key.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444", **fill,
+                                  label=f"{FILL_WORDS[fill.get('fillstyle', 'full')]}: {shape}"))
+    return key
+
+
+def roofline_axes(ax, p, lo, hi, gemm):
+    """A roofline's log axes: intensity from lo to hi, TFLOP/s from a third of the lowest point to
+    2.5x the highest point or ceiling, ticks at 1, 2 and 5 of each decade."""
+    import matplotlib.ticker as mt
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    top = max([p["tflops"].max() if len(p) else 1.0] + ([gemm] if gemm else []))
+    bottom = p["tflops"].min() if len(p) else top / 1e3
+    ax.set_ylim(bottom / 3, top * 2.5)
+    for a in (ax.xaxis, ax.yaxis):
+        a.set_major_locator(mt.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_minor_locator(mt.NullLocator())
+        a.set_major_formatter(mt.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+
+
 def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, ceilings,
                     what: str, provenance: str, headline: str | None = None):
     """The roofline of one family: every version at its arithmetic intensity (the family's
@@ -247,7 +282,6 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
     both eagerly and as a CUDA-graph replay is shown by its replay (GPU time, the same work).
     Returns the figure and a caption fragment naming the ceilings drawn."""
     import matplotlib.pyplot as plt
-    import matplotlib.ticker as mt
     p = points[np.isfinite(points["ai"]) & np.isfinite(points["tflops"])
                & (points["ai"] > 0) & (points["tflops"] > 0)]
     present = set(p["version"])
@@ -288,30 +322,10 @@ def roofline_figure(points: pd.DataFrame, order: list[str], style: dict, label, 
     if above:
         raise notebook.FigureError(f"roofline '{what}': {above} above its roof (a point there is a byte count "
                                    f"too small or a precision without its own roof; draw it against its own)")
-    key = []   # the ceilings and the filled/hollow key: a legend of their own, under the series'
     if parts:
         ax.plot(x, roof, color="#444444", linewidth=1.2)
-        if copy:
-            key.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
-                                      label=f"measured ceilings: copy {copy:,.0f} GB/s"
-                                      + (f", GEMM {gemm:,.0f} TFLOP/s" if gemm else "")))
-        else:
-            key.append(plt.Line2D([], [], color="#444444", linewidth=1.2,
-                                  label=f"measured GEMM ceiling {gemm:,.0f} TFLOP/s"))
-    if len(fills) > 1:
-        for shape, fill in fills.items():
-            key.append(plt.Line2D([], [], linestyle="none", marker="o", color="#444444", **fill,
-                                  label=f"{FILL_WORDS[fill.get('fillstyle', 'full')]}: {shape}"))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    top = max([p["tflops"].max() if len(p) else 1.0] + ([gemm] if gemm else []))
-    bottom = p["tflops"].min() if len(p) else top / 1e3
-    ax.set_ylim(bottom / 3, top * 2.5)
-    for a in (ax.xaxis, ax.yaxis):
-        a.set_major_locator(mt.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        a.set_minor_locator(mt.NullLocator())
-        a.set_major_formatter(mt.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    key = roofline_key(copy, gemm, fills)
+    roofline_axes(ax, p, lo, hi, gemm)
     ax.set_xlabel("arithmetic intensity (flops / bytes the operation must move, flop/byte)")
     ax.set_ylabel("achieved TFLOP/s (flops / median time)")
     series = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,

@@ -164,6 +164,15 @@ def write_csv(path: Path, rows):
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
+def ceiling_rows(base, rng, copy_note="copy", gemm_note="gemm"):
+    """The run's ceilings.csv rows: the copy bandwidth and the fp16 GEMM rate (COPY_GBPS, GEMM_TFLOPS)."""
+    return [dict(base, family="ceilings", version="copy", batch="", status="ok", gbps=COPY_GBPS,
+                 **timing(2.0 * (1 << 30) / (COPY_GBPS * 1e9) * 1e6, rng), note=copy_note),
+            dict(base, family="ceilings", version="gemm_fp16", batch="", status="ok",
+                 tflops=GEMM_TFLOPS, **timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
+                 note=gemm_note)]
+
+
 def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba9876543210fedcba9876543210fedcba98",
                   gpu="NVIDIA H200 (synthetic)", utc="2025-11-22T12:00:00Z", model=MLP_MODEL,
                   batches=MLP_BATCHES, image_sizes=(224, 384), widths=("vit_s", "vit_l"),
@@ -217,7 +226,26 @@ def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba987654321
             r["note"] = r["note"] + f" [extra: {' '.join(extra)}]"
         return r
 
-    main, tuned = [], []
+    main, tuned = mlp_main_rows(row, model, batches, image_sizes, widths, with_status_rows), []
+    if cublaslt:
+        for batch in (1, 8, 32, 256):
+            for version in ("unfused", "fused_epilogue"):
+                for extra in MLP_CUBLASLT:
+                    tuned.append(row(version, "vit_b", batch, 224, False, extra=extra))
+    ceilings = ceiling_rows(base, rng, "cudaMemcpyAsync device to device, 1024 MiB; gbps counts bytes read + written",
+                            "cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=8192")
+    write_csv(folder / "mlp.csv", main)
+    if tuned:
+        write_csv(folder / "mlp_cublaslt.csv", tuned)
+    write_mlp_sides(folder, row, batches, pingpong, autotune)
+    write_csv(folder / "ceilings.csv", ceilings)
+    return folder
+
+
+def mlp_main_rows(row, model, batches, image_sizes, widths, with_status_rows):
+    """mlp.csv's rows (row: write_mlp_run's row maker): vit_b at every batch and image size, the
+    `widths` models at 224 px; with_status_rows, one skipped and one failed row among them."""
+    main = []
     for mname, images in [("vit_b", image_sizes)] + [(m, (224,)) for m in widths]:
         for image in images:
             for batch in batches:
@@ -234,22 +262,11 @@ def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba987654321
                                              "tolerance 5e-03"))
                     else:
                         main.append(row(version, mname, batch, image, True))
-    if cublaslt:
-        for batch in (1, 8, 32, 256):
-            for version in ("unfused", "fused_epilogue"):
-                for extra in MLP_CUBLASLT:
-                    tuned.append(row(version, "vit_b", batch, 224, False, extra=extra))
-    ceilings = [
-        dict(base, family="ceilings", version="copy", batch="", status="ok", gbps=COPY_GBPS,
-             **timing(2.0 * (1 << 30) / (COPY_GBPS * 1e9) * 1e6, rng),
-             note="cudaMemcpyAsync device to device, 1024 MiB; gbps counts bytes read + written"),
-        dict(base, family="ceilings", version="gemm_fp16", batch="", status="ok",
-             tflops=GEMM_TFLOPS, **timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
-             note="cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=8192"),
-    ]
-    write_csv(folder / "mlp.csv", main)
-    if tuned:
-        write_csv(folder / "mlp_cublaslt.csv", tuned)
+    return main
+
+
+def write_mlp_sides(folder, row, batches, pingpong, autotune):
+    """The MLP's side experiments (row: write_mlp_run's row maker): mlp_pingpong and mlp_autotune."""
     if pingpong:
         pp = []
         for batch in batches:
@@ -268,8 +285,6 @@ def write_mlp_run(folder, *, run_id="synthetic-mlp-run", commit="fedcba987654321
                    [row(version, "vit_b", batch, 224, True, extra=extra)
                     for batch in (32, 256) for extra in MLP_ALGO_CHOICE
                     for version in ("fused_epilogue", "gemm_only")])
-    write_csv(folder / "ceilings.csv", ceilings)
-    return folder
 
 
 # ---- Attention ---------------------------------------------------------------------------------
@@ -334,12 +349,7 @@ def write_attention_run(folder, *, run_id="synthetic-attention-run",
                              tflops=flops / (median * 1e-6) / 1e12, rel_l2_err=4e-4)
                 rows.append(r)
     write_csv(folder / "attention.csv", rows)
-    write_csv(folder / "ceilings.csv", [
-        dict(base, family="ceilings", version="copy", batch="", status="ok", gbps=COPY_GBPS,
-             **timing(2.0 * (1 << 30) / (COPY_GBPS * 1e9) * 1e6, rng), note="copy"),
-        dict(base, family="ceilings", version="gemm_fp16", batch="", status="ok",
-             tflops=GEMM_TFLOPS, **timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
-             note="gemm")])
+    write_csv(folder / "ceilings.csv", ceiling_rows(base, rng))
     return folder
 
 

@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from analysis.synthetic import COPY_GBPS, GEMM_TFLOPS, HIDDEN, TOKENS, base_fields, timing, write_csv
+from analysis.synthetic import GEMM_TFLOPS, HIDDEN, TOKENS, base_fields, ceiling_rows, timing, write_csv
 
 # ---- Encoder (whole ViT) -----------------------------------------------------------------------
 # One forward of `batch` images: time = max(host floor, device fixed cost + batch x per-image
@@ -128,28 +128,7 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
     rng = random.Random(seed)
     t0 = datetime.datetime.fromisoformat(utc.replace("Z", "+00:00"))
     ours, anch = [], []
-    configs = []
-    for image in image_sizes:
-        for batch in batches:
-            for v in ENCODER_LADDER:
-                if v not in model:
-                    continue
-                for s in ((1, *streams) if v == "e4_streams" else (1,)):
-                    if v == "e4_streams" and s == 1 and streams:
-                        continue  # e4 is its stream counts; e3 is the one-stream reference
-                    configs.append((v, image, batch, s))
-            if custom and image == 224 and batch in (1, 32, 256):
-                configs.append((ENCODER_CUSTOM, image, batch, 1))
-    if anchors:
-        for image, batch in [(224, b) for b in (1, 8, 32, 256)] + [(384, 32)]:
-            if image not in image_sizes:
-                continue
-            for v in ("pytorch_timm", "pytorch_timm_graph"):
-                if v in model:
-                    configs.append((v, image, batch, 1))
-            if (compile_anchor and "pytorch_timm_compile_graph" in model and image == 224
-                    and batch in (1, 256)):
-                configs.append(("pytorch_timm_compile_graph", image, batch, 1))
+    configs = encoder_configs(model, batches, image_sizes, streams, custom, anchors, compile_anchor)
     for k in range(rounds):
         for i, (v, image, batch, s) in enumerate(configs):
             utc_k = (t0 + datetime.timedelta(minutes=30 * k, seconds=i)).strftime(
@@ -198,22 +177,43 @@ def write_encoder_run(folder, *, run_id="synthetic-encoder-run",
         write_encoder_rows(folder, anch, name="anchors.csv", run_id=run_id, commit=commit,
                            gpu=gpu, utc=utc, ceilings=False)
     base = base_fields(run_id, commit, gpu, utc)
-    write_csv(folder / "ceilings.csv", [
-        dict(base, family="ceilings", version="copy", batch="", status="ok", gbps=COPY_GBPS,
-             **timing(2.0 * (1 << 30) / (COPY_GBPS * 1e9) * 1e6, rng),
-             note="cudaMemcpyAsync device to device, 1024 MiB; gbps counts bytes read + written"),
-        dict(base, family="ceilings", version="gemm_fp16", batch="", status="ok",
-             tflops=GEMM_TFLOPS, **timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
-             note="cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=8192")])
+    write_csv(folder / "ceilings.csv", ceiling_rows(
+        base, rng, "cudaMemcpyAsync device to device, 1024 MiB; gbps counts bytes read + written",
+        "cuBLASLt fp16 in/out, fp32 accumulate, M=N=K=8192"))
     write_parity(folder, 224, gpu)
-    write_small_m_probe(folder, gpu, run_id=run_id, commit=commit, utc=utc)
-    write_fp8(folder, gpu, run_id=run_id, commit=commit, utc=utc)
-    write_prefetch(folder, gpu, run_id=run_id, commit=commit, utc=utc)
-    write_gemm_ceiling(folder, gpu, run_id=run_id, commit=commit, utc=utc)
-    write_fp8_fused(folder, gpu, run_id=run_id, commit=commit, utc=utc)
-    write_e4m3_qkv(folder, gpu, run_id=run_id, commit=commit, utc=utc)
-    write_ladder(folder, gpu, run_id=run_id, commit=commit, utc=utc)
+    for side in (write_small_m_probe, write_fp8, write_prefetch, write_gemm_ceiling, write_fp8_fused, write_e4m3_qkv,
+                 write_ladder):
+        side(folder, gpu, run_id=run_id, commit=commit, utc=utc)
     return folder
+
+
+def encoder_configs(model, batches, image_sizes, streams, custom, anchors, compile_anchor):
+    """write_encoder_run's configurations (version, image size, batch, streams), in the order of a
+    round: the ladder at every image size and batch (e4 at each stream count), the custom mix,
+    then the anchors."""
+    configs = []
+    for image in image_sizes:
+        for batch in batches:
+            for v in ENCODER_LADDER:
+                if v not in model:
+                    continue
+                for s in ((1, *streams) if v == "e4_streams" else (1,)):
+                    if v == "e4_streams" and s == 1 and streams:
+                        continue  # e4 is its stream counts; e3 is the one-stream reference
+                    configs.append((v, image, batch, s))
+            if custom and image == 224 and batch in (1, 32, 256):
+                configs.append((ENCODER_CUSTOM, image, batch, 1))
+    if anchors:
+        for image, batch in [(224, b) for b in (1, 8, 32, 256)] + [(384, 32)]:
+            if image not in image_sizes:
+                continue
+            for v in ("pytorch_timm", "pytorch_timm_graph"):
+                if v in model:
+                    configs.append((v, image, batch, 1))
+            if (compile_anchor and "pytorch_timm_compile_graph" in model and image == 224
+                    and batch in (1, 256)):
+                configs.append(("pytorch_timm_compile_graph", image, batch, 1))
+    return configs
 
 
 def write_ladder(folder, gpu, *, run_id, commit, utc):

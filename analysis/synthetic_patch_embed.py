@@ -7,7 +7,7 @@ import csv
 import random
 from pathlib import Path
 
-from analysis.synthetic import COPY_GBPS, GEMM_TFLOPS, base_fields, timing
+from analysis.synthetic import COPY_GBPS, GEMM_TFLOPS, base_fields, ceiling_rows, timing
 from studylib.schema import COLUMNS
 
 # ---- patch embedding ---------------------------------------------------------------------------
@@ -168,6 +168,29 @@ def write_patch_embed_run(folder, *, run_id="synthetic-pe-run", commit="00112233
                                         f"{e:.6g} us, cuda-graph replay {g:.6g} us)")
         return r
 
+    ours, anc = pe_rows(row, small, images, batches, gemm_model, anchor_model if anchors else ())
+    write_pe_csv(folder / "patch_embed.csv", ours, columns)
+    if anc:
+        write_pe_csv(folder / "patch_embed_anchors.csv", anc, columns)
+    write_pe_csv(folder / "ceilings.csv", ceiling_rows(base, rng), columns)
+    if timeline and small:
+        write_pe_timeline(folder / "patch_embed_timeline.csv")
+    return folder
+
+
+def write_pe_timeline(path):
+    """patch_embed_timeline.csv: v3's per-stream timeline at 32 px, batch 1, vit_ti."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=PE_TIMELINE_COLUMNS)
+        w.writeheader()
+        for v, counts in PE_TIMELINE.items():
+            for st in counts:
+                w.writerows(pe_timeline(v, 32, 1, 192, st))
+
+
+def pe_rows(row, small, images, batches, gemm_model, anchor_model):
+    """(our rows, the anchors' rows) of write_patch_embed_run (row: its row maker): with `small`,
+    vit_ti at the small sizes (v3 at every stream count); vit_b at `images` x `batches`."""
     ours, anc = [], []
     if small:
         for image in PE_SMALL_IMAGES:
@@ -181,31 +204,15 @@ def write_patch_embed_run(folder, *, run_id="synthetic-pe-run", commit="00112233
         for batch in batches:
             for v in ("cpu_baseline", *gemm_model):
                 ours.append(row(v, "vit_b", 768, image, batch))
-            if anchors:
-                for v in anchor_model:
-                    anc.append(row(v, "vit_b", 768, image, batch))
+            for v in anchor_model:
+                anc.append(row(v, "vit_b", 768, image, batch))
+    return ours, anc
 
-    def write(path, rows_):
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=columns, restval="", extrasaction="ignore")
-            w.writeheader()
-            for r in rows_:
-                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
-    write(folder / "patch_embed.csv", ours)
-    if anc:
-        write(folder / "patch_embed_anchors.csv", anc)
-    write(folder / "ceilings.csv", [
-        dict(base, family="ceilings", version="copy", batch="", status="ok", gbps=COPY_GBPS,
-             **timing(2.0 * (1 << 30) / (COPY_GBPS * 1e9) * 1e6, rng), note="copy"),
-        dict(base, family="ceilings", version="gemm_fp16", batch="", status="ok",
-             tflops=GEMM_TFLOPS, **timing(2 * 8192**3 / (GEMM_TFLOPS * 1e12) * 1e6, rng),
-             note="gemm")])
-    if timeline and small:
-        with open(folder / "patch_embed_timeline.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=PE_TIMELINE_COLUMNS)
-            w.writeheader()
-            for v, counts in PE_TIMELINE.items():
-                for st in counts:
-                    w.writerows(pe_timeline(v, 32, 1, 192, st))
-    return folder
+def write_pe_csv(path, rows, columns):
+    """rows as the family's CSVs write them (floats to 6 significant digits)."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, restval="", extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})

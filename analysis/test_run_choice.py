@@ -20,6 +20,19 @@ from analysis.testing import read_rows  # noqa: E402
 from studylib import notebook, rundata  # noqa: E402
 
 
+def as_targets_sitting(folder):
+    """A synthetic LayerNorm run made a targets sitting: the family's rows (ours and the anchors) in
+    layernorm_targets.csv, as a targets spec writes them."""
+    rows = read_rows(folder / "layernorm.csv") + read_rows(folder / "anchors.csv")
+    for name in ("layernorm.csv", "anchors.csv"):
+        (folder / name).unlink()
+    with open(folder / "layernorm_targets.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return folder
+
+
 class RunChoice(unittest.TestCase):
     def test_pick_run_prefers_timed(self):
         with tempfile.TemporaryDirectory() as d:
@@ -57,17 +70,6 @@ class RunChoice(unittest.TestCase):
             self.assertEqual(rundata.sweep_run(runs["b_targets"], "attention").path, targets)
 
     def test_targets_sitting_judges_targets_and_leaves_the_section_to_the_full_run(self):
-        def as_targets_sitting(folder):
-            # The family's rows (ours and the anchors) in <family>_targets.csv, as a targets spec writes.
-            rows = read_rows(folder / "layernorm.csv") + read_rows(folder / "anchors.csv")
-            for name in ("layernorm.csv", "anchors.csv"):
-                (folder / name).unlink()
-            with open(folder / "layernorm_targets.csv", "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(rows[0]))
-                w.writeheader()
-                w.writerows(rows)
-            return folder
-
         with tempfile.TemporaryDirectory() as d:
             full = synthetic.write_run(Path(d) / "a_full", utc="2025-01-01T00:00:00Z",
                                        configs=synthetic.SMALL_CONFIGS)

@@ -4,7 +4,8 @@ analysis/, experiments/, sbatch/ and report/ never import each other; vitstudy/,
 installs alone, imports none of them and not studylib (any room may import it); no file edits sys.path
 (a script runs as a module of the checkout, python3 -m ROOM.MODULE, or beside the module it
 imports); studylib/ imports no room; no Python file is longer than MAX_LINES, except those
-listed in SPLIT_PENDING, which may only shrink; and no notebook's cells share a single-letter
+listed in SPLIT_PENDING, which may only shrink; no function of analysis/ is longer than
+MAX_FUNCTION_LINES (one finding, figure or table a function); and no notebook's cells share a single-letter
 global (a `t` set in one cell and read in another: give the section a function, or the value a
 name).
 Usage: python_rooms.py REPO_ROOT"""
@@ -18,6 +19,8 @@ ROOMS = ("analysis", "experiments", "sbatch", "report")
 FLOOR = "studylib"
 MODULE = "vitstudy"
 MAX_LINES = 700
+MAX_FUNCTION_LINES = 80
+LONG_FUNCTIONS_BARRED = ("analysis",)
 # Files still over MAX_LINES, with their length now: they may only shrink (lower the number as they do).
 SPLIT_PENDING: dict[str, int] = {}
 # The one place that may put a folder on sys.path: the anchors' offline install of the torchao
@@ -86,6 +89,13 @@ def main(root):
         except SyntaxError as e:
             problems.append(f"{rel}: does not parse ({e})")
             continue
+        if room in LONG_FUNCTIONS_BARRED:
+            for fn in ast.walk(tree):
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = fn.end_lineno - fn.lineno + 1
+                    if n > MAX_FUNCTION_LINES:
+                        problems.append(f"{rel}:{fn.lineno}: {fn.name} is {n} lines, more than "
+                                        f"{MAX_FUNCTION_LINES}: give each of its parts a function")
         shared = shared_single_letters(text, tree)
         if shared:
             problems.append(f"{rel}: cells share the single-letter globals {', '.join(sorted(shared))}: "
@@ -106,7 +116,8 @@ def main(root):
     for p in problems:
         print("FAIL " + p)
     print(f"{len(files)} Python files: " + (f"{len(problems)} problem(s)" if problems else
-          f"rooms kept, no sys.path edit, at most {MAX_LINES} lines"
+          f"rooms kept, no sys.path edit, at most {MAX_LINES} lines, functions of "
+          f"{', '.join(LONG_FUNCTIONS_BARRED)}/ at most {MAX_FUNCTION_LINES}"
           + (f" but {len(SPLIT_PENDING)} files still to split" if SPLIT_PENDING else "")))
     return 1 if problems else 0
 

@@ -122,7 +122,14 @@ def vs_compile(data, ctx):
                         hatch="//" if style[v]["linestyle"] == EAGER_LINE else None,
                         edgecolor="white" if style[v]["linestyle"] == EAGER_LINE else style[v]["color"],
                         linewidth=2.0 if v == top else 0.5)
-                ax.text(r, i, f" {r:.2f}x", va="center", fontsize=8)
+                # The rounds' band: torch.compile's fastest round over the step's slowest, and the
+                # other way (the band the targets' verdicts use).
+                lo = at(COMPILE, b, "lo_us") / at(v, b, "hi_us")
+                hi = at(COMPILE, b, "hi_us") / at(v, b, "lo_us")
+                if np.isfinite(lo) and np.isfinite(hi) and hi > lo:
+                    ax.errorbar(r, i, xerr=[[max(r - lo, 0.0)], [max(hi - r, 0.0)]], fmt="none", ecolor="#222222",
+                                elinewidth=0.9, capsize=2.5)
+                ax.text(max(r, hi) if np.isfinite(hi) else r, i, f" {r:.2f}x", va="center", fontsize=8)
             ax.axvline(1.0, color="#444444", linewidth=0.8)
             target = b == 256 and targets_apply
             if target:
@@ -139,7 +146,8 @@ def vs_compile(data, ctx):
         ctx.figure("encoder_vs_compile", fig,
                    f"Speedup of every ladder step and PyTorch anchor over timm under torch.compile "
                    f"(max-autotune) replayed in a CUDA graph, {where}, one panel per batch: torch.compile's "
-                   f"median time / the step's (above 1 = faster; medians of the rounds, both from this run); "
+                   f"median time / the step's (above 1 = faster; medians of the rounds, both from this run), "
+                   f"whiskers from torch.compile's fastest round over the step's slowest to the other way; "
                    f"the fastest step of each batch outlined heavier; hatched bars run eagerly"
                    + (f"; the dotted line at batch 256 is the {TARGET_COMPILE}x target" if targets_apply else "")
                    + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")

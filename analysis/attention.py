@@ -207,13 +207,19 @@ def best_cudnn(tokens, table=None):
     return min(times) if times else (np.nan, None)
 
 
-best_rows = pd.DataFrame([{"version": BEST_CUDNN, "tokens": n, "median_us": best_cudnn(n)[0]}
-                          for n in sorted(set(kb["tokens"]))])
+def best_cudnn_row(n):
+    """The best cuDNN result at n tokens as a row of its own, with its rounds' range."""
+    m, v = best_cudnn(n)
+    return {"version": BEST_CUDNN, "tokens": n, "median_us": m,
+            "lo_us": at(v, n, col="lo_us") if v else np.nan, "hi_us": at(v, n, col="hi_us") if v else np.nan}
+
+
+best_rows = pd.DataFrame([best_cudnn_row(n) for n in sorted(set(kb["tokens"]))])
 best_rows = best_rows[np.isfinite(best_rows["median_us"])] if len(best_rows) else best_rows
 if len(best_rows):
     fig, ax = plt.subplots()
     plots.plot_ratios(ax, pd.concat([kb, best_rows]), near_order,
-                      BEST_CUDNN, "tokens", label, style, speedup=False)
+                      BEST_CUDNN, "tokens", label, style, speedup=False, band=True)
     plots.reference_line(ax, 1.0, f"1x: {BEST_CUDNN}")
     plots.reference_line(ax, FASTEST_TARGET, f"{FASTEST_TARGET:g}x: target of the fastest version "
                                           f"(at most this)", linestyle="--")
@@ -225,7 +231,8 @@ if len(best_rows):
     ctx.figure("attention_vs_cudnn", fig,
                f"Attention time per call divided by {BEST_CUDNN} at batch {key_batch} (per token "
                f"count, the lower median of {CUDNN} and {label(CUDNN_GRAPH)} in the same run), "
-               f"ticks at the measured token counts; the line at 1x is {BEST_CUDNN}, the dashed "
+               f"ticks at the measured token counts; whiskers from the version's fastest round over "
+               f"{BEST_CUDNN}'s slowest to the other way; the line at 1x is {BEST_CUDNN}, the dashed "
                f"line at {FASTEST_TARGET:g}x the target of the fastest version (at most that); linear "
                f"axis; the versions from {FIGURE_FROM} on (not {TWIN_OF_V9}, v9's kernel here) and the "
                f"PyTorch backends replayed from a CUDA graph (dotted) but math and memory-efficient, which "

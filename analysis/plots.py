@@ -116,17 +116,40 @@ def fastest_at(t: pd.DataFrame, exclude=(), **at) -> str | None:
 
 
 def plot_ratios(ax, table: pd.DataFrame, order: list[str], baseline: str, key: str, label, style,
-                speedup: bool):
+                speedup: bool, band: bool = False):
     """One line per version of `order` but the baseline, against `key`: baseline median time /
-    version median time (speedup=True) or its inverse, time as a ratio to the baseline."""
-    base = table[table["version"] == baseline].set_index(key)["median_us"]
+    version median time (speedup=True) or its inverse, time as a ratio to the baseline. band:
+    and a whisker at each point from one side's fastest round over the other's slowest to the
+    other way (columns lo_us and hi_us; a side without them counts its median)."""
+    base_t = table[table["version"] == baseline].set_index(key)
+    base = base_t["median_us"]
     for v in order:
         if v == baseline:
             continue
-        d = table[table["version"] == v].set_index(key)["median_us"]
+        d_t = table[table["version"] == v].set_index(key)
+        d = d_t["median_us"]
         r = ((base / d) if speedup else (d / base)).dropna().sort_index()
         if len(r):
             ax.plot(r.index, r.values, label=label(v), **style[v])
+            if band:
+                ratio_whiskers(ax, r, base_t, d_t, speedup, style[v]["color"])
+
+
+def ratio_whiskers(ax, r, base_t, d_t, speedup, color):
+    """plot_ratios' whiskers of the ratios r (by key), from the rounds of the baseline (base_t)
+    and of the version (d_t)."""
+    def rounds(t):
+        m = t["median_us"]
+        lo = t["lo_us"].fillna(m) if "lo_us" in t else m
+        hi = t["hi_us"].fillna(m) if "hi_us" in t else m
+        return lo, hi
+    (bl, bh), (dl, dh) = rounds(base_t), rounds(d_t)
+    lo, hi = ((bl / dh, bh / dl) if speedup else (dl / bh, dh / bl))
+    lo, hi = lo.reindex(r.index), hi.reindex(r.index)
+    ok = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+    if ok.any():
+        ax.errorbar(r.index[ok], r.values[ok], yerr=[(r - lo)[ok].clip(lower=0), (hi - r)[ok].clip(lower=0)],
+                    fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
 
 
 def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], label, style,

@@ -193,7 +193,8 @@ class Figures(BuiltReport):
 
     def test_attention_figures_and_withdrawn_target(self):
         self.assertEqual(self.res.returncode, 0, self.res.stderr)
-        self.assertIn("ticks at the measured token counts; the line at 1x is the best cuDNN "
+        self.assertIn("ticks at the measured token counts; whiskers from the version's fastest round over "
+                      "the best cuDNN result's slowest to the other way; the line at 1x is the best cuDNN "
                       "result, the dashed line at 0.9x the target of the fastest version",
                       self.readme)
         self.assertNotIn("target of v6_coalesced_k", self.readme)  # the withdrawn 4x line

@@ -14,6 +14,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -66,6 +67,19 @@ def has_test_hooks(build):
         if opt.get("name") == "test_hooks":
             return bool(opt.get("value"))
     return False
+
+
+def provenance(build):
+    """The commit the build's executables were compiled from (common/build_info.cpp, written by
+    the build) and the GPU the suite runs on: a record names both, like a CSV row."""
+    info = Path(build) / "common" / "build_info.cpp"
+    m = re.search(r'kBuildCommit = "([^"]*)"', info.read_text()) if info.is_file() else None
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=True).stdout.splitlines()[0].strip()
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        gpu = "unknown"
+    return (m.group(1) if m else "unknown"), gpu
 
 
 def run(build, exe, case, plant, timeout):
@@ -133,8 +147,9 @@ def main(argv=None):
             print(f"  {what:34s} {Path(exe).name} -tc='{case}': exit {rc} in {secs:.0f} s", flush=True)
 
     ok = True
-    lines = ["# Mutation suite", "", f"Build: `{a.build_dir}` (test hooks). Each bug planted alone "
-             "(`STUDY_PLANT=<bug>`), its test run with `STUDY_REQUIRE_GPU=1`.", "",
+    commit, gpu = provenance(a.build_dir)
+    lines = ["# Mutation suite", "", f"Build: `{a.build_dir}` (test hooks) of commit `{commit}`, on {gpu}. "
+             "Each bug planted alone (`STUDY_PLANT=<bug>`), its test run with `STUDY_REQUIRE_GPU=1`.", "",
              "| control: test without a bug | exit | passed |", "|---|---:|---|"]
     for exe, case in controls:
         rc, _, _ = results[(None, exe, case)]

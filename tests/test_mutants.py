@@ -60,6 +60,17 @@ class MutantsTest(unittest.TestCase):
             self.assertEqual(report.count("| yes |"), len(mutants.MUTANTS) + len({(m[1], m[2]) for m in mutants.MUTANTS}))
             self.assertTrue((Path(d) / "mutants.log").is_file())
 
+    def test_the_record_names_the_builds_commit(self):
+        with tempfile.TemporaryDirectory() as d:
+            build = fake_build(d)
+            (build / "common" / "build_info.cpp").write_text('const char* const kBuildCommit = "0123456789ab";\n')
+            rc, out = run_suite("--build-dir", str(build), "--out", d, "--only", "prefetch_noop")
+            self.assertEqual(rc, 0, out)
+            self.assertIn("of commit `0123456789ab`", (Path(d) / "mutants.md").read_text())
+            (build / "common" / "build_info.cpp").unlink()
+            run_suite("--build-dir", str(build), "--out", d, "--only", "prefetch_noop")
+            self.assertIn("of commit `unknown`", (Path(d) / "mutants.md").read_text())
+
     def test_a_missed_bug_fails(self):
         with tempfile.TemporaryDirectory() as d:
             rc, out = run_suite("--build-dir", str(fake_build(d, catches=False)), "--out", d)

@@ -6,7 +6,8 @@
 // `--stages` of them in flight, one CTA barrier a step, and with `--mma` the mma.sync products of
 // every 64-row tile of the chunk against one resident 64 x 64 weight tile. `--source same` has
 // every CTA read the same rows (as the 36 column tasks of a QKV stage do), `distinct` each its
-// own. The L2-resident buffer is read once before the timed calls. One CSV row, family `probes`,
+// own (at the default 48 steps, 104-207 MB: more than the L2, so `distinct` streams from HBM
+// while `same` reads L2). The buffer is read once before the timed calls. One CSV row, family `probes`,
 // version `chunk_step`; the note gives the time a step takes and the bytes an SM reads a us.
 // Checked first: the products' sum over every CTA equals the host's (a step skipped or a stage
 // read before it landed changes it).

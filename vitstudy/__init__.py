@@ -11,10 +11,10 @@ composition; it needs torch, which `import vitstudy` alone does not.
 
 The compiled half (vitstudy._engine) is built with the repository's Meson build (./study install,
 pip install ., or ./study test into build/vitstudy/)."""
-from .model import DEFAULT_STEP, MAX_IMAGE_SIZES, Model, gpu_count, steps
+from .model import DEFAULT_STEP, Model, gpu_count, steps
 from .timm_weights import Unsupported
 
-__all__ = ["DEFAULT_STEP", "MAX_IMAGE_SIZES", "Model", "Unsupported", "VisionTransformer", "gpu_count", "steps"]
+__all__ = ["DEFAULT_STEP", "Model", "Unsupported", "VisionTransformer", "gpu_count", "steps"]
 
 
 def __getattr__(name):

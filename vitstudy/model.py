@@ -1,13 +1,13 @@
 """vitstudy.Model: a timm VisionTransformer run by one of the study's encoder steps on CUDA
-tensors. The compiled engine (_engine) holds the weights on the GPU and one forward per batch
-size; this file checks what the caller passes, converts it, and keeps one engine per image size.
+tensors. The compiled half (_engine) is an encoder session (stages/encoder/session.hpp): the
+weights once on the GPU, a position embedding per image size, the forwards it has made kept
+within a memory budget. This file checks what the caller passes, converts it, resamples the
+position embedding for a new image size as timm does, and calibrates FP8 scales per image size.
 """
 from . import timm_weights
 
 # The fastest steps of the committed sittings (stages/encoder/steps.cpp's aliases).
 DEFAULT_STEP = {"fp16": "fastest_fp16", "fp8": "fastest_fp8"}
-# Image sizes kept at once: each holds the weights (with its own position embedding) on the GPU.
-MAX_IMAGE_SIZES = 4
 
 
 def _engine_module():
@@ -41,10 +41,14 @@ class Model:
     features from both. vitstudy.VisionTransformer is the same forward as a torch.nn.Module over a
     registered torch op, for torch.compile and module composition.
 
-    A call at a new batch size builds that size's forward and captures its CUDA graph (the first
-    call costs milliseconds; later ones replay it, the graph's copies re-pointed at the call's
-    tensors); Model keeps the last `max_batches_kept` batch sizes per image size and
-    MAX_IMAGE_SIZES image sizes."""
+    The weights are on the GPU once; a call at a new image size adds that size's position
+    embedding (resampled as timm's dynamic_img_size does) and, for FP8, its activation scales. A
+    call at a new batch size or image size builds that forward and captures its CUDA graph (the
+    first call costs milliseconds; later ones replay it, the graph's copies re-pointed at the
+    call's tensors). The forwards are kept, most recently used first, while their device memory
+    (activations and buffers) fits `cache_budget` bytes, a quarter of the GPU's memory unless set;
+    the forward in use is kept even alone over it. `cache_bytes` is what they hold and
+    `free_cache()` frees them (the weights stay)."""
 
     def __init__(self, state, sizes, step=None, precision="fp16", device=0, calibration=None):
         if precision not in DEFAULT_STEP:
@@ -54,9 +58,9 @@ class Model:
         self.precision = precision
         self.step_name = step or DEFAULT_STEP[precision]
         self.device = device
-        self._engines = {}
         self._calibration = calibration
-        self._engine(sizes["image_size"])  # refusals (no GPU, unknown step) now, not on first call
+        self._ready = set()  # image sizes with a position embedding (and FP8 scales)
+        self._session = self._open()  # refusals (no GPU, unknown step) now, not on first call
 
     @classmethod
     def from_safetensors(cls, path, heads=None, **kw):
@@ -79,17 +83,42 @@ class Model:
     @property
     def step(self):
         """The step the model runs (an alias resolved)."""
-        return self._engine(self.sizes["image_size"]).step
+        return _engine_module().resolve_step(self.step_name)
 
     @property
     def composition(self):
-        return self._engine(self.sizes["image_size"]).composition
+        return self._session.composition
 
     @property
-    def max_batches_kept(self):
-        """Batch sizes kept per image size, each a forward with its activations and up to two CUDA
-        graphs; past it the least recently used is dropped."""
-        return _engine_module().Engine.max_batches_kept
+    def cache_budget(self):
+        """Device bytes the kept forwards may hold; setting it drops the least recently used
+        beyond it at once."""
+        return self._session.budget_bytes
+
+    @cache_budget.setter
+    def cache_budget(self, nbytes):
+        if not isinstance(nbytes, int) or nbytes < 0:
+            raise ValueError(f"cache_budget is a number of bytes >= 0, not {nbytes!r}")
+        self._session.budget_bytes = nbytes
+
+    @property
+    def cache_bytes(self):
+        """Device bytes the kept forwards hold (activations, input and output buffers)."""
+        return self._session.held_bytes
+
+    @property
+    def forwards_kept(self):
+        """The forwards kept, one per batch size and image size called."""
+        return self._session.forwards_kept
+
+    @property
+    def weight_bytes(self):
+        """Device bytes of the weights: once, and a position embedding per other image size."""
+        return self._session.weight_bytes
+
+    def free_cache(self):
+        """Frees every kept forward (the next call at a size builds it again); the weights stay."""
+        self._session.release_forwards()
 
     @property
     def headless(self):
@@ -133,43 +162,42 @@ class Model:
         with torch.cuda.device(images.device):
             out = torch.empty((batch, self.width(features)), dtype=torch.float16, device=images.device)
             try:
-                engine = self._engine(size)
-                engine.run(x.data_ptr(), out.data_ptr(), batch, torch.cuda.current_stream().cuda_stream,
-                           features=features)
+                self._prepare(size)
+                self._session.run(x.data_ptr(), out.data_ptr(), batch, size,
+                                  torch.cuda.current_stream().cuda_stream, features=features)
             except MemoryError as e:  # the engine's out of device memory, as torch's own
                 raise torch.cuda.OutOfMemoryError(f"vitstudy: a forward at batch {batch}, {size} px: {e}") from None
         return out
 
-    def _engine(self, image_size):
-        engine = self._engines.pop(image_size, None)
-        if engine is None:
-            if len(self._engines) >= MAX_IMAGE_SIZES:
-                self._engines.pop(next(iter(self._engines)))
-            engine = self._make_engine(image_size)
-        self._engines[image_size] = engine  # most recently used last
-        return engine
-
-    def _make_engine(self, image_size):
+    def _open(self):
         e = _engine_module()
         s = self.sizes
         # A headless model runs with a head of one class of zeros, whose logits no call returns.
-        args = dict(hidden=s["hidden"], heads=s["heads"], layers=s["layers"], image_size=image_size,
+        args = dict(hidden=s["hidden"], heads=s["heads"], layers=s["layers"], image_size=s["image_size"],
                     num_classes=max(s["num_classes"], 1), step=self.step_name, device=self.device)
         state = self._state
-        if image_size != s["image_size"] or self.headless:
-            state = dict(self._arrays())
-        if image_size != s["image_size"]:
-            state["pos_embed"] = _resample(state["pos_embed"], image_size)
         if self.headless:
             import numpy as np
+            state = dict(self._arrays())
             state["head.weight"] = np.zeros((1, s["hidden"]), dtype=np.float32)
             state["head.bias"] = np.zeros((1,), dtype=np.float32)
-        engine = e.Engine(state, **args) if isinstance(state, dict) else e.Engine(path=state, **args)
+        session = e.Session(state, **args) if isinstance(state, dict) else e.Session(path=state, **args)
         if self.precision == "fp8":
-            self._calibrate(engine, image_size)
-        return engine
+            self._calibrate(session, s["image_size"])
+        self._ready.add(s["image_size"])
+        return session
 
-    def _calibrate(self, engine, image_size):
+    def _prepare(self, image_size):
+        """That image size's position embedding (and FP8 scales) in the session, once."""
+        if image_size in self._ready:
+            return
+        pos = _resample(self._pos_embed(), image_size)
+        self._session.add_image_size(image_size, pos.reshape(-1))
+        if self.precision == "fp8":
+            self._calibrate(self._session, image_size)
+        self._ready.add(image_size)
+
+    def _calibrate(self, session, image_size):
         import torch
         images = self._calibration
         if images is None:
@@ -179,8 +207,15 @@ class Model:
                                                      mode="bilinear", antialias=True)
         images = images.to(device=f"cuda:{self.device}", dtype=torch.float16).contiguous()
         stream = torch.cuda.current_stream(self.device)
-        engine.calibrate(images.data_ptr(), images.shape[0], stream.cuda_stream)
+        session.calibrate(image_size, images.data_ptr(), images.shape[0], stream.cuda_stream)
         stream.synchronize()
+
+    def _pos_embed(self):
+        if isinstance(self._state, dict):
+            return self._state["pos_embed"]
+        from safetensors import safe_open
+        with safe_open(self._state, framework="numpy") as f:
+            return f.get_tensor("pos_embed").astype("float32")
 
     def _arrays(self):
         if isinstance(self._state, dict):

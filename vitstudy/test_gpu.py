@@ -2,7 +2,9 @@
 own error, every parameter randomized (timm's init leaves LayerNorm and biases at constants a
 swapped tensor would not show), at timm's size and at another one (the position embedding
 resampled as timm does), and the pre-logits features against timm's; a forward kept per batch and
-replayed bit for bit on new tensors; a call on a side stream whose input is written late, after
+replayed bit for bit on new tensors; the cache's budget across more batch sizes and image sizes
+than it holds, and its release; a logits call and a features call on two streams at once, each
+input written late; a call on a side stream whose input is written late, after
 other work on that stream, reads the input as written; channels_last and strided inputs as their
 contiguous copies; a headless model's features against timm's; the torch.nn.Module face inside
 torch.compile(fullgraph=True) with the caller's preprocessing, against eager; NaN images give NaN
@@ -209,14 +211,63 @@ class Behaviour(unittest.TestCase):
         cls.images = torch.randn(3, 3, 224, 224, device="cuda")
 
     def test_forward_kept_per_batch_and_replayed_bit_for_bit(self):
-        first = self.model(self.images)
-        again = self.model(self.images.clone())
+        model = vitstudy.Model.from_timm(randomized("vit_small_patch16_224"))
+        first = model(self.images)
+        again = model(self.images.clone())
         self.assertTrue(torch.equal(first, again))
-        self.model(self.images[:2].contiguous())
-        engine = self.model._engine(224)
-        self.assertEqual(engine.batches_kept, 2)
-        self.assertTrue(torch.equal(self.model(self.images), first))
-        self.assertEqual(engine.batches_kept, 2)
+        model(self.images[:2].contiguous())
+        self.assertEqual(model.forwards_kept, 2)
+        self.assertTrue(torch.equal(model(self.images), first))
+        self.assertEqual(model.forwards_kept, 2)
+
+    def test_the_cache_keeps_its_budget_and_frees(self):
+        # More batch sizes and image sizes than the budget holds: the least recently used go,
+        # the one in use stays, every answer is the one a fresh model gives.
+        model = vitstudy.Model.from_timm(randomized("vit_small_patch16_224"))
+        weights = model.weight_bytes
+        shapes = [(1, 224), (2, 224), (3, 160), (5, 224), (2, 384), (1, 160)]
+        want = {}
+        for batch, size in shapes:
+            images = torch.randn(batch, 3, size, size, device="cuda", generator=torch.Generator("cuda").manual_seed(batch))
+            want[(batch, size)] = (images, model(images).clone())
+        self.assertEqual(model.forwards_kept, len(shapes))
+        everything = model.cache_bytes
+        model.cache_budget = everything // 3
+        self.assertLessEqual(model.cache_bytes, everything // 3)
+        self.assertLess(model.forwards_kept, len(shapes))
+        model.cache_budget = 0  # only the forward in use is kept
+        for (batch, size), (images, logits) in want.items():
+            self.assertTrue(torch.equal(model(images), logits), (batch, size))
+            self.assertEqual(model.forwards_kept, 1)
+        model.free_cache()
+        self.assertEqual((model.forwards_kept, model.cache_bytes), (0, 0))
+        images, logits = want[(2, 384)]
+        self.assertTrue(torch.equal(model(images), logits))
+        # The weights once: two more image sizes added only their position embeddings.
+        self.assertLess(model.weight_bytes - weights, 2 * 577 * 384 * 2 + 1024)
+        with self.assertRaisesRegex(ValueError, "cache_budget"):
+            model.cache_budget = -1
+
+    def test_logits_and_features_on_two_streams_at_once(self):
+        # One forward's buffers under both outputs: a logits call and a features call enqueued on
+        # two streams at once, each input written late on its own stream, give what each gives alone.
+        model = vitstudy.Model.from_timm(randomized("vit_small_patch16_224"))
+        other = torch.randn_like(self.images)
+        want_logits, want_features = model(self.images).clone(), model.features(other).clone()
+        for _ in range(3):
+            a, b = torch.full_like(self.images, float("nan")), torch.full_like(other, float("nan"))
+            torch.cuda.synchronize()
+            s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+            with torch.cuda.stream(s1):
+                torch.cuda._sleep(20_000_000)
+                a.copy_(self.images)
+                logits = model(a)
+            with torch.cuda.stream(s2):
+                b.copy_(other)
+                features = model.features(b)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(logits, want_logits))
+            self.assertTrue(torch.equal(features, want_features))
 
     def test_new_tensors_each_call(self):
         # One graph per batch size: its copies re-pointed at every call's input and output.

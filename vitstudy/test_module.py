@@ -44,9 +44,15 @@ class Module(unittest.TestCase):
         for name in ("e1_library", "e19_exact_gelu", "fastest_fp16", "fastest_fp8"):
             self.assertIn(name, steps)
 
-    def test_the_cache_s_size_is_an_attribute(self):
-        self.assertIsInstance(vitstudy.Model.max_batches_kept, property)
-        self.assertEqual(vitstudy.model._engine_module().Engine.max_batches_kept, 8)
+    def test_the_cache_is_read_set_and_freed_through_attributes(self):
+        for name in ("cache_budget", "cache_bytes", "forwards_kept", "weight_bytes"):
+            self.assertIsInstance(getattr(vitstudy.Model, name), property, name)
+        self.assertIsNotNone(vitstudy.Model.cache_budget.fset)
+        self.assertTrue(callable(vitstudy.Model.free_cache))
+        session = vitstudy.model._engine_module().Session
+        for name in ("budget_bytes", "held_bytes", "forwards_kept", "release_forwards", "add_image_size", "run",
+                     "run_unbound", "calibrate"):
+            self.assertTrue(hasattr(session, name), name)
 
     def test_a_headless_state_dict_has_no_classes(self):
         shapes = dict(fixture_shapes())

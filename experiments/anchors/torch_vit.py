@@ -247,12 +247,12 @@ def build_vitstudy(torch, args):
                          device=dev, dtype=torch.float32).half()
     out = {}
     model(images)  # the first call of this batch size builds its forward and captures its graph
-    engine = model._engine(args.image_size)
+    session = model._session
     stream = torch.cuda.current_stream(dev).cuda_stream
 
     def run():
         if unbound:
-            engine.run_unbound(args.batch, stream)
+            session.run_unbound(args.batch, args.image_size, stream)
         else:
             out["y"] = model(images)
 

@@ -246,15 +246,16 @@ int bench(Options& o, study::BenchReport& report) {
   const std::vector<float> images = o.images.empty() ? encoder::make_images(p.batch, p.image_size, o.common.seed)
                                                      : read_images(o.images, p.batch, p.image_size);
   const ref::VitWeights w = encoder::make_weights(p, o.common.seed, o.weights);
-  encoder::DeviceWeights dw(w);
+  encoder::Session session(w, p.model, p.image_size, c, o.common.device);
+  session.set_budget_bytes(SIZE_MAX);  // the one forward timed, whatever its size
   const std::vector<float> calibration =
       o.calibration_images.empty() ? std::vector<float>{} : read_images(o.calibration_images, 0, p.image_size);
   auto d_images = study::to_device(study::to_half(images));
   study::DeviceBuffer<__half> d_logits(static_cast<std::size_t>(p.batch) * p.num_classes);
-  std::unique_ptr<encoder::Forward> fwd;
+  encoder::Forward* fwd = nullptr;
   try {
-    encoder::calibrate_if_fp8(c, p, dw, calibration, o.common.seed);
-    fwd = std::make_unique<encoder::Forward>(p, c, dw);
+    encoder::calibrate_if_fp8(session, p, calibration, o.common.seed);
+    fwd = &session.forward(p.batch, p.image_size);
   } catch (const StudyError& e) {
     if (e.kind != ErrorKind::Usage) throw;
     report.write("skipped", e.what());  // a component refuses this problem
@@ -282,7 +283,7 @@ int bench(Options& o, study::BenchReport& report) {
     write_task_times(o, version, p, fwd->task_times(d_images.get(), d_logits.get(), nullptr));
   char extra[160];
   std::snprintf(extra, sizeof extra, "; activations %.1f MB, weights %.1f MB; %.1f launches per layer",
-                fwd->activation_bytes() / 1e6, dw.bytes() / 1e6,
+                fwd->activation_bytes() / 1e6, session.weight_bytes() / 1e6,
                 launches >= 0 ? static_cast<double>(launches) / p.model.layers : NAN);
   std::string cutlass_kernels;  // the kernel each CUTLASS GEMM shape ran with (none: empty)
   for (const auto& line : study::cutlass_gemm::choices()) cutlass_kernels += "; cutlass " + line;

@@ -66,7 +66,8 @@ struct Fp8Calibration {
   int images = 0;                                // the calibration batch
 };
 
-// All weights in one device buffer (fp16), with a view per block. Uploaded once.
+// All weights in one device buffer (fp16), with a view per block. Uploaded once; another image
+// size's weights (at_image_size) share it and hold only their own position embedding.
 struct BlockView {
   const __half *ln1_g, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_g, *ln2_b, *fc1_w, *fc1_b,
       *fc2_w, *fc2_b;
@@ -78,14 +79,21 @@ class DeviceWeights {
   std::vector<BlockView> blocks;
   // Set by calibrate_fp8 before an FP8 forward is made (which refuses weights without it).
   Fp8Calibration fp8_calibration;
-  std::size_t bytes() const { return buffer_.bytes(); }
+  // Device bytes these weights hold: the packed buffer (shared among image sizes) and, for
+  // another image size's, its position embedding.
+  std::size_t bytes() const { return buffer_->bytes() + (pos_buffer_ ? pos_buffer_->bytes() : 0); }
   // The weights packed in order: block i's as one byte range, and the final LayerNorm's with the
   // head's (what an L2 prefetch of the next block asks for).
   study::ByteRange block_span(int i) const;
   study::ByteRange head_span() const;
+  // The same weights for images of another size: `pos_embed` is that size's position embedding
+  // (the class token's row first, then the patches', [tokens * hidden], resampled by the caller),
+  // uploaded on its own; every other tensor is this one's buffer. No FP8 calibration (a
+  // calibration belongs to an image size).
+  DeviceWeights at_image_size(const std::vector<float>& pos_embed) const;
 
  private:
-  study::DeviceBuffer<__half> buffer_;
+  std::shared_ptr<const study::DeviceBuffer<__half>> buffer_, pos_buffer_;
 };
 
 // Per-component device time of one eager forward, microseconds, summed over layers.

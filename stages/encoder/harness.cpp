@@ -32,15 +32,30 @@ std::vector<float> calibration_images(int image_size, std::uint64_t seed) {
   return make_images(kCalibrationImages, image_size, seed ^ 0xca1b5eedull);
 }
 
-void calibrate_if_fp8(const Composition& c, const Problem& p, DeviceWeights& w, std::vector<float> images,
-                      std::uint64_t seed) {
-  if (!c.fp8()) return;
+namespace {
+// The calibration images on the device (calibration_images(seed) when `images` is empty), and
+// the problem at their batch.
+std::pair<Problem, study::DeviceBuffer<__half>> calibration_batch(const Problem& p, std::vector<float> images,
+                                                                  std::uint64_t seed) {
   if (images.empty()) images = calibration_images(p.image_size, seed);
   const std::size_t per = static_cast<std::size_t>(study::kChannels) * p.image_size * p.image_size;
   Problem cp = p;
   cp.batch = static_cast<int>(images.size() / per);
-  const auto d = study::to_device(study::to_half(images));
+  return {cp, study::to_device(study::to_half(images))};
+}
+}  // namespace
+
+void calibrate_if_fp8(const Composition& c, const Problem& p, DeviceWeights& w, std::vector<float> images,
+                      std::uint64_t seed) {
+  if (!c.fp8()) return;
+  const auto [cp, d] = calibration_batch(p, std::move(images), seed);
   calibrate_fp8(cp, w, d.get());
+}
+
+void calibrate_if_fp8(Session& s, const Problem& p, std::vector<float> images, std::uint64_t seed) {
+  if (!s.composition().fp8()) return;
+  const auto [cp, d] = calibration_batch(p, std::move(images), seed);
+  s.calibrate(p.image_size, d.get(), cp.batch, nullptr);
 }
 
 std::vector<float> make_images(int batch, int image_size, std::uint64_t seed) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 #include "encoder/encoder.hpp"
+#include "encoder/session.hpp"
 #include "harness/compare.hpp"
 #include "reference.hpp"
 
@@ -46,6 +47,8 @@ std::vector<float> calibration_images(int image_size, std::uint64_t seed);
 // (n = images.size() / image elements), or calibration_images(seed) when empty.
 void calibrate_if_fp8(const Composition& c, const Problem& p, DeviceWeights& w, std::vector<float> images,
                       std::uint64_t seed);
+// The same for a session's composition, at p's image size.
+void calibrate_if_fp8(Session& s, const Problem& p, std::vector<float> images, std::uint64_t seed);
 
 // Image i of a batch depends on (seed, i) alone, so the same image recurs at every batch size
 // and its reference logits can be reused. Values N(0, 1), rounded to fp16.

@@ -31,9 +31,10 @@ DeviceWeights::DeviceWeights(const ref::VitWeights& w) {
     const auto h = study::to_half(*tensors[i]);
     std::copy(h.begin(), h.end(), host.begin() + static_cast<std::ptrdiff_t>(offset[i]));
   }
-  buffer_ = study::DeviceBuffer<__half>(total);
-  CUDA_CHECK(cudaMemcpy(buffer_.get(), host.data(), buffer_.bytes(), cudaMemcpyHostToDevice));
-  const __half* base = buffer_.get();
+  auto buffer = std::make_shared<study::DeviceBuffer<__half>>(total);
+  CUDA_CHECK(cudaMemcpy(buffer->get(), host.data(), buffer->bytes(), cudaMemcpyHostToDevice));
+  buffer_ = buffer;
+  const __half* base = buffer->get();
   std::size_t k = 0;
   for (const __half** p : {&patch_w, &patch_b, &cls_token, &pos_embed, &norm_g, &norm_b, &head_w, &head_b})
     *p = base + offset[k++];
@@ -57,11 +58,22 @@ study::ByteRange packed_range(const __half* from, const __half* to, const study:
 
 study::ByteRange DeviceWeights::block_span(int i) const {
   return packed_range(blocks.at(i).ln1_g, i + 1 < static_cast<int>(blocks.size()) ? blocks[i + 1].ln1_g : nullptr,
-                      buffer_);
+                      *buffer_);
 }
 
 study::ByteRange DeviceWeights::head_span() const {
-  return packed_range(norm_g, blocks.empty() ? nullptr : blocks[0].ln1_g, buffer_);
+  return packed_range(norm_g, blocks.empty() ? nullptr : blocks[0].ln1_g, *buffer_);
+}
+
+DeviceWeights DeviceWeights::at_image_size(const std::vector<float>& pos) const {
+  DeviceWeights w = *this;
+  w.fp8_calibration = {};
+  auto buffer = std::make_shared<study::DeviceBuffer<__half>>(pos.size());
+  const std::vector<__half> h = study::to_half(pos);
+  CUDA_CHECK(cudaMemcpy(buffer->get(), h.data(), buffer->bytes(), cudaMemcpyHostToDevice));
+  w.pos_buffer_ = buffer;
+  w.pos_embed = buffer->get();
+  return w;
 }
 
 }  // namespace encoder

@@ -1,0 +1,158 @@
+// GPU test of the encoder session (session.hpp), the runtime under the bench and vitstudy: its
+// calls give what a Forward made on the same weights gives, bit for bit, at two image sizes from
+// one upload of the weights; the logits and the features alternate through one call graph whose
+// copies follow each call's tensors; the cache keeps its budget, keeps the forward in use, and
+// frees; refusals (a wrong position embedding, an image size never added, an FP8 composition not
+// calibrated) are clear. Fresh random weights and images every run, outputs poisoned first.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include "encoder/harness.hpp"
+#include "encoder/session.hpp"
+#include "harness/gpu.hpp"
+#include "harness/gpu_test_main.hpp"
+#include "harness/random.hpp"
+
+using namespace encoder;
+
+namespace {
+
+constexpr int kSize = 64, kOther = 96;  // 17 and 37 tokens
+
+Composition composition() { return find_step("e14_l2_prefetch"); }
+
+study::ModelConfig model() {
+  study::ModelConfig m = study::find_model("vit_ti");
+  m.layers = 2;
+  return m;
+}
+
+using study::fresh_seed;
+
+struct Case {
+  ref::VitWeights weights;
+  std::vector<float> other_pos;  // kOther's position embedding
+  Case() : weights(ref::random_vit_weights(model(), kSize, 10, fresh_seed())) {
+    const int tokens = (kOther / 16) * (kOther / 16) + 1;
+    other_pos = study::random_normal(static_cast<std::size_t>(tokens) * model().hidden, fresh_seed());
+  }
+};
+
+// What a Forward made on these weights (the position embedding of `size`) gives for `images`.
+std::vector<__half> expected(const Case& c, int batch, int size, const study::DeviceBuffer<__half>& images,
+                             bool features) {
+  ref::VitWeights w = c.weights;
+  if (size == kOther) w.pos_embed = c.other_pos;
+  const DeviceWeights dw(w);
+  Problem p;
+  p.model = model();
+  p.batch = batch;
+  p.image_size = size;
+  p.num_classes = 10;
+  Forward f(p, composition(), dw);
+  study::DeviceBuffer<__half> logits(static_cast<std::size_t>(batch) * 10), feats(static_cast<std::size_t>(batch) * p.model.hidden);
+  f.run_eager(images.get(), logits.get(), nullptr);
+  f.copy_features(feats.get(), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return study::to_host(features ? feats : logits);
+}
+
+study::DeviceBuffer<__half> images_of(int batch, int size) {
+  return study::to_device(study::to_half(make_images(batch, size, fresh_seed())));
+}
+
+bool same_bits(const std::vector<__half>& a, const std::vector<__half>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(__half)) == 0;
+}
+
+std::vector<__half> call(Session& s, const study::DeviceBuffer<__half>& images, int batch, int size,
+                         Session::Output what) {
+  const std::size_t width = what == Session::Output::Logits ? 10 : s.model().hidden;
+  study::DeviceBuffer<__half> out(static_cast<std::size_t>(batch) * width);
+  study::poison(out);
+  s.call(images.get(), out.get(), batch, size, what, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return study::to_host(out);
+}
+
+}  // namespace
+
+TEST_CASE("a session's calls give a Forward's outputs at two image sizes, from the weights once") {
+  const Case c;
+  Session s(c.weights, model(), kSize, composition(), 0);
+  const std::size_t weights = s.weight_bytes();
+  s.add_image_size(kOther, c.other_pos);
+  CHECK(s.weight_bytes() == weights + c.other_pos.size() * sizeof(__half));
+  for (int size : {kSize, kOther})
+    for (int batch : {1, 3}) {
+      CAPTURE(size);
+      CAPTURE(batch);
+      const auto images = images_of(batch, size);
+      for (auto what : {Session::Output::Logits, Session::Output::Features}) {
+        const auto want = expected(c, batch, size, images, what == Session::Output::Features);
+        CHECK(same_bits(call(s, images, batch, size, what), want));  // the eager first call
+        CHECK(same_bits(call(s, images, batch, size, what), want));  // the graph, re-pointed
+      }
+    }
+  CHECK(s.forwards_kept() == 4);
+}
+
+TEST_CASE("logits and features alternate through one call graph, each call's tensors followed") {
+  const Case c;
+  Session s(c.weights, model(), kSize, composition(), 0);
+  const auto a = images_of(2, kSize), b = images_of(2, kSize);
+  const auto logits_a = expected(c, 2, kSize, a, false), features_b = expected(c, 2, kSize, b, true);
+  for (int round = 0; round < 3; ++round) {
+    CHECK(same_bits(call(s, a, 2, kSize, Session::Output::Logits), logits_a));
+    CHECK(same_bits(call(s, b, 2, kSize, Session::Output::Features), features_b));
+  }
+  CHECK(s.forwards_kept() == 1);
+}
+
+TEST_CASE("the cache keeps its budget, keeps the forward in use, and frees") {
+  const Case c;
+  Session s(c.weights, model(), kSize, composition(), 0);
+  s.add_image_size(kOther, c.other_pos);
+  CHECK(s.budget_bytes() > 0);
+  for (int batch : {1, 2, 3}) {
+    const auto images = images_of(batch, kSize);
+    call(s, images, batch, kSize, Session::Output::Logits);
+  }
+  CHECK(s.forwards_kept() == 3);
+  const std::size_t all = s.held_bytes();
+  CHECK(all > 0);
+  s.set_budget_bytes(all - 1);  // one forward goes
+  CHECK(s.forwards_kept() == 2);
+  CHECK(s.held_bytes() <= all - 1);
+  s.set_budget_bytes(0);
+  CHECK(s.forwards_kept() == 0);
+  const auto images = images_of(4, kOther);
+  const auto want = expected(c, 4, kOther, images, false);
+  CHECK(same_bits(call(s, images, 4, kOther, Session::Output::Logits), want));  // alone over the budget, kept
+  CHECK(s.forwards_kept() == 1);
+  CHECK(same_bits(call(s, images, 4, kOther, Session::Output::Logits), want));
+  s.release_forwards();
+  CHECK(s.forwards_kept() == 0);
+  CHECK(s.held_bytes() == 0);
+}
+
+TEST_CASE("refusals: a wrong position embedding, a size never added, an FP8 step not calibrated") {
+  const Case c;
+  Session s(c.weights, model(), kSize, composition(), 0);
+  std::vector<float> short_pos(c.other_pos.begin(), c.other_pos.end() - 1);
+  CHECK_THROWS_WITH(s.add_image_size(kOther, short_pos), doctest::Contains("37 tokens x 192"));
+  CHECK_THROWS_WITH(s.add_image_size(kSize, c.other_pos), doctest::Contains("the weights' own image size"));
+  const auto images = images_of(1, kOther);
+  CHECK_THROWS_WITH(call(s, images, 1, kOther, Session::Output::Logits), doctest::Contains("add_image_size first"));
+  CHECK_THROWS_WITH(s.add_image_size(70, c.other_pos), doctest::Contains("multiple of the patch size 16"));
+  const Composition fp8 = find_step("e15_fp8_attention_e4m3");
+  if (why_unavailable(fp8).empty()) {
+    Session f(c.weights, model(), kSize, fp8, 0);
+    const auto small = images_of(1, kSize);
+    CHECK_THROWS_WITH(call(f, small, 1, kSize, Session::Output::Logits), doctest::Contains("calibrate it at 64 px first"));
+  }
+}
+
+int main(int argc, char** argv) {
+  return gpu_test_main(argc, argv, "encoder_session", [] { return why_unavailable(composition()); });
+}

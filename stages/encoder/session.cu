@@ -1,6 +1,7 @@
 // One model's forwards on one GPU (session.hpp).
 #include "encoder/session.hpp"
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
@@ -27,12 +28,46 @@ class OnDevice {
   int callers_ = -1;
 };
 
-// One device-to-device copy node of a call graph: re-pointed, and enabled or not, per call.
+// dst = src, n halves: 16-byte vectors where both pointers allow, else halves. The call graph's
+// copies are this kernel, not memcpy nodes: a kernel node's pointers can be re-pointed at any
+// device memory, where a memcpy node refuses memory of another kind than it was captured with
+// (a stream-ordered pool's against torch's cudaMalloc'd tensors).
+__global__ void copy_halves_kernel(const __half* __restrict__ src, __half* __restrict__ dst, long long n) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long t = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  long long tail = 0;
+  if (((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) & 15) == 0) {
+    const long long vectors = n / 8;
+    for (long long i = t; i < vectors; i += stride)
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+    tail = vectors * 8;
+  }
+  for (long long i = tail + t; i < n; i += stride) dst[i] = src[i];
+}
+
+// One copy of a call: its kernel node (once captured) and its operands.
 struct Copy {
   cudaGraphNode_t node = nullptr;
-  void* dst = nullptr;
-  const void* src = nullptr;
-  std::size_t bytes = 0;
+  cudaKernelNodeParams params{};  // as captured: the kernel, its grid and block
+  const __half* src = nullptr;
+  __half* dst = nullptr;
+  long long n = 0;
+
+  void enqueue(cudaStream_t s) const {
+    const long long blocks = std::min<long long>((n / 8 + 255) / 256 + 1, 1024);
+    copy_halves_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(src, dst, n);
+    LAUNCH_CHECK();
+  }
+  // The node re-pointed at src and dst (a parameter update of the instantiated graph).
+  void point(cudaGraphExec_t exec, const __half* to_src, __half* to_dst) {
+    src = to_src;
+    dst = to_dst;
+    void* args[] = {&src, &dst, &n};
+    cudaKernelNodeParams p = params;
+    p.kernelParams = args;
+    p.extra = nullptr;
+    CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec, node, &p));
+  }
 };
 
 }  // namespace
@@ -59,39 +94,48 @@ struct Session::Slot {
   }
   const study::DeviceBuffer<__half>& result(Output what) const { return what == Output::Logits ? logits : features; }
 
+  Copy copy_in(const __half* src) const { return {nullptr, {}, src, images.get(), static_cast<long long>(images.size())}; }
+  Copy copy_out(Output what, __half* dst) const {
+    const auto& from = result(what);
+    return {nullptr, {}, from.get(), dst, static_cast<long long>(from.size())};
+  }
+
   // Eagerly: the copy in, the forward kernel by kernel, the requested output copied out.
   void enqueue(const __half* src, __half* dst, Output what, cudaStream_t s) const {
-    CUDA_CHECK(cudaMemcpyAsync(images.get(), src, images.bytes(), cudaMemcpyDeviceToDevice, s));
+    copy_in(src).enqueue(s);
     forward->run_eager(images.get(), logits.get(), s);
     if (what == Output::Features) forward->copy_features(features.get(), s);
-    CUDA_CHECK(cudaMemcpyAsync(dst, result(what).get(), result(what).bytes(), cudaMemcpyDeviceToDevice, s));
+    copy_out(what, dst).enqueue(s);
   }
 
   void capture(const __half* src, __half* dst, Output what) {
-    in = {nullptr, images.get(), src, images.bytes()};
-    for (Output o : {Output::Logits, Output::Features})
-      out[static_cast<int>(o)] = {nullptr, o == what ? static_cast<void*>(dst) : parking.get(), result(o).get(),
-                                  result(o).bytes()};
+    in = copy_in(src);
+    for (Output o : {Output::Logits, Output::Features}) out[static_cast<int>(o)] = copy_out(o, o == what ? dst : parking.get());
     cudaStream_t cs = nullptr;  // the caller's stream may be the legacy default, which cannot capture
     CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
     try {
       graph = study::capture_graph(cs, [&](cudaStream_t s) {
-        CUDA_CHECK(cudaMemcpyAsync(in.dst, in.src, in.bytes, cudaMemcpyDeviceToDevice, s));
+        in.enqueue(s);
         forward->run_eager(images.get(), logits.get(), s);
         forward->copy_features(features.get(), s);
-        for (const Copy& c : out) CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice, s));
+        for (const Copy& c : out) c.enqueue(s);
       });
     } catch (...) {
       cudaStreamDestroy(cs);
       throw;
     }
     cudaStreamDestroy(cs);
-    for (cudaGraphNode_t node : study::graph_nodes(graph, cudaGraphNodeTypeMemcpy)) {
-      cudaMemcpy3DParms p{};
-      CUDA_CHECK(cudaGraphMemcpyNodeGetParams(node, &p));
-      if (p.srcPtr.ptr == in.src && p.dstPtr.ptr == in.dst) in.node = node;
-      for (Copy& c : out)
-        if (p.srcPtr.ptr == c.src && p.dstPtr.ptr == c.dst) c.node = node;
+    for (cudaGraphNode_t node : study::graph_nodes(graph, cudaGraphNodeTypeKernel)) {
+      cudaKernelNodeParams p{};
+      CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &p));
+      if (p.func != reinterpret_cast<void*>(copy_halves_kernel)) continue;
+      const auto* from = *static_cast<const __half* const*>(p.kernelParams[0]);
+      const auto* to = *static_cast<__half* const*>(p.kernelParams[1]);
+      for (Copy* c : {&in, &out[0], &out[1]})
+        if (from == c->src && to == c->dst) {
+          c->node = node;
+          c->params = p;
+        }
     }
     if (!in.node || !out[0].node || !out[1].node)
       throw study::StudyError(study::ErrorKind::Cuda, "the captured call has no copy of the caller's tensors");
@@ -102,15 +146,9 @@ struct Session::Slot {
   // The copies re-pointed at this call's tensors and the other output's copy disabled: parameter
   // updates of the instantiated graph, none when nothing changed.
   void launch(const __half* src, __half* dst, Output what, cudaStream_t s) {
-    if (src != in.src) {
-      in.src = src;
-      CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec, in.node, in.dst, in.src, in.bytes, cudaMemcpyDeviceToDevice));
-    }
+    if (src != in.src) in.point(exec, src, in.dst);
     Copy& c = out[static_cast<int>(what)];
-    if (dst != c.dst) {
-      c.dst = dst;
-      CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec, c.node, c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice));
-    }
+    if (dst != c.dst) c.point(exec, c.src, dst);
     if (enabled != static_cast<int>(what)) {
       CUDA_CHECK(cudaGraphNodeSetEnabled(exec, c.node, 1));
       CUDA_CHECK(cudaGraphNodeSetEnabled(exec, out[1 - static_cast<int>(what)].node, 0));

@@ -127,7 +127,10 @@ struct Session::Slot {
     cudaStreamDestroy(cs);
     for (cudaGraphNode_t node : study::graph_nodes(graph, cudaGraphNodeTypeKernel)) {
       cudaKernelNodeParams p{};
-      CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &p));
+      if (cudaGraphKernelNodeGetParams(node, &p) != cudaSuccess) {
+        (void)cudaGetLastError();  // a library's kernel (cuBLASLt, CUTLASS's driver launches): not a copy
+        continue;
+      }
       if (p.func != reinterpret_cast<void*>(copy_halves_kernel)) continue;
       const auto* from = *static_cast<const __half* const*>(p.kernelParams[0]);
       const auto* to = *static_cast<__half* const*>(p.kernelParams[1]);

@@ -58,6 +58,19 @@ struct Copy {
     copy_halves_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(src, dst, n);
     LAUNCH_CHECK();
   }
+  // Enqueued into a capture on `s`: the node it became (the capture's only dependency then) and
+  // its parameters kept, for point().
+  void capture(cudaStream_t s) {
+    enqueue(s);
+    cudaStreamCaptureStatus status{};
+    const cudaGraphNode_t* last = nullptr;
+    std::size_t count = 0;
+    CUDA_CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, nullptr, &last, nullptr, &count));
+    if (status != cudaStreamCaptureStatusActive || count != 1)
+      throw study::StudyError(study::ErrorKind::Cuda, "a call graph's copy was not captured as one node");
+    node = last[0];
+    CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params));
+  }
   // The node re-pointed at src and dst (a parameter update of the instantiated graph).
   void point(cudaGraphExec_t exec, const __half* to_src, __half* to_dst) {
     src = to_src;
@@ -115,33 +128,16 @@ struct Session::Slot {
     CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
     try {
       graph = study::capture_graph(cs, [&](cudaStream_t s) {
-        in.enqueue(s);
+        in.capture(s);
         forward->run_eager(images.get(), logits.get(), s);
         forward->copy_features(features.get(), s);
-        for (const Copy& c : out) c.enqueue(s);
+        for (Copy& c : out) c.capture(s);
       });
     } catch (...) {
       cudaStreamDestroy(cs);
       throw;
     }
     cudaStreamDestroy(cs);
-    for (cudaGraphNode_t node : study::graph_nodes(graph, cudaGraphNodeTypeKernel)) {
-      cudaKernelNodeParams p{};
-      if (cudaGraphKernelNodeGetParams(node, &p) != cudaSuccess) {
-        (void)cudaGetLastError();  // a library's kernel (cuBLASLt, CUTLASS's driver launches): not a copy
-        continue;
-      }
-      if (p.func != reinterpret_cast<void*>(copy_halves_kernel)) continue;
-      const auto* from = *static_cast<const __half* const*>(p.kernelParams[0]);
-      const auto* to = *static_cast<__half* const*>(p.kernelParams[1]);
-      for (Copy* c : {&in, &out[0], &out[1]})
-        if (from == c->src && to == c->dst) {
-          c->node = node;
-          c->params = p;
-        }
-    }
-    if (!in.node || !out[0].node || !out[1].node)
-      throw study::StudyError(study::ErrorKind::Cuda, "the captured call has no copy of the caller's tensors");
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     enabled = -1;
   }

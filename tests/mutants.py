@@ -25,6 +25,7 @@ E14, E15, E13 = ENCODER.format("e14_l2_prefetch"), ENCODER.format("e15_fp8_atten
     "e13_persistent")
 E20, E24, E28 = ENCODER.format("e20_e4m3_qkv"), ENCODER.format("e24_tiled"), ENCODER.format("e28_folded_ln")
 E30, E32 = ENCODER.format("e30_row_stats"), ENCODER.format("e32_read_once")
+SESSION = "stages/encoder/test_encoder_session"
 EVERY_BLOCK = "every block's residual stream*"
 FP8_STAGES = "FP8: each stage*"
 # (bug, test executable under the build folder, doctest test case, why that test catches it)
@@ -52,6 +53,10 @@ MUTANTS = [
     ("read_once_first_stats_skipped", E32, EVERY_BLOCK, "block 0's stream, the statistics buffer poisoned first"),
     ("small_m_slice_dropped", "common/gemm/test_cutlass_gemm", "every few-rows split-K kernel*",
      "each kernel of two or more K slices against ref::linear"),
+    ("session_legacy_stream", SESSION, "a call runs on the caller's stream*",
+     "the input written on a non-blocking stream after a 50 ms hold, read by the call"),
+    ("session_graph_per_output", SESSION, "logits and features alternate*",
+     "the call graph the two outputs launch, one executable"),
     ("e4m3_no_saturation", E15, "FP8: every E4M3 stage saturating*",
      "LN1 and LN2 in E4M3 against the recipe, calibrated amax an eighth of the data's"),
     ("e4m3_clamp_low", E15, "FP8: every E4M3 stage saturating*",

@@ -45,6 +45,10 @@ const std::vector<Plant>& plants() {
                          "E4M3 value below the recipe's 448 (each within one E4M3 step of the recipe's)"},
       {"small_m_slice_dropped", "few-rows GEMM kernels (small_m.cu) of more than one K slice: the epilogue adds "
                                 "every slice's partial tile but the last"},
+      {"session_legacy_stream", "encoder session (session.cu): a call is enqueued on the legacy default stream, "
+                                "not the caller's"},
+      {"session_graph_per_output", "encoder session: a call returning the other output than the last one "
+                                   "captures a graph of its own, two executables over one forward's buffers"},
   } : std::vector<Plant>{};
   return list;
 }

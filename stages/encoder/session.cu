@@ -6,6 +6,7 @@
 #include "harness/check.hpp"
 #include "harness/gpu.hpp"
 #include "harness/launches.hpp"
+#include "harness/test_hooks.hpp"
 
 namespace encoder {
 
@@ -97,6 +98,7 @@ struct Session::Slot {
   cudaGraphExec_t exec = nullptr;
   Copy in, out[2];  // out by Output
   int enabled = -1;  // the Output whose copy is enabled
+  std::vector<cudaGraphExec_t> planted_execs;  // test-hook builds: session_graph_per_output's
 
   ~Slot() {
     if (exec) cudaGraphExecDestroy(exec);
@@ -145,6 +147,13 @@ struct Session::Slot {
   // The copies re-pointed at this call's tensors and the other output's copy disabled: parameter
   // updates of the instantiated graph, none when nothing changed.
   void launch(const __half* src, __half* dst, Output what, cudaStream_t s) {
+    if (study::planted("session_graph_per_output") && enabled >= 0 && enabled != static_cast<int>(what)) {
+      planted_execs.push_back(exec);  // kept (and leaked): a new executable, never the old one's address
+      exec = nullptr;
+      cudaGraphDestroy(graph);
+      graph = nullptr;
+      capture(src, dst, what);
+    }
     if (src != in.src) in.point(exec, src, in.dst);
     Copy& c = out[static_cast<int>(what)];
     if (dst != c.dst) c.point(exec, c.src, dst);
@@ -274,6 +283,7 @@ Forward& Session::forward(int batch, int image_size) {
 
 void Session::call(const __half* images, __half* out, int batch, int image_size, Output what, cudaStream_t stream) {
   const OnDevice on(device_);
+  if (study::planted("session_legacy_stream")) stream = nullptr;
   Slot& slot = slot_for(batch, image_size);
   if (slot.exec) {
     slot.launch(images, out, what, stream);
@@ -286,6 +296,12 @@ void Session::call(const __half* images, __half* out, int batch, int image_size,
     CUDA_CHECK(cudaStreamSynchronize(stream));
     slot.capture(images, out, what);
   }
+}
+
+const void* Session::call_graph(int batch, int image_size) const {
+  for (const auto& s : slots_)
+    if (s->batch == batch && s->image_size == image_size) return s->exec;
+  return nullptr;
 }
 
 void Session::run_unbound(int batch, int image_size, cudaStream_t stream) {

@@ -62,6 +62,9 @@ class Session {
   // the device, enqueued on `stream` without a host synchronization, except the first call of a
   // forward, which runs it eagerly (plans, GEMM searches) and captures its call graph.
   void call(const __half* images, __half* out, int batch, int image_size, Output what, cudaStream_t stream);
+  // The executable graph of the calls at (batch, image_size), null before its second call or
+  // where none is kept: what the tests compare to see one graph serve both outputs.
+  const void* call_graph(int batch, int image_size) const;
   // The forward on its own input and output buffers (its own graph, no copies), as the bench
   // times it: what a call's cost is measured against. The input holds the last call's images.
   void run_unbound(int batch, int image_size, cudaStream_t stream);

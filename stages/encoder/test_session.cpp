@@ -1,12 +1,15 @@
 // GPU test of the encoder session (session.hpp), the runtime under the bench and vitstudy: its
 // calls give what a Forward made on the same weights gives, bit for bit, at two image sizes from
-// one upload of the weights; the logits and the features alternate through one call graph whose
-// copies follow each call's tensors; the cache keeps its budget, keeps the forward in use, and
+// one upload of the weights; the logits and the features alternate through one call graph (one
+// executable) whose copies follow each call's tensors; a call runs on the caller's stream (its
+// input written late there, after a 50 ms hold, is read as written); the cache keeps its budget, keeps the forward in use, and
 // frees; refusals (a wrong position embedding, an image size never added, an FP8 composition not
 // calibrated) are clear. Fresh random weights and images every run, outputs poisoned first.
 #include <doctest/doctest.h>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include "encoder/harness.hpp"
 #include "encoder/session.hpp"
 #include "harness/gpu.hpp"
@@ -102,11 +105,44 @@ TEST_CASE("logits and features alternate through one call graph, each call's ten
   Session s(c.weights, model(), kSize, composition(), 0);
   const auto a = images_of(2, kSize), b = images_of(2, kSize);
   const auto logits_a = expected(c, 2, kSize, a, false), features_b = expected(c, 2, kSize, b, true);
+  const void* graph = nullptr;
   for (int round = 0; round < 3; ++round) {
     CHECK(same_bits(call(s, a, 2, kSize, Session::Output::Logits), logits_a));
+    if (round > 0) CHECK(s.call_graph(2, kSize) == graph);
+    graph = s.call_graph(2, kSize);
     CHECK(same_bits(call(s, b, 2, kSize, Session::Output::Features), features_b));
+    // One executable for both outputs, which CUDA orders across streams: two would share the
+    // forward's buffers with nothing ordering them.
+    if (round > 0) CHECK(s.call_graph(2, kSize) == graph);
   }
+  CHECK(graph != nullptr);
   CHECK(s.forwards_kept() == 1);
+}
+
+TEST_CASE("a call runs on the caller's stream: its input, written late there, is read as written") {
+  const Case c;
+  Session s(c.weights, model(), kSize, composition(), 0);
+  const auto images = images_of(2, kSize);
+  const auto want = expected(c, 2, kSize, images, false);
+  call(s, images, 2, kSize, Session::Output::Logits);  // the graph made: later calls replay it
+  cudaStream_t side = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));  // no implicit order with stream 0
+  for (int round = 0; round < 2; ++round) {
+    study::DeviceBuffer<__half> late(images.size()), out(static_cast<std::size_t>(2) * 10);
+    study::poison(late);
+    study::poison(out);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    // The side stream is held 50 ms by the host before it writes the input: a call enqueued
+    // anywhere else reads the poison (NaN) and writes NaN logits.
+    CUDA_CHECK(cudaLaunchHostFunc(side, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); },
+                                  nullptr));
+    CUDA_CHECK(cudaMemcpyAsync(late.get(), images.get(), images.bytes(), cudaMemcpyDeviceToDevice, side));
+    s.call(late.get(), out.get(), 2, kSize, Session::Output::Logits, side);
+    CUDA_CHECK(cudaStreamSynchronize(side));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(same_bits(study::to_host(out), want));
+  }
+  CUDA_CHECK(cudaStreamDestroy(side));
 }
 
 TEST_CASE("the cache keeps its budget, keeps the forward in use, and frees") {

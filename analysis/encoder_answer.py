@@ -182,9 +182,10 @@ def fp16_targets(data, ctx):
                  "every parameter drawn passes at 224 and 384 px)" if timm_timed else
                  f"(the fp16 steps from {E6} on that this run has; none of them has a passing timm parity "
                  f"with every parameter drawn)")
+        judged = [v for v in steps if v in data.steps]
+        of = f"the fastest of {join_and(judged)} at each batch" if len(judged) > 1 else join_and(judged)
         findings.append(f"The study's targets for the whole ViT, judged at {data.where} on the median "
-                        f"time of one forward of the fastest of "
-                        f"{join_and(v for v in steps if v in data.steps)} at each batch "
+                        f"time of one forward of {of} "
                         f"{which}: faster than the fastest PyTorch anchor (of "
                         f"{LABEL[EAGER]}, {LABEL[GRAPH]} and {LABEL[COMPILE]}) at batch 1, 32 and "
                         f"256; {TARGET_COMPILE}x torch.compile's throughput at batch 256; at most "

@@ -13,15 +13,14 @@ from analysis.encoder_side import side_csv
 from studylib import formatting, rundata, specs, steps
 
 SPEC = "encoder_ladder"
-# The bars' colour is the step's branch: the fp16 path to e19, the FP8 branch from e6_best, and
-# the steps that leave the path for batch 1; each bar is named by its tick label.
-BRANCH_COLORS = {"fp16 path": "#1f77b4", "FP8 branch": "#ff7f0e", "batch-1 step": "#7f7f7f"}
+# The bars' colour is the step's branch: the fp16 path to e19 and the FP8 branch from e6_best;
+# each bar is named by its tick label.
+BRANCH_COLORS = {"fp16 path": "#1f77b4", "FP8 branch": "#ff7f0e"}
 FP8_BRANCH = ("e12_fp8", "e15_fp8_attention_e4m3", "e18_fp8_cutlass")
-BATCH1_STEPS = ("e31_small_m",)
 
 
 def branch(step: str) -> str:
-    return "FP8 branch" if step in FP8_BRANCH else "batch-1 step" if step in BATCH1_STEPS else "fp16 path"
+    return "FP8 branch" if step in FP8_BRANCH else "fp16 path"
 
 
 def ladder_table(d: pd.DataFrame, order: list[str], parents: dict) -> pd.DataFrame:
@@ -84,8 +83,8 @@ def ladder_figure(data, ctx, section: str = ""):
     plots.titled(fig, "Whole ViT: every step of the ladder in one sitting", side_run.title_provenance())
     fig.tight_layout()
     ctx.figure(name, fig,
-               f"Every step from e1_library to the fastest fp16 step, the FP8 branch from e6_best and the "
-               f"batch-1 step, in one sitting ({SPEC}, {rounds} interleaved rounds), vit_b 224 px: the "
+               f"Every step from e1_library to the fastest fp16 step and the FP8 branch from e6_best, "
+               f"in one sitting ({SPEC}, {rounds} interleaved rounds), vit_b 224 px: the "
                f"median time per forward (linear axis from zero; whiskers: the range of the rounds' "
                f"medians) and, after it, the step's gain over its parent (the parent's time over the "
                f"step's, both from this sitting; none where the parent was not timed here), one panel per "

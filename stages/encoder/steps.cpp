@@ -113,11 +113,6 @@ const std::vector<Step>& steps() {
        "its weight slice held in shared memory while the row tiles stream past; the slice that arrives last adds "
        "the slices' fp32 partial sums and applies the epilogue",
        "tile_shape=read_once"},
-      {"e31_small_m", "e19_exact_gelu",
-       "the four GEMMs' searches take the few-rows split-K kernels too (MLP version small_m_epilogue): a 256-row "
-       "tile reads each weight once, K split over a cluster that adds its partial tiles in shared memory, the "
-       "first weights requested before the wait for the previous kernel",
-       "gemms=small_m+cutlass+cublaslt mlp=small_m_epilogue"},
   };
   return table;
 }
@@ -130,8 +125,8 @@ const std::vector<Step>& steps() {
 // accuracy instead (experiments/fp8_accuracy.py).
 // Both from the H200 final sitting, the one README's answer comes from (medians of 3 interleaved
 // rounds, batch 1 / 32 / 256): fastest_fp16: e19, the one fp16 step of it that passes (0.448 /
-// 2.17 / 18.17 ms); e31, e19 with the few-rows GEMMs among its candidates, has no parity run and
-// is 2.8% faster at batch 256 only by its GEMM search's draw (0.449 / 2.25 / 17.67). fastest_fp8:
+// 2.17 / 18.17 ms); e31 (e19 with the few-rows GEMMs among its candidates, since retired:
+// TRIED.md) was 2.8% faster at batch 256 only by its GEMM search's draw (17.67). fastest_fp8:
 // e18 (0.407 / 1.47 / 11.18 ms). The sitting before it (20261127_NVIDIA_H200_final, with e10, e14
 // and e15) and the H100 final sitting named the same two steps.
 const std::vector<Alias>& aliases() {

@@ -74,8 +74,12 @@ def rounds_finding(data):
         return ["Every configuration was measured once (one round): the verdicts below rest on single "
                 "rows, not on the median of three or more interleaved rounds."]
     counts = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}")
-    return [f"Each configuration at {data.where} was measured in {counts} rounds; every time below is the "
-            f"median across them (the ladder table gives the range)."]
+    out = [f"Each configuration at {data.where} was measured in {counts} rounds; every time below is the "
+           f"median across them (the ladder table gives the range)."]
+    if data.retired_rows:
+        out.append(f"{data.retired_rows} rows of this run time steps that have since left the build "
+                   f"(stages/encoder/TRIED.md keeps their numbers); nothing below draws or judges them.")
+    return out
 
 
 def target_steps(data):

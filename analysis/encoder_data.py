@@ -142,6 +142,10 @@ class EncoderData:
         the sections derive from the notes and the ceilings."""
         self.everything = run.rows("encoder")
         ok = run.ok("encoder")
+        # A step that left the build (stages/encoder/TRIED.md, which keeps its numbers) is drawn
+        # and judged nowhere, though its rows stay in the sittings that timed it.
+        self.retired_rows = int(ok["version"].isin(step_table.RETIRED).sum())
+        ok = ok[~ok["version"].isin(step_table.RETIRED)]
         short = ok["note"].astype(str).str.contains(SHORT_MODEL, regex=True)
         self.n_short = int(short.sum())
         ok, flush, self.flush_dropped = rundata.one_setting(ok[~short], "flush_l2")

@@ -257,7 +257,7 @@ def fails_parity(version: str, verdicts: dict[str, dict[int, bool]]) -> bool:
 
 
 # Steps that left the build (stages/encoder/TRIED.md) -> their parent: committed rows still name them.
-RETIRED = {"e11_split_gemms": "e10_fastest_gemms"}
+RETIRED = {"e11_split_gemms": "e10_fastest_gemms", "e31_small_m": "e19_exact_gelu"}
 
 
 def analysis_ladder(path: Path = TABLE) -> list[str]:

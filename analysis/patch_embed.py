@@ -323,38 +323,64 @@ ladder
 # ## Speedup over cpu_baseline and over the previous step, per key shape
 
 # %%
+# The steps whose gains over their predecessors are a narrow band around 1x: the implicit GEMMs on.
+NEAR_ONE_STEPS = LADDER[LADDER.index("v6_implicit_gemm"):]
+
+# %%
 if len(ladder) and ladder["version"].map(catalog.is_own).any():
     steps_all = [v for v in order if not catalog.is_anchor(v) and v in set(ladder["version"])]
     xpos = {v: i for i, v in enumerate(steps_all)}
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.6), squeeze=False)
+    shapes = list(dict.fromkeys(ladder["shape"]))
+    # The right panel: each step's gain over the one before from the first GPU-GEMM step on, where
+    # the gains are a narrow band around 1x, on a linear axis (the earlier steps' gains, 0.001x to
+    # several hundred x, are the left panel's spread and the ladder table's numbers).
+    has_gain = (set(ladder.loc[np.isfinite(ladder["x previous"].astype(float)), "version"])
+                if "x previous" in ladder else set())
+    near_one = [v for v in steps_all if v in NEAR_ONE_STEPS and v in has_gain]
+    fig, axes = plt.subplots(1, 2, figsize=(9.4, 4.8), squeeze=False,
+                             gridspec_kw={"width_ratios": [len(steps_all), 1.6 * max(len(near_one), 1) + 1]})
     shape_colors = plt.get_cmap("tab10")
-    for i, sh in enumerate(dict.fromkeys(ladder["shape"])):
+    left, right = axes[0]
+    width = 0.8 / max(len(shapes), 1)
+    top = 1.0
+    for i, sh in enumerate(shapes):
         d = ladder[(ladder["shape"] == sh) & ladder["version"].isin(steps_all)]
-        for ax, col in zip(axes[0], (f"x {CPU}", "x previous")):
-            if col not in d:
-                continue
-            e = d[np.isfinite(d[col].astype(float))]
-            if len(e):
-                ax.plot(e["version"].map(xpos), e[col], marker="o", color=shape_colors(i),
-                        label=sh)
-    for ax, title in zip(axes[0], (f"speedup over {CPU}", "speedup over the previous step")):
+        e = d[np.isfinite(d[f"x {CPU}"].astype(float))] if f"x {CPU}" in d else d.iloc[:0]
+        if len(e):
+            left.plot(e["version"].map(xpos), e[f"x {CPU}"], marker="o", color=shape_colors(i), label=sh)
+        e = d[d["version"].isin(near_one)]
+        e = e[np.isfinite(e["x previous"].astype(float))] if len(e) else e
+        for _, r in e.iterrows():
+            x = near_one.index(r["version"]) + (i - (len(shapes) - 1) / 2) * width
+            right.bar(x, r["x previous"], width=width * 0.95, color=shape_colors(i))
+            right.text(x, r["x previous"], f"{r['x previous']:.2f}", ha="center", va="bottom", fontsize=9,
+                       rotation=90)
+            top = max(top, float(r["x previous"]))
+    left.set_yscale("log")
+    left.set_xticks(range(len(steps_all)))
+    left.set_xticklabels(steps_all, rotation=35, ha="right", fontsize=9)
+    left.set_title(f"speedup over {CPU} (log axis)", fontsize=10)
+    left.set_ylabel(f"{CPU} time / version time")
+    right.set_xticks(range(len(near_one)))
+    right.set_xticklabels(near_one, rotation=35, ha="right", fontsize=9)
+    right.set_ylim(0, top * 1.25)
+    right.set_title("over the previous step, GEMM steps (linear, from 0)", fontsize=10)
+    right.set_ylabel("previous step's time / version time")
+    for ax in (left, right):
         ax.axhline(1.0, color="#444444", linewidth=0.8)
-        ax.annotate("1x: no change", xy=(0, 1.0), xycoords=("axes fraction", "data"),
-                    xytext=(2, 2), textcoords="offset points", fontsize=8, color="#444444")
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(steps_all)))
-        ax.set_xticklabels(steps_all, rotation=35, ha="right", fontsize=8)
-        ax.set_title(title)
-    axes[0][0].set_ylabel("baseline time / version time")
-    handles = [plt.Line2D([], [], color=shape_colors(i), marker="o", label=sh)
-               for i, sh in enumerate(dict.fromkeys(ladder["shape"]))]
+    left.annotate("1x: no change", xy=(0, 1.0), xycoords=("axes fraction", "data"),
+                  xytext=(2, 2), textcoords="offset points", fontsize=9, color="#444444")
+    handles = [plt.Line2D([], [], color=shape_colors(i), marker="o", label=sh) for i, sh in enumerate(shapes)]
     plots.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", tprov)
     shared_legend(fig, handles, bottom=0.14)
     ctx.figure(f"{FAMILY}_speedup", fig,
-               f"Speedup of each version over {CPU} (left) and over the previous step present at "
-               f"the same shape (right), one line per key shape ({'; '.join(dict.fromkeys(ladder['shape']))}); "
-               f"v3 versions at their fastest stream count; the numbers are in the ladder table. "
-               f"{prov}.")
+               f"Left: each version's speedup over {CPU}, one line per key shape ({'; '.join(shapes)}), on a "
+               f"log axis, since the ladder's point there is its spread (0.001x to ~150x). Right: each GEMM "
+               f"step's speedup over the previous step present at the same shape ({', '.join(near_one)}), "
+               f"bars with their values on a linear axis from zero (the line: 1x, no change), one colour per "
+               f"shape; the earlier steps' "
+               f"gains over their predecessors are in the ladder table. v3 versions at their fastest "
+               f"stream count. {prov}.")
 else:
     ctx.missing("figure", f"{FAMILY}_speedup", "no version of the ladder timed at a key shape")
 

@@ -268,8 +268,8 @@ if fig is not None:
     ctx.figure("attention_ladder_steps", fig,
                f"The attention ladder in one run: each version's median time per call at batch {key_batch} "
                f"and each token count{rounds_caption}, labelled with its speedup over the version above it "
-               f"({TWIN_OF_V9}, v9's kernel in this family's fp16 contract, left out); dashed, {CUDNN}; a "
-               f"panel spanning more than 20x is drawn on a log axis. {flush_text}. {prov}.")
+               f"({TWIN_OF_V9}, v9's kernel in this family's fp16 contract, left out); dashed, {CUDNN}; "
+               f"{plots.LADDER_SCALE}. {flush_text}. {prov}.")
 else:
     ctx.missing("figure", "attention_ladder_steps", f"no timed attention rows at batch {key_batch}")
 

@@ -221,7 +221,8 @@ if fig is not None:
     ctx.figure("layernorm_ladder_steps", fig,
                f"The LayerNorm ladder in one run: each step's median time per call at "
                f"{' and '.join(map(str, key_rows))} rows x {HIDDEN}{rounds_caption}, labelled with its "
-               f"speedup over the step above it; dashed, the library version {LIBRARY}. {flush_text}. {prov}.")
+               f"speedup over the step above it; dashed, the library version {LIBRARY}; {plots.LADDER_SCALE}. "
+               f"{flush_text}. {prov}.")
 else:
     ctx.missing("figure", "layernorm_ladder_steps", "no timed LayerNorm rows at hidden 768")
 

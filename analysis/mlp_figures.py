@@ -138,7 +138,8 @@ def ladder(data, ctx):
             ctx.figure("mlp_ladder_steps", fig,
                        f"The fp16 MLP ladder in one run: each step's median time per call at "
                        f"{' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}{rounds_caption}, labelled "
-                       f"with its speedup over the step above it; dashed, {GEMM} (the two plain GEMMs). "
+                       f"with its speedup over the step above it; dashed, {GEMM} (the two plain GEMMs); "
+                       f"{plots.LADDER_SCALE}. "
                        f"The FP8 versions are in the FP8 table. {flush_text}. {prov}.")
         else:
             ctx.missing("figure", "mlp_ladder_steps", f"no timed MLP rows at hidden {HIDDEN}")

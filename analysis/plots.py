@@ -198,43 +198,79 @@ def legend_outside(ax, **kw):
                      frameon=False, **kw)
 
 
+# A ladder panel spanning more than this factor goes on a log axis, and the steps within ZOOM_SPAN
+# of the fastest time there (or of the reference) get a second row on a linear axis from zero:
+# the answer lives among them, and a log axis crushes it.
+LOG_SPAN, ZOOM_SPAN = 20.0, 3.0
+
+
+# What ladder_figure's captions say of its axes.
+LADDER_SCALE = (f"a panel spanning more than {LOG_SPAN:g}x is drawn on a log axis, and below it the steps "
+                f"within {ZOOM_SPAN:g}x of the fastest on a linear axis from zero; the others are linear from zero")
+
+
+def ladder_bars(ax, steps, times, gains):
+    """Horizontal bars of `times` (us) in ladder order, each labelled with its time and its gain
+    over the step above it in the full ladder (`gains`, NaN for none)."""
+    for i, (m, g) in enumerate(zip(times, gains)):
+        if np.isfinite(m):
+            ax.barh(i, m, color="#4c72b0", alpha=0.85)
+            ax.text(m, i, f" {m:,.1f} us" + (f", {g:.2f}x" if np.isfinite(g) else ""), va="center", fontsize=8)
+
+
 def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size_label, what: str,
                   provenance: str):
     """The ladder of one family from one sitting: per size a panel of the steps' median times in
     ladder order, top to bottom, each bar labelled with its time and its speedup over the step
-    above it, and the `reference` (a library version, or the plain GEMMs) as a dashed line. `at`
-    is formatting.ladder_table's lookup. None when no step is timed at any size."""
+    above it, and the `reference` (a library version, or the plain GEMMs) as a dashed line. A
+    panel spanning more than LOG_SPAN is on a log axis, and then a second row draws the steps
+    within ZOOM_SPAN of the fastest on a linear axis from zero. `at` is formatting.ladder_table's
+    lookup. None when no step is timed at any size."""
     import matplotlib.pyplot as plt
     sizes = [n for n in sizes if any(np.isfinite(at(v, n, "median_us")) for v in steps)]
     steps = [v for v in steps if any(np.isfinite(at(v, n, "median_us")) for n in sizes)]
     if not sizes:
         return None
-    fig, axes = plt.subplots(1, len(sizes), figsize=(panels_width(len(sizes), 4.6, 1.4), 0.42 * len(steps) + 1.6),
-                             squeeze=False, sharey=True)
+    times = {n: [at(v, n, "median_us") for v in steps] for n in sizes}
+    refs = {n: at(reference, n, "median_us") if reference else np.nan for n in sizes}
+    gains = {n: [next((t for t in reversed(ts[:i]) if np.isfinite(t)), np.nan) / m for i, m in enumerate(ts)]
+             for n, ts in times.items()}
+    finite = {n: [t for t in ts + [refs[n]] if np.isfinite(t)] for n, ts in times.items()}
+    logs = {n: max(f) / min(f) > LOG_SPAN for n, f in finite.items()}
+    fast = [i for i, v in enumerate(steps)
+            if all(not np.isfinite(times[n][i]) or times[n][i] <= ZOOM_SPAN * min(finite[n]) for n in sizes)
+            and any(np.isfinite(times[n][i]) for n in sizes)] if any(logs.values()) else []
+    rows = 2 if fast else 1
+    heights = [0.42 * len(steps) + 1.2] + ([0.42 * len(fast) + 1.0] if fast else [])
+    fig, axes = plt.subplots(rows, len(sizes), figsize=(panels_width(len(sizes), 4.6, 1.4), sum(heights) + 0.4),
+                             squeeze=False, sharey="row", gridspec_kw={"height_ratios": heights})
     for ax, n in zip(axes[0], sizes):
-        times = [at(v, n, "median_us") for v in steps]
-        for i, (v, m) in enumerate(zip(steps, times)):
-            if not np.isfinite(m):
-                continue
-            ax.barh(i, m, color="#4c72b0", alpha=0.85)
-            prev = next((t for t in reversed(times[:i]) if np.isfinite(t)), np.nan)
-            gain = f", {prev / m:.2f}x" if np.isfinite(prev) else ""
-            ax.text(m, i, f" {m:,.1f} us{gain}", va="center", fontsize=8)
-        ref = at(reference, n, "median_us") if reference else np.nan
+        ladder_bars(ax, steps, times[n], gains[n])
+        ref = refs[n]
         if np.isfinite(ref):
             ax.axvline(ref, color="#444444", linestyle="--", linewidth=1.0)
-        finite = [t for t in times + [ref] if np.isfinite(t)]
-        if max(finite) / min(finite) > 20:
+        if logs[n]:
             ax.set_xscale("log")
-            ax.set_xlim(min(finite) / 1.5, max(finite) * 12)
+            ax.set_xlim(min(finite[n]) / 1.5, max(finite[n]) * 12)
         else:
-            ax.set_xlim(0, max(finite) * 1.6)
+            ax.set_xlim(0, max(finite[n]) * 1.6)
         # Two lines: side by side, three panels' one-line titles run into each other.
         ax.set_title(size_label(n) + (f"\ndashed: {reference}, {ref:,.1f} us" if np.isfinite(ref) else ""),
                      fontsize=9)
-        ax.set_xlabel("median time per call (us)")
+        ax.set_xlabel("median time per call (us)" + (", log axis" if logs[n] else ""))
     axes[0][0].set_yticks(range(len(steps)), steps)
     axes[0][0].set_ylim(len(steps) - 0.4, -0.6)
+    if fast:
+        for ax, n in zip(axes[1], sizes):
+            ladder_bars(ax, [steps[i] for i in fast], [times[n][i] for i in fast], [gains[n][i] for i in fast])
+            top = max([times[n][i] for i in fast if np.isfinite(times[n][i])] + [refs[n] if np.isfinite(refs[n]) else 0])
+            if np.isfinite(refs[n]):
+                ax.axvline(refs[n], color="#444444", linestyle="--", linewidth=1.0)
+            ax.set_xlim(0, top * 1.6)
+            ax.set_title(f"{size_label(n)}: the fastest steps", fontsize=9)
+            ax.set_xlabel("median time per call (us)")
+        axes[1][0].set_yticks(range(len(fast)), [steps[i] for i in fast])
+        axes[1][0].set_ylim(len(fast) - 0.4, -0.6)
     titled(fig, what, provenance)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig

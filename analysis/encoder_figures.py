@@ -54,13 +54,47 @@ def legend_below(fig, handles, bottom):
     fig.tight_layout(rect=(0, bottom, 1, 0.93))
 
 
+def largest_batch_bars(ax, data, d0, image):
+    """Images per second of every version at the panel's largest batch, bars on a linear axis from
+    zero (the bars of the throughput figure's bottom row), with the target at batch 256 where it
+    applies."""
+    if not len(d0):
+        ax.set_axis_off()
+        return
+    b = int(d0["batch"].max())
+    d = d0[d0["batch"] == b]
+    versions = [v for v in data.order if not is_module(v) and v in set(d["version"])]
+    rows = [d[d["version"] == v].iloc[0] for v in versions]
+    ys = [float(r["img_s"]) for r in rows]
+    best = int(np.argmax(ys))
+    for i, (v, r, y) in enumerate(zip(versions, rows, ys)):
+        lo, hi = b / float(r["hi_us"]) * 1e6, b / float(r["lo_us"]) * 1e6
+        eager = data.style[v]["linestyle"] == EAGER_LINE  # hatched, as in encoder_vs_compile
+        ax.bar(i, y, color=data.style[v]["color"], alpha=0.85, hatch="//" if eager else None,
+               edgecolor="white" if eager else data.style[v]["color"],
+               yerr=[[max(y - lo, 0.0)], [max(hi - y, 0.0)]], error_kw={"elinewidth": 0.8, "capsize": 2})
+        ax.text(i, y, f"{y:,.0f}", ha="center", va="bottom", fontsize=8,
+                fontweight="bold" if i == best else "normal")
+    c = data.at(COMPILE, 256, image=image)
+    if b == 256 and image == KEY_IMAGE and data.key_model == KEY_MODEL and np.isfinite(c):
+        goal = TARGET_COMPILE * 256 / c * 1e6
+        ax.axhline(goal, color="#444444", linewidth=0.9, linestyle="--")
+        ax.text(len(versions) - 0.5, goal, f"target: {TARGET_COMPILE}x torch.compile ", ha="right", va="bottom",
+                fontsize=8, color="#444444")
+    ax.set_xticks(range(len(versions)), [data.label(v) for v in versions], rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, max(ys) * 1.2)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:,.0f}"))
+    ax.set_title(f"batch {b}, {image} px (eager bars hatched)", fontsize=9)
+
+
 def throughput(data, ctx):
     """Images per second against batch, one panel per image size."""
     at, custom_key, flush_text, images = data.at, data.custom_key, data.flush_text, data.images
     key_model, km, label, order, prov = data.key_model, data.km, data.label, data.order, ctx.provenance()
     style, tprov = data.style, ctx.title_provenance()
     if len(km):
-        fig, axes = plt.subplots(1, len(images), figsize=(plots.panels_width(len(images), 5.2), 4.6), squeeze=False)
+        fig, axes = plt.subplots(2, len(images), figsize=(plots.panels_width(len(images), 5.2), 8.2), squeeze=False,
+                                 gridspec_kw={"height_ratios": [1.0, 0.9]})
         handles = {}
         for ax, image in zip(axes[0], images):
             d0 = km[km["image_size"] == image]
@@ -86,13 +120,18 @@ def throughput(data, ctx):
             plain_log_y(ax)
             ax.set_xlabel("batch (images per forward)")
             ax.set_title(f"{key_model}, {image} px")
+        for ax, image in zip(axes[1], images):
+            largest_batch_bars(ax, data, km[km["image_size"] == image], image)
         axes[0][0].set_ylabel("images per second (median of rounds)")
+        axes[1][0].set_ylabel("images per second, linear from 0")
         plots.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", tprov)
-        legend_below(fig, list(handles.values()), 0.06 + 0.035 * ((len(handles) + 2) // 3))
+        legend_below(fig, list(handles.values()), 0.04 + 0.02 * ((len(handles) + 2) // 3))
         ctx.figure("encoder_throughput", fig,
-                   f"Images per second (batch / median time of one forward) against batch, "
-                   f"{key_model}, one panel per image size, log axes; error bars span the rounds' "
-                   f"medians; e4_streams at its fastest stream count per batch; {LINE_STYLES}"
+                   f"Top: images per second (batch / median time of one forward) against batch, "
+                   f"{key_model}, one panel per image size, log axes (the throughput grows a hundredfold "
+                   f"from batch 1); error bars span the rounds' medians. Bottom: the same at the largest "
+                   f"batch on a linear axis from zero, one bar per version with its value, the fastest in "
+                   f"bold, whiskers the rounds' range; e4_streams at its fastest stream count per batch; {LINE_STYLES}"
                    + (f"; {MODULE_ELSEWHERE}" if any(map(is_module, order)) else "")
                    + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
     else:

@@ -10,7 +10,8 @@ import matplotlib.ticker
 import pandas as pd
 
 from analysis import plots
-from analysis.mlp_data import GEMM, GRAPH, HIDDEN, KEY_BATCH, SUMMARY_FORMATS, UNFUSED, drawing, is_fp8, label, widths_of
+from analysis.mlp_data import (
+    GEMM, GRAPH, HIDDEN, KEY_BATCH, SUMMARY_FORMATS, TARGET_GEMM_RATIO, UNFUSED, drawing, is_fp8, label, widths_of)
 from studylib import catalog, formatting
 
 
@@ -20,7 +21,10 @@ def time_vs_batch(data, ctx):
     sweep_tprov = data.sweep_tprov
     images = sorted(int(i) for i in set(S.vb["image_size"]))
     if images:
-        fig, axes = plt.subplots(1, len(images), figsize=(plots.panels_width(len(images), 4.4), 4.3), squeeze=False)
+        fig, axes = plt.subplots(2, len(images), figsize=(plots.panels_width(len(images), 4.4), 7.6), squeeze=False,
+                                 gridspec_kw={"height_ratios": [1.0, 0.8]})
+        for ax, image in zip(axes[1], images):
+            ratio_to_gemm(ax, S.vb[S.vb["image_size"] == image], order_s, style_s)
         for ax, image in zip(axes[0], images):
             d0 = S.vb[S.vb["image_size"] == image]
             for v in order_s:
@@ -36,16 +40,43 @@ def time_vs_batch(data, ctx):
             ax.set_xlabel(f"batch ({tokens:.0f} tokens per image)")
             ax.set_title(f"{image} x {image} px, hidden {HIDDEN}")
         axes[0][0].set_ylabel("median time per call (us)")
+        axes[1][0].set_ylabel(f"time / {GEMM} (linear)")
         fig.legend(handles=[plt.Line2D([], [], label=label(v), **style_s[v]) for v in order_s],
                    loc="lower center", ncol=min(len(order_s), 4), bbox_to_anchor=(0.5, -0.02))
         plots.titled(fig, f"MLP: median time per call vs batch ({S.flush_text})", sweep_tprov)
-        fig.tight_layout(rect=(0, 0.12, 1, 1))
+        fig.tight_layout(rect=(0, 0.08, 1, 1))
         ctx.figure("mlp_time", fig,
                    f"MLP (hidden {HIDDEN}, mlp {4 * HIDDEN}) median time per call vs batch, one "
-                   f"panel per image size, log-log; PyTorch anchors dashed, gemm_only (the two GEMMs "
-                   f"without epilogue) dotted; {S.flush_text}.{data.sweep_left_out} {sweep_prov}.")
+                   f"panel per image size. Top: log-log (the time grows a hundredfold with the batch); PyTorch "
+                   f"anchors dashed, gemm_only (the two GEMMs without epilogue) dotted. Bottom: each version's "
+                   f"time over gemm_only's at the same batch on a linear axis, where the versions differ by "
+                   f"percents; the dashed line is the target ({TARGET_GEMM_RATIO:g}x). "
+                   f"{S.flush_text}.{data.sweep_left_out} {sweep_prov}.")
     else:
         ctx.missing("figure", "mlp_time", f"no timed MLP rows at hidden {HIDDEN}")
+
+
+def ratio_to_gemm(ax, d0, order, style):
+    """Each version's median time over gemm_only's at the same batch, against batch (the bottom
+    row of mlp_time): linear, with the 1x line and the target's."""
+    g = d0[d0["version"] == GEMM].set_index("batch")["median_us"]
+    for v in order:
+        if v == GEMM:
+            continue
+        d = d0[d0["version"] == v].set_index("batch")["median_us"]
+        r = (d / g).dropna().sort_index()
+        if len(r):
+            ax.plot(r.index, r.values, **style[v])
+    ax.axhline(1.0, color="#444444", linewidth=0.8)
+    ax.axhline(TARGET_GEMM_RATIO, color="#444444", linewidth=0.8, linestyle="--")
+    ax.text(0.99, TARGET_GEMM_RATIO, f"target {TARGET_GEMM_RATIO:g}x ", transform=ax.get_yaxis_transform(),
+            ha="right", va="bottom", fontsize=8, color="#444444")
+    ax.set_xscale("log", base=2)
+    ticks = sorted(int(b) for b in set(d0["batch"]))
+    ax.set_xticks(ticks, [str(b) for b in ticks])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("batch")
+    ax.text(0.01, 0.98, "axis not from 0", transform=ax.transAxes, ha="left", va="top", fontsize=8, color="#555555")
 
 
 def throughput(data, ctx):

@@ -310,14 +310,14 @@ else:
 summary
 
 # %% [markdown]
-# ## Roofline: every version at its arithmetic intensity against the run's measured ceilings
+# ## Share of the tensor-core ceiling: every version's achieved TFLOP/s over the run's GEMM rate
+# (every version moves the same minimum bytes per shape, so a roofline would stack them in one
+# column: the share of the measured ceiling says the same without pretending otherwise)
 
 # %%
 rl_tokens = [n for n in key_tokens if n in set(kb["tokens"])]
 rl = plots.roofline_points(kb[kb["tokens"].isin(rl_tokens)],
                         lambda r: f"{int(r['tokens'])} tokens")
-headline_tokens = max(rl_tokens) if rl_tokens else None
-rl_gap = plots.roofline_gap(rl, run.ceilings())
 # Eight series a reader can tell apart: three steps of the tiled ladder (v0, v3's tensor cores,
 # v6 its last), the flash kernels up to v9 (v8 within 2% of v9, v12 and TWIN_OF_V9 on v9's point
 # at this batch), our cuDNN SDPA and PyTorch's flash backend replayed (its cuDNN backend sits on
@@ -325,22 +325,23 @@ rl_gap = plots.roofline_gap(rl, run.ceilings())
 ROOFLINE_SERIES = ("v0_naive", "v3_wmma", "v6_coalesced_k", "v7_flash_mma", "v7_flash", "v9_softmax_overlap",
                    CUDNN, "pytorch_sdpa_flash_graph")
 rl_order = [v for v in order if v in ROOFLINE_SERIES]
-if rl_gap is None:
-    fig, caption = plots.roofline_figure(
-        rl, rl_order, style, label, run.ceilings(),
-        f"Attention: roofline at batch {key_batch}", tprov,
-        headline=f"{headline_tokens} tokens" if headline_tokens else None)
-    ctx.figure("attention_roofline", fig,
-               f"Attention roofline at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}: "
-               f"{', '.join(map(label, rl_order))} (v1, v2, v4 and v5 between v0 and v6, v8 within 2% "
-               f"of v9, v12 and {TWIN_OF_V9} on v9's point at this batch: the tables give them) "
-               f"each at its arithmetic intensity (attention's flops, "
-               f"4 x batch x heads x tokens^2 x head_dim, over the bytes it must move, the packed "
-               f"QKV read and the output written) and its achieved TFLOP/s, at "
-               f"{', '.join(map(str, rl_tokens))} tokens (filled: {headline_tokens}), under "
-               f"{caption}. {flush_text}. {prov}.")
+gemm_ceiling = run.ceilings().gemm_tflops
+if len(rl) and gemm_ceiling:
+    fig = plots.peak_share_figure(rl, rl_order, style, label, gemm_ceiling, "measured fp16 GEMM ceiling",
+                                  f"Attention: share of the tensor-core ceiling at batch {key_batch}", tprov)
+    ctx.figure("attention_peak_share", fig,
+               f"Attention at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}: each version's achieved "
+               f"TFLOP/s (attention's flops, 4 x batch x heads x tokens^2 x head_dim, over its median time) "
+               f"as a share of the fp16 GEMM ceiling measured in the same run ({gemm_ceiling:,.0f} TFLOP/s), "
+               f"one bar per token count ({', '.join(map(str, rl_tokens))}), linear axis from zero, the best "
+               f"of each token count in bold; {', '.join(map(label, rl_order))} (v1, v2, v4 and v5 between "
+               f"v0 and v6, v8 within 2% of v9, v12 and {TWIN_OF_V9} on v9's share at this batch: the tables "
+               f"give them). Not a roofline: every version moves the same minimum bytes (the packed QKV read "
+               f"and the output written), so all would stand at one intensity per token count. "
+               f"{flush_text}. {prov}.")
 else:
-    ctx.missing("figure", "attention_roofline", rl_gap)
+    ctx.missing("figure", "attention_peak_share", "this run measured no fp16 GEMM ceiling (experiments/specs/ceilings.toml)"
+                if len(rl) else "no timed row records TFLOP/s")
 
 # %% [markdown]
 # ## What each step taught: the `## Lesson` of every version's NOTES.md

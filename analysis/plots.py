@@ -415,6 +415,41 @@ def points_above_roof(p: pd.DataFrame, copy: float | None, gemm: float | None) -
     return ", ".join(f"{v} at {shape}" for v, shape in zip(over["version"], over["shape"]))
 
 
+def peak_share_figure(points: pd.DataFrame, order: list[str], style: dict, label, ceiling: float, ceiling_name: str,
+                      what: str, provenance: str):
+    """Where every version of a family shares one arithmetic intensity per shape (the bytes it
+    must move, not the bytes it moves), a roofline only stacks them in one column: this draws
+    each version's achieved TFLOP/s as a share of the run's measured `ceiling` instead, one bar
+    per shape (points' `shape` column) and version, on a linear axis from zero to 100%, each
+    bar labelled, the best share of each shape in bold."""
+    import matplotlib.pyplot as plt
+    p = points[np.isfinite(points["tflops"]) & points["version"].isin(order)]
+    shapes = list(dict.fromkeys(p["shape"]))
+    versions = [v for v in order if v in set(p["version"])]
+    fig, ax = plt.subplots(figsize=(7.6, 0.34 * len(versions) * max(len(shapes), 1) + 1.8))
+    height = 0.8 / max(len(shapes), 1)
+    colors = plt.get_cmap("tab10")
+    for j, sh in enumerate(shapes):
+        at = p[p["shape"] == sh].set_index("version")["tflops"]
+        best = at.max()
+        for i, v in enumerate(versions):
+            if v not in at.index:
+                continue
+            share = 100.0 * float(at[v]) / ceiling
+            y = i + (j - (len(shapes) - 1) / 2) * height
+            ax.barh(y, share, height=height * 0.95, color=colors(j), label=sh if i == 0 else None)
+            ax.text(share, y, f" {share:.2g}%" if share < 1 else f" {share:.1f}%", va="center", fontsize=8,
+                    fontweight="bold" if at[v] == best else "normal")
+    ax.set_yticks(range(len(versions)), [label(v) for v in versions], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel(f"achieved TFLOP/s, % of the {ceiling_name} ({ceiling:,.0f} TFLOP/s)")
+    legend_outside(ax, fontsize=8)
+    titled(fig, what, provenance)
+    fig.tight_layout()
+    return fig
+
+
 def roofline_gap(points: pd.DataFrame, ceilings) -> str | None:
     """Why a roofline cannot be drawn, or None: it needs timed points with both rates and at
     least one ceiling measured in the same run (a roofline without its roof would mislead)."""

@@ -239,15 +239,16 @@ class Figures(BuiltReport):
             self.assertIn(f"{name}.md", str(list((self.out / "tables").iterdir())))
 
     def test_rooflines(self):
-        # Not the MLP's nor LayerNorm's: their versions share one intensity per row count
-        # (analysis/mlp_figures.py, analysis/layernorm.py), every point in one column.
-        for family in ("mlp", "layernorm"):
+        # Not the MLP's, LayerNorm's nor attention's: their versions share one intensity per shape
+        # (analysis/mlp_figures.py, analysis/layernorm.py, analysis/attention.py), every point in
+        # one column; attention draws its share of the measured GEMM ceiling instead.
+        for family in ("mlp", "layernorm", "attention"):
             self.assertFalse((self.out / "figures" / f"{family}_roofline.png").exists(), family)
-        for family in ("attention", "patch_embed"):
-            name = f"{family}_roofline"
+        for name in ("patch_embed_roofline", "attention_peak_share"):
             p = self.out / "figures" / f"{name}.png"
             self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n", name)
             self.assertIn(f"](figures/{name}.png)", self.readme)
+        self.assertIn("as a share of the fp16 GEMM ceiling measured in the same run (720 TFLOP/s)", self.readme)
         self.assertIn("under the copy bandwidth measured in the same run (3,000 GB/s) and the "
                       "fp16 GEMM rate measured in the same run (720 TFLOP/s)", self.readme)
         import pandas as pd

@@ -385,34 +385,36 @@ else:
     ctx.missing("figure", f"{FAMILY}_speedup", "no version of the ladder timed at a key shape")
 
 # %% [markdown]
-# ## Roofline: every GPU version at its arithmetic intensity against the run's ceilings
+# ## Share of the tensor-core ceiling: every GPU version's achieved TFLOP/s over the run's GEMM rate
+# (every version moves the same minimum bytes per shape, so a roofline would stack them in one
+# column: the share of the measured ceiling says the same without pretending otherwise)
 
 # %%
 rl_shapes = main_shapes()
 # The launch-per-output versions (v1-v3, one kernel per output channel and patch) reach 1e-4 to
-# 1e-2 TFLOP/s where they run at ViT-B at all: placed, they would stretch the axis over seven
-# decades; the streams figures and the ladder table give them.
+# 1e-2 TFLOP/s where they run at ViT-B at all; the streams figures and the ladder table give them.
 rl = best[~best["version"].isin([CPU, V1, V2, V3, V3G, *ON_V9S_LINE])]
 rl = rl[[(m, int(i), int(b)) in rl_shapes for m, i, b in
          zip(rl["model"], rl["image_size"], rl["batch"])]]
 rl = plots.roofline_points(rl, lambda r: shape_text(r["model"], int(r["image_size"]), int(r["batch"])))
-rl_gap = plots.roofline_gap(rl, run.ceilings())
-if rl_gap is None:
-    head = shape_text(*max(rl_shapes, key=lambda s: s[2]))
-    fig, caption = plots.roofline_figure(rl, order, style, label, run.ceilings(),
-                                      f"Patch embedding: roofline on {MAIN_MODEL}", tprov,
-                                      headline=head)
-    ctx.figure(f"{FAMILY}_roofline", fig,
-               f"Patch-embedding roofline at {'; '.join(shape_text(*s) for s in rl_shapes)} "
-               f"(filled: {head}): every GPU version and anchor at its arithmetic intensity (the "
-               f"convolution's flops over the bytes it must move: images, weights and token "
-               f"rows) and its achieved TFLOP/s (device time), under {caption}; "
-               f"{CPU} runs on the CPU and the launch-per-output v1-v3 at 1e-4 to 1e-2 TFLOP/s, so "
-               f"they are not placed (the streams figures and the ladder table give them), nor "
-               f"{', '.join(ON_V9S_LINE)}, whose points lie on v9_pos_first's. "
+gemm_ceiling = run.ceilings().gemm_tflops
+if len(rl) and gemm_ceiling:
+    fig = plots.peak_share_figure(rl, order, style, label, gemm_ceiling, "measured fp16 GEMM ceiling",
+                                  f"Patch embedding: share of the tensor-core ceiling on {MAIN_MODEL}", tprov)
+    ctx.figure(f"{FAMILY}_peak_share", fig,
+               f"Patch embedding at {'; '.join(shape_text(*s) for s in rl_shapes)}: every GPU version's and "
+               f"anchor's achieved TFLOP/s (the convolution's flops over its median device time) as a share "
+               f"of the fp16 GEMM ceiling measured in the same run ({gemm_ceiling:,.0f} TFLOP/s), one bar "
+               f"per shape, linear axis from zero, the best of each shape in bold. Not a roofline: every "
+               f"version moves the same minimum bytes (images, weights and token rows), so all would stand "
+               f"at one intensity per shape. {CPU} runs on the CPU and the launch-per-output v1-v3 reach "
+               f"1e-4 to 1e-2 TFLOP/s, so they are not drawn (the streams figures and the ladder table give "
+               f"them), nor {', '.join(ON_V9S_LINE)}, whose shares are v9_pos_first's. "
                f"{flush_text}. {prov}.")
 else:
-    ctx.missing("figure", f"{FAMILY}_roofline", f"{MAIN_MODEL}: {rl_gap}")
+    ctx.missing("figure", f"{FAMILY}_peak_share", f"{MAIN_MODEL}: " + (
+        "this run measured no fp16 GEMM ceiling (experiments/specs/ceilings.toml)" if len(rl) else
+        "no timed row records TFLOP/s"))
 
 # %% [markdown]
 # ## Device and host memory per version

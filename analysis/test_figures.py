@@ -127,53 +127,21 @@ class Figures(BuiltReport):
         self.assertNotIn("run ", t)   # the run ids stay in the caption
         self.assertLessEqual(len(t), 100)
 
-    def test_no_roofline_without_ceilings(self):
-        import pandas as pd
-        p = plots.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0]}),
-                               lambda r: "s")
-        self.assertIsNone(plots.roofline_gap(p, rundata.Ceilings(3000.0, None, None)))
-        self.assertIn("no ceilings", plots.roofline_gap(p, rundata.Ceilings(None, None, None)))
-        self.assertIn("no timed row", plots.roofline_gap(p.iloc[0:0], rundata.Ceilings(3000.0, 700.0, None)))
-
-    def test_no_point_above_its_roof(self):
-        # A point past min(intensity x copy, GEMM rate) by more than the slack refuses its
-        # roofline, naming the point; at the roof, or under it, it is drawn; versions left out
-        # of the figure's order are not held to its roof (FP8 points beside an fp16 roof).
-        import pandas as pd
-        ceil = rundata.Ceilings(4000.0, 700.0, None)
-        def points(tflops, ai=10.0):  # copy roof at ai 10: 40 TFLOP/s
-            return pd.DataFrame({"version": ["v1", "fp8_x"], "shape": ["s", "s"], "ai": [ai, ai],
-                                 "tflops": [tflops, 1e4]})
-        style = plots.styles(["v1", "fp8_x"])
-        fig, _ = plots.roofline_figure(points(40.0), ["v1"], style, str, ceil, "ok", "prov")
-        import matplotlib.pyplot as plt
-        plt.close(fig)
-        with self.assertRaisesRegex(studylib.FigureError, "v1 at s above its roof"):
-            plots.roofline_figure(points(43.0), ["v1"], style, str, ceil, "planted", "prov")
-        with self.assertRaisesRegex(studylib.FigureError, "v1 at s above its roof"):
-            plots.roofline_figure(points(800.0, ai=1000.0), ["v1"], style, str, ceil, "planted", "prov")
-
-    def test_roofline_shapes_filled_apart(self):
-        # Each shape of a roofline gets its own marker fill, the headline filled, and the key
-        # names every shape once: two shapes at one intensity (patch embedding's batch 32 and
-        # 256) must not share the hollow marker. Too many shapes for the fills is refused.
+    def test_peak_share_bars(self):
+        # Each version's share of the ceiling as a bar per shape, labelled, the best of each shape
+        # in bold, on an axis from 0 to 100%; versions outside the order are not drawn.
         import matplotlib.pyplot as plt
         import pandas as pd
-        fills = plots.shape_fills(pd.Series(["b1", "b256", "b32", "b1"]), "b256")
-        self.assertEqual(list(fills), ["b256", "b1", "b32"])
-        self.assertEqual(len({f["fillstyle"] for f in fills.values()}), 3)
-        self.assertEqual(fills["b256"]["fillstyle"], "full")
-        pts = pd.DataFrame({"version": ["v1"] * 3, "shape": ["b1", "b32", "b256"], "ai": [100.0, 360.0, 380.0],
-                            "tflops": [20.0, 200.0, 300.0]})
-        fig, _ = plots.roofline_figure(pts, ["v1"], plots.styles(["v1"]), str,
-                                       rundata.Ceilings(4000.0, 700.0, None), "fills", "prov", headline="b256")
-        keys = [t.get_text() for lg in notebook.legends_of(fig) for t in lg.get_texts()]
-        for shape in ("b1", "b32", "b256"):
-            self.assertEqual(sum(k.endswith(f": {shape}") for k in keys), 1, keys)
-        notebook.check_series(fig, "fills")
+        pts = pd.DataFrame({"version": ["v1", "v2", "v1", "v2", "x"], "shape": ["s1", "s1", "s2", "s2", "s1"],
+                            "tflops": [70.0, 350.0, 140.0, 70.0, 700.0]})
+        fig = plots.peak_share_figure(pts, ["v1", "v2"], plots.styles(["v1", "v2"]), str, 700.0, "ceiling",
+                                      "shares", "prov")
+        ax = fig.axes[0]
+        self.assertEqual(ax.get_xlim(), (0.0, 100.0))
+        texts = {t.get_text().strip(): t.get_fontweight() for t in ax.texts}
+        self.assertEqual(texts, {"10.0%": "normal", "50.0%": "bold", "20.0%": "bold"})
+        self.assertEqual([t.get_text() for t in ax.get_yticklabels()], ["v1", "v2"])
         plt.close(fig)
-        with self.assertRaisesRegex(studylib.FigureError, "6 shapes"):
-            plots.shape_fills(pd.Series([f"s{i}" for i in range(6)]), None)
 
     def test_ticks_reference_line_and_legend_helpers(self):
         import matplotlib.pyplot as plt
@@ -239,18 +207,16 @@ class Figures(BuiltReport):
             self.assertIn(f"{name}.md", str(list((self.out / "tables").iterdir())))
 
     def test_rooflines(self):
-        # Not the MLP's, LayerNorm's nor attention's: their versions share one intensity per shape
-        # (analysis/mlp_figures.py, analysis/layernorm.py, analysis/attention.py), every point in
-        # one column; attention draws its share of the measured GEMM ceiling instead.
-        for family in ("mlp", "layernorm", "attention"):
+        # No family draws a roofline: each family's versions share one intensity per shape (the
+        # bytes it must move), every point in one column; attention and patch embedding draw
+        # their share of the measured GEMM ceiling instead.
+        for family in ("mlp", "layernorm", "attention", "patch_embed"):
             self.assertFalse((self.out / "figures" / f"{family}_roofline.png").exists(), family)
-        for name in ("patch_embed_roofline", "attention_peak_share"):
+        for name in ("patch_embed_peak_share", "attention_peak_share"):
             p = self.out / "figures" / f"{name}.png"
             self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n", name)
             self.assertIn(f"](figures/{name}.png)", self.readme)
         self.assertIn("as a share of the fp16 GEMM ceiling measured in the same run (720 TFLOP/s)", self.readme)
-        self.assertIn("under the copy bandwidth measured in the same run (3,000 GB/s) and the "
-                      "fp16 GEMM rate measured in the same run (720 TFLOP/s)", self.readme)
         import pandas as pd
         p = plots.roofline_points(pd.DataFrame({"version": ["a"], "tflops": [2.0], "gbps": [4000.0],
                                              "rows": [10]}), lambda r: "s")

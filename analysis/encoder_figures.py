@@ -333,6 +333,33 @@ def energy(data, ctx):
         ctx.missing("table", "encoder_images_per_joule", f"this run has no encoder rows with energy at {where}")
 
 
+def breakdown_panel(ax, data, bd, b, vs, comp_colors):
+    """One batch's panel of encoder_breakdown: each component's share of the versions' eager
+    components' sum, stacked to 100%, with the measured forward and the sum above each bar."""
+    at, components, label = data.at, data.components, data.label
+    # Shares of the eager components' sum, not their sum against the measured forward: at
+    # small batches the events and launches between components make the sum exceed the
+    # graph replay's time, and bars taller than the forward would mislead.
+    total = np.array([bd.loc[(bd["version"] == v) & (bd["batch"] == b), "us"].sum() for v in vs])
+    bottom = np.zeros(len(vs))
+    for comp in components:
+        us = np.array([bd.loc[(bd["version"] == v) & (bd["batch"] == b)
+                              & (bd["component"] == comp), "us"].sum() for v in vs])
+        h = 100.0 * us / total
+        ax.bar(range(len(vs)), h, bottom=bottom, color=comp_colors[comp], width=0.7)
+        for i, (y0, dh) in enumerate(zip(bottom, h)):
+            if dh >= 6:  # the share where it fits
+                ax.text(i, y0 + dh / 2, f"{dh:.0f}%", ha="center", va="center", fontsize=8, color="white")
+        bottom += h
+    for i, v in enumerate(vs):
+        ax.text(i, 101, f"forward {at(v, b) / 1e3:.3g} ms\n(components {total[i] / 1e3:.3g} ms)",
+                ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(vs)), [label(v) for v in vs], rotation=30, ha="right")
+    ax.set_ylabel("% of the eager components' time")
+    ax.set_title(f"batch {b}", pad=26)
+    ax.set_ylim(0, 100)
+
+
 def breakdown(data, ctx):
     """Per-component device time of one eager forward; returns (the breakdown rows shown, their versions)."""
     at, at_key, components, key_image = data.at, data.at_key, data.components, data.key_image
@@ -348,25 +375,10 @@ def breakdown(data, ctx):
         panels = [b for b in bd_batches if b in set(bd["batch"])]
         fig, axes = plt.subplots(1, len(panels), figsize=(plots.panels_width(len(panels), 5.0), 4.6), squeeze=False)
         for ax, b in zip(axes[0], panels):
-            vs = [v for v in bd_versions if len(bd[(bd["version"] == v) & (bd["batch"] == b)])]
-            bottom = np.zeros(len(vs))
-            for comp in components:
-                h = np.array([bd.loc[(bd["version"] == v) & (bd["batch"] == b)
-                                     & (bd["component"] == comp), "us"].sum() / 1e3 for v in vs])
-                ax.bar(range(len(vs)), h, bottom=bottom, color=comp_colors[comp], width=0.7)
-                bottom += h
-            measured = [at(v, b) / 1e3 for v in vs]
-            ax.plot(range(len(vs)), measured, linestyle="none", marker="_", markersize=20,
-                    markeredgewidth=2, color="#000000")
-            ax.set_xticks(range(len(vs)), [label(v) for v in vs], rotation=30, ha="right")
-            ax.set_ylabel("ms")
-            ax.set_title(f"batch {b}")
-            ax.set_ylim(0, max(max(bottom), np.nanmax(measured + [0])) * 1.08)
+            breakdown_panel(ax, data, bd, b, [v for v in bd_versions if len(bd[(bd["version"] == v) & (bd["batch"] == b)])],
+                            comp_colors)
         handles = [plt.Rectangle((0, 0), 1, 1, color=comp_colors[c], label=c) for c in components]
-        handles.append(plt.Line2D([], [], linestyle="none", marker="_", markersize=14,
-                                  markeredgewidth=2, color="#000000",
-                                  label="measured forward (median)"))
-        plots.titled(fig, f"Whole ViT forward: device time per component, {where}", tprov)
+        plots.titled(fig, f"Whole ViT forward: where the device time goes, {where}", tprov)
         # Below the panels, not beside them: a legend to the right widens the PNG past what a
         # report column shows at a readable size.
         fig.legend(handles=handles, loc="lower center", ncol=min(5, len(handles)),
@@ -382,12 +394,13 @@ def breakdown(data, ctx):
                       f"measured forward runs back to back for the whole timed burst, at the SM clock the "
                       f"GPU holds there under its power limit (the row's sm_clock_mhz)." if below else "")
         ctx.figure("encoder_breakdown", fig,
-                   f"Device time of each component in one eager forward (CUDA events around every "
-                   f"component, summed over the layers; medians of the rounds), stacked per version "
-                   f"at {where}, batch {' and '.join(map(str, panels))}; the black mark is the "
-                   f"version's measured forward (a graph replay where the version replays one): where "
-                   f"the bars reach above it, the gap is launch overhead the graph removes or event "
-                   f"overhead.{below_text} {prov}.")
+                   f"Each component's share of one eager forward's device time (CUDA events around every "
+                   f"component, summed over the layers; medians of the rounds), stacked to 100% per version "
+                   f"at {where}, batch {' and '.join(map(str, panels))}; above each bar the version's "
+                   f"measured forward (a graph replay where the version replays one) and the components' "
+                   f"sum, which exceeds it where launch and event overhead between components counts "
+                   f"(the graph removes it): shares, not times, so that no bar stands taller than the "
+                   f"forward; the table below gives the times.{below_text} {prov}.")
         rows = []
         for b in panels:
             for v in bd_versions:

@@ -36,6 +36,15 @@ LADDER = catalog.family_versions("mlp") + [GRAPH, EAGER]
 # bias + residual after fc2, in the GEMMs' epilogues); the targets are judged on the fastest.
 NOT_FUSED = {UNFUSED, GRAPHED, HAND, GEMM, "pingpong_gemm_only"}
 PANELED = {"l2_panels"}        # the two GEMMs once per panel of rows (its NOTES)
+# The version each fp16 version changes, as its NOTES' Technique tells it: the MLP's list is a tree,
+# not a chain (cuBLASLt's epilogue, a hand-written one, the family's own GEMM and CUTLASS each start
+# from the unfused MLP or from fused_epilogue), so a step's gain is over this parent, never over the
+# sibling listed above it. gemm_only is a reference (the two plain GEMMs), no step.
+PARENTS = {"unfused_graph": UNFUSED, FUSED: GRAPHED, HAND: GRAPHED, "pingpong_epilogue": FUSED,
+           "pingpong_gemm_only": GEMM, "cutlass_epilogue": FUSED, "cutlass_epilogue_erf": "cutlass_epilogue",
+           "fastest_epilogue": "cutlass_epilogue", "half_gelu_epilogue": "fastest_epilogue",
+           "l2_panels": "half_gelu_epilogue", "erf_fit_epilogue": "fastest_epilogue",
+           "small_m_epilogue": "erf_fit_epilogue"}
 LABEL = {GRAPH: "PyTorch MLP (CUDA graph)", EAGER: "PyTorch MLP (eager)",
          GEMM: "gemm_only (the two plain GEMMs)"}
 DEFAULT_SETTING = ("cached", 4)   # bench defaults: heuristic once per shape, 4 MiB workspace

@@ -11,7 +11,8 @@ import pandas as pd
 
 from analysis import plots
 from analysis.mlp_data import (
-    GEMM, GRAPH, HIDDEN, KEY_BATCH, SUMMARY_FORMATS, TARGET_GEMM_RATIO, UNFUSED, drawing, is_fp8, label, widths_of)
+    GEMM, GRAPH, HIDDEN, KEY_BATCH, PARENTS, SUMMARY_FORMATS, TARGET_GEMM_RATIO, UNFUSED, drawing, is_fp8, label,
+    widths_of)
 from studylib import catalog, formatting
 
 
@@ -164,12 +165,15 @@ def ladder(data, ctx):
         fp16_steps = [v for v in steps if not is_fp8(v)]
         fig = plots.ladder_figure(fp16_steps, key_rows, lambda v, r, col: at(v, r, col),
                                   GEMM if GEMM in order else None, lambda r: f"{r} rows",
-                                  f"MLP: the fp16 ladder at hidden {HIDDEN} ({flush_text})", ctx.title_provenance())
+                                  f"MLP: the fp16 ladder at hidden {HIDDEN} ({flush_text})", ctx.title_provenance(),
+                                  parents=PARENTS)
         if fig is not None:
             ctx.figure("mlp_ladder_steps", fig,
                        f"The fp16 MLP ladder in one run: each step's median time per call at "
                        f"{' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}{rounds_caption}, labelled "
-                       f"with its speedup over the step above it; dashed, {GEMM} (the two plain GEMMs); "
+                       f"with its speedup over its parent, the version it changes ("
+                       f"{', '.join(f'{v} over {p}' for v, p in PARENTS.items() if v in fp16_steps)}; "
+                       f"none for {UNFUSED} and {GEMM}); dashed, {GEMM} (the two plain GEMMs); "
                        f"{plots.LADDER_SCALE}. "
                        f"The FP8 versions are in the FP8 table. {flush_text}. {prov}.")
         else:

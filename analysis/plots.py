@@ -219,10 +219,10 @@ def ladder_bars(ax, steps, times, gains):
 
 
 def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size_label, what: str,
-                  provenance: str):
+                  provenance: str, parents: dict | None = None):
     """The ladder of one family from one sitting: per size a panel of the steps' median times in
     ladder order, top to bottom, each bar labelled with its time and its speedup over the step
-    above it, and the `reference` (a library version, or the plain GEMMs) as a dashed line. A
+    above it (with `parents`, {step: the version it changes}, over its parent instead), and the `reference` (a library version, or the plain GEMMs) as a dashed line. A
     panel spanning more than LOG_SPAN is on a log axis, and then a second row draws the steps
     within ZOOM_SPAN of the fastest on a linear axis from zero. `at` is formatting.ladder_table's
     lookup. None when no step is timed at any size."""
@@ -233,8 +233,12 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
         return None
     times = {n: [at(v, n, "median_us") for v in steps] for n in sizes}
     refs = {n: at(reference, n, "median_us") if reference else np.nan for n in sizes}
-    gains = {n: [next((t for t in reversed(ts[:i]) if np.isfinite(t)), np.nan) / m for i, m in enumerate(ts)]
-             for n, ts in times.items()}
+    if parents is None:  # a chain: each step over the one above it
+        gains = {n: [next((t for t in reversed(ts[:i]) if np.isfinite(t)), np.nan) / m for i, m in enumerate(ts)]
+                 for n, ts in times.items()}
+    else:  # a tree: each step over its parent, none for a version without one
+        gains = {n: [at(parents[v], n, "median_us") / m if v in parents else np.nan for v, m in zip(steps, ts)]
+                 for n, ts in times.items()}
     finite = {n: [t for t in ts + [refs[n]] if np.isfinite(t)] for n, ts in times.items()}
     logs = {n: max(f) / min(f) > LOG_SPAN for n, f in finite.items()}
     fast = [i for i, v in enumerate(steps)

@@ -130,6 +130,22 @@ class MlpReport(BuiltReport):
                       f"{every['8'] / default['8']:.2f}x at batch 8", self.text)
 
 
+class MlpParents(unittest.TestCase):
+    def test_every_parent_is_a_version_listed_before_its_child(self):
+        # The ladder figure labels each version's gain over its parent: a parent that is no
+        # version, or comes after its child in the list, would label a gain over nothing real.
+        from analysis.mlp_data import FUSED, GEMM, PARENTS, UNFUSED
+        from studylib import catalog
+        versions = catalog.family_versions("mlp")
+        for child, parent in PARENTS.items():
+            self.assertIn(child, versions)
+            self.assertLess(versions.index(parent), versions.index(child), child)
+        # Siblings are not parents: handwritten_epilogue changes the unfused MLP, not fused_epilogue.
+        self.assertNotEqual(PARENTS["handwritten_epilogue"], FUSED)
+        self.assertNotIn(UNFUSED, PARENTS)
+        self.assertNotIn(GEMM, PARENTS)
+
+
 class MlpSideHeadline(unittest.TestCase):
     """README's MLP line comes from the sitting whose fastest fp16 version is fastest relative to
     its own gemm_only: here a side experiment (mlp_cutlass) beside the run's sweep."""

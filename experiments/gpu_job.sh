@@ -22,6 +22,9 @@
 # (docs/sanitizers.md; its summary into the run folder's sanitizer.txt) and STUDY_MUTANTS=1 the
 # mutation suite (tests/mutants.py, in a second build folder with test hooks, build-hooks; its
 # report into mutants.md): both after the tests, both stopping the job when they fail.
+# STUDY_WHEEL=1 builds the module's wheel (./study wheel) and installs it as a user would, into a
+# fresh venv with no nvcc on PATH (tests/wheel_fresh_venv.sh: the README's examples and the
+# module's GPU tests against it; its record into the run folder's wheel/).
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 command -v nvidia-smi > /dev/null || { echo "error: no nvidia-smi: experiments/gpu_job.sh runs on a GPU node" >&2; exit 2; }
@@ -102,6 +105,14 @@ if [ "${STUDY_MUTANTS:-0}" = 1 ]; then
   $py tests/mutants.py --build-dir "$HOOKS" --out "$RUN_DIR" > "$OUT/mutants.out" 2>&1 ||
     { tail -30 "$OUT/mutants.out"; log "a planted bug was not caught, or a control failed (mutants.md): stopping"; exit 1; }
   grep -E "^\*\*" "$RUN_DIR/mutants.md"
+fi
+
+if [ "${STUDY_WHEEL:-0}" = 1 ]; then
+  log "the wheel, installed into a fresh venv"
+  STUDY_PYTHON="$py" ./study wheel "$OUT/dist" > "$OUT/wheel_build.log" 2>&1 ||
+    { tail -30 "$OUT/wheel_build.log"; log "the wheel did not build (wheel_build.log): stopping"; exit 1; }
+  TORCH_PYTHON="$py" tests/wheel_fresh_venv.sh "$(ls "$OUT"/dist/vitstudy-*.whl | head -1)" "$RUN_DIR/wheel" ||
+    { log "the installed wheel failed its checks ($RUN_DIR/wheel): stopping"; exit 1; }
 fi
 
 if [ "${STUDY_ASM:-1}" = 1 ]; then

@@ -11,10 +11,20 @@ DEFAULT_STEP = {"fp16": "fastest_fp16", "fp8": "fastest_fp8"}
 
 
 def _engine_module():
+    # _engine links cuBLASLt, cuDNN and NVRTC. On a node without the CUDA toolkit they come with
+    # torch's nvidia wheels, which importing torch loads (the same CUDA major as the wheel's build).
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
     try:
         from . import _engine
     except ImportError as e:
         import os
+        if ".so" in str(e):
+            raise ImportError(f"vitstudy's compiled half cannot load a CUDA library ({e}): install torch built for "
+                              "the same CUDA major as this module (its nvidia wheels carry cuBLASLt, cuDNN and "
+                              "NVRTC), or the CUDA toolkit and cuDNN") from None
         raise ImportError(f"vitstudy's compiled half is not beside {os.path.dirname(__file__)} ({e}): install the "
                           "module (./study install) and import it from outside the checkout, or put the build "
                           "folder first on PYTHONPATH (PYTHONPATH=build)") from None

@@ -11,9 +11,8 @@
 //   the tensor cores busy with one main loop at a time and keeps every mbarrier wait at most one
 //   phase ahead (a parity wait cannot tell phase u from u - 2).
 #include "mlp/pingpong_gemm.hpp"
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include "device/sm90.cuh"
+#include "device/tma_map.hpp"
 #include "harness/check.hpp"
 #include "mlp/gelu.cuh"
 
@@ -166,36 +165,6 @@ kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtens
 #else
   __trap();  // built without sm_90a: pingpong_supports() refuses before getting here
 #endif
-}
-
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const auto fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    CUDA_CHECK(
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || !p)
-      throw study::StudyError(study::ErrorKind::Library, "the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// A row-major [rows, cols] fp16 matrix read in boxes of box_rows x 64, 128-byte swizzled;
-// boxes reaching past the matrix are zero-filled (ragged m, n and k need no special case).
-CUtensorMap tile_map(const __half* p, int rows, int cols, int box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * sizeof(__half)};
-  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t unit[2] = {1, 1};
-  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<__half*>(p), dims, strides,
-                                    box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw study::StudyError(study::ErrorKind::Library, "cuTensorMapEncodeTiled failed (CUresult " +
-                                                           std::to_string(static_cast<int>(r)) + ")");
-  return map;
 }
 
 struct Device {

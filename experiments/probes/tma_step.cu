@@ -1,0 +1,233 @@
+// What one step of a TMA + wgmma mainloop costs at batch 1: the measurement e32_read_once's NOTES
+// name before any read-once step is built on such a loop. chunk_step timed the tile-scheduled
+// kernel's loop (cp.async chunks, one CTA barrier a step, mma.sync): a 64-row step 0.68-0.71 us,
+// a 256-row step 0.94 us, whatever the bytes. Here every CTA runs `--steps` steps of a
+// warp-specialized loop: one producer thread requests each step's A chunk (`--rows` rows x 64
+// columns, fp16, 128-byte swizzled) by TMA into a ring of `--stages` buffers, each with a "full"
+// mbarrier (the bytes landed) and an "empty" one (the consumers are done with it); one consumer
+// warpgroup per 128 rows (one for 64 rows) waits on "full", issues wgmma m64n64k16 from shared
+// memory against a 64 x 64 weight tile and frees the buffer when the next step's products are
+// issued. `--weights resident` loads the weight tile once (chunk_step's case); `streamed` brings a
+// new 64 x 64 tile of the CTA's own weights with each step (read-once at batch 1: the weights
+// stream from HBM while the activations come from L2). `--source same` has every CTA read the
+// same A rows (L2), `distinct` its own (HBM, as chunk_step's). Checked first: the products' sum over
+// every CTA equals the host's (a skipped step or a buffer read before it landed changes it).
+// One CSV row, family `probes`, version `tma_step`; the note gives the time a step takes and the
+// bytes an SM reads a us.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+#include "device/sm90.cuh"
+#include "device/tma_map.hpp"
+#include "harness/bench.hpp"
+#include "harness/gpu.hpp"
+
+namespace {
+
+using namespace sm90;
+
+constexpr int kCols = 64;                       // a chunk's columns: one 128-byte swizzled row
+constexpr int kTileBytes = 64 * kCols * 2;      // a 64 x 64 fp16 tile, 8 KB
+constexpr std::size_t kMaxSmem = 227 * 1024;    // a Hopper CTA's (opt-in)
+
+constexpr int consumer_groups(int rows) { return rows >= 128 ? rows / 128 : 1; }
+constexpr int threads_for(int rows) { return 128 * (1 + consumer_groups(rows)); }
+std::size_t stage_bytes(int rows, bool streamed) { return static_cast<std::size_t>(rows) * kCols * 2 + (streamed ? kTileBytes : 0); }
+std::size_t smem_bytes(int rows, int stages, bool streamed) {
+  return stages * stage_bytes(rows, streamed) + kTileBytes + (2 * stages + 1) * 8 + 1024;  // +1024: alignment
+}
+
+struct Params {
+  int steps, stages;
+  int a_row0_step;  // A's first row is blockIdx.x * this (0: every CTA the same rows)
+};
+
+template <int kRows, bool kMma, bool kStreamed>
+__global__ void __launch_bounds__(threads_for(kRows), 1)
+steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w, Params p,
+             float* sums) {
+#ifdef STUDY_WGMMA
+  constexpr int kGroups = consumer_groups(kRows);
+  constexpr int kTilesPerGroup = kRows / 64 / kGroups;  // 64-row tiles each consumer warpgroup multiplies
+  constexpr int kStageBytes = kRows * kCols * 2 + (kStreamed ? kTileBytes : 0);
+  extern __shared__ unsigned char smem_raw[];
+  // TMA's 128-byte swizzle and the descriptors key on address bits: 1024-aligned buffers.
+  unsigned char* smem = smem_raw + ((1024 - (shared_addr(smem_raw) & 1023)) & 1023);
+  unsigned char* w_resident = smem + p.stages * kStageBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(w_resident + kTileBytes);
+  uint64_t* empty = full + p.stages;
+  uint64_t* w_ready = empty + p.stages;
+  const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform, for wgmma
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < p.stages; ++i) {
+      mbar_init(&full[i], 1);
+      mbar_init(&empty[i], 4 * kGroups);  // lane 0 of every consumer warp
+    }
+    mbar_init(w_ready, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (group == 0) {  // the producer: one thread
+    if (threadIdx.x != 0) return;
+    if constexpr (!kStreamed) {
+      mbar_arrive_expect_tx(w_ready, kTileBytes);
+      tma_load_2d(w_resident, &map_w, 0, 64 * blockIdx.x, w_ready);
+    }
+    const int row0 = blockIdx.x * p.a_row0_step;
+    for (int s = 0, st = 0, phase = 0; s < p.steps; ++s) {
+      mbar_wait(&empty[st], phase ^ 1);  // a fresh barrier passes parity 1
+      mbar_arrive_expect_tx(&full[st], kStageBytes);
+      unsigned char* buf = smem + st * kStageBytes;
+      tma_load_2d(buf, &map_a, kCols * s, row0, &full[st]);
+      if constexpr (kStreamed) tma_load_2d(buf + kRows * kCols * 2, &map_w, kCols * s, 64 * blockIdx.x, &full[st]);
+      if (++st == p.stages) st = 0, phase ^= 1;
+    }
+    return;
+  }
+
+  const int c = group - 1, lane = threadIdx.x % 32;
+  float acc[kTilesPerGroup][32];
+  if constexpr (!kStreamed) mbar_wait(w_ready, 0);  // also without products: no CTA exits with a load in flight
+  int prev = -1;  // the buffer whose products were issued a step ago
+  for (int s = 0, st = 0, phase = 0; s < p.steps; ++s) {
+    mbar_wait(&full[st], phase);
+    if constexpr (kMma) {
+      const uint32_t a = shared_addr(smem + st * kStageBytes);
+      const uint64_t b = tile_desc(kStreamed ? a + kRows * kCols * 2 : shared_addr(w_resident));
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kCols / 16; ++ks)  // +32 bytes along the swizzled rows per k-step
+#pragma unroll
+        for (int t = 0; t < kTilesPerGroup; ++t)
+          wgmma_ss_n64(acc[t], tile_desc(a + (c * kTilesPerGroup + t) * kTileBytes) + 2 * ks, b + 2 * ks,
+                       s > 0 || ks > 0);
+      wgmma_commit();
+      if (prev >= 0) {  // the previous step's products are done: its buffer can be refilled
+        wgmma_wait<1>();
+        if (lane == 0) mbar_arrive(&empty[prev]);
+      }
+      prev = st;
+    } else {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[st]);
+    }
+    if (++st == p.stages) st = 0, phase ^= 1;
+  }
+  float total = 0.f;
+  if constexpr (kMma) {
+    wgmma_wait<0>();
+#pragma unroll
+    for (int t = 0; t < kTilesPerGroup; ++t) {
+      reg_fence(acc[t]);
+#pragma unroll
+      for (float v : acc[t]) total += v;
+    }
+  }
+  for (int m = 16; m > 0; m >>= 1) total += __shfl_xor_sync(0xffffffffu, total, m);
+  if (lane == 0) atomicAdd(sums, total);
+#else
+  __trap();  // built without sm_90a: main() refuses before getting here
+#endif
+}
+
+using Kernel = void (*)(CUtensorMap, CUtensorMap, Params, float*);
+
+template <int kRows>
+Kernel pick(bool mma, bool streamed) {
+  if (mma) return streamed ? steps_kernel<kRows, true, true> : steps_kernel<kRows, true, false>;
+  return streamed ? steps_kernel<kRows, false, true> : steps_kernel<kRows, false, false>;
+}
+
+Kernel kernel_for(int rows, bool mma, bool streamed) {
+  return rows == 64 ? pick<64>(mma, streamed) : rows == 128 ? pick<128>(mma, streamed) : pick<256>(mma, streamed);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return study::bench_main("tma_step", [&](study::BenchReport& report) {
+    study::CommonOptions o;
+    int rows = 64, stages = 4, steps = 48, ctas = 0, ctas_per_sm = 1;
+    std::string source = "same", weights = "resident";
+    bool mma = true;
+    study::Cli cli("tma_step",
+                   "Times the steps of a TMA + wgmma mainloop (A chunks by TMA into a ring of mbarrier-guarded "
+                   "buffers, a producer thread and wgmma consumers): one CSV row.");
+    cli.add_common(o);
+    cli.add_int("--rows", &rows, "A rows a step: 64, 128 or 256 (default 64)", 64);
+    cli.add_int("--stages", &stages, "buffers in the ring, 2 to 8 (default 4)", 2);
+    cli.add_int("--steps", &steps, "steps a CTA (default 48)", 1);
+    cli.add_int("--ctas", &ctas, "CTAs (default: --ctas-per-sm x SMs)", 0);
+    cli.add_int("--ctas-per-sm", &ctas_per_sm, "CTAs an SM when --ctas is not given (default 1)", 1);
+    cli.add_string("--source", &source, "same (every CTA reads the same A rows) or distinct (default same)");
+    cli.add_string("--weights", &weights, "resident (one tile, loaded once) or streamed (a tile a step; default resident)");
+    cli.add_flag("--no-mma", &mma, "loads and barriers only, no products", false);
+    cli.parse(argc, argv);
+    study::validate_common(o);
+    if (rows != 64 && rows != 128 && rows != 256)
+      throw study::StudyError(study::ErrorKind::Usage, "--rows must be 64, 128 or 256");
+    if (stages > 8) throw study::StudyError(study::ErrorKind::Usage, "--stages must be 2 to 8");
+    if (source != "same" && source != "distinct")
+      throw study::StudyError(study::ErrorKind::Usage, "--source must be same or distinct, got '" + source + "'");
+    if (weights != "resident" && weights != "streamed")
+      throw study::StudyError(study::ErrorKind::Usage, "--weights must be resident or streamed, got '" + weights + "'");
+    const bool streamed = weights == "streamed", same = source == "same";
+    const std::size_t smem = smem_bytes(rows, stages, streamed);
+    if (smem > kMaxSmem)
+      throw study::StudyError(study::ErrorKind::Usage,
+                              std::to_string(stages) + " stages of " + std::to_string(rows) + " rows" +
+                                  (streamed ? " and a weight tile" : "") + " need " + std::to_string(smem) +
+                                  " bytes of shared memory, more than a CTA's " + std::to_string(kMaxSmem));
+    if (!study::open_probe(report, o, "tma_step")) return 0;
+    if (const auto why = wgmma_unavailable(); !why.empty()) throw study::StudyError(study::ErrorKind::Usage, why);
+    const int sms = study::sm_count(o.device);
+    const Kernel k = kernel_for(rows, mma, streamed);
+    const int threads = threads_for(rows);
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    // The default grid is every CTA resident at once: no CTA waits for another's SM.
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem));
+    const int grid = ctas > 0 ? ctas : std::max(1, std::min(ctas_per_sm, per_sm)) * sms;
+    const long long cols = static_cast<long long>(steps) * kCols, a_rows = static_cast<long long>(rows) * (same ? 1 : grid);
+    // Small integers in [-2, 2] and weights of ones: every product exact in fp32.
+    std::vector<__half> ha(a_rows * cols), hw(static_cast<std::size_t>(64) * grid * (streamed ? cols : kCols),
+                                              __float2half(1.f));
+    for (std::size_t i = 0; i < ha.size(); ++i) ha[i] = __float2half(static_cast<float>(static_cast<int>(i % 5) - 2));
+    auto a = study::to_device(ha);
+    auto w = study::to_device(hw);
+    const CUtensorMap map_a = tile_map(a.get(), a_rows, cols, rows);
+    const CUtensorMap map_w = tile_map(w.get(), 64LL * grid, streamed ? cols : kCols, 64);
+    const Params p{steps, stages, same ? 0 : rows};
+    study::DeviceBuffer<float> sums(1);
+    report.row.set("model", o.model).set("batch", o.batch).set("image_size", o.image_size);
+    if (o.check && mma) {
+      CUDA_CHECK(cudaMemset(sums.get(), 0, sizeof(float)));
+      k<<<grid, threads, smem>>>(map_a, map_w, p, sums.get());
+      CUDA_CHECK(cudaDeviceSynchronize());
+      // Each output element is a row's 64-column sum in its chunk; every CTA adds all of its
+      // rows' chunks, 64 output columns each.
+      double want = 0;
+      for (float v : ha) want += v;
+      want *= 64.0 * (same ? grid : 1);
+      const float got = study::to_host(sums)[0];
+      if (std::fabs(got - want) > 1e-3 * std::fabs(want) + 1.0) {
+        report.write("failed", "products' sum " + std::to_string(got) + ", the host's " + std::to_string(want));
+        return 1;
+      }
+    }
+    study::measure(report, o, "tma_step", [&](cudaStream_t s) { k<<<grid, threads, smem, s>>>(map_a, map_w, p, sums.get()); },
+                   0, 0);
+    const double median = std::stod(report.row.get("median_us"));
+    const double bytes = static_cast<double>(stage_bytes(rows, streamed)) * steps * grid;
+    report.row.set("gbps", std::to_string(bytes / (median * 1e3))).set("tflops", "");
+    report.write("ok", std::to_string(grid) + " CTAs on " + std::to_string(sms) + " SMs (" + std::to_string(per_sm) +
+                           " fit an SM), " + std::to_string(rows) + "-row chunks, " + std::to_string(stages) +
+                           " stages, " + source + " rows, weights " + weights + ", " +
+                           (mma ? "wgmma" : "no products") + "; a step " + std::to_string(median / steps) + " us; " +
+                           std::to_string(bytes / sms / (median * 1e3)) + " GB/s an SM" +
+                           (o.check && mma ? "; products' sum checked" : ""));
+    return 0;
+  });
+}

@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis import plots
 from studylib import catalog, formatting, notebook, rundata
+from studylib.claims import claim
 
 ctx, run, prov, tprov = plots.open_notebook("layernorm", globals())
 
@@ -291,10 +292,6 @@ def fastest_own(rows, table=None):
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
-def named(v):
-    return f"{v} (a library version)" if catalog.is_library(v) else v
-
-
 findings = [s for s in [formatting.rounds_sentence(timed)] if s] if len(timed) else []
 findings += [s for s in [ctx.judged_apart("The targets and the headline (the sentences up to the last "
                                            "target's verdict)")] if s]
@@ -302,13 +299,10 @@ big = max(key_rows) if key_rows else None  # None: nothing timed in this run
 best = fastest(big, judged) if key_rows else None
 if best is not None:
     v, m, g = best["version"], best["median_us"], best["gbps"]
-    shape = f"{big} x {HIDDEN}"
+    shape = dict(rows=big, hidden=HIDDEN)
     if judged_copy:
-        pct = 100 * g / judged_copy
-        findings.append(
-            f"The fastest version, {named(v)}, reaches {pct:.0f}% of the measured copy bandwidth at "
-            f"{shape} ({formatting.fmt_gbps(g)} of {formatting.fmt_gbps(judged_copy)} GB/s, "
-            f"{formatting.fmt_us(m)} us per call).")
+        findings.append(claim("fastest_share", version=v, library=catalog.is_library(v), share=g / judged_copy,
+                              gbps=g, copy=judged_copy, us=m, **shape))
         own = judged[(judged["rows"] == big) & judged["version"].map(catalog.is_own)]
         if big == KEY_ROWS[1] and len(own):
             # The target is for the study's own kernels, whatever a library reaches.
@@ -316,75 +310,58 @@ if best is not None:
             # The fraction's band over the rounds: its bytes over the slowest and fastest round.
             share = mine["gbps"] / judged_copy
             band = (share * mine["median_us"] / mine["hi_us"], share * mine["median_us"] / mine["lo_us"])
-            met = notebook.verdict(share, TARGET_FRACTION, band)
-            by = "" if mine["version"] == v else f" by our fastest version, {mine['version']}"
-            findings.append(f"The target of at least {TARGET_FRACTION:.0%} of copy bandwidth "
-                            f"at {shape} is {met}{by}.")
-            ctx.target(f"at least {TARGET_FRACTION:.0%} of the copy bandwidth at {shape}", met,
-                       f"{mine['version']}: {100 * share:.0f}% "
-                       f"({formatting.fmt_gbps(mine['gbps'])} of {formatting.fmt_gbps(judged_copy)} GB/s)")
+            target = claim("copy_target", version=mine["version"], first=mine["version"] == v, gbps=mine["gbps"],
+                           copy=judged_copy, target=TARGET_FRACTION, value=share, band=band,
+                           verdict=notebook.verdict(share, TARGET_FRACTION, band), **shape)
+            findings.append(target)
+            ctx.judge(target)
     else:
-        findings.append(f"The fastest version at {shape}, {named(v)}, takes {formatting.fmt_us(m)} us "
-                        f"({formatting.fmt_gbps(g)} GB/s); this run has no copy ceiling to compare "
-                        f"with.")
+        findings.append(claim("fastest_no_ceiling", version=v, library=catalog.is_library(v), us=m, gbps=g, **shape))
     if v != V1 and np.isfinite(at(V1, big, table=judged)):
         v1 = at(V1, big, table=judged)
-        findings.append(f"At {shape}, {v} is {formatting.faster_or_slower(v1 / m)} than "
-                        f"{V1} ({formatting.fmt_us(v1)} us).")
+        findings.append(claim("over_v1", version=v, ratio=v1 / m, v1=V1, v1_us=v1, **shape))
 
-beats, beat_parts = [], []
+beats = []
 for r in key_rows:
     b, first = fastest_own(r, judged), fastest(r, judged)
     if b is None:
         continue
+    own = dict(rows=r, hidden=HIDDEN, version=b["version"], us=b["median_us"], first=first["version"] == b["version"])
     if catalog.is_library(first["version"]):
-        findings.append(f"At {r} x {HIDDEN}, the fastest version is the library version "
-                        f"{first['version']} ({formatting.fmt_us(first['median_us'])} us); our fastest, "
-                        f"{b['version']}, takes {formatting.fmt_us(b['median_us'])} us.")
-    parts = []
-    for anchor, how in ((GRAPH, "replayed as a CUDA graph"), (EAGER, "called eagerly")):
-        a = at(anchor, r, table=judged)
-        if np.isfinite(a):
-            parts.append(f"{formatting.faster_or_slower(a / b['median_us'])} than F.layer_norm {how} "
-                         f"({formatting.fmt_us(a)} us)")
-    if parts:
-        which = "our fastest version" if catalog.is_library(first["version"]) else "the fastest version"
-        findings.append(f"At {r} x {HIDDEN}, {which}, {b['version']} "
-                        f"({formatting.fmt_us(b['median_us'])} us), is {' and '.join(parts)}.")
-    g = at(GRAPH, r, table=judged)
+        findings.append(claim("library_first", library=first["version"], library_us=first["median_us"], **own))
+    g, e = at(GRAPH, r, table=judged), at(EAGER, r, table=judged)
+    vs = dict(graph=g / b["median_us"], graph_us=g, eager=e / b["median_us"], eager_us=e, **own)
+    kind = {(True, True): "vs_both_anchors", (True, False): "vs_graph", (False, True): "vs_eager"}.get(
+        (bool(np.isfinite(g)), bool(np.isfinite(e))))
+    if kind:
+        findings.append(claim(kind, **vs))
     if np.isfinite(g):
         band = notebook.ratio_band(at(GRAPH, r, "lo_us", judged), at(GRAPH, r, "hi_us", judged),
                                    b["lo_us"], b["hi_us"])
-        beats.append(notebook.verdict(g / b["median_us"], 1.0, band))
-        beat_parts.append(f"{r} rows: {g / b['median_us']:.2f}x ({b['version']}{formatting.band_text(band)})")
+        beats.append(claim("beat_target_part", rows=r, ratio=g / b["median_us"], version=b["version"], band=band,
+                           verdict=notebook.verdict(g / b["median_us"], 1.0, band)))
 if beats and key_rows == list(KEY_ROWS):
-    beat_verdict = notebook.combined_verdict(beats)
-    findings.append("The target of beating F.layer_norm (CUDA-graph replay, the stricter "
-                    f"anchor) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows is {beat_verdict}.")
-    ctx.target(f"faster than F.layer_norm (CUDA graph) at {KEY_ROWS[0]} and {KEY_ROWS[1]} rows",
-               beat_verdict, "; ".join(beat_parts))
+    target = claim("beat_target", sizes=list(KEY_ROWS), parts=beats,
+                   verdict=notebook.combined_verdict([p.verdict for p in beats]))
+    findings.append(target)
+    ctx.judge(target)
 
 for lib in [v for v in order if catalog.is_library(v)]:
     m = at(lib, big)
     if np.isfinite(m):
-        share = (f", {100 * at(lib, big, 'gbps') / copy:.0f}% of copy" if copy else "")
-        findings.append(f"The library version {lib} takes {formatting.fmt_us(m)} us at {big} x {HIDDEN}"
-                        f"{share}.")
+        findings.append(claim("library_time_share" if copy else "library_time", library=lib, us=m, rows=big,
+                              hidden=HIDDEN, share=at(lib, big, "gbps") / copy if copy else None))
 
 if copy and flush == 0.0:
     over = timed[timed["gbps"] > copy]
     if len(over):
         sizes = sorted(int(r) for r in set(over["rows"]))
-        mb = 4.0 * max(sizes) * HIDDEN / 1e6
-        findings.append(
-            f"At {', '.join(map(str, sizes))} rows, {', '.join(sorted(set(over['version'])))} "
-            f"exceed the measured copy bandwidth: the L2 cache was not flushed between repeats "
-            f"and at most {mb:.0f} MB move per call, so part of the traffic is served from L2 "
-            f"and those points are not DRAM bandwidth.")
+        findings.append(claim("served_from_l2", sizes=sizes, versions=sorted(set(over["version"])),
+                              mb=4.0 * max(sizes) * HIDDEN / 1e6))
 
 findings.append(formatting.status_finding(everything, "failed the correctness check"))
 
-ctx.text("layernorm_findings", findings)
+findings_text = ctx.claims("layernorm_findings", findings)
 
 # README's headline line: the fastest version of all at the largest target size.
 top = fastest(big, judged)
@@ -396,4 +373,4 @@ if top is not None:
                  anchors=[(label(a), at(a, big, table=judged)) for a in anchors],
                  run_ids=rundata.run_ids_of(judged[(judged["rows"] == big)
                                                    & judged["version"].isin([top["version"], LIBRARY, *anchors])]))
-print("\n".join(findings))
+print(findings_text.read_text())

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from studylib import DataError, FigureError, NoData
+from studylib import claims as claim_records
 from studylib.paths import REPORT_DIR, RESULTS_ROOT
 from studylib.rundata import (Run, load_run, load_runs, pick_run, primary_gpu, resolve_run_dir, sections_runs,
                               show_path, targets_run)
@@ -196,6 +197,7 @@ class Context:
     used: dict = field(default_factory=dict)   # ...and the run each family section uses
     targets: list = field(default_factory=list)  # [Target] judged by the notebook
     answer: str | None = None  # the study's one answer (encoder, from a final sitting): markdown
+    claims_made: dict = field(default_factory=dict)  # text marker -> [Claim] it rendered
     # The family's targets sitting measured after `run` (rundata.targets_run), offered by
     # build.py; a notebook that judges its targets and headline there takes it (take_targets_run).
     targets_run: Run | None = None
@@ -280,6 +282,27 @@ class Context:
                          "\n\n".join(items)) + "\n")
         self.artifacts[name] = Artifact("text", name, path)
         return path
+
+    def claims(self, name: str, items: list, bullets: bool = True):
+        """Findings as claim records (studylib.claims), each rendered through the family's
+        sentence file (report/sentences/<family>.md) into the text marker `name`, in order; a str
+        item is a sentence one of studylib's shared helpers wrote (rounds, statuses)."""
+        path = claim_records.sentence_file(self.family)
+        templates = claim_records.load(path)
+        sentences = [i if isinstance(i, str) else claim_records.render([i], templates, str(path))[0]
+                     for i in items if i]
+        self.claims_made[name] = [i for i in items if isinstance(i, claim_records.Claim)]
+        return self.text(name, sentences, bullets)
+
+    def judge(self, c: claim_records.Claim):
+        """A target judged by a claim record (its verdict): README's line says what the target
+        asks and what was measured through the sentence file's `<kind>_what` and `<kind>_detail`."""
+        path = claim_records.sentence_file(self.family)
+        templates = claim_records.load(path)
+        what, detail = claim_records.render([claim_records.Claim(f"{c.kind}_{part}", c.fields, c.target, c.value,
+                                                                 c.band, c.verdict, c.run)
+                                             for part in ("what", "detail")], templates, str(path))
+        self.target(what, c.verdict, detail)
 
     def missing(self, kind: str, name: str, reason: str):
         """Record that an output could not be made from this run (for example no baseline

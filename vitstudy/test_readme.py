@@ -38,7 +38,7 @@ def example(marker):
 
 
 def run(marker):
-    names = {"__name__": f"readme_{marker}"}
+    names = {"__name__": "__main__"}  # torch.compile looks its globals up by module name
     exec(compile(example(marker), f"README.md ({marker})", "exec"), names)
     torch.cuda.synchronize()
     return names

@@ -22,7 +22,7 @@ trap 'rm -rf "$tmp"' EXIT
 site=$("$tmp/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "$torch_python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' > "$site/torch_and_timm.pth"
 "$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check --no-index --no-deps "$wheel"
-cp "$root/vitstudy/test_readme.py" "$root/vitstudy/test_gpu.py" "$root/README.md" "$tmp/"
+cp "$root/vitstudy/test_readme.py" "$root/vitstudy/test_gpu.py" "$root/vitstudy/needs_gpu.py" "$root/README.md" "$tmp/"
 
 # A PATH of the usual folders that hold no nvcc.
 path="$tmp/venv/bin"

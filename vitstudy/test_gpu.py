@@ -10,26 +10,11 @@ contiguous copies; a headless model's features against timm's; the torch.nn.Modu
 torch.compile(fullgraph=True) with the caller's preprocessing, against eager; NaN images give NaN
 logits; bad tensors and a full GPU give one clear exception (torch's own out-of-memory error).
 Exit 77 (skipped) without torch, timm or a GPU, unless STUDY_REQUIRE_GPU=1."""
-import os
-import sys
 import unittest
 
-try:
-    import timm
-    import torch
-except ImportError as e:  # pragma: no cover - the CPU machines
-    if os.environ.get("STUDY_REQUIRE_GPU") == "1":
-        raise
-    print(f"SKIP: {e}")
-    sys.exit(77)
+from needs_gpu import torch_timm_vitstudy
 
-import vitstudy
-
-if not torch.cuda.is_available() or vitstudy.gpu_count() == 0:
-    if os.environ.get("STUDY_REQUIRE_GPU") == "1":
-        sys.exit("FAIL: STUDY_REQUIRE_GPU=1 but no CUDA device")
-    print("SKIP: no CUDA device")
-    sys.exit(77)
+torch, timm, vitstudy = torch_timm_vitstudy()
 
 
 def randomized(name, img_size=224, seed=0, **kw):

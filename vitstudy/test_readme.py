@@ -5,27 +5,13 @@ against the timm model's own, the compiled probabilities summing to one. The REA
 the checkout's vitstudy/ or given as the one argument (the wheel's check runs this file outside
 the checkout, against the installed wheel).
 Exit 77 (skipped) without torch, timm or a GPU, unless STUDY_REQUIRE_GPU=1."""
-import os
 import sys
 import unittest
 from pathlib import Path
 
-try:
-    import timm  # noqa: F401
-    import torch
-except ImportError as e:  # pragma: no cover - the CPU machines
-    if os.environ.get("STUDY_REQUIRE_GPU") == "1":
-        raise
-    print(f"SKIP: {e}")
-    sys.exit(77)
+from needs_gpu import torch_timm_vitstudy
 
-import vitstudy
-
-if not torch.cuda.is_available() or vitstudy.gpu_count() == 0:
-    if os.environ.get("STUDY_REQUIRE_GPU") == "1":
-        sys.exit("FAIL: STUDY_REQUIRE_GPU=1 but no CUDA device")
-    print("SKIP: no CUDA device")
-    sys.exit(77)
+torch, timm, vitstudy = torch_timm_vitstudy()
 
 README = Path(sys.argv.pop(1)) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "README.md"
 

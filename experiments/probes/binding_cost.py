@@ -37,19 +37,16 @@ def main(argv=None):
     ap.add_argument("--calls", type=int, default=50)
     args = ap.parse_args(argv)
     if min(args.batches) < 1 or args.calls < 1:
-        print("error: --batches and --calls must be positive", file=sys.stderr)
-        return 2
+        ap.error("--batches and --calls must be positive")  # exit 2
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:
-        print(f"error: cannot create {args.out}: {e}", file=sys.stderr)
-        return 2
+        ap.error(f"cannot create {args.out}: {e}")
     import timm
     import torch
     import vitstudy
     if not torch.cuda.is_available():
-        print("error: no CUDA device", file=sys.stderr)
-        return 2
+        ap.error("no CUDA device")
     dev = torch.device("cuda")
     torch.manual_seed(1234)
     model = vitstudy.Model.from_timm(timm.create_model("vit_base_patch16_224", pretrained=False).eval())

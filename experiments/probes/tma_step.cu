@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
     report.row.set("gbps", std::to_string(bytes / (median * 1e3))).set("tflops", "");
     report.write("ok", std::to_string(grid) + " CTAs on " + std::to_string(sms) + " SMs (" + std::to_string(per_sm) +
                            " fit an SM), " + std::to_string(rows) + "-row chunks, " + std::to_string(stages) +
-                           " stages, " + source + " rows, weights " + weights + ", " +
+                           " stages, " + std::to_string(steps) + " steps, " + source + " rows, weights " + weights + ", " +
                            (mma ? "wgmma" : "no products") + "; a step " + std::to_string(median / steps) + " us; " +
                            std::to_string(bytes / sms / (median * 1e3)) + " GB/s an SM" +
                            (o.check && mma ? "; products' sum checked" : ""));

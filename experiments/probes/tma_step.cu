@@ -10,8 +10,12 @@
 // issued. `--weights resident` loads the weight tile once (chunk_step's case); `streamed` brings a
 // new 64 x 64 tile of the CTA's own weights with each step (read-once at batch 1: the weights
 // stream from HBM while the activations come from L2). `--source same` has every CTA read the
-// same A rows (L2), `distinct` its own (HBM, as chunk_step's). Checked first: the products' sum over
-// every CTA equals the host's (a skipped step or a buffer read before it landed changes it).
+// same A rows (L2), `distinct` its own (HBM, as chunk_step's). `--tasks T` runs T tasks of `--steps`
+// steps back to back in the CTA, as a persistent kernel runs its tasks: each task reads weights of
+// its own, stores its output tile (fp16) and makes it visible before the next task's inputs are
+// requested; `--prefetch-weights` requests the next task's first weight tiles before that. Checked
+// first: the products' sum over every CTA equals the host's (a skipped step or a buffer read before
+// it landed changes it).
 // One CSV row, family `probes`, version `tma_step`; the note gives the time a step takes and the
 // bytes an SM reads a us.
 #include <algorithm>
@@ -35,12 +39,15 @@ constexpr int consumer_groups(int rows) { return rows >= 128 ? rows / 128 : 1; }
 constexpr int threads_for(int rows) { return 128 * (1 + consumer_groups(rows)); }
 std::size_t stage_bytes(int rows, bool streamed) { return static_cast<std::size_t>(rows) * kCols * 2 + (streamed ? kTileBytes : 0); }
 std::size_t smem_bytes(int rows, int stages, bool streamed) {
-  return stages * stage_bytes(rows, streamed) + kTileBytes + (2 * stages + 1) * 8 + 1024;  // +1024: alignment
+  return stages * stage_bytes(rows, streamed) + kTileBytes + (2 * stages + 2) * 8 + 1024;  // +1024: alignment
 }
 
 struct Params {
   int steps, stages;
   int a_row0_step;  // A's first row is blockIdx.x * this (0: every CTA the same rows)
+  int tasks;        // tasks back to back, each `steps` steps; a task's inputs wait for the one before
+  bool prefetch;    // the next task's first weight tiles requested before its inputs are ready
+  __half* out;      // tasks > 1: each task's output tile stored here, grid x rows x 64
 };
 
 template <int kRows, bool kMma, bool kStreamed>
@@ -58,6 +65,7 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
   uint64_t* full = reinterpret_cast<uint64_t*>(w_resident + kTileBytes);
   uint64_t* empty = full + p.stages;
   uint64_t* w_ready = empty + p.stages;
+  uint64_t* task_done = w_ready + 1;  // the consumers stored a task's output (tasks > 1)
   const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform, for wgmma
   if (threadIdx.x == 0) {
     for (int i = 0; i < p.stages; ++i) {
@@ -65,6 +73,7 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
       mbar_init(&empty[i], 4 * kGroups);  // lane 0 of every consumer warp
     }
     mbar_init(w_ready, 1);
+    mbar_init(task_done, 4 * kGroups);
     mbar_init_fence();
   }
   __syncthreads();
@@ -76,53 +85,98 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
       tma_load_2d(w_resident, &map_w, 0, 64 * blockIdx.x, w_ready);
     }
     const int row0 = blockIdx.x * p.a_row0_step;
-    for (int s = 0, st = 0, phase = 0; s < p.steps; ++s) {
-      mbar_wait(&empty[st], phase ^ 1);  // a fresh barrier passes parity 1
-      mbar_arrive_expect_tx(&full[st], kStageBytes);
-      unsigned char* buf = smem + st * kStageBytes;
-      tma_load_2d(buf, &map_a, kCols * s, row0, &full[st]);
-      if constexpr (kStreamed) tma_load_2d(buf + kRows * kCols * 2, &map_w, kCols * s, 64 * blockIdx.x, &full[st]);
-      if (++st == p.stages) st = 0, phase ^= 1;
+    constexpr int kBytesA = kRows * kCols * 2;
+    auto load_a = [&](int st, int s) { tma_load_2d(smem + st * kStageBytes, &map_a, kCols * s, row0, &full[st]); };
+    // Each task its own weights (a GEMM task at batch 1 reads its weight slice once), its
+    // inputs the same rows (the stage's activations, in L2).
+    auto load_w = [&](int st, int t, int s) {
+      tma_load_2d(smem + st * kStageBytes + kBytesA, &map_w, kCols * (t * p.steps + s), 64 * blockIdx.x, &full[st]);
+    };
+    int st = 0, phase = 0;
+    for (int t = 0; t < p.tasks; ++t) {
+      // With prefetch, the weights of the task's first steps are requested while the task before
+      // still runs (they depend on nothing); their inputs only once that task has stored its output.
+      const int early = t > 0 && p.prefetch ? min(p.stages, p.steps) : 0;
+      const int first = st;
+      for (int s = 0; s < early; ++s) {
+        mbar_wait(&empty[st], phase ^ 1);
+        mbar_arrive_expect_tx(&full[st], kStageBytes);  // the inputs' bytes complete the phase later
+        load_w(st, t, s);
+        if (++st == p.stages) st = 0, phase ^= 1;
+      }
+      if (t > 0) mbar_wait(task_done, (t - 1) & 1);
+      for (int s = 0, at = first; s < early; ++s, at = at + 1 == p.stages ? 0 : at + 1) load_a(at, s);
+      for (int s = early; s < p.steps; ++s) {
+        mbar_wait(&empty[st], phase ^ 1);  // a fresh barrier passes parity 1
+        mbar_arrive_expect_tx(&full[st], kStageBytes);
+        load_a(st, s);
+        if constexpr (kStreamed) load_w(st, t, s);
+        if (++st == p.stages) st = 0, phase ^= 1;
+      }
     }
     return;
   }
 
-  const int c = group - 1, lane = threadIdx.x % 32;
+  const int c = group - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   float acc[kTilesPerGroup][32];
-  if constexpr (!kStreamed) mbar_wait(w_ready, 0);  // also without products: no CTA exits with a load in flight
-  int prev = -1;  // the buffer whose products were issued a step ago
-  for (int s = 0, st = 0, phase = 0; s < p.steps; ++s) {
-    mbar_wait(&full[st], phase);
-    if constexpr (kMma) {
-      const uint32_t a = shared_addr(smem + st * kStageBytes);
-      const uint64_t b = tile_desc(kStreamed ? a + kRows * kCols * 2 : shared_addr(w_resident));
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kCols / 16; ++ks)  // +32 bytes along the swizzled rows per k-step
-#pragma unroll
-        for (int t = 0; t < kTilesPerGroup; ++t)
-          wgmma_ss_n64(acc[t], tile_desc(a + (c * kTilesPerGroup + t) * kTileBytes) + 2 * ks, b + 2 * ks,
-                       s > 0 || ks > 0);
-      wgmma_commit();
-      if (prev >= 0) {  // the previous step's products are done: its buffer can be refilled
-        wgmma_wait<1>();
-        if (lane == 0) mbar_arrive(&empty[prev]);
-      }
-      prev = st;
-    } else {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[st]);
-    }
-    if (++st == p.stages) st = 0, phase ^= 1;
-  }
   float total = 0.f;
-  if constexpr (kMma) {
-    wgmma_wait<0>();
+  if constexpr (!kStreamed) mbar_wait(w_ready, 0);  // also without products: no CTA exits with a load in flight
+  int st = 0, phase = 0;
+  for (int t = 0; t < p.tasks; ++t) {
+    int prev = -1;  // the buffer whose products were issued a step ago
+    for (int s = 0; s < p.steps; ++s) {
+      mbar_wait(&full[st], phase);
+      if constexpr (kMma) {
+        const uint32_t a = shared_addr(smem + st * kStageBytes);
+        const uint64_t b = tile_desc(kStreamed ? a + kRows * kCols * 2 : shared_addr(w_resident));
+        wgmma_fence();
 #pragma unroll
-    for (int t = 0; t < kTilesPerGroup; ++t) {
-      reg_fence(acc[t]);
+        for (int ks = 0; ks < kCols / 16; ++ks)  // +32 bytes along the swizzled rows per k-step
 #pragma unroll
-      for (float v : acc[t]) total += v;
+          for (int i = 0; i < kTilesPerGroup; ++i)
+            wgmma_ss_n64(acc[i], tile_desc(a + (c * kTilesPerGroup + i) * kTileBytes) + 2 * ks, b + 2 * ks,
+                         s > 0 || ks > 0);
+        wgmma_commit();
+        if (prev >= 0) {  // the previous step's products are done: its buffer can be refilled
+          wgmma_wait<1>();
+          if (lane == 0) mbar_arrive(&empty[prev]);
+        }
+        prev = st;
+      } else {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[st]);
+      }
+      if (++st == p.stages) st = 0, phase ^= 1;
+    }
+    if constexpr (kMma) {
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < kTilesPerGroup; ++i) {
+        reg_fence(acc[i]);
+#pragma unroll
+        for (float v : acc[i]) total += v;
+      }
+    }
+    if (p.tasks > 1) {
+      if constexpr (kMma) {
+        if (lane == 0) mbar_arrive(&empty[prev]);
+        // The task's output tile stored as a task of the forward stores it (fp16), then made
+        // visible before the next task's inputs may be requested. wgmma m64nN's layout: rows
+        // 16 warp + lane / 4 (+8), columns 8 j + 2 (lane % 4) in registers 4 j (+2 for row + 8).
+#pragma unroll
+        for (int i = 0; i < kTilesPerGroup; ++i)
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = (c * kTilesPerGroup + i) * 64 + 16 * warp + lane / 4 + 8 * h;
+              const long long at = (static_cast<long long>(blockIdx.x) * kRows + row) * 64 + 8 * j + 2 * (lane % 4);
+              *reinterpret_cast<__half2*>(p.out + at) = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+            }
+        __threadfence();
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(task_done);
     }
   }
   for (int m = 16; m > 0; m >>= 1) total += __shfl_xor_sync(0xffffffffu, total, m);
@@ -149,21 +203,27 @@ Kernel kernel_for(int rows, bool mma, bool streamed) {
 int main(int argc, char** argv) {
   return study::bench_main("tma_step", [&](study::BenchReport& report) {
     study::CommonOptions o;
-    int rows = 64, stages = 4, steps = 48, ctas = 0, ctas_per_sm = 1;
+    int rows = 64, stages = 4, steps = 48, tasks = 1, ctas = 0, ctas_per_sm = 1;
     std::string source = "same", weights = "resident";
-    bool mma = true;
+    bool mma = true, prefetch = false;
     study::Cli cli("tma_step",
                    "Times the steps of a TMA + wgmma mainloop (A chunks by TMA into a ring of mbarrier-guarded "
                    "buffers, a producer thread and wgmma consumers): one CSV row.");
     cli.add_common(o);
     cli.add_int("--rows", &rows, "A rows a step: 64, 128 or 256 (default 64)", 64);
     cli.add_int("--stages", &stages, "buffers in the ring, 2 to 8 (default 4)", 2);
-    cli.add_int("--steps", &steps, "steps a CTA (default 48)", 1);
+    cli.add_int("--steps", &steps, "steps a task (default 48)", 1);
+    cli.add_int("--tasks", &tasks,
+                "tasks a CTA back to back, each storing its output tile before the next one's inputs are "
+                "requested (default 1: no store)", 1);
     cli.add_int("--ctas", &ctas, "CTAs (default: --ctas-per-sm x SMs)", 0);
     cli.add_int("--ctas-per-sm", &ctas_per_sm, "CTAs an SM when --ctas is not given (default 1)", 1);
     cli.add_string("--source", &source, "same (every CTA reads the same A rows) or distinct (default same)");
     cli.add_string("--weights", &weights, "resident (one tile, loaded once) or streamed (a tile a step; default resident)");
     cli.add_flag("--no-mma", &mma, "loads and barriers only, no products", false);
+    cli.add_flag("--prefetch-weights", &prefetch,
+                 "request a task's first weight tiles while the task before runs (--weights streamed, --tasks > 1)",
+                 true);
     cli.parse(argc, argv);
     study::validate_common(o);
     if (rows != 64 && rows != 128 && rows != 256)
@@ -174,6 +234,8 @@ int main(int argc, char** argv) {
     if (weights != "resident" && weights != "streamed")
       throw study::StudyError(study::ErrorKind::Usage, "--weights must be resident or streamed, got '" + weights + "'");
     const bool streamed = weights == "streamed", same = source == "same";
+    if (prefetch && (!streamed || tasks < 2))
+      throw study::StudyError(study::ErrorKind::Usage, "--prefetch-weights needs --weights streamed and --tasks 2 or more");
     const std::size_t smem = smem_bytes(rows, stages, streamed);
     if (smem > kMaxSmem)
       throw study::StudyError(study::ErrorKind::Usage,
@@ -192,14 +254,15 @@ int main(int argc, char** argv) {
     const int grid = ctas > 0 ? ctas : std::max(1, std::min(ctas_per_sm, per_sm)) * sms;
     const long long cols = static_cast<long long>(steps) * kCols, a_rows = static_cast<long long>(rows) * (same ? 1 : grid);
     // Small integers in [-2, 2] and weights of ones: every product exact in fp32.
-    std::vector<__half> ha(a_rows * cols), hw(static_cast<std::size_t>(64) * grid * (streamed ? cols : kCols),
+    std::vector<__half> ha(a_rows * cols), hw(static_cast<std::size_t>(64) * grid * (streamed ? cols * tasks : kCols),
                                               __float2half(1.f));
     for (std::size_t i = 0; i < ha.size(); ++i) ha[i] = __float2half(static_cast<float>(static_cast<int>(i % 5) - 2));
     auto a = study::to_device(ha);
     auto w = study::to_device(hw);
     const CUtensorMap map_a = tile_map(a.get(), a_rows, cols, rows);
-    const CUtensorMap map_w = tile_map(w.get(), 64LL * grid, streamed ? cols : kCols, 64);
-    const Params p{steps, stages, same ? 0 : rows};
+    const CUtensorMap map_w = tile_map(w.get(), 64LL * grid, streamed ? cols * tasks : kCols, 64);
+    study::DeviceBuffer<__half> out(tasks > 1 ? static_cast<std::size_t>(grid) * rows * 64 : 1);
+    const Params p{steps, stages, same ? 0 : rows, tasks, prefetch, out.get()};
     study::DeviceBuffer<float> sums(1);
     report.row.set("model", o.model).set("batch", o.batch).set("image_size", o.image_size);
     if (o.check && mma) {
@@ -210,7 +273,7 @@ int main(int argc, char** argv) {
       // rows' chunks, 64 output columns each.
       double want = 0;
       for (float v : ha) want += v;
-      want *= 64.0 * (same ? grid : 1);
+      want *= 64.0 * (same ? grid : 1) * tasks;
       const float got = study::to_host(sums)[0];
       if (std::fabs(got - want) > 1e-3 * std::fabs(want) + 1.0) {
         report.write("failed", "products' sum " + std::to_string(got) + ", the host's " + std::to_string(want));
@@ -220,12 +283,14 @@ int main(int argc, char** argv) {
     study::measure(report, o, "tma_step", [&](cudaStream_t s) { k<<<grid, threads, smem, s>>>(map_a, map_w, p, sums.get()); },
                    0, 0);
     const double median = std::stod(report.row.get("median_us"));
-    const double bytes = static_cast<double>(stage_bytes(rows, streamed)) * steps * grid;
+    const double bytes = static_cast<double>(stage_bytes(rows, streamed)) * steps * tasks * grid;
     report.row.set("gbps", std::to_string(bytes / (median * 1e3))).set("tflops", "");
     report.write("ok", std::to_string(grid) + " CTAs on " + std::to_string(sms) + " SMs (" + std::to_string(per_sm) +
                            " fit an SM), " + std::to_string(rows) + "-row chunks, " + std::to_string(stages) +
-                           " stages, " + std::to_string(steps) + " steps, " + source + " rows, weights " + weights + ", " +
-                           (mma ? "wgmma" : "no products") + "; a step " + std::to_string(median / steps) + " us; " +
+                           " stages, " + (tasks > 1 ? std::to_string(tasks) + " tasks of " : std::string()) + std::to_string(steps) + " steps" +
+                           (prefetch ? ", weights prefetched" : "") + ", " + source + " rows, weights " + weights + ", " +
+                           (mma ? "wgmma" : "no products") + "; a step " + std::to_string(median / (steps * tasks)) + " us" +
+                           (tasks > 1 ? ", a task " + std::to_string(median / tasks) + " us" : std::string()) + "; " +
                            std::to_string(bytes / sms / (median * 1e3)) + " GB/s an SM" +
                            (o.check && mma ? "; products' sum checked" : ""));
     return 0;

@@ -62,12 +62,12 @@ timed, other_hidden, flush, flush_dropped = merged(run)
 rounds, rounds_caption, rounds_cells = formatting.rounds_wording(timed)
 order = catalog.version_order(timed["version"], LADDER)
 # A run with no timings (every row skipped or failed) still gets its status table and findings.
-NOT_TIMED = f"no timed LayerNorm rows at hidden {HIDDEN} in this run (see the status table)"
+NOT_TIMED = claim("not_timed", hidden=HIDDEN)
 style = plots.styles(order, fastest=plots.fastest_at(timed, rows=None))
 ceil = run.ceilings()
 copy = ceil.copy_gbps
-flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
-    flush, "L2 flush setting not recorded")
+flush_said = claim({0.0: "flush_off", 1.0: "flush_on"}.get(flush, "flush_unknown"))
+flush_text = ctx.said(flush_said)  # also in figure titles
 
 
 def label(v):
@@ -99,10 +99,7 @@ if len(timed):
     ax.set_ylabel("median time per call (us)")
     plots.legend_outside(ax)
     plots.titled(fig, f"LayerNorm: median time per call vs rows ({flush_text})", tprov)
-    ctx.figure("layernorm_time", fig,
-               f"LayerNorm median time per call vs rows (batch x tokens) at hidden {HIDDEN}, "
-               f"log-log; PyTorch F.layer_norm eager dashed, its CUDA-graph replay dotted; "
-               f"{flush_text}. {prov}.")
+    ctx.figure("layernorm_time", fig, claim("time_caption", hidden=HIDDEN, flush=flush_said, prov=prov))
 else:
     ctx.missing("figure", "layernorm_time", NOT_TIMED)
 
@@ -133,13 +130,8 @@ if len(timed):
     ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
     plots.legend_outside(ax)  # right of the axes: the curves fill the whole plot
     plots.titled(fig, "LayerNorm: achieved bandwidth vs rows" + (", % of copy" if copy else ""), tprov)
-    ceiling_text = (f"bytes read + written / median time as a share of the device copy bandwidth "
-                    f"measured in the same run ({copy:,.0f} GB/s), with lines at 100% and at the "
-                    f"{TARGET_FRACTION:.0%} target" if copy else
-                    "achieved GB/s; this run has no copy ceiling row, so no ceiling line")
-    ctx.figure("layernorm_gbps", fig,
-               f"LayerNorm bandwidth vs rows at hidden {HIDDEN}: {ceiling_text} (LayerNorm's "
-               f"roofline: at 2 flops per byte only bandwidth bounds it); {flush_text}. {prov}.")
+    ctx.figure("layernorm_gbps", fig, claim("gbps_caption" if copy else "gbps_caption_no_ceiling", hidden=HIDDEN,
+                                            copy=copy, target=TARGET_FRACTION, flush=flush_said, prov=prov))
 else:
     ctx.missing("figure", "layernorm_gbps", NOT_TIMED)
 
@@ -151,12 +143,9 @@ baselines = [b for b in (V1, GRAPH, EAGER) if b in order]
 if baselines:
     fig = plots.speedup_panels(timed, order, baselines, label, style, "rows (batch x tokens)")
     plots.titled(fig, "LayerNorm: speedup per rows (above 1 = faster than the baseline)", tprov)
-    ctx.figure("layernorm_speedup", fig,
-               f"LayerNorm speedup per rows against {', '.join(label(b) for b in baselines)} "
-               f"(baseline median time / version median time, same run). {prov}.")
+    ctx.figure("layernorm_speedup", fig, claim("speedup_caption", baselines=[label(b) for b in baselines], prov=prov))
 else:
-    ctx.missing("figure", "layernorm_speedup",
-                f"no rows of {V1}, {GRAPH} or {EAGER} in this run to compare against")
+    ctx.missing("figure", "layernorm_speedup", claim("no_baselines", v1=V1, graph=GRAPH, eager=EAGER))
 
 # %% [markdown]
 # ## Summary table at the target sizes
@@ -188,13 +177,9 @@ if len(summary):
         "rows": formatting.fmt_int, "median us": formatting.fmt_us, "GB/s": formatting.fmt_gbps,
         "% of copy": formatting.fmt_pct, f"speedup vs {V1}": formatting.fmt_ratio,
         "time / PyTorch graph": formatting.fmt_ratio, "time / PyTorch eager": formatting.fmt_ratio}),
-        f"LayerNorm at {' and '.join(str(r) for r in key_rows)} rows x {HIDDEN}: median time"
-        f"{rounds_caption}, "
-        f"achieved bandwidth, share of the measured copy bandwidth"
-        f"{f' ({copy:,.0f} GB/s)' if copy else ' (not measured in this run)'}, speedup over "
-        f"{V1}, and time as a ratio to PyTorch F.layer_norm (below 1 = faster). {prov}.")
+        claim("summary_caption", sizes=key_rows, hidden=HIDDEN, rounds=rounds_caption, copy=copy, v1=V1, prov=prov))
 else:
-    ctx.missing("table", "layernorm_summary", "no timed LayerNorm rows at hidden 768")
+    ctx.missing("table", "layernorm_summary", NOT_TIMED)
 summary
 
 # %% [markdown]
@@ -207,25 +192,18 @@ ladder, ladder_formats = formatting.ladder_table(order, steps, key_rows, at, LIB
                                          size_label=lambda r: f"{r} rows", spread=rounds)
 if len(ladder):
     ctx.table("layernorm_ladder", formatting.markdown_table(ladder, ladder_formats),
-              f"The LayerNorm ladder at {' and '.join(map(str, key_rows))} rows x {HIDDEN}: "
-              f"median time per call (us){rounds_caption}, speedup over the previous step of "
-              f"the ladder (x prev: its time / this time)"
-              + (f", and time as a ratio to the library version {LIBRARY} in the same run "
-                 f"(below 1 = faster)" if LIBRARY else
-                 ", (this run has no library version to compare with)")
-              + f"; '-' = not timed. {flush_text}. {prov}.")
+              claim("ladder_caption", sizes=key_rows, hidden=HIDDEN, rounds=rounds_caption, library=LIBRARY,
+                    flush=flush_said, prov=prov))
 else:
-    ctx.missing("table", "layernorm_ladder", "no timed LayerNorm rows at hidden 768")
+    ctx.missing("table", "layernorm_ladder", NOT_TIMED)
 fig = plots.ladder_figure(steps, key_rows, at, LIBRARY, lambda r: f"{r} rows",
                           f"LayerNorm: the ladder at hidden {HIDDEN} ({flush_text})", tprov)
 if fig is not None:
     ctx.figure("layernorm_ladder_steps", fig,
-               f"The LayerNorm ladder in one run: each step's median time per call at "
-               f"{' and '.join(map(str, key_rows))} rows x {HIDDEN}{rounds_caption}, labelled with its "
-               f"speedup over the step above it; dashed, the library version {LIBRARY}; {plots.LADDER_SCALE}. "
-               f"{flush_text}. {prov}.")
+               claim("ladder_steps_caption", sizes=key_rows, hidden=HIDDEN, rounds=rounds_caption, library=LIBRARY,
+                     scale=plots.LADDER_SCALE, flush=flush_said, prov=prov))
 else:
-    ctx.missing("figure", "layernorm_ladder_steps", "no timed LayerNorm rows at hidden 768")
+    ctx.missing("figure", "layernorm_ladder_steps", NOT_TIMED)
 
 # %% [markdown]
 # No roofline figure: LayerNorm does 8 flops per element over 4 bytes at every shape, so every
@@ -239,9 +217,7 @@ else:
 if len(timed):
     ctx.table("layernorm_sweep", formatting.sweep_table(timed, ["rows"], "version", order, formatting.fmt_us,
                                                 {"rows": formatting.fmt_int}),
-        f"LayerNorm median time per call (us) for every timed rows x version at hidden {HIDDEN}"
-        f"{rounds_cells}; "
-        f"'-' = not timed (see the status table). {prov}.")
+        claim("sweep_caption", hidden=HIDDEN, cells=rounds_cells, prov=prov))
 else:
     ctx.missing("table", "layernorm_sweep", NOT_TIMED)
 
@@ -252,16 +228,9 @@ else:
 st = formatting.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
     .sort_values(["_o", "version"], kind="stable"))
-left_out = []
-if other_hidden:
-    left_out.append(f"{other_hidden} timed rows at a hidden size other than {HIDDEN} are not "
-                    f"plotted")
-if flush_dropped:
-    left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not "
-                    f"plotted")
-ctx.table("layernorm_status", formatting.markdown_table(st),
-          "LayerNorm rows per version and status, with the reason of every row that was not "
-          "timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
+left_out = ([claim("other_hidden", count=other_hidden, hidden=HIDDEN)] if other_hidden else []) + (
+    [claim("other_flush", count=flush_dropped)] if flush_dropped else [])
+ctx.table("layernorm_status", formatting.markdown_table(st), claim("status_caption", left_out=left_out, prov=prov))
 st
 
 # %% [markdown]

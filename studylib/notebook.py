@@ -247,11 +247,21 @@ class Context:
     def title_provenance(self) -> str:
         return self.run.title_provenance(self.family)
 
-    def figure(self, name: str, fig, caption: str, section: str = ""):
+    def said(self, words) -> str:
+        """A caption or reason: a str as it is, a claim record rendered through the family's
+        sentence file (report/sentences/<family>.md)."""
+        if not isinstance(words, claim_records.Claim):
+            return words
+        path = claim_records.sentence_file(self.family)
+        return claim_records.render([words], claim_records.load(path), str(path))[0]
+
+    def figure(self, name: str, fig, caption, section: str = ""):
         """Save `fig` as figures/NAME.png, after checking that no two of its series are drawn
         alike and no legend is too long; a PNG wider than MAX_FIGURE_PX, or whose smallest text
-        is unreadable at the report's column width, is an error (FigureError names it)."""
+        is unreadable at the report's column width, is an error (FigureError names it). The
+        caption: a str or a claim record (said)."""
         import matplotlib.pyplot as plt
+        caption = self.said(caption)
         path = self._path("figures", name, "png")
         try:
             check_series(fig, name)
@@ -268,7 +278,8 @@ class Context:
         self.artifacts[name] = Artifact("figure", name, path, caption, section=section)
         return path
 
-    def table(self, name: str, table_md: str, caption: str, section: str = ""):
+    def table(self, name: str, table_md: str, caption, section: str = ""):
+        caption = self.said(caption)
         path = self._path("tables", name, "md")
         path.write_text(f"*{caption}*\n\n{table_md}")
         self.artifacts[name] = Artifact("table", name, path, caption, section=section)
@@ -304,10 +315,10 @@ class Context:
                                              for part in ("what", "detail")], templates, str(path))
         self.target(what, c.verdict, detail)
 
-    def missing(self, kind: str, name: str, reason: str):
+    def missing(self, kind: str, name: str, reason):
         """Record that an output could not be made from this run (for example no baseline
-        rows); the report prints the reason at its marker instead of failing."""
-        self.artifacts[name] = Artifact(kind, name, None, reason=reason)
+        rows); the report prints the reason (a str or a claim record) at its marker instead of failing."""
+        self.artifacts[name] = Artifact(kind, name, None, reason=self.said(reason))
 
 
 # Notebooks that read every run folder instead of one (their template block is filled after

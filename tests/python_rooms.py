@@ -7,7 +7,8 @@ imports); studylib/ imports no room; no Python file is longer than MAX_LINES, ex
 listed in SPLIT_PENDING, which may only shrink; no function of analysis/ is longer than
 MAX_FUNCTION_LINES (one finding, figure or table a function); and no notebook's cells share a single-letter
 global (a `t` set in one cell and read in another: give the section a function, or the value a
-name).
+name); and the notebooks in PROSE_AS_CLAIMS write no report sentence in code (findings through
+ctx.claims, targets through ctx.judge, captions and reasons as claim records: studylib/claims.py).
 Usage: python_rooms.py REPO_ROOT"""
 import ast
 import re
@@ -26,6 +27,10 @@ SPLIT_PENDING: dict[str, int] = {}
 # The one place that may put a folder on sys.path: the anchors' offline install of the torchao
 # wheel into a temporary site folder on a GPU node without network (a package, not the study).
 SYS_PATH_ALLOWED = {"experiments/anchors/harness.py"}
+# Notebooks whose report sentences are claim records rendered through report/sentences/: a
+# finding, target, caption or reason written in code there is a regression. Grows family by family.
+PROSE_AS_CLAIMS = {"analysis/layernorm.py"}
+SENTENCE_ARG = {"figure": 2, "table": 2, "missing": 2}  # the index of ctx.<method>'s caption or reason
 SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\s*\(|\[[^\]]*\]\s*=|\s*\+=)")
 
 
@@ -35,6 +40,20 @@ def imported_modules(tree):
             yield from (a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.module
+
+
+def prose_in_code(tree):
+    """(line, why) for each report sentence a notebook writes in code instead of as a claim."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and getattr(node.func.value, "id", None) == "ctx"):
+            continue
+        name = node.func.attr
+        if name in ("text", "target"):
+            yield node.lineno, f"ctx.{name}: findings go through ctx.claims, targets through ctx.judge"
+        i = SENTENCE_ARG.get(name)
+        if i is not None and len(node.args) > i and isinstance(node.args[i], (ast.Constant, ast.JoinedStr, ast.BinOp)):
+            yield node.lineno, f"ctx.{name}'s caption or reason is written in code: make it a claim record"
 
 
 def shared_single_letters(text, tree):
@@ -96,6 +115,8 @@ def main(root):
                     if n > MAX_FUNCTION_LINES:
                         problems.append(f"{rel}:{fn.lineno}: {fn.name} is {n} lines, more than "
                                         f"{MAX_FUNCTION_LINES}: give each of its parts a function")
+        if rel in PROSE_AS_CLAIMS:
+            problems += [f"{rel}:{n}: {why}" for n, why in prose_in_code(tree)]
         shared = shared_single_letters(text, tree)
         if shared:
             problems.append(f"{rel}: cells share the single-letter globals {', '.join(sorted(shared))}: "

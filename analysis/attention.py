@@ -21,6 +21,7 @@ import pandas as pd
 import studylib
 from analysis import plots
 from studylib import catalog, formatting, notebook, paths, rundata
+from studylib.claims import claim, flush_setting
 
 ctx, run, prov, tprov = plots.open_notebook("attention", globals())
 
@@ -93,8 +94,8 @@ figure_order = [v for v in order if (catalog.is_anchor(v) and v.endswith("_graph
                     and v != TWIN_OF_V9)]
 style = plots.styles(order, fastest=plots.fastest_at(
     timed, exclude=(TWIN_OF_V9,), batch=None, tokens=timed["tokens"].min() if len(timed) else None))
-flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
-    flush, "L2 flush setting not recorded")
+flush_said = flush_setting(flush)
+flush_text = ctx.said(flush_said)  # also in figure titles
 batches = sorted(int(b) for b in set(timed["batch"]))
 key_batch = KEY_BATCH if KEY_BATCH in batches else (max(batches) if batches else KEY_BATCH)
 
@@ -154,16 +155,9 @@ ax.set_ylabel("median time per call (us)")
 plots.legend_outside(ax, fontsize=8)
 plots.titled(fig, f"Attention: median time per call vs tokens ({flush_text})", tprov)
 ctx.figure("attention_scaling", fig,
-           f"Attention median time per call vs tokens at batch {key_batch}, {HEADS} heads, "
-           f"head_dim {HEAD_DIM}, log-log, ticks at the measured token counts, with a tokens^2 "
-           f"slope for reference: the versions from {FIGURE_FROM} on (v0-v6, 4-2,500x cuDNN's time, "
-           f"are in the tables; {TWIN_OF_V9} is v9's kernel here"
-           + (f"; {formatting.join_and(list(on_v9_line))}, within {max(on_v9_line.values()):.0%} of {V9}'s time at "
-              f"every token count, would lie on its line" if on_v9_line else "")
-           + f"), {CUDNN} and PyTorch's cuDNN "
-           f"and flash backends replayed from a CUDA graph (dotted; math and memory-efficient, "
-           f"2-30x cuDNN's time, in the tables), each its own colour and marker; "
-           f"{flush_text}. {prov}.")
+           claim("scaling_caption", batch=key_batch, heads=HEADS, head_dim=HEAD_DIM, first=FIGURE_FROM, twin=TWIN_OF_V9,
+                 on_line=bool(on_v9_line), on_line_names=list(on_v9_line), v9=V9,
+                 on_line_max=max(on_v9_line.values(), default=0.0), cudnn=CUDNN, flush=flush_said, prov=prov))
 
 # %% [markdown]
 # ## Time per call vs batch, one panel per token count
@@ -190,11 +184,9 @@ if token_counts and len(batches) > 1:
     plots.titled(fig, "Attention: median time per call vs batch", tprov)
     fig.tight_layout(rect=(0, 0.16, 1, 1))
     ctx.figure("attention_batch", fig,
-               f"Attention median time per call vs batch, one panel per token count, log-log; the "
-               f"versions from {FIGURE_FROM} on, {CUDNN} and the PyTorch backends replayed from a "
-               f"CUDA graph, as above; {flush_text}. {prov}.")
+               claim("batch_caption", first=FIGURE_FROM, cudnn=CUDNN, flush=flush_said, prov=prov))
 else:
-    ctx.missing("figure", "attention_batch", "this run times fewer than two batch sizes")
+    ctx.missing("figure", "attention_batch", claim("few_batches"))
 
 # %% [markdown]
 # ## Time as a ratio to cuDNN SDPA at the key batch
@@ -243,17 +235,10 @@ if len(best_rows):
     plots.legend_outside(ax, fontsize=8)
     plots.titled(fig, f"Attention: time relative to {BEST_CUDNN}", tprov)
     ctx.figure("attention_vs_cudnn", fig,
-               f"Attention time per call divided by {BEST_CUDNN} at batch {key_batch} (per token "
-               f"count, the lower median of {CUDNN} and {label(CUDNN_GRAPH)} in the same run), "
-               f"ticks at the measured token counts; whiskers from the version's fastest round over "
-               f"{BEST_CUDNN}'s slowest to the other way; the line at 1x is {BEST_CUDNN}, the dashed "
-               f"line at {FASTEST_TARGET:g}x the target of the fastest version (at most that), the "
-               f"fastest version named at each token count; linear axis that does not start at zero (the "
-               f"ratios lie in a narrow band around 1); the versions from {FIGURE_FROM} on (not {TWIN_OF_V9}, v9's kernel here) and the "
-               f"PyTorch backends replayed from a CUDA graph (dotted) but math and memory-efficient, which "
-               f"the tables give with v0-v6. {prov}.")
+               claim("vs_cudnn_caption", batch=key_batch, cudnn=CUDNN, graph=label(CUDNN_GRAPH), target=FASTEST_TARGET,
+                     first=FIGURE_FROM, twin=TWIN_OF_V9, prov=prov))
 else:
-    ctx.missing("figure", "attention_vs_cudnn", f"no {CUDNN} or {CUDNN_GRAPH} rows in this run")
+    ctx.missing("figure", "attention_vs_cudnn", claim("no_cudnn", cudnn=CUDNN, graph=CUDNN_GRAPH))
 
 # %% [markdown]
 # ## The ladder at the key batch: each step's time and its gain over the step above it
@@ -266,12 +251,10 @@ fig = plots.ladder_figure(ladder_steps, sorted(int(n) for n in set(kb["tokens"])
                           f"Attention: the ladder at batch {key_batch} ({flush_text})", tprov)
 if fig is not None:
     ctx.figure("attention_ladder_steps", fig,
-               f"The attention ladder in one run: each version's median time per call at batch {key_batch} "
-               f"and each token count{rounds_caption}, labelled with its speedup over the version above it "
-               f"({TWIN_OF_V9}, v9's kernel in this family's fp16 contract, left out); dashed, {CUDNN}; "
-               f"{plots.LADDER_SCALE}. {flush_text}. {prov}.")
+               claim("ladder_steps_caption", batch=key_batch, rounds=rounds_caption, twin=TWIN_OF_V9, cudnn=CUDNN,
+                     scale=plots.LADDER_SCALE, flush=flush_said, prov=prov))
 else:
-    ctx.missing("figure", "attention_ladder_steps", f"no timed attention rows at batch {key_batch}")
+    ctx.missing("figure", "attention_ladder_steps", claim("none_at_batch", batch=key_batch))
 
 # %% [markdown]
 # ## The ladder at the target shapes: time, speedup over the previous step, ratio to cuDNN
@@ -299,14 +282,10 @@ if len(summary):
         formats.update({f"{n}: us": formatting.fmt_us, f"{n}: x prev": formatting.fmt_ratio,
                         f"{n}: / best cuDNN": formatting.fmt_ratio})
     ctx.table("attention_summary", formatting.markdown_table(summary, formats),
-        f"The attention ladder at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}, at "
-        f"{', '.join(map(str, key_tokens))} tokens: median time per call (us){rounds_caption}, "
-        f"speedup over the "
-        f"previous step of the ladder (x prev: its time / this time), and time as a ratio to "
-        f"{BEST_CUDNN} (the lower median of {CUDNN} and {label(CUDNN_GRAPH)} in the same run; "
-        f"below 1 = faster); '-' = not timed. {flush_text}. {prov}.")
+              claim("summary_caption", batch=key_batch, heads=HEADS, head_dim=HEAD_DIM, tokens=key_tokens,
+                    rounds=rounds_caption, cudnn=CUDNN, graph=label(CUDNN_GRAPH), flush=flush_said, prov=prov))
 else:
-    ctx.missing("table", "attention_summary", "no timed attention rows at ViT-B's head shape")
+    ctx.missing("table", "attention_summary", claim("none_at_head_shape"))
 summary
 
 # %% [markdown]
@@ -330,18 +309,11 @@ if len(rl) and gemm_ceiling:
     fig = plots.peak_share_figure(rl, rl_order, style, label, gemm_ceiling, "measured fp16 GEMM ceiling",
                                   f"Attention: share of the tensor-core ceiling at batch {key_batch}", tprov)
     ctx.figure("attention_peak_share", fig,
-               f"Attention at batch {key_batch}, {HEADS} heads, head_dim {HEAD_DIM}: each version's achieved "
-               f"TFLOP/s (attention's flops, 4 x batch x heads x tokens^2 x head_dim, over its median time) "
-               f"as a share of the fp16 GEMM ceiling measured in the same run ({gemm_ceiling:,.0f} TFLOP/s), "
-               f"one bar per token count ({', '.join(map(str, rl_tokens))}), linear axis from zero, the best "
-               f"of each token count in bold; {', '.join(map(label, rl_order))} (v1, v2, v4 and v5 between "
-               f"v0 and v6, v8 within 2% of v9, v12 and {TWIN_OF_V9} on v9's share at this batch: the tables "
-               f"give them). Not a roofline: every version moves the same minimum bytes (the packed QKV read "
-               f"and the output written), so all would stand at one intensity per token count. "
-               f"{flush_text}. {prov}.")
+               claim("peak_share_caption", batch=key_batch, heads=HEADS, head_dim=HEAD_DIM, ceiling=gemm_ceiling,
+                     tokens=list(rl_tokens), versions=[label(v) for v in rl_order], twin=TWIN_OF_V9, flush=flush_said,
+                     prov=prov))
 else:
-    ctx.missing("figure", "attention_peak_share", "this run measured no fp16 GEMM ceiling (experiments/specs/ceilings.toml)"
-                if len(rl) else "no timed row records TFLOP/s")
+    ctx.missing("figure", "attention_peak_share", claim("no_gemm_ceiling" if len(rl) else "no_tflops"))
 
 # %% [markdown]
 # ## What each step taught: the `## Lesson` of every version's NOTES.md
@@ -363,11 +335,9 @@ lessons = pd.DataFrame([{"version": v, "what it taught": lesson(v)}
                         for v in order if not catalog.is_anchor(v)])
 lessons = lessons[lessons["what it taught"].notna()]
 if len(lessons):
-    ctx.table("attention_lessons", formatting.markdown_table(lessons),
-              "What each step of the attention ladder taught, from the Lesson section of its "
-              "stages/attention/<version>/NOTES.md (the measurements behind each are there).")
+    ctx.table("attention_lessons", formatting.markdown_table(lessons), claim("lessons_caption"))
 else:
-    ctx.missing("table", "attention_lessons", "no version's NOTES.md has a Lesson section")
+    ctx.missing("table", "attention_lessons", claim("no_lessons"))
 lessons
 
 # %% [markdown]
@@ -376,9 +346,7 @@ lessons
 # %%
 ctx.table("attention_sweep", formatting.sweep_table(timed, ["tokens", "batch"], "version", order, formatting.fmt_us,
                                             {"tokens": formatting.fmt_int, "batch": formatting.fmt_int}),
-    f"Attention median time per call (us) for every timed tokens x batch x version"
-    f"{rounds_cells}; '-' = not "
-    f"timed (see the status table). {prov}.")
+    claim("sweep_caption", cells=rounds_cells, prov=prov))
 
 # %% [markdown]
 # ## Nsight Compute metrics (experiments/probes/ncu_family.sh attention), when the run folder has them
@@ -416,16 +384,12 @@ if ncu_path is not None:
     # "void attention::<unnamed>::kernel<4, 2, 1>(const __half *, ...)" -> "kernel<4, 2, 1>"
     ncu["Kernel Name"] = (ncu["Kernel Name"].str.replace(r"\(.*$", "", regex=True)
                           .str.replace(r"^.*::", "", regex=True).str.slice(0, 60))
+    same_run = ncu_path.parent.parent == run.path
     ctx.table("attention_ncu", formatting.markdown_table(ncu),
-              f"Nsight Compute metrics per kernel launch at batch 32, 224 px (197 tokens), "
-              f"clocks not locked; memory % and SM % of peak sustained; {rundata.show_path(ncu_path)}"
-              + (f". {prov}." if ncu_path.parent.parent == run.path else
-                 f", profiled in that run folder, not in this section's run (the kernels are the "
-                 f"same: a measured version is frozen), by the build of its rows: "
-                 f"{rundata.load_run(ncu_path.parent.parent).provenance()}."))
+              claim("ncu_caption" if same_run else "ncu_caption_other_run", path=rundata.show_path(ncu_path), prov=prov,
+                    their_prov=None if same_run else rundata.load_run(ncu_path.parent.parent).provenance()))
 else:
-    ctx.missing("table", "attention_ncu",
-                "no run folder on this run's GPU has ncu/attention.csv (experiments/probes/ncu_family.sh attention writes it)")
+    ctx.missing("table", "attention_ncu", claim("no_ncu"))
 
 # %% [markdown]
 # ## Status: what was timed, skipped or failed
@@ -434,14 +398,10 @@ else:
 st = formatting.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
     .sort_values(["_o", "version"], kind="stable"))
-left_out = []
-if other_shape:
-    left_out.append(f"{other_shape} timed rows at another heads/head_dim are not plotted")
-if flush_dropped:
-    left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not plotted")
+left_out = ([claim("other_shape", count=other_shape)] if other_shape else []) + (
+    [claim("other_flush", count=flush_dropped)] if flush_dropped else [])
 ctx.table("attention_status", formatting.markdown_table(st),
-          "Attention rows per version and status, with the reason of every row that was not "
-          "timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
+          claim("status_caption", family="Attention", left_out=left_out, prov=prov))
 st
 
 # %% [markdown]
@@ -463,7 +423,7 @@ def fastest_own(n):
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
-met_fastest, target_parts = [], []
+parts = []
 for n in key_tokens:
     c, c_source = best_cudnn(n, judged)
     b = fastest_own(n)
@@ -473,33 +433,26 @@ for n in key_tokens:
         ratio = b["median_us"] / c
         band = notebook.ratio_band(b["lo_us"], b["hi_us"], at(c_source, n, col="lo_us", table=judged),
                                    at(c_source, n, col="hi_us", table=judged))
-        met_fastest.append(notebook.verdict(ratio, FASTEST_TARGET, band, at_most=True))
-        target_parts.append(f"{n} tokens: {ratio:.2f}x ({b['version']}{formatting.band_text(band)})")
-        findings.append(f"At {n} tokens (batch {key_batch}), our fastest version, {b['version']}, "
-                        f"takes {formatting.fmt_us(b['median_us'])} us ({fmt_tflops(b['tflops'])} "
-                        f"TFLOP/s): {ratio:.2f}x {BEST_CUDNN} ({formatting.fmt_us(c)} us, "
-                        f"{label(c_source)}).")
+        parts.append(claim("cudnn_target_part", tokens=n, ratio=ratio, version=b["version"], band=band,
+                           verdict=notebook.verdict(ratio, FASTEST_TARGET, band, at_most=True)))
+        findings.append(claim("fastest_vs_cudnn", tokens=n, batch=key_batch, version=b["version"], us=b["median_us"],
+                              tflops=b["tflops"], ratio=ratio, cudnn_us=c, source=label(c_source)))
         v6 = at(V6, n, table=judged)
         if np.isfinite(v6) and b["version"] != V6:
-            findings.append(f"At {n} tokens, {V6} takes {formatting.fmt_us(v6)} us, {v6 / c:.1f}x "
-                            f"{BEST_CUDNN}.")
+            findings.append(claim("v6_vs_cudnn", tokens=n, v6=V6, us=v6, ratio=v6 / c))
     else:
-        findings.append(f"At {n} tokens our fastest version, {b['version']}, takes "
-                        f"{formatting.fmt_us(b['median_us'])} us; this run has neither {CUDNN} nor "
-                        f"{label(CUDNN_GRAPH)} there.")
+        findings.append(claim("fastest_no_cudnn", tokens=n, version=b["version"], us=b["median_us"], cudnn=CUDNN,
+                              graph=label(CUDNN_GRAPH)))
     for anchor in (CUDNN, CUDNN_GRAPH, "pytorch_sdpa_flash_graph"):
         a = at(anchor, n, table=judged)
         if np.isfinite(a):
-            findings.append(f"At {n} tokens, {b['version']} is "
-                            f"{formatting.faster_or_slower(a / b['median_us'])} than {label(anchor)} "
-                            f"({formatting.fmt_us(a)} us).")
-if met_fastest and key_batch == KEY_BATCH and key_tokens == list(KEY_TOKENS):
-    overall = notebook.combined_verdict(met_fastest)
-    findings.append(f"The target of our fastest version at most {FASTEST_TARGET:g}x {BEST_CUDNN} "
-                    f"(per token count the lower median of {CUDNN} and {label(CUDNN_GRAPH)}) at "
-                    f"197, 577 and 1025 tokens is {overall} ({'; '.join(target_parts)}).")
-    ctx.target(f"at most {FASTEST_TARGET:g}x {BEST_CUDNN} at batch {KEY_BATCH}, 197, 577 and 1025 tokens",
-               overall, "; ".join(target_parts))
+            findings.append(claim("vs_anchor", tokens=n, version=b["version"], ratio=a / b["median_us"],
+                                  anchor=label(anchor), anchor_us=a))
+if parts and key_batch == KEY_BATCH and key_tokens == list(KEY_TOKENS):
+    target = claim("cudnn_target", target=FASTEST_TARGET, cudnn=CUDNN, graph=label(CUDNN_GRAPH), batch=KEY_BATCH,
+                   sizes=list(KEY_TOKENS), parts=parts, verdict=notebook.combined_verdict([p.verdict for p in parts]))
+    findings.append(target)
+    ctx.judge(target)
 
 # Growth from the smallest to the largest token count against tokens^2.
 if len(key_tokens) >= 2:
@@ -507,12 +460,11 @@ if len(key_tokens) >= 2:
     for v in [v for v in order if catalog.is_own(v) or catalog.is_library(v)]:
         a, b = at(v, lo), at(v, hi)
         if np.isfinite(a) and np.isfinite(b):
-            findings.append(f"{v} grows {b / a:.1f}x from {lo} to {hi} tokens "
-                            f"(tokens^2 grows {(hi / lo) ** 2:.1f}x).")
+            findings.append(claim("growth", version=v, growth=b / a, lo=lo, hi=hi, square=(hi / lo) ** 2))
 
 findings.append(formatting.status_finding(everything))
 
-ctx.text("attention_findings", findings)
+findings_text = ctx.claims("attention_findings", findings)
 
 # README's headline line: the fastest version of all at batch 32, 197 tokens (ViT-B, 224 px).
 head_tokens = KEY_TOKENS[0] if KEY_TOKENS[0] in key_tokens else (key_tokens[0] if key_tokens else None)
@@ -531,4 +483,4 @@ if len(top):
                  anchors=[(label(a), at(a, head_tokens, table=judged)) for a in anchors],
                  run_ids=rundata.run_ids_of(jk[(jk["tokens"] == head_tokens)
                                                & jk["version"].isin([top["version"], CUDNN, *anchors])]))
-print("\n".join(findings))
+print(findings_text.read_text())

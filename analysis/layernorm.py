@@ -18,7 +18,7 @@ import pandas as pd
 
 from analysis import plots
 from studylib import catalog, formatting, notebook, rundata
-from studylib.claims import claim
+from studylib.claims import claim, flush_setting
 
 ctx, run, prov, tprov = plots.open_notebook("layernorm", globals())
 
@@ -66,7 +66,7 @@ NOT_TIMED = claim("not_timed", hidden=HIDDEN)
 style = plots.styles(order, fastest=plots.fastest_at(timed, rows=None))
 ceil = run.ceilings()
 copy = ceil.copy_gbps
-flush_said = claim({0.0: "flush_off", 1.0: "flush_on"}.get(flush, "flush_unknown"))
+flush_said = flush_setting(flush)
 flush_text = ctx.said(flush_said)  # also in figure titles
 
 
@@ -230,7 +230,8 @@ st = formatting.status_table(everything.assign(
     .sort_values(["_o", "version"], kind="stable"))
 left_out = ([claim("other_hidden", count=other_hidden, hidden=HIDDEN)] if other_hidden else []) + (
     [claim("other_flush", count=flush_dropped)] if flush_dropped else [])
-ctx.table("layernorm_status", formatting.markdown_table(st), claim("status_caption", left_out=left_out, prov=prov))
+ctx.table("layernorm_status", formatting.markdown_table(st),
+          claim("status_caption", family="LayerNorm", left_out=left_out, prov=prov))
 st
 
 # %% [markdown]

@@ -34,6 +34,7 @@ FORMATS = {
     "us": formatting.fmt_us,               # 0.5 -> '0.50', 1234 -> '1,234'
     "gbps": formatting.fmt_gbps,           # 2345.6 -> '2,346'
     "share": _share,                       # 0.873 -> '87%'
+    "tflops": lambda x: "-" if x is None or not math.isfinite(x) else f"{x:.2f}" if x < 10 else f"{x:,.0f}",
     "ratio": formatting.fmt_ratio,         # 1.234 -> '1.23x'
     "faster": formatting.faster_or_slower,  # baseline / ours: '1.23x faster' or '1.30x slower'
     "band": formatting.band_text,          # (lo, hi) -> '; rounds 0.99-1.01x', '' for a point
@@ -125,3 +126,18 @@ def render(claims: list[Claim], templates: Mapping[str, str], where: str = "") -
 
 def sentence_file(family: str) -> Path:
     return SENTENCES / f"{family}.md"
+
+
+def flush_setting(flush) -> Claim:
+    """The L2 setting a section's timings share (rundata.one_setting's value), in common.md's words."""
+    return claim({0.0: "flush_off", 1.0: "flush_on"}.get(flush, "flush_unknown"))
+
+
+def family_sentences(family: str) -> dict[str, str]:
+    """The family's sentence file with the kinds every family shares (report/sentences/common.md);
+    a kind in both is an error: each wording lives in one place."""
+    common, own = load(SENTENCES / "common.md"), load(sentence_file(family))
+    both = sorted(set(common) & set(own))
+    if both:
+        raise TemplateError(f"{sentence_file(family)}: {', '.join(both)} also in common.md: keep one")
+    return {**common, **own}

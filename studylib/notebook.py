@@ -253,7 +253,7 @@ class Context:
         if not isinstance(words, claim_records.Claim):
             return words
         path = claim_records.sentence_file(self.family)
-        return claim_records.render([words], claim_records.load(path), str(path))[0]
+        return claim_records.render([words], claim_records.family_sentences(self.family), str(path))[0]
 
     def figure(self, name: str, fig, caption, section: str = ""):
         """Save `fig` as figures/NAME.png, after checking that no two of its series are drawn
@@ -299,7 +299,7 @@ class Context:
         sentence file (report/sentences/<family>.md) into the text marker `name`, in order; a str
         item is a sentence one of studylib's shared helpers wrote (rounds, statuses)."""
         path = claim_records.sentence_file(self.family)
-        templates = claim_records.load(path)
+        templates = claim_records.family_sentences(self.family)
         sentences = [i if isinstance(i, str) else claim_records.render([i], templates, str(path))[0]
                      for i in items if i]
         self.claims_made[name] = [i for i in items if isinstance(i, claim_records.Claim)]
@@ -309,7 +309,7 @@ class Context:
         """A target judged by a claim record (its verdict): README's line says what the target
         asks and what was measured through the sentence file's `<kind>_what` and `<kind>_detail`."""
         path = claim_records.sentence_file(self.family)
-        templates = claim_records.load(path)
+        templates = claim_records.family_sentences(self.family)
         what, detail = claim_records.render([claim_records.Claim(f"{c.kind}_{part}", c.fields, c.target, c.value,
                                                                  c.band, c.verdict, c.run)
                                              for part in ("what", "detail")], templates, str(path))

@@ -9,6 +9,7 @@ import re
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 import mutants  # beside this script, which runs by path
@@ -52,13 +53,24 @@ class MutantsTest(unittest.TestCase):
         self.assertEqual(plants, {m[0] for m in mutants.MUTANTS})
 
     def test_all_caught(self):
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory() as d, mock.patch.object(mutants, "gpu_count", return_value=2):
             rc, out = run_suite("--build-dir", str(fake_build(d)), "--out", d)
             self.assertEqual(rc, 0, out)
             report = (Path(d) / "mutants.md").read_text()
             self.assertIn("Every bug caught", report)
+            self.assertNotIn("not run", report)
             self.assertEqual(report.count("| yes |"), len(mutants.MUTANTS) + len({(m[1], m[2]) for m in mutants.MUTANTS}))
             self.assertTrue((Path(d) / "mutants.log").is_file())
+
+    def test_two_gpu_bugs_not_run_on_one_gpu(self):
+        with tempfile.TemporaryDirectory() as d, mock.patch.object(mutants, "gpu_count", return_value=1):
+            rc, out = run_suite("--build-dir", str(fake_build(d)), "--out", d)
+            self.assertEqual(rc, 0, out)
+            report = (Path(d) / "mutants.md").read_text()
+            for bug in mutants.TWO_GPUS:
+                self.assertIn(f"| `{bug}` |", report)
+                self.assertIn(bug, report.strip().splitlines()[-1])  # the verdict says it was not run
+            self.assertIn("not run | needs two GPUs, this node has 1", report)
 
     def test_the_record_names_the_builds_commit(self):
         with tempfile.TemporaryDirectory() as d:

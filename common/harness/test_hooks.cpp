@@ -49,6 +49,8 @@ const std::vector<Plant>& plants() {
                                 "not the caller's"},
       {"session_graph_per_output", "encoder session: a call returning the other output than the last one "
                                    "captures a graph of its own, two executables over one forward's buffers"},
+      {"session_device_not_restored", "encoder session: a call or the session's birth on another device "
+                                      "leaves that device current, not the caller's"},
   } : std::vector<Plant>{};
   return list;
 }

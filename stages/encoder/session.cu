@@ -20,7 +20,7 @@ class OnDevice {
     study::require_gpu(device);
   }
   ~OnDevice() {
-    if (callers_ >= 0) cudaSetDevice(callers_);
+    if (callers_ >= 0 && !study::planted("session_device_not_restored")) cudaSetDevice(callers_);
   }
   OnDevice(const OnDevice&) = delete;
   OnDevice& operator=(const OnDevice&) = delete;

@@ -2,7 +2,8 @@
 // calls give what a Forward made on the same weights gives, bit for bit, at two image sizes from
 // one upload of the weights; the logits and the features alternate through one call graph (one
 // executable) whose copies follow each call's tensors; a call runs on the caller's stream (its
-// input written late there, after a 50 ms hold, is read as written); the cache keeps its budget, keeps the forward in use, and
+// input written late there, after a 50 ms hold, is read as written); a session on device 1 leaves the
+// caller's device 0 current (two GPUs); the cache keeps its budget, keeps the forward in use, and
 // frees; refusals (a wrong position embedding, an image size never added, an FP8 composition not
 // calibrated) are clear. Fresh random weights and images every run, outputs poisoned first.
 #include <doctest/doctest.h>
@@ -143,6 +144,35 @@ TEST_CASE("a call runs on the caller's stream: its input, written late there, is
     CHECK(same_bits(study::to_host(out), want));
   }
   CUDA_CHECK(cudaStreamDestroy(side));
+}
+
+TEST_CASE("a session on another device leaves the caller's device current (two GPUs)") {
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (count < 2) {
+    // tests/mutants.py does not plant session_device_not_restored on such a node.
+    MESSAGE("one GPU: the device a call restores cannot be told from the one it uses");
+    return;
+  }
+  const Case c;
+  CUDA_CHECK(cudaSetDevice(1));
+  const auto images = images_of(2, kSize);  // on device 1, the session's
+  const auto want = expected(c, 2, kSize, images, false);
+  study::DeviceBuffer<__half> out(static_cast<std::size_t>(2) * 10);
+  study::poison(out);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaSetDevice(0));
+  Session s(c.weights, model(), kSize, composition(), 1);
+  int current = -1;
+  CUDA_CHECK(cudaGetDevice(&current));
+  CHECK(current == 0);
+  s.call(images.get(), out.get(), 2, kSize, Session::Output::Logits, nullptr);
+  CUDA_CHECK(cudaGetDevice(&current));
+  CHECK(current == 0);
+  CUDA_CHECK(cudaSetDevice(1));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(same_bits(study::to_host(out), want));
+  CUDA_CHECK(cudaSetDevice(0));
 }
 
 TEST_CASE("the cache keeps its budget, keeps the forward in use, and frees") {

@@ -143,4 +143,4 @@ mlp_findings.status(data, ctx, cublaslt)
 
 # %%
 findings = mlp_findings.findings(data, ctx, widths, algorithms, pingpong, cutlass, cublaslt, cublaslt_flush_text)
-print("\n".join(findings))
+print(findings)

@@ -14,6 +14,7 @@ from analysis.mlp_data import (
     GEMM, GRAPH, HIDDEN, KEY_BATCH, PARENTS, SUMMARY_FORMATS, TARGET_GEMM_RATIO, UNFUSED, drawing, is_fp8, label,
     widths_of)
 from studylib import catalog, formatting
+from studylib.claims import claim
 
 
 def time_vs_batch(data, ctx):
@@ -46,15 +47,10 @@ def time_vs_batch(data, ctx):
                    loc="lower center", ncol=min(len(order_s), 4), bbox_to_anchor=(0.5, -0.02))
         plots.titled(fig, f"MLP: median time per call vs batch ({S.flush_text})", sweep_tprov)
         fig.tight_layout(rect=(0, 0.08, 1, 1))
-        ctx.figure("mlp_time", fig,
-                   f"MLP (hidden {HIDDEN}, mlp {4 * HIDDEN}) median time per call vs batch, one "
-                   f"panel per image size. Top: log-log (the time grows a hundredfold with the batch); PyTorch "
-                   f"anchors dashed, gemm_only (the two GEMMs without epilogue) dotted. Bottom: each version's "
-                   f"time over gemm_only's at the same batch on a linear axis, where the versions differ by "
-                   f"percents; the dashed line is the target ({TARGET_GEMM_RATIO:g}x). "
-                   f"{S.flush_text}.{data.sweep_left_out} {sweep_prov}.")
+        ctx.figure("mlp_time", fig, claim("time_caption", hidden=HIDDEN, mlp=4 * HIDDEN, target=TARGET_GEMM_RATIO,
+                                          flush=S.flush_text, left_out=data.sweep_left_out, prov=sweep_prov))
     else:
-        ctx.missing("figure", "mlp_time", f"no timed MLP rows at hidden {HIDDEN}")
+        ctx.missing("figure", "mlp_time", claim("none_at_hidden", hidden=HIDDEN))
 
 
 def ratio_to_gemm(ax, d0, order, style):
@@ -101,14 +97,11 @@ def throughput(data, ctx):
         ax.set_ylabel("TFLOP/s (4 x rows x hidden x 4 hidden / median time)")
         ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
         plots.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", sweep_tprov)
-        ceiling_text = (f"line at the fp16 GEMM ceiling measured in the same run "
-                        f"({sweep_ceiling:,.0f} TFLOP/s, 8192^3)" if sweep_ceiling else
-                        "this run has no GEMM ceiling row, so no ceiling line")
-        ctx.figure("mlp_tflops", fig,
-                   f"MLP throughput (the two GEMMs' flops over the whole call's median time) vs "
-                   f"rows at hidden {HIDDEN}; {ceiling_text}; {S.flush_text}.{data.sweep_left_out} {sweep_prov}.")
+        ctx.figure("mlp_tflops", fig, claim("tflops_caption", hidden=HIDDEN, ceiling=bool(sweep_ceiling),
+                                            ceiling_tflops=sweep_ceiling or 0.0, flush=S.flush_text,
+                                            left_out=data.sweep_left_out, prov=sweep_prov))
     else:
-        ctx.missing("figure", "mlp_tflops", f"no timed MLP rows at hidden {HIDDEN}")
+        ctx.missing("figure", "mlp_tflops", claim("none_at_hidden", hidden=HIDDEN))
 
 
 def speedup(data, ctx):
@@ -120,13 +113,10 @@ def speedup(data, ctx):
         fig = plots.speedup_panels(S.vb, order_s, baselines, label, style_s,
                                 f"rows (batch x tokens), hidden {HIDDEN}")
         plots.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", sweep_tprov)
-        ctx.figure("mlp_speedup", fig,
-                   f"MLP speedup per rows at hidden {HIDDEN} against "
-                   f"{' and '.join(label(b) for b in baselines)} (baseline median time / version "
-                   f"median time, same run; gemm_only is the two plain GEMMs, not an MLP).{data.sweep_left_out} {sweep_prov}.")
+        ctx.figure("mlp_speedup", fig, claim("speedup_caption", hidden=HIDDEN, baselines=[label(b) for b in baselines],
+                                             left_out=data.sweep_left_out, prov=sweep_prov))
     else:
-        ctx.missing("figure", "mlp_speedup",
-                    f"no rows of {UNFUSED} or {GRAPH} at hidden {HIDDEN} to compare against")
+        ctx.missing("figure", "mlp_speedup", claim("no_speedup_baselines", unfused=UNFUSED, graph=GRAPH, hidden=HIDDEN))
 
 
 def summary(data, ctx):
@@ -136,14 +126,10 @@ def summary(data, ctx):
     summary = summary_rows(key_rows).dropna(axis=1, how="all")
     if len(summary):
         ctx.table("mlp_summary", formatting.markdown_table(summary, SUMMARY_FORMATS),
-                  f"MLP at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median time per "
-                  f"call{rounds_caption}, TFLOP/s of the two GEMMs' flops, share of {ceiling_note}, kernels per call "
-                  f"(counted by capturing one call into a CUDA graph; PyTorch: by its profiler), and "
-                  f"time as a ratio to gemm_only (the two plain GEMMs) and to PyTorch's "
-                  f"F.linear -> gelu -> F.linear as a CUDA-graph replay and eagerly (below 1 = "
-                  f"faster); {flush_text}. {prov}.")
+                  claim("summary_caption", shapes=[claim("shape_at", rows=r, hidden=HIDDEN) for r in key_rows],
+                        rounds=rounds_caption, ceiling_note=ceiling_note, flush=flush_text, prov=prov))
     else:
-        ctx.missing("table", "mlp_summary", f"no timed MLP rows at hidden {HIDDEN}")
+        ctx.missing("table", "mlp_summary", claim("none_at_hidden", hidden=HIDDEN))
 
 
 def ladder(data, ctx):
@@ -156,12 +142,8 @@ def ladder(data, ctx):
         size_label=lambda r: f"{r} rows", spread=rounds)
     if len(ladder):
         ctx.table("mlp_ladder", formatting.markdown_table(ladder, ladder_formats),
-                  f"The MLP ladder at {' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}: median "
-                  f"time per call (us){rounds_caption}, speedup over the previous step of the "
-                  f"ladder ({' -> '.join(steps)}; x prev: its time / this time), and time as a "
-                  f"ratio to {GEMM}, the two plain cuBLASLt GEMMs (no bias, GELU or residual) "
-                  f"(the MLP has no library version; below 1 = faster); '-' = not timed. "
-                  f"{flush_text}. {prov}.")
+                  claim("ladder_caption", shapes=[claim("shape_at", rows=r, hidden=HIDDEN) for r in key_rows],
+                        rounds=rounds_caption, steps_chain=" -> ".join(steps), gemm=GEMM, flush=flush_text, prov=prov))
         fp16_steps = [v for v in steps if not is_fp8(v)]
         fig = plots.ladder_figure(fp16_steps, key_rows, lambda v, r, col: at(v, r, col),
                                   GEMM if GEMM in order else None, lambda r: f"{r} rows",
@@ -169,17 +151,14 @@ def ladder(data, ctx):
                                   parents=PARENTS)
         if fig is not None:
             ctx.figure("mlp_ladder_steps", fig,
-                       f"The fp16 MLP ladder in one run: each step's median time per call at "
-                       f"{' and '.join(f'{r} x {HIDDEN}' for r in key_rows)}{rounds_caption}, labelled "
-                       f"with its speedup over its parent, the version it changes ("
-                       f"{', '.join(f'{v} over {p}' for v, p in PARENTS.items() if v in fp16_steps)}; "
-                       f"none for {UNFUSED} and {GEMM}); dashed, {GEMM} (the two plain GEMMs); "
-                       f"{plots.LADDER_SCALE}. "
-                       f"The FP8 versions are in the FP8 table. {flush_text}. {prov}.")
+                       claim("ladder_steps_caption", shapes=[claim("shape_at", rows=r, hidden=HIDDEN) for r in key_rows],
+                             rounds=rounds_caption, unfused=UNFUSED, gemm=GEMM, scale=plots.LADDER_SCALE,
+                             parents=[claim("parent_of", version=v, parent=p) for v, p in PARENTS.items()
+                                      if v in fp16_steps], flush=flush_text, prov=prov))
         else:
-            ctx.missing("figure", "mlp_ladder_steps", f"no timed MLP rows at hidden {HIDDEN}")
+            ctx.missing("figure", "mlp_ladder_steps", claim("none_at_hidden", hidden=HIDDEN))
     else:
-        ctx.missing("table", "mlp_ladder", f"no timed MLP rows at hidden {HIDDEN}")
+        ctx.missing("table", "mlp_ladder", claim("none_at_hidden", hidden=HIDDEN))
 
 
 def widths(data, ctx):
@@ -203,13 +182,9 @@ def widths(data, ctx):
             parts.append(d.drop(columns=["rows"]))
         by_width = pd.concat(parts, ignore_index=True).dropna(axis=1, how="all")
         ctx.table("mlp_widths", formatting.markdown_table(by_width, SUMMARY_FORMATS),
-                  f"MLP at batch {KEY_BATCH}, 224 px ({int(wide['rows'].iloc[0])} rows) for each "
-                  f"timed width (mlp = 4 x hidden): median time, TFLOP/s, share of {w_ceiling_note}, "
-                  f"kernels per call, and time as a ratio to gemm_only and to PyTorch; "
-                  f"{S.flush_text}. {w_prov}.")
+                  claim("widths_caption", batch=KEY_BATCH, rows=int(wide['rows'].iloc[0]), ceiling_note=w_ceiling_note,
+                        flush=S.flush_text, prov=w_prov))
     else:
-        ctx.missing("table", "mlp_widths",
-                    (f"this run times only hidden {widths[0]}" if widths else "this run has no "
-                     "timed rows") + f" at batch {KEY_BATCH}, 224 px "
-                    "(experiments/specs/mlp_models.toml adds hidden 384 and 1024)")
+        ctx.missing("table", "mlp_widths", claim("one_width" if widths else "no_width", hidden=widths[0] if widths else None,
+                                                batch=KEY_BATCH))
     return widths

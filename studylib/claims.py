@@ -33,6 +33,7 @@ def _share(x) -> str:
 FORMATS = {
     "us": formatting.fmt_us,               # 0.5 -> '0.50', 1234 -> '1,234'
     "gbps": formatting.fmt_gbps,           # 2345.6 -> '2,346'
+    "whole": formatting.fmt_gbps,          # any rate as a whole number: 171.4 -> '171'
     "share": _share,                       # 0.873 -> '87%'
     "tflops": lambda x: "-" if x is None or not math.isfinite(x) else f"{x:.2f}" if x < 10 else f"{x:,.0f}",
     "ratio": formatting.fmt_ratio,         # 1.234 -> '1.23x'

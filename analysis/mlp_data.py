@@ -21,7 +21,7 @@ import pandas as pd
 from analysis import plots
 from studylib import catalog, formatting, rundata
 from studylib import steps as step_table
-from studylib.formatting import join_and  # the sections import it from here
+from studylib.claims import claim, flush_setting, say
 
 HIDDEN = 768                  # ViT-B; the main sweep (mlp.toml) is at this width
 KEY_ROWS = (6304, 50432)      # batch 32 and 256 at 224 x 224 (197 tokens): the target sizes
@@ -98,8 +98,7 @@ def timed(r):
     return SimpleNamespace(
         everything=everything, ok=ok, main=main, is_lt=is_lt, other_extra=int(((ok["extra"] != "") & ~is_lt).sum()),
         flush=flush, flush_dropped=flush_dropped, t=t, vb=t[t["hidden"] == HIDDEN],
-        flush_text={0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
-            flush, "L2 flush setting not recorded"))
+        flush_text=say(flush_setting(flush), "mlp"))
 
 
 # The figures over batch and rows tell the ladder's story in at most SWEEP_MAX series: the
@@ -153,12 +152,11 @@ class MlpData:
         fastest = plots.fastest_at(self.sweep_rows.vb, exclude=tuple(NOT_FUSED), rows=None)
         self.drawn_s = sweep_series(self.order_s, fastest, step_table.alias_field("fastest_fp16", "mlp"))
         left_out = [v for v in self.order_s if v not in self.drawn_s]
-        self.sweep_left_out = (f" {join_and(left_out)} ({len(left_out)} version{'s' if len(left_out) != 1 else ''}) "
-                               f"{'is' if len(left_out) == 1 else 'are'} left to the tables." if left_out else "")
+        self.sweep_left_out = claim("left_to_tables", versions=left_out, n=len(left_out), plural=len(left_out) != 1,
+                                    one=len(left_out) == 1) if left_out else None
         self.sweep_ceiling = self.sweep.ceilings().gemm_tflops
-        self.sweep_prov = ("" if self.sweep is run else
-                           f"From the sweep of run folder {self.sweep.name} ({run.name} times only the target "
-                           f"rows). ") + self.sweep.provenance("mlp")
+        self.sweep_prov = (self.sweep.provenance("mlp") if self.sweep is run else
+                           claim("prov_sweep_beside", sweep=self.sweep.name, run=run.name, prov=self.sweep.provenance("mlp")))
         self.sweep_tprov = self.sweep.title_provenance("mlp")
         self.sweep_rounds_cells = formatting.rounds_wording(self.sweep_rows.t)[2]
         vb = self.vb
@@ -198,15 +196,13 @@ class MlpData:
         the sweep, else the folder named as the newest on this GPU that timed `what`."""
         if other is self.sweep:
             return self.sweep_prov
-        return (f"From run folder {other.name}, the newest on this GPU that timed {what}. "
-                + other.provenance("mlp"))
+        return claim("prov_beside", folder=other.name, what=what, prov=other.provenance("mlp"))
 
     def own_ceiling_note(self, fp16, which):
         """What the "% of its GEMM ceiling" column divides by: each version's own precision's rate."""
         if not fp16:
-            return f"the GEMM ceiling (not measured in {which})"
-        fp8 = f", FP8 versions against the FP8 one ({self.fp8_ceiling:,.0f})" if self.fp8_ceiling else ""
-        return f"the GEMM ceiling of its own precision (fp16 {fp16:,.0f} TFLOP/s, measured in {which}{fp8})"
+            return claim("ceiling_not_measured", which=which)
+        return claim("ceiling_own", fp16=fp16, which=which, fp8=bool(self.fp8_ceiling), fp8_tflops=self.fp8_ceiling or 0.0)
 
     def at(self, version, rows, col="median_us", hidden=HIDDEN, image=None, batch=None, table=None):
         """One value of the merged rows (this run's, or `table`), NaN when that version has no
@@ -224,8 +220,8 @@ class MlpData:
     def where(self, rows):
         d = self.vb[self.vb["rows"] == rows]
         if not len(d):
-            return f"{rows} rows"
-        return f"batch {int(d['batch'].iloc[0])}, {int(d['image_size'].iloc[0])} px"
+            return claim("where_rows", rows=rows)
+        return claim("where_batch", batch=int(d['batch'].iloc[0]), image=int(d['image_size'].iloc[0]))
 
     def summary_rows(self, rows_list, hidden=HIDDEN, ceiling=None, versions=None, **where_):
         at = self.at

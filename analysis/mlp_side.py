@@ -14,6 +14,7 @@ from analysis import plots
 from analysis.mlp_data import (
     DEFAULT_SETTING, FUSED, GEMM, GRAPH, HIDDEN, KEY_ROWS, LADDER, TARGET_GEMM_RATIO, is_fp8)
 from studylib import catalog, formatting, rundata
+from studylib.claims import claim, flush_setting, say
 
 ALGO_CHOICE = {"": "heuristic's first", "--autotune 16": "fastest of the heuristic's top 16",
                "--search-all": "fastest of every algorithm"}
@@ -76,17 +77,10 @@ def cublaslt_algorithms(data, ctx):
         ctx.table("mlp_algorithms", formatting.markdown_table(show, {
             "rows": formatting.fmt_int, "candidates timed": formatting.fmt_int, f"{FUSED} us": formatting.fmt_us,
             f"{GEMM} us": formatting.fmt_us, "fused / gemm_only": formatting.fmt_ratio}),
-            f"cuBLASLt algorithm choice at hidden {HIDDEN} (experiments/specs/mlp_autotune.toml, "
-            f"in {rundata.show_path(a.attrs['folder'])}): each version with the heuristic's first "
-            f"algorithm, the fastest of its top 16, and the fastest of every algorithm cuBLASLt "
-            f"will run (every algorithm id, its heuristic configurations and its tile x stages "
-            f"grid; the candidates timed are those of the larger GEMM plan), each chosen per GEMM "
-            f"and version; the row notes name the kernels kept. "
-            f"{rundata.Run(a.attrs['folder'], a).provenance()}.")
+            claim("algorithms_caption", hidden=HIDDEN, folder=rundata.show_path(a.attrs['folder']),
+                  prov=rundata.Run(a.attrs['folder'], a).provenance()))
     else:
-        ctx.missing("table", "mlp_algorithms",
-                    "this run has no mlp_autotune/mlp_autotune.csv "
-                    "(experiments/specs/mlp_autotune.toml writes it)")
+        ctx.missing("table", "mlp_algorithms", claim("no_algorithms"))
     return algos
 
 
@@ -112,15 +106,10 @@ def pingpong(data, ctx):
         fmts.update({"rows": formatting.fmt_int, "own epilogue cost": formatting.fmt_ratio,
                      "cuBLASLt epilogue cost": formatting.fmt_ratio, "own GEMM / cuBLASLt": formatting.fmt_ratio})
         ctx.table("mlp_pingpong", formatting.markdown_table(show, fmts),
-                  f"Our own ping-pong GEMM (stages/mlp/pingpong_gemm.cu) at hidden {HIDDEN}, 224 px "
-                  f"(experiments/specs/mlp_pingpong.toml, in {rundata.show_path(pp.attrs['folder'])}): median "
-                  f"time per call; epilogue cost = each kernel's MLP over its own two plain GEMMs "
-                  f"({PING} / {PING_GEMM}, {FUSED} / {GEMM}); own GEMM / cuBLASLt = {PING_GEMM} / "
-                  f"{GEMM}. {rundata.Run(pp.attrs['folder'], pp).provenance()}.")
+                  claim("pingpong_caption", hidden=HIDDEN, folder=rundata.show_path(pp.attrs['folder']), ping=PING,
+                        ping_gemm=PING_GEMM, fused=FUSED, gemm=GEMM, prov=rundata.Run(pp.attrs['folder'], pp).provenance()))
     else:
-        ctx.missing("table", "mlp_pingpong",
-                    "this run has no mlp_pingpong/mlp_pingpong.csv "
-                    "(experiments/specs/mlp_pingpong.toml writes it)")
+        ctx.missing("table", "mlp_pingpong", claim("no_pingpong"))
     return pp
 
 
@@ -144,14 +133,10 @@ def cutlass(data, ctx):
         ctx.table("mlp_cutlass", formatting.markdown_table(show, {
             "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {GEMM}": formatting.fmt_ratio,
             "SM MHz": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"}),
-            f"The MLP on the CUTLASS GEMM layer at hidden {HIDDEN} (experiments/specs/mlp_cutlass.toml, "
-            f"in {where_cu}): median time per call across 3 interleaved rounds and the rounds' range, "
-            f"the time over {GEMM}'s (the two plain cuBLASLt GEMMs, the target's yardstick: at most "
-            f"{TARGET_GEMM_RATIO:.2f}x), and the SM clock of the rows. "
-            f"{rundata.Run(cu.attrs['folder'], cu).provenance()}.")
+            claim("cutlass_caption", hidden=HIDDEN, folder=where_cu, gemm=GEMM, target=TARGET_GEMM_RATIO,
+                  prov=rundata.Run(cu.attrs['folder'], cu).provenance()))
     else:
-        ctx.missing("table", "mlp_cutlass", "no run folder on this GPU has mlp_cutlass/mlp_cutlass.csv "
-                    "(experiments/specs/mlp_cutlass.toml writes it)")
+        ctx.missing("table", "mlp_cutlass", claim("no_cutlass"))
     return cu
 
 
@@ -177,20 +162,16 @@ def fp8(data, ctx):
         show = pd.DataFrame(rows_)
         skipped = rundata.read_csv(f8.attrs["folder"] / "mlp_fp8.csv")
         skipped = skipped[skipped["status"] == "skipped"]
-        why = (f" {', '.join(sorted(set(skipped['version'])))} skipped: "
-               f"{skipped['note'].iloc[0].split(' [')[0]}." if len(skipped) else "")
         ctx.table("mlp_fp8", formatting.markdown_table(show, {
             "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {GEMM}": formatting.fmt_ratio, "TFLOP/s": lambda x: f"{x:,.0f}",
             "% of its ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
-            f"FP8 (E4M3) MLPs at hidden {HIDDEN} (experiments/specs/mlp_fp8.toml, in "
-            f"{rundata.show_path(f8.attrs['folder'])}): median time per call across 3 interleaved rounds, "
-            f"the time over {GEMM}'s (the two plain fp16 GEMMs), and throughput against the ceiling of the "
-            f"version's precision (FP8 {ceiling['fp8_e4m3'] or float('nan'):,.0f} TFLOP/s, fp16 "
-            f"{ceiling['fp16'] or float('nan'):,.0f}, `ceilings` on this GPU).{why} "
-            f"{rundata.Run(f8.attrs['folder'], f8).provenance()}.")
+            claim("fp8_caption", hidden=HIDDEN, folder=rundata.show_path(f8.attrs['folder']), gemm=GEMM,
+                  fp8_ceiling=ceiling['fp8_e4m3'] or float('nan'), fp16_ceiling=ceiling['fp16'] or float('nan'),
+                  skipped=bool(len(skipped)), skipped_versions=sorted(set(skipped['version'])),
+                  why=skipped['note'].iloc[0].split(' [')[0] if len(skipped) else None,
+                  prov=rundata.Run(f8.attrs['folder'], f8).provenance()))
     else:
-        ctx.missing("table", "mlp_fp8", "no run folder on this GPU has mlp_fp8/mlp_fp8.csv "
-                    "(experiments/specs/mlp_fp8.toml writes it)")
+        ctx.missing("table", "mlp_fp8", claim("no_fp8"))
 
 
 # The bars of every_version, coloured by kind.
@@ -248,21 +229,16 @@ def every_version(data, ctx):
         kinds = [k for k in VERSION_KIND_COLORS if any(version_kind(v) == k for _, r in panels for v in r.index)]
         plots.legend_outside(axes[0, 0], handles=[Patch(color=VERSION_KIND_COLORS[k], label=k) for k in kinds])
         axes[-1, 0].set_xlabel(f"time per call / {GEMM}'s in the same sitting, {VERSIONS_ROWS} x {HIDDEN} rows")
-        plots.titled(fig, f"MLP: every version against the two plain GEMMs, sitting by sitting",
+        plots.titled(fig, "MLP: every version against the two plain GEMMs, sitting by sitting",
                      f"{rundata.gpu_of(run)}, one sitting a panel (its run folder above it)")
         fig.tight_layout()
         ctx.figure("mlp_versions", fig,
-                   f"Every MLP version at {VERSIONS_ROWS} x {HIDDEN} (mlp {4 * HIDDEN}), one panel per sitting "
-                   f"(this run's sweep and the side experiments mlp_cutlass, mlp_fp8, mlp_power, mlp_exact_gelu "
-                   f"where a run folder on this GPU has them): median time per call over {GEMM}'s in the same "
-                   f"sitting (below 1: faster than the two plain GEMMs, as the FP8 versions are; whiskers: the range "
-                   f"of the rounds' medians over the same), coloured by "
-                   f"kind (fp16, FP8, PyTorch); the solid line is {GEMM}, the dotted one the "
-                   f"{TARGET_GEMM_RATIO:.2f}x target of the fused fp16 versions. Each panel's run folder is in its title. "
-                   f"GPU {rundata.gpu_of(run)}; the panels' rows: "
-                   + ", ".join(f"run folder {f} (commit {rundata.folder_commits(d)})" for f, d in sources.items()) + ".")
+                   claim("versions_caption", rows=VERSIONS_ROWS, hidden=HIDDEN, mlp=4 * HIDDEN, gemm=GEMM,
+                         target=TARGET_GEMM_RATIO, gpu=rundata.gpu_of(run),
+                         sources=[claim("versions_source", folder=f, commits=rundata.folder_commits(d))
+                                  for f, d in sources.items()]))
     else:
-        ctx.missing("figure", "mlp_versions", f"no sitting has {GEMM} and another version at {VERSIONS_ROWS} rows")
+        ctx.missing("figure", "mlp_versions", claim("no_versions", gemm=GEMM, rows=VERSIONS_ROWS))
 
 
 def cublaslt_choices(data, ctx):
@@ -294,8 +270,7 @@ def cublaslt_choices(data, ctx):
                      & (lt["workspace_mib"] == DEFAULT_SETTING[1]))
         lt = lt.sort_values(["_o", "version", "hidden", "image_size", "batch", "_d", "heuristic",
                              "workspace_mib"]).drop(columns=["_o", "_d"])
-        lt_flush_text = {0.0: "L2 not flushed between repeats",
-                         1.0: "L2 flushed between repeats"}.get(lt_flush, "L2 flush not recorded")
+        lt_flush_text = say(flush_setting(lt_flush), "mlp")
         show = lt.rename(columns={"workspace_mib": "workspace MiB", "median_us": "median us"})
         show = show[["version", "hidden", "batch", "rows", "heuristic", "workspace MiB",
                      "median us", "launches", "time / default"]].dropna(axis=1, how="all")
@@ -303,12 +278,7 @@ def cublaslt_choices(data, ctx):
             "hidden": formatting.fmt_int, "batch": formatting.fmt_int, "rows": formatting.fmt_int,
             "workspace MiB": formatting.fmt_int, "median us": formatting.fmt_us, "launches": formatting.fmt_int,
             "time / default": formatting.fmt_ratio}),
-            f"cuBLASLt choices (experiments/specs/mlp_cublaslt.toml): the GEMM algorithm from the "
-            f"heuristic once per shape (cached, the default) or queried on every call, and the "
-            f"workspace size (4 MiB default); time as a ratio to the default setting of the same "
-            f"version and batch; {lt_flush_text} (these rows only). {sweep_prov}.")
+            claim("cublaslt_caption", flush=lt_flush_text, prov=sweep_prov))
     else:
-        ctx.missing("table", "mlp_cublaslt",
-                    "this run has no rows with cuBLASLt extra arguments "
-                    "(experiments/specs/mlp_cublaslt.toml writes them)")
+        ctx.missing("table", "mlp_cublaslt", claim("no_cublaslt"))
     return lt, lt_flush_text

@@ -134,6 +134,12 @@ def flush_setting(flush) -> Claim:
     return claim({0.0: "flush_off", 1.0: "flush_on"}.get(flush, "flush_unknown"))
 
 
+def say(c: Claim, family: str) -> str:
+    """One claim's sentence through the family's sentences (for text outside a context: a figure's
+    title, a data class's field)."""
+    return render([c], family_sentences(family), str(sentence_file(family)))[0]
+
+
 def family_sentences(family: str) -> dict[str, str]:
     """The family's sentence file with the kinds every family shares (report/sentences/common.md);
     a kind in both is an error: each wording lives in one place."""

@@ -29,17 +29,18 @@ from analysis import plots
 from analysis.patch_embed_data import (
     CONV, CONV_BATCH, CONV_TARGET, CPU, CUDNN, FAMILY, GEMM_FROM, KEY_BATCHES, KEY_IMAGE, KNEE, LADDER,
     LINEAR, LINEAR_BATCHES, MAIN_MODEL, SHORT, STREAM_VERSIONS, V1, V2, V3, V3G, V4,
-    PatchEmbedData, faster_or_slower, fmt_x, label, pow2_ticks, shape_text, shared_legend)
+    PatchEmbedData, fmt_x, label, pow2_ticks, shape_text, shared_legend)
 from analysis.patch_embed_costs import ROUTINE_PARTS, memory_figure, routine_figure
 from analysis.patch_embed_timeline import timeline_figure
 from studylib import catalog, formatting, notebook, rundata
+from studylib.claims import claim
 
 ctx, run, prov, tprov = plots.open_notebook(FAMILY, globals())
 data = PatchEmbedData(run)
 everything, best, order, style = data.everything, data.best, data.order, data.style
 models, hidden_of = data.models, data.hidden_of
 timed, rounds, rounds_caption, rounds_cells = data.timed, data.rounds, data.rounds_caption, data.rounds_cells
-flush_text, flush_dropped = data.flush_text, data.flush_dropped
+flush_text, flush_said, flush_dropped = data.flush_text, data.flush_said, data.flush_dropped
 at, how, stream_label, plot_version, legend_handles = (data.at, data.how, data.stream_label, data.plot_version,
                                                         data.legend_handles)
 
@@ -127,16 +128,9 @@ if panels:
         plots.legend_outside(axes[row][-1], handles=legend_handles([v for v in versions if v in shown]), fontsize=8)
     plots.titled(fig, f"Patch embedding: time per call vs image size, batch 1 ({flush_text})", tprov)
     fig.tight_layout()
-    ctx.figure(f"{FAMILY}_image_size", fig,
-               f"Patch embedding median time per call vs image size at batch 1, one column "
-               f"per model; the top row (log y) the versions before the GEMM formulation (v1-v3 run only at "
-               f"small sizes: their launch counts grow as batch x hidden x patches; v3 versions at "
-               f"their fastest stream count; cpu_baseline is CPU time), the bottom row (linear y from zero) the GEMM-based "
-               f"versions beside cuDNN and the PyTorch anchors (dashed; every version but cpu_baseline "
-               f"device time); v8 and v9 are in the tables (v10 runs within 2% of the faster of v7 and "
-               f"v9). {flush_text}. {prov}.")
+    ctx.figure(f"{FAMILY}_image_size", fig, claim("image_size_caption", flush=flush_said, prov=prov))
 else:
-    ctx.missing("figure", f"{FAMILY}_image_size", "this run has no timed rows at batch 1")
+    ctx.missing("figure", f"{FAMILY}_image_size", claim("none_at_batch1"))
 
 # %% [markdown]
 # ## Streams: v3 vs batch with the stream count varied, v1/v2 on one stream beside it
@@ -179,13 +173,10 @@ if len(s3):
     plots.titled(fig, f"Patch embedding: v3 time per call vs batch, stream count varied "
                    f"({sm}, {simage} px)", tprov)
     shared_legend(fig, handles, bottom=0.2)
-    ctx.figure(f"{FAMILY}_streams", fig,
-               f"Median time per call of {' and '.join(sv)} vs batch at {sm}, {simage} px, one "
-               f"line per stream count (the count the bench used), with "
-               f"{' and '.join(side) or 'no v1/v2 rows'} on one stream (dotted) for comparison; "
-               f"log y. {flush_text}. {prov}.")
+    ctx.figure(f"{FAMILY}_streams", fig, claim("streams_caption", versions=list(sv), model=sm, image=simage, side=list(side),
+                                               flush=flush_said, prov=prov))
 else:
-    ctx.missing("figure", f"{FAMILY}_streams", f"this run has no timed {V3} or {V3G} rows")
+    ctx.missing("figure", f"{FAMILY}_streams", claim("no_stream_rows", v3=V3, v3g=V3G))
 
 # %% [markdown]
 # ## Where more streams stop helping: time vs stream count, one line per batch
@@ -230,14 +221,10 @@ if stream_shape is not None and len(counts) > 1:
                               label=f"knee: fewest streams within {KNEE:.0%} of the fastest"))
     plots.titled(fig, f"Patch embedding: v3 time per call vs stream count ({sm}, {simage} px)", tprov)
     shared_legend(fig, handles, bottom=0.18, ncol=5)
-    ctx.figure(f"{FAMILY}_streams_count", fig,
-               f"Median time per call of {' and '.join(sv)} vs the number of streams at {sm}, "
-               f"{simage} px, one line per batch; the circled point of each line is where more "
-               f"streams stop helping (the fewest streams within {KNEE:.0%} of that line's "
-               f"fastest). {flush_text}. {prov}.")
+    ctx.figure(f"{FAMILY}_streams_count", fig, claim("streams_count_caption", versions=list(sv), model=sm, image=simage,
+                                                     knee=KNEE, flush=flush_said, prov=prov))
 else:
-    ctx.missing("figure", f"{FAMILY}_streams_count",
-                "this run times the stream versions at fewer than two stream counts")
+    ctx.missing("figure", f"{FAMILY}_streams_count", claim("one_stream_count"))
 
 # %% [markdown]
 # ## Time vs batch on ViT-B: v4 onward against cuDNN and the two PyTorch anchors
@@ -264,15 +251,11 @@ if images and mb["batch"].nunique() > 1:
     plots.titled(fig, f"Patch embedding: time per call vs batch, {MAIN_MODEL} ({flush_text})", tprov)
     shared_legend(fig, legend_handles([v for v in gemm_versions if v in shown]), bottom=0.2)
     ctx.figure(f"{FAMILY}_batch", fig,
-               f"Median time per call vs batch on {MAIN_MODEL} (hidden {hidden_of.get(MAIN_MODEL, 768)}), "
-               f"one panel per image size, log-log: {', '.join(v for v in gemm_versions if not catalog.is_anchor(v))} "
-               f"against {label(CONV)} and {label(LINEAR)} (each the faster of eager and "
-               f"CUDA-graph replay; the anchors do not add the cls token and position embedding "
-               f"that the versions do); {', '.join(ON_V9S_LINE)}, whose line lies on v9_pos_first's, "
-               f"is in the tables. {flush_text}. {prov}.")
+               claim("batch_caption", model=MAIN_MODEL, hidden=hidden_of.get(MAIN_MODEL, 768),
+                     versions=[v for v in gemm_versions if not catalog.is_anchor(v)], conv=label(CONV),
+                     linear=label(LINEAR), on_line=list(ON_V9S_LINE), flush=flush_said, prov=prov))
 else:
-    ctx.missing("figure", f"{FAMILY}_batch",
-                f"this run has no {MAIN_MODEL} rows of v4 onward at two or more batch sizes")
+    ctx.missing("figure", f"{FAMILY}_batch", claim("no_batch_rows", model=MAIN_MODEL))
 
 # %% [markdown]
 # ## The ladder: time, speedup over the previous step and over cpu_baseline, ratio to cuDNN
@@ -309,14 +292,9 @@ if len(ladder):
             f"x {CPU}": fmt_x, f"time / {CUDNN}": fmt_x, "time / faster anchor": fmt_x}
     ctx.table(f"{FAMILY}_ladder", formatting.markdown_table(ladder, {k: f for k, f in fmts.items()
                                                              if k in ladder.columns}),
-              f"The patch-embedding ladder at its key shapes: median time per call (us; "
-              f"cpu_baseline CPU time, the rest device time){rounds_caption}, speedup over the previous step "
-              f"present at that shape (its time / this time), speedup over {CPU}, and time as "
-              f"a ratio to {CUDNN} and to the faster of the two PyTorch anchors there (below 1 "
-              f"= faster); v3 versions at their fastest stream count (streams). "
-              f"{flush_text}. {prov}.")
+              claim("ladder_caption", rounds=rounds_caption, cpu=CPU, cudnn=CUDNN, flush=flush_said, prov=prov))
 else:
-    ctx.missing("table", f"{FAMILY}_ladder", "no timed rows at any key shape")
+    ctx.missing("table", f"{FAMILY}_ladder", claim("no_key_shape"))
 ladder
 
 # %% [markdown]
@@ -373,16 +351,10 @@ if len(ladder) and ladder["version"].map(catalog.is_own).any():
     handles = [plt.Line2D([], [], color=shape_colors(i), marker="o", label=sh) for i, sh in enumerate(shapes)]
     plots.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", tprov)
     shared_legend(fig, handles, bottom=0.14)
-    ctx.figure(f"{FAMILY}_speedup", fig,
-               f"Left: each version's speedup over {CPU}, one line per key shape ({'; '.join(shapes)}), on a "
-               f"log axis, since the ladder's point there is its spread (0.001x to ~150x). Right: each GEMM "
-               f"step's speedup over the previous step present at the same shape ({', '.join(near_one)}), "
-               f"bars with their values on a linear axis from zero (the line: 1x, no change), one colour per "
-               f"shape; the earlier steps' "
-               f"gains over their predecessors are in the ladder table. v3 versions at their fastest "
-               f"stream count. {prov}.")
+    ctx.figure(f"{FAMILY}_speedup", fig, claim("speedup_caption", cpu=CPU, shapes=list(shapes), near_one=list(near_one),
+                                               prov=prov))
 else:
-    ctx.missing("figure", f"{FAMILY}_speedup", "no version of the ladder timed at a key shape")
+    ctx.missing("figure", f"{FAMILY}_speedup", claim("no_ladder_at_key"))
 
 # %% [markdown]
 # ## Share of the tensor-core ceiling: every GPU version's achieved TFLOP/s over the run's GEMM rate
@@ -402,19 +374,10 @@ if len(rl) and gemm_ceiling:
     fig = plots.peak_share_figure(rl, order, style, label, gemm_ceiling, "measured fp16 GEMM ceiling",
                                   f"Patch embedding: share of the tensor-core ceiling on {MAIN_MODEL}", tprov)
     ctx.figure(f"{FAMILY}_peak_share", fig,
-               f"Patch embedding at {'; '.join(shape_text(*s) for s in rl_shapes)}: every GPU version's and "
-               f"anchor's achieved TFLOP/s (the convolution's flops over its median device time) as a share "
-               f"of the fp16 GEMM ceiling measured in the same run ({gemm_ceiling:,.0f} TFLOP/s), one bar "
-               f"per shape, linear axis from zero, the best of each shape in bold. Not a roofline: every "
-               f"version moves the same minimum bytes (images, weights and token rows), so all would stand "
-               f"at one intensity per shape. {CPU} runs on the CPU and the launch-per-output v1-v3 reach "
-               f"1e-4 to 1e-2 TFLOP/s, so they are not drawn (the streams figures and the ladder table give "
-               f"them), nor {', '.join(ON_V9S_LINE)}, whose shares are v9_pos_first's. "
-               f"{flush_text}. {prov}.")
+               claim("peak_share_caption", shapes=[shape_text(*sh) for sh in rl_shapes], ceiling=gemm_ceiling, cpu=CPU,
+                     on_line=list(ON_V9S_LINE), flush=flush_said, prov=prov))
 else:
-    ctx.missing("figure", f"{FAMILY}_peak_share", f"{MAIN_MODEL}: " + (
-        "this run measured no fp16 GEMM ceiling (experiments/specs/ceilings.toml)" if len(rl) else
-        "no timed row records TFLOP/s"))
+    ctx.missing("figure", f"{FAMILY}_peak_share", claim("no_gemm_ceiling" if len(rl) else "no_tflops", model=MAIN_MODEL))
 
 # %% [markdown]
 # ## Device and host memory per version
@@ -442,17 +405,14 @@ tl_sentence = timeline_figure(data, ctx)
 ctx.table(f"{FAMILY}_sweep", formatting.sweep_table(
     timed, ["model", "image_size", "batch", "streams"], "version", order, formatting.fmt_us,
     {c: formatting.fmt_int for c in ("image_size", "batch", "streams")}),
-    f"Patch-embedding median time per call (us) for every timed model x image size x batch x "
-    f"streams x version{rounds_cells}; '-' = not timed (see the status table). {flush_text}. {prov}.")
+    claim("sweep_caption", cells=rounds_cells, flush=flush_said, prov=prov))
 
 st = formatting.status_table(everything.assign(
     _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
     .sort_values(["_o", "version"], kind="stable"))
-left_out = [f"{flush_dropped} timed rows with the other L2 flush setting are not plotted"] \
-    if flush_dropped else []
+left_out = [claim("other_flush", count=flush_dropped)] if flush_dropped else []
 ctx.table(f"{FAMILY}_status", formatting.markdown_table(st),
-          "Patch-embedding rows per version and status, with the reason of every row that was "
-          "not timed" + (f" ({'; '.join(left_out)})" if left_out else "") + f". {prov}.")
+          claim("status_caption", family="Patch-embedding", left_out=left_out, prov=prov))
 st
 
 # %% [markdown]
@@ -479,43 +439,38 @@ def fastest(model, image, batch, own_only=False, source=None):
     return d.loc[d["median_us"].idxmin()] if len(d) else None
 
 
-def anchor_text(a, model, image, batch, source=None):
+def anchor_at(a, model, image, batch, source=None):
     src = source or data
     h = src.how(a, model, image, batch)
-    return f"{SHORT[a]} ({formatting.fmt_us(src.at(a, model, image, batch))} us{', ' + h if h else ''})"
+    return claim("anchor_at", short=SHORT[a], us=src.at(a, model, image, batch), how=h)
 
 
 # The F.conv2d target: batch 256, 224 px, ViT-B.
 f = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH, source=judged)
 conv = judged.at(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
-where = f"batch {CONV_BATCH}, {KEY_IMAGE} px ({MAIN_MODEL})"
+where = claim("where_conv", batch=CONV_BATCH, image=KEY_IMAGE, model=MAIN_MODEL)
 if f is not None and np.isfinite(conv):
     r = conv / f["median_us"]
     band = judged.speedup_band(f, CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)
-    conv_verdict = notebook.verdict(r, CONV_TARGET, band)
-    findings.append(f"At {where}, the fastest version, {f['version']} "
-                    f"({formatting.fmt_us(f['median_us'])} us), is {faster_or_slower(r)} than "
-                    f"{anchor_text(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH, judged)}: the target of at "
-                    f"least {CONV_TARGET:.0f}x faster than F.conv2d is {conv_verdict}.")
-    ctx.target(f"at least {CONV_TARGET:.0f}x faster than F.conv2d at {where}",
-               conv_verdict, f"{f['version']}: {r:.2f}x{formatting.band_text(band)}")
+    target = claim("conv_target", where=where, version=f["version"], us=f["median_us"], ratio=r,
+                   anchor=anchor_at(CONV, MAIN_MODEL, KEY_IMAGE, CONV_BATCH, judged), target=CONV_TARGET, band=band,
+                   verdict=notebook.verdict(r, CONV_TARGET, band))
+    findings.append(target)
+    ctx.judge(target)
     fo = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH, own_only=True, source=judged)
     if fo is not None and fo["version"] != f["version"]:
-        findings.append(f"The fastest version written here, {fo['version']} "
-                        f"({formatting.fmt_us(fo['median_us'])} us), is "
-                        f"{faster_or_slower(conv / fo['median_us'])} than F.conv2d at {where}.")
+        findings.append(claim("own_vs_conv", version=fo["version"], us=fo["median_us"], ratio=conv / fo["median_us"],
+                              where=where))
 else:
-    findings.append(f"This run has no {'F.conv2d row' if f is not None else 'timed version'} at "
-                    f"{where}, so the {CONV_TARGET:.0f}x target over F.conv2d is not judged.")
+    findings.append(claim("conv_unjudged", has_version=f is not None, where=where, target=CONV_TARGET))
 
 # Batch 1, outside the targets, where the launch and the pipeline's fill are the whole call: stated,
 # whichever way it goes.
 f1, lin1 = fastest(MAIN_MODEL, KEY_IMAGE, 1), at(LINEAR, MAIN_MODEL, KEY_IMAGE, 1)
 if f1 is not None and np.isfinite(lin1):
-    findings.append(f"At batch 1, {KEY_IMAGE} px (no target), the fastest version, {f1['version']} "
-                    f"({formatting.fmt_us(f1['median_us'])} us), is {faster_or_slower(lin1 / f1['median_us'])} "
-                    f"than {anchor_text(LINEAR, MAIN_MODEL, KEY_IMAGE, 1)}"
-                    + ("; PyTorch is the faster there." if f1["median_us"] > lin1 else "."))
+    findings.append(claim("batch1", image=KEY_IMAGE, version=f1["version"], us=f1["median_us"],
+                          ratio=lin1 / f1["median_us"], anchor=anchor_at(LINEAR, MAIN_MODEL, KEY_IMAGE, 1),
+                          pytorch_faster=f1["median_us"] > lin1))
 
 # Losses along the ladder: a rung more than 10% slower than an earlier one at some image size
 # (the largest batch of each), which a headline at 224 px would not show.
@@ -530,66 +485,60 @@ for image in sorted(int(i) for i in set(best.loc[best["model"] == MAIN_MODEL, "i
         m = at(v, MAIN_MODEL, image, b)
         if earlier and np.isfinite(m) and m > 1.1 * min(earlier)[0]:
             t0, u = min(earlier)
-            findings.append(f"At {image} px, batch {b}, {v} ({formatting.fmt_us(m)} us) is {m / t0:.2f}x slower than "
-                            f"the earlier {u} ({formatting.fmt_us(t0)} us).")
+            findings.append(claim("ladder_loss", image=image, batch=b, version=v, us=m, ratio=m / t0, earlier=u,
+                                  earlier_us=t0))
 
 # The patchify + F.linear target: batch 32 and 256, 224 px.
-beats, unjudged, linear_parts = [], [], []
+parts, unjudged = [], []
 for b in LINEAR_BATCHES:
     f = fastest(MAIN_MODEL, KEY_IMAGE, b, source=judged)
     lin = judged.at(LINEAR, MAIN_MODEL, KEY_IMAGE, b)
     if f is None or not np.isfinite(lin):
-        unjudged.append((b, "patchify + F.linear row" if f is not None else "timed version"))
+        unjudged.append((b, f is not None))
         continue
     band = judged.speedup_band(f, LINEAR, MAIN_MODEL, KEY_IMAGE, b)
-    beats.append(notebook.verdict(lin / f["median_us"], 1.0, band))
-    linear_parts.append(f"batch {b}: {lin / f['median_us']:.2f}x ({f['version']}{formatting.band_text(band)})")
-    findings.append(f"At batch {b}, {KEY_IMAGE} px, the fastest version, {f['version']} "
-                    f"({formatting.fmt_us(f['median_us'])} us), is "
-                    f"{faster_or_slower(lin / f['median_us'])} than "
-                    f"{anchor_text(LINEAR, MAIN_MODEL, KEY_IMAGE, b, judged)}.")
-for what in dict.fromkeys(w for _, w in unjudged):
-    bs = [str(b) for b, w in unjudged if w == what]
-    findings.append(f"This run has no {what} at batch {' and '.join(bs)}, {KEY_IMAGE} px "
-                    f"({MAIN_MODEL}), so the target over patchify + F.linear is not judged there.")
-if len(beats) == len(LINEAR_BATCHES):
-    linear_verdict = notebook.combined_verdict(beats)
-    findings.append(f"The target of beating patchify + F.linear at batch "
-                    f"{' and '.join(map(str, LINEAR_BATCHES))} ({KEY_IMAGE} px) is {linear_verdict}.")
-    ctx.target(f"faster than patchify + F.linear at batch {' and '.join(map(str, LINEAR_BATCHES))}, "
-               f"{KEY_IMAGE} px", linear_verdict, "; ".join(linear_parts))
+    parts.append(claim("linear_part", batch=b, ratio=lin / f["median_us"], version=f["version"], band=band,
+                       verdict=notebook.verdict(lin / f["median_us"], 1.0, band)))
+    findings.append(claim("linear_at", batch=b, image=KEY_IMAGE, version=f["version"], us=f["median_us"],
+                          ratio=lin / f["median_us"], anchor=anchor_at(LINEAR, MAIN_MODEL, KEY_IMAGE, b, judged)))
+for has_version in dict.fromkeys(h for _, h in unjudged):
+    findings.append(claim("linear_unjudged", has_version=has_version, batches=[b for b, h in unjudged if h == has_version],
+                          image=KEY_IMAGE, model=MAIN_MODEL))
+if len(parts) == len(LINEAR_BATCHES):
+    target = claim("linear_target", batches=list(LINEAR_BATCHES), image=KEY_IMAGE, parts=parts,
+                   verdict=notebook.combined_verdict([p.verdict for p in parts]))
+    findings.append(target)
+    ctx.judge(target)
+
+
+def stream_findings(v):
+    """Where more streams stop helping version v, at the stream shape's largest batch."""
+    d = sd3[sd3["version"] == v]
+    per_batch = {int(b): knee(g) for b, g in d.groupby("batch") if g["streams"].nunique() > 1}
+    if not per_batch:
+        return [claim("streams_one_count", version=v, streams=stream_label(d["streams"].iloc[0]))]
+    b = max(per_batch)
+    k, kt, bs, bt = per_batch[b]
+    one = at(v, sm, simage, b, table=timed[timed["streams"] == 1])
+    most = int(d["streams"].max())
+    most_t = at(v, sm, simage, b, table=timed[(timed["version"] == v) & (timed["streams"] == most)])
+    rest = claim("streams_rest", knee_share=KNEE, best_us=bt, best=stream_label(bs), most_us=most_t,
+                 most=stream_label(most))
+    out = [claim("streams_no_help", version=v, shape=shape_text(sm, simage, b), knee_us=kt, rest=rest) if k == 1 else
+           claim("streams_knee", version=v, knee=stream_label(k), shape=shape_text(sm, simage, b),
+                 has_one=bool(np.isfinite(one)), one_us=one, knee_us=kt, rest=rest)]
+    if len(per_batch) > 1:
+        out.append(claim("knee_per_batch", version=v, knee_share=KNEE, model=sm, image=simage,
+                         parts=[claim("knee_at", batch=bb, knee=per_batch[bb][0]) for bb in sorted(per_batch)]))
+    return out
+
 
 # Where more streams stop helping.
 if stream_shape is not None:
     for v in sv:
-        d = sd3[sd3["version"] == v]
-        per_batch = {int(b): knee(g) for b, g in d.groupby("batch") if g["streams"].nunique() > 1}
-        if not per_batch:
-            findings.append(f"{v} is timed at one stream count only ({stream_label(d['streams'].iloc[0])}), "
-                            f"so this run does not show where more streams stop helping.")
-            continue
-        b = max(per_batch)
-        k, kt, bs, bt = per_batch[b]
-        one = at(v, sm, simage, b, table=timed[timed["streams"] == 1])
-        start = (f"on 1 stream it takes {formatting.fmt_us(one)} us, " if np.isfinite(one) else "")
-        most = int(d["streams"].max())
-        most_t = at(v, sm, simage, b, table=timed[(timed["version"] == v) & (timed["streams"] == most)])
-        rest = (f"no stream count is more than {KNEE:.0%} faster (the fastest, {formatting.fmt_us(bt)} us, "
-                f"at {stream_label(bs)}; {formatting.fmt_us(most_t)} us at {stream_label(most)}).")
-        if k == 1:  # the knee is the single stream: say so once
-            findings.append(f"More streams do not help {v} ({shape_text(sm, simage, b)}): "
-                            f"{formatting.fmt_us(kt)} us on 1 stream, and {rest}")
-        else:
-            findings.append(
-                f"More streams stop helping {v} at {stream_label(k)} ({shape_text(sm, simage, b)}): "
-                f"{start}{formatting.fmt_us(kt)} us on {stream_label(k)}, and {rest}")
-        if len(per_batch) > 1:
-            ks = ", ".join(f"batch {bb}: {per_batch[bb][0]}" for bb in sorted(per_batch))
-            findings.append(f"The knee of {v} (fewest streams within {KNEE:.0%} of the fastest) "
-                            f"per batch at {sm}, {simage} px: {ks}.")
+        findings += stream_findings(v)
 else:
-    findings.append(f"This run has no timed {V3} or {V3G} rows, so it does not show what streams "
-                    f"buy.")
+    findings.append(claim("no_streams", v3=V3, v3g=V3G))
 if tl_sentence:
     findings.append(tl_sentence)
 
@@ -599,12 +548,10 @@ for m, image, b in key_shapes:
     f = fastest(m, image, b)
     if not np.isfinite(c) or f is None or f["version"] == CPU:
         continue
-    s = (f"At {shape_text(m, image, b)}, the fastest version, {f['version']}, is "
-         f"{faster_or_slower(c / f['median_us'])} than {CPU} ({formatting.fmt_us(c)} us on the CPU)")
     v1 = at(V1, m, image, b)
-    if np.isfinite(v1) and f["version"] != V1:
-        s += f"; {V1} is {faster_or_slower(c / v1)} than {CPU}"
-    findings.append(s + ".")
+    v1_too = bool(np.isfinite(v1)) and f["version"] != V1
+    findings.append(claim("vs_cpu", shape=shape_text(m, image, b), version=f["version"], ratio=c / f["median_us"],
+                          cpu=CPU, cpu_us=c, v1_too=v1_too, v1=V1, v1_ratio=c / v1 if v1_too else 1.0))
 
 # Where v4's routine goes, at the largest key shape with a split.
 for m, image, b in reversed(key_shapes):
@@ -612,20 +559,17 @@ for m, image, b in reversed(key_shapes):
            & (rt["batch"] == b)]
     if len(r) and np.isfinite(r[ROUTINE_PARTS].iloc[0]).all():
         r = r.iloc[0]
-        copies = r["h2d_us"] + r["d2h_us"]
-        findings.append(f"At {shape_text(m, image, b)}, {V4}'s host-to-host routine takes "
-                        f"{formatting.fmt_us(r['routine_us'])} us, {100 * copies / r['routine_us']:.0f}% "
-                        f"of it in the two copies ({formatting.fmt_us(r['h2d_us'])} us up, "
-                        f"{formatting.fmt_us(r['d2h_us'])} us down), against {formatting.fmt_us(r['median_us'])} us "
-                        f"of device time.")
+        findings.append(claim("routine", shape=shape_text(m, image, b), v4=V4, routine_us=r["routine_us"],
+                              share=(r["h2d_us"] + r["d2h_us"]) / r["routine_us"], h2d=r["h2d_us"], d2h=r["d2h_us"],
+                              us=r["median_us"]))
         break
 
 missing_versions = [v for v in LADDER if v not in set(everything["version"])]
 if missing_versions:
-    findings.append(f"This run has no rows of {', '.join(missing_versions)}.")
+    findings.append(claim("missing_versions", versions=missing_versions))
 findings.append(formatting.status_finding(everything))
 
-ctx.text(f"{FAMILY}_findings", findings)
+findings_text = ctx.claims(f"{FAMILY}_findings", findings)
 
 # README's headline line: the fastest version of all at batch 256, 224 px on ViT-B.
 top = fastest(MAIN_MODEL, KEY_IMAGE, CONV_BATCH, source=judged)
@@ -644,4 +588,4 @@ if top is not None:
                  library_us=judged.at(CUDNN, MAIN_MODEL, KEY_IMAGE, CONV_BATCH),
                  anchors=[(anchor_name(a), judged.at(a, MAIN_MODEL, KEY_IMAGE, CONV_BATCH)) for a in anchors],
                  run_ids=rundata.run_ids_of(shown))
-print("\n".join(findings))
+print(findings_text.read_text())

@@ -10,6 +10,7 @@ import numpy as np
 from analysis import plots
 from analysis.patch_embed_data import CPU, FAMILY, ROUTINE_VERSIONS, V4, shape_text, shared_legend
 from studylib import formatting, rundata
+from studylib.claims import claim
 
 # The routine's three measured parts, and its parts as stacked segments: (column, label, colour).
 ROUTINE_PARTS = ["h2d_us", "preprocess_us", "d2h_us"]
@@ -26,7 +27,7 @@ def memory_figure(data, ctx, shapes):
     panels = [s for s in shapes if s is not None and len(
         mem[(mem["model"] == s[0]) & (mem["image_size"] == s[1]) & (mem["batch"] == s[2])])]
     if not panels:
-        ctx.missing("figure", f"{FAMILY}_memory", "no timed row records device or host bytes")
+        ctx.missing("figure", f"{FAMILY}_memory", claim("no_memory"))
         return
     scratch = rundata.flush_scratch_bytes(rundata.gpu_of(data.run))
     fig, axes = plt.subplots(1, len(panels), figsize=(plots.panels_width(len(panels), 5.2), 4.4), squeeze=False)
@@ -51,14 +52,8 @@ def memory_figure(data, ctx, shapes):
     plots.titled(fig, "Patch embedding: memory allocated per version", ctx.title_provenance())
     shared_legend(fig, handles, bottom=0.1)
     ctx.figure(f"{FAMILY}_memory", fig,
-               f"Device and host memory each version allocates (device_bytes, host_bytes of its "
-               f"row) at {' and at '.join(shape_text(*s) for s in panels)}, "
-               + (f"less the {scratch / 2**20:,.0f} MiB of scratch (twice the L2) that both harnesses "
-                  f"keep to flush L2 between repeats and count in a flushed row's device_bytes"
-                  if scratch else "with the harnesses' L2-flush scratch (twice the L2, whose size "
-                  "for this GPU the analysis does not know) in every flushed row")
-               + f" (device MiB on the bars); {V4} holds the batch twice on the device; the anchors' device bytes are "
-               f"everything PyTorch had allocated. {prov}.")
+               claim("memory_caption", shapes=[shape_text(*sh) for sh in panels], scratch=bool(scratch),
+                     scratch_mib=(scratch or 0) / 2**20, v4=V4, prov=prov))
 
 
 def routine_figure(data, ctx, key_shapes):
@@ -81,8 +76,7 @@ def routine_figure(data, ctx, key_shapes):
         r0 = rt.sort_values(["image_size", "batch"]).iloc[-1]
         panels = [(r0["model"], int(r0["image_size"]), int(r0["batch"]))]
     if not panels:
-        ctx.missing("figure", f"{FAMILY}_routine",
-                    f"no timed row of {', '.join(ROUTINE_VERSIONS)} records a host-to-host routine time")
+        ctx.missing("figure", f"{FAMILY}_routine", claim("no_routine", versions=list(ROUTINE_VERSIONS)))
         return rt
     fig, axes = plt.subplots(1, len(panels), figsize=(plots.panels_width(len(panels), 4.8), 4.4),
                              squeeze=False)
@@ -109,9 +103,5 @@ def routine_figure(data, ctx, key_shapes):
     shared_legend(fig, [matplotlib.patches.Patch(color=c, label=l) for _, l, c in used],
                   bottom=0.12, ncol=5)
     ctx.figure(f"{FAMILY}_routine", fig,
-               f"The host-to-host routine (pinned images up, preprocessing, kernels, token rows "
-               f"down) of {', '.join(v for v in ROUTINE_VERSIONS if v in set(rt['version']))} as "
-               f"shares of its time (total above each bar); 'kernels, launches and syncs' is the "
-               f"routine minus the three measured parts; v3 versions at their fastest stream "
-               f"count. {prov}.")
+               claim("routine_caption", versions=[v for v in ROUTINE_VERSIONS if v in set(rt['version'])], prov=prov))
     return rt

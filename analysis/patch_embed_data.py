@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis import plots
 from studylib import catalog, formatting, notebook, rundata
+from studylib.claims import flush_setting, say
 
 FAMILY = "patch_embed"
 
@@ -47,13 +48,6 @@ def fmt_x(x):
     if x >= 100:
         return f"{x:,.0f}x"
     return f"{x:.1f}x" if x >= 10 else f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
-
-
-def faster_or_slower(ratio):
-    """formatting.faster_or_slower, with ratios of 100x and more printed without decimals."""
-    if np.isfinite(ratio) and ratio > 0 and max(ratio, 1 / ratio) >= 100:
-        return f"{fmt_x(ratio)} faster" if ratio >= 1 else f"{fmt_x(1 / ratio)} slower"
-    return formatting.faster_or_slower(ratio)
 
 
 def shape_text(model, image, batch):
@@ -115,8 +109,8 @@ class PatchEmbedData:
         # v7_implicit_wgmma's).
         self.style.update({CONV: dict(color="#000000", marker="h", linestyle="--", markersize=6),
                            LINEAR: dict(color="#3a3a8c", marker="p", linestyle="--", markersize=6)})
-        self.flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
-            flush, "L2 flush setting not recorded")
+        self.flush_said = flush_setting(flush)
+        self.flush_text = say(self.flush_said, FAMILY)  # in figure titles
         self.sm_counts = sorted({int(x) for x in run.rows(FAMILY)["sm_count"].dropna() if x > 0})
         self.hidden_of = {m: int(h) for m, h in t.groupby("model")["hidden"].first().items()}
         self.models = sorted(self.hidden_of, key=lambda m: self.hidden_of[m])

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 from analysis import plots
 from analysis.patch_embed_data import FAMILY, STREAM_VERSIONS, TIMELINE_COLUMNS, TIMELINE_FILE, V3
 from studylib import formatting, rundata
+from studylib.claims import claim
 
 
 def overlap(d):
@@ -44,13 +45,13 @@ def timeline_figure(data, ctx):
                               "start_us", "end_us"])
     # Where the table comes from another folder, the caption and the sentence say so and give
     # that folder's provenance.
-    elsewhere = f" of `{source.name}` (this run has none)" if source is not data.run else ""
+    elsewhere = source is not data.run
     tl_sentence = None
     if timeline is None or timeline.empty:
-        why = (f"this run has no {TIMELINE_FILE} (the per-launch timestamps of {V3})"
-               if timeline is None else f"{TIMELINE_FILE} has no rows")
+        why = (claim("no_timeline_file", file=TIMELINE_FILE, v3=V3) if timeline is None
+               else claim("empty_timeline", file=TIMELINE_FILE))
         ctx.missing("figure", f"{FAMILY}_timeline", why)
-        tl_sentence = f"No streams timeline: {why}, so the Gantt chart is not drawn."
+        tl_sentence = claim("no_timeline", why=why)
     else:
         tl_version = next((v for v in STREAM_VERSIONS if v in set(timeline["version"])),
                           timeline["version"].iloc[0])
@@ -95,25 +96,22 @@ def timeline_figure(data, ctx):
                   source.title_provenance(FAMILY))
         fig.tight_layout()
         ctx.figure(f"{FAMILY}_timeline", fig,
-                   f"Gantt chart of every launch of {', '.join(dict.fromkeys(v for v, _ in lanes))} "
-                   f"at batch {tb}, {ti} px, hidden {th}, from per-stream CUDA event timestamps "
-                   f"({TIMELINE_FILE}{elsewhere}): one lane per stream, one bar per launch, shared time axis; "
-                   f"{' vs '.join(data.stream_label(n) for _, n in lanes)}. "
                    # The probe's table records no run id: the folder's own rows give the sitting.
-                   f"{'' if len(source.rows(FAMILY)) else 'The timeline records no run id; its folder: '}"
-                   f"{source.provenance(FAMILY)}.")
+                   claim("timeline_caption", versions=list(dict.fromkeys(v for v, _ in lanes)), batch=tb, image=ti,
+                         hidden=th, file=TIMELINE_FILE, elsewhere=elsewhere, source=source.name,
+                         lanes=[data.stream_label(n) for _, n in lanes], no_run_id=not len(source.rows(FAMILY)),
+                         prov=source.provenance(FAMILY)))
         one, many = spans[0], spans[1] if len(spans) > 1 else None
-        where = f" (from `{source.name}`: this run has no timeline)" if elsewhere else ""
-        tl_sentence = (f"The timeline of {one[0]} at batch {tb}, {ti} px, hidden {th}{where}: on "
-                       f"{data.stream_label(one[1])} its {one[3]} launches take {formatting.fmt_us(one[2])} us "
-                       f"with at most {one[4]} running at once")
-        if many:
-            tl_sentence += (f"; on {data.stream_label(many[1])} they take {formatting.fmt_us(many[2])} us "
-                            f"({span_change(one[2], many[2])}) with up to {many[4]} running at once")
-        tl_sentence += "."
+        tl_sentence = claim("timeline", version=one[0], batch=tb, image=ti, hidden=th, elsewhere=elsewhere,
+                            source=source.name, one_streams=data.stream_label(one[1]), launches=one[3], one_us=one[2],
+                            one_at_once=one[4], many=many is not None,
+                            many_streams=data.stream_label(many[1]) if many else None,
+                            many_us=many[2] if many else None, many_at_once=many[4] if many else None,
+                            change=span_change(one[2], many[2]) if many else None)
     return tl_sentence
 
 
 def span_change(one_us, many_us):
     """'1.1x shorter' or '1.14x longer': the many-stream span against the one-stream span."""
-    return f"{one_us / many_us:.1f}x shorter" if many_us <= one_us else f"{many_us / one_us:.2f}x longer"
+    return (claim("span_shorter", ratio=one_us / many_us) if many_us <= one_us
+            else claim("span_longer", ratio=many_us / one_us))

@@ -110,8 +110,9 @@ class PatchEmbedReport(BuiltReport):
         self.assertIn("with up to 8 running at once", self.text)
         # More streams can lengthen the span (the host's issue pace): said so, never "0.9x shorter".
         from analysis.patch_embed_timeline import span_change
-        self.assertEqual(span_change(100.0, 50.0), "2.0x shorter")
-        self.assertEqual(span_change(23301.0, 26659.0), "1.14x longer")
+        from studylib.claims import say
+        self.assertEqual(say(span_change(100.0, 50.0), "patch_embed"), "2.0x shorter")
+        self.assertEqual(say(span_change(23301.0, 26659.0), "patch_embed"), "1.14x longer")
         ladder = (self.out / "tables" / "patch_embed_ladder.md").read_text()
         for v in ("cpu_baseline", "v1_single_channel", "v2_unified_channel", "v3_streams",
                   "v3_streams_graph"):

@@ -43,6 +43,8 @@ FORMATS = {
     "and": lambda xs: formatting.join_and([str(x) for x in xs]),  # ['a', 'b', 'c'] -> 'a, b and c'
     "list": lambda xs: ", ".join(str(x) for x in xs),              # 'a, b, c'
     "parts": lambda xs: "; ".join(str(x) for x in xs),             # 'a; b; c'
+    "at_each": lambda xs: " and at ".join(str(x) for x in xs),     # 'a and at b'
+    "vs": lambda xs: " vs ".join(str(x) for x in xs),              # 'a vs b'
 }
 
 

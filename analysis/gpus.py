@@ -25,6 +25,7 @@ import pandas as pd
 from analysis import plots
 from studylib import catalog, formatting, notebook, rundata
 from studylib import steps as step_table
+from studylib.claims import claim
 
 ctx = notebook.notebook_context("gpus", globals())
 runs = ctx.runs
@@ -120,15 +121,13 @@ def medians(d):
 
 
 def power_clause(a, b, name_a, name_b):
-    """'; and at the power limit both run it alike: ...' for two GPUs' rows of one step that
+    """'; and at the power limit both run it alike: ...' (a claim) for two GPUs' rows of one step that
     recorded their energy loop's power, their power limit and their clock (one SM design under one
     power limit runs the same work at about the same clock); '' where a row lacks one of them."""
     if not np.isfinite([a["power_w"], b["power_w"], a["limit_w"], b["limit_w"], a["clk"], b["clk"]]).all():
         return ""
-    return (f"; and at the power limit both run it alike: {a['power_w']:,.0f} of {a['limit_w']:,.0f} W "
-            f"at {a['clk']:,.0f} MHz on {name_a}, {b['power_w']:,.0f} of {b['limit_w']:,.0f} W "
-            f"at {b['clk']:,.0f} MHz on {name_b} (the energy loop's power, the timed calls' clock): "
-            f"one SM design under one power limit")
+    return claim("power_alike", pa=a["power_w"], la=a["limit_w"], ca=a["clk"], p=name_a, pb=b["power_w"],
+                 lb=b["limit_w"], cb=b["clk"], o=name_b)
 
 
 def compare(c, run_a, run_b):
@@ -244,23 +243,19 @@ def absent(g, done):
                 if r is not None and not r.clean(fam):
                     dirty.setdefault(r.name, []).append(fam)
             continue
-        out.append(f"No {fam} comparison between {p} and {o}: run folders {a.name} and {b.name} "
-                   f"time no common version beside its reference at the compared shapes"
-                   + (" in one sitting" if fam in ONE_SITTING else "") + ".")
+        out.append(claim("no_family_comparison", family=fam, p=p, o=o, a=a.name, b=b.name,
+                         one_sitting=fam in ONE_SITTING))
     for name, fams in dirty.items():
-        out.append(f"The {formatting.join_and(fams)} comparisons between {p} and {o} are left out: their rows "
-                   f"in run folder {name} were built from a tree with uncommitted changes (-dirty), which no "
-                   f"one can rebuild, and no clean run of those families on that GPU replaces them.")
+        out.append(claim("dirty_left_out", families=fams, p=p, o=o, folder=name))
     return out
 
 
 if not gpus or cmp_df.empty:
-    why = (f"every committed run was measured on one GPU ({primary})" if not gpus else
-           f"no comparison has rows on both {primary} and {', '.join(gpus)} at the same shape")
+    why = claim("one_gpu", primary=primary) if not gpus else claim("no_common_shape", primary=primary, others=gpus)
     said = [x for g in gpus for x in absent(g, set())]
     for name, kind in KINDS.items():
         if kind == "text" and said:
-            ctx.text(name, said)
+            ctx.claims(name, said)
         else:
             ctx.missing(kind, name, why)
 else:
@@ -272,21 +267,13 @@ else:
     shown = cmp_df.drop_duplicates(["order", "gpu"]).sort_values(["order", "gpu"], key=lambda col: (
         col if col.name != "gpu" else col.map(lambda x: (x != primary, x))))
     # Run folder and commit only: the report's run table holds each folder's run ids.
-    provs = "; ".join(f"{short_gpu(g)}: " + ", ".join(f"run folder {n} (commit {rundata.folder_commits(r.df)})"
-                                                     for n, r in used_runs[g].items())
-                      for g in [primary] + [x for x in gpus if x in used_runs])
+    provs = [claim("gpu_runs", gpu=short_gpu(g), runs=[claim("run_commit", folder=n, commits=rundata.folder_commits(r.df))
+                                                       for n, r in used_runs[g].items()])
+             for g in [primary] + [x for x in gpus if x in used_runs]]
     table = shown[["component", "shape", "against", "gpu", "fastest", "reference", "speedup",
                    "SM MHz", "holds"]].assign(gpu=shown["gpu"].map(short_gpu))
     ctx.table("gpus_ratios", formatting.markdown_table(table, {"speedup": formatting.fmt_ratio}),
-              f"The study's key comparisons on every GPU with committed runs, each computed inside "
-              f"one run of one GPU: the fastest version (of those both GPUs' runs timed at that "
-              f"shape; median across rounds) and its time, the reference and its time, the speedup "
-              f"(reference time / fastest time; above 1 = faster), and the median SM clock the two "
-              f"rows recorded (fastest / reference). 'holds' (on a GPU other than "
-              f"{short_gpu(primary)}, whose runs the report's sections use): the speedup is on the "
-              f"same side of 1 as on {short_gpu(primary)} and within {HOLDS_WITHIN:.0%} of it "
-              f"('direction only': same side, further apart). No ratio mixes two GPUs' rows. "
-              f"{provs}.")
+              claim("ratios_caption", primary=short_gpu(primary), within=HOLDS_WITHIN, provs=provs))
 
     order = [primary] + gpus
     # A linear axis around the result: most speedups sit within 0.8-2.5x, which a log axis would
@@ -318,15 +305,10 @@ else:
     plots.titled(fig, "Key speedups per GPU, each bar within one run" + (f" ({common.rstrip(', ')})" if common else ""),
                  " and ".join(short_gpu(g) for g in order if g in used_runs) + "; run folders in the caption")
     fig.tight_layout()
-    left_out = "; ".join(f"{c}: {s} vs {a}" for c, s, a in
-                         firsts[firsts["order"].isin(wide)][["component", "shape", "against"]].itertuples(index=False))
-    ctx.figure("gpus_speedups", fig,
-               f"Speedup of the fastest version over its reference per comparison, one bar per "
-               f"GPU with its value, each computed within that GPU's run (linear x from 0; the line "
-               f"at 1 marks parity). "
-               + (f"Comparisons past {LINEAR_SPEEDUP_MAX:.0f}x on some GPU are in the comparisons' table "
-                  f"(gpus_ratios), not drawn: {left_out}. " if left_out else "")
-               + f"{provs}.")
+    left_out = [claim("wide_one", component=c, shape=sh, against=a) for c, sh, a in
+                firsts[firsts["order"].isin(wide)][["component", "shape", "against"]].itertuples(index=False)]
+    ctx.figure("gpus_speedups", fig, claim("speedups_caption", wide=bool(left_out), max=LINEAR_SPEEDUP_MAX,
+                                           left_out=left_out, provs=provs))
 
     sentences = []
     p = short_gpu(primary)
@@ -338,58 +320,43 @@ else:
         n, n_yes = len(d), int((d["holds"] == "yes").sum())
         n_dir = int((d["holds"] == "direction only").sum())
         flips = d[d["holds"].str.startswith("no")]
-        sentences.append(
-            f"Of {n} comparisons timed on both {p} and {o}, {n_yes} hold within "
-            f"{HOLDS_WITHIN:.0%} on {o}, {n_dir} {'keeps its' if n_dir == 1 else 'keep their'} direction only, "
-            f"and {len(flips)} "
-            f"change sides of 1.")
+        sentences.append(claim("holds_count", n=n, p=p, o=o, n_yes=n_yes, within=HOLDS_WITHIN, n_dir=n_dir,
+                               one_dir=n_dir == 1, n_flips=len(flips)))
         for _, r in flips.iterrows():
-            sentences.append(
-                f"{r['component']} at {r['shape']} against {r['against']}: "
-                f"{formatting.faster_or_slower(base[r['order']])} on {p}, "
-                f"{formatting.faster_or_slower(r['speedup'])} on {o}.")
+            sentences.append(claim("flip", component=r['component'], shape=r['shape'], against=r['against'],
+                                   base=base[r['order']], p=p, speedup=r['speedup'], o=o))
         apart = d[d["holds"] == "direction only"]
         if len(apart):
-            sentences.append(f"Same direction on {o}, more than {HOLDS_WITHIN:.0%} apart: " + "; ".join(
-                f"{r['component']} at {r['shape']} against {r['against']} "
-                f"({formatting.fmt_ratio(base[r['order']])} on {p}, {formatting.fmt_ratio(r['speedup'])} on {o})"
-                for _, r in apart.iterrows()) + ".")
+            sentences.append(claim("apart", o=o, within=HOLDS_WITHIN, parts=[
+                claim("apart_one", component=r['component'], shape=r['shape'], against=r['against'],
+                      base=base[r['order']], p=p, speedup=r['speedup'], o=o) for _, r in apart.iterrows()]))
         # What moved between the GPUs where a speedup moved more than HOLDS_WITHIN: the fastest
         # version's time, the reference's, and the measured copy bandwidth beside them (a
         # memory-bound kernel's time follows it, one bound elsewhere does not).
         pair = cmp_df[cmp_df["pair"] == g]
         for order, r in d[d["holds"] != "yes"].set_index("order").iterrows():
             a = pair[(pair["order"] == order) & (pair["gpu"] == primary)].iloc[0]
-            bw = (f"; {p}'s measured copy bandwidth is {a['copy_gbps'] / r['copy_gbps']:.2f}x {o}'s "
-                  f"({a['copy_gbps']:,.0f} against {r['copy_gbps']:,.0f} GB/s, `ceilings` of each run)"
-                  if np.isfinite(a["copy_gbps"]) and np.isfinite(r["copy_gbps"]) else "")
-            sentences.append(
-                f"{r['component']} at {r['shape']} against {r['against']}, what moved: the fastest version "
-                f"takes {fmt_time(a['t_us'])} on {p} and {fmt_time(r['t_us'])} on {o} "
-                f"({r['t_us'] / a['t_us']:.2f}x as long), the reference {fmt_time(a['ref_us'])} and "
-                f"{fmt_time(r['ref_us'])} ({r['ref_us'] / a['ref_us']:.2f}x){bw}.")
+            sentences.append(claim(
+                "what_moved", component=r['component'], shape=r['shape'], against=r['against'], p=p, o=o,
+                t_a=fmt_time(a['t_us']), t_b=fmt_time(r['t_us']), t_ratio=r['t_us'] / a['t_us'],
+                ref_a=fmt_time(a['ref_us']), ref_b=fmt_time(r['ref_us']), ref_ratio=r['ref_us'] / a['ref_us'],
+                bw=bool(np.isfinite(a["copy_gbps"]) and np.isfinite(r["copy_gbps"])),
+                bw_ratio=a['copy_gbps'] / r['copy_gbps'], copy_a=a['copy_gbps'], copy_b=r['copy_gbps']))
         # A reference compiled in one GPU's anchor process and ahead on the other: a reason the
         # two speedups differ.
         for order, r in d[d["holds"] != "yes"].set_index("order").iterrows():
             flags = pair[pair["order"] == order].set_index("gpu")["compiled_here"]
             if flags.get(primary) == flags.get(g):
                 continue
-            sentences.append(
-                f"{r['component']} at {r['shape']} against {r['against']}: its reference compiled inside the "
-                f"sitting's anchor process on {p if flags.get(primary) else o} and ahead, in a fresh process, on "
-                f"{o if flags.get(primary) else p}; compiled ahead, max-autotune can pick a faster forward at "
-                f"small batches (docs/method.md, Timing).")
+            sentences.append(claim("compiled_where", component=r['component'], shape=r['shape'], against=r['against'],
+                                   inside=p if flags.get(primary) else o, ahead=o if flags.get(primary) else p))
         big = cmp_df[(cmp_df["pair"] == g) & (cmp_df["component"] == "encoder")
                      & cmp_df["shape"].str.endswith("batch 256")
                      & (cmp_df["against"] == "timm in a CUDA graph")]
         clocks = {r["gpu"]: (r["clk"], r["rclk"], r["fastest"].split(":")[0]) for _, r in big.iterrows()}
         if len(clocks) == 2 and all(np.isfinite(v[:2]).all() for v in clocks.values()):
             (ca, cra, va), (cb, crb, vb) = clocks[primary], clocks[g]
-            sentences.append(
-                f"At batch 256 the whole ViT runs below the top SM clock: the rows recorded "
-                f"{ca:,.0f} MHz for {va} and {cra:,.0f} MHz for timm in a CUDA graph on {p}, "
-                f"{cb:,.0f} MHz for {vb} and {crb:,.0f} MHz for timm in a CUDA graph on {o}. The clock depends on the code as well as the "
-                f"GPU, so the batch-256 speedups above carry their clocks beside them.")
+            sentences.append(claim("clocks_256", ca=ca, va=va, cra=cra, p=p, cb=cb, vb=vb, crb=crb, o=o))
         # Why the whole ViT moves little between the GPUs: its time against the two ceilings' ratios.
         if len(big) == 2:
             a, b = big.set_index("gpu").loc[primary], big.set_index("gpu").loc[g]
@@ -398,17 +365,12 @@ else:
             rate, precision = ("fp8_tflops", "FP8") if step_table.is_fp8_step(step) else ("gemm_tflops", "fp16")
             t_ratio, copy_ratio, gemm_ratio = b["t_us"] / a["t_us"], a["copy_gbps"] / b["copy_gbps"], a[rate] / b[rate]
             if all(np.isfinite([t_ratio, copy_ratio, gemm_ratio])):
-                bound = ("closer to the GEMM rate's ratio than to the copy bandwidth's: at this batch the forward "
-                         "is bound by the tensor cores, which the two GPUs share, not by memory"
-                         if abs(t_ratio - gemm_ratio) < abs(t_ratio - copy_ratio) else
-                         "closer to the copy bandwidth's ratio than to the GEMM rate's: memory binds it")
-                sentences.append(
-                    f"Why the whole ViT moves little between the GPUs: at batch 256 {step} "
-                    f"takes {fmt_time(a['t_us'])} on {p} and {fmt_time(b['t_us'])} on {o} ({t_ratio:.2f}x as long), "
-                    f"while {p}'s measured copy bandwidth is {copy_ratio:.2f}x {o}'s and its {precision} GEMM rate "
-                    f"{gemm_ratio:.2f}x ({a[rate]:,.0f} against {b[rate]:,.0f} TFLOP/s, `ceilings`); the time's "
-                    f"ratio is {bound}" + power_clause(a, b, p, o) + ".")
+                bound = claim("bound_gemm" if abs(t_ratio - gemm_ratio) < abs(t_ratio - copy_ratio) else "bound_copy")
+                sentences.append(claim(
+                    "why_little", step=step, t_a=fmt_time(a['t_us']), p=p, t_b=fmt_time(b['t_us']), o=o, t_ratio=t_ratio,
+                    copy_ratio=copy_ratio, precision=precision, gemm_ratio=gemm_ratio, rate_a=a[rate], rate_b=b[rate],
+                    bound=bound, power=power_clause(a, b, p, o)))
     for g in gpus:
         sentences += absent(g, set(cmp_df.loc[cmp_df["pair"] == g, "component"]))
-    ctx.text("gpus_findings", sentences)
+    ctx.claims("gpus_findings", sentences)
 cmp_df

@@ -147,9 +147,9 @@ findings = encoder_answer.fp16_targets(data, ctx)
 encoder_answer.fp8_targets(data, ctx)
 encoder_answer.final_answer(data, ctx)
 encoder_tables.other_findings(data, findings, breakdown_rows, breakdown_versions, e3_rows, e4_rows, gemm_finding)
-ctx.text("encoder_findings", findings)
+findings_text = ctx.claims("encoder_findings", findings)
 encoder_answer.headline(data, ctx)
-print("\n".join(findings))
+print(findings_text.read_text())
 
 # %% [markdown]
 # ## Side experiments, as their specs declare them

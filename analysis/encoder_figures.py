@@ -13,25 +13,24 @@ from analysis.encoder_data import (
     ANCHORS, COMPILE, E3, E4, EAGER_LINE, GRAPH_LINE, KEYS, KEY_IMAGE, KEY_MODEL, TARGET_B1_MS,
     TARGET_COMPILE, fmt_ms, is_module)
 from studylib import catalog, formatting, rundata
+from studylib.claims import claim
 
 
 # The figures' captions name the line styles: eager runs dashed, graph replays solid.
-LINE_STYLES = ("eager runs dashed, graph replays solid; each PyTorch anchor its own colour and "
-               "marker")
+LINE_STYLES = claim("line_styles")
 # The figures whose points of one step and its module row would cover each other leave the
 # module out, and say where it is drawn.
-MODULE_ELSEWHERE = ("the Python module's rows (vitstudy_*), which replay their steps' graphs and "
-                    "sit on or near their points, are drawn in the speedup and latency figures")
+MODULE_ELSEWHERE = claim("module_elsewhere")
 
 
 
 def rounds_spread(t):
-    """'; the rounds' medians of each point lie within X% of each other' for rows collapsed from
+    """'; the rounds' medians of each point lie within X% of each other' (a claim) for rows collapsed from
     rounds (lo_us, hi_us), '' for one round: the figure draws no bars, the caption gives the spread."""
     if "lo_us" not in t or not len(t) or not (t["hi_us"] > t["lo_us"]).any():
         return ""
     spread = float((t["hi_us"] / t["lo_us"]).max() - 1)
-    return f"; the rounds' medians of each point lie within {100 * spread:.1f}% of each other"
+    return claim("rounds_within", spread=spread)
 
 def batch_axis(ax, batches):
     """Log-2 batch axis with a tick at every measured batch, labelled as plain numbers."""
@@ -127,15 +126,10 @@ def throughput(data, ctx):
         plots.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", tprov)
         legend_below(fig, list(handles.values()), 0.04 + 0.02 * ((len(handles) + 2) // 3))
         ctx.figure("encoder_throughput", fig,
-                   f"Top: images per second (batch / median time of one forward) against batch, "
-                   f"{key_model}, one panel per image size, log axes (the throughput grows a hundredfold "
-                   f"from batch 1); error bars span the rounds' medians. Bottom: the same at the largest "
-                   f"batch on a linear axis from zero, one bar per version with its value, the fastest in "
-                   f"bold, whiskers the rounds' range; e4_streams at its fastest stream count per batch; {LINE_STYLES}"
-                   + (f"; {MODULE_ELSEWHERE}" if any(map(is_module, order)) else "")
-                   + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+                   claim("throughput_caption", model=key_model, styles=LINE_STYLES, module=any(map(is_module, order)),
+                         elsewhere=MODULE_ELSEWHERE, custom=custom_key, flush=flush_text, prov=prov))
     else:
-        ctx.missing("figure", "encoder_throughput", "this run has no timed encoder rows")
+        ctx.missing("figure", "encoder_throughput", claim("no_encoder_rows"))
 
 
 def vs_compile(data, ctx):
@@ -183,15 +177,10 @@ def vs_compile(data, ctx):
         plots.titled(fig, f"Whole ViT forward: speedup over torch.compile + CUDA graph, {where}", tprov)
         fig.tight_layout(rect=(0, 0, 1, 0.9))
         ctx.figure("encoder_vs_compile", fig,
-                   f"Speedup of every ladder step and PyTorch anchor over timm under torch.compile "
-                   f"(max-autotune) replayed in a CUDA graph, {where}, one panel per batch: torch.compile's "
-                   f"median time / the step's (above 1 = faster; medians of the rounds, both from this run), "
-                   f"whiskers from torch.compile's fastest round over the step's slowest to the other way; "
-                   f"the fastest step of each batch outlined heavier; hatched bars run eagerly"
-                   + (f"; the dotted line at batch 256 is the {TARGET_COMPILE}x target" if targets_apply else "")
-                   + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+                   claim("vs_compile_caption", where=where, target_line=targets_apply, target=TARGET_COMPILE,
+                         custom=custom_key, flush=flush_text, prov=prov))
     else:
-        ctx.missing("figure", "encoder_vs_compile", f"this run has no torch.compile rows at {where}")
+        ctx.missing("figure", "encoder_vs_compile", claim("no_compile", where=where))
 
 
 def latency(data, ctx):
@@ -251,16 +240,9 @@ def latency(data, ctx):
                    bbox_to_anchor=(0.5, 0.0))
         fig.tight_layout(rect=(0, 0.08 + 0.04 * (len(refs) > 3), 1, 0.92))
         ctx.figure("encoder_latency", fig,
-                   f"Median time of one forward at batch 1, {where}: every ladder step and PyTorch "
-                   f"anchor, error bars spanning the rounds' medians; hatched bars run eagerly, "
-                   f"solid bars replay a CUDA graph; beside each of our steps the kernels of one "
-                   f"forward (launches per layer from its row x the model's layers); the green line "
-                   f"is the weight-read floor (the weights once at the run's measured copy bandwidth)"
-                   + (f"; the axis is cut short of {', '.join(cut)} (more than 3x the median forward; "
-                      f"its time is written at the cut)" if cut else "")
-                   + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+                   claim("latency_caption", where=where, cut=cut, custom=custom_key, flush=flush_text, prov=prov))
     else:
-        ctx.missing("figure", "encoder_latency", f"this run has no timed batch-1 rows at {where}")
+        ctx.missing("figure", "encoder_latency", claim("no_batch1", where=where))
 
 
 def energy(data, ctx):
@@ -297,18 +279,10 @@ def energy(data, ctx):
         plots.titled(fig, f"Time against energy per image, batch {EB}, {where}", tprov)
         fig.tight_layout(rect=(0, 0, 1, 0.92))
         ctx.figure("encoder_energy", fig,
-                   f"Each ladder step and PyTorch anchor at batch {EB}, {where}: the median time per image "
-                   f"(x) against the energy per image (y) from NVML's board energy counter over a loop of "
-                   f"back-to-back forwards of at least 5 s after the timed ones (docs/method.md, Energy); the legend "
-                   f"gives each loop's mean power and SM clock; each step and anchor in its colour and marker of the other figures (hollow, "
-                   f"so that points of nearly one value stay visible). Both axes start at zero; the dashed "
-                   f"line through the origin is one power, the rows' median: points on it draw the same "
-                   f"watts, so at the power limit only fewer joules per image make a step faster"
-                   + (f"; {MODULE_ELSEWHERE}, and in the images-per-joule table" if modules.any() else "")
-                   + f". {prov}.")
+                   claim("energy_caption", batch=EB, where=where, module=bool(modules.any()), elsewhere=MODULE_ELSEWHERE,
+                         prov=prov))
     else:
-        ctx.missing("figure", "encoder_energy", f"this run has no encoder rows with energy at batch {EB}, {where} "
-                    "(a spec's energy_s, or --energy on the bench)")
+        ctx.missing("figure", "encoder_energy", claim("no_energy", batch=EB, where=where))
 
     # Images per joule of every step and anchor with energy, against torch.compile's at the same batch.
     energy_rows = at_key[at_key["energy_j"].notna()] if "energy_j" in at_key else at_key.iloc[0:0]
@@ -325,12 +299,9 @@ def energy(data, ctx):
             "batch": formatting.fmt_int, "ms": lambda x: f"{x:.3f}", "images/J": lambda x: f"{x:.1f}",
             "W": lambda x: f"{x:.0f}", "MHz": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}",
             "x torch.compile images/J": lambda x: "-" if not np.isfinite(x) else f"{x:.2f}x"}),
-            f"Energy per image of every step and anchor measured with it, {where}: images per joule (the batch "
-            f"over the joules of one forward, from NVML's board energy counter over a loop of at least 5 s of "
-            f"back-to-back forwards), the loop's mean power and SM clock, and images per joule against "
-            f"torch.compile's at the same batch (medians across rounds; docs/method.md, Energy). {prov}.")
+            claim("images_per_joule_caption", where=where, prov=prov))
     else:
-        ctx.missing("table", "encoder_images_per_joule", f"this run has no encoder rows with energy at {where}")
+        ctx.missing("table", "encoder_images_per_joule", claim("no_energy_rows", where=where))
 
 
 def breakdown_panel(ax, data, bd, b, vs, comp_colors):
@@ -386,21 +357,11 @@ def breakdown(data, ctx):
         fig.tight_layout(rect=(0, 0.12, 1, 0.92))
         # Where the components add up to less than the measured forward, the gap is not overhead:
         # say where, and what differs between the two measurements.
-        below = [f"{label(v)} at batch {b}" for b in panels for v in bd_versions
+        below = [claim("below_at", version=label(v), batch=b) for b in panels for v in bd_versions
                  if len(bd[(bd["version"] == v) & (bd["batch"] == b)])
                  and bd.loc[(bd["version"] == v) & (bd["batch"] == b), "us"].sum() < at(v, b)]
-        below_text = (f" The components add up to less than the measured forward for {', '.join(below)}: "
-                      f"they are timed one at a time between events, each after a pause, while the "
-                      f"measured forward runs back to back for the whole timed burst, at the SM clock the "
-                      f"GPU holds there under its power limit (the row's sm_clock_mhz)." if below else "")
         ctx.figure("encoder_breakdown", fig,
-                   f"Each component's share of one eager forward's device time (CUDA events around every "
-                   f"component, summed over the layers; medians of the rounds), stacked to 100% per version "
-                   f"at {where}, batch {' and '.join(map(str, panels))}; above each bar the version's "
-                   f"measured forward (a graph replay where the version replays one) and the components' "
-                   f"sum, which exceeds it where launch and event overhead between components counts "
-                   f"(the graph removes it): shares, not times, so that no bar stands taller than the "
-                   f"forward; the table below gives the times.{below_text} {prov}.")
+                   claim("breakdown_caption", where=where, batches=list(panels), below=below, prov=prov))
         rows = []
         for b in panels:
             for v in bd_versions:
@@ -416,12 +377,9 @@ def breakdown(data, ctx):
         bt = pd.DataFrame(rows)
         ctx.table("encoder_components", formatting.markdown_table(
             bt, {c: formatting.fmt_us for c in components + ["sum", "measured"]} | {"batch": formatting.fmt_int}),
-            f"Device time per component of one eager forward (us, summed over the layers; median "
-            f"of the rounds), its sum, and the measured forward (median us) at {where}; '-' = the "
-            f"version has no such component. {prov}.")
+            claim("components_caption", where=where, prov=prov))
     else:
-        why = ("no row's note carries an eager breakdown" if not len(parts) else
-               f"no breakdown at {where}, batch 256 or 1")
+        why = claim("no_breakdown_note") if not len(parts) else claim("no_breakdown_here", where=where)
         ctx.missing("figure", "encoder_breakdown", why)
         ctx.missing("table", "encoder_components", why)
 
@@ -454,7 +412,7 @@ def streams(data, ctx):
     tprov, where = ctx.title_provenance(), data.where
     # The streams experiment is not repeated in every run: without e4 rows here, the newest run on
     # this GPU that timed e4 (its e3 rows beside it) is shown, and the caption names it.
-    streams_t, streams_prov, streams_tprov, streams_from = t, prov, tprov, ""
+    streams_t, streams_prov, streams_tprov, streams_from = t, prov, tprov, None
     if not (t["version"] == E4).any():
         for other in sorted(rundata.load_runs(), key=lambda r: r.name, reverse=True):
             o = other.ok("encoder")
@@ -464,7 +422,7 @@ def streams(data, ctx):
             o = o[~o["note"].astype(str).str.contains(r"\blayers=\d+", regex=True)]
             streams_t = rundata.collapse_rounds(o, KEYS)
             streams_prov, streams_tprov = other.provenance("encoder"), other.title_provenance("encoder")
-            streams_from = f" (from run folder {other.name}: this run did not time {E4})"
+            streams_from = claim("streams_from", folder=other.name, e4=E4)
             break
     e4 = streams_t[(streams_t["version"] == E4) & (streams_t["model"] == key_model)
                    & (streams_t["image_size"] == key_image)]
@@ -473,11 +431,11 @@ def streams(data, ctx):
     one = e4[e4["streams"] == 1]
     if len(one):
         e3, e4 = one.set_index("batch"), e4[e4["streams"] > 1]
-        e3.attrs["label"] = f"{E4} on one stream ({E3}'s forward)"
+        e3.attrs["label"] = ctx.said(claim("e4_one_stream", e4=E4, e3=E3))
     else:
         e3 = streams_t[(streams_t["version"] == E3) & (streams_t["model"] == key_model)
                        & (streams_t["image_size"] == key_image) & (streams_t["streams"] == 1)].set_index("batch")
-        e3.attrs["label"] = f"{E3} on one stream"
+        e3.attrs["label"] = ctx.said(claim("e3_one_stream", e3=E3))
     base = e3.attrs["label"]
     stream_counts = sorted(int(s) for s in set(e4["streams"]))
     if len(e4) and len(e3):
@@ -499,20 +457,15 @@ def streams(data, ctx):
         plots.titled(fig, f"Streams: the batch split over streams, {where}", streams_tprov)
         legend_below(fig, handles, 0.06 + 0.035 * ((len(handles) + 2) // 3))
         ctx.figure("encoder_streams", fig,
-                   f"Median time of e4_streams (the batch cut into one lane per stream, each a whole "
-                   f"forward, all in one graph) divided by that of {base}, against batch, "
-                   f"{where}; a line at 1 marks no change. Stream counts with more lanes than "
-                   f"images are not run (see the status table){streams_from}{rounds_spread(e4)}. {streams_prov}.")
+                   claim("streams_caption", base=base, where=where, **{"from": streams_from}, spread=rounds_spread(e4),
+                         prov=streams_prov))
         st_tab = stream_counts_table(e3, e4, stream_counts)
         ctx.table("encoder_stream_counts", formatting.markdown_table(st_tab, {
             c: (formatting.fmt_int if c in ("batch", "fastest streams") else
                 formatting.fmt_ratio if c == "fastest / one stream" else fmt_ms) for c in st_tab.columns}),
-            f"e4_streams at every stream count against {base}, {where}: median "
-            f"time of one forward (ms), the fastest stream count, and its time / one stream's (below 1 = "
-            f"faster); '-' = not run or not timed{streams_from}. {streams_prov}.")
+            claim("stream_counts_caption", base=base, where=where, **{"from": streams_from}, prov=streams_prov))
     else:
-        why = (f"this run has no timed {E4} rows at {where}" if not len(e4) else
-               f"this run has no timed {E3} (or {E4}) rows on one stream at {where} to compare with")
+        why = claim("no_e4", e4=E4, where=where) if not len(e4) else claim("no_e3", e3=E3, e4=E4, where=where)
         ctx.missing("figure", "encoder_streams", why)
         ctx.missing("table", "encoder_stream_counts", why)
 

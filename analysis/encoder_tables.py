@@ -14,9 +14,10 @@ import pandas as pd
 import studylib
 from analysis.encoder_data import (
     COMPILE, E4, E6, KEY_BATCHES, KEY_IMAGE, KEY_MODEL, LABEL, LADDER, PREVIOUS, best_resolved, fmt_mb,
-    fmt_ms, fmt_one, fmt_rate, join_and)
+    fmt_ms, fmt_one, fmt_rate)
 from studylib import steps as step_table
 from studylib import catalog, formatting, paths, rundata
+from studylib.claims import claim
 from studylib.schema import MODELS
 
 
@@ -79,16 +80,9 @@ def b1_kernels(data, ctx):
         b1_table.loc[len(b1_table)] = ["**total**", int(b1_g["kernels"].sum()), f"{b1_total_us:.1f}", "100%",
                                        f"{b1_g['mb'].sum():.1f}", ""]
         ctx.table("encoder_b1_kernels", formatting.markdown_table(b1_table.reset_index(drop=True)),
-                  f"Every kernel of one eager batch-1 forward of e6_best (vit_b, 224 px), from Nsight "
-                  f"Compute (experiments/small_m_probe.sh, in {rundata.show_path(b1_probe.parent)}): caches "
-                  f"flushed before each kernel, clocks not locked; the durations add up to "
-                  f"{b1_total_us:.0f} us, against the forward's graph replay in the ladder, where the "
-                  f"activations stay in L2 and launches overlap. Every kernel runs at a small share of "
-                  f"the DRAM bandwidth: a 197-row forward is a chain of latency-bound kernels "
-                  f"(stages/encoder/NOTES.md, batch 1).")
+                  claim("b1_kernels_caption", folder=rundata.show_path(b1_probe.parent), total_us=b1_total_us))
     else:
-        ctx.missing("table", "encoder_b1_kernels", "no small_m_probe/ncu_forward_b1.csv on this run's GPU "
-                    "(experiments/small_m_probe.sh RUN/small_m_probe)")
+        ctx.missing("table", "encoder_b1_kernels", claim("no_b1_kernels"))
 
 
 def gemms(data, ctx):
@@ -134,24 +128,17 @@ def gemms(data, ctx):
         shown = label(answer) if answer is not None and label(answer) in set(top["version"]) else top["version"].iloc[-1]
         top = top[top["version"] == shown]
         if gemm_ceiling and len(top):
-            gemm_finding = (f"At batch {int(top['batch'].iloc[0])}, {top['version'].iloc[0]}'s block GEMMs "
-                            "run at " + join_and(f"{r['GEMM']} {r['% of ceiling']:.0f}%" for _, r in top.iterrows())
-                            + f" of the measured GEMM rate ({gemm_ceiling:,.0f} TFLOP/s), with the SM clock at "
-                            f"{top['SM MHz'].iloc[0]:,.0f} MHz (eager breakdown; launch gaps included).")
+            gemm_finding = claim("gemms_finding", batch=int(top['batch'].iloc[0]), version=top['version'].iloc[0],
+                                 parts=[claim("gemm_share_part", gemm=r['GEMM'], pct=r['% of ceiling'])
+                                        for _, r in top.iterrows()], ceiling=gemm_ceiling, mhz=top['SM MHz'].iloc[0])
         ctx.table("encoder_gemms", formatting.markdown_table(
             gt, {"batch": formatting.fmt_int, "us": formatting.fmt_us, "TFLOP/s": fmt_rate,
                  "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%",
                  "SM MHz": fmt_rate}),
-            f"The block GEMMs of one eager forward at {where}: device time summed over the layers "
-            f"(CUDA events around each component, so launch gaps count against it; the MLP's two "
-            f"GEMMs and epilogues are one component), achieved TFLOP/s and its share of the run's "
-            f"measured fp16 GEMM rate ({gemm_ceiling:,.0f} TFLOP/s), and the SM clock of the row "
-            f"(median of its rounds). {prov}." if gemm_ceiling else
-            f"The block GEMMs of one eager forward at {where} (this run has no GEMM ceiling "
-            f"measured). {prov}.")
+            claim("gemms_caption" if gemm_ceiling else "gemms_caption_no_ceiling", where=where, ceiling=gemm_ceiling,
+                  prov=prov))
     else:
-        ctx.missing("table", "encoder_gemms", "no fused ladder step's row carries an eager breakdown "
-                    f"at {where}")
+        ctx.missing("table", "encoder_gemms", claim("no_gemms", where=where))
 
     return gemm_finding
 
@@ -196,28 +183,20 @@ def ladder(data, ctx):
                 "rounds": at(v, b, "n")})
     ladder = pd.DataFrame(rows)
     if len(ladder):
-        anchors_at = "; ".join(f"batch {b}: {label(best_anchor(b)[0])}" for b in key_batches
-                               if best_anchor(b)[0])
+        anchors_at = [claim("anchor_at_batch", batch=b, anchor=label(best_anchor(b)[0])) for b in key_batches
+                      if best_anchor(b)[0]]
         ctx.table("encoder_ladder", formatting.markdown_table(ladder, {
             "batch": formatting.fmt_int, "streams": formatting.fmt_int, "ms": fmt_ms, "img/s": fmt_rate,
             "x prev": formatting.fmt_ratio, "x best anchor": formatting.fmt_ratio, "SM MHz": fmt_rate,
             "% of its GEMM ceiling": formatting.fmt_pct,
             "routine ms": fmt_ms, "launches/layer": fmt_one, "activations MB": fmt_mb,
             "rounds": formatting.fmt_int}),
-            f"The encoder ladder and the PyTorch anchors at {where}, batch "
-            f"{', '.join(map(str, key_batches))}: median time of one forward (ms) and the range of "
-            f"the rounds' medians, images per second, speedup over the previous ladder step (its "
-            f"time / this time; e5_fused against e3_graph, the step it changes), speedup over the fastest PyTorch anchor at that batch ("
-            f"{anchors_at or 'none measured'}; above 1 = faster), the SM clock the rows recorded "
-            f"(median; below the top clock the GPU was throttled), share of the GEMM ceiling "
-            f"of its own precision (fp16 {fmt_rate(ceil) + ' TFLOP/s' if ceil else 'not measured'}"
-            f"{f', FP8 {fmt_rate(data.fp8_ceiling)} TFLOP/s for the FP8 steps and torchao' if data.fp8_ceiling else ''}), routine "
-            f"time (images up, forward, logits down), kernel launches per layer (none for a compiled anchor "
-            f"row that counted its compile's autotuning kernels), activation memory "
-            f"(from the bench's note), and the number of rounds; e4_streams at its fastest stream "
-            f"count" + (f"; {custom_key}" if custom_key else "") + f". {flush_text}. {prov}.")
+            claim("ladder_caption", where=where, batches=key_batches, anchors=anchors_at, ceiling=bool(ceil),
+                  ceiling_text=fmt_rate(ceil) if ceil else "", fp8=bool(data.fp8_ceiling),
+                  fp8_text=fmt_rate(data.fp8_ceiling) if data.fp8_ceiling else "", custom=custom_key, flush=flush_text,
+                  prov=prov))
     else:
-        ctx.missing("table", "encoder_ladder", f"this run has no timed rows at {where}")
+        ctx.missing("table", "encoder_ladder", claim("no_ladder", where=where))
 
 
 def every_step(data, ctx):
@@ -255,11 +234,7 @@ def every_step(data, ctx):
     if rows_:
         ctx.table("encoder_every_step", formatting.markdown_table(pd.DataFrame(rows_), {
             **{f"batch {b} ms": fmt_ms for b in KEY_BATCHES}}),
-            f"Every encoder step of the table and every step that left the build (stages/encoder/TRIED.md), "
-            f"at {KEY_MODEL}, {KEY_IMAGE} px on {gpu_here}: median time of one forward (median over the "
-            f"rows of its sitting) in the newest sitting with the most of batch 1, 32 and 256, whose folder "
-            f"is named. Rows come from different sittings: compare them only with the rows of their own "
-            f"sitting (its folder), never with each other.")
+            claim("every_step_caption", model=KEY_MODEL, image=KEY_IMAGE, gpu=gpu_here))
 
 
 def every_configuration(data, ctx):
@@ -270,19 +245,13 @@ def every_configuration(data, ctx):
                            for v, s in zip(t["version"], t["streams"])])
         cols = list(dict.fromkeys(
             c for v in order for c in sw.loc[sw["version"] == v].sort_values("streams")["col"]))
-        spread_cells = ("; in parentheses the range of the rounds' medians" if rundata.multi_round(t)
-                        else "")
+
         ctx.table("encoder_sweep", formatting.sweep_table(
             sw, ["model", "image_size", "batch"], "col", cols, fmt_ms,
             {"image_size": formatting.fmt_int, "batch": formatting.fmt_int}),
-            f"Median time of one forward (ms, median of the rounds"
-            f"{spread_cells}) "
-            f"for every timed model x "
-            f"image size x batch x version (e4_streams per stream count: x2, x4, ...); '-' = not "
-            f"timed (see the status table)" + (f"; {custom_key}" if custom_key else "")
-            + f". {prov}.")
+            claim("sweep_caption", spread=rundata.multi_round(t), custom=custom_key, prov=prov))
     else:
-        ctx.missing("table", "encoder_sweep", "this run has no timed encoder rows")
+        ctx.missing("table", "encoder_sweep", claim("no_sweep"))
 
 
 def parity(data, ctx):
@@ -311,16 +280,10 @@ def parity(data, ctx):
             pd.DataFrame(parity).sort_values("image px"),
             {"image px": formatting.fmt_int, "images": formatting.fmt_int, "rel L2 vs timm fp16": lambda x: f"{x:.2e}",
              "timm fp16 vs fp32": lambda x: f"{x:.2e}", "max abs diff": lambda x: f"{x:.4f}"}),
-            f"Logits of the encoder against timm's fp16 forward on the same weights (timm's seeded "
-            f"init exported to safetensors) and the same N(0, 1) images "
-            f"(experiments/accuracy/timm_parity.py, in this run folder): relative L2 of the logits (passes at "
-            f"<= {crit['rel_l2_max']:g}), timm's own fp16 against its fp32 for scale, the largest "
-            f"absolute difference, and top-1 agreement over the images whose top-1/top-2 margin is "
-            f"more than {crit['margin_factor']:g}x that difference (passes at >= "
-            f"{100 * crit['agreement_min']:.0f}%) and over all images.")
+            claim("parity_caption", rel_l2_max=crit['rel_l2_max'], margin=crit['margin_factor'],
+                  agreement=crit['agreement_min']))
     else:
-        ctx.missing("table", "encoder_parity", "this run folder has no timm_parity_*/parity.json "
-                    "(experiments/accuracy/timm_parity.py --out RUN/timm_parity_SIZE)")
+        ctx.missing("table", "encoder_parity", claim("no_parity"))
 
     vouched = {}
     try:
@@ -341,13 +304,7 @@ def parity(data, ctx):
             for v in LADDER],
         "passing timm parity": ["; ".join(vouched[v]["passed"]) or "**none**" if v in vouched else "**none**" for v in LADDER],
         "failing timm parity": ["; ".join(vouched[v]["failed"]) if v in vouched else "" for v in LADDER]})
-    ctx.table("encoder_parity_by_step", formatting.markdown_table(by_step, {}),
-              "The timm parity files (experiments/accuracy/timm_parity.py) of each encoder step, over every committed "
-              "run folder, passing and failing: image size, weight set (random: every parameter drawn; timm: "
-              "timm's own init, whose zero biases and unit gains hide some bugs) and run; **none** marks a "
-              "step whose logits no parity file has passed. Parity files of a custom mix (`--compose`) "
-              "vouch for no step. An fp16 step stands for timm's model when its newest parity file with every "
-              "parameter drawn passes at 224 and 384 px: the aliases and the final answer choose among those.")
+    ctx.table("encoder_parity_by_step", formatting.markdown_table(by_step, {}), claim("parity_by_step_caption"))
 
 
 def status(data, ctx):
@@ -358,16 +315,10 @@ def status(data, ctx):
         _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
         .sort_values(["_o", "version"], kind="stable"))
     st["version"] = st["version"].map(label)
-    left_out = []
-    if n_short:
-        left_out.append(f"{n_short} timed rows of a shortened model (--layers) are not shown")
-    if flush_dropped:
-        left_out.append(f"{flush_dropped} timed rows with the other L2 flush setting are not shown")
+    left_out = ([claim("shortened_rows", n=n_short)] if n_short else []) + (
+        [claim("other_flush_shown", n=flush_dropped)] if flush_dropped else [])
     ctx.table("encoder_status", formatting.markdown_table(st),
-              "Encoder rows (ladder, custom mixes and PyTorch anchors, every round) per version and "
-              "status, with the reason of every row that was not timed"
-              + (f" ({'; '.join(left_out)})" if left_out else "")
-              + (f"; {custom_key}" if custom_key else "") + f". {prov}.")
+              claim("status_caption_encoder", left_out=left_out, custom=custom_key, prov=prov))
 
 
 def anchor_findings(data):
@@ -379,17 +330,15 @@ def anchor_findings(data):
                                                            "batch"]))
     if anchor_batches:
         best = [(b, *best_anchor(b)) for b in anchor_batches]
-        fastest_anchors = [f"batch {b}: {label(a)} ({fmt_ms(us)} ms"
-                           + (f", of {join_and([label(x) for x in fp16_anchors(b)])})"
-                              if len(fp16_anchors(b)) > 1 else ", the only one measured)")
+        fastest_anchors = [claim("fastest_anchor_at", batch=b, anchor=label(a), ms=fmt_ms(us),
+                                 several=len(fp16_anchors(b)) > 1, anchors=[label(x) for x in fp16_anchors(b)])
                            for b, a, us in best if a is not None]
         if fastest_anchors:
-            findings.append(f"The fastest fp16 PyTorch anchor at {where}: " + "; ".join(fastest_anchors) + ".")
+            findings.append(claim("fastest_anchors", where=where, parts=fastest_anchors))
         if not any(np.isfinite(at(COMPILE, b)) for b in anchor_batches):
-            findings.append(f"This run has no {LABEL[COMPILE]} rows at {where}.")
+            findings.append(claim("no_compile_rows", compile=LABEL[COMPILE], where=where))
     else:
-        findings.append(f"This run has no PyTorch anchor rows at {where}, so no ratio to PyTorch "
-                        f"is given.")
+        findings.append(claim("no_anchor_rows", where=where))
     return findings
 
 
@@ -400,12 +349,9 @@ def resolved_findings(data):
     resolved = list(dict.fromkeys(x for x in e6_notes.map(best_resolved) if x))
     mixes = list(dict.fromkeys(x for x in e6_notes.map(mix_of) if x))
     if resolved:
-        findings.append(f"{E6} resolved its family versions to " + " | ".join(resolved)
-                        + (" (different rows resolved differently)" if len(resolved) > 1 else "")
-                        + ".")
+        findings.append(claim("best_resolved", step=E6, resolved=resolved, several=len(resolved) > 1))
     elif mixes:
-        findings.append(f"{E6} ran {' | '.join(mixes)} (its rows do not say what `best` passed "
-                        f"over).")
+        findings.append(claim("best_ran", step=E6, mixes=mixes))
     return findings
 
 
@@ -421,13 +367,10 @@ def ladder_findings(data):
             # (a sitting of a few steps, the final one, has neighbours that are not parents).
             gains = [(at(PREVIOUS[v], b) / at(v, b), v, PREVIOUS[v])
                      for v in timed_steps[1:] if np.isfinite(at(PREVIOUS.get(v), b))]
-            largest = ""
-            if gains:
-                g, v, p = max(gains)
-                largest = f"; the largest single step is {v} ({formatting.faster_or_slower(g)} than {p})"
-            findings.append(f"At batch {b}, {last} takes {fmt_ms(at(last, b))} ms against "
-                            f"{first}'s {fmt_ms(at(first, b))} ms ({formatting.faster_or_slower(at(first, b) / at(last, b))})"
-                            f"{largest}.")
+            g, v, p = max(gains) if gains else (1.0, None, None)
+            findings.append(claim("ladder_end_to_end", batch=b, last=last, last_ms=fmt_ms(at(last, b)), first=first,
+                                  first_ms=fmt_ms(at(first, b)), ratio=at(first, b) / at(last, b), largest=bool(gains),
+                                  step=v, gain=g, parent=p))
     return findings
 
 
@@ -437,11 +380,8 @@ def memory_findings(data):
     b_mem = max(key_batches) if key_batches else None
     if b_mem and all(np.isfinite(at(v, b_mem, "act_mb")) for v in ("e1_library", "e2_buffer_reuse")):
         a1, a2 = at("e1_library", b_mem, "act_mb"), at("e2_buffer_reuse", b_mem, "act_mb")
-        findings.append(f"At batch {b_mem}, one reused activation arena (e2_buffer_reuse) holds "
-                        f"{fmt_mb(a2)} MB of activations against {fmt_mb(a1)} MB with a buffer for "
-                        f"every intermediate of every layer (e1_library), {a1 / a2:.1f}x less; its "
-                        f"time is {at('e2_buffer_reuse', b_mem) / at('e1_library', b_mem):.2f}x "
-                        f"e1's.")
+        findings.append(claim("arena", batch=b_mem, a2=fmt_mb(a2), a1=fmt_mb(a1), less=a1 / a2,
+                              time_ratio=at('e2_buffer_reuse', b_mem) / at('e1_library', b_mem)))
     return findings
 
 
@@ -454,12 +394,9 @@ def stream_findings(e3, e4):
             d = e4[e4["batch"] == b]
             r = d.loc[d["median_us"].idxmin()]
             ratio.append((int(b), int(r["streams"]), r["median_us"] / e3["median_us"][b]))
-        helps = [f"{b} ({s} stream{'s' if s != 1 else ''}, {x:.2f}x)" for b, s, x in ratio if x < 1]
-        findings.append(f"Splitting the batch over streams (e4_streams at its fastest stream count, "
-                        f"against {e3.attrs['label']}): "
-                        + (f"faster at batch {join_and(helps)}" if helps else "faster at no batch")
-                        + (f"; at batch {ratio[-1][0]} {ratio[-1][2]:.2f}x its time" if ratio else "")
-                        + ".")
+        helps = [claim("stream_help", batch=b, streams=s, plural=s != 1, ratio=x) for b, s, x in ratio if x < 1]
+        findings.append(claim("streams_split", e3=e3.attrs['label'], helps=helps, last=bool(ratio),
+                              last_batch=ratio[-1][0] if ratio else None, last_ratio=ratio[-1][2] if ratio else 1.0))
     return findings
 
 
@@ -473,13 +410,11 @@ def breakdown_findings(data, bd, bd_versions):
         d = bd[(bd["version"] == v) & (bd["batch"] == b)].sort_values("us", ascending=False)
         total = d["us"].sum()
         top = d.head(2)
-        findings.append(f"In one eager forward of {v} at batch {b}, " + join_and(
-            [f"{r['component']} takes {100 * r['us'] / total:.0f}%" for _, r in top.iterrows()])
-            + f" of the {fmt_ms(total)} ms of component time.")
+        findings.append(claim("breakdown", version=v, batch=b, total=fmt_ms(total),
+                              parts=[claim("breakdown_part", component=r['component'], share=r['us'] / total)
+                                     for _, r in top.iterrows()]))
     elif len(at_key):
-        findings.append("No row's note carries a per-component breakdown, so none is shown." if
-                        not len(parts) else f"No row at {where}, batch 256 or 1 carries a "
-                        f"per-component breakdown, so none is shown.")
+        findings.append(claim("no_breakdown_notes") if not len(parts) else claim("no_breakdown_at", where=where))
     return findings
 
 
@@ -491,10 +426,8 @@ def batch1_floor_findings(data):
     if fast_b1 and np.isfinite(floor_us):
         v = min(fast_b1, key=lambda x: at(x, 1))
         kernels = at(v, 1, "lpl") * b1_depth
-        findings.append(f"At batch 1 the fastest step, {v}, takes {fmt_ms(at(v, 1))} ms: "
-                        f"{at(v, 1) / floor_us:.1f}x the weight-read floor ({floor_us:.0f} us: "
-                        f"{weights_mb.median():.1f} MB of weights at the measured copy bandwidth)"
-                        + (f", in ~{kernels:.0f} kernels." if np.isfinite(kernels) else "."))
+        findings.append(claim("batch1_floor", version=v, ms=fmt_ms(at(v, 1)), ratio=at(v, 1) / floor_us, floor_us=floor_us,
+                              weights_mb=weights_mb.median(), kernels=bool(np.isfinite(kernels)), kernel_count=kernels))
     return findings
 
 

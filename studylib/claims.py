@@ -45,6 +45,7 @@ FORMATS = {
     "parts": lambda xs: "; ".join(str(x) for x in xs),             # 'a; b; c'
     "at_each": lambda xs: " and at ".join(str(x) for x in xs),     # 'a and at b'
     "vs": lambda xs: " vs ".join(str(x) for x in xs),              # 'a vs b'
+    "alternatives": lambda xs: " | ".join(str(x) for x in xs),     # 'a | b'
 }
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from analysis import plots
 from analysis.encoder_side import side_csv
 from studylib import formatting, rundata, specs, steps
+from studylib.claims import claim
 
 SPEC = "encoder_ladder"
 # The bars' colour is the step's branch: the fp16 path to e19 and the FP8 branch from e6_best;
@@ -46,7 +47,7 @@ def ladder_figure(data, ctx, section: str = ""):
     name, table_name = "encoder_ladder_steps", "encoder_ladder_gains"
     path = side_csv(data.run, SPEC)
     if path is None:
-        why = f"no {SPEC} sitting on this GPU yet (experiments/specs/{SPEC}.toml)"
+        why = claim("no_ladder_sitting", spec=SPEC)
         ctx.missing("figure", name, why)
         ctx.missing("table", table_name, why)
         return None
@@ -56,7 +57,7 @@ def ladder_figure(data, ctx, section: str = ""):
     t = ladder_table(d, order, steps.parents())
     # Named by its run folder (the side folder's parent) in the title and the captions.
     side_run = rundata.Run(path.parent.parent, d)
-    prov = f"Run folder {side_run.name}/{SPEC}: {side_run.provenance()}"
+    prov = claim("ladder_sitting_prov", folder=side_run.name, spec=SPEC, prov=side_run.provenance())
     rounds = int(t["n"].max()) if len(t) else 0
     batches = sorted(set(t["batch"]))
     fig, axes = plt.subplots(len(batches), 1, figsize=(7.5, 0.26 * len(order) * len(batches) + 1.6),
@@ -83,19 +84,12 @@ def ladder_figure(data, ctx, section: str = ""):
     plots.titled(fig, "Whole ViT: every step of the ladder in one sitting", side_run.title_provenance())
     fig.tight_layout()
     ctx.figure(name, fig,
-               f"Every step from e1_library to the fastest fp16 step and the FP8 branch from e6_best, "
-               f"in one sitting ({SPEC}, {rounds} interleaved rounds), vit_b 224 px: the "
-               f"median time per forward (linear axis from zero; whiskers: the range of the rounds' "
-               f"medians) and, after it, the step's gain over its parent (the parent's time over the "
-               f"step's, both from this sitting; none where the parent was not timed here), one panel per "
-               f"batch, its fastest step in bold; coloured by branch. {prov}.", section=section)
+               claim("ladder_steps_caption", spec=SPEC, rounds=rounds, prov=prov), section=section)
     cells = t.assign(time=[f"{x:.3f}" for x in t["ms"]],
                      spread=[f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(t["lo_ms"], t["hi_ms"])],
                      over_parent=[f"{g:.2f}x" if np.isfinite(g) else "-" for g in t["gain"]])
     cells = cells[["batch", "step", "parent", "time", "spread", "over_parent"]].rename(
         columns={"time": "ms", "spread": "rounds' range ms", "over_parent": "gain over parent"})
     ctx.table(table_name, formatting.markdown_table(cells),
-              f"The ladder sitting's numbers ({SPEC}): per batch each step's median time per forward "
-              f"across {rounds} rounds, the rounds' range, its parent and its gain over it (the parent's "
-              f"time over its own). {prov}.", section=section)
+              claim("ladder_gains_caption", spec=SPEC, rounds=rounds, prov=prov), section=section)
     return t

@@ -11,6 +11,7 @@ import pandas as pd
 from analysis import plots
 from analysis.encoder_data import ANCHORS, fmt_rate, parse_breakdown
 from studylib import formatting, rundata, specs
+from studylib.claims import claim, say
 from studylib.schema import MODELS
 
 
@@ -40,8 +41,7 @@ def newest_side(run, pattern, same_architecture=False):
 def measured_on(run, gpu):
     """What an accuracy result measured on another GPU of this one's architecture adds to its text."""
     return ("" if gpu == rundata.gpu_of(run) else
-            f", measured on {gpu}: {rundata.architecture_of(gpu)}, the same binaries and arithmetic as on "
-            f"{rundata.gpu_of(run)}")
+            say(claim("measured_on", gpu=gpu, arch=rundata.architecture_of(gpu), here=rundata.gpu_of(run)), "encoder"))
 
 
 def accuracy_result(run, pattern, holds):
@@ -87,7 +87,7 @@ def side_comparison(data, ctx, name, c):
     caption = c["caption"].format(where=data.where)
     csv = side_csv(data.run, name)
     if csv is None:
-        why = f"no run folder on this GPU has {name}/{name}.csv (experiments/specs/{name}.toml writes it)"
+        why = claim("no_side_rows", name=name)
         ctx.missing("table", table, why)
         if c["figure"]:
             ctx.missing("figure", f"{table}_ratios", why)
@@ -114,9 +114,8 @@ def side_comparison(data, ctx, name, c):
     fmt["batch"] = formatting.fmt_int
     side_run = rundata.Run(csv.parent, d)
     ctx.table(table, formatting.markdown_table(show, fmt),
-              f"{caption} {rundata.weights_phrase(d)} Medians of 3 interleaved rounds (experiments/specs/{name}.toml, in "
-              f"{rundata.show_path(csv.parent)}); x v = v's time over {step}'s (above 1: {step} is faster). "
-              f"{side_run.provenance()}.", section=c["title"])
+              claim("side_caption", caption=caption, weights=rundata.weights_phrase(d), name=name,
+                    folder=rundata.show_path(csv.parent), step=step, prov=side_run.provenance()), section=c["title"])
     if c["figure"]:
         ratios_figure(ctx, label, f"{table}_ratios", show, step, [v for v in compared + anchors if f"x {label(v)}" in show],
                       c["title"], side_run, section=c["title"])
@@ -140,8 +139,7 @@ def ratios_figure(ctx, label, name, show, step, versions, title, side_run, secti
     ax.set_ylim(0, max(1.1, float(np.nanmax(show[[f"x {label(v)}" for v in versions]].to_numpy())) * 1.15))
     plots.legend_outside(ax)
     plots.titled(fig, f"{title}: above 1, {step} is faster", side_run.title_provenance())
-    ctx.figure(name, fig, f"Each compared forward's median time over {step}'s, per batch (medians of "
-               f"the interleaved rounds; above 1: {step} is faster). {side_run.provenance()}.", section=section)
+    ctx.figure(name, fig, claim("side_ratios_caption", step=step, prov=side_run.provenance()), section=section)
 
 
 def comparisons(data, ctx):
@@ -179,13 +177,8 @@ def fp8_tables(data, ctx):
         f8_fmt.update({"batch": formatting.fmt_int, "x faster fp16 step": formatting.fmt_ratio,
                        "SM MHz (FP8)": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"})
         ctx.table("encoder_fp8", formatting.markdown_table(f8_show, f8_fmt),
-                  f"The FP8 step (QKV, projection, fc1 and fc2 in E4M3 with per-tensor weight scales and "
-                  f"static activation scales; stages/encoder/e12_fp8/NOTES.md) against the fp16 steps "
-                  f"it was built beside, e6_best and e10_fastest_gemms, and timm in a CUDA graph, {where}: "
-                  f"medians of 3 interleaved rounds (experiments/specs/encoder_fp8.toml, in "
-                  f"{rundata.show_path(fp8_csv.parent)}); x faster fp16 step = the faster of the two fp16 "
-                  f"steps' time over e12_fp8's. {rundata.weights_phrase(f8)} "
-                  f"{rundata.Run(fp8_csv.parent, f8).provenance()}.")
+                  claim("fp8_caption", where=where, folder=rundata.show_path(fp8_csv.parent),
+                        weights=rundata.weights_phrase(f8), prov=rundata.Run(fp8_csv.parent, f8).provenance()))
         # Per GEMM at the largest batch: component time of the median round's eager breakdown, e15's
         # beside (its projection has no quantizing pass).
         ceil8, ceil16 = rundata.fp8_ceiling_tflops(run), run.ceilings().gemm_tflops
@@ -220,17 +213,12 @@ def fp8_tables(data, ctx):
             ctx.table("encoder_fp8_gemms", formatting.markdown_table(pd.DataFrame(g_rows), {
                 "ms": lambda x: f"{x:.2f}", "TFLOP/s": lambda x: f"{x:,.0f}",
                 "% of ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
-                f"Per-GEMM throughput at batch {f8_big}, {where}, from the eager breakdown of the median "
-                f"round (summed over the layers; e12_fp8's projection includes its quantizing pass over the "
-                f"attention output, which {FP8_FUSED_STEP} does not have; MLP is fc1 + fc2): against the FP8 "
-                f"ceiling ({fmt_rate(ceil8)} TFLOP/s, `ceilings`' gemm_fp8 row on this GPU) for the FP8 "
-                f"steps and the fp16 ceiling ({fmt_rate(ceil16)} TFLOP/s) for e6_best. The {FP8_FUSED_STEP} "
-                f"rows are from another sitting"
-                + (f", {rundata.show_path(ff_csv.parent)}." if ff_csv is not None else "."))
+                claim("fp8_gemms_caption", batch=f8_big, where=where, fused=FP8_FUSED_STEP, ceil8=fmt_rate(ceil8),
+                      ceil16=fmt_rate(ceil16), other=ff_csv is not None,
+                      folder=rundata.show_path(ff_csv.parent) if ff_csv is not None else None))
     else:
-        ctx.missing("table", "encoder_fp8", "no run folder on this GPU has encoder_fp8/encoder_fp8.csv "
-                    "(experiments/specs/encoder_fp8.toml writes it)")
-        ctx.missing("table", "encoder_fp8_gemms", "no encoder_fp8 rows on this GPU")
+        ctx.missing("table", "encoder_fp8", claim("no_fp8_side"))
+        ctx.missing("table", "encoder_fp8_gemms", claim("no_fp8_rows"))
 
 
 def fp8_accuracy(data, ctx):
@@ -256,17 +244,8 @@ def fp8_accuracy(data, ctx):
                                             "decisive": "agreement where the margin > 4x the error"})
         ctx.table("encoder_fp8_accuracy", formatting.markdown_table(acc_show, {
             "logits rel L2": lambda x: f"{x:.2e}", "top-1 agreement": lambda x: f"{x:.1%}"}),
-            f"Accuracy against timm {acc['timm']} fp32 on the same weights ({acc['model']}, {acc['image_size']} px, "
-            f"{acc['images']} N(0, 1) images per weight set; FP8 calibrated on {acc['calibration_images']} other "
-            f"images), experiments/accuracy/fp8_accuracy.py in {rundata.show_path(acc_json.parent)}{measured_on(data.run, acc['gpu'])}: "
-            f"timm's init, every "
-            f"parameter randomized, and timm's init with outlier channels (LayerNorm gamma 20-50x on three "
-            f"channels, two residual-stream channels offset by 25 and 40). The last column counts only the "
-            f"images whose top-1/top-2 margin in timm fp32 exceeds 4x that forward's RMS logit error. "
-            f"Untrained weights cannot judge an FP8 recipe by top-1: experiments/accuracy/digits_accuracy.py trains a "
-            f"small ViT on scikit-learn's digits for that (its digits.txt beside this folder's, where run), "
-            f"and experiments/accuracy/imagenet_accuracy.py measures ImageNet top-1 where ImageNet and pretrained "
-            f"weights are.")
+            claim("fp8_accuracy_caption", timm=acc['timm'], model=acc['model'], image=acc['image_size'], images=acc['images'],
+                  calibration=acc['calibration_images'], folder=rundata.show_path(acc_json.parent),
+                  measured=measured_on(data.run, acc['gpu'])))
     else:
-        ctx.missing("table", "encoder_fp8_accuracy", "no run folder on this GPU or its architecture has "
-                    "fp8_accuracy/accuracy.json (experiments/accuracy/fp8_accuracy.py writes it)")
+        ctx.missing("table", "encoder_fp8_accuracy", claim("no_fp8_accuracy"))

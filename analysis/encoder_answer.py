@@ -15,6 +15,7 @@ from analysis.encoder_data import (
 from analysis.encoder_side import accuracy_result, measured_on
 from studylib import steps as step_table
 from studylib import catalog, formatting, notebook, run_folder, rundata
+from studylib.claims import claim
 
 
 def other_sitting_times(run, batch=256):
@@ -71,14 +72,11 @@ def rounds_finding(data):
     if not rounds:
         return []
     if max(rounds) == 1:
-        return ["Every configuration was measured once (one round): the verdicts below rest on single "
-                "rows, not on the median of three or more interleaved rounds."]
-    counts = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}")
-    out = [f"Each configuration at {data.where} was measured in {counts} rounds; every time below is the "
-           f"median across them (the ladder table gives the range)."]
+        return [claim("rounds_once")]
+    counts = rounds[0] if len(rounds) == 1 else claim("rounds_range", low=rounds[0], high=rounds[-1])
+    out = [claim("rounds_counted", where=data.where, counts=counts)]
     if data.retired_rows:
-        out.append(f"{data.retired_rows} rows of this run time steps that have since left the build "
-                   f"(stages/encoder/TRIED.md keeps their numbers); nothing below draws or judges them.")
+        out.append(claim("retired_rows", n=data.retired_rows))
     return out
 
 
@@ -182,18 +180,10 @@ def fp16_targets(data, ctx):
     findings = rounds_finding(data)
     if data.targets_apply and len(data.at_key):
         timm_timed, steps = target_steps(data)
-        which = ("(the fp16 steps of this run that compute timm's model: their newest timm parity with "
-                 "every parameter drawn passes at 224 and 384 px)" if timm_timed else
-                 f"(the fp16 steps from {E6} on that this run has; none of them has a passing timm parity "
-                 f"with every parameter drawn)")
         judged = [v for v in steps if v in data.steps]
-        of = f"the fastest of {join_and(judged)} at each batch" if len(judged) > 1 else join_and(judged)
-        findings.append(f"The study's targets for the whole ViT, judged at {data.where} on the median "
-                        f"time of one forward of {of} "
-                        f"{which}: faster than the fastest PyTorch anchor (of "
-                        f"{LABEL[EAGER]}, {LABEL[GRAPH]} and {LABEL[COMPILE]}) at batch 1, 32 and "
-                        f"256; {TARGET_COMPILE}x torch.compile's throughput at batch 256; at most "
-                        f"{TARGET_B1_MS} ms at batch 1.")
+        findings.append(claim("targets_judged_on", where=data.where, several=len(judged) > 1, steps=judged,
+                              timm=bool(timm_timed), e6=E6, eager=LABEL[EAGER], graph=LABEL[GRAPH],
+                              compile=LABEL[COMPILE], target=TARGET_COMPILE, b1_ms=TARGET_B1_MS))
         findings += [anchor_target(data, ctx, steps), compile_target(data, ctx, steps),
                      batch1_target(data, ctx, steps)]
         findings += against_e6(data)

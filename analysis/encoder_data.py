@@ -20,6 +20,7 @@ import pandas as pd
 import studylib
 from analysis import plots
 from studylib import catalog, rundata
+from studylib.claims import flush_setting, say
 from studylib.formatting import join_and  # the sections import it from here
 from studylib import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
 from studylib.schema import MODELS  # name -> (hidden, heads, depth)
@@ -149,8 +150,7 @@ class EncoderData:
         short = ok["note"].astype(str).str.contains(SHORT_MODEL, regex=True)
         self.n_short = int(short.sum())
         ok, flush, self.flush_dropped = rundata.one_setting(ok[~short], "flush_l2")
-        self.flush_text = {0.0: "L2 not flushed between repeats", 1.0: "L2 flushed between repeats"}.get(
-            flush, "L2 flush setting not recorded")
+        self.flush_text = say(flush_setting(flush), "encoder")
         note = ok["note"].astype(str)
         ok["streams"] = ok["streams"].fillna(1)
         ok["act_mb"] = note.map(lambda s: number(s, r"activations ([0-9.]+) MB"))

@@ -9,6 +9,7 @@ import pandas as pd
 from studylib.catalog import is_anchor, is_library
 from studylib import notebook
 from studylib.notebook import FIGURE_DPI
+from studylib.claims import claim
 
 # Own versions: distinguishable colours in ladder order; red is kept for the library version
 # and dark colours for the PyTorch anchors so the eye finds the baselines at once in every
@@ -205,8 +206,7 @@ LOG_SPAN, ZOOM_SPAN = 20.0, 3.0
 
 
 # What ladder_figure's captions say of its axes.
-LADDER_SCALE = (f"a panel spanning more than {LOG_SPAN:g}x is drawn on a log axis, and below it the steps "
-                f"within {ZOOM_SPAN:g}x of the fastest on a linear axis from zero; the others are linear from zero")
+LADDER_SCALE = claim("ladder_scale", log_span=LOG_SPAN, zoom_span=ZOOM_SPAN)
 
 
 def ladder_bars(ax, steps, times, gains):

@@ -13,7 +13,10 @@
 // same A rows (L2), `distinct` its own (HBM, as chunk_step's). `--tasks T` runs T tasks of `--steps`
 // steps back to back in the CTA, as a persistent kernel runs its tasks: each task reads weights of
 // its own, stores its output tile (fp16) and makes it visible before the next task's inputs are
-// requested; `--prefetch-weights` requests the next task's first weight tiles before that. Checked
+// requested; `--prefetch-weights` requests the next task's first weight tiles before that.
+// `--handoff` takes that hand-off apart: `stored` (the above), `unfenced` (no fence before the next
+// task's inputs), `unordered` (stored and fenced, but the next task's inputs not held for it) and
+// `none` (no store: the tasks' steps stream back to back). Checked
 // first: the products' sum over every CTA equals the host's (a skipped step or a buffer read before
 // it landed changes it).
 // One CSV row, family `probes`, version `tma_step`; the note gives the time a step takes and the
@@ -42,12 +45,17 @@ std::size_t smem_bytes(int rows, int stages, bool streamed) {
   return stages * stage_bytes(rows, streamed) + kTileBytes + (2 * stages + 2) * 8 + 1024;  // +1024: alignment
 }
 
+// How a task hands its output to the next task's inputs (--tasks > 1); see the header.
+enum class Handoff { stored, unfenced, unordered, none };
+constexpr const char* kHandoffNames[] = {"stored", "unfenced", "unordered", "none"};
+
 struct Params {
   int steps, stages;
   int a_row0_step;  // A's first row is blockIdx.x * this (0: every CTA the same rows)
   int tasks;        // tasks back to back, each `steps` steps; a task's inputs wait for the one before
   bool prefetch;    // the next task's first weight tiles requested before its inputs are ready
   __half* out;      // tasks > 1: each task's output tile stored here, grid x rows x 64
+  Handoff handoff;  // tasks > 1
 };
 
 template <int kRows, bool kMma, bool kStreamed>
@@ -104,7 +112,7 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
         load_w(st, t, s);
         if (++st == p.stages) st = 0, phase ^= 1;
       }
-      if (t > 0) mbar_wait(task_done, (t - 1) & 1);
+      if (t > 0 && (p.handoff == Handoff::stored || p.handoff == Handoff::unfenced)) mbar_wait(task_done, (t - 1) & 1);
       for (int s = 0, at = first; s < early; ++s, at = at + 1 == p.stages ? 0 : at + 1) load_a(at, s);
       for (int s = early; s < p.steps; ++s) {
         mbar_wait(&empty[st], phase ^ 1);  // a fresh barrier passes parity 1
@@ -160,20 +168,22 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
     if (p.tasks > 1) {
       if constexpr (kMma) {
         if (lane == 0) mbar_arrive(&empty[prev]);
-        // The task's output tile stored as a task of the forward stores it (fp16), then made
-        // visible before the next task's inputs may be requested. wgmma m64nN's layout: rows
-        // 16 warp + lane / 4 (+8), columns 8 j + 2 (lane % 4) in registers 4 j (+2 for row + 8).
+        if (p.handoff != Handoff::none) {
+          // The task's output tile stored as a task of the forward stores it (fp16), then made
+          // visible before the next task's inputs may be requested. wgmma m64nN's layout: rows
+          // 16 warp + lane / 4 (+8), columns 8 j + 2 (lane % 4) in registers 4 j (+2 for row + 8).
 #pragma unroll
-        for (int i = 0; i < kTilesPerGroup; ++i)
+          for (int i = 0; i < kTilesPerGroup; ++i)
 #pragma unroll
-          for (int j = 0; j < 8; ++j)
+            for (int j = 0; j < 8; ++j)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = (c * kTilesPerGroup + i) * 64 + 16 * warp + lane / 4 + 8 * h;
-              const long long at = (static_cast<long long>(blockIdx.x) * kRows + row) * 64 + 8 * j + 2 * (lane % 4);
-              *reinterpret_cast<__half2*>(p.out + at) = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
-            }
-        __threadfence();
+              for (int h = 0; h < 2; ++h) {
+                const int row = (c * kTilesPerGroup + i) * 64 + 16 * warp + lane / 4 + 8 * h;
+                const long long at = (static_cast<long long>(blockIdx.x) * kRows + row) * 64 + 8 * j + 2 * (lane % 4);
+                *reinterpret_cast<__half2*>(p.out + at) = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+              }
+          if (p.handoff != Handoff::unfenced) __threadfence();
+        }
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(task_done);
@@ -204,7 +214,7 @@ int main(int argc, char** argv) {
   return study::bench_main("tma_step", [&](study::BenchReport& report) {
     study::CommonOptions o;
     int rows = 64, stages = 4, steps = 48, tasks = 1, ctas = 0, ctas_per_sm = 1;
-    std::string source = "same", weights = "resident";
+    std::string source = "same", weights = "resident", handoff = "stored";
     bool mma = true, prefetch = false;
     study::Cli cli("tma_step",
                    "Times the steps of a TMA + wgmma mainloop (A chunks by TMA into a ring of mbarrier-guarded "
@@ -220,6 +230,9 @@ int main(int argc, char** argv) {
     cli.add_int("--ctas-per-sm", &ctas_per_sm, "CTAs an SM when --ctas is not given (default 1)", 1);
     cli.add_string("--source", &source, "same (every CTA reads the same A rows) or distinct (default same)");
     cli.add_string("--weights", &weights, "resident (one tile, loaded once) or streamed (a tile a step; default resident)");
+    cli.add_string("--handoff", &handoff,
+                   "stored, unfenced, unordered or none: how a task hands its output to the next (--tasks > 1; "
+                   "default stored)");
     cli.add_flag("--no-mma", &mma, "loads and barriers only, no products", false);
     cli.add_flag("--prefetch-weights", &prefetch,
                  "request a task's first weight tiles while the task before runs (--weights streamed, --tasks > 1)",
@@ -236,6 +249,13 @@ int main(int argc, char** argv) {
     const bool streamed = weights == "streamed", same = source == "same";
     if (prefetch && (!streamed || tasks < 2))
       throw study::StudyError(study::ErrorKind::Usage, "--prefetch-weights needs --weights streamed and --tasks 2 or more");
+    const auto named = std::find(std::begin(kHandoffNames), std::end(kHandoffNames), handoff);
+    if (named == std::end(kHandoffNames))
+      throw study::StudyError(study::ErrorKind::Usage,
+                              "--handoff must be stored, unfenced, unordered or none, got '" + handoff + "'");
+    if (handoff != "stored" && tasks < 2)
+      throw study::StudyError(study::ErrorKind::Usage, "--handoff " + handoff + " needs --tasks 2 or more");
+    const Handoff how = static_cast<Handoff>(named - std::begin(kHandoffNames));
     const std::size_t smem = smem_bytes(rows, stages, streamed);
     if (smem > kMaxSmem)
       throw study::StudyError(study::ErrorKind::Usage,
@@ -262,7 +282,7 @@ int main(int argc, char** argv) {
     const CUtensorMap map_a = tile_map(a.get(), a_rows, cols, rows);
     const CUtensorMap map_w = tile_map(w.get(), 64LL * grid, streamed ? cols * tasks : kCols, 64);
     study::DeviceBuffer<__half> out(tasks > 1 ? static_cast<std::size_t>(grid) * rows * 64 : 1);
-    const Params p{steps, stages, same ? 0 : rows, tasks, prefetch, out.get()};
+    const Params p{steps, stages, same ? 0 : rows, tasks, prefetch, out.get(), how};
     study::DeviceBuffer<float> sums(1);
     report.row.set("model", o.model).set("batch", o.batch).set("image_size", o.image_size);
     if (o.check && mma) {
@@ -288,7 +308,8 @@ int main(int argc, char** argv) {
     report.write("ok", std::to_string(grid) + " CTAs on " + std::to_string(sms) + " SMs (" + std::to_string(per_sm) +
                            " fit an SM), " + std::to_string(rows) + "-row chunks, " + std::to_string(stages) +
                            " stages, " + (tasks > 1 ? std::to_string(tasks) + " tasks of " : std::string()) + std::to_string(steps) + " steps" +
-                           (prefetch ? ", weights prefetched" : "") + ", " + source + " rows, weights " + weights + ", " +
+                           (prefetch ? ", weights prefetched" : "") +
+                           (how != Handoff::stored ? ", hand-off " + handoff : std::string()) + ", " + source + " rows, weights " + weights + ", " +
                            (mma ? "wgmma" : "no products") + "; a step " + std::to_string(median / (steps * tasks)) + " us" +
                            (tasks > 1 ? ", a task " + std::to_string(median / tasks) + " us" : std::string()) + "; " +
                            std::to_string(bytes / sms / (median * 1e3)) + " GB/s an SM" +

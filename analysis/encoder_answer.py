@@ -11,7 +11,7 @@ import pandas as pd
 import studylib
 from analysis.encoder_data import (
     ANCHORS, BEST_STEPS, COMPILE, E6, EAGER, GRAPH, KEY_BATCHES, KEY_IMAGE, KEY_MODEL, LABEL, TARGET_B1_FLOOR_MS, TARGET_B1_MS,
-    TARGET_COMPILE, TARGET_FP8_COMPILE, TORCHAO, fastest_across, fmt_ms, fmt_rate, join_and)
+    TARGET_COMPILE, TARGET_FP8_COMPILE, TORCHAO, fastest_across, fmt_ms, fmt_rate)
 from analysis.encoder_side import accuracy_result, measured_on
 from studylib import steps as step_table
 from studylib import catalog, formatting, notebook, run_folder, rundata
@@ -62,10 +62,6 @@ def ratio_verdict(ratio, target, band):
     return notebook.verdict(ratio, target, band)
 
 
-def band_text(band):
-    return formatting.band_text(band, "rounds and sittings span")
-
-
 def rounds_finding(data):
     """The finding on how many rounds the run's medians come from (empty for a run without rounds)."""
     rounds = data.rounds
@@ -93,73 +89,73 @@ def fastest_target_step(data, steps, b):
     return data.fastest_of(steps, b) or E6
 
 
+def clocks(data, v, a, b):
+    """The SM clocks of two rows at batch b (a claim), or '' where either row lacks one."""
+    x, y = data.at(v, b, "sm_mhz"), data.at(a, b, "sm_mhz")
+    return claim("clocks", mhz=x, other_mhz=y) if np.isfinite(x) and np.isfinite(y) else ""
+
+
 def anchor_target(data, ctx, steps):
     """The target "faster than the fastest PyTorch anchor at batch 1, 32 and 256", judged into ctx;
     its finding."""
-    at, where = data.at, data.where
+    at = data.at
 
     def vs_anchor(b):
-        """(sentence, met or None) for the fastest step against the fastest anchor at batch b."""
+        """(claim, met or None) for the fastest step against the fastest anchor at batch b."""
         v = fastest_target_step(data, steps, b)
         m = at(v, b)
         a, a_us = data.best_anchor(b)
         if not np.isfinite(m):
-            return f"batch {b}: no timed {E6} row", None
+            return claim("anchor_no_step", batch=b, e6=E6), None
         if not a:
-            return f"batch {b}: {v} {fmt_ms(m)} ms, no PyTorch anchor measured", None
-        return (f"batch {b}: {v} {fmt_ms(m)} ms against {data.label(a)} {fmt_ms(a_us)} ms "
-                f"({formatting.faster_or_slower(a_us / m)}{data.clocks(v, a, b)})"), m < a_us
+            return claim("anchor_unmeasured", batch=b, step=v, us=m), None
+        return claim("anchor_vs", batch=b, step=v, us=m, anchor=data.label(a), anchor_us=a_us, ratio=a_us / m,
+                     clocks=clocks(data, v, a, b)), m < a_us
 
-    parts_ = [vs_anchor(b) for b in KEY_BATCHES]
-    verdicts = [m for _, m in parts_]
-    if all(v is not None for v in verdicts):
-        verdict = "met" if all(verdicts) else "missed (slower at batch " + join_and(
-            [str(b) for b, v in zip(KEY_BATCHES, verdicts) if not v]) + ")"
-    else:
-        verdict = "cannot be judged from this run"
-    ctx.target(f"fp16: faster than the fastest PyTorch anchor at batch 1, 32 and 256 ({where})",
-               "not judged" if verdict.startswith("cannot") else verdict.split(" ")[0],
-               "; ".join(s for s, _ in parts_))
-    return (f"Target faster than the fastest PyTorch anchor at batch 1, 32 and 256: "
-            f"{verdict}; " + "; ".join(s for s, _ in parts_) + ".")
+    judged_at = [vs_anchor(b) for b in KEY_BATCHES]
+    parts = [c for c, _ in judged_at]
+    wins = [w for _, w in judged_at]
+    slower = [str(b) for b, w in zip(KEY_BATCHES, wins) if w is False]
+    judged = all(w is not None for w in wins)
+    verdict = ("missed" if slower else "met") if judged else "not judged"
+    ctx.judge(claim("anchor_target", verdict=verdict, where=data.where, parts=parts))
+    said = (claim("verdict_slower_at", batches=slower) if slower else claim("verdict_met")) if judged else \
+        claim("verdict_cannot")
+    return claim("anchor_finding", verdict=verdict, verdict_said=said, parts=parts)
 
 
 def compile_target(data, ctx, steps):
     """The target "TARGET_COMPILE x torch.compile's throughput at batch 256", judged into ctx; its finding."""
-    at, where = data.at, data.where
-    v256 = fastest_target_step(data, steps, 256)
-    m, c = at(v256, 256), at(COMPILE, 256)
-    name = f"fp16: {TARGET_COMPILE}x torch.compile's throughput at batch 256 ({where})"
+    at = data.at
+    v = fastest_target_step(data, steps, 256)
+    m, c = at(v, 256), at(COMPILE, 256)
     if not (np.isfinite(m) and np.isfinite(c)):
-        ctx.target(name, "not judged", f"no timed {E6 if not np.isfinite(m) else COMPILE} row at batch 256")
-        return (f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
-                f"cannot be judged, this run has no timed "
-                f"{E6 if not np.isfinite(m) else COMPILE} row at batch 256.")
-    band = ratio_band(data, v256)
+        missing = E6 if not np.isfinite(m) else COMPILE
+        ctx.judge(claim("compile_target", target=TARGET_COMPILE, value=np.nan, band=(np.nan, np.nan),
+                        verdict="not judged", where=data.where, judged=False, missing=missing, step=v, us=m,
+                        compile_us=c, sustained=""))
+        return claim("compile_unjudged", target=TARGET_COMPILE, missing=missing)
+    band = ratio_band(data, v)
     verdict = ratio_verdict(c / m, TARGET_COMPILE, band)
-    ctx.target(name, verdict,
-               f"{v256} {fmt_ms(m)} ms, {c / m:.2f}x torch.compile's {fmt_ms(c)} ms in the timed burst"
-               + band_text(band) + sustained(at, v256, TARGET_COMPILE))
-    return (f"Target {TARGET_COMPILE}x torch.compile's throughput at batch 256: "
-            f"{verdict}; {v256} takes "
-            f"{fmt_ms(m)} ms ({fmt_rate(256 / m * 1e6)} img/s), {c / m:.2f}x the "
-            f"throughput of {LABEL[COMPILE]} ({fmt_ms(c)} ms, "
-            f"{fmt_rate(256 / c * 1e6)} img/s{data.clocks(v256, COMPILE, 256)}); the "
-            f"target asks for at most {fmt_ms(c / TARGET_COMPILE)} ms{band_text(band)}.")
+    ctx.judge(claim("compile_target", target=TARGET_COMPILE, value=c / m, band=band, verdict=verdict,
+                    where=data.where, judged=True, missing="", step=v, us=m, compile_us=c,
+                    sustained=sustained(at, v, TARGET_COMPILE)))
+    return claim("compile_finding", target=TARGET_COMPILE, value=c / m, band=band, verdict=verdict, step=v, us=m,
+                 rate=256 / m * 1e6, compile=LABEL[COMPILE], compile_us=c, compile_rate=256 / c * 1e6,
+                 clocks=clocks(data, v, COMPILE, 256), limit_us=c / TARGET_COMPILE)
 
 
 def batch1_target(data, ctx, steps):
     """The target "at most TARGET_B1_MS ms at batch 1" (and the floor's, near_floor_target), judged
     into ctx; its finding."""
-    v1 = fastest_target_step(data, steps, 1)
-    m = data.at(v1, 1)
+    v = fastest_target_step(data, steps, 1)
+    m = data.at(v, 1)
     if not np.isfinite(m):
-        return (f"Target at most {TARGET_B1_MS} ms at batch 1: cannot be judged, this "
-                f"run has no timed {E6} row at batch 1.")
-    met = "met" if m / 1e3 <= TARGET_B1_MS else "missed"
-    ctx.target(f"fp16: at most {TARGET_B1_MS} ms at batch 1 ({data.where})", met, f"{v1} {fmt_ms(m)} ms")
-    near_floor_target(data, ctx, "fp16", v1)
-    return f"Target at most {TARGET_B1_MS} ms at batch 1: {met}; {v1} takes {fmt_ms(m)} ms."
+        return claim("b1_unjudged", target=TARGET_B1_MS, e6=E6)
+    verdict = "met" if m / 1e3 <= TARGET_B1_MS else "missed"
+    ctx.judge(claim("b1_target", target=TARGET_B1_MS, value=m, verdict=verdict, where=data.where, step=v))
+    near_floor_target(data, ctx, "fp16", v)
+    return claim("b1_finding", target=TARGET_B1_MS, value=m, verdict=verdict, step=v)
 
 
 def against_e6(data):
@@ -168,9 +164,8 @@ def against_e6(data):
     for v in BEST_STEPS[1:]:
         ratios = [(b, at(E6, b) / at(v, b)) for b in KEY_BATCHES if np.isfinite(at(v, b) / at(E6, b))]
         if ratios:
-            out.append(f"{v} against {E6}: " + "; ".join(
-                f"batch {b} {formatting.faster_or_slower(r)}" for b, r in ratios)
-                + (" (faster at every batch)." if all(r > 1 for _, r in ratios) else "."))
+            out.append(claim("against_e6", step=v, e6=E6, every=all(r > 1 for _, r in ratios),
+                             parts=[claim("batch_ratio", batch=b, ratio=r) for b, r in ratios]))
     return out
 
 
@@ -188,15 +183,14 @@ def fp16_targets(data, ctx):
                      batch1_target(data, ctx, steps)]
         findings += against_e6(data)
     elif not len(data.timed):
-        findings.append("This run has no timed encoder rows, so no target can be judged.")
+        findings.append(claim("no_timed_encoder_rows"))
     elif len(data.at_key):
-        findings.append(f"This run has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px, where the "
-                        f"study's targets are set; the numbers below are at {data.where}.")
+        findings.append(claim("targets_elsewhere", model=KEY_MODEL, image=KEY_IMAGE, where=data.where))
     return findings
 
 
 def fp8_cost(run, v, weights="timm_init"):
-    """' Its accuracy cost: ...' for FP8 step v from the newest fp8_accuracy result that holds it on
+    """FP8 step v's accuracy cost (a claim) from the newest fp8_accuracy result that holds it on
     this GPU (or its architecture), on timm's init; '' without one."""
     found = accuracy_result(run, "*/fp8_accuracy*/accuracy.json",
                             lambda j: any(r["forward"] == f"encoder {v}" for r in j["rows"]))
@@ -207,71 +201,62 @@ def fp8_cost(run, v, weights="timm_init"):
     ours, fp16, torchao = rows.get(f"encoder {v}"), rows.get("timm fp16"), rows.get("torchao per tensor")
     if ours is None:
         return ""
-    beside = ([f"timm fp16 {fp16['logits_rel_l2']:.4f}"] if fp16 else []) + \
-             ([f"torchao FP8 per tensor {torchao['logits_rel_l2']:.3f}"] if torchao else [])
+    beside = ([claim("beside_timm_fp16", rel_l2=fp16["logits_rel_l2"])] if fp16 else []) + \
+             ([claim("beside_torchao", rel_l2=torchao["logits_rel_l2"])] if torchao else [])
     # timm's init is untrained: its logits' class margins are small, so agreement is low for any
     # FP8 recipe; torchao's on the same weights says what the recipe costs beside the library's.
-    torchao_top1 = f" (torchao FP8 per tensor {torchao['top1_agreement']:.0%})" if torchao else ""
-    return (f" Its accuracy cost, on timm's init (untrained weights) against timm fp32 ({j['images']} images): "
-            f"logits rel L2 {ours['logits_rel_l2']:.3f}" + (f" ({', '.join(beside)})" if beside else "")
-            + f", top-1 agreement {ours['top1_agreement']:.0%}{torchao_top1}, "
-            f"{ours['top1_agreement_decisive']:.0%} on the "
-            f"{ours['decisive_images']} images whose class margin exceeds 4x its RMS logit error "
-            f"({rundata.show_path(path.parent)}{measured_on(run, j['gpu'])}).")
+    return claim("fp8_cost", images=j["images"], rel_l2=ours["logits_rel_l2"], beside=beside,
+                 top1=ours["top1_agreement"], has_torchao=bool(torchao),
+                 torchao_top1=torchao["top1_agreement"] if torchao else np.nan,
+                 decisive=ours["top1_agreement_decisive"], decisive_images=ours["decisive_images"],
+                 path=rundata.show_path(path.parent), measured_on=measured_on(run, j["gpu"]))
 
 
 def sustained(at, v, target=None):
-    """'; sustained over the energy loop 1.31x (18.2 against 23.7 ms): met' for step v at batch 256
-    against torch.compile (its verdict under `target` when given), or '' without energy rows."""
+    """Step v's speedup over torch.compile at batch 256 over the energy loop (a claim; its verdict
+    under `target` when given), or '' without energy rows."""
     s, sc = at(v, 256, "sustained_us"), at(COMPILE, 256, "sustained_us")
     if not (np.isfinite(s) and np.isfinite(sc)):
         return ""
-    verdict = "" if target is None else f": {'met' if sc / s >= target else 'missed'}"
-    return f"; sustained over the energy loop {sc / s:.2f}x ({fmt_ms(s)} against {fmt_ms(sc)} ms){verdict}"
+    return claim("sustained", value=sc / s, us=s, compile_us=sc, judged=target is not None,
+                 verdict=None if target is None else "met" if sc / s >= target else "missed")
 
 
 def near_floor_target(data, ctx, precision, v):
     """The batch-1 target near the hardware's floor (TARGET_B1_FLOOR_MS) for step v of `precision`,
     with how far above the weight-read floor it runs."""
     limit, m = TARGET_B1_FLOOR_MS[precision], data.at(v, 1)
-    floor = (f", {m / data.floor_us:.1f}x the fp16 weight-read floor ({data.floor_us:.0f} us"
-             + ("; E4M3 weights about halve it" if precision == "FP8" else "") + ")") if np.isfinite(data.floor_us) else ""
-    ctx.target(f"{precision}: at most {limit:.2f} ms at batch 1, near the hardware's floor ({data.where})",
-               "met" if m / 1e3 <= limit else "missed",
-               f"{v} {fmt_ms(m)} ms{floor}; stages/encoder/NOTES.md says where the time goes")
+    ctx.judge(claim("b1_floor_target", target=limit, value=m, verdict="met" if m / 1e3 <= limit else "missed",
+                    precision=precision, where=data.where, step=v, has_floor=bool(np.isfinite(data.floor_us)),
+                    floor_x=m / data.floor_us, floor_us=data.floor_us, fp8=precision == "FP8"))
 
 
 def fp8_targets(data, ctx):
     """The FP8 targets against torch.compile and torchao."""
-    FP8_STEPS, at, at_key, fastest_of, label = data.fp8_steps, data.at, data.at_key, data.fastest_of, data.label
-    targets_apply, where = data.targets_apply, data.where
-
-    if targets_apply and len(at_key):
-        v8 = fastest_of(FP8_STEPS, 256)
-        c = at(COMPILE, 256)
-        if v8 is None or not np.isfinite(c):
-            ctx.target(f"FP8: {TARGET_FP8_COMPILE}x torch.compile's fp16 throughput at batch 256 ({where})",
-                       "not judged", f"this run has no timed {'FP8 step' if v8 is None else COMPILE} row at batch 256")
-        else:
-            r = c / at(v8, 256)
-            band = ratio_band(data, v8)
-            ctx.target(f"FP8: {TARGET_FP8_COMPILE}x torch.compile's fp16 throughput at batch 256 ({where})",
-                       ratio_verdict(r, TARGET_FP8_COMPILE, band),
-                       f"{v8} {fmt_ms(at(v8, 256))} ms, {r:.2f}x torch.compile's {fmt_ms(c)} ms in the timed burst"
-                       + ("" if r >= TARGET_FP8_COMPILE else f"; the target asks for at most {fmt_ms(c / TARGET_FP8_COMPILE)} ms")
-                       + band_text(band) + sustained(at, v8, TARGET_FP8_COMPILE))
-        if (v1 := fastest_of(FP8_STEPS, 1)) is not None:
-            near_floor_target(data, ctx, "FP8", v1)
-        parts, wins = [], []
-        for b in KEY_BATCHES:
-            v, a = fastest_of(FP8_STEPS, b), fastest_of(TORCHAO, b)
-            if v is not None and a is not None:
-                wins.append(at(v, b) < at(a, b))
-                parts.append(f"batch {b}: {v} {fmt_ms(at(v, b))} ms against {label(a)} {fmt_ms(at(a, b))} ms "
-                             f"({formatting.faster_or_slower(at(a, b) / at(v, b))})")
-        ctx.target(f"FP8: faster than torchao's FP8 at batch 1, 32 and 256 ({where})",
-                   ("met" if all(wins) else "missed") if len(wins) == len(KEY_BATCHES) else "not judged",
-                   "; ".join(parts) if parts else "this run has no FP8 step and torchao rows at every batch")
+    at, fastest_of, where = data.at, data.fastest_of, data.where
+    if not (data.targets_apply and len(data.at_key)):
+        return
+    v8, c = fastest_of(data.fp8_steps, 256), at(COMPILE, 256)
+    judged = v8 is not None and np.isfinite(c)
+    m = at(v8, 256) if v8 is not None else np.nan
+    r, band = (c / m, ratio_band(data, v8)) if judged else (np.nan, (np.nan, np.nan))
+    ctx.judge(claim("fp8_compile_target", target=TARGET_FP8_COMPILE, value=r, band=band,
+                    verdict=ratio_verdict(r, TARGET_FP8_COMPILE, band) if judged else "not judged",
+                    where=where, judged=judged, missing="FP8 step" if v8 is None else COMPILE, step=v8, us=m,
+                    compile_us=c, sustained=sustained(at, v8, TARGET_FP8_COMPILE) if judged else "",
+                    short=claim("asks_at_most", limit_us=c / TARGET_FP8_COMPILE)
+                    if judged and r < TARGET_FP8_COMPILE else ""))
+    if (v1 := fastest_of(data.fp8_steps, 1)) is not None:
+        near_floor_target(data, ctx, "FP8", v1)
+    parts, wins = [], []
+    for b in KEY_BATCHES:
+        v, a = fastest_of(data.fp8_steps, b), fastest_of(TORCHAO, b)
+        if v is not None and a is not None:
+            wins.append(at(v, b) < at(a, b))
+            parts.append(claim("anchor_vs", batch=b, step=v, us=at(v, b), anchor=data.label(a), anchor_us=at(a, b),
+                               ratio=at(a, b) / at(v, b), clocks=""))
+    ctx.judge(claim("fp8_torchao_target", where=where, parts=parts,
+                    verdict=("met" if all(wins) else "missed") if len(wins) == len(KEY_BATCHES) else "not judged"))
 
 
 def compiled_in_sitting(data):
@@ -312,37 +297,26 @@ def compile_made_ahead_elsewhere(data, batch):
 
 
 def compiled_in_sitting_line(data, small):
-    """README's note on the batches where torch.compile compiled in this sitting, with the check
-    from a sitting that loaded a compile made ahead where there is one."""
+    """README's note on the batches where torch.compile compiled in this sitting (a claim), with
+    the check from a sitting that loaded a compile made ahead where there is one."""
     at, ok = data.at, data.ok
-    at_b = " and ".join(f"batch {b}" for b in small)
-    line = (f"torch.compile compiled inside this sitting's anchor process at {at_b} ("
-            + ", ".join(f"{n} s to its first call" for n in small.values())
-            + ") instead of loading a compile made ahead, alone, in a fresh process; compiled so, "
-            "max-autotune can pick a slower forward at small batches (docs/method.md, Timing).")
-    unchecked = []
+    checks, unchecked = [], []
     for b in small:
         check = compile_made_ahead_elsewhere(data, b)
         here = at(COMPILE, b) / at(GRAPH, b) if GRAPH in set(ok["version"]) else np.nan
         if check is None or not np.isfinite(here):
-            unchecked.append(b)
+            unchecked.append(claim("at_batch", batch=b))
             continue
         folder, there = check
-        verdict = ("no faster than this sitting's" if there >= here * 0.98 else
-                   f"{here / there - 1:.0%} faster than this sitting's, so the steps' lead over it is "
-                   f"smaller by about as much")
-        line += (f" At batch {b}, compiled ahead and loaded in another sitting on this GPU model "
-                 f"(run folder `{folder}`), torch.compile took {there:.2f}x timm in a graph's time, "
-                 f"against {here:.2f}x here: {verdict}.")
-    if unchecked:
-        at_u = " and ".join(f"batch {b}" for b in unchecked)
-        line += (f" At {at_u} torch.compile may be faster than this sitting shows, and the steps' lead "
-                 "over it and over the fastest PyTorch anchor smaller.")
-    return line
+        checks.append(claim("compiled_ahead_check", batch=b, folder=folder, there=there, here=here,
+                            level=there >= here * 0.98, gain=here / there - 1))
+    return claim("compiled_here", batches=[claim("at_batch", batch=b) for b in small], checks=checks,
+                 firsts=[claim("first_call_s", s=n) for n in small.values()],
+                 unchecked=claim("compile_unchecked", batches=unchecked) if unchecked else "")
 
 
 def other_sittings(data, named, c256):
-    """One line per other final sitting (run id) on this GPU model that timed an answer step and
+    """One claim per other final sitting (run id) on this GPU model that timed an answer step and
     torch.compile at batch 256 side by side (other_sitting_times): how far its ratios and times
     are from this sitting's, so that the answer's ratio is read with the spread between sittings."""
     at, out = data.at, []
@@ -351,13 +325,10 @@ def other_sittings(data, named, c256):
         steps_ = [v for v in named if v in m.index]
         if COMPILE not in m.index or not steps_:
             continue
-        out.append(
-            f"Another final sitting on this GPU model (run folder `{sitting['folder']}`, {n} round{'s' if n > 1 else ''}) "
-            f"gave at batch 256 " + " and ".join(
-                f"`{v}` {m[COMPILE] / m[v]:.2f}x torch.compile ({fmt_ms(m[v])} ms; {fmt_ms(at(v, 256))} here)"
-                for v in steps_)
-            + f", with torch.compile at {fmt_ms(m[COMPILE])} ms ({fmt_ms(c256)} here; ratios are only "
-              f"taken inside a sitting).")
+        out.append(claim("other_sitting", folder=sitting["folder"], rounds=n, plural=n > 1,
+                         compile_us=m[COMPILE], here_compile_us=c256,
+                         parts=[claim("other_sitting_step", step=v, ratio=m[COMPILE] / m[v], us=m[v],
+                                      here_us=at(v, 256)) for v in steps_]))
     return out
 
 
@@ -387,57 +358,54 @@ def final_rows(data, s16, s8):
     return rows
 
 
-def answer_lines(data, named, is_final):
-    """README's answer as lines, naming the steps of `named` (answer_steps)."""
-    at, best_anchor, fastest_of, label, ok = data.at, data.best_anchor, data.fastest_of, data.label, data.ok
-    parity_newest, rounds, run = data.parity_newest, data.rounds, data.run
-    s16, s8, s16_any, s16_256, s8_256 = named.s16, named.s8, named.s16_any, named.s16_256, named.s8_256
+def fastest_lines(data, named):
+    """The answer's first claims: each precision's fastest forward at batch 256 against
+    torch.compile, the steps faster at batch 256 alone, and a faster fp16 step that does not stand."""
+    at, c256 = data.at, data.at(COMPILE, 256)
+    s16, s8, s16_any = named.s16, named.s8, named.s16_any
+    if not np.isfinite(c256):
+        return [] if s16 is not None else [claim("answer_no_timm_fp16")]
     lines = []
-    c256 = at(COMPILE, 256)
     for v, what in ((s16, "fp16"), (s8, "FP8")):
-        if v is None or not np.isfinite(c256):
+        if v is None:
             continue
         e, ec = at(v, 256, "energy_j"), at(COMPILE, 256, "energy_j")
-        lines.append(f"The fastest {what} forward, `{v}`, takes {fmt_ms(at(v, 256))} ms at batch 256: "
-                     f"{c256 / at(v, 256):.2f}x torch.compile's throughput ({fmt_ms(c256)} ms) in the timed burst"
-                     + sustained(at, v)
-                     + (f", and {ec / e:.2f}x its images per joule" if np.isfinite(e) and np.isfinite(ec) else "")
-                     + "." + (fp8_cost(run, v) if what == "FP8" else ""))
-    for v, top in ((s16_256, s16), (s8_256, s8)):
-        if v is not None and v != top and np.isfinite(c256):
-            lines.append(f"At batch 256 `{v}` is faster than `{top}`: {fmt_ms(at(v, 256))} ms, "
-                         f"{c256 / at(v, 256):.2f}x torch.compile; `{top}` is the faster at more of the "
-                         f"batches {join_and(str(b) for b in data.key_batches)}.")
-    if s16_any is not None and s16_any not in (s16, s16_256) and np.isfinite(c256):
-        lines.append(f"`{s16_any}` is faster ({fmt_ms(at(s16_any, 256))} ms at batch 256, "
-                     f"{c256 / at(s16_any, 256):.2f}x torch.compile) but "
-                     + ("fails timm parity with every parameter drawn: it does not compute timm's model within "
-                        "the study's bound." if step_table.fails_parity(s16_any, parity_newest)
-                        else "has no timm-parity run with every parameter drawn at 224 and 384 px "
-                        "(experiments/accuracy/timm_parity.py): it does not stand as the answer until one passes."))
+        lines.append(claim("answer_fastest", precision=what, step=v, us=at(v, 256), value=c256 / at(v, 256),
+                           compile_us=c256, sustained=sustained(at, v), has_energy=bool(np.isfinite(e) and np.isfinite(ec)),
+                           energy_ratio=ec / e, cost=fp8_cost(data.run, v) if what == "FP8" else ""))
+    for v, top in ((named.s16_256, s16), (named.s8_256, s8)):
+        if v is not None and v != top:
+            lines.append(claim("answer_faster_at_256", step=v, top=top, us=at(v, 256), value=c256 / at(v, 256),
+                               batches=[str(b) for b in data.key_batches]))
+    if s16_any is not None and s16_any not in (s16, named.s16_256):
+        lines.append(claim("answer_any_parity", step=s16_any, us=at(s16_any, 256), value=c256 / at(s16_any, 256),
+                           fails=step_table.fails_parity(s16_any, data.parity_newest)))
     if s16 is None:
-        lines.append("No fp16 step of this sitting passes timm parity with every parameter drawn at 224 "
-                     "and 384 px (experiments/accuracy/timm_parity.py), so none stands as the fastest fp16 forward.")
+        lines.append(claim("answer_no_timm_fp16"))
+    return lines
+
+
+def answer_lines(data, named, is_final):
+    """README's answer as claims, naming the steps of `named` (answer_steps)."""
+    at, ok, run = data.at, data.ok, data.run
+    lines = fastest_lines(data, named)
     for b in (1, 32):
-        v = fastest_of(named.timm_fp16 + data.fp8_steps, b)
-        a, a_us = best_anchor(b)
+        v = data.fastest_of(named.timm_fp16 + data.fp8_steps, b)
+        a, a_us = data.best_anchor(b)
         if v is not None and a is not None:
-            lines.append(f"At batch {b} the fastest forward is `{v}`, {fmt_ms(at(v, b))} ms, "
-                         f"{formatting.faster_or_slower(a_us / at(v, b))} than the fastest PyTorch anchor, "
-                         f"{label(a)} ({fmt_ms(a_us)} ms).")
+            lines.append(claim("answer_at_batch", batch=b, step=v, us=at(v, b), ratio=a_us / at(v, b),
+                               anchor=data.label(a), anchor_us=a_us))
     # At batch 256 cuBLAS wins autotuning's race by a wide margin wherever it compiled.
     small = {b: n for b, n in compiled_in_sitting(data).items() if b <= 32}
     if small:
         lines.append(compiled_in_sitting_line(data, small))
-    gpu = rundata.gpu_of(run)
-    n_rounds = max(rounds) if rounds else 1
-    lines.append(f"All from one sitting: run folder `{run.name}` on {gpu}, "
-                 f"{n_rounds} interleaved round{'s' if n_rounds > 1 else ''} (medians), commit "
-                 f"{', '.join(dict.fromkeys(rundata.short_commit(x, 7) for x in ok['commit'].astype(str)))}"
-                 + ("." if is_final else "; not a final sitting (`./study run final`), so README's "
-                    "answer does not come from it.") + f" {rundata.weights_phrase(ok)}")
+    n_rounds = max(data.rounds) if data.rounds else 1
+    lines.append(claim("answer_sitting", run=run.name, gpu=rundata.gpu_of(run), rounds=n_rounds, plural=n_rounds > 1,
+                       commits=list(dict.fromkeys(rundata.short_commit(x, 7) for x in ok["commit"].astype(str))),
+                       final=is_final, weights=rundata.weights_phrase(ok)))
+    c256 = at(COMPILE, 256)
     if is_final and np.isfinite(c256):
-        lines += other_sittings(data, [v for v in (s8, s16) if v is not None], c256)
+        lines += other_sittings(data, [v for v in (named.s8, named.s16) if v is not None], c256)
     return lines
 
 
@@ -464,7 +432,7 @@ def answer_steps(data) -> AnswerSteps:
 
 def final_answer(data, ctx):
     """README's answer and the final table, from a final sitting."""
-    at, at_key, prov, run, where = data.at, data.at_key, ctx.provenance(), data.run, data.where
+    at, at_key, run, where = data.at, data.at_key, data.run, data.where
     # Any run with the rows gets the table (the quick preset's run reproduces README's); only a
     # final sitting gives README its answer.
     is_final = rundata.holds_final_sitting(run)
@@ -475,17 +443,15 @@ def final_answer(data, ctx):
         lines = answer_lines(data, named, is_final)
         final_table = formatting.markdown_table(pd.DataFrame(final_rows(data, named.s16, named.s8)))
         if is_final:
-            ctx.answer = "\n".join(f"- {x}" for x in lines) + "\n\n" + final_table
+            ctx.answer = "\n".join(f"- {ctx.said(x)}" for x in lines) + "\n\n" + final_table
         # The report opens its encoder section with the same answer README gives.
-        ctx.text("encoder_answer", lines)
+        ctx.claims("encoder_answer", lines)
         ctx.table("encoder_final", final_table,
-                  f"{'The final sitting' if is_final else 'This run'} ({run.name}): the fastest fp16 and FP8 steps (at batch 256) and every "
-                  f"PyTorch anchor at {where}: median time of one forward, images per second and per joule "
-                  f"(the energy loop, docs/method.md), the SM clock of the timed loop, and torch.compile's "
-                  f"time over each forward's. {prov}.")
+                  claim("final_caption", final=is_final, run=run.name, where=where, prov=ctx.provenance()))
     else:
-        why = (f"run folder {run.name} has no timed {LABEL[COMPILE]} rows at {where}"
-               if data.targets_apply and len(at_key) else f"run folder {run.name} has no timed rows at {KEY_MODEL}, {KEY_IMAGE} px")
+        why = (claim("no_final_compile_rows", run=run.name, compile=LABEL[COMPILE], where=where)
+               if data.targets_apply and len(at_key) else
+               claim("no_final_key_rows", run=run.name, model=KEY_MODEL, image=KEY_IMAGE))
         ctx.missing("text", "encoder_answer", why)
         ctx.missing("table", "encoder_final", why)
 
@@ -529,9 +495,10 @@ def headline(data, ctx):
             if COMPILE not in med.index or not runs(top) & runs(COMPILE):
                 return None
         ratio = med[COMPILE] / med[top] if COMPILE in med.index else 0.0
-        mark = " (fails timm parity with every parameter drawn)" if step_table.fails_parity(top, parity_newest) else ""
+        fastest = ctx.said(claim("headline_fails_parity", step=label(top))) \
+            if step_table.fails_parity(top, parity_newest) else label(top)
         shown = d[d["version"].isin([top, *[a for a in ANCHORS if a in med.index]])]
-        return (not timm, -ratio), dict(family="Whole ViT", shape=f"{where}, batch {head_batch}, fp16", fastest=label(top) + mark,
+        return (not timm, -ratio), dict(family="Whole ViT", shape=ctx.said(claim("headline_shape", where=where, batch=head_batch)), fastest=fastest,
                             fastest_us=float(med[top]), unit="ms", anchors=anchors, measured_in=folder,
                             run_ids=rundata.run_ids_of(shown))
 
@@ -557,72 +524,79 @@ def headline(data, ctx):
             ctx.headline(**min(candidates, key=lambda c: c[0])[1])
 
 
+def torchao_in_fp32(run, step, mine):
+    """Where experiments/accuracy/fp8_torchao_probe.py ran (newest folder): torchao's per-tensor FP8
+    on an fp32 copy of the model, the same arithmetic without the half-precision forward around it,
+    beside the judged step's error (a claim); '' where no probe result exists."""
+    probes = sorted(run.path.parent.glob("*/probe/probe.csv"), key=lambda f: f.parent.parent.name)
+    if not probes:
+        return ""
+    rows = pd.read_csv(probes[-1])
+    fp32 = rows[rows["forward"] == "torchao, fp32 model"].set_index("weights")["logits_rel_l2"]
+    common = [w for w in mine.index if w in fp32.index]
+    if not common:
+        return ""
+    return claim("torchao_fp32_probe", parts=[claim("weights_rel_l2", weights=w, rel_l2=fp32[w]) for w in common],
+                 step=step, most=max(mine[w] / fp32[w] - 1 for w in common),
+                 path=rundata.show_path(probes[-1].parent.parent), gpu=rows["gpu"].iloc[0])
+
+
+def logits_target(data, ctx, step):
+    """The FP8 step's logits error against each torchao FP8 anchor's on every weight set, judged."""
+    run = data.run
+
+    def beside_torchao(j):
+        forwards = {r["forward"] for r in j["rows"]}
+        return f"encoder {step}" in forwards and any(x.startswith("torchao") for x in forwards)
+
+    judged = accuracy_result(run, "*/fp8_accuracy*/accuracy.json", beside_torchao)
+    ours = theirs = pd.DataFrame()
+    if judged:
+        judged_json, judged_acc = judged
+        judged_rows = pd.DataFrame(judged_acc["rows"])
+        ours = judged_rows[judged_rows["forward"] == f"encoder {step}"]
+        theirs = judged_rows[judged_rows["forward"].str.startswith("torchao")]
+    if not (len(ours) and len(theirs)):
+        ctx.judge(claim("fp8_logits_target", verdict="not judged", step=step, judged=False, measured=""))
+        return
+    mine = ours.set_index("weights")["logits_rel_l2"]
+    excess = [(r["weights"], r["forward"], mine[r["weights"]] / r["logits_rel_l2"] - 1)
+              for _, r in theirs.iterrows() if r["weights"] in mine.index]
+    worst = max(excess, key=lambda e: e[2])
+    worse = worst[2] > 0
+    per_weights = [claim("rel_l2_against", weights=w, mine=mine[w], theirs=[
+        claim("weights_rel_l2", weights=f.removeprefix("torchao "), rel_l2=x) for f, x in
+        theirs[theirs["weights"] == w][["forward", "logits_rel_l2"]].itertuples(index=False)]) for w in mine.index]
+    measured = claim("fp8_logits_measured", per_weights=per_weights, path=rundata.show_path(judged_json.parent),
+                     measured_on=measured_on(run, judged_acc["gpu"]),
+                     worse=claim("worse_at_most", excess=worst[2], weights=worst[0], forward=worst[1]) if worse else "",
+                     probe=torchao_in_fp32(run, step, mine) if worse else "")
+    ctx.judge(claim("fp8_logits_target", verdict="missed" if worse else "met", step=step, judged=True,
+                    measured=measured))
+
+
+def digits_target(data, ctx, step):
+    """The digits model: fp32 at least 97% top-1 and the FP8 step within 2 held-out images of it, judged."""
+    run = data.run
+    found = accuracy_result(run, "*/digits*/digits.json", lambda j: f"encoder {step}" in j.get("forwards", {}))
+    if not found:
+        ctx.judge(claim("fp8_digits_target", verdict="not judged", step=step, judged=False, fp32=np.nan,
+                        top1=np.nan, away=0, held_out=0, path="", measured_on=""))
+        return
+    f, j = found
+    fp32, q = j["forwards"]["timm fp32"], j["forwards"][f"encoder {step}"]
+    crit = j["criteria"]
+    met = fp32["top1"] >= crit["fp32_min"] and q["disagree_with_fp32"] <= crit["fp8_disagree_max"]
+    ctx.judge(claim("fp8_digits_target", verdict="met" if met else "missed", step=step, judged=True,
+                    fp32=fp32["top1"], top1=q["top1"], away=q["disagree_with_fp32"], held_out=j["images_held_out"],
+                    path=rundata.show_path(f.parent), measured_on=measured_on(run, j["gpu"])))
+
+
 def accuracy_targets(data, ctx):
-    """The FP8 accuracy targets."""
-    FP8_STEPS, fastest_of, run, targets_apply = data.fp8_steps, data.fastest_of, data.run, data.targets_apply
-    def torchao_in_fp32(step, mine):
-        """Where experiments/accuracy/fp8_torchao_probe.py ran (newest folder): torchao's per-tensor FP8 on an
-        fp32 copy of the model, the same arithmetic without the half-precision forward around it,
-        beside the judged step's error; empty where no probe result exists."""
-        probes = sorted(run.path.parent.glob("*/probe/probe.csv"), key=lambda f: f.parent.parent.name)
-        if not probes:
-            return ""
-        rows = pd.read_csv(probes[-1])
-        fp32 = rows[rows["forward"] == "torchao, fp32 model"].set_index("weights")["logits_rel_l2"]
-        common = [w for w in mine.index if w in fp32.index]
-        if not common:
-            return ""
-        most = max(mine[w] / fp32[w] - 1 for w in common)
-        return ("; torchao per tensor on an fp32 copy of the model: "
-                + ", ".join(f"{w} {fp32[w]:.4f}" for w in common)
-                + f", {step} {most:+.1%} against it at most ({rundata.show_path(probes[-1].parent.parent)}, {rows['gpu'].iloc[0]}: "
-                f"its folder README says what the half-precision model changes)")
-
-
-    # The FP8 accuracy targets (docs/method.md, Targets), judged on the fastest FP8 step at batch 256:
-    # its logits error no larger than each torchao FP8 anchor's on every weight set, and on the digits
-    # model fp32 at least 97% top-1 with the FP8 step within 2 held-out images of fp32.
-    V8_JUDGED = fastest_of(FP8_STEPS, 256) if targets_apply else None
-    if V8_JUDGED is not None:
-        what = f"FP8: logits error no larger than torchao's FP8 (per tensor and per row), {V8_JUDGED}"
-        def beside_torchao(j):
-            forwards = {r["forward"] for r in j["rows"]}
-            return f"encoder {V8_JUDGED}" in forwards and any(x.startswith("torchao") for x in forwards)
-
-        judged = accuracy_result(run, "*/fp8_accuracy*/accuracy.json", beside_torchao)
-        ours = theirs = pd.DataFrame()
-        if judged:
-            judged_json, judged_acc = judged
-            judged_rows = pd.DataFrame(judged_acc["rows"])
-            ours = judged_rows[judged_rows["forward"] == f"encoder {V8_JUDGED}"]
-            theirs = judged_rows[judged_rows["forward"].str.startswith("torchao")]
-        if len(ours) and len(theirs):
-            mine = ours.set_index("weights")["logits_rel_l2"]
-            excess = [(r["weights"], r["forward"], mine[r["weights"]] / r["logits_rel_l2"] - 1)
-                      for _, r in theirs.iterrows() if r["weights"] in mine.index]
-            worst = max(excess, key=lambda e: e[2])
-            ctx.target(what, "met" if worst[2] <= 0 else "missed",
-                       ("" if worst[2] <= 0 else f"{worst[2]:.1%} larger at most, {worst[0]} against {worst[1]}; ")
-                       + "; ".join(f"{w}: {mine[w]:.4f} against " + ", ".join(
-                           f"{f.removeprefix('torchao ')} {x:.4f}" for f, x in
-                           theirs[theirs["weights"] == w][["forward", "logits_rel_l2"]].itertuples(index=False))
-                           for w in mine.index)
-                       + f" (logits rel L2 against timm fp32; {rundata.show_path(judged_json.parent)}"
-                         f"{measured_on(run, judged_acc['gpu'])})"
-                       + ("" if worst[2] <= 0 else torchao_in_fp32(V8_JUDGED, mine)))
-        else:
-            ctx.target(what, "not judged",
-                       f"no fp8_accuracy result on this GPU or its architecture holds {V8_JUDGED} beside torchao")
-        what = f"FP8: digits model, fp32 at least 97% top-1 and {V8_JUDGED} within 2 held-out images of fp32"
-        found = accuracy_result(run, "*/digits*/digits.json", lambda j: f"encoder {V8_JUDGED}" in j.get("forwards", {}))
-        if found:
-            f, j = found
-            fp32, q = j["forwards"]["timm fp32"], j["forwards"][f"encoder {V8_JUDGED}"]
-            crit = j["criteria"]
-            ok_ = fp32["top1"] >= crit["fp32_min"] and q["disagree_with_fp32"] <= crit["fp8_disagree_max"]
-            ctx.target(what, "met" if ok_ else "missed",
-                       f"fp32 {fp32['top1']:.2%}, {V8_JUDGED} {q['top1']:.2%} with {q['disagree_with_fp32']} of "
-                       f"{j['images_held_out']} held-out images away from fp32 ({rundata.show_path(f.parent)}"
-                       f"{measured_on(run, j['gpu'])})")
-        else:
-            ctx.target(what, "not judged", f"no digits result on this GPU or its architecture holds {V8_JUDGED}")
+    """The FP8 accuracy targets (docs/method.md, Targets), judged on the fastest FP8 step at batch
+    256: its logits error no larger than each torchao FP8 anchor's on every weight set, and on the
+    digits model fp32 at least 97% top-1 with the FP8 step within 2 held-out images of fp32."""
+    step = data.fastest_of(data.fp8_steps, 256) if data.targets_apply else None
+    if step is not None:
+        logits_target(data, ctx, step)
+        digits_target(data, ctx, step)

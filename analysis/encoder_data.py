@@ -21,7 +21,7 @@ import studylib
 from analysis import plots
 from studylib import catalog, rundata
 from studylib.claims import flush_setting, say
-from studylib.formatting import join_and  # the sections import it from here
+from studylib.formatting import fmt_ms, join_and  # the sections import them from here
 from studylib import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
 from studylib.schema import MODELS  # name -> (hidden, heads, depth)
 
@@ -54,14 +54,6 @@ LABEL = {EAGER: "timm eager", GRAPH: "timm in a CUDA graph",
 EAGER_LINE, GRAPH_LINE = "--", "-"
 KEYS = ["version", "model", "image_size", "batch", "streams"]
 SHORT_MODEL = r"\blayers=\d+"   # a quick check with fewer blocks (`--layers N`) is not the model
-
-
-def fmt_ms(us):
-    """Milliseconds from microseconds: 3 significant digits below 10 ms."""
-    if us is None or not np.isfinite(us):
-        return "-"
-    ms = us / 1000
-    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 10 else f"{ms:.1f}"
 
 
 def fmt_rate(x):
@@ -309,8 +301,3 @@ class EncoderData:
         timed. The findings that describe "the" fp16 step describe this one."""
         timm = [v for v in BEST_STEPS if step_table.models_timm(v, self.parity_newest)]
         return self.fastest_across(timm) or self.fastest_across(BEST_STEPS)
-
-    def clocks(self, v, a, b):
-        """', SM clock X / Y MHz' of two rows at batch b, where both recorded one."""
-        x, y = self.at(v, b, "sm_mhz"), self.at(a, b, "sm_mhz")
-        return f"; SM clock {x:,.0f} / {y:,.0f} MHz" if np.isfinite(x) and np.isfinite(y) else ""

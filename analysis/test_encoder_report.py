@@ -457,7 +457,9 @@ class FinalSitting(BuiltReport):
     def test_a_margin_inside_the_spread_is_within_noise(self):
         # The verdict follows the ratio; the band of rounds and sittings holding the target makes it
         # "within noise" on either side, and a band that leaves the target out changes nothing.
-        from analysis.encoder_answer import band_text, ratio_verdict
+        from analysis.encoder_answer import ratio_verdict
+        from studylib.claims import FORMATS
+        band_text = FORMATS["sittings_band"]
         self.assertEqual(ratio_verdict(2.04, 2.0, (2.01, 2.05)), "met")
         self.assertEqual(ratio_verdict(2.04, 2.0, (1.98, 2.05)), "met within noise")
         self.assertEqual(ratio_verdict(1.28, 1.3, (1.27, 1.29)), "missed")

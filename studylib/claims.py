@@ -32,6 +32,7 @@ def _share(x) -> str:
 # Named formats a template may use beside Python's own ({x:.2f}).
 FORMATS = {
     "us": formatting.fmt_us,               # 0.5 -> '0.50', 1234 -> '1,234'
+    "ms": formatting.fmt_ms,               # microseconds as ms: 448.2 -> '0.448', 18234 -> '18.2'
     "gbps": formatting.fmt_gbps,           # 2345.6 -> '2,346'
     "whole": formatting.fmt_gbps,          # any rate as a whole number: 171.4 -> '171'
     "share": _share,                       # 0.873 -> '87%'
@@ -39,8 +40,11 @@ FORMATS = {
     "ratio": formatting.fmt_ratio,         # 1.234 -> '1.23x'
     "faster": formatting.faster_or_slower,  # baseline / ours: '1.23x faster' or '1.30x slower'
     "band": formatting.band_text,          # (lo, hi) -> '; rounds 0.99-1.01x', '' for a point
+    "sittings_band": lambda b: formatting.band_text(b, "rounds and sittings span"),
     "int": formatting.fmt_int,
     "and": lambda xs: formatting.join_and([str(x) for x in xs]),  # ['a', 'b', 'c'] -> 'a, b and c'
+    "both": lambda xs: " and ".join(str(x) for x in xs),          # 'a and b and c'
+    "sentences": lambda xs: " ".join(str(x) for x in xs),         # sentences one after another
     "list": lambda xs: ", ".join(str(x) for x in xs),              # 'a, b, c'
     "parts": lambda xs: "; ".join(str(x) for x in xs),             # 'a; b; c'
     "at_each": lambda xs: " and at ".join(str(x) for x in xs),     # 'a and at b'

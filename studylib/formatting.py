@@ -128,6 +128,14 @@ def fmt_us(x) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
+def fmt_ms(us) -> str:
+    """Milliseconds from microseconds: 3 significant digits below 10 ms."""
+    if us is None or not np.isfinite(us):
+        return "-"
+    ms = us / 1000
+    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 10 else f"{ms:.1f}"
+
+
 def fmt_gbps(x) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{x:,.0f}"
 

@@ -51,6 +51,26 @@ class Render(unittest.TestCase):
                          ["v5 reaches 84% at 50432 x 768 (43.5 us, 2.00x slower; rounds 0.98-1.02x)."])
         self.assertEqual(claims.render([claim("sizes", sizes=[6304, 50432])], self.T), ["at 6304 and 50432 rows"])
 
+    def test_times_joins_and_bands(self):
+        t = {"ms": "{us:ms} ms", "both": "at {xs:both}", "said": "{xs:sentences}", "band": "x{band:sittings_band}"}
+        self.assertEqual(claims.render([claim("ms", us=448.2), claim("ms", us=18234.0)], t), ["0.448 ms", "18.2 ms"])
+        self.assertEqual(claims.render([claim("both", xs=["batch 1", "batch 32"])], t), ["at batch 1 and batch 32"])
+        self.assertEqual(claims.render([claim("said", xs=["One.", "Two."])], t), ["One. Two."])
+        self.assertEqual(claims.render([claim("band", band=(1.25, 1.32))], t), ["x; rounds and sittings span 1.25-1.32x"])
+
+    def test_committed_templates_nest_at_most_two_deep(self):
+        # Python's formatter expands a slot inside a format spec, but not a slot inside that one's
+        # spec: '{a:either:{b:either:{c}|}|}' fails only when rendered, so every template is read here.
+        import string
+
+        def depth(text):
+            return max([1 + depth(spec) for _, name, spec, _ in string.Formatter().parse(text)
+                        if name is not None] + [0])
+        for f in sorted(claims.SENTENCES.glob("*.md")):
+            for kind, text in claims.load(f).items():
+                with self.subTest(file=f.name, kind=kind):
+                    self.assertLessEqual(depth(text), 2)
+
     def test_record_fields_fill_slots(self):
         c = claim("target", target=0.8, value=0.84, verdict="met")
         self.assertEqual(claims.render([c], self.T), ["The target is met (80%)."])

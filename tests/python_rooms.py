@@ -34,7 +34,7 @@ PROSE_AS_CLAIMS = {
     "analysis/mlp_figures.py", "analysis/mlp_findings.py", "analysis/mlp_side.py", "analysis/patch_embed.py",
     "analysis/patch_embed_costs.py", "analysis/patch_embed_data.py", "analysis/patch_embed_timeline.py",
     "analysis/gpus.py", "analysis/encoder.py", "analysis/encoder_tables.py", "analysis/encoder_figures.py",
-    "analysis/encoder_ladder.py", "analysis/encoder_side.py"}
+    "analysis/encoder_ladder.py", "analysis/encoder_side.py", "analysis/encoder_answer.py"}
 SENTENCE_ARG = {"figure": 2, "table": 2, "missing": 2}  # the index of ctx.<method>'s caption or reason
 SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\s*\(|\[[^\]]*\]\s*=|\s*\+=)")
 

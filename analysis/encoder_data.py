@@ -20,7 +20,7 @@ import pandas as pd
 import studylib
 from analysis import plots
 from studylib import catalog, rundata
-from studylib.claims import flush_setting, say
+from studylib.claims import claim, flush_setting, say
 from studylib.formatting import fmt_ms, join_and  # the sections import them from here
 from studylib import steps as step_table  # the encoder's step table (stages/encoder/steps.tsv)
 from studylib.schema import MODELS  # name -> (hidden, heads, depth)
@@ -209,9 +209,11 @@ class EncoderData:
         self.lad = timed.loc[timed.groupby(["version", "model", "image_size", "batch"])["median_us"].idxmin()]
         self.order = catalog.version_order(timed["version"], LADDER + ANCHORS)
         customs = [v for v in self.order if v.startswith("custom:")]
-        self.custom_label = {v: f"custom {chr(ord('A') + i)}" if i < 26 else f"custom {i + 1}"
+        self.custom_label = {v: say(claim("custom_label", name=chr(ord("A") + i) if i < 26 else i + 1), "encoder")
                              for i, v in enumerate(customs)}
-        self.custom_key = "; ".join(f"{self.custom_label[v]} = `{v.removeprefix('custom:')}`" for v in customs)
+        self.custom_key = say(claim("custom_key", parts=[
+            claim("custom_key_part", label=self.custom_label[v], mix=v.removeprefix("custom:")) for v in customs]),
+            "encoder") if customs else ""
         self.steps = [v for v in LADDER if v in self.order]   # the ladder steps this run has
         graphed = ok.groupby("version")["graph"].any().to_dict()
         self.style = plots.styles(self.order, fastest=plots.fastest_at(self.lad, model="vit_b", image_size=224,
@@ -230,7 +232,7 @@ class EncoderData:
         self.key_image = KEY_IMAGE if KEY_IMAGE in self.images else (self.images[0] if self.images else KEY_IMAGE)
         self.at_key = self.km[self.km["image_size"] == self.key_image]
         self.targets_apply = self.key_model == KEY_MODEL and self.key_image == KEY_IMAGE
-        self.where = f"{self.key_model}, {self.key_image} px"
+        self.where = say(claim("key_shape", model=self.key_model, image=self.key_image), "encoder")
         self.key_batches = [b for b in KEY_BATCHES if b in set(self.at_key["batch"])] or \
             sorted(int(b) for b in set(self.at_key["batch"]))[:3]
         self.rounds = sorted(int(n) for n in set(self.at_key["n"])) if len(self.at_key) else []

@@ -329,23 +329,24 @@ if len(ladder) and ladder["version"].map(catalog.is_own).any():
         e = d[d["version"].isin(near_one)]
         e = e[np.isfinite(e["x previous"].astype(float))] if len(e) else e
         for _, r in e.iterrows():
-            x = near_one.index(r["version"]) + (i - (len(shapes) - 1) / 2) * width
-            right.bar(x, r["x previous"], width=width * 0.95, color=shape_colors(i))
-            right.text(x, r["x previous"], f"{r['x previous']:.2f}", ha="center", va="bottom", fontsize=9,
-                       rotation=90)
+            # Horizontal bars: each value reads level at the bar's end, none over its neighbour.
+            y = near_one.index(r["version"]) + (i - (len(shapes) - 1) / 2) * width
+            right.barh(y, r["x previous"], height=width * 0.9, color=shape_colors(i))
+            right.text(r["x previous"], y, f" {r['x previous']:.2f}", ha="left", va="center", fontsize=8)
             top = max(top, float(r["x previous"]))
     left.set_yscale("log")
     left.set_xticks(range(len(steps_all)))
     left.set_xticklabels(steps_all, rotation=35, ha="right", fontsize=9)
     left.set_title(f"speedup over {CPU} (log axis)", fontsize=10)
     left.set_ylabel(f"{CPU} time / version time")
-    right.set_xticks(range(len(near_one)))
-    right.set_xticklabels(near_one, rotation=35, ha="right", fontsize=9)
-    right.set_ylim(0, top * 1.25)
+    right.set_yticks(range(len(near_one)))
+    right.set_yticklabels(near_one, fontsize=9)
+    right.invert_yaxis()
+    right.set_xlim(0, top * 1.22)
     right.set_title("over the previous step, GEMM steps (linear, from 0)", fontsize=10)
-    right.set_ylabel("previous step's time / version time")
-    for ax in (left, right):
-        ax.axhline(1.0, color="#444444", linewidth=0.8)
+    right.set_xlabel("previous step's time / version time (x)")
+    left.axhline(1.0, color="#444444", linewidth=0.8)
+    right.axvline(1.0, color="#444444", linewidth=0.8)
     left.annotate("1x: no change", xy=(0, 1.0), xycoords=("axes fraction", "data"),
                   xytext=(2, 2), textcoords="offset points", fontsize=9, color="#444444")
     handles = [plt.Line2D([], [], color=shape_colors(i), marker="o", label=sh) for i, sh in enumerate(shapes)]

@@ -86,29 +86,21 @@ algorithms = mlp_side.cublaslt_algorithms(data, ctx)
 pingpong = mlp_side.pingpong(data, ctx)
 
 # %% [markdown]
-# ## The CUTLASS GEMM layer's MLPs against cuBLASLt's epilogues and the plain GEMMs
+# ## The side experiments' comparisons, as their specs declare them
 #
-# experiments/specs/mlp_cutlass.toml, a side experiment (3 interleaved rounds): cutlass_epilogue
-# (tanh GELU) and cutlass_epilogue_erf on the CUTLASS layer (common/gemm/cutlass_gemm.hpp),
-# fastest_epilogue (each GEMM on the faster of CUTLASS and cuBLASLt), fused_epilogue, gemm_only
-# and PyTorch's MLP in a CUDA graph. Kept in this run's mlp_cutlass/ folder, or else beside the
-# newest run on this GPU that measured it.
+# A side experiment's spec (experiments/specs/*.toml, side_experiment = true) may declare a
+# comparison: against which step its table sets which versions, whose SM clocks and whose
+# throughput it shows, and its caption. Each is read from this run's sub-folder of it, or else from
+# the newest run beside it on this GPU that measured it: mlp_cutlass (cutlass_epilogue and
+# cutlass_epilogue_erf on the CUTLASS layer, fastest_epilogue on the faster of CUTLASS and cuBLASLt
+# per GEMM, fused_epilogue, gemm_only and PyTorch's MLP in a CUDA graph) and mlp_fp8 (fp8_tensor:
+# both GEMMs in E4M3 on cuBLASLt, per-tensor weight scales, static activation scales; beside
+# gemm_only, fused_epilogue and half_gelu_epilogue; fp8_channel's skipped rows until it left the
+# build for stages/mlp/TRIED.md).
 
 # %%
-cutlass = mlp_side.cutlass(data, ctx)
-
-# %% [markdown]
-# ## FP8 (E4M3) MLPs against the fp16 ones and the two plain fp16 GEMMs
-#
-# experiments/specs/mlp_fp8.toml, a side experiment (3 interleaved rounds, L2 flushed): fp8_tensor
-# (both GEMMs in E4M3 on cuBLASLt, per-tensor weight scales, static activation scales) and
-# fp8_channel (per-channel weight scales; its skipped rows, until it left the build for
-# stages/mlp/TRIED.md) beside gemm_only,
-# fused_epilogue and half_gelu_epilogue. Kept in this run's mlp_fp8/ folder, or else beside the
-# newest run on this GPU that measured it.
-
-# %%
-mlp_side.fp8(data, ctx)
+sides = mlp_side.comparisons(data, ctx)
+cutlass = sides.get("mlp_cutlass")
 
 # %% [markdown]
 # ## Every MLP version against the two plain GEMMs, sitting by sitting

@@ -9,8 +9,8 @@ import numpy as np
 from analysis.mlp_data import (
     DEFAULT_SETTING, EAGER, FUSED, GEMM, GRAPH, GRAPHED, HIDDEN, KEY_BATCH, KEY_ROWS, NOT_FUSED, PANELED,
     TARGET_GEMM_RATIO, UNFUSED, is_fp8, label)
-from analysis.mlp_side import CUTLASS_VERSIONS, PING, PING_GEMM, side_experiment
-from studylib import catalog, formatting, notebook, rundata
+from analysis.mlp_side import PING, PING_GEMM, side_experiment
+from studylib import catalog, formatting, notebook, rundata, specs
 from studylib.claims import claim
 from studylib import steps as step_table
 
@@ -133,9 +133,10 @@ def cutlass_side(cu, ctx):
     if cu is None or not len(cu):
         return []
     keyed = cu.groupby(["rows", "version"])["median_us"].median()
+    fused = specs.load_spec(specs.find_spec("mlp_cutlass"))["comparison"]["against"]  # the sitting's MLPs
     ratios = {}
     for r in KEY_ROWS:
-        times = {v: keyed[(r, v)] for v in CUTLASS_VERSIONS if (r, v) in keyed.index}
+        times = {v: keyed[(r, v)] for v in fused if (r, v) in keyed.index}
         if times and (r, GEMM) in keyed.index:
             v = min(times, key=times.get)
             ratios[r] = (v, times[v] / keyed[(r, GEMM)])

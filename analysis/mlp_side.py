@@ -13,15 +13,12 @@ import pandas as pd
 from analysis import plots
 from analysis.mlp_data import (
     DEFAULT_SETTING, FUSED, GEMM, GRAPH, HIDDEN, KEY_ROWS, LADDER, TARGET_GEMM_RATIO, is_fp8)
-from studylib import catalog, formatting, rundata
+from studylib import catalog, formatting, rundata, specs
 from studylib.claims import claim, flush_setting, say
 
 ALGO_CHOICE = {"": "heuristic's first", "--autotune 16": "fastest of the heuristic's top 16",
                "--search-all": "fastest of every algorithm"}
 PING, PING_GEMM = "pingpong_epilogue", "pingpong_gemm_only"
-CUTLASS_VERSIONS = ["cutlass_epilogue", "cutlass_epilogue_erf", "fastest_epilogue", "split_epilogue",
-                    "half_gelu_epilogue", FUSED]
-FP8_VERSIONS = ["fp8_tensor", "fp8_channel", "half_gelu_epilogue", FUSED]
 VERSIONS_ROWS = KEY_ROWS[1]
 
 
@@ -113,65 +110,58 @@ def pingpong(data, ctx):
     return pp
 
 
-def cutlass(data, ctx):
-    """The CUTLASS GEMM layer's MLPs against cuBLASLt's epilogues and the plain GEMMs."""
-    run = data.run
-    cu = side_experiment(run, "mlp_cutlass", elsewhere=True)
-    if cu is not None and len(cu):
-        med = cu.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
-        clock = cu.groupby(["rows", "version"])["sm_clock_mhz"].median()
-        rows_ = []
-        for r in sorted(set(cu["rows"])):
-            g = med.loc[(r, GEMM), "median"] if (r, GEMM) in med.index else np.nan
-            for v in [x for x in CUTLASS_VERSIONS + [GEMM, GRAPH] if (r, x) in med.index]:
-                m = med.loc[(r, v)]
-                rows_.append({"rows": r, "version": v, "us": m["median"],
-                              "rounds range us": f"{formatting.fmt_us(m['min'])}-{formatting.fmt_us(m['max'])}",
-                              f"x {GEMM}": m["median"] / g, "SM MHz": clock.loc[(r, v)]})
-        show = pd.DataFrame(rows_)
-        where_cu = rundata.show_path(cu.attrs["folder"])
-        ctx.table("mlp_cutlass", formatting.markdown_table(show, {
-            "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {GEMM}": formatting.fmt_ratio,
-            "SM MHz": lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"}),
-            claim("cutlass_caption", hidden=HIDDEN, folder=where_cu, gemm=GEMM, target=TARGET_GEMM_RATIO,
-                  prov=rundata.Run(cu.attrs['folder'], cu).provenance()))
-    else:
-        ctx.missing("table", "mlp_cutlass", claim("no_cutlass"))
-    return cu
+def side_comparison(data, ctx, name, c):
+    """Side experiment `name`'s declared comparison `c` (its spec's [comparison]): a table, one row
+    per (rows, version) for `against`, the step and the anchors the rows have: the median across
+    rounds, the rounds' range and the time over the step's; the SM clock for the versions in
+    `clocks`; with `tflops`, each version's precision, throughput and share of its precision's
+    ceiling. Reported missing when neither this run nor one beside it on this GPU has the rows.
+    Returns the rows (None without them)."""
+    run, step = data.run, c["step"]
+    table = name if name.startswith("mlp_") else f"mlp_{name}"
+    d = side_experiment(run, name, elsewhere=True)
+    if d is None or not len(d):
+        ctx.missing("table", table, claim("no_side_rows", name=name))
+        return None
+    anchors = [v for v in dict.fromkeys(d["version"]) if catalog.is_anchor(v) and v not in c["against"]]
+    shown = [v for v in c["against"] if v != step] + [step] + anchors
+    med = d.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
+    clock = d.groupby(["rows", "version"])["sm_clock_mhz"].median()
+    tfl = d.groupby(["rows", "version"])["tflops"].median()
+    ceiling = {"fp8_e4m3": rundata.fp8_ceiling_tflops(run), "fp16": run.ceilings().gemm_tflops}
+    rows = []
+    for r in sorted(set(d["rows"])):
+        base = med.loc[(r, step), "median"] if (r, step) in med.index else np.nan
+        for v in [v for v in shown if (r, v) in med.index]:
+            m, precision = med.loc[(r, v)], "fp8_e4m3" if is_fp8(v) else "fp16"
+            row = {"rows": r, "version": v, **({"precision": precision} if c["tflops"] else {}), "us": m["median"],
+                   "rounds range us": f"{formatting.fmt_us(m['min'])}-{formatting.fmt_us(m['max'])}",
+                   f"x {step}": m["median"] / base}
+            if c["clocks"]:
+                row["SM MHz"] = clock.loc[(r, v)] if v in c["clocks"] else np.nan
+            if c["tflops"]:
+                row["TFLOP/s"] = tfl.loc[(r, v)]
+                row["% of its ceiling"] = 100 * tfl.loc[(r, v)] / ceiling[precision] if ceiling[precision] else np.nan
+            rows.append(row)
+    whole = lambda x: "-" if not np.isfinite(x) else f"{x:,.0f}"
+    skipped = rundata.read_csv(d.attrs["folder"] / f"{name}.csv")
+    skipped = skipped[skipped["status"] == "skipped"]
+    ctx.table(table, formatting.markdown_table(pd.DataFrame(rows), {
+        "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {step}": formatting.fmt_ratio, "SM MHz": whole,
+        "TFLOP/s": whole, "% of its ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
+        claim("side_caption", caption=c["caption"].format(hidden=HIDDEN, target=TARGET_GEMM_RATIO), name=name,
+              folder=rundata.show_path(d.attrs["folder"]), step=step, clocks=bool(c["clocks"]), tflops=c["tflops"],
+              fp8_ceiling=ceiling["fp8_e4m3"] or float("nan"), fp16_ceiling=ceiling["fp16"] or float("nan"),
+              skipped=sorted(set(skipped["version"])),
+              why=skipped["note"].iloc[0].split(" [")[0] if len(skipped) else None,
+              prov=rundata.Run(d.attrs["folder"], d).provenance()), section=c["title"])
+    return d
 
 
-def fp8(data, ctx):
-    """FP8 (E4M3) MLPs against the fp16 ones and the two plain fp16 GEMMs."""
-    run = data.run
-    f8 = side_experiment(run, "mlp_fp8", elsewhere=True)
-    if f8 is not None and len(f8):
-        ceiling = {"fp8_e4m3": rundata.fp8_ceiling_tflops(run), "fp16": run.ceilings().gemm_tflops}
-        med = f8.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
-        tfl = f8.groupby(["rows", "version"])["tflops"].median()
-        rows_ = []
-        for r in sorted(set(f8["rows"])):
-            g = med.loc[(r, GEMM), "median"] if (r, GEMM) in med.index else np.nan
-            for v in [x for x in FP8_VERSIONS + [GEMM] if (r, x) in med.index]:
-                m = med.loc[(r, v)]
-                precision = "fp8_e4m3" if is_fp8(v) else "fp16"
-                rows_.append({"rows": r, "version": v, "precision": precision, "us": m["median"],
-                              "rounds range us": f"{formatting.fmt_us(m['min'])}-{formatting.fmt_us(m['max'])}",
-                              f"x {GEMM}": m["median"] / g, "TFLOP/s": tfl.loc[(r, v)],
-                              "% of its ceiling": 100 * tfl.loc[(r, v)] / ceiling[precision]
-                              if ceiling[precision] else np.nan})
-        show = pd.DataFrame(rows_)
-        skipped = rundata.read_csv(f8.attrs["folder"] / "mlp_fp8.csv")
-        skipped = skipped[skipped["status"] == "skipped"]
-        ctx.table("mlp_fp8", formatting.markdown_table(show, {
-            "rows": formatting.fmt_int, "us": formatting.fmt_us, f"x {GEMM}": formatting.fmt_ratio, "TFLOP/s": lambda x: f"{x:,.0f}",
-            "% of its ceiling": lambda x: "-" if not np.isfinite(x) else f"{x:.0f}%"}),
-            claim("fp8_caption", hidden=HIDDEN, folder=rundata.show_path(f8.attrs['folder']), gemm=GEMM,
-                  fp8_ceiling=ceiling['fp8_e4m3'] or float('nan'), fp16_ceiling=ceiling['fp16'] or float('nan'),
-                  skipped=bool(len(skipped)), skipped_versions=sorted(set(skipped['version'])),
-                  why=skipped['note'].iloc[0].split(' [')[0] if len(skipped) else None,
-                  prov=rundata.Run(f8.attrs['folder'], f8).provenance()))
-    else:
-        ctx.missing("table", "mlp_fp8", claim("no_fp8"))
+def comparisons(data, ctx):
+    """Every side comparison a spec declares (experiments/specs/*.toml, [comparison]): its table.
+    Returns {spec name: its rows}."""
+    return {name: side_comparison(data, ctx, name, c) for name, c in specs.comparisons("mlp")}
 
 
 # The bars of every_version, coloured by kind.

@@ -172,6 +172,35 @@ class MlpSideHeadline(unittest.TestCase):
             self.assertIn("[`b_mlp/mlp_cutlass`](experiments/results/b_mlp/mlp_cutlass/) (side experiment)", line)
 
 
+class MlpSideComparison(unittest.TestCase):
+    """A side experiment's table comes from its spec's [comparison]: every version against the
+    step, the step's own row at 1x, and the versions the sitting skipped named with why."""
+
+    def test_fp8_side_table_from_its_spec(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            run = synthetic.write_mlp_run(results / "b_mlp")
+            gemm = next(r for r in read_rows(run / "mlp.csv") if r["status"] == "ok" and r["hidden"] == "768"
+                        and int(r["batch"]) * int(r["tokens"]) == 50432 and r["version"] == "gemm_only")
+            side = run / "mlp_fp8"
+            side.mkdir()
+            fp8 = dict(gemm, version="fp8_tensor", median_us=str(float(gemm["median_us"]) * 0.6))
+            skipped = dict(gemm, version="fp8_channel", status="skipped", median_us="",
+                           note="no per-channel scales on this cuBLASLt [extra: ]")
+            with open(side / "mlp_fp8.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(gemm))
+                w.writeheader()
+                w.writerows([gemm, fp8, skipped])
+            out = Path(d) / "out"
+            res = build("--results", results, "--out", out)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            table = (out / "tables" / "mlp_fp8.md").read_text()
+            self.assertIn("fp8_channel skipped: no per-channel scales on this cuBLASLt.", table)
+            rows = {l.split("|")[2].strip(): l for l in table.splitlines() if l.startswith("| 50432")}
+            self.assertEqual(list(rows), ["fp8_tensor", "gemm_only"])
+            self.assertIn("| 0.60x |", rows["fp8_tensor"])
+            self.assertIn("| 1.00x |", rows["gemm_only"])
+
 class MlpTargetsSitting(unittest.TestCase):
     """A newer MLP run that times only the target rows (every version, FP8 included) beside an
     older full sweep on the same GPU: the section's tables, targets and README line come from

@@ -68,9 +68,12 @@ SPEC_KEYS = {
     "keep_anchors": bool, "comparison": dict, "timm_weights": bool,
 }
 # A side experiment's comparison (spec table [comparison]): what its table, and with figure = true
-# its figure, set against what. The family's notebook draws every declared comparison with one
-# function, so a new measured comparison needs a spec and no code.
-COMPARISON_KEYS = {"step": str, "against": list, "clocks": list, "caption": str, "title": str, "figure": bool}
+# its figure, set against what; `clocks` the versions whose SM clock it shows, `tflops` each
+# version's throughput and share of its precision's ceiling (the MLP's tables). The family's
+# notebook draws every declared comparison with one function, so a new measured comparison needs
+# a spec and no code.
+COMPARISON_KEYS = {"step": str, "against": list, "clocks": list, "caption": str, "title": str, "figure": bool,
+                   "tflops": bool}
 # STUDY_SPECS_DIR: another folder of specs (a test's).
 SPECS_DIR = Path(os.environ.get("STUDY_SPECS_DIR") or EXPERIMENTS / "specs")
 
@@ -221,6 +224,7 @@ def check_comparison(s):
             raise SpecError(f"'comparison' needs '{key}'")
     c.setdefault("clocks", [])
     c.setdefault("figure", False)
+    c.setdefault("tflops", False)
     c.setdefault("title", f"{c['step']} against {', '.join(c['against'])}")
     timed = set(s["versions"]) | set(s["anchors"])
     for v in [c["step"]] + c["against"] + c["clocks"]:

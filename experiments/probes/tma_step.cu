@@ -186,7 +186,8 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
         }
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(task_done);
+      // Only a producer that waits hears of the store: a phase nobody waits on is a barrier misuse.
+      if (lane == 0 && (p.handoff == Handoff::stored || p.handoff == Handoff::unfenced)) mbar_arrive(task_done);
     }
   }
   for (int m = 16; m > 0; m >>= 1) total += __shfl_xor_sync(0xffffffffu, total, m);

@@ -213,6 +213,32 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, i
       : "memory");
 }
 
+// TMA store: the box at (c0, c1) of a 2-D tensor map from shared memory (written in the map's
+// swizzled layout, then fence_proxy_async by each writer), as one bulk group per commit.
+__device__ __forceinline__ void tma_store_2d(const void* tensor_map, int c0, int c1, const void* src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               ::"l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(shared_addr(src))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most kPending of this thread's bulk groups have not finished reading shared memory
+// (the source may be written again) ...
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+// ... or have not finished writing global memory (the stores are performed).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// A barrier of `threads` threads (a multiple of 32) under id 1-15 (0 is __syncthreads'): one
+// warpgroup's threads, while the others run on.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Register budget of a warpgroup from here on (warp-specialized kernels: producers give
 // registers back, consumers take them).
 template <int kRegs>

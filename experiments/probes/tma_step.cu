@@ -16,9 +16,13 @@
 // requested; `--prefetch-weights` requests the next task's first weight tiles before that.
 // `--handoff` takes that hand-off apart: `stored` (the above), `unfenced` (no fence before the next
 // task's inputs), `unordered` (stored and fenced, but the next task's inputs not held for it) and
-// `none` (no store: the tasks' steps stream back to back). Checked
+// `none` (no store: the tasks' steps stream back to back). `--store tma` writes the tile into
+// shared memory in the tensor map's swizzled layout and stores it by TMA, one bulk store a 64-row
+// tile by each consumer warpgroup's first thread, so that the stores drain while the next task's
+// products run (`stored` then waits for the bulk stores to complete before the hand-off; the
+// tile is written again only once the previous stores have read it). Checked
 // first: the products' sum over every CTA equals the host's (a skipped step or a buffer read before
-// it landed changes it).
+// it landed changes it), and with --tasks every stored output tile equals the host's.
 // One CSV row, family `probes`, version `tma_step`; the note gives the time a step takes and the
 // bytes an SM reads a us.
 #include <algorithm>
@@ -41,8 +45,10 @@ constexpr std::size_t kMaxSmem = 227 * 1024;    // a Hopper CTA's (opt-in)
 constexpr int consumer_groups(int rows) { return rows >= 128 ? rows / 128 : 1; }
 constexpr int threads_for(int rows) { return 128 * (1 + consumer_groups(rows)); }
 std::size_t stage_bytes(int rows, bool streamed) { return static_cast<std::size_t>(rows) * kCols * 2 + (streamed ? kTileBytes : 0); }
-std::size_t smem_bytes(int rows, int stages, bool streamed) {
-  return stages * stage_bytes(rows, streamed) + kTileBytes + (2 * stages + 2) * 8 + 1024;  // +1024: alignment
+// The ring, the resident weight tile, the output tile when stored by TMA, the barriers.
+std::size_t smem_bytes(int rows, int stages, bool streamed, bool tma_store) {
+  return stages * stage_bytes(rows, streamed) + kTileBytes + (tma_store ? rows * kCols * 2 : 0) + (2 * stages + 2) * 8 +
+         1024;  // +1024: alignment
 }
 
 // How a task hands its output to the next task's inputs (--tasks > 1); see the header.
@@ -56,12 +62,54 @@ struct Params {
   bool prefetch;    // the next task's first weight tiles requested before its inputs are ready
   __half* out;      // tasks > 1: each task's output tile stored here, grid x rows x 64
   Handoff handoff;  // tasks > 1
+  bool tma_store;   // tasks > 1: the output tile through shared memory and a TMA store
 };
+
+#ifdef STUDY_WGMMA
+// One consumer warpgroup's share of a task's output tile (its 64-row tiles) written into shared
+// memory in the output map's 128-byte swizzle (row r's 16-byte chunk j at j ^ r % 8) and stored
+// by TMA from its first thread; with `complete`, that thread waits until the stores are performed
+// and fenced (the hand-off may follow). The tile is written again only once the previous stores
+// have read it.
+template <int kRows>
+__device__ __forceinline__ void store_by_tma(const float (&acc)[kRows / 64 / consumer_groups(kRows)][32],
+                                             unsigned char* out_tile, const void* map_out, bool complete, int c,
+                                             int warp, int lane) {
+  constexpr int kTilesPerGroup = kRows / 64 / consumer_groups(kRows);
+  const bool issuer = warp == 0 && lane == 0;
+  if (issuer) bulk_wait_read<0>();
+  named_barrier(1 + c, 128);
+#pragma unroll
+  for (int i = 0; i < kTilesPerGroup; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = 16 * warp + lane / 4 + 8 * h;
+        unsigned char* at = out_tile + (c * kTilesPerGroup + i) * kTileBytes + row * 128 + ((j ^ (row % 8)) * 16) +
+                            (lane % 4) * 4;
+        *reinterpret_cast<__half2*>(at) = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+      }
+  fence_proxy_async();  // the generic proxy's writes, before the TMA engine reads them
+  named_barrier(1 + c, 128);
+  if (issuer) {
+#pragma unroll
+    for (int i = 0; i < kTilesPerGroup; ++i)
+      tma_store_2d(map_out, 0, blockIdx.x * kRows + (c * kTilesPerGroup + i) * 64,
+                   out_tile + (c * kTilesPerGroup + i) * kTileBytes);
+    bulk_commit();
+    if (complete) {
+      bulk_wait<0>();
+      __threadfence();
+    }
+  }
+}
+#endif
 
 template <int kRows, bool kMma, bool kStreamed>
 __global__ void __launch_bounds__(threads_for(kRows), 1)
-steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w, Params p,
-             float* sums) {
+steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
+             const __grid_constant__ CUtensorMap map_out, Params p, float* sums) {
 #ifdef STUDY_WGMMA
   constexpr int kGroups = consumer_groups(kRows);
   constexpr int kTilesPerGroup = kRows / 64 / kGroups;  // 64-row tiles each consumer warpgroup multiplies
@@ -70,7 +118,8 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
   // TMA's 128-byte swizzle and the descriptors key on address bits: 1024-aligned buffers.
   unsigned char* smem = smem_raw + ((1024 - (shared_addr(smem_raw) & 1023)) & 1023);
   unsigned char* w_resident = smem + p.stages * kStageBytes;
-  uint64_t* full = reinterpret_cast<uint64_t*>(w_resident + kTileBytes);
+  unsigned char* out_tile = w_resident + kTileBytes;  // tma_store: the task's output, 64-row tiles, 1024-aligned
+  uint64_t* full = reinterpret_cast<uint64_t*>(out_tile + (p.tma_store ? kRows * kCols * 2 : 0));
   uint64_t* empty = full + p.stages;
   uint64_t* w_ready = empty + p.stages;
   uint64_t* task_done = w_ready + 1;  // the consumers stored a task's output (tasks > 1)
@@ -81,7 +130,7 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
       mbar_init(&empty[i], 4 * kGroups);  // lane 0 of every consumer warp
     }
     mbar_init(w_ready, 1);
-    mbar_init(task_done, 4 * kGroups);
+    mbar_init(task_done, p.tma_store ? kGroups : 4 * kGroups);  // each group's issuer, or every consumer warp
     mbar_init_fence();
   }
   __syncthreads();
@@ -168,7 +217,9 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
     if (p.tasks > 1) {
       if constexpr (kMma) {
         if (lane == 0) mbar_arrive(&empty[prev]);
-        if (p.handoff != Handoff::none) {
+        if (p.handoff != Handoff::none && p.tma_store) {
+          store_by_tma<kRows>(acc, out_tile, &map_out, p.handoff == Handoff::stored, c, warp, lane);
+        } else if (p.handoff != Handoff::none) {
           // The task's output tile stored as a task of the forward stores it (fp16), then made
           // visible before the next task's inputs may be requested. wgmma m64nN's layout: rows
           // 16 warp + lane / 4 (+8), columns 8 j + 2 (lane % 4) in registers 4 j (+2 for row + 8).
@@ -187,9 +238,12 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
       }
       __syncwarp();
       // Only a producer that waits hears of the store: a phase nobody waits on is a barrier misuse.
-      if (lane == 0 && (p.handoff == Handoff::stored || p.handoff == Handoff::unfenced)) mbar_arrive(task_done);
+      const bool waited = p.handoff == Handoff::stored || p.handoff == Handoff::unfenced;
+      if (waited && lane == 0 && (!p.tma_store || warp == 0)) mbar_arrive(task_done);
     }
   }
+  // A bulk store still reading the output tile keeps the CTA's shared memory alive.
+  if (p.tma_store && warp == 0 && lane == 0) bulk_wait<0>();
   for (int m = 16; m > 0; m >>= 1) total += __shfl_xor_sync(0xffffffffu, total, m);
   if (lane == 0) atomicAdd(sums, total);
 #else
@@ -197,7 +251,7 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
 #endif
 }
 
-using Kernel = void (*)(CUtensorMap, CUtensorMap, Params, float*);
+using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, Params, float*);
 
 template <int kRows>
 Kernel pick(bool mma, bool streamed) {
@@ -209,13 +263,34 @@ Kernel kernel_for(int rows, bool mma, bool streamed) {
   return rows == 64 ? pick<64>(mma, streamed) : rows == 128 ? pick<128>(mma, streamed) : pick<256>(mma, streamed);
 }
 
+// Every task's output element is its row's sum over the task's K (the weights are ones), rounded
+// to fp16 as the kernel rounds it; the last task's tiles stay. "" when every element matches, else
+// the first that does not.
+std::string first_wrong_output(const std::vector<__half>& out, const std::vector<__half>& a, int grid, int rows,
+                               bool same, long long cols) {
+  for (int b = 0; b < grid; ++b)
+    for (int r = 0; r < rows; ++r) {
+      const long long a_row = (same ? 0 : static_cast<long long>(b) * rows) + r;
+      float sum = 0.f;
+      for (long long k = 0; k < cols; ++k) sum += __half2float(a[a_row * cols + k]);
+      const float want = __half2float(__float2half(sum));
+      for (int n = 0; n < 64; ++n) {
+        const float got = __half2float(out[(static_cast<std::size_t>(b) * rows + r) * 64 + n]);
+        if (!(got == want))
+          return "CTA " + std::to_string(b) + " row " + std::to_string(r) + " column " + std::to_string(n) + ": " +
+                 std::to_string(got) + ", the host's " + std::to_string(want);
+      }
+    }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return study::bench_main("tma_step", [&](study::BenchReport& report) {
     study::CommonOptions o;
     int rows = 64, stages = 4, steps = 48, tasks = 1, ctas = 0, ctas_per_sm = 1;
-    std::string source = "same", weights = "resident", handoff = "stored";
+    std::string source = "same", weights = "resident", handoff = "stored", store = "registers";
     bool mma = true, prefetch = false;
     study::Cli cli("tma_step",
                    "Times the steps of a TMA + wgmma mainloop (A chunks by TMA into a ring of mbarrier-guarded "
@@ -234,6 +309,9 @@ int main(int argc, char** argv) {
     cli.add_string("--handoff", &handoff,
                    "stored, unfenced, unordered or none: how a task hands its output to the next (--tasks > 1; "
                    "default stored)");
+    cli.add_string("--store", &store,
+                   "registers (each thread its accumulators, to global memory) or tma (through shared memory, one "
+                   "bulk store a 64-row tile): how a task stores its output (--tasks > 1; default registers)");
     cli.add_flag("--no-mma", &mma, "loads and barriers only, no products", false);
     cli.add_flag("--prefetch-weights", &prefetch,
                  "request a task's first weight tiles while the task before runs (--weights streamed, --tasks > 1)",
@@ -257,7 +335,12 @@ int main(int argc, char** argv) {
     if (handoff != "stored" && tasks < 2)
       throw study::StudyError(study::ErrorKind::Usage, "--handoff " + handoff + " needs --tasks 2 or more");
     const Handoff how = static_cast<Handoff>(named - std::begin(kHandoffNames));
-    const std::size_t smem = smem_bytes(rows, stages, streamed);
+    if (store != "registers" && store != "tma")
+      throw study::StudyError(study::ErrorKind::Usage, "--store must be registers or tma, got '" + store + "'");
+    const bool tma_store = store == "tma";
+    if (tma_store && (tasks < 2 || !mma))
+      throw study::StudyError(study::ErrorKind::Usage, "--store tma needs --tasks 2 or more and the products");
+    const std::size_t smem = smem_bytes(rows, stages, streamed, tma_store);
     if (smem > kMaxSmem)
       throw study::StudyError(study::ErrorKind::Usage,
                               std::to_string(stages) + " stages of " + std::to_string(rows) + " rows" +
@@ -282,13 +365,15 @@ int main(int argc, char** argv) {
     auto w = study::to_device(hw);
     const CUtensorMap map_a = tile_map(a.get(), a_rows, cols, rows);
     const CUtensorMap map_w = tile_map(w.get(), 64LL * grid, streamed ? cols * tasks : kCols, 64);
-    study::DeviceBuffer<__half> out(tasks > 1 ? static_cast<std::size_t>(grid) * rows * 64 : 1);
-    const Params p{steps, stages, same ? 0 : rows, tasks, prefetch, out.get(), how};
+    study::DeviceBuffer<__half> out(tasks > 1 ? static_cast<std::size_t>(grid) * rows * 64 : 64 * 64);
+    const CUtensorMap map_out = tile_map(out.get(), tasks > 1 ? static_cast<long long>(grid) * rows : 64, 64, 64);
+    const Params p{steps, stages, same ? 0 : rows, tasks, prefetch, out.get(), how, tma_store};
     study::DeviceBuffer<float> sums(1);
     report.row.set("model", o.model).set("batch", o.batch).set("image_size", o.image_size);
     if (o.check && mma) {
       CUDA_CHECK(cudaMemset(sums.get(), 0, sizeof(float)));
-      k<<<grid, threads, smem>>>(map_a, map_w, p, sums.get());
+      if (tasks > 1) study::poison(out);
+      k<<<grid, threads, smem>>>(map_a, map_w, map_out, p, sums.get());
       CUDA_CHECK(cudaDeviceSynchronize());
       // Each output element is a row's 64-column sum in its chunk; every CTA adds all of its
       // rows' chunks, 64 output columns each.
@@ -300,8 +385,15 @@ int main(int argc, char** argv) {
         report.write("failed", "products' sum " + std::to_string(got) + ", the host's " + std::to_string(want));
         return 1;
       }
+      if (tasks > 1 && how != Handoff::none) {
+        if (const std::string bad = first_wrong_output(study::to_host(out), ha, grid, rows, same, cols); !bad.empty()) {
+          report.write("failed", "stored output " + bad);
+          return 1;
+        }
+      }
     }
-    study::measure(report, o, "tma_step", [&](cudaStream_t s) { k<<<grid, threads, smem, s>>>(map_a, map_w, p, sums.get()); },
+    study::measure(report, o, "tma_step",
+                   [&](cudaStream_t s) { k<<<grid, threads, smem, s>>>(map_a, map_w, map_out, p, sums.get()); },
                    0, 0);
     const double median = std::stod(report.row.get("median_us"));
     const double bytes = static_cast<double>(stage_bytes(rows, streamed)) * steps * tasks * grid;
@@ -310,11 +402,14 @@ int main(int argc, char** argv) {
                            " fit an SM), " + std::to_string(rows) + "-row chunks, " + std::to_string(stages) +
                            " stages, " + (tasks > 1 ? std::to_string(tasks) + " tasks of " : std::string()) + std::to_string(steps) + " steps" +
                            (prefetch ? ", weights prefetched" : "") +
-                           (how != Handoff::stored ? ", hand-off " + handoff : std::string()) + ", " + source + " rows, weights " + weights + ", " +
+                           (how != Handoff::stored ? ", hand-off " + handoff : std::string()) +
+                           (tma_store ? ", stored by TMA" : std::string()) + ", " + source + " rows, weights " + weights + ", " +
                            (mma ? "wgmma" : "no products") + "; a step " + std::to_string(median / (steps * tasks)) + " us" +
                            (tasks > 1 ? ", a task " + std::to_string(median / tasks) + " us" : std::string()) + "; " +
                            std::to_string(bytes / sms / (median * 1e3)) + " GB/s an SM" +
-                           (o.check && mma ? "; products' sum checked" : ""));
+                           (o.check && mma ? (tasks > 1 && how != Handoff::none ? "; products' sum and output checked"
+                                                                                 : "; products' sum checked")
+                                           : ""));
     return 0;
   });
 }

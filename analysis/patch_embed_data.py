@@ -3,6 +3,8 @@
 one L2 setting, duplicates merged, v3's best stream count per shape."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
@@ -162,3 +164,74 @@ class PatchEmbedData:
                                 markerfacecolor="none",
                                 label="anchors: hollow = eager faster, filled = CUDA graph faster"))
         return h
+
+
+# v8 is left to the figures over batch and the share of the ceiling: its points lie on v9's (v8
+# with the position embedding read first; 0.99-1.12x of it over the full sweep).
+ON_V9S_LINE = ("v8_balanced_tiles",)
+
+
+def small_shape(data):
+    """The shape (off the main model) timed by the most ladder versions: v1-v3 only run at
+    small sizes, so this is where the early steps meet; ties go to the larger problem."""
+    best = data.best
+    d = best[(best["model"] != MAIN_MODEL) & ~best["version"].map(catalog.is_anchor)]
+    if d.empty:
+        return None
+    c = (d.groupby(["model", "image_size", "batch"]).agg(n=("version", "nunique"))
+          .reset_index().sort_values(["n", "image_size", "batch"], ascending=False))
+    r = c.iloc[0]
+    return (r["model"], int(r["image_size"]), int(r["batch"]))
+
+
+def main_shapes(data):
+    """The main model's target shapes the run timed (else its smallest image's smallest and
+    largest batch)."""
+    d = data.best[data.best["model"] == MAIN_MODEL]
+    if d.empty:
+        return []
+    shapes = [(MAIN_MODEL, KEY_IMAGE, b) for b in KEY_BATCHES
+              if len(d[(d["image_size"] == KEY_IMAGE) & (d["batch"] == b)])]
+    if not shapes:  # a sweep without the target sizes: its smallest and largest batch
+        image = int(d["image_size"].min())
+        bs = sorted({int(b) for b in d.loc[d["image_size"] == image, "batch"]})
+        shapes = [(MAIN_MODEL, image, b) for b in dict.fromkeys([bs[0], bs[-1]])]
+    return shapes
+
+
+def key_shapes(data):
+    """Where the ladder is compared: the small shape the early steps reach, then the main ones."""
+    small = small_shape(data)
+    return ([small] if small else []) + main_shapes(data)
+
+
+class StreamRows(NamedTuple):
+    """v3's stream sweep at the shape with the most of its rows: (model, image) or None, the
+    stream versions there, their rows and stream counts."""
+    shape: tuple | None
+    versions: list
+    rows: pd.DataFrame
+    counts: list
+
+
+def stream_rows(data):
+    timed = data.timed
+    s3 = timed[timed["version"].isin(STREAM_VERSIONS)]
+    if not len(s3):
+        return StreamRows(None, [], s3, [])
+    c = (s3.groupby(["model", "image_size"]).size().reset_index(name="n")
+           .sort_values(["n", "image_size"], ascending=False))
+    sm, simage = c.iloc[0]["model"], int(c.iloc[0]["image_size"])
+    rows = s3[(s3["model"] == sm) & (s3["image_size"] == simage)]
+    return StreamRows((sm, simage), [v for v in STREAM_VERSIONS if v in set(s3["version"])], rows,
+                      sorted({int(n) for n in rows["streams"]}))
+
+
+def knee(d):
+    """(knee streams, its time, best streams, best time) of one version and shape's rows:
+    the smallest stream count within KNEE of the fastest."""
+    d = d.sort_values("streams")
+    m = d["median_us"].min()
+    k = d[d["median_us"] <= (1 + KNEE) * m].iloc[0]
+    b = d.loc[d["median_us"].idxmin()]
+    return int(k["streams"]), float(k["median_us"]), int(b["streams"]), float(m)

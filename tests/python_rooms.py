@@ -37,7 +37,8 @@ PROSE_AS_CLAIMS = {
     "analysis/layernorm_data.py", "analysis/layernorm_figures.py", "analysis/layernorm_findings.py",
     "analysis/layernorm_tables.py", "analysis/mlp.py", "analysis/mlp_data.py", "analysis/mlp_figures.py",
     "analysis/mlp_findings.py", "analysis/mlp_side.py", "analysis/patch_embed.py", "analysis/patch_embed_costs.py",
-    "analysis/patch_embed_data.py", "analysis/patch_embed_timeline.py"}
+    "analysis/patch_embed_data.py", "analysis/patch_embed_figures.py", "analysis/patch_embed_findings.py",
+    "analysis/patch_embed_tables.py", "analysis/patch_embed_timeline.py"}
 SENTENCE_ARG = {"figure": 2, "table": 2, "missing": 2}  # the index of ctx.<method>'s caption or reason
 SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\s*\(|\[[^\]]*\]\s*=|\s*\+=)")
 

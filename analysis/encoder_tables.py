@@ -311,9 +311,7 @@ def status(data, ctx):
     """What was timed, skipped or failed."""
     custom_key, everything, flush_dropped = data.custom_key, data.everything, data.flush_dropped
     label, n_short, order, prov = data.label, data.n_short, data.order, ctx.provenance()
-    st = formatting.status_table(everything.assign(
-        _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
-        .sort_values(["_o", "version"], kind="stable"))
+    st = formatting.status_in_order(everything, order)
     st["version"] = st["version"].map(label)
     left_out = ([claim("shortened_rows", n=n_short)] if n_short else []) + (
         [claim("other_flush_shown", n=flush_dropped)] if flush_dropped else [])

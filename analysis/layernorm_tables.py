@@ -68,9 +68,7 @@ def sweep(data, ctx):
 def status(data, ctx):
     """What was timed, skipped or failed, in ladder order."""
     everything, order = data.everything, data.order
-    st = formatting.status_table(everything.assign(
-        _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
-        .sort_values(["_o", "version"], kind="stable"))
+    st = formatting.status_in_order(everything, order)
     left_out = ([claim("other_hidden", count=data.other_hidden, hidden=HIDDEN)] if data.other_hidden else []) + (
         [claim("other_flush", count=data.flush_dropped)] if data.flush_dropped else [])
     ctx.table("layernorm_status", formatting.markdown_table(st),

@@ -30,9 +30,7 @@ def every_configuration(data, ctx):
 def status(data, ctx, lt):
     """What was timed, skipped or failed (lt: the cuBLASLt table, None without one)."""
     everything, order = data.everything, data.order
-    st = formatting.status_table(everything.assign(
-        _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
-        .sort_values(["_o", "version"], kind="stable"))
+    st = formatting.status_in_order(everything, order)
     n_lt = int(data.is_lt.sum())
     left_out = ([claim("lt_rows", n=n_lt)] if n_lt else []) + (
         [claim("other_extra", n=data.other_extra)] if data.other_extra else []) + (

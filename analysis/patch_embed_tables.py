@@ -58,9 +58,7 @@ def sweep_and_status(data, ctx):
         data.timed, ["model", "image_size", "batch", "streams"], "version", order, formatting.fmt_us,
         {c: formatting.fmt_int for c in ("image_size", "batch", "streams")}),
         claim("sweep_caption", cells=data.rounds_cells, flush=data.flush_said, prov=ctx.provenance()))
-    st = formatting.status_table(everything.assign(
-        _o=everything["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order)))
-        .sort_values(["_o", "version"], kind="stable"))
+    st = formatting.status_in_order(everything, order)
     left_out = [claim("other_flush", count=data.flush_dropped)] if data.flush_dropped else []
     ctx.table(f"{FAMILY}_status", formatting.markdown_table(st),
               claim("status_caption", family="Patch-embedding", left_out=left_out, prov=ctx.provenance()))

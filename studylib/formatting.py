@@ -104,6 +104,13 @@ def ladder_table(order: list[str], steps: list[str], sizes: list, at, reference:
     return pd.DataFrame(rows), formats
 
 
+def status_in_order(df: pd.DataFrame, order: list) -> pd.DataFrame:
+    """status_table of the rows with the versions in `order` first, in that order, then the rest
+    by name (the section's ladder order)."""
+    rank = df["version"].map({v: i for i, v in enumerate(order)}).fillna(len(order))
+    return status_table(df.assign(_o=rank).sort_values(["_o", "version"], kind="stable"))
+
+
 def status_table(df: pd.DataFrame) -> pd.DataFrame:
     """ok/skipped/failed counts per version with the distinct reasons of the rows that were
     not timed, so nothing that was left out of the plots goes unmentioned."""

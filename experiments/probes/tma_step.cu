@@ -66,6 +66,20 @@ struct Params {
 };
 
 #ifdef STUDY_WGMMA
+// f(tile, row in the tile, 16-byte chunk of the row, two fp16 values) for each pair of products a
+// consumer thread holds of its warpgroup's 64-row tiles. wgmma m64nN's layout: rows 16 warp +
+// lane / 4 (+8), columns 8 j + 2 (lane % 4) in registers 4 j (+2 for row + 8).
+template <int kTiles, typename F>
+__device__ __forceinline__ void for_each_pair(const float (&acc)[kTiles][32], int warp, int lane, F f) {
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        f(i, 16 * warp + lane / 4 + 8 * h, j, __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]));
+}
+
 // One consumer warpgroup's share of a task's output tile (its 64-row tiles) written into shared
 // memory in the output map's 128-byte swizzle (row r's 16-byte chunk j at j ^ r % 8) and stored
 // by TMA from its first thread; with `complete`, that thread waits until the stores are performed
@@ -79,17 +93,10 @@ __device__ __forceinline__ void store_by_tma(const float (&acc)[kRows / 64 / con
   const bool issuer = warp == 0 && lane == 0;
   if (issuer) bulk_wait_read<0>();
   named_barrier(1 + c, 128);
-#pragma unroll
-  for (int i = 0; i < kTilesPerGroup; ++i)
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = 16 * warp + lane / 4 + 8 * h;
-        unsigned char* at = out_tile + (c * kTilesPerGroup + i) * kTileBytes + row * 128 + ((j ^ (row % 8)) * 16) +
-                            (lane % 4) * 4;
-        *reinterpret_cast<__half2*>(at) = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
-      }
+  for_each_pair(acc, warp, lane, [&](int i, int row, int j, __half2 v) {
+    *reinterpret_cast<__half2*>(out_tile + (c * kTilesPerGroup + i) * kTileBytes + row * 128 +
+                                ((j ^ (row % 8)) * 16) + (lane % 4) * 4) = v;
+  });
   fence_proxy_async();  // the generic proxy's writes, before the TMA engine reads them
   named_barrier(1 + c, 128);
   if (issuer) {
@@ -220,19 +227,12 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
         if (p.handoff != Handoff::none && p.tma_store) {
           store_by_tma<kRows>(acc, out_tile, &map_out, p.handoff == Handoff::stored, c, warp, lane);
         } else if (p.handoff != Handoff::none) {
-          // The task's output tile stored as a task of the forward stores it (fp16), then made
-          // visible before the next task's inputs may be requested. wgmma m64nN's layout: rows
-          // 16 warp + lane / 4 (+8), columns 8 j + 2 (lane % 4) in registers 4 j (+2 for row + 8).
-#pragma unroll
-          for (int i = 0; i < kTilesPerGroup; ++i)
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int row = (c * kTilesPerGroup + i) * 64 + 16 * warp + lane / 4 + 8 * h;
-                const long long at = (static_cast<long long>(blockIdx.x) * kRows + row) * 64 + 8 * j + 2 * (lane % 4);
-                *reinterpret_cast<__half2*>(p.out + at) = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
-              }
+          // The task's output tile stored as a task of the forward stores it (fp16), each thread
+          // its own pairs, then made visible before the next task's inputs may be requested.
+          for_each_pair(acc, warp, lane, [&](int i, int row, int j, __half2 v) {
+            const long long r = static_cast<long long>(blockIdx.x) * kRows + (c * kTilesPerGroup + i) * 64 + row;
+            *reinterpret_cast<__half2*>(p.out + r * 64 + 8 * j + 2 * (lane % 4)) = v;
+          });
           if (p.handoff != Handoff::unfenced) __threadfence();
         }
       }

@@ -13,6 +13,7 @@ from analysis.encoder_data import (
     ANCHORS, BEST_STEPS, COMPILE, E6, EAGER, GRAPH, KEY_BATCHES, KEY_IMAGE, KEY_MODEL, LABEL, TARGET_B1_FLOOR_MS, TARGET_B1_MS,
     TARGET_COMPILE, TARGET_FP8_COMPILE, TORCHAO, fastest_across, fmt_ms, fmt_rate)
 from analysis.encoder_side import accuracy_result, measured_on
+from analysis.encoder_answer_figure import NAME as ANSWER_FIGURE, answer_figure
 from studylib import steps as step_table
 from studylib import catalog, formatting, notebook, run_folder, rundata
 from studylib.claims import claim
@@ -442,8 +443,10 @@ def final_answer(data, ctx):
         named = answer_steps(data)
         lines = answer_lines(data, named, is_final)
         final_table = formatting.markdown_table(pd.DataFrame(final_rows(data, named.s16, named.s8)))
+        answer_figure(data, ctx, named)
         if is_final:
-            ctx.answer = "\n".join(f"- {ctx.said(x)}" for x in lines) + "\n\n" + final_table
+            ctx.answer = ("\n".join(f"- {ctx.said(x)}" for x in lines) + "\n\n" + final_table + "\n\n"
+                          + f"![{ctx.said(claim('answer_figure_alt'))}](report/figures/{ANSWER_FIGURE}.png)")
         # The report opens its encoder section with the same answer README gives.
         ctx.claims("encoder_answer", lines)
         ctx.table("encoder_final", final_table,
@@ -454,6 +457,7 @@ def final_answer(data, ctx):
                claim("no_final_key_rows", run=run.name, model=KEY_MODEL, image=KEY_IMAGE))
         ctx.missing("text", "encoder_answer", why)
         ctx.missing("table", "encoder_final", why)
+        ctx.missing("figure", ANSWER_FIGURE, why)
 
 
 def headline(data, ctx):

@@ -274,6 +274,8 @@ def headline_block(heads: list, used: dict, targets: list | None = None, answer:
             "edit: rebuild it. -->\n\n"
             "**The answer** (the whole ViT at vit_b, 224 px; the final sitting):\n\n"
             + answer_md + "\n\n"
+            "How to call it: the fastest forward on a timm model from Python, "
+            "[From Python: vitstudy](#from-python-vitstudy).\n\n"
             "**Targets** (docs/method.md, Targets), each judged in the run its family's section of "
             "the report uses:\n\n" + targets_list(targets or []) + "\n"
             "**Headline.** Per component, the fastest of all its versions (library versions "

@@ -32,13 +32,13 @@ SYS_PATH_ALLOWED = {"experiments/anchors/harness.py"}
 PROSE_AS_CLAIMS = {
     "analysis/attention.py", "analysis/attention_data.py", "analysis/attention_figures.py",
     "analysis/attention_findings.py", "analysis/attention_tables.py", "analysis/encoder.py",
-    "analysis/encoder_answer.py", "analysis/encoder_figures.py", "analysis/encoder_ladder.py",
-    "analysis/encoder_side.py", "analysis/encoder_tables.py", "analysis/gpus.py", "analysis/layernorm.py",
-    "analysis/layernorm_data.py", "analysis/layernorm_figures.py", "analysis/layernorm_findings.py",
-    "analysis/layernorm_tables.py", "analysis/mlp.py", "analysis/mlp_data.py", "analysis/mlp_figures.py",
-    "analysis/mlp_findings.py", "analysis/mlp_side.py", "analysis/patch_embed.py", "analysis/patch_embed_costs.py",
-    "analysis/patch_embed_data.py", "analysis/patch_embed_figures.py", "analysis/patch_embed_findings.py",
-    "analysis/patch_embed_tables.py", "analysis/patch_embed_timeline.py"}
+    "analysis/encoder_answer.py", "analysis/encoder_answer_figure.py", "analysis/encoder_figures.py",
+    "analysis/encoder_ladder.py", "analysis/encoder_side.py", "analysis/encoder_tables.py", "analysis/gpus.py",
+    "analysis/layernorm.py", "analysis/layernorm_data.py", "analysis/layernorm_figures.py",
+    "analysis/layernorm_findings.py", "analysis/layernorm_tables.py", "analysis/mlp.py", "analysis/mlp_data.py",
+    "analysis/mlp_figures.py", "analysis/mlp_findings.py", "analysis/mlp_side.py", "analysis/patch_embed.py",
+    "analysis/patch_embed_costs.py", "analysis/patch_embed_data.py", "analysis/patch_embed_figures.py",
+    "analysis/patch_embed_findings.py", "analysis/patch_embed_tables.py", "analysis/patch_embed_timeline.py"}
 SENTENCE_ARG = {"figure": 2, "table": 2, "missing": 2}  # the index of ctx.<method>'s caption or reason
 SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\s*\(|\[[^\]]*\]\s*=|\s*\+=)")
 

@@ -56,16 +56,17 @@ def answer_figure(data, ctx, named):
         for floor, style in ((fp16, "--"), (fp8, ":")):
             if np.isfinite(floor):
                 ax.axvline(floor / 1e3, color="#d62728", linewidth=1.0, linestyle=style)
-        ax.set_yticks(ys, [f"{v} ({p})" if v in steps else data.label(v) for v, p, *_ in rows],
+        ax.set_yticks(ys, [ctx.said(claim("answer_step_tick", step=v, precision=p)) if v in steps else data.label(v)
+                           for v, p, *_ in rows],
                       fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(0, max(r[4] for r in rows) * 1.3)
-        ax.set_title(f"batch {b}", fontsize=9)
+        ax.set_title(ctx.said(claim("at_batch", batch=b)), fontsize=9)
     axes[-1][0].set_xlabel("median time of one forward (ms), the rounds' range as whiskers")
     handles = [plt.Line2D([], [], color="#d62728", linestyle="--", label="fp16 floor"),
                plt.Line2D([], [], color="#d62728", linestyle=":", label="FP8 floor")]
     fig.legend(handles=handles, loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.01), fontsize=8)
-    plots.titled(fig, f"The answer against PyTorch and the floor, {data.where}", ctx.title_provenance())
+    plots.titled(fig, ctx.said(claim("answer_figure_title", where=data.where)), ctx.title_provenance())
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     ctx.figure(NAME, fig, claim("answer_figure_caption", where=data.where, batches=batches, s16=s16 or "-",
                                 s8=named.s8 or "-", timm=named.s16 is not None, prov=ctx.provenance()))

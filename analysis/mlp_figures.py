@@ -45,7 +45,7 @@ def time_vs_batch(data, ctx):
         axes[1][0].set_ylabel(f"time / {GEMM} (linear)")
         # The target's line is named in the legend: a label on it would sit on the versions' lines.
         target = plt.Line2D([], [], color="#444444", linewidth=0.8, linestyle="--",
-                            label=f"target: {TARGET_GEMM_RATIO:g}x {GEMM} (lower panels)")
+                            label=ctx.said(claim("target_line_label", target=TARGET_GEMM_RATIO, gemm=GEMM)))
         fig.legend(handles=[plt.Line2D([], [], label=label(v), **style_s[v]) for v in order_s] + [target],
                    loc="lower center", ncol=min(len(order_s) + 1, 4), bbox_to_anchor=(0.5, -0.02))
         plots.titled(fig, f"MLP: median time per call vs batch ({S.flush_text})", sweep_tprov)

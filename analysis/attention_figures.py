@@ -51,10 +51,10 @@ def scaling(data, ctx):
         ax.plot(n, ref, color="#444444", linewidth=0.8, linestyle=":", label="slope tokens^2")
     plots.measured_ticks(ax, kb["tokens"])
     ax.set_yscale("log")
-    ax.set_xlabel(f"tokens (batch {data.key_batch}, {HEADS} heads, head_dim {HEAD_DIM})")
+    ax.set_xlabel(ctx.said(claim("tokens_axis", batch=data.key_batch, heads=HEADS, head_dim=HEAD_DIM)))
     ax.set_ylabel("median time per call (us)")
     plots.legend_outside(ax, fontsize=8)
-    plots.titled(fig, f"Attention: median time per call vs tokens ({data.flush_text})", data.tprov)
+    plots.titled(fig, ctx.said(claim("scaling_title", flush=data.flush_said)), data.tprov)
     ctx.figure("attention_scaling", fig,
                claim("scaling_caption", batch=data.key_batch, heads=HEADS, head_dim=HEAD_DIM, first=FIGURE_FROM,
                      twin=TWIN_OF_V9, on_line=bool(on_v9_line), on_line_names=list(on_v9_line), v9=V9,
@@ -79,7 +79,7 @@ def batch(data, ctx):
         plots.measured_ticks(ax, d0["batch"], base=2)
         ax.set_yscale("log")
         ax.set_xlabel("batch")
-        ax.set_title(f"{n} tokens")
+        ax.set_title(tokens_tick(ctx, n))
     axes[0][0].set_ylabel("median time per call (us)")
     fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in figure_order],
                loc="lower center", ncol=min(len(figure_order), 4), bbox_to_anchor=(0.5, -0.02),
@@ -113,9 +113,8 @@ def vs_cudnn(data, ctx):
     fig, ax = plt.subplots()
     plots.plot_ratios(ax, pd.concat([kb, best_rows]), near_order,
                       BEST_CUDNN, "tokens", label, data.style, speedup=False, band=True)
-    plots.reference_line(ax, 1.0, f"1x: {BEST_CUDNN}")
-    plots.reference_line(ax, FASTEST_TARGET, f"{FASTEST_TARGET:g}x: target of the fastest version "
-                                          f"(at most this)", linestyle="--")
+    plots.reference_line(ax, 1.0, ctx.said(claim("cudnn_line", cudnn=BEST_CUDNN)))
+    plots.reference_line(ax, FASTEST_TARGET, ctx.said(claim("target_line", ratio=FASTEST_TARGET)), linestyle="--")
     plots.measured_ticks(ax, kb["tokens"])
     # The fastest version at each token count, named under its point (the first and last token
     # counts' names run inward, so no name leaves the axes).
@@ -125,28 +124,33 @@ def vs_cudnn(data, ctx):
         if mine:
             r, v = min(mine)
             ha = "left" if i == 0 and len(points) > 1 else "right" if i == len(points) - 1 and i > 0 else "center"
-            ax.annotate(f"fastest: {v.split('_')[0]}, {r:.2f}x", xy=(n, r), xytext=(0, -12),
+            ax.annotate(ctx.said(claim("fastest_mark", version=v.split("_")[0], ratio=r)), xy=(n, r), xytext=(0, -12),
                         textcoords="offset points", ha=ha, va="top", fontsize=8, fontweight="bold")
     lo = ax.get_ylim()[0]
     ax.set_ylim(lo - 0.05, ax.get_ylim()[1])
     ax.text(0.99, 0.98, "ratio axis does not start at 0", transform=ax.transAxes, ha="right", va="top",
             fontsize=8, color="#555555")
-    ax.set_xlabel(f"tokens (batch {data.key_batch})")
-    ax.set_ylabel(f"time / {BEST_CUDNN} (below 1 = faster)")
+    ax.set_xlabel(ctx.said(claim("tokens_at_batch_axis", batch=data.key_batch)))
+    ax.set_ylabel(ctx.said(claim("vs_cudnn_axis", cudnn=BEST_CUDNN)))
     plots.legend_outside(ax, fontsize=8)
-    plots.titled(fig, f"Attention: time relative to {BEST_CUDNN}", data.tprov)
+    plots.titled(fig, ctx.said(claim("vs_cudnn_title", cudnn=BEST_CUDNN)), data.tprov)
     ctx.figure("attention_vs_cudnn", fig,
                claim("vs_cudnn_caption", batch=data.key_batch, cudnn=CUDNN, graph=label(CUDNN_GRAPH),
                      target=FASTEST_TARGET, first=FIGURE_FROM, twin=TWIN_OF_V9, prov=data.prov))
+
+
+def tokens_tick(ctx, n):
+    return ctx.said(claim("tokens_tick", tokens=int(n)))
 
 
 def ladder_steps(data, ctx):
     """Every own version's time at the key batch and its gain over the step above it (v9's twin
     left out)."""
     steps = [v for v in data.order if catalog.is_own(v) and v != TWIN_OF_V9]
+    title = ctx.said(claim("ladder_steps_title", batch=data.key_batch, flush=data.flush_said))
     fig = plots.ladder_figure(steps, sorted(int(n) for n in set(data.kb["tokens"])),
-                              lambda v, n, col: data.at(v, n, col=col), CUDNN, lambda n: f"{n} tokens",
-                              f"Attention: the ladder at batch {data.key_batch} ({data.flush_text})", data.tprov)
+                              lambda v, n, col: data.at(v, n, col=col), CUDNN, lambda n: tokens_tick(ctx, n),
+                              title, data.tprov)
     if fig is None:
         ctx.missing("figure", "attention_ladder_steps", claim("none_at_batch", batch=data.key_batch))
         return
@@ -159,14 +163,14 @@ def peak_share(data, ctx):
     """Every drawn version's achieved TFLOP/s over the run's fp16 GEMM rate at the target tokens."""
     kb = data.kb
     rl_tokens = [n for n in data.key_tokens if n in set(kb["tokens"])]
-    rl = plots.roofline_points(kb[kb["tokens"].isin(rl_tokens)], lambda r: f"{int(r['tokens'])} tokens")
+    rl = plots.roofline_points(kb[kb["tokens"].isin(rl_tokens)], lambda r: tokens_tick(ctx, r["tokens"]))
     rl_order = [v for v in data.order if v in ROOFLINE_SERIES]
     gemm_ceiling = data.run.ceilings().gemm_tflops
     if not (len(rl) and gemm_ceiling):
         ctx.missing("figure", "attention_peak_share", claim("no_gemm_ceiling" if len(rl) else "no_tflops"))
         return
     fig = plots.peak_share_figure(rl, rl_order, data.style, label, gemm_ceiling, "measured fp16 GEMM ceiling",
-                                  f"Attention: share of the tensor-core ceiling at batch {data.key_batch}", data.tprov)
+                                  ctx.said(claim("peak_share_title", batch=data.key_batch)), data.tprov)
     ctx.figure("attention_peak_share", fig,
                claim("peak_share_caption", batch=data.key_batch, heads=HEADS, head_dim=HEAD_DIM, ceiling=gemm_ceiling,
                      tokens=list(rl_tokens), versions=[label(v) for v in rl_order], twin=TWIN_OF_V9,

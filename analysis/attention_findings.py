@@ -79,8 +79,8 @@ def headline(data, ctx):
     top = top.loc[top["median_us"].idxmin()]
     anchors = [a for a in ("pytorch_sdpa_cudnn_graph", "pytorch_sdpa_flash_graph")
                if np.isfinite(at(a, head_tokens, table=judged))]
-    ctx.headline(family="Attention", shape=f"batch {data.key_batch}, {head_tokens} tokens, {HEADS} "
-                                            f"heads x {HEAD_DIM}",
+    ctx.headline(family="Attention", shape=ctx.said(claim("headline_shape", batch=data.key_batch, tokens=head_tokens,
+                                                           heads=HEADS, head_dim=HEAD_DIM)),
                  fastest=top["version"], fastest_us=float(top["median_us"]),
                  library=CUDNN if CUDNN in set(jk["version"]) else None,
                  library_us=at(CUDNN, head_tokens, table=judged),

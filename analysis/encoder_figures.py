@@ -13,7 +13,7 @@ from analysis.encoder_data import (
     ANCHORS, COMPILE, E3, E4, EAGER_LINE, GRAPH_LINE, KEYS, KEY_IMAGE, KEY_MODEL, TARGET_B1_MS,
     TARGET_COMPILE, fmt_ms, is_module)
 from studylib import catalog, formatting, rundata
-from studylib.claims import claim
+from studylib.claims import claim, say
 
 
 # The figures' captions name the line styles: eager runs dashed, graph replays solid.
@@ -78,12 +78,13 @@ def largest_batch_bars(ax, data, d0, image):
     if b == 256 and image == KEY_IMAGE and data.key_model == KEY_MODEL and np.isfinite(c):
         goal = TARGET_COMPILE * 256 / c * 1e6
         ax.axhline(goal, color="#444444", linewidth=0.9, linestyle="--")
-        ax.text(len(versions) - 0.5, goal, f"target: {TARGET_COMPILE}x torch.compile ", ha="right", va="bottom",
+        line = say(claim("compile_target_line", ratio=TARGET_COMPILE), "encoder")
+        ax.text(len(versions) - 0.5, goal, line + " ", ha="right", va="bottom",
                 fontsize=8, color="#444444")
     ax.set_xticks(range(len(versions)), [data.label(v) for v in versions], rotation=30, ha="right", fontsize=8)
     ax.set_ylim(0, max(ys) * 1.2)
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:,.0f}"))
-    ax.set_title(f"batch {b}, {image} px (eager bars hatched)", fontsize=9)
+    ax.set_title(say(claim("largest_batch_title", batch=b, image=image), "encoder"), fontsize=9)
 
 
 def throughput(data, ctx):
@@ -113,17 +114,16 @@ def throughput(data, ctx):
                         markeredgewidth=2, color="#444444")
                 handles["_goal"] = plt.Line2D([], [], linestyle="none", marker="_", markersize=14,
                                               markeredgewidth=2, color="#444444",
-                                              label=f"target at batch 256: {TARGET_COMPILE}x "
-                                                    f"torch.compile's img/s")
+                                              label=ctx.said(claim("throughput_target_label", ratio=TARGET_COMPILE)))
             batch_axis(ax, sorted(int(b) for b in set(d0["batch"])))
             plain_log_y(ax)
             ax.set_xlabel("batch (images per forward)")
-            ax.set_title(f"{key_model}, {image} px")
+            ax.set_title(ctx.said(claim("model_at_size", model=key_model, image=image)))
         for ax, image in zip(axes[1], images):
             largest_batch_bars(ax, data, km[km["image_size"] == image], image)
         axes[0][0].set_ylabel("images per second (median of rounds)")
         axes[1][0].set_ylabel("images per second, linear from 0")
-        plots.titled(fig, f"Whole ViT forward: throughput vs batch ({flush_text})", tprov)
+        plots.titled(fig, ctx.said(claim("throughput_title", flush=flush_text)), tprov)
         legend_below(fig, list(handles.values()), 0.04 + 0.02 * ((len(handles) + 2) // 3))
         ctx.figure("encoder_throughput", fig,
                    claim("throughput_caption", model=key_model, styles=LINE_STYLES, module=any(map(is_module, order)),
@@ -169,12 +169,13 @@ def vs_compile(data, ctx):
                 # Named in the panel's title: a label inside the panel would sit on bars or ticks.
                 ax.axvline(TARGET_COMPILE, color="#444444", linewidth=0.9, linestyle=":")
             ax.set_xlim(0, max(np.nanmax(ratio), TARGET_COMPILE if b == 256 else 1.0) * 1.3)
-            ax.set_title(f"batch {b} (torch.compile {fmt_ms(c)} ms)"
-                         + (f"\ndotted: the {TARGET_COMPILE}x target" if target else ""), fontsize=9)
+            lines = [claim("vs_compile_panel", batch=b, compile_ms=fmt_ms(c))]
+            lines += [claim("vs_compile_panel_target", ratio=TARGET_COMPILE)] if target else []
+            ax.set_title("\n".join(map(ctx.said, lines)), fontsize=9)
             ax.set_xlabel("torch.compile time / step time")
         axes[0][0].set_yticks(range(len(vc_order)), [label(v) for v in vc_order], fontsize=8)
         axes[0][0].invert_yaxis()
-        plots.titled(fig, f"Whole ViT forward: speedup over torch.compile + CUDA graph, {where}", tprov)
+        plots.titled(fig, ctx.said(claim("vs_compile_title", where=where)), tprov)
         fig.tight_layout(rect=(0, 0, 1, 0.9))
         ctx.figure("encoder_vs_compile", fig,
                    claim("vs_compile_caption", where=where, target_line=targets_apply, target=TARGET_COMPILE,
@@ -207,12 +208,13 @@ def latency(data, ctx):
             eager = style[v]["linestyle"] == EAGER_LINE
             kernels = (r["lpl"] * b1_depth if v not in ANCHORS and np.isfinite(r.get("lpl", np.nan))
                        else np.nan)  # the anchors' counts include work outside the forward
-            text = f"  {fmt_ms(r['median_us'])} ms" + (f", ~{kernels:.0f} kernels" if np.isfinite(kernels) else "")
+            text = "  " + ctx.said(claim("latency_bar_text", ms=fmt_ms(r["median_us"]), kernels=kernels,
+                                         counted=bool(np.isfinite(kernels))))
             if hi > x_end:
                 cut.append(label(v))
                 ax.barh(i, x_end, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
                         edgecolor="white" if eager else style[v]["color"])
-                ax.text(x_end, i, f"{text} (axis cut)", va="center", fontsize=8)
+                ax.text(x_end, i, ctx.said(claim("axis_cut", text=text)), va="center", fontsize=8)
                 continue
             ax.barh(i, ms, color=style[v]["color"], alpha=0.85, hatch="//" if eager else None,
                     edgecolor="white" if eager else style[v]["color"],
@@ -224,18 +226,18 @@ def latency(data, ctx):
         refs = []
         if targets_apply:
             refs.append(ax.axvline(TARGET_B1_MS, color="#444444", linewidth=0.9, linestyle=":",
-                                   label=f"target: {TARGET_B1_MS} ms"))
+                                   label=ctx.said(claim("b1_target_label", ms=TARGET_B1_MS))))
         a, a_us = best_anchor(1)
         if a:
             refs.append(ax.axvline(a_us / 1e3, color=style[a]["color"], linewidth=0.8,
-                                   linestyle="-.", label=f"fastest anchor: {label(a)}"))
+                                   linestyle="-.", label=ctx.said(claim("fastest_anchor_label", anchor=label(a)))))
         if np.isfinite(floor_us):
             refs.append(ax.axvline(floor_us / 1e3, color="#2ca02c", linewidth=1.0, linestyle="--",
-                                   label=f"weight-read floor: {floor_us:.0f} us"))
+                                   label=ctx.said(claim("weight_floor_label", floor=floor_us))))
         ax.set_xlim(0, max(x_end, ax.get_xlim()[1] if not cut else 0) * 1.3)  # room for the value labels
         refs.append(plt.Rectangle((0, 0), 1, 1, facecolor="#999999", hatch="//", edgecolor="white",
                                   label="eager (hatched); solid bars: graph replay"))
-        plots.titled(fig, f"Whole ViT forward at batch 1, {where}", tprov)
+        plots.titled(fig, ctx.said(claim("latency_title", where=where)), tprov)
         fig.legend(handles=refs, loc="lower center", ncol=min(len(refs), 3), frameon=False,
                    bbox_to_anchor=(0.5, 0.0))
         fig.tight_layout(rect=(0, 0.08 + 0.04 * (len(refs) > 3), 1, 0.92))
@@ -258,13 +260,13 @@ def energy(data, ctx):
         for _, r in e.iterrows():
             v = r["version"]
             x, y = r["median_us"] / EB / 1e3, r["energy_j"] / EB * 1e3
-            clock = f", {r['energy_mhz']:.0f} MHz" if np.isfinite(r["energy_mhz"]) else ""
             # Hollow markers: two steps of nearly one time and energy (e10, e14) stay both visible.
             # (Line markers such as x and + have no face: they keep their colour.)
             filled = MarkerStyle(style[v]["marker"]).is_filled()
             ax.scatter(x, y, edgecolors=style[v]["color"], facecolors="none" if filled else style[v]["color"],
                        linewidths=1.4, marker=style[v]["marker"], s=44, zorder=3,
-                       label=f"{label(v)}: {r['power_w']:.0f} W{clock}")
+                       label=ctx.said(claim("energy_point_label", step=label(v), watts=r["power_w"],
+                                                 mhz=r["energy_mhz"], clock=bool(np.isfinite(r["energy_mhz"])))))
         # Both axes from zero, so that a line through the origin is one power: the rows' median.
         watts = float(e["power_w"].median())
         x_max = float((e["median_us"] / EB / 1e3).max()) * 1.1
@@ -272,11 +274,11 @@ def energy(data, ctx):
         ax.text(x_max, watts * x_max, f" {watts:.0f} W", va="center", fontsize=8, color="#666666")
         ax.set_xlim(0, x_max)
         ax.set_ylim(0, None)
-        ax.set_xlabel(f"time per image at batch {EB} (ms)")
-        ax.set_ylabel(f"energy per image at batch {EB} (mJ)")
+        ax.set_xlabel(ctx.said(claim("energy_time_axis", batch=EB)))
+        ax.set_ylabel(ctx.said(claim("energy_axis", batch=EB)))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
-        plots.titled(fig, f"Time against energy per image, batch {EB}, {where}", tprov)
+        plots.titled(fig, ctx.said(claim("energy_title", batch=EB, where=where)), tprov)
         fig.tight_layout(rect=(0, 0, 1, 0.92))
         ctx.figure("encoder_energy", fig,
                    claim("energy_caption", batch=EB, where=where, module=bool(modules.any()), elsewhere=MODULE_ELSEWHERE,
@@ -323,11 +325,12 @@ def breakdown_panel(ax, data, bd, b, vs, comp_colors):
                 ax.text(i, y0 + dh / 2, f"{dh:.0f}%", ha="center", va="center", fontsize=8, color="white")
         bottom += h
     for i, v in enumerate(vs):
-        ax.text(i, 101, f"forward {at(v, b) / 1e3:.3g} ms\n(components {total[i] / 1e3:.3g} ms)",
+        ax.text(i, 101, say(claim("breakdown_forward", ms=at(v, b) / 1e3), "encoder") + "\n"
+                + say(claim("breakdown_components", ms=total[i] / 1e3), "encoder"),
                 ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(vs)), [label(v) for v in vs], rotation=30, ha="right")
     ax.set_ylabel("% of the eager components' time")
-    ax.set_title(f"batch {b}", pad=26)
+    ax.set_title(say(claim("at_batch", batch=b), "encoder"), pad=26)
     ax.set_ylim(0, 100)
 
 
@@ -349,7 +352,7 @@ def breakdown(data, ctx):
             breakdown_panel(ax, data, bd, b, [v for v in bd_versions if len(bd[(bd["version"] == v) & (bd["batch"] == b)])],
                             comp_colors)
         handles = [plt.Rectangle((0, 0), 1, 1, color=comp_colors[c], label=c) for c in components]
-        plots.titled(fig, f"Whole ViT forward: where the device time goes, {where}", tprov)
+        plots.titled(fig, ctx.said(claim("breakdown_title", where=where)), tprov)
         # Below the panels, not beside them: a legend to the right widens the PNG past what a
         # report column shows at a readable size.
         fig.legend(handles=handles, loc="lower center", ncol=min(5, len(handles)),
@@ -448,13 +451,14 @@ def streams(data, ctx):
             if len(r):
                 ax.plot(r.index, r.values, color=color, marker="o", linestyle=GRAPH_LINE)
                 handles.append(plt.Line2D([], [], color=color, marker="o",
-                                          label=f"e4_streams, {s} stream{'s' if s > 1 else ''}"))
-        ref = ax.axhline(1.0, color="#444444", linewidth=0.9, linestyle=":", label=f"1x: {base}")
+                                          label=ctx.said(claim("streams_label", e4=E4, streams=s, plural=s > 1))))
+        ref = ax.axhline(1.0, color="#444444", linewidth=0.9, linestyle=":",
+                         label=ctx.said(claim("one_stream_line", base=base)))
         handles.append(ref)
         batch_axis(ax, sorted(int(b) for b in set(e4["batch"]) & set(e3.index)))
         ax.set_xlabel("batch (images per forward)")
         ax.set_ylabel("time / one stream's time (below 1 = faster)")
-        plots.titled(fig, f"Streams: the batch split over streams, {where}", streams_tprov)
+        plots.titled(fig, ctx.said(claim("streams_title", where=where)), streams_tprov)
         legend_below(fig, handles, 0.06 + 0.035 * ((len(handles) + 2) // 3))
         ctx.figure("encoder_streams", fig,
                    claim("streams_caption", base=base, where=where, **{"from": streams_from}, spread=rounds_spread(e4),

@@ -133,12 +133,12 @@ def ratios_figure(ctx, label, name, show, step, versions, title, side_run, secti
         bars = ax.bar(xs + (i - (len(versions) - 1) / 2) * width, vals, width, label=label(v),
                       color=colors[i % len(colors)])
         ax.bar_label(bars, labels=[formatting.fmt_ratio(x) for x in vals], fontsize=8, padding=1)
-    plots.reference_line(ax, 1.0, f"1x: as fast as {step}")
-    ax.set_xticks(xs, [f"batch {int(b)}" for b in show["batch"]])
-    ax.set_ylabel(f"time over {step}'s (x)")
+    plots.reference_line(ax, 1.0, ctx.said(claim("side_parity_line", step=step)))
+    ax.set_xticks(xs, [ctx.said(claim("at_batch", batch=int(b))) for b in show["batch"]])
+    ax.set_ylabel(ctx.said(claim("side_ratio_axis", step=step)))
     ax.set_ylim(0, max(1.1, float(np.nanmax(show[[f"x {label(v)}" for v in versions]].to_numpy())) * 1.15))
     plots.legend_outside(ax)
-    plots.titled(fig, f"{title}: above 1, {step} is faster", side_run.title_provenance())
+    plots.titled(fig, ctx.said(claim("side_ratios_title", title=title, step=step)), side_run.title_provenance())
     ctx.figure(name, fig, claim("side_ratios_caption", step=step, prov=side_run.provenance()), section=section)
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 from analysis import plots
 from studylib import catalog, formatting, notebook, rundata
 from studylib import steps as step_table
-from studylib.claims import claim
+from studylib.claims import claim, say
 
 ctx = notebook.notebook_context("gpus", globals())
 runs = ctx.runs
@@ -47,6 +47,15 @@ class Comparison:
     ours: list | None = None   # None: the fastest own version that both runs timed there
 
 
+def shape(kind, **fields):
+    """A comparison's shape in the words of gpus.md (the table's shape column)."""
+    return say(claim(kind, **fields), "gpus")
+
+
+def rows_shape(rows):
+    return shape("rows_shape", rows=rows, hidden=HIDDEN)
+
+
 def vit_b_224(batch):
     return dict(model="vit_b", image_size=224, batch=batch)
 
@@ -56,28 +65,29 @@ def vit_b_384(batch):
 
 
 COMPARISONS = (
-    [Comparison("patch_embed", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_patchify_linear"],
+    [Comparison("patch_embed", shape("vit_shape", image=224, batch=b), vit_b_224(b), ["pytorch_patchify_linear"],
                 "PyTorch patchify + F.linear") for b in (1, 32)]
-    + [Comparison("patch_embed", "vit_b, 224 px, batch 32", vit_b_224(32), ["pytorch_conv2d"],
+    + [Comparison("patch_embed", shape("vit_shape", image=224, batch=32), vit_b_224(32), ["pytorch_conv2d"],
                   "PyTorch F.conv2d")]
-    + [Comparison("layernorm", f"{r} x 768", dict(rows=r, hidden=HIDDEN), ["pytorch_layer_norm_graph"],
+    + [Comparison("layernorm", rows_shape(r), dict(rows=r, hidden=HIDDEN), ["pytorch_layer_norm_graph"],
                   "PyTorch F.layer_norm (graph)") for r in (6304, 50432)]
-    + [Comparison("layernorm", "50432 x 768", dict(rows=50432, hidden=HIDDEN), ["cudnn"], "cuDNN")]
-    + [Comparison("attention", f"batch 32, {n} tokens, 12 heads", dict(batch=32, tokens=n, heads=12),
+    + [Comparison("layernorm", rows_shape(50432), dict(rows=50432, hidden=HIDDEN), ["cudnn"], "cuDNN")]
+    + [Comparison("attention", shape("attention_shape", batch=32, tokens=n, heads=12),
+                  dict(batch=32, tokens=n, heads=12),
                   ["cudnn_sdpa", "pytorch_sdpa_cudnn_graph"], "the best cuDNN SDPA")
        for n in (197, 577, 1025)]
-    + [Comparison("mlp", f"{r} x 768", dict(rows=r, hidden=HIDDEN), ["gemm_only"],
+    + [Comparison("mlp", rows_shape(r), dict(rows=r, hidden=HIDDEN), ["gemm_only"],
                   "the two plain GEMMs (gemm_only)") for r in (6304, 50432)]
-    + [Comparison("mlp", f"{r} x 768", dict(rows=r, hidden=HIDDEN), ["pytorch_mlp_graph"],
+    + [Comparison("mlp", rows_shape(r), dict(rows=r, hidden=HIDDEN), ["pytorch_mlp_graph"],
                   "PyTorch MLP (graph)") for r in (6304, 50432)]
-    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm_compile_graph"],
+    + [Comparison("encoder", shape("vit_shape", image=224, batch=b), vit_b_224(b), ["pytorch_timm_compile_graph"],
                   "torch.compile + CUDA graph") for b in (1, 32, 256)]
-    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm_graph"],
+    + [Comparison("encoder", shape("vit_shape", image=224, batch=b), vit_b_224(b), ["pytorch_timm_graph"],
                   "timm in a CUDA graph") for b in (1, 32, 256)]
-    + [Comparison("encoder", f"vit_b, 224 px, batch {b}", vit_b_224(b), ["pytorch_timm"],
+    + [Comparison("encoder", shape("vit_shape", image=224, batch=b), vit_b_224(b), ["pytorch_timm"],
                   "timm eager") for b in (1, 256)]
     # The final sitting's 384 px half (final_384.toml).
-    + [Comparison("encoder", "vit_b, 384 px, batch 32", vit_b_384(32), [anchor], label)
+    + [Comparison("encoder", shape("vit_shape", image=384, batch=32), vit_b_384(32), [anchor], label)
        for anchor, label in (("pytorch_timm_compile_graph", "torch.compile + CUDA graph"),
                              ("pytorch_timm_graph", "timm in a CUDA graph"))]
 )
@@ -281,7 +291,7 @@ else:
     firsts = shown.drop_duplicates("order")
     wide = set(shown.loc[shown["speedup"] > LINEAR_SPEEDUP_MAX, "order"])
     drawn = firsts[~firsts["order"].isin(wide)]
-    labels = [f"{c}: {s} vs {a}" for c, s, a in drawn[["component", "shape", "against"]].itertuples(index=False)]
+    labels = [shape("comparison_label", component=c, shape=s, against=a) for c, s, a in drawn[["component", "shape", "against"]].itertuples(index=False)]
     # What every drawn comparison shares ("encoder: vit_b, 224 px, ") goes to the title, once.
     common = os.path.commonprefix(labels) if len(labels) > 1 else ""
     common = common[:common.rfind(", ") + 2] if ", " in common else ""
@@ -302,7 +312,7 @@ else:
     ax.invert_yaxis()
     ax.set_xlabel("speedup over the reference (x; reference time / fastest time, within one run)")
     plots.legend_outside(ax)
-    plots.titled(fig, "Key speedups per GPU, each bar within one run" + (f" ({common.rstrip(', ')})" if common else ""),
+    plots.titled(fig, ctx.said(claim("speedups_title", common=common.rstrip(", "), shared=bool(common))),
                  " and ".join(short_gpu(g) for g in order if g in used_runs) + "; run folders in the caption")
     fig.tight_layout()
     left_out = [claim("wide_one", component=c, shape=sh, against=a) for c, sh, a in

@@ -20,10 +20,10 @@ def time_vs_rows(data, ctx):
         ax.plot(d["rows"], d["median_us"], label=label(v), **data.style[v])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
+    ax.set_xlabel(ctx.said(claim("rows_axis", hidden=HIDDEN)))
     ax.set_ylabel("median time per call (us)")
     plots.legend_outside(ax)
-    plots.titled(fig, f"LayerNorm: median time per call vs rows ({data.flush_text})", data.tprov)
+    plots.titled(fig, ctx.said(claim("time_title", flush=data.flush_said)), data.tprov)
     ctx.figure("layernorm_time", fig, claim("time_caption", hidden=HIDDEN, flush=data.flush_said, prov=data.prov))
 
 
@@ -43,8 +43,9 @@ def bandwidth(data, ctx):
     if copy:
         ax.axhline(100.0, color="#444444", linewidth=1.0)
         ax.axhline(100.0 * TARGET_FRACTION, color="#444444", linewidth=0.8, linestyle=":")
-        ax.text(timed["rows"].min(), 100.0, f" measured copy: {copy:,.0f} GB/s", va="bottom", fontsize=8)
-        ax.text(timed["rows"].min(), 100.0 * TARGET_FRACTION, f" target: {TARGET_FRACTION:.0%} of copy",
+        ax.text(timed["rows"].min(), 100.0, " " + ctx.said(claim("copy_line", copy=copy)), va="bottom", fontsize=8)
+        target = " " + ctx.said(claim("target_line", fraction=TARGET_FRACTION))
+        ax.text(timed["rows"].min(), 100.0 * TARGET_FRACTION, target,
                 va="bottom", fontsize=8)
         ax.set_ylim(0, 110)
         ax.set_ylabel("% of the measured copy bandwidth")
@@ -52,7 +53,7 @@ def bandwidth(data, ctx):
         ax.set_ylim(bottom=0)
         ax.set_ylabel("achieved GB/s (bytes read + written / median time)")
     ax.set_xscale("log")
-    ax.set_xlabel(f"rows (batch x tokens), hidden {HIDDEN}")
+    ax.set_xlabel(ctx.said(claim("rows_axis", hidden=HIDDEN)))
     plots.legend_outside(ax)  # right of the axes: the curves fill the whole plot
     plots.titled(fig, "LayerNorm: achieved bandwidth vs rows" + (", % of copy" if copy else ""), data.tprov)
     ctx.figure("layernorm_gbps", fig, claim("gbps_caption" if copy else "gbps_caption_no_ceiling", hidden=HIDDEN,
@@ -73,8 +74,9 @@ def speedup(data, ctx):
 
 def ladder_steps(data, ctx):
     """The ladder's steps at the target sizes (plots.ladder_figure)."""
-    fig = plots.ladder_figure(data.steps, data.key_rows, data.at, data.library, lambda r: f"{r} rows",
-                              f"LayerNorm: the ladder at hidden {HIDDEN} ({data.flush_text})", data.tprov)
+    title = ctx.said(claim("ladder_steps_title", hidden=HIDDEN, flush=data.flush_said))
+    fig = plots.ladder_figure(data.steps, data.key_rows, data.at, data.library,
+                              lambda r: ctx.said(claim("rows_tick", rows=r)), title, data.tprov)
     if fig is None:
         ctx.missing("figure", "layernorm_ladder_steps", NOT_TIMED)
         return

@@ -105,7 +105,7 @@ def headline(data, ctx):
         return
     judged, at, lib = data.judged, data.at, data.library
     anchors = [a for a in (GRAPH, EAGER) if np.isfinite(at(a, big, table=judged))]
-    ctx.headline(family="LayerNorm", shape=f"{big} x {HIDDEN} (rows x hidden)",
+    ctx.headline(family="LayerNorm", shape=ctx.said(claim("headline_shape", rows=big, hidden=HIDDEN)),
                  fastest=top["version"], fastest_us=float(top["median_us"]),
                  library=lib, library_us=at(lib, big, table=judged) if lib else np.nan,
                  anchors=[(label(a), at(a, big, table=judged)) for a in anchors],

@@ -39,16 +39,16 @@ def time_vs_batch(data, ctx):
             ax.set_xticks(ticks, [str(b) for b in ticks])
             ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
             tokens = d0["rows"].iloc[0] / d0["batch"].iloc[0]
-            ax.set_xlabel(f"batch ({tokens:.0f} tokens per image)")
-            ax.set_title(f"{image} x {image} px, hidden {HIDDEN}")
+            ax.set_xlabel(ctx.said(claim("batch_axis", tokens=tokens)))
+            ax.set_title(ctx.said(claim("image_panel", image=image, hidden=HIDDEN)))
         axes[0][0].set_ylabel("median time per call (us)")
-        axes[1][0].set_ylabel(f"time / {GEMM} (linear)")
+        axes[1][0].set_ylabel(ctx.said(claim("vs_gemm_axis", gemm=GEMM)))
         # The target's line is named in the legend: a label on it would sit on the versions' lines.
         target = plt.Line2D([], [], color="#444444", linewidth=0.8, linestyle="--",
                             label=ctx.said(claim("target_line_label", target=TARGET_GEMM_RATIO, gemm=GEMM)))
         fig.legend(handles=[plt.Line2D([], [], label=label(v), **style_s[v]) for v in order_s] + [target],
                    loc="lower center", ncol=min(len(order_s) + 1, 4), bbox_to_anchor=(0.5, -0.02))
-        plots.titled(fig, f"MLP: median time per call vs batch ({S.flush_text})", sweep_tprov)
+        plots.titled(fig, ctx.said(claim("time_title", flush=S.flush_text)), sweep_tprov)
         fig.tight_layout(rect=(0, 0.08, 1, 1))
         ctx.figure("mlp_time", fig, claim("time_caption", hidden=HIDDEN, mlp=4 * HIDDEN, target=TARGET_GEMM_RATIO,
                                           flush=S.flush_text, left_out=data.sweep_left_out, prov=sweep_prov))
@@ -90,11 +90,11 @@ def throughput(data, ctx):
         if sweep_ceiling:
             ax.axhline(sweep_ceiling, color="#444444", linewidth=1.0)
             ax.text(S.vb["rows"].min(), sweep_ceiling,
-                    f" measured fp16 GEMM ceiling {sweep_ceiling:,.0f} TFLOP/s", va="bottom",
+                    " " + ctx.said(claim("ceiling_line", tflops=sweep_ceiling)), va="bottom",
                     fontsize=8)
         ax.set_xscale("log")
         ax.set_ylim(bottom=0)
-        ax.set_xlabel(f"rows (batch x tokens, 224 and 384 px), hidden {HIDDEN}")
+        ax.set_xlabel(ctx.said(claim("rows_both_sizes_axis", hidden=HIDDEN)))
         ax.set_ylabel("TFLOP/s (4 x rows x hidden x 4 hidden / median time)")
         ax.legend(ncol=2, loc="lower right")  # curves rise from the lower left: keep it clear
         plots.titled(fig, "MLP: throughput of the two GEMMs' flops vs rows", sweep_tprov)
@@ -112,7 +112,7 @@ def speedup(data, ctx):
     baselines = [b for b in (UNFUSED, GRAPH) if b in set(S.vb["version"])]
     if baselines:
         fig = plots.speedup_panels(S.vb, order_s, baselines, label, style_s,
-                                f"rows (batch x tokens), hidden {HIDDEN}")
+                                ctx.said(claim("rows_axis", hidden=HIDDEN)))
         plots.titled(fig, "MLP: speedup per rows (above 1 = faster than the baseline)", sweep_tprov)
         ctx.figure("mlp_speedup", fig, claim("speedup_caption", hidden=HIDDEN, baselines=[label(b) for b in baselines],
                                              left_out=data.sweep_left_out, prov=sweep_prov))
@@ -147,8 +147,9 @@ def ladder(data, ctx):
                         rounds=rounds_caption, steps_chain=" -> ".join(steps), gemm=GEMM, flush=flush_text, prov=prov))
         fp16_steps = [v for v in steps if not is_fp8(v)]
         fig = plots.ladder_figure(fp16_steps, key_rows, lambda v, r, col: at(v, r, col),
-                                  GEMM if GEMM in order else None, lambda r: f"{r} rows",
-                                  f"MLP: the fp16 ladder at hidden {HIDDEN} ({flush_text})", ctx.title_provenance(),
+                                  GEMM if GEMM in order else None, lambda r: ctx.said(claim("rows_tick", rows=r)),
+                                  ctx.said(claim("ladder_steps_title", hidden=HIDDEN, flush=flush_text)),
+                                  ctx.title_provenance(),
                                   parents=PARENTS)
         if fig is not None:
             ctx.figure("mlp_ladder_steps", fig,

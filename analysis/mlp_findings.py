@@ -370,9 +370,9 @@ def headline(data, ctx):
             top = own.idxmin()
             shown = d[d["version"].isin([top, GEMM, GRAPH, EAGER])]
             return own[top] / med[GEMM], dict(
-                family="MLP", shape=f"{big} x {HIDDEN} (rows x hidden), mlp {4 * HIDDEN}, fp16",
+                family="MLP", shape=ctx.said(claim("headline_shape", rows=big, hidden=HIDDEN, mlp=4 * HIDDEN)),
                 fastest=top, fastest_us=float(own[top]),
-                library=f"{GEMM} (the two plain GEMMs)", library_us=float(med[GEMM]),
+                library=ctx.said(claim("headline_library", gemm=GEMM)), library_us=float(med[GEMM]),
                 anchors=[(label(a), float(med[a])) for a in (GRAPH, EAGER) if a in med.index],
                 measured_in=folder, run_ids=rundata.run_ids_of(shown))
 

@@ -209,8 +209,9 @@ def every_version(data, ctx):
             ax.axvline(1.0, color="#444444", linewidth=0.8)
             ax.axvline(TARGET_GEMM_RATIO, color="#444444", linewidth=0.8, linestyle=":")
             if ax is axes[0, 0]:
-                ax.text(1.0, -0.9, f"{GEMM} ", ha="right", va="bottom", fontsize=8)
-                ax.text(TARGET_GEMM_RATIO, -0.9, f" target {TARGET_GEMM_RATIO:.2f}x", ha="left", va="bottom", fontsize=8)
+                ax.text(1.0, -0.9, GEMM + " ", ha="right", va="bottom", fontsize=8)
+                target = " " + ctx.said(claim("versions_target", ratio=TARGET_GEMM_RATIO))
+                ax.text(TARGET_GEMM_RATIO, -0.9, target, ha="left", va="bottom", fontsize=8)
             ax.set_yticks(range(len(r)), list(r.index), fontsize=8)
             ax.invert_yaxis()
             ax.set_xlim(0, top * 1.15)
@@ -218,9 +219,9 @@ def every_version(data, ctx):
         from matplotlib.patches import Patch
         kinds = [k for k in VERSION_KIND_COLORS if any(version_kind(v) == k for _, r in panels for v in r.index)]
         plots.legend_outside(axes[0, 0], handles=[Patch(color=VERSION_KIND_COLORS[k], label=k) for k in kinds])
-        axes[-1, 0].set_xlabel(f"time per call / {GEMM}'s in the same sitting, {VERSIONS_ROWS} x {HIDDEN} rows")
-        plots.titled(fig, "MLP: every version against the two plain GEMMs, sitting by sitting",
-                     f"{rundata.gpu_of(run)}, one sitting a panel (its run folder above it)")
+        axes[-1, 0].set_xlabel(ctx.said(claim("versions_axis", gemm=GEMM, rows=VERSIONS_ROWS, hidden=HIDDEN)))
+        plots.titled(fig, ctx.said(claim("versions_title")),
+                     ctx.said(claim("versions_title_provenance", gpu=rundata.gpu_of(run))))
         fig.tight_layout()
         ctx.figure("mlp_versions", fig,
                    claim("versions_caption", rows=VERSIONS_ROWS, hidden=HIDDEN, mlp=4 * HIDDEN, gemm=GEMM,

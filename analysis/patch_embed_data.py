@@ -12,7 +12,7 @@ import pandas as pd
 
 from analysis import plots
 from studylib import catalog, formatting, notebook, rundata
-from studylib.claims import flush_setting, say
+from studylib.claims import claim, flush_setting, say
 
 FAMILY = "patch_embed"
 
@@ -140,8 +140,7 @@ class PatchEmbedData:
 
     def stream_label(self, n):
         n = int(n)
-        return f"{n} streams (one per SM)" if n in self.sm_counts and n > 32 else \
-            f"{n} stream{'s' if n != 1 else ''}"
+        return say(claim("stream_count", streams=n, per_sm=n in self.sm_counts and n > 32, plural=n != 1), FAMILY)
 
     def plot_version(self, ax, d, v, x, y="median_us", **extra):
         """A version's line; an anchor's markers filled where its CUDA graph was the faster."""

@@ -58,14 +58,13 @@ def image_size(data, ctx):
                 ax.set_yscale("log")
             else:
                 ax.set_ylim(0, None)
-            ax.set_title(f"{m}, batch 1: {what}", fontsize=8)
+            ax.set_title(ctx.said(claim("image_size_panel", model=m, what=what)), fontsize=8)
             if row == len(rows_of) - 1:
-                ax.set_xlabel(f"image size (px), {m} (hidden {data.hidden_of[m]})")
+                ax.set_xlabel(ctx.said(claim("image_size_axis", model=m, hidden=data.hidden_of[m])))
         axes[row][0].set_ylabel("median time per call (us)")
         plots.legend_outside(axes[row][-1], handles=data.legend_handles([v for v in versions if v in shown]),
                              fontsize=8)
-    plots.titled(fig, f"Patch embedding: time per call vs image size, batch 1 ({data.flush_text})",
-                 ctx.title_provenance())
+    plots.titled(fig, ctx.said(claim("image_size_title", flush=data.flush_said)), ctx.title_provenance())
     fig.tight_layout()
     ctx.figure(f"{FAMILY}_image_size", fig, claim("image_size_caption", flush=data.flush_said, prov=ctx.provenance()))
 
@@ -95,15 +94,14 @@ def streams(data, ctx, sr):
             data.plot_version(ax, at_shape[at_shape["version"] == w], w, "batch", linestyle=":")
         pow2_ticks(ax, sd3["batch"])
         ax.set_yscale("log")
-        ax.set_xlabel(f"batch ({sm}, {simage} px)")
+        ax.set_xlabel(ctx.said(claim("streams_batch_axis", model=sm, image=simage)))
         ax.set_title(v)
     axes[0][0].set_ylabel("median time per call (us)")
     handles = [plt.Line2D([], [], color=colors[n], marker=markers[n], label=data.stream_label(n))
                for n in counts]
-    handles += [plt.Line2D([], [], label=f"{w} (1 stream, host sync per launch)",
+    handles += [plt.Line2D([], [], label=ctx.said(claim("synced_label", version=w)),
                            **dict(style[w], linestyle=":")) for w in side]
-    plots.titled(fig, f"Patch embedding: v3 time per call vs batch, stream count varied "
-                   f"({sm}, {simage} px)", ctx.title_provenance())
+    plots.titled(fig, ctx.said(claim("streams_title", model=sm, image=simage)), ctx.title_provenance())
     shared_legend(fig, handles, bottom=0.2)
     ctx.figure(f"{FAMILY}_streams", fig, claim("streams_caption", versions=list(sv), model=sm, image=simage,
                                                side=list(side), flush=data.flush_said, prov=ctx.provenance()))
@@ -126,21 +124,21 @@ def streams_count(data, ctx, sr):
             if len(d) < 2:
                 continue
             ax.plot(d["streams"], d["median_us"], color=bcolors[b], marker="o",
-                    label=f"batch {b}")
+                    label=ctx.said(claim("at_batch", batch=b)))
             k, kt, _, _ = knee(d)
             ax.plot([k], [kt], linestyle="none", marker="o", markersize=11,
                     markerfacecolor="none", color=bcolors[b])
         pow2_ticks(ax, counts)
         ax.set_yscale("log")
-        ax.set_xlabel(f"streams ({sm}, {simage} px)")
+        ax.set_xlabel(ctx.said(claim("streams_axis", model=sm, image=simage)))
         ax.set_title(v)
     axes[0][0].set_ylabel("median time per call (us)")
-    handles = [plt.Line2D([], [], color=bcolors[b], marker="o", label=f"batch {b}")
+    handles = [plt.Line2D([], [], color=bcolors[b], marker="o", label=ctx.said(claim("at_batch", batch=b)))
                for b in batches3]
     handles.append(plt.Line2D([], [], linestyle="none", marker="o", markersize=11,
                               markerfacecolor="none", color="#444444",
-                              label=f"knee: fewest streams within {KNEE:.0%} of the fastest"))
-    plots.titled(fig, f"Patch embedding: v3 time per call vs stream count ({sm}, {simage} px)", ctx.title_provenance())
+                              label=ctx.said(claim("knee_label", within=KNEE))))
+    plots.titled(fig, ctx.said(claim("streams_count_title", model=sm, image=simage)), ctx.title_provenance())
     shared_legend(fig, handles, bottom=0.18, ncol=5)
     ctx.figure(f"{FAMILY}_streams_count", fig, claim("streams_count_caption", versions=list(sv), model=sm, image=simage,
                                                      knee=KNEE, flush=data.flush_said, prov=ctx.provenance()))
@@ -165,10 +163,9 @@ def batch(data, ctx):
         pow2_ticks(ax, d0["batch"])
         ax.set_yscale("log")
         ax.set_xlabel("batch")
-        ax.set_title(f"{MAIN_MODEL}, {image} px ({(image // 16) ** 2} patches)")
+        ax.set_title(ctx.said(claim("batch_panel", model=MAIN_MODEL, image=image, patches=(image // 16) ** 2)))
     axes[0][0].set_ylabel("median time per call (us)")
-    plots.titled(fig, f"Patch embedding: time per call vs batch, {MAIN_MODEL} ({data.flush_text})",
-                 ctx.title_provenance())
+    plots.titled(fig, ctx.said(claim("batch_title", model=MAIN_MODEL, flush=data.flush_said)), ctx.title_provenance())
     shared_legend(fig, data.legend_handles([v for v in gemm_versions if v in shown]), bottom=0.2)
     ctx.figure(f"{FAMILY}_batch", fig,
                claim("batch_caption", model=MAIN_MODEL, hidden=data.hidden_of.get(MAIN_MODEL, 768),
@@ -213,8 +210,8 @@ def speedup(data, ctx, ladder):
     left.set_yscale("log")
     left.set_xticks(range(len(steps_all)))
     left.set_xticklabels(steps_all, rotation=35, ha="right", fontsize=9)
-    left.set_title(f"speedup over {CPU} (log axis)", fontsize=10)
-    left.set_ylabel(f"{CPU} time / version time")
+    left.set_title(ctx.said(claim("speedup_left_title", cpu=CPU)), fontsize=10)
+    left.set_ylabel(ctx.said(claim("speedup_left_axis", cpu=CPU)))
     right.set_yticks(range(len(near_one)))
     right.set_yticklabels(near_one, fontsize=9)
     right.invert_yaxis()
@@ -246,7 +243,7 @@ def peak_share(data, ctx):
                     claim("no_gemm_ceiling" if len(rl) else "no_tflops", model=MAIN_MODEL))
         return
     fig = plots.peak_share_figure(rl, data.order, data.style, label, gemm_ceiling, "measured fp16 GEMM ceiling",
-                                  f"Patch embedding: share of the tensor-core ceiling on {MAIN_MODEL}",
+                                  ctx.said(claim("peak_share_title", model=MAIN_MODEL)),
                                   ctx.title_provenance())
     ctx.figure(f"{FAMILY}_peak_share", fig,
                claim("peak_share_caption", shapes=[shape_text(*sh) for sh in rl_shapes], ceiling=gemm_ceiling, cpu=CPU,

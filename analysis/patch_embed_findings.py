@@ -194,7 +194,7 @@ def headline(judged, ctx):
     shown = jb[(jb["model"] == MAIN_MODEL) & (jb["image_size"] == KEY_IMAGE) & (jb["batch"] == CONV_BATCH)
                & jb["version"].isin([top["version"], CUDNN, *anchors])]
     ctx.headline(family="Patch embedding",
-                 shape=f"{MAIN_MODEL}, batch {CONV_BATCH}, {KEY_IMAGE} px",
+                 shape=ctx.said(claim("headline_shape", model=MAIN_MODEL, batch=CONV_BATCH, image=KEY_IMAGE)),
                  fastest=top["version"], fastest_us=float(top["median_us"]),
                  library=CUDNN if CUDNN in judged.order else None,
                  library_us=judged.at(CUDNN, MAIN_MODEL, KEY_IMAGE, CONV_BATCH),

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 
 from analysis import plots
 from analysis.patch_embed_data import FAMILY, STREAM_VERSIONS, TIMELINE_COLUMNS, TIMELINE_FILE, V3
-from studylib import formatting, rundata
+from studylib import rundata
 from studylib.claims import claim
 
 
@@ -88,12 +88,12 @@ def timeline_figure(data, ctx):
             if n_lanes <= 16:
                 ax.set_yticks(sorted(d["stream"].unique()))
             ax.set_xlabel("time since the first launch (us)")
-            ax.set_title(f"{v}, {data.stream_label(n)}\n{len(d)} launches in {formatting.fmt_us(span)} us, "
-                         f"at most {spans[-1][4]} at once", fontsize=8)
+            ax.set_title(v + ", " + data.stream_label(n) + "\n"
+                         + ctx.said(claim("timeline_panel", launches=len(d), us=span, at_once=spans[-1][4])), fontsize=8)
             ax.grid(axis="y", visible=False)
         axes[0][0].set_ylabel("stream (one lane each)")
-        plots.titled(fig, f"Patch embedding: per-launch timeline of v3 (batch {tb}, {ti} px, hidden {th})",
-                  source.title_provenance(FAMILY))
+        plots.titled(fig, ctx.said(claim("timeline_title", batch=tb, image=ti, hidden=th)),
+                     source.title_provenance(FAMILY))
         fig.tight_layout()
         ctx.figure(f"{FAMILY}_timeline", fig,
                    # The probe's table records no run id: the folder's own rows give the sitting.

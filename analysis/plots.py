@@ -9,7 +9,7 @@ import pandas as pd
 from studylib.catalog import is_anchor, is_library
 from studylib import notebook
 from studylib.notebook import FIGURE_DPI
-from studylib.claims import claim
+from studylib.claims import claim, say
 
 # Own versions: distinguishable colours in ladder order; red is kept for the library version
 # and dark colours for the PyTorch anchors so the eye finds the baselines at once in every
@@ -166,7 +166,7 @@ def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], 
         ax.axhline(1.0, color="#444444", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_xlabel(xlabel)
-        ax.set_title(f"vs {label(b)}")
+        ax.set_title(say(claim("vs_baseline", baseline=label(b))))
     axes[0][0].set_ylabel("speedup (baseline time / version time)")
     # Each panel omits its own baseline, so the legend is shared.
     fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],
@@ -259,8 +259,8 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
         else:
             ax.set_xlim(0, max(finite[n]) * 1.6)
         # Two lines: side by side, three panels' one-line titles run into each other.
-        ax.set_title(size_label(n) + (f"\ndashed: {reference}, {ref:,.1f} us" if np.isfinite(ref) else ""),
-                     fontsize=9)
+        dashed = "\n" + say(claim("ladder_reference", reference=reference, us=ref)) if np.isfinite(ref) else ""
+        ax.set_title(size_label(n) + dashed, fontsize=9)
         ax.set_xlabel("median time per call (us)" + (", log axis" if logs[n] else ""))
     axes[0][0].set_yticks(range(len(steps)), steps)
     axes[0][0].set_ylim(len(steps) - 0.4, -0.6)
@@ -271,7 +271,7 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
             if np.isfinite(refs[n]):
                 ax.axvline(refs[n], color="#444444", linestyle="--", linewidth=1.0)
             ax.set_xlim(0, top * 1.6)
-            ax.set_title(f"{size_label(n)}: the fastest steps", fontsize=9)
+            ax.set_title(say(claim("ladder_fastest", size=size_label(n))), fontsize=9)
             ax.set_xlabel("median time per call (us)")
         axes[1][0].set_yticks(range(len(fast)), [steps[i] for i in fast])
         axes[1][0].set_ylim(len(fast) - 0.4, -0.6)
@@ -308,7 +308,7 @@ def peak_share_figure(points: pd.DataFrame, order: list[str], style: dict, label
     ax.set_yticks(range(len(versions)), [label(v) for v in versions], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
-    ax.set_xlabel(f"achieved TFLOP/s, % of the {ceiling_name} ({ceiling:,.0f} TFLOP/s)")
+    ax.set_xlabel(say(claim("peak_share_axis", ceiling_name=ceiling_name, ceiling=ceiling)))
     legend_outside(ax, fontsize=8)
     titled(fig, what, provenance)
     fig.tight_layout()

@@ -141,9 +141,11 @@ def flush_setting(flush) -> Claim:
     return claim({0.0: "flush_off", 1.0: "flush_on"}.get(flush, "flush_unknown"))
 
 
-def say(c: Claim, family: str) -> str:
+def say(c: Claim, family: str | None = None) -> str:
     """One claim's sentence through the family's sentences (for text outside a context: a figure's
-    title, a data class's field)."""
+    title, a data class's field); without a family, through the shared ones (common.md) alone."""
+    if family is None:
+        return render([c], load(SENTENCES / "common.md"), str(SENTENCES / "common.md"))[0]
     return render([c], family_sentences(family), str(sentence_file(family)))[0]
 
 

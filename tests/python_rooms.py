@@ -8,7 +8,8 @@ listed in SPLIT_PENDING, which may only shrink; no function of analysis/ is long
 MAX_FUNCTION_LINES (one finding, figure or table a function); and no notebook's cells share a single-letter
 global (a `t` set in one cell and read in another: give the section a function, or the value a
 name); and the notebooks in PROSE_AS_CLAIMS write no report sentence in code (findings through
-ctx.claims, targets through ctx.judge, captions and reasons as claim records: studylib/claims.py).
+ctx.claims, targets through ctx.judge, captions, reasons, titles and labels as claim records:
+studylib/claims.py; an f-string of FSTRING_WORDS words or more is such a sentence).
 Usage: python_rooms.py REPO_ROOT"""
 import ast
 import re
@@ -38,8 +39,14 @@ PROSE_AS_CLAIMS = {
     "analysis/layernorm_findings.py", "analysis/layernorm_tables.py", "analysis/mlp.py", "analysis/mlp_data.py",
     "analysis/mlp_figures.py", "analysis/mlp_findings.py", "analysis/mlp_side.py", "analysis/patch_embed.py",
     "analysis/patch_embed_costs.py", "analysis/patch_embed_data.py", "analysis/patch_embed_figures.py",
-    "analysis/patch_embed_findings.py", "analysis/patch_embed_tables.py", "analysis/patch_embed_timeline.py"}
+    "analysis/patch_embed_findings.py", "analysis/patch_embed_tables.py", "analysis/patch_embed_timeline.py",
+    "analysis/plots.py"}
 SENTENCE_ARG = {"figure": 2, "table": 2, "missing": 2}  # the index of ctx.<method>'s caption or reason
+# An f-string whose own text holds this many words is a sentence (a title, an axis, a legend entry):
+# it belongs in a sentence file. Fewer is a table's column name or a number's unit; an exception's
+# message is the code's own voice, not the report's.
+FSTRING_WORDS = 3
+WORD = re.compile(r"(?<![\w/.])[A-Za-z]{2,}(?![\w/.])")
 SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\s*\(|\[[^\]]*\]\s*=|\s*\+=)")
 
 
@@ -63,6 +70,12 @@ def prose_in_code(tree):
         i = SENTENCE_ARG.get(name)
         if i is not None and len(node.args) > i and isinstance(node.args[i], (ast.Constant, ast.JoinedStr, ast.BinOp)):
             yield node.lineno, f"ctx.{name}'s caption or reason is written in code: make it a claim record"
+    raised = {id(m) for node in ast.walk(tree) if isinstance(node, ast.Raise) for m in ast.walk(node)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and id(node) not in raised:
+            text = " ".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            if len(WORD.findall(text)) >= FSTRING_WORDS:
+                yield node.lineno, "a sentence as an f-string: make it a claim record (ctx.said, claims.say)"
 
 
 def shared_single_letters(text, tree):

@@ -76,22 +76,15 @@ widths = mlp_figures.widths(data, ctx)
 algorithms = mlp_side.cublaslt_algorithms(data, ctx)
 
 # %% [markdown]
-# ## Our own ping-pong GEMM against cuBLASLt's epilogues
-#
-# experiments/specs/mlp_pingpong.toml, a side experiment kept in the run's mlp_pingpong/
-# sub-folder: pingpong_epilogue and pingpong_gemm_only (our warp-specialized ping-pong kernel,
-# with and without its fused epilogues) beside fused_epilogue, gemm_only and PyTorch's graph.
-
-# %%
-pingpong = mlp_side.pingpong(data, ctx)
-
-# %% [markdown]
 # ## The side experiments' comparisons, as their specs declare them
 #
 # A side experiment's spec (experiments/specs/*.toml, side_experiment = true) may declare a
 # comparison: against which step its table sets which versions, whose SM clocks and whose
-# throughput it shows, and its caption. Each is read from this run's sub-folder of it, or else from
-# the newest run beside it on this GPU that measured it: mlp_cutlass (cutlass_epilogue and
+# throughput it shows, which ratios of two versions it names, and its caption. Each is read from
+# this run's sub-folder of it, or else from the newest run beside it on this GPU that measured it:
+# mlp_pingpong (pingpong_epilogue and pingpong_gemm_only, our warp-specialized ping-pong kernel
+# with and without its fused epilogues, beside fused_epilogue, gemm_only and PyTorch's graph: each
+# epilogue's cost within its own kernel), mlp_cutlass (cutlass_epilogue and
 # cutlass_epilogue_erf on the CUTLASS layer, fastest_epilogue on the faster of CUTLASS and cuBLASLt
 # per GEMM, fused_epilogue, gemm_only and PyTorch's MLP in a CUDA graph) and mlp_fp8 (fp8_tensor:
 # both GEMMs in E4M3 on cuBLASLt, per-tensor weight scales, static activation scales; beside
@@ -100,7 +93,7 @@ pingpong = mlp_side.pingpong(data, ctx)
 
 # %%
 sides = mlp_side.comparisons(data, ctx)
-cutlass = sides.get("mlp_cutlass")
+cutlass, pingpong = sides.get("mlp_cutlass"), sides.get("mlp_pingpong")
 
 # %% [markdown]
 # ## Every MLP version against the two plain GEMMs, sitting by sitting

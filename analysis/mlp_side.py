@@ -12,7 +12,7 @@ import pandas as pd
 
 from analysis import plots
 from analysis.mlp_data import (
-    DEFAULT_SETTING, FUSED, GEMM, GRAPH, HIDDEN, KEY_ROWS, LADDER, TARGET_GEMM_RATIO, is_fp8)
+    DEFAULT_SETTING, FUSED, GEMM, HIDDEN, KEY_ROWS, LADDER, TARGET_GEMM_RATIO, is_fp8)
 from studylib import catalog, formatting, rundata, specs
 from studylib.claims import claim, flush_setting, say
 
@@ -81,35 +81,6 @@ def cublaslt_algorithms(data, ctx):
     return algos
 
 
-def pingpong(data, ctx):
-    """Our own ping-pong GEMM against cuBLASLt's epilogues."""
-    run = data.run
-    pp = side_experiment(run, "mlp_pingpong", elsewhere=True)
-    if pp is not None and len(pp):
-        w = pp.pivot_table(index="rows", columns="version", values="median_us", aggfunc="median")
-        w = w.reset_index()
-        cols = {"rows": "rows"}
-        for v in (PING, PING_GEMM, FUSED, GEMM, GRAPH):
-            if v in w:
-                cols[v] = f"{v} us"
-        show = w[list(cols)].rename(columns=cols)
-        if PING in w and PING_GEMM in w:
-            show["own epilogue cost"] = w[PING] / w[PING_GEMM]
-        if FUSED in w and GEMM in w:
-            show["cuBLASLt epilogue cost"] = w[FUSED] / w[GEMM]
-        if PING_GEMM in w and GEMM in w:
-            show["own GEMM / cuBLASLt"] = w[PING_GEMM] / w[GEMM]
-        fmts = {c: formatting.fmt_us for c in show.columns if c.endswith(" us")}
-        fmts.update({"rows": formatting.fmt_int, "own epilogue cost": formatting.fmt_ratio,
-                     "cuBLASLt epilogue cost": formatting.fmt_ratio, "own GEMM / cuBLASLt": formatting.fmt_ratio})
-        ctx.table("mlp_pingpong", formatting.markdown_table(show, fmts),
-                  claim("pingpong_caption", hidden=HIDDEN, folder=rundata.show_path(pp.attrs['folder']), ping=PING,
-                        ping_gemm=PING_GEMM, fused=FUSED, gemm=GEMM, prov=rundata.Run(pp.attrs['folder'], pp).provenance()))
-    else:
-        ctx.missing("table", "mlp_pingpong", claim("no_pingpong"))
-    return pp
-
-
 def side_comparison(data, ctx, name, c):
     """Side experiment `name`'s declared comparison `c` (its spec's [comparison]): a table, one row
     per (rows, version) for `against`, the step and the anchors the rows have: the median across
@@ -125,6 +96,9 @@ def side_comparison(data, ctx, name, c):
         return None
     anchors = [v for v in dict.fromkeys(d["version"]) if catalog.is_anchor(v) and v not in c["against"]]
     shown = [v for v in c["against"] if v != step] + [step] + anchors
+    if c["ratios"]:
+        ratios_table(ctx, name, table, c, d, shown)
+        return d
     med = d.groupby(["rows", "version"])["median_us"].agg(["median", "min", "max"])
     clock = d.groupby(["rows", "version"])["sm_clock_mhz"].median()
     tfl = d.groupby(["rows", "version"])["tflops"].median()
@@ -156,6 +130,26 @@ def side_comparison(data, ctx, name, c):
               why=skipped["note"].iloc[0].split(" [")[0] if len(skipped) else None,
               prov=rundata.Run(d.attrs["folder"], d).provenance()), section=c["title"])
     return d
+
+
+def ratios_table(ctx, name, table, c, d, shown):
+    """A comparison that declares `ratios`: one row per size, each shown version's median time
+    across the rounds, then each named ratio of two versions' times (a kernel against its sibling,
+    as the ping-pong GEMM's epilogue cost is its MLP over its own two plain GEMMs)."""
+    w = d.pivot_table(index="rows", columns="version", values="median_us", aggfunc="median")
+    show = pd.DataFrame({"rows": w.index})
+    for v in [v for v in shown if v in w]:
+        show[f"{v} us"] = w[v].to_numpy()
+    for column, v, over in c["ratios"]:
+        if v in w and over in w:
+            show[column] = (w[v] / w[over]).to_numpy()
+    fmts = {col: formatting.fmt_us for col in show.columns if col.endswith(" us")}
+    fmts.update({"rows": formatting.fmt_int, **{r[0]: formatting.fmt_ratio for r in c["ratios"]}})
+    ctx.table(table, formatting.markdown_table(show, fmts),
+              claim("side_ratios_caption", caption=c["caption"].format(hidden=HIDDEN), name=name,
+                    folder=rundata.show_path(d.attrs["folder"]),
+                    ratios=[claim("ratio_column", column=col, version=v, over=over) for col, v, over in c["ratios"]],
+                    prov=rundata.Run(d.attrs["folder"], d).provenance()), section=c["title"])
 
 
 def comparisons(data, ctx):

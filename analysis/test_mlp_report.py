@@ -201,6 +201,35 @@ class MlpSideComparison(unittest.TestCase):
             self.assertIn("| 0.60x |", rows["fp8_tensor"])
             self.assertIn("| 1.00x |", rows["gemm_only"])
 
+    def test_named_ratios_from_its_spec(self):
+        """mlp_pingpong.toml names ratios of two versions: each is its column, numerator over
+        denominator, beside every version's time at each size."""
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d) / "results"
+            run = synthetic.write_mlp_run(results / "b_mlp")
+            gemm = next(r for r in read_rows(run / "mlp.csv") if r["status"] == "ok" and r["hidden"] == "768"
+                        and int(r["batch"]) * int(r["tokens"]) == 50432 and r["version"] == "gemm_only")
+            us = float(gemm["median_us"])
+            side = run / "mlp_pingpong"  # the synthetic run's own rows of it, replaced
+            side.mkdir(exist_ok=True)
+            times = {"gemm_only": 1.0, "pingpong_gemm_only": 1.2, "pingpong_epilogue": 1.32, "fused_epilogue": 1.05}
+            with open(side / "mlp_pingpong.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(gemm))
+                w.writeheader()
+                w.writerows([dict(gemm, version=v, median_us=str(us * x)) for v, x in times.items()])
+            out = Path(d) / "out"
+            res = build("--results", results, "--out", out)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            table = (out / "tables" / "mlp_pingpong.md").read_text()
+            head = next(l for l in table.splitlines() if l.startswith("| rows"))
+            columns = [c.strip() for c in head.strip("|").split("|")]
+            self.assertEqual(columns, ["rows", "pingpong_epilogue us", "pingpong_gemm_only us", "fused_epilogue us",
+                                       "gemm_only us", "own epilogue cost", "cuBLASLt epilogue cost",
+                                       "own GEMM / cuBLASLt"])
+            row = next(l for l in table.splitlines() if l.startswith("| 50432"))
+            self.assertEqual([c.strip() for c in row.strip("|").split("|")][-3:], ["1.10x", "1.05x", "1.20x"])
+            self.assertIn("own epilogue cost = pingpong_epilogue / pingpong_gemm_only", table)
+
 class MlpTargetsSitting(unittest.TestCase):
     """A newer MLP run that times only the target rows (every version, FP8 included) beside an
     older full sweep on the same GPU: the section's tables, targets and README line come from

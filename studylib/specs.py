@@ -73,7 +73,7 @@ SPEC_KEYS = {
 # notebook draws every declared comparison with one function, so a new measured comparison needs
 # a spec and no code.
 COMPARISON_KEYS = {"step": str, "against": list, "clocks": list, "caption": str, "title": str, "figure": bool,
-                   "tflops": bool}
+                   "tflops": bool, "ratios": list}
 # STUDY_SPECS_DIR: another folder of specs (a test's).
 SPECS_DIR = Path(os.environ.get("STUDY_SPECS_DIR") or EXPERIMENTS / "specs")
 
@@ -226,8 +226,12 @@ def check_comparison(s):
     c.setdefault("figure", False)
     c.setdefault("tflops", False)
     c.setdefault("title", f"{c['step']} against {', '.join(c['against'])}")
+    c.setdefault("ratios", [])
+    for r in c["ratios"]:
+        if not (isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r)):
+            raise SpecError(f"'comparison.ratios' holds [column, version, over version] triples, got {r!r}")
     timed = set(s["versions"]) | set(s["anchors"])
-    for v in [c["step"]] + c["against"] + c["clocks"]:
+    for v in [c["step"]] + c["against"] + c["clocks"] + [v for r in c["ratios"] for v in r[1:]]:
         if not isinstance(v, str) or v not in timed:
             raise SpecError(f"'comparison' names {v!r}, which the spec does not time")
     if c["step"] not in s["versions"]:

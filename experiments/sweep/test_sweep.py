@@ -551,7 +551,13 @@ class SweepTest(SweepCase):
                            ({"side_experiment": "true", "comparison": '{step = "a", against = ["b"]}'},
                             "'comparison' needs 'caption'"),
                            ({"side_experiment": "true", "comparison": '{step = "a", against = ["b"], caption = "x", plot = 1}'},
-                            "'comparison' has unknown key 'plot'")):
+                            "'comparison' has unknown key 'plot'"),
+                           ({"side_experiment": "true",
+                             "comparison": '{step = "a", against = ["b"], caption = "x", ratios = [["c", "a"]]}'},
+                            "'comparison.ratios' holds [column, version, over version] triples"),
+                           ({"side_experiment": "true",
+                             "comparison": '{step = "a", against = ["b"], caption = "x", ratios = [["c", "a", "zzz"]]}'},
+                            "'comparison' names 'zzz'")):
             r = self.run_sweep(self.spec(**kw), check=False)
             self.assertEqual(r.returncode, 2, kw)
             self.assertIn(needle, r.stderr, kw)

@@ -209,13 +209,17 @@ LOG_SPAN, ZOOM_SPAN = 20.0, 3.0
 LADDER_SCALE = claim("ladder_scale", log_span=LOG_SPAN, zoom_span=ZOOM_SPAN)
 
 
-def ladder_bars(ax, steps, times, gains):
-    """Horizontal bars of `times` (us) in ladder order, each labelled with its time and its gain
+def ladder_bars(ax, steps, times, gains, ranges):
+    """Horizontal bars of `times` (us) in ladder order, each with the rounds' range as whiskers
+    (`ranges`: (lo, hi), NaN where one round) and labelled past them with its time and its gain
     over the step above it in the full ladder (`gains`, NaN for none)."""
-    for i, (m, g) in enumerate(zip(times, gains)):
+    for i, (m, g, (lo, hi)) in enumerate(zip(times, gains, ranges)):
         if np.isfinite(m):
-            ax.barh(i, m, color="#4c72b0", alpha=0.85)
-            ax.text(m, i, f" {m:,.1f} us" + (f", {g:.2f}x" if np.isfinite(g) else ""), va="center", fontsize=8)
+            whiskers = np.isfinite(lo) and np.isfinite(hi) and hi > lo
+            ax.barh(i, m, color="#4c72b0", alpha=0.85,
+                    xerr=[[m - lo], [hi - m]] if whiskers else None, error_kw={"elinewidth": 0.8, "capsize": 2})
+            ax.text(hi if whiskers else m, i, f" {m:,.1f} us" + (f", {g:.2f}x" if np.isfinite(g) else ""),
+                    va="center", fontsize=8)
 
 
 def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size_label, what: str,
@@ -232,6 +236,7 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
     if not sizes:
         return None
     times = {n: [at(v, n, "median_us") for v in steps] for n in sizes}
+    ranges = {n: [(at(v, n, "lo_us"), at(v, n, "hi_us")) for v in steps] for n in sizes}
     refs = {n: at(reference, n, "median_us") if reference else np.nan for n in sizes}
     if parents is None:  # a chain: each step over the one above it
         gains = {n: [next((t for t in reversed(ts[:i]) if np.isfinite(t)), np.nan) / m for i, m in enumerate(ts)]
@@ -249,7 +254,7 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
     fig, axes = plt.subplots(rows, len(sizes), figsize=(panels_width(len(sizes), 4.6, 1.4), sum(heights) + 0.4),
                              squeeze=False, sharey="row", gridspec_kw={"height_ratios": heights})
     for ax, n in zip(axes[0], sizes):
-        ladder_bars(ax, steps, times[n], gains[n])
+        ladder_bars(ax, steps, times[n], gains[n], ranges[n])
         ref = refs[n]
         if np.isfinite(ref):
             ax.axvline(ref, color="#444444", linestyle="--", linewidth=1.0)
@@ -266,7 +271,8 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
     axes[0][0].set_ylim(len(steps) - 0.4, -0.6)
     if fast:
         for ax, n in zip(axes[1], sizes):
-            ladder_bars(ax, [steps[i] for i in fast], [times[n][i] for i in fast], [gains[n][i] for i in fast])
+            ladder_bars(ax, [steps[i] for i in fast], [times[n][i] for i in fast], [gains[n][i] for i in fast],
+                        [ranges[n][i] for i in fast])
             top = max([times[n][i] for i in fast if np.isfinite(times[n][i])] + [refs[n] if np.isfinite(refs[n]) else 0])
             if np.isfinite(refs[n]):
                 ax.axvline(refs[n], color="#444444", linestyle="--", linewidth=1.0)

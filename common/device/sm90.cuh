@@ -1,6 +1,7 @@
 // Hopper (sm_90a) building blocks shared by the study's wgmma kernels (attention v7_flash, the
 // MLP's ping-pong GEMM): shared-memory matrix descriptors of 128-byte-swizzled tiles, the
-// asynchronous warpgroup MMA (wgmma) and its fences, mbarriers, and TMA tile loads.
+// asynchronous warpgroup MMA (wgmma) and its fences, mbarriers, TMA tile loads and stores, and
+// thread-block clusters' distributed shared memory.
 // Everything here needs `-arch=sm_90a`; STUDY_WGMMA is defined where the compiler targets it,
 // and code using these must compile to a trap (or nothing) otherwise.
 #pragma once
@@ -231,6 +232,42 @@ __device__ __forceinline__ void bulk_wait_read() {
 template <int kPending>
 __device__ __forceinline__ void bulk_wait() {
   asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Thread-block clusters: this CTA's rank in its cluster, a barrier of every thread of the cluster,
+// this CTA's shared address as another CTA's (mapa), and what distributed shared memory carries
+// there: 4-byte stores and mbarrier arrivals that release them at cluster scope, whose owner's
+// wait acquires them.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_addr(const void* p, uint32_t rank) {
+  uint32_t a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(shared_addr(p)), "r"(rank));
+  return a;
+}
+__device__ __forceinline__ void st_cluster(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = shared_addr(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
 }
 
 // A barrier of `threads` threads (a multiple of 32) under id 1-15 (0 is __syncthreads'): one

@@ -20,9 +20,15 @@
 // shared memory in the tensor map's swizzled layout and stores it by TMA, one bulk store a 64-row
 // tile by each consumer warpgroup's first thread, so that the stores drain while the next task's
 // products run (`stored` then waits for the bulk stores to complete before the hand-off; the
-// tile is written again only once the previous stores have read it). Checked
-// first: the products' sum over every CTA equals the host's (a skipped step or a buffer read before
-// it landed changes it), and with --tasks every stored output tile equals the host's.
+// tile is written again only once the previous stores have read it). `--handoff cluster` keeps the
+// hand-off on chip: CTAs in pairs (clusters of 2), each consumer thread writes its share of the
+// tile into the paired CTA's shared memory (distributed shared memory, one of two buffers a task
+// in turn) and arrives on that CTA's barrier, releasing the writes; a task's consumers wait
+// (acquiring them) for the pair's previous tile before their first step, as a stage of a forward
+// waits for the one before (the tile is not a wgmma operand here: the probe times its arrival).
+// Checked first: the products' sum over every CTA equals the host's (a skipped step or a buffer
+// read before it landed changes it), with --tasks every stored output tile equals the host's, and
+// with `cluster` the tiles received add up to the tiles sent.
 // One CSV row, family `probes`, version `tma_step`; the note gives the time a step takes and the
 // bytes an SM reads a us.
 #include <algorithm>
@@ -45,15 +51,18 @@ constexpr std::size_t kMaxSmem = 227 * 1024;    // a Hopper CTA's (opt-in)
 constexpr int consumer_groups(int rows) { return rows >= 128 ? rows / 128 : 1; }
 constexpr int threads_for(int rows) { return 128 * (1 + consumer_groups(rows)); }
 std::size_t stage_bytes(int rows, bool streamed) { return static_cast<std::size_t>(rows) * kCols * 2 + (streamed ? kTileBytes : 0); }
-// The ring, the resident weight tile, the output tile when stored by TMA, the barriers.
-std::size_t smem_bytes(int rows, int stages, bool streamed, bool tma_store) {
-  return stages * stage_bytes(rows, streamed) + kTileBytes + (tma_store ? rows * kCols * 2 : 0) + (2 * stages + 2) * 8 +
+// The ring, the resident weight tile (not with `cluster`'s streamed weights), the output tile when
+// stored by TMA or `cluster`'s two receiving buffers, the barriers.
+std::size_t smem_bytes(int rows, int stages, bool streamed, bool tma_store, bool cluster) {
+  const std::size_t tile = static_cast<std::size_t>(rows) * kCols * 2;
+  return stages * stage_bytes(rows, streamed) + (cluster && streamed ? 0 : kTileBytes) +
+         (tma_store ? tile : cluster ? 2 * tile : 0) + (2 * stages + 2 + (cluster ? 2 : 0)) * 8 +
          1024;  // +1024: alignment
 }
 
 // How a task hands its output to the next task's inputs (--tasks > 1); see the header.
-enum class Handoff { stored, unfenced, unordered, none };
-constexpr const char* kHandoffNames[] = {"stored", "unfenced", "unordered", "none"};
+enum class Handoff { stored, unfenced, unordered, none, cluster };
+constexpr const char* kHandoffNames[] = {"stored", "unfenced", "unordered", "none", "cluster"};
 
 struct Params {
   int steps, stages;
@@ -63,6 +72,8 @@ struct Params {
   __half* out;      // tasks > 1: each task's output tile stored here, grid x rows x 64
   Handoff handoff;  // tasks > 1
   bool tma_store;   // tasks > 1: the output tile through shared memory and a TMA store
+  bool verify;      // cluster: add every received tile's |values| into *received (the check's launch)
+  float* received;
 };
 
 #ifdef STUDY_WGMMA
@@ -124,12 +135,17 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
   extern __shared__ unsigned char smem_raw[];
   // TMA's 128-byte swizzle and the descriptors key on address bits: 1024-aligned buffers.
   unsigned char* smem = smem_raw + ((1024 - (shared_addr(smem_raw) & 1023)) & 1023);
+  constexpr int kOutBytes = kRows * kCols * 2;
+  const bool cluster = p.handoff == Handoff::cluster;
   unsigned char* w_resident = smem + p.stages * kStageBytes;
-  unsigned char* out_tile = w_resident + kTileBytes;  // tma_store: the task's output, 64-row tiles, 1024-aligned
-  uint64_t* full = reinterpret_cast<uint64_t*>(out_tile + (p.tma_store ? kRows * kCols * 2 : 0));
+  // tma_store: the task's output, 64-row tiles, 1024-aligned; cluster: the two buffers the paired
+  // CTA's tiles arrive in, task by task in turn, in the same layout.
+  unsigned char* out_tile = w_resident + (cluster && kStreamed ? 0 : kTileBytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(out_tile + (p.tma_store ? kOutBytes : cluster ? 2 * kOutBytes : 0));
   uint64_t* empty = full + p.stages;
   uint64_t* w_ready = empty + p.stages;
   uint64_t* task_done = w_ready + 1;  // the consumers stored a task's output (tasks > 1)
+  uint64_t* arrived = task_done + 1;  // cluster, [2]: the paired CTA's tile is in out_tile + b * kOutBytes
   const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform, for wgmma
   if (threadIdx.x == 0) {
     for (int i = 0; i < p.stages; ++i) {
@@ -138,9 +154,11 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
     }
     mbar_init(w_ready, 1);
     mbar_init(task_done, p.tma_store ? kGroups : 4 * kGroups);  // each group's issuer, or every consumer warp
+    if (cluster) mbar_init(&arrived[0], 128 * kGroups), mbar_init(&arrived[1], 128 * kGroups);  // the pair's consumers
     mbar_init_fence();
   }
   __syncthreads();
+  if (cluster) cluster_sync();  // the pair's barriers exist before either arrives on the other's
 
   if (group == 0) {  // the producer: one thread
     if (threadIdx.x != 0) return;
@@ -183,10 +201,23 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
 
   const int c = group - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   float acc[kTilesPerGroup][32];
-  float total = 0.f;
+  float total = 0.f, received = 0.f;
+  // cluster: waits for the paired CTA's tile of its task u (in buffer u % 2, that buffer's
+  // (u / 2)-th arrival), adding its |values| in the check's launch.
+  auto receive = [&](int u) {
+    mbar_wait_cluster(&arrived[u & 1], (u >> 1) & 1);
+    if (p.verify) {
+      const uint32_t* tile = reinterpret_cast<const uint32_t*>(out_tile + (u & 1) * kOutBytes);
+      for (int i = static_cast<int>(threadIdx.x) - 128; i < kOutBytes / 4; i += 128 * kGroups) {
+        const __half2 v = *reinterpret_cast<const __half2*>(tile + i);
+        received += fabsf(__low2float(v)) + fabsf(__high2float(v));
+      }
+    }
+  };
   if constexpr (!kStreamed) mbar_wait(w_ready, 0);  // also without products: no CTA exits with a load in flight
   int st = 0, phase = 0;
   for (int t = 0; t < p.tasks; ++t) {
+    if (cluster && t > 0) receive(t - 1);  // the stage before, handed over on chip
     int prev = -1;  // the buffer whose products were issued a step ago
     for (int s = 0; s < p.steps; ++s) {
       mbar_wait(&full[st], phase);
@@ -224,7 +255,17 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
     if (p.tasks > 1) {
       if constexpr (kMma) {
         if (lane == 0) mbar_arrive(&empty[prev]);
-        if (p.handoff != Handoff::none && p.tma_store) {
+        if (cluster) {
+          // Into the paired CTA's buffer t % 2, swizzled as the TMA store's tile; each thread's
+          // arrival releases its own writes.
+          const uint32_t peer = cluster_rank() ^ 1;
+          const uint32_t dst = cluster_addr(out_tile + (t & 1) * kOutBytes, peer);
+          for_each_pair(acc, warp, lane, [&](int i, int row, int j, __half2 v) {
+            st_cluster(dst + (c * kTilesPerGroup + i) * kTileBytes + row * 128 + ((j ^ (row % 8)) * 16) + (lane % 4) * 4,
+                       *reinterpret_cast<const uint32_t*>(&v));
+          });
+          mbar_arrive_cluster(cluster_addr(&arrived[t & 1], peer));
+        } else if (p.handoff != Handoff::none && p.tma_store) {
           store_by_tma<kRows>(acc, out_tile, &map_out, p.handoff == Handoff::stored, c, warp, lane);
         } else if (p.handoff != Handoff::none) {
           // The task's output tile stored as a task of the forward stores it (fp16), each thread
@@ -242,10 +283,16 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
       if (waited && lane == 0 && (!p.tma_store || warp == 0)) mbar_arrive(task_done);
     }
   }
-  // A bulk store still reading the output tile keeps the CTA's shared memory alive.
+  // A bulk store still reading the output tile keeps the CTA's shared memory alive; the pair's
+  // last tile has landed before the CTA leaves (no write reaches a CTA that has exited).
   if (p.tma_store && warp == 0 && lane == 0) bulk_wait<0>();
+  if (cluster) receive(p.tasks - 1);
   for (int m = 16; m > 0; m >>= 1) total += __shfl_xor_sync(0xffffffffu, total, m);
   if (lane == 0) atomicAdd(sums, total);
+  if (p.verify) {
+    for (int m = 16; m > 0; m >>= 1) received += __shfl_xor_sync(0xffffffffu, received, m);
+    if (lane == 0) atomicAdd(p.received, received);
+  }
 #else
   __trap();  // built without sm_90a: main() refuses before getting here
 #endif
@@ -307,8 +354,8 @@ int main(int argc, char** argv) {
     cli.add_string("--source", &source, "same (every CTA reads the same A rows) or distinct (default same)");
     cli.add_string("--weights", &weights, "resident (one tile, loaded once) or streamed (a tile a step; default resident)");
     cli.add_string("--handoff", &handoff,
-                   "stored, unfenced, unordered or none: how a task hands its output to the next (--tasks > 1; "
-                   "default stored)");
+                   "stored, unfenced, unordered, none or cluster (to the paired CTA's shared memory): how a task "
+                   "hands its output to the next (--tasks > 1; default stored)");
     cli.add_string("--store", &store,
                    "registers (each thread its accumulators, to global memory) or tma (through shared memory, one "
                    "bulk store a 64-row tile): how a task stores its output (--tasks > 1; default registers)");
@@ -331,16 +378,20 @@ int main(int argc, char** argv) {
     const auto named = std::find(std::begin(kHandoffNames), std::end(kHandoffNames), handoff);
     if (named == std::end(kHandoffNames))
       throw study::StudyError(study::ErrorKind::Usage,
-                              "--handoff must be stored, unfenced, unordered or none, got '" + handoff + "'");
+                              "--handoff must be stored, unfenced, unordered, none or cluster, got '" + handoff + "'");
     if (handoff != "stored" && tasks < 2)
       throw study::StudyError(study::ErrorKind::Usage, "--handoff " + handoff + " needs --tasks 2 or more");
     const Handoff how = static_cast<Handoff>(named - std::begin(kHandoffNames));
     if (store != "registers" && store != "tma")
       throw study::StudyError(study::ErrorKind::Usage, "--store must be registers or tma, got '" + store + "'");
-    const bool tma_store = store == "tma";
+    const bool tma_store = store == "tma", cluster = how == Handoff::cluster;
     if (tma_store && (tasks < 2 || !mma))
       throw study::StudyError(study::ErrorKind::Usage, "--store tma needs --tasks 2 or more and the products");
-    const std::size_t smem = smem_bytes(rows, stages, streamed, tma_store);
+    if (cluster && (tma_store || !mma))
+      throw study::StudyError(study::ErrorKind::Usage, "--handoff cluster needs the products and --store registers");
+    if (cluster && ctas % 2)
+      throw study::StudyError(study::ErrorKind::Usage, "--handoff cluster pairs the CTAs: --ctas must be even");
+    const std::size_t smem = smem_bytes(rows, stages, streamed, tma_store, cluster);
     if (smem > kMaxSmem)
       throw study::StudyError(study::ErrorKind::Usage,
                               std::to_string(stages) + " stages of " + std::to_string(rows) + " rows" +
@@ -355,7 +406,8 @@ int main(int argc, char** argv) {
     // The default grid is every CTA resident at once: no CTA waits for another's SM.
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem));
-    const int grid = ctas > 0 ? ctas : std::max(1, std::min(ctas_per_sm, per_sm)) * sms;
+    int grid = ctas > 0 ? ctas : std::max(1, std::min(ctas_per_sm, per_sm)) * sms;
+    if (cluster) grid -= grid % 2;
     const long long cols = static_cast<long long>(steps) * kCols, a_rows = static_cast<long long>(rows) * (same ? 1 : grid);
     // Small integers in [-2, 2] and weights of ones: every product exact in fp32.
     std::vector<__half> ha(a_rows * cols), hw(static_cast<std::size_t>(64) * grid * (streamed ? cols * tasks : kCols),
@@ -367,13 +419,43 @@ int main(int argc, char** argv) {
     const CUtensorMap map_w = tile_map(w.get(), 64LL * grid, streamed ? cols * tasks : kCols, 64);
     study::DeviceBuffer<__half> out(tasks > 1 ? static_cast<std::size_t>(grid) * rows * 64 : 64 * 64);
     const CUtensorMap map_out = tile_map(out.get(), tasks > 1 ? static_cast<long long>(grid) * rows : 64, 64, 64);
-    const Params p{steps, stages, same ? 0 : rows, tasks, prefetch, out.get(), how, tma_store};
-    study::DeviceBuffer<float> sums(1);
+    study::DeviceBuffer<float> sums(1), received(1);
+    const Params p{steps, stages, same ? 0 : rows, tasks, prefetch, out.get(), how, tma_store, false, received.get()};
+    cudaLaunchAttribute pair{};  // cluster: the CTAs in pairs, each pair on two SMs of one GPC at once
+    pair.id = cudaLaunchAttributeClusterDimension;
+    pair.val.clusterDim.x = 2;
+    pair.val.clusterDim.y = pair.val.clusterDim.z = 1;
+    auto config = [&](cudaStream_t s) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(grid);
+      cfg.blockDim = dim3(threads);
+      cfg.dynamicSmemBytes = smem;
+      cfg.stream = s;
+      cfg.attrs = &pair;
+      cfg.numAttrs = 1;
+      return cfg;
+    };
+    auto launch = [&](const Params& q, cudaStream_t s) {
+      if (!cluster) {
+        k<<<grid, threads, smem, s>>>(map_a, map_w, map_out, q, sums.get());
+        return;
+      }
+      const cudaLaunchConfig_t cfg = config(s);
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, map_a, map_w, map_out, q, sums.get()));
+    };
+    int pairs_at_once = 0;
+    if (cluster) {
+      const cudaLaunchConfig_t cfg = config(nullptr);
+      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&pairs_at_once, k, &cfg));
+    }
     report.row.set("model", o.model).set("batch", o.batch).set("image_size", o.image_size);
     if (o.check && mma) {
       CUDA_CHECK(cudaMemset(sums.get(), 0, sizeof(float)));
+      CUDA_CHECK(cudaMemset(received.get(), 0, sizeof(float)));
       if (tasks > 1) study::poison(out);
-      k<<<grid, threads, smem>>>(map_a, map_w, map_out, p, sums.get());
+      Params checked = p;
+      checked.verify = cluster;
+      launch(checked, nullptr);
       CUDA_CHECK(cudaDeviceSynchronize());
       // Each output element is a row's 64-column sum in its chunk; every CTA adds all of its
       // rows' chunks, 64 output columns each.
@@ -385,21 +467,39 @@ int main(int argc, char** argv) {
         report.write("failed", "products' sum " + std::to_string(got) + ", the host's " + std::to_string(want));
         return 1;
       }
-      if (tasks > 1 && how != Handoff::none) {
+      if (tasks > 1 && how != Handoff::none && !cluster) {
         if (const std::string bad = first_wrong_output(study::to_host(out), ha, grid, rows, same, cols); !bad.empty()) {
           report.write("failed", "stored output " + bad);
           return 1;
         }
       }
+      if (cluster) {
+        // Every CTA receives each of its pair's tiles once: in all, each CTA's tile of every task,
+        // whose elements are its rows' sums (64 columns alike), exact in fp16.
+        double sent = 0;
+        for (long long r = 0; r < a_rows; ++r) {
+          float sum = 0.f;
+          for (long long kk = 0; kk < cols; ++kk) sum += __half2float(ha[r * cols + kk]);
+          sent += std::fabs(__half2float(__float2half(sum)));
+        }
+        sent *= 64.0 * (same ? grid : 1) * tasks;
+        const float got_tiles = study::to_host(received)[0];
+        if (!(std::fabs(got_tiles - sent) <= 1e-3 * sent + 1.0)) {
+          report.write("failed", "tiles received add up to " + std::to_string(got_tiles) + ", the tiles sent to " +
+                                     std::to_string(sent));
+          return 1;
+        }
+      }
     }
-    study::measure(report, o, "tma_step",
-                   [&](cudaStream_t s) { k<<<grid, threads, smem, s>>>(map_a, map_w, map_out, p, sums.get()); },
+    study::measure(report, o, "tma_step", [&](cudaStream_t s) { launch(p, s); },
                    0, 0);
     const double median = std::stod(report.row.get("median_us"));
     const double bytes = static_cast<double>(stage_bytes(rows, streamed)) * steps * tasks * grid;
     report.row.set("gbps", std::to_string(bytes / (median * 1e3))).set("tflops", "");
     report.write("ok", std::to_string(grid) + " CTAs on " + std::to_string(sms) + " SMs (" + std::to_string(per_sm) +
-                           " fit an SM), " + std::to_string(rows) + "-row chunks, " + std::to_string(stages) +
+                           " fit an SM), " +
+                           (cluster ? "in pairs (" + std::to_string(pairs_at_once) + " at once), " : std::string()) +
+                           std::to_string(rows) + "-row chunks, " + std::to_string(stages) +
                            " stages, " + (tasks > 1 ? std::to_string(tasks) + " tasks of " : std::string()) + std::to_string(steps) + " steps" +
                            (prefetch ? ", weights prefetched" : "") +
                            (how != Handoff::stored ? ", hand-off " + handoff : std::string()) +
@@ -407,8 +507,9 @@ int main(int argc, char** argv) {
                            (mma ? "wgmma" : "no products") + "; a step " + std::to_string(median / (steps * tasks)) + " us" +
                            (tasks > 1 ? ", a task " + std::to_string(median / tasks) + " us" : std::string()) + "; " +
                            std::to_string(bytes / sms / (median * 1e3)) + " GB/s an SM" +
-                           (o.check && mma ? (tasks > 1 && how != Handoff::none ? "; products' sum and output checked"
-                                                                                 : "; products' sum checked")
+                           (o.check && mma ? (cluster ? "; products' sum and tiles received checked"
+                                              : tasks > 1 && how != Handoff::none ? "; products' sum and output checked"
+                                                                                  : "; products' sum checked")
                                            : ""));
     return 0;
   });

@@ -28,7 +28,10 @@
 // waits for the one before (the tile is not a wgmma operand here: the probe times its arrival).
 // Checked first: the products' sum over every CTA equals the host's (a skipped step or a buffer
 // read before it landed changes it), with --tasks every stored output tile equals the host's, and
-// with `cluster` the tiles received add up to the tiles sent.
+// with `cluster` the tiles received add up to the tiles sent. With `--store tma` the cluster's
+// tile is staged in shared memory and sent by one bulk copy a 64-row tile
+// (cp.async.bulk.shared::cluster), completing the pair's barrier by its bytes; the pair
+// acknowledges each tile so that the staging tile is written again only once it has been read.
 // One CSV row, family `probes`, version `tma_step`; the note gives the time a step takes and the
 // bytes an SM reads a us.
 #include <algorithm>
@@ -52,12 +55,11 @@ constexpr int consumer_groups(int rows) { return rows >= 128 ? rows / 128 : 1; }
 constexpr int threads_for(int rows) { return 128 * (1 + consumer_groups(rows)); }
 std::size_t stage_bytes(int rows, bool streamed) { return static_cast<std::size_t>(rows) * kCols * 2 + (streamed ? kTileBytes : 0); }
 // The ring, the resident weight tile (not with `cluster`'s streamed weights), the output tile when
-// stored by TMA or `cluster`'s two receiving buffers, the barriers.
+// staged for TMA, `cluster`'s two receiving buffers, the barriers.
 std::size_t smem_bytes(int rows, int stages, bool streamed, bool tma_store, bool cluster) {
   const std::size_t tile = static_cast<std::size_t>(rows) * kCols * 2;
-  return stages * stage_bytes(rows, streamed) + (cluster && streamed ? 0 : kTileBytes) +
-         (tma_store ? tile : cluster ? 2 * tile : 0) + (2 * stages + 2 + (cluster ? 2 : 0)) * 8 +
-         1024;  // +1024: alignment
+  return stages * stage_bytes(rows, streamed) + (cluster && streamed ? 0 : kTileBytes) + (tma_store ? tile : 0) +
+         (cluster ? 2 * tile : 0) + (2 * stages + 2 + (cluster ? 3 : 0)) * 8 + 1024;  // +1024: alignment
 }
 
 // How a task hands its output to the next task's inputs (--tasks > 1); see the header.
@@ -91,8 +93,26 @@ __device__ __forceinline__ void for_each_pair(const float (&acc)[kTiles][32], in
         f(i, 16 * warp + lane / 4 + 8 * h, j, __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]));
 }
 
+// Where a consumer thread's pair (`for_each_pair`'s tile i of group c, row, chunk j) goes in a
+// task's output tile in shared memory: the output map's 128-byte swizzle (row r's 16-byte chunk j
+// at j ^ r % 8), 64-row tiles one after another.
+template <int kTilesPerGroup>
+__device__ __forceinline__ int swizzled(int c, int i, int row, int j, int lane) {
+  return (c * kTilesPerGroup + i) * kTileBytes + row * 128 + ((j ^ (row % 8)) * 16) + (lane % 4) * 4;
+}
+
 // One consumer warpgroup's share of a task's output tile (its 64-row tiles) written into shared
-// memory in the output map's 128-byte swizzle (row r's 16-byte chunk j at j ^ r % 8) and stored
+// memory in the output map's 128-byte swizzle and fenced for the async proxy.
+template <int kTilesPerGroup>
+__device__ __forceinline__ void stage_tile(const float (&acc)[kTilesPerGroup][32], unsigned char* out_tile, int c,
+                                           int warp, int lane) {
+  for_each_pair(acc, warp, lane, [&](int i, int row, int j, __half2 v) {
+    *reinterpret_cast<__half2*>(out_tile + swizzled<kTilesPerGroup>(c, i, row, j, lane)) = v;
+  });
+  fence_proxy_async();  // the generic proxy's writes, before the TMA engine reads them
+}
+
+// One consumer warpgroup's share of a task's output tile staged in shared memory and stored
 // by TMA from its first thread; with `complete`, that thread waits until the stores are performed
 // and fenced (the hand-off may follow). The tile is written again only once the previous stores
 // have read it.
@@ -104,11 +124,7 @@ __device__ __forceinline__ void store_by_tma(const float (&acc)[kRows / 64 / con
   const bool issuer = warp == 0 && lane == 0;
   if (issuer) bulk_wait_read<0>();
   named_barrier(1 + c, 128);
-  for_each_pair(acc, warp, lane, [&](int i, int row, int j, __half2 v) {
-    *reinterpret_cast<__half2*>(out_tile + (c * kTilesPerGroup + i) * kTileBytes + row * 128 +
-                                ((j ^ (row % 8)) * 16) + (lane % 4) * 4) = v;
-  });
-  fence_proxy_async();  // the generic proxy's writes, before the TMA engine reads them
+  stage_tile(acc, out_tile, c, warp, lane);
   named_barrier(1 + c, 128);
   if (issuer) {
 #pragma unroll
@@ -137,15 +153,18 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
   unsigned char* smem = smem_raw + ((1024 - (shared_addr(smem_raw) & 1023)) & 1023);
   constexpr int kOutBytes = kRows * kCols * 2;
   const bool cluster = p.handoff == Handoff::cluster;
+  const bool bulk = cluster && p.tma_store;  // the pair's tile staged here and sent by bulk copies
   unsigned char* w_resident = smem + p.stages * kStageBytes;
-  // tma_store: the task's output, 64-row tiles, 1024-aligned; cluster: the two buffers the paired
-  // CTA's tiles arrive in, task by task in turn, in the same layout.
+  // tma_store: the task's output staged, 64-row tiles, 1024-aligned; cluster: the two buffers the
+  // paired CTA's tiles arrive in, task by task in turn, in the same layout.
   unsigned char* out_tile = w_resident + (cluster && kStreamed ? 0 : kTileBytes);
-  uint64_t* full = reinterpret_cast<uint64_t*>(out_tile + (p.tma_store ? kOutBytes : cluster ? 2 * kOutBytes : 0));
+  unsigned char* inbox = out_tile + (p.tma_store ? kOutBytes : 0);
+  uint64_t* full = reinterpret_cast<uint64_t*>(inbox + (cluster ? 2 * kOutBytes : 0));
   uint64_t* empty = full + p.stages;
   uint64_t* w_ready = empty + p.stages;
   uint64_t* task_done = w_ready + 1;  // the consumers stored a task's output (tasks > 1)
-  uint64_t* arrived = task_done + 1;  // cluster, [2]: the paired CTA's tile is in out_tile + b * kOutBytes
+  uint64_t* arrived = task_done + 1;  // cluster, [2]: the paired CTA's tile is in inbox + b * kOutBytes
+  uint64_t* staged_free = arrived + 2;  // bulk: the pair holds this CTA's previous tile
   const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform, for wgmma
   if (threadIdx.x == 0) {
     for (int i = 0; i < p.stages; ++i) {
@@ -154,7 +173,14 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
     }
     mbar_init(w_ready, 1);
     mbar_init(task_done, p.tma_store ? kGroups : 4 * kGroups);  // each group's issuer, or every consumer warp
-    if (cluster) mbar_init(&arrived[0], 128 * kGroups), mbar_init(&arrived[1], 128 * kGroups);  // the pair's consumers
+    if (cluster) {
+      // Register stores: every consumer thread of the pair arrives; bulk copies: this CTA arms
+      // each phase with the tile's bytes, which the copies complete (here the pair's tiles of
+      // tasks 0 and 1); the pair acknowledges each tile but its last.
+      for (int b = 0; b < 2; ++b) mbar_init(&arrived[b], bulk ? 1 : 128 * kGroups);
+      mbar_init(staged_free, 1);
+      if (bulk) mbar_arrive_expect_tx(&arrived[0], kOutBytes), mbar_arrive_expect_tx(&arrived[1], kOutBytes);
+    }
     mbar_init_fence();
   }
   __syncthreads();
@@ -206,8 +232,12 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
   // (u / 2)-th arrival), adding its |values| in the check's launch.
   auto receive = [&](int u) {
     mbar_wait_cluster(&arrived[u & 1], (u >> 1) & 1);
+    if (bulk && threadIdx.x == 128) {
+      if (u + 2 < p.tasks) mbar_arrive_expect_tx(&arrived[u & 1], kOutBytes);  // the pair's tile of task u + 2
+      if (u + 1 < p.tasks) mbar_arrive_cluster(cluster_addr(staged_free, cluster_rank() ^ 1));  // its staging is free
+    }
     if (p.verify) {
-      const uint32_t* tile = reinterpret_cast<const uint32_t*>(out_tile + (u & 1) * kOutBytes);
+      const uint32_t* tile = reinterpret_cast<const uint32_t*>(inbox + (u & 1) * kOutBytes);
       for (int i = static_cast<int>(threadIdx.x) - 128; i < kOutBytes / 4; i += 128 * kGroups) {
         const __half2 v = *reinterpret_cast<const __half2*>(tile + i);
         received += fabsf(__low2float(v)) + fabsf(__high2float(v));
@@ -255,14 +285,27 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
     if (p.tasks > 1) {
       if constexpr (kMma) {
         if (lane == 0) mbar_arrive(&empty[prev]);
-        if (cluster) {
+        if (bulk) {
+          // Staged here once the pair has the previous tile, then each 64-row tile copied into
+          // the pair's buffer t % 2 by its group's first thread, completing the pair's barrier.
+          const uint32_t peer = cluster_rank() ^ 1;
+          if (t > 0) mbar_wait_cluster(staged_free, (t - 1) & 1);
+          stage_tile(acc, out_tile, c, warp, lane);
+          named_barrier(1 + c, 128);
+          if (warp == 0 && lane == 0) {
+            const uint32_t dst = cluster_addr(inbox + (t & 1) * kOutBytes, peer), bar = cluster_addr(&arrived[t & 1], peer);
+#pragma unroll
+            for (int i = 0; i < kTilesPerGroup; ++i)
+              bulk_copy_cluster(dst + (c * kTilesPerGroup + i) * kTileBytes,
+                                out_tile + (c * kTilesPerGroup + i) * kTileBytes, kTileBytes, bar);
+          }
+        } else if (cluster) {
           // Into the paired CTA's buffer t % 2, swizzled as the TMA store's tile; each thread's
           // arrival releases its own writes.
           const uint32_t peer = cluster_rank() ^ 1;
-          const uint32_t dst = cluster_addr(out_tile + (t & 1) * kOutBytes, peer);
+          const uint32_t dst = cluster_addr(inbox + (t & 1) * kOutBytes, peer);
           for_each_pair(acc, warp, lane, [&](int i, int row, int j, __half2 v) {
-            st_cluster(dst + (c * kTilesPerGroup + i) * kTileBytes + row * 128 + ((j ^ (row % 8)) * 16) + (lane % 4) * 4,
-                       *reinterpret_cast<const uint32_t*>(&v));
+            st_cluster(dst + swizzled<kTilesPerGroup>(c, i, row, j, lane), *reinterpret_cast<const uint32_t*>(&v));
           });
           mbar_arrive_cluster(cluster_addr(&arrived[t & 1], peer));
         } else if (p.handoff != Handoff::none && p.tma_store) {
@@ -286,7 +329,10 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
   // A bulk store still reading the output tile keeps the CTA's shared memory alive; the pair's
   // last tile has landed before the CTA leaves (no write reaches a CTA that has exited).
   if (p.tma_store && warp == 0 && lane == 0) bulk_wait<0>();
-  if (cluster) receive(p.tasks - 1);
+  if (cluster) {
+    receive(p.tasks - 1);
+    cluster_sync();  // neither CTA of the pair leaves while the other may still reach its shared memory
+  }
   for (int m = 16; m > 0; m >>= 1) total += __shfl_xor_sync(0xffffffffu, total, m);
   if (lane == 0) atomicAdd(sums, total);
   if (p.verify) {
@@ -357,8 +403,9 @@ int main(int argc, char** argv) {
                    "stored, unfenced, unordered, none or cluster (to the paired CTA's shared memory): how a task "
                    "hands its output to the next (--tasks > 1; default stored)");
     cli.add_string("--store", &store,
-                   "registers (each thread its accumulators, to global memory) or tma (through shared memory, one "
-                   "bulk store a 64-row tile): how a task stores its output (--tasks > 1; default registers)");
+                   "registers (each thread its accumulators, to global memory or with --handoff cluster to the "
+                   "pair's shared memory) or tma (through shared memory, one bulk store, or bulk copy to the pair, a "
+                   "64-row tile): how a task stores its output (--tasks > 1; default registers)");
     cli.add_flag("--no-mma", &mma, "loads and barriers only, no products", false);
     cli.add_flag("--prefetch-weights", &prefetch,
                  "request a task's first weight tiles while the task before runs (--weights streamed, --tasks > 1)",
@@ -387,8 +434,7 @@ int main(int argc, char** argv) {
     const bool tma_store = store == "tma", cluster = how == Handoff::cluster;
     if (tma_store && (tasks < 2 || !mma))
       throw study::StudyError(study::ErrorKind::Usage, "--store tma needs --tasks 2 or more and the products");
-    if (cluster && (tma_store || !mma))
-      throw study::StudyError(study::ErrorKind::Usage, "--handoff cluster needs the products and --store registers");
+    if (cluster && !mma) throw study::StudyError(study::ErrorKind::Usage, "--handoff cluster needs the products");
     if (cluster && ctas % 2)
       throw study::StudyError(study::ErrorKind::Usage, "--handoff cluster pairs the CTAs: --ctas must be even");
     const std::size_t smem = smem_bytes(rows, stages, streamed, tma_store, cluster);
@@ -503,7 +549,7 @@ int main(int argc, char** argv) {
                            " stages, " + (tasks > 1 ? std::to_string(tasks) + " tasks of " : std::string()) + std::to_string(steps) + " steps" +
                            (prefetch ? ", weights prefetched" : "") +
                            (how != Handoff::stored ? ", hand-off " + handoff : std::string()) +
-                           (tma_store ? ", stored by TMA" : std::string()) + ", " + source + " rows, weights " + weights + ", " +
+                           (tma_store ? (cluster ? ", sent by bulk copies" : ", stored by TMA") : std::string()) + ", " + source + " rows, weights " + weights + ", " +
                            (mma ? "wgmma" : "no products") + "; a step " + std::to_string(median / (steps * tasks)) + " us" +
                            (tasks > 1 ? ", a task " + std::to_string(median / tasks) + " us" : std::string()) + "; " +
                            std::to_string(bytes / sms / (median * 1e3)) + " GB/s an SM" +

@@ -11,19 +11,14 @@ set -euo pipefail
 run=${1:?usage: tma_cluster.sh RUN_DIR}
 mkdir -p "$run"
 exe="${BUILD:-build}/experiments/probes/tma_step"
-step() {
-  "$exe" --iters 50 --warmup 10 --csv "$run/tma_cluster.csv" --rows 256 --stages 3 --tasks 16 --weights streamed "$@" |
-    tail -1
-}
+args=(--iters 50 --warmup 10 --csv "$run/tma_cluster.csv" --rows 256 --stages 3 --tasks 16 --weights streamed)
 for round in 1 2 3; do
   for steps in 3 12; do
-    for store in registers tma; do
-      step --steps "$steps" --handoff cluster --store "$store"
+    for how in "--handoff cluster" "--handoff cluster --store tma" "--store tma" "--store tma --handoff unordered" \
+      "--handoff none"; do
+      # shellcheck disable=SC2086  # $how: the options of one hand-off, split on purpose
+      "$exe" "${args[@]}" --steps "$steps" $how | tail -1
     done
-    for handoff in stored unordered; do
-      step --steps "$steps" --store tma --handoff "$handoff"
-    done
-    step --steps "$steps" --handoff none
   done
   echo "tma_cluster.sh: round $round done" >&2
 done

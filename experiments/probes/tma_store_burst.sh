@@ -10,16 +10,14 @@ set -euo pipefail
 run=${1:?usage: tma_store_burst.sh RUN_DIR}
 mkdir -p "$run"
 exe="${BUILD:-build}/experiments/probes/tma_step"
-step() {
-  "$exe" --iters 50 --warmup 10 --csv "$run/tma_store_burst.csv" --rows 256 --stages 4 --tasks 16 --steps 3 \
-    --weights streamed "$@" | tail -1
-}
+args=(--iters 50 --warmup 10 --csv "$run/tma_store_burst.csv" --rows 256 --stages 4 --tasks 16 --steps 3
+  --weights streamed)
 for round in 1 2 3; do
   for ctas in 33 66 132; do
-    for handoff in stored unordered; do
-      step --ctas "$ctas" --store tma --handoff "$handoff"
+    for how in "--store tma" "--store tma --handoff unordered" "--handoff none"; do
+      # shellcheck disable=SC2086  # $how: the options of one hand-off, split on purpose
+      "$exe" "${args[@]}" --ctas "$ctas" $how | tail -1
     done
-    step --ctas "$ctas" --handoff none
   done
   echo "tma_store_burst.sh: round $round done" >&2
 done

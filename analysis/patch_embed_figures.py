@@ -155,7 +155,10 @@ def batch(data, ctx):
     if not (images and mb["batch"].nunique() > 1):
         ctx.missing("figure", f"{FAMILY}_batch", claim("no_batch_rows", model=MAIN_MODEL))
         return
-    fig, axes = plt.subplots(1, len(images), figsize=(plots.panels_width(len(images), 4.2), 4.4), squeeze=False)
+    near = near_linear(mb, gemm_versions)
+    rows = 2 if near else 1
+    fig, axes = plt.subplots(rows, len(images), figsize=(plots.panels_width(len(images), 4.2), 4.4 + 3.2 * (rows - 1)),
+                             squeeze=False, gridspec_kw={"height_ratios": [1.0, 0.75][:rows]})
     shown = []
     for ax, image in zip(axes[0], images):
         d0 = mb[mb["image_size"] == image]
@@ -165,12 +168,55 @@ def batch(data, ctx):
         ax.set_xlabel("batch")
         ax.set_title(ctx.said(claim("batch_panel", model=MAIN_MODEL, image=image, patches=(image // 16) ** 2)))
     axes[0][0].set_ylabel("median time per call (us)")
+    if near:
+        for ax, image in zip(axes[1], images):
+            over_linear_panel(data, ax, mb[mb["image_size"] == image], near)
+        axes[1][0].set_ylabel(ctx.said(claim("over_linear_axis", linear=label(LINEAR))))
     plots.titled(fig, ctx.said(claim("batch_title", model=MAIN_MODEL, flush=data.flush_said)), ctx.title_provenance())
-    shared_legend(fig, data.legend_handles([v for v in gemm_versions if v in shown]), bottom=0.2)
+    shared_legend(fig, data.legend_handles([v for v in gemm_versions if v in shown]), bottom=0.2 / rows)
     ctx.figure(f"{FAMILY}_batch", fig,
                claim("batch_caption", model=MAIN_MODEL, hidden=data.hidden_of.get(MAIN_MODEL, 768),
                      versions=[v for v in gemm_versions if not catalog.is_anchor(v)], conv=label(CONV),
-                     linear=label(LINEAR), on_line=list(ON_V9S_LINE), flush=data.flush_said, prov=ctx.provenance()))
+                     linear=label(LINEAR), on_line=list(ON_V9S_LINE), near=[label(v) for v in near],
+                     within=NEAR_LINEAR, flush=data.flush_said, prov=ctx.provenance()))
+
+
+# The batch figure's second row: the versions within this factor of PyTorch's patchify + F.linear
+# at every batch, as their time over its (the answer lives among them, and a log axis crushes it).
+NEAR_LINEAR = 3.0
+
+
+def over_linear(rows, v):
+    """Version v's time over the linear anchor's at each batch of `rows` (one image size), by batch."""
+    t = rows.set_index(["version", "batch"])["median_us"]
+    if v not in t.index.get_level_values(0) or LINEAR not in t.index.get_level_values(0):
+        return None
+    r = (t.loc[v] / t.loc[LINEAR]).dropna()
+    return r if len(r) else None
+
+
+def near_linear(mb, versions):
+    """The versions (not the linear anchor) within NEAR_LINEAR of it at every batch and image size."""
+    out = []
+    for v in versions:
+        if v == LINEAR:
+            continue
+        ratios = [over_linear(mb[mb["image_size"] == i], v) for i in sorted(set(mb["image_size"]))]
+        if all(r is not None and (r <= NEAR_LINEAR).all() for r in ratios):
+            out.append(v)
+    return out
+
+
+def over_linear_panel(data, ax, rows, versions):
+    """One image size's versions in `versions` as their time over the linear anchor's, linear axis."""
+    for v in versions:
+        r = over_linear(rows, v)
+        if r is not None:
+            ax.plot(r.index, r.values, **data.style[v])
+    ax.axhline(1.0, color=data.style[LINEAR]["color"], linewidth=1.0, linestyle="--")
+    pow2_ticks(ax, rows["batch"])
+    ax.set_ylim(0, None)
+    ax.set_xlabel("batch")
 
 
 def speedup(data, ctx, ladder):

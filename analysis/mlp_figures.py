@@ -74,7 +74,7 @@ def ratio_to_gemm(ax, d0, order, style):
     ax.set_xticks(ticks, [str(b) for b in ticks])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel("batch")
-    ax.text(0.01, 0.98, "axis not from 0", transform=ax.transAxes, ha="left", va="top", fontsize=8, color="#555555")
+    plots.not_from_zero(ax)
 
 
 def throughput(data, ctx):

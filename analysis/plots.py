@@ -153,6 +153,13 @@ def ratio_whiskers(ax, r, base_t, d_t, speedup, color):
                     fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
 
 
+def not_from_zero(ax):
+    """Says so in the panel's top left corner where its y axis does not start at zero."""
+    if ax.get_ylim()[0] > 0:
+        ax.text(0.01, 0.98, "axis not from 0", transform=ax.transAxes, ha="left", va="top", fontsize=8,
+                color="#555555")
+
+
 def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], label, style,
                    xlabel: str, panel_width: float = 4.3):
     """One panel per baseline: baseline median time / version median time against rows, for
@@ -167,6 +174,7 @@ def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], 
         ax.set_xscale("log")
         ax.set_xlabel(xlabel)
         ax.set_title(say(claim("vs_baseline", baseline=label(b))))
+        not_from_zero(ax)
     axes[0][0].set_ylabel("speedup (baseline time / version time)")
     # Each panel omits its own baseline, so the legend is shared.
     fig.legend(handles=[plt.Line2D([], [], label=label(v), **style[v]) for v in order],

@@ -191,16 +191,26 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
                : "memory");
 }
 // Waits until the phase with this parity has completed (parity of a phase not yet begun, i.e.
-// the previous one, returns at once: a fresh barrier "has completed" parity 1).
+// the previous one, returns at once: a fresh barrier "has completed" parity 1). kCluster: acquires
+// at cluster scope what arrivals from the cluster's other CTAs released (mbar_arrive_cluster).
+template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = shared_addr(bar);
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
+    if constexpr (kCluster)
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+          "selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
+    else
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
   } while (!done);
 }
 
@@ -236,8 +246,8 @@ __device__ __forceinline__ void bulk_wait() {
 
 // Thread-block clusters: this CTA's rank in its cluster, a barrier of every thread of the cluster,
 // this CTA's shared address as another CTA's (mapa), and what distributed shared memory carries
-// there: 4-byte stores and mbarrier arrivals that release them at cluster scope, whose owner's
-// wait acquires them.
+// there: 4-byte stores, bulk copies, and mbarrier arrivals that release them at cluster scope,
+// whose owner's wait (mbar_wait<true>) acquires them.
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -263,18 +273,6 @@ __device__ __forceinline__ void bulk_copy_cluster(uint32_t dst, const void* src,
 }
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar_addr) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_addr) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = shared_addr(bar);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
 }
 
 // A barrier of `threads` threads (a multiple of 32) under id 1-15 (0 is __syncthreads'): one

@@ -231,7 +231,7 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
   // cluster: waits for the paired CTA's tile of its task u (in buffer u % 2, that buffer's
   // (u / 2)-th arrival), adding its |values| in the check's launch.
   auto receive = [&](int u) {
-    mbar_wait_cluster(&arrived[u & 1], (u >> 1) & 1);
+    mbar_wait<true>(&arrived[u & 1], (u >> 1) & 1);
     if (bulk && threadIdx.x == 128) {
       if (u + 2 < p.tasks) mbar_arrive_expect_tx(&arrived[u & 1], kOutBytes);  // the pair's tile of task u + 2
       if (u + 1 < p.tasks) mbar_arrive_cluster(cluster_addr(staged_free, cluster_rank() ^ 1));  // its staging is free
@@ -289,7 +289,7 @@ steps_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ 
           // Staged here once the pair has the previous tile, then each 64-row tile copied into
           // the pair's buffer t % 2 by its group's first thread, completing the pair's barrier.
           const uint32_t peer = cluster_rank() ^ 1;
-          if (t > 0) mbar_wait_cluster(staged_free, (t - 1) & 1);
+          if (t > 0) mbar_wait<true>(staged_free, (t - 1) & 1);
           stage_tile(acc, out_tile, c, warp, lane);
           named_barrier(1 + c, 128);
           if (warp == 0 && lane == 0) {

@@ -56,6 +56,10 @@ def rows_shape(rows):
     return shape("rows_shape", rows=rows, hidden=HIDDEN)
 
 
+def vit_shape(image, batch):
+    return shape("vit_shape", image=image, batch=batch)
+
+
 def vit_b_224(batch):
     return dict(model="vit_b", image_size=224, batch=batch)
 
@@ -65,9 +69,9 @@ def vit_b_384(batch):
 
 
 COMPARISONS = (
-    [Comparison("patch_embed", shape("vit_shape", image=224, batch=b), vit_b_224(b), ["pytorch_patchify_linear"],
+    [Comparison("patch_embed", vit_shape(224, b), vit_b_224(b), ["pytorch_patchify_linear"],
                 "PyTorch patchify + F.linear") for b in (1, 32)]
-    + [Comparison("patch_embed", shape("vit_shape", image=224, batch=32), vit_b_224(32), ["pytorch_conv2d"],
+    + [Comparison("patch_embed", vit_shape(224, 32), vit_b_224(32), ["pytorch_conv2d"],
                   "PyTorch F.conv2d")]
     + [Comparison("layernorm", rows_shape(r), dict(rows=r, hidden=HIDDEN), ["pytorch_layer_norm_graph"],
                   "PyTorch F.layer_norm (graph)") for r in (6304, 50432)]
@@ -80,14 +84,14 @@ COMPARISONS = (
                   "the two plain GEMMs (gemm_only)") for r in (6304, 50432)]
     + [Comparison("mlp", rows_shape(r), dict(rows=r, hidden=HIDDEN), ["pytorch_mlp_graph"],
                   "PyTorch MLP (graph)") for r in (6304, 50432)]
-    + [Comparison("encoder", shape("vit_shape", image=224, batch=b), vit_b_224(b), ["pytorch_timm_compile_graph"],
+    + [Comparison("encoder", vit_shape(224, b), vit_b_224(b), ["pytorch_timm_compile_graph"],
                   "torch.compile + CUDA graph") for b in (1, 32, 256)]
-    + [Comparison("encoder", shape("vit_shape", image=224, batch=b), vit_b_224(b), ["pytorch_timm_graph"],
+    + [Comparison("encoder", vit_shape(224, b), vit_b_224(b), ["pytorch_timm_graph"],
                   "timm in a CUDA graph") for b in (1, 32, 256)]
-    + [Comparison("encoder", shape("vit_shape", image=224, batch=b), vit_b_224(b), ["pytorch_timm"],
+    + [Comparison("encoder", vit_shape(224, b), vit_b_224(b), ["pytorch_timm"],
                   "timm eager") for b in (1, 256)]
     # The final sitting's 384 px half (final_384.toml).
-    + [Comparison("encoder", shape("vit_shape", image=384, batch=32), vit_b_384(32), [anchor], label)
+    + [Comparison("encoder", vit_shape(384, 32), vit_b_384(32), [anchor], label)
        for anchor, label in (("pytorch_timm_compile_graph", "torch.compile + CUDA graph"),
                              ("pytorch_timm_graph", "timm in a CUDA graph"))]
 )

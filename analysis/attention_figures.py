@@ -128,8 +128,7 @@ def vs_cudnn(data, ctx):
                         textcoords="offset points", ha=ha, va="top", fontsize=8, fontweight="bold")
     lo = ax.get_ylim()[0]
     ax.set_ylim(lo - 0.05, ax.get_ylim()[1])
-    ax.text(0.99, 0.98, "ratio axis does not start at 0", transform=ax.transAxes, ha="right", va="top",
-            fontsize=8, color="#555555")
+    plots.not_from_zero(ax, corner="right")
     ax.set_xlabel(ctx.said(claim("tokens_at_batch_axis", batch=data.key_batch)))
     ax.set_ylabel(ctx.said(claim("vs_cudnn_axis", cudnn=BEST_CUDNN)))
     plots.legend_outside(ax, fontsize=8)

@@ -153,11 +153,11 @@ def ratio_whiskers(ax, r, base_t, d_t, speedup, color):
                     fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
 
 
-def not_from_zero(ax):
-    """Says so in the panel's top left corner where its y axis does not start at zero."""
+def not_from_zero(ax, corner: str = "left"):
+    """Says so in the panel's top left (or right) corner where its y axis does not start at zero."""
     if ax.get_ylim()[0] > 0:
-        ax.text(0.01, 0.98, "axis not from 0", transform=ax.transAxes, ha="left", va="top", fontsize=8,
-                color="#555555")
+        ax.text(0.01 if corner == "left" else 0.99, 0.98, "axis not from 0", transform=ax.transAxes, ha=corner,
+                va="top", fontsize=8, color="#555555")
 
 
 def speedup_panels(table: pd.DataFrame, order: list[str], baselines: list[str], label, style,

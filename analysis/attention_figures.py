@@ -147,12 +147,14 @@ def ladder_steps(data, ctx):
     left out)."""
     steps = [v for v in data.order if catalog.is_own(v) and v != TWIN_OF_V9]
     title = ctx.said(claim("ladder_steps_title", batch=data.key_batch, flush=data.flush_said))
-    fig = plots.ladder_figure(steps, sorted(int(n) for n in set(data.kb["tokens"])),
-                              lambda v, n, col: data.at(v, n, col=col), CUDNN, lambda n: tokens_tick(ctx, n),
-                              title, data.tprov)
+    tokens = sorted(int(n) for n in set(data.kb["tokens"]))
+    fig = plots.ladder_figure(steps, tokens, lambda v, n, col: data.at(v, n, col=col), CUDNN,
+                              lambda n: tokens_tick(ctx, n), title, data.tprov)
     if fig is None:
         ctx.missing("figure", "attention_ladder_steps", claim("none_at_batch", batch=data.key_batch))
         return
+    ctx.ladder_drawn(plots.ladder_rungs(steps, tokens, lambda v, n, col: data.at(v, n, col=col),
+                                        lambda n: tokens_tick(ctx, n)))
     ctx.figure("attention_ladder_steps", fig,
                claim("ladder_steps_caption", batch=data.key_batch, rounds=data.rounds_caption, twin=TWIN_OF_V9,
                      cudnn=CUDNN, scale=plots.LADDER_SCALE, flush=data.flush_said, prov=data.prov))

@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis import plots
 from analysis.encoder_side import side_csv
-from studylib import formatting, rundata, specs, steps
+from studylib import formatting, notebook, rundata, specs, steps
 from studylib.claims import claim
 
 SPEC = "encoder_ladder"
@@ -22,6 +22,11 @@ FP8_BRANCH = ("e12_fp8", "e15_fp8_attention_e4m3", "e18_fp8_cutlass")
 
 def branch(step: str) -> str:
     return "FP8 branch" if step in FP8_BRANCH else "fp16 path"
+
+
+def bar_time(ms: float) -> str:
+    """A bar's time as its label shows it (and the report's line for the step says it)."""
+    return f"{ms:.3g} ms"
 
 
 def ladder_table(d: pd.DataFrame, order: list[str], parents: dict) -> pd.DataFrame:
@@ -73,7 +78,7 @@ def ladder_figure(data, ctx, section: str = ""):
         for i, x in r.iterrows():
             gain = f", {x['gain']:.2f}x" if np.isfinite(x["gain"]) else ""
             mark = ": the fastest" if i == fastest else ""
-            ax.text(x["hi_ms"], i, f" {x['ms']:.3g} ms{gain}{mark}", va="center", fontsize=8,
+            ax.text(x["hi_ms"], i, f" {bar_time(x['ms'])}{gain}{mark}", va="center", fontsize=8,
                     fontweight="bold" if i == fastest else "normal")
         ax.set_yticks(range(len(r)), list(r["step"]), fontsize=8)
         ax.invert_yaxis()
@@ -83,6 +88,9 @@ def ladder_figure(data, ctx, section: str = ""):
     plots.legend_outside(axes[0, 0], fontsize=8)
     plots.titled(fig, "Whole ViT: every step of the ladder in one sitting", side_run.title_provenance())
     fig.tight_layout()
+    ctx.ladder_drawn(notebook.Rung(x["step"], ctx.said(claim("at_batch", batch=x["batch"])), bar_time(x["ms"]),
+                                   x["gain"], x["parent"] if x["parent"] != "-" else "")
+                     for _, x in t.iterrows())
     ctx.figure(name, fig,
                claim("ladder_steps_caption", spec=SPEC, rounds=rounds, prov=prov), section=section)
     cells = t.assign(time=[f"{x:.3f}" for x in t["ms"]],

@@ -80,6 +80,8 @@ def ladder_steps(data, ctx):
     if fig is None:
         ctx.missing("figure", "layernorm_ladder_steps", NOT_TIMED)
         return
+    ctx.ladder_drawn(plots.ladder_rungs(data.steps, data.key_rows, data.at,
+                                        lambda r: ctx.said(claim("rows_tick", rows=r))))
     ctx.figure("layernorm_ladder_steps", fig,
                claim("ladder_steps_caption", sizes=data.key_rows, hidden=HIDDEN, rounds=data.rounds_caption,
                      library=data.library, scale=plots.LADDER_SCALE, flush=data.flush_said, prov=data.prov))

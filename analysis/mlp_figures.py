@@ -152,6 +152,8 @@ def ladder(data, ctx):
                                   ctx.title_provenance(),
                                   parents=PARENTS)
         if fig is not None:
+            ctx.ladder_drawn(plots.ladder_rungs(fp16_steps, key_rows, lambda v, r, col: at(v, r, col),
+                                                lambda r: ctx.said(claim("rows_tick", rows=r)), parents=PARENTS))
             ctx.figure("mlp_ladder_steps", fig,
                        claim("ladder_steps_caption", shapes=[claim("shape_at", rows=r, hidden=HIDDEN) for r in key_rows],
                              rounds=rounds_caption, unfused=UNFUSED, gemm=GEMM, scale=plots.LADDER_SCALE,

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.patch_embed_data import CONV, CPU, CUDNN, FAMILY, LINEAR, SHORT, STREAM_VERSIONS, fmt_x, shape_text
-from studylib import catalog, formatting
+from studylib import catalog, formatting, notebook
 from studylib.claims import claim
 
 
@@ -41,6 +41,9 @@ def ladder(data, ctx, key_shapes):
     if not len(table):
         ctx.missing("table", f"{FAMILY}_ladder", claim("no_key_shape"))
         return table
+    ctx.ladder_drawn(notebook.Rung(x["version"], x["shape"], formatting.fmt_us(x["median us"]) + " us",
+                                   x["x previous"], x["previous step"] if x["previous step"] != "-" else "")
+                     for x in rows if catalog.is_own(x["version"]))
     table = table.dropna(axis=1, how="all")
     fmts = {"streams": formatting.fmt_int, "median us": formatting.fmt_us, "x previous": fmt_x,
             f"x {CPU}": fmt_x, f"time / {CUDNN}": fmt_x, "time / faster anchor": fmt_x}

@@ -226,8 +226,39 @@ def ladder_bars(ax, steps, times, gains, ranges):
             whiskers = np.isfinite(lo) and np.isfinite(hi) and hi > lo
             ax.barh(i, m, color="#4c72b0", alpha=0.85,
                     xerr=[[m - lo], [hi - m]] if whiskers else None, error_kw={"elinewidth": 0.8, "capsize": 2})
-            ax.text(hi if whiskers else m, i, f" {m:,.1f} us" + (f", {g:.2f}x" if np.isfinite(g) else ""),
+            ax.text(hi if whiskers else m, i, " " + bar_time(m) + (f", {g:.2f}x" if np.isfinite(g) else ""),
                     va="center", fontsize=8)
+
+
+def bar_time(us: float) -> str:
+    """A ladder bar's time as its label shows it (and the report's line for the step says it)."""
+    return f"{us:,.1f} us"
+
+
+def _ladder_values(steps: list[str], sizes: list, at, parents: dict | None):
+    """Per size the steps' median times, the rounds' ranges and each step's gain with the step it
+    is over: over the step above it (a chain) or, with `parents`, over its parent (a tree)."""
+    times = {n: [at(v, n, "median_us") for v in steps] for n in sizes}
+    ranges = {n: [(at(v, n, "lo_us"), at(v, n, "hi_us")) for v in steps] for n in sizes}
+    gains, over = {}, {}
+    for n, ts in times.items():
+        if parents is None:
+            above = [next((j for j in reversed(range(i)) if np.isfinite(ts[j])), None) for i in range(len(ts))]
+            over[n] = [steps[j] if j is not None else "" for j in above]
+            gains[n] = [ts[j] / m if j is not None else np.nan for j, m in zip(above, ts)]
+        else:
+            over[n] = [parents.get(v, "") for v in steps]
+            gains[n] = [at(parents[v], n, "median_us") / m if v in parents else np.nan for v, m in zip(steps, ts)]
+    return times, ranges, gains, over
+
+
+def ladder_rungs(steps: list[str], sizes: list, at, size_label, parents: dict | None = None) -> list:
+    """The steps as ladder_figure draws them (the same lookups), one notebook.Rung per step and
+    size it timed: the report's line for each step reads these (Context.ladder_drawn)."""
+    sizes = [n for n in sizes if any(np.isfinite(at(v, n, "median_us")) for v in steps)]
+    times, _, gains, over = _ladder_values(steps, sizes, at, parents)
+    return [notebook.Rung(v, size_label(n), bar_time(times[n][i]), gains[n][i], over[n][i])
+            for i, v in enumerate(steps) for n in sizes if np.isfinite(times[n][i])]
 
 
 def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size_label, what: str,
@@ -243,15 +274,8 @@ def ladder_figure(steps: list[str], sizes: list, at, reference: str | None, size
     steps = [v for v in steps if any(np.isfinite(at(v, n, "median_us")) for n in sizes)]
     if not sizes:
         return None
-    times = {n: [at(v, n, "median_us") for v in steps] for n in sizes}
-    ranges = {n: [(at(v, n, "lo_us"), at(v, n, "hi_us")) for v in steps] for n in sizes}
+    times, ranges, gains, _ = _ladder_values(steps, sizes, at, parents)
     refs = {n: at(reference, n, "median_us") if reference else np.nan for n in sizes}
-    if parents is None:  # a chain: each step over the one above it
-        gains = {n: [next((t for t in reversed(ts[:i]) if np.isfinite(t)), np.nan) / m for i, m in enumerate(ts)]
-                 for n, ts in times.items()}
-    else:  # a tree: each step over its parent, none for a version without one
-        gains = {n: [at(parents[v], n, "median_us") / m if v in parents else np.nan for v, m in zip(steps, ts)]
-                 for n, ts in times.items()}
     finite = {n: [t for t in ts + [refs[n]] if np.isfinite(t)] for n, ts in times.items()}
     logs = {n: max(f) / min(f) > LOG_SPAN for n, f in finite.items()}
     fast = [i for i, v in enumerate(steps)

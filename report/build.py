@@ -39,7 +39,7 @@ from pathlib import Path
 os.environ.setdefault("MPLBACKEND", "Agg")  # before any notebook imports pyplot: no display
 
 import studylib
-from studylib import catalog, formatting, notebook, notes, paths, rundata, schema
+from studylib import catalog, claims, formatting, notebook, notes, paths, rundata, schema
 from studylib.paths import REPO
 from report.results_index import beside_text, drawn_beside, results_index
 
@@ -297,20 +297,34 @@ def versions_block() -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def ladder_outputs(out_dir: Path) -> dict:
+def measured_line(rungs: list, notes_measured: str) -> str:
+    """A step's measured effect as the report says it: the rows its section's ladder figure (or
+    ladder table) draws, so the two read one row; the NOTES' own words, said to be theirs, only
+    where the figure does not draw it as a step (a reference, a side step, another sitting's)."""
+    if not rungs:
+        return claims.say(claims.claim("rung_elsewhere", measured=notes_measured))
+    said = [claims.claim("rung_over" if r.over and r.gain == r.gain else "rung_at",
+                         time=r.time, where=r.where, gain=r.gain, over=r.over) for r in rungs]
+    return claims.say(claims.claim("rung_measured", rungs=said))
+
+
+def ladder_outputs(out_dir: Path, drawn: dict) -> dict:
     """`text:ladder_<family>`: every version of the family in ladder order (its list, so no
-    version is left out of the report), one line each from its NOTES.md: what it is (the title),
-    and its "In short" lines, predicted, measured and why (studylib/notes.py)."""
+    version is left out of the report), one line each: from its NOTES.md what it is (the title),
+    the effect predicted and why (studylib/notes.py "In short"), and the effect measured as the
+    section's ladder draws it (`drawn`: family -> [notebook.Rung], Context.ladder_drawn)."""
     art = {}
     for family in FAMILY_TITLES:
-        lines = [f"*Every {FAMILY_TITLES[family]} version in ladder order (its version list), as "
-                 f"`stages/{family}/<version>/NOTES.md` tells it: what it is, the effect predicted "
-                 "before it was measured, the effect measured, and why the two differ. Their numbers "
-                 "are those of the sitting each NOTES names, not of the run below.*", ""]
+        lines = [f"*Every {FAMILY_TITLES[family]} version in ladder order (its version list): what it "
+                 f"is, the effect predicted before it was measured and why the measurement differs, as "
+                 f"`stages/{family}/<version>/NOTES.md` tells them; the effect measured, from the rows "
+                 "the section's ladder figure draws (the NOTES' own words where it does not draw "
+                 "the version as a step).*", ""]
         for v in catalog.family_versions(family):
             n = notes.read(REPO / "stages" / family / v / "NOTES.md", v)
+            measured = measured_line([r for r in drawn.get(family, []) if r.version == v], n["Measured"])
             lines.append(f"- **`{v}`** ({n['title']}). *Predicted:* {n['Predicted']} "
-                         f"*Measured:* {n['Measured']} *Why:* {n['Why']}")
+                         f"{measured} *Why:* {n['Why']}")
         p = out_dir / "text" / f"ladder_{family}.md"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("\n".join(lines) + "\n")
@@ -451,6 +465,7 @@ def build(args) -> Path:
     used, pieces, pos, heads, cross, targets, answer = {}, [], 0, [], [], [], None
     judged = {}  # family -> its targets sitting, where the notebook judged its targets on one
     family_artifacts = []  # (kind, name, caption) of every family section's figures and tables
+    drawn = {}  # family -> its ladder's steps as the section drew them (Context.ladder_drawn)
     for m in BLOCK.finditer(source):
         family, block = m.group(1), m.group(2)
         pieces.append(source[pos:m.start()])
@@ -465,6 +480,7 @@ def build(args) -> Path:
             used[family] = run
         if ctx is not None:
             family_artifacts += drawable(ctx)
+            drawn[family] = ctx.rungs
             if ctx.judged_on is not None:
                 judged[family] = ctx.judged_on
             if ctx.headline_entry is not None:
@@ -482,8 +498,8 @@ def build(args) -> Path:
                             f"{'end' if stray.group(1) == 'family' else 'family'} marker")
     # The figures and tables a family section draws from a folder beside its own run: the runs
     # table and the results index name them.
-    drawn = drawn_beside(family_artifacts, runs, used)
-    body = fill(body, {**study_outputs(used, out_dir, judged, drawn), **ladder_outputs(out_dir)}, out_dir,
+    beside = drawn_beside(family_artifacts, runs, used)
+    body = fill(body, {**study_outputs(used, out_dir, judged, beside), **ladder_outputs(out_dir, drawn)}, out_dir,
                 rundata.show_path(template))
     body = split_appendices(body, out_dir)
     source_csvs = (f"the CSVs of run folder {rundata.show_path(Path(args.run_dir))}" if args.run_dir
@@ -499,7 +515,7 @@ def build(args) -> Path:
         # by a build that is not the committed report's.
         index = (Path(args.results) / "README.md" if out_dir == (REPO / "report").resolve()
                  else out_dir / "results_index.md")
-        index.write_text(results_index(runs, used, Path(args.results), judged, drawn))
+        index.write_text(results_index(runs, used, Path(args.results), judged, beside))
     if not args.run_dir:
         block = headline_block(heads, used, targets, answer)
         target = readme_target or REPO / "README.md"

@@ -1,7 +1,47 @@
-"""report/build.py's own helpers, without a build: the ceilings sentences of the Method section."""
+"""report/build.py's own helpers, without a build: the ceilings sentences of the Method section,
+a step's measured line; and, on the committed report, every step's measured numbers against the
+ladder its section draws."""
+import re
 import unittest
 
-from report.build import ceilings_sentences
+from report.build import ceilings_sentences, measured_line
+from studylib.notebook import Rung
+from studylib.paths import REPO
+
+REPORT = REPO / "report"
+# "25.0 us at 197 tokens", "0.446 ms at batch 1", "13.0 us at vit_b, 224 px, batch 1"
+MEASURED = re.compile(r"([\d,]+(?:\.\d+)?) (us|ms) at ((?:vit_\w+, \d+ px, )?(?:batch \d+|\d+ rows|\d+ tokens))")
+
+
+def table_rows(name: str) -> list[dict]:
+    """A committed markdown table of report/tables as {column: cell} rows."""
+    lines = [x for x in (REPORT / "tables" / f"{name}.md").read_text().splitlines() if x.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(head, (c.strip() for c in x.strip("|").split("|")))) for x in lines[2:]]
+
+
+def number(cell: str) -> float:
+    return float(cell.replace(",", ""))
+
+
+def ladder_values(family: str) -> dict:
+    """(version, where) -> the time (us) the family's ladder table gives, where its ladder figure
+    draws the same lookups (the encoder: its ladder sitting's table, in ms)."""
+    out = {}
+    if family in ("layernorm", "mlp", "attention"):
+        name = {"layernorm": "layernorm_ladder", "mlp": "mlp_ladder", "attention": "attention_summary"}[family]
+        for row in table_rows(name):
+            for col, cell in row.items():
+                m = re.fullmatch(r"(\d+)( rows)?: us", col)
+                if m and cell != "-":
+                    out[row["version"], f"{m.group(1)} {'rows' if m.group(2) else 'tokens'}"] = number(cell)
+    elif family == "patch_embed":
+        for row in table_rows("patch_embed_ladder"):
+            out[row["version"], row["shape"]] = number(row["median us"])
+    else:
+        for row in table_rows("encoder_ladder_gains"):
+            out[row["step"], f"batch {row['batch']}"] = 1000 * number(row["ms"])
+    return out
 
 
 class CeilingsSentences(unittest.TestCase):
@@ -21,6 +61,38 @@ class CeilingsSentences(unittest.TestCase):
         self.assertEqual(ceilings_sentences({"x": ("NVIDIA L4", None, None)}),
                          ["Run `x` has no ceilings rows, so its bandwidth and throughput are shown without "
                           "a measured limit."])
+
+
+class MeasuredLine(unittest.TestCase):
+    def test_the_drawn_rows_else_the_notes_said_to_be_theirs(self):
+        self.assertEqual(measured_line([Rung("v2", "6304 rows", "10.4 us", 1.493, "v1"),
+                                        Rung("v2", "50432 rows", "45.8 us")], "NOTES words."),
+                         "*Measured:* 10.4 us at 6304 rows (1.49x over v1); 45.8 us at 50432 rows.")
+        self.assertIn("in the sitting its NOTES name", measured_line([], "NOTES words."))
+        self.assertTrue(measured_line([], "NOTES words.").endswith(": NOTES words."))
+
+
+class CommittedLadders(unittest.TestCase):
+    """Each step's "Measured" in the committed report is what its section's ladder draws: every
+    time a ladder line states equals that step's cell of the family's ladder table (both read the
+    lookups the ladder figure draws), and a section with a ladder says at least one step that way."""
+
+    def test_every_measured_time_is_the_ladders(self):
+        for family in ("patch_embed", "layernorm", "attention", "mlp", "encoder"):
+            table = ladder_values(family)
+            said = 0
+            for line in (REPORT / "text" / f"ladder_{family}.md").read_text().splitlines():
+                m = re.match(r"- \*\*`(\w+)`\*\*", line)
+                if not m or "*Measured:*" not in line:
+                    continue
+                part = line.split("*Measured:*", 1)[1].split("*Why:*", 1)[0]
+                for value, unit, where in MEASURED.findall(part):
+                    us = number(value) * (1000 if unit == "ms" else 1)
+                    key = (m.group(1), where)
+                    self.assertIn(key, table, f"{family}: {key} is not in its ladder table")
+                    self.assertAlmostEqual(us / table[key], 1, delta=0.006, msg=f"{family}: {key}")
+                    said += 1
+            self.assertGreater(said, 0, f"{family}: no step's measured line reads its ladder")
 
 
 if __name__ == "__main__":

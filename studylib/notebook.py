@@ -155,6 +155,19 @@ class Target:
     run: str = ""           # the run folder judged
 
 
+@dataclass(frozen=True)
+class Rung:
+    """One step of a family's ladder as the section draws it (its ladder figure, or its ladder
+    table where it has no figure): the version, the size (`where`, as the figure labels it), its
+    time as shown (`time`, with its unit), and its gain over the step `over` (NaN for none). The
+    report's line for the version says these, so its "Measured" and its figure read one row."""
+    version: str
+    where: str
+    time: str
+    gain: float = float("nan")
+    over: str = ""
+
+
 # "within noise": the margin to the target is smaller than the spread of the measurements (the
 # rounds of the sitting and the other sittings of the same GPU model).
 VERDICTS = ("met", "missed", "met within noise", "missed within noise", "not judged")
@@ -202,6 +215,7 @@ class Context:
     # build.py; a notebook that judges its targets and headline there takes it (take_targets_run).
     targets_run: Run | None = None
     judged_on: Run | None = None
+    rungs: list = field(default_factory=list)  # [Rung]: the ladder as the section drew it
 
     def take_targets_run(self) -> Run | None:
         """The targets sitting this family's targets and headline are judged on, from now on
@@ -314,6 +328,11 @@ class Context:
                                                                  c.band, c.verdict, c.run)
                                              for part in ("what", "detail")], templates, str(path))
         self.target(what, c.verdict, detail)
+
+    def ladder_drawn(self, rungs: list):
+        """The ladder's steps as the section's ladder figure (or table) shows them: build.py's
+        line for each version reads its measured numbers from here."""
+        self.rungs = list(rungs)
 
     def missing(self, kind: str, name: str, reason):
         """Record that an output could not be made from this run (for example no baseline

@@ -8,7 +8,7 @@ import pandas as pd
 
 import studylib
 from analysis.attention_data import CUDNN, CUDNN_GRAPH, HEAD_DIM, HEADS, label
-from studylib import catalog, formatting, paths, rundata
+from studylib import catalog, formatting, notes, paths, rundata
 from studylib.claims import claim
 
 NCU_COLUMNS = {  # ncu metric -> table column
@@ -27,6 +27,7 @@ def summary(data, ctx):
     time over the best cuDNN result."""
     at, order, key_tokens = data.at, data.order, data.key_tokens
     own = [v for v in order if catalog.is_own(v)]  # the ladder's steps, in order
+    ceilings = data.run.ceilings()
     rows = []
     for v in order:
         row = {"version": v}
@@ -38,6 +39,8 @@ def summary(data, ctx):
                 row[f"{n}: range"] = formatting.fmt_spread(at(v, n, col="lo_us"), at(v, n, col="hi_us"))
             row[f"{n}: x prev"] = at(prev, n) / m if prev else np.nan
             row[f"{n}: / best cuDNN"] = m / data.best_cudnn(n)[0]
+            row[f"{n}: % of floor"] = 100 * ceilings.floor_share(at(v, n, col="tflops"), np.nan)
+        row["idea"] = notes.idea("attention", v)
         if any(np.isfinite(row[f"{n}: us"]) for n in key_tokens):
             rows.append(row)
     table = pd.DataFrame(rows)
@@ -45,10 +48,11 @@ def summary(data, ctx):
         formats = {}
         for n in key_tokens:
             formats.update({f"{n}: us": formatting.fmt_us, f"{n}: x prev": formatting.fmt_ratio,
-                            f"{n}: / best cuDNN": formatting.fmt_ratio})
+                            f"{n}: / best cuDNN": formatting.fmt_ratio, f"{n}: % of floor": formatting.fmt_pct})
         ctx.table("attention_summary", formatting.markdown_table(table, formats),
                   claim("summary_caption", batch=data.key_batch, heads=HEADS, head_dim=HEAD_DIM, tokens=key_tokens,
-                        rounds=data.rounds_caption, cudnn=CUDNN, graph=label(CUDNN_GRAPH), flush=data.flush_said,
+                        rounds=data.rounds_caption, cudnn=CUDNN, graph=label(CUDNN_GRAPH), floor=claim("floor_columns"),
+                        flush=data.flush_said,
                         prov=data.prov))
     else:
         ctx.missing("table", "attention_summary", claim("none_at_head_shape"))

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.layernorm_data import EAGER, GRAPH, HIDDEN, NOT_TIMED, V1
-from studylib import formatting
+from studylib import formatting, notes
 from studylib.claims import claim
 
 
@@ -44,12 +44,15 @@ def summary(data, ctx):
 
 def ladder(data, ctx):
     """The ladder at the target sizes: time, speedup over the previous step, ratio to cuDNN."""
-    table, formats = formatting.ladder_table(data.order, data.steps, data.key_rows, data.at, data.library,
-                                             size_label=lambda r: f"{r} rows", spread=data.rounds)
+    ceilings = data.run.ceilings()
+    table, formats = formatting.ladder_table(
+        data.order, data.steps, data.key_rows, data.at, data.library, size_label=lambda r: f"{r} rows",
+        spread=data.rounds, idea=lambda v: notes.idea("layernorm", v),
+        floor_share=lambda v, r: ceilings.floor_share(data.at(v, r, "tflops"), data.at(v, r, "gbps")))
     if len(table):
         ctx.table("layernorm_ladder", formatting.markdown_table(table, formats),
                   claim("ladder_caption", sizes=data.key_rows, hidden=HIDDEN, rounds=data.rounds_caption,
-                        library=data.library, flush=data.flush_said, prov=data.prov))
+                        library=data.library, floor=claim("floor_columns"), flush=data.flush_said, prov=data.prov))
     else:
         ctx.missing("table", "layernorm_ladder", NOT_TIMED)
     return table

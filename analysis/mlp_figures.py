@@ -13,7 +13,7 @@ from analysis import plots
 from analysis.mlp_data import (
     GEMM, GRAPH, HIDDEN, KEY_BATCH, PARENTS, SUMMARY_FORMATS, TARGET_GEMM_RATIO, UNFUSED, drawing, is_fp8, label,
     widths_of)
-from studylib import catalog, formatting
+from studylib import catalog, formatting, notes
 from studylib.claims import claim
 
 
@@ -138,13 +138,16 @@ def ladder(data, ctx):
     at, flush_text, key_rows, order, prov = data.at, data.flush_text, data.key_rows, data.order, ctx.provenance()
     rounds, rounds_caption = data.rounds, data.rounds_caption
     steps = [v for v in order if catalog.is_own(v) and v != GEMM]
+    ceilings = ctx.run.ceilings()
     ladder, ladder_formats = formatting.ladder_table(
         order, steps, key_rows, lambda v, r, col: at(v, r, col), GEMM if GEMM in order else None,
-        size_label=lambda r: f"{r} rows", spread=rounds)
+        size_label=lambda r: f"{r} rows", spread=rounds, idea=lambda v: notes.idea("mlp", v),
+        floor_share=lambda v, r: ceilings.floor_share(at(v, r, "tflops"), float("nan"), fp8=is_fp8(v)))
     if len(ladder):
         ctx.table("mlp_ladder", formatting.markdown_table(ladder, ladder_formats),
                   claim("ladder_caption", shapes=[claim("shape_at", rows=r, hidden=HIDDEN) for r in key_rows],
-                        rounds=rounds_caption, steps_chain=" -> ".join(steps), gemm=GEMM, flush=flush_text, prov=prov))
+                        rounds=rounds_caption, steps_chain=" -> ".join(steps), gemm=GEMM, floor=claim("floor_columns"),
+                        flush=flush_text, prov=prov))
         fp16_steps = [v for v in steps if not is_fp8(v)]
         fig = plots.ladder_figure(fp16_steps, key_rows, lambda v, r, col: at(v, r, col),
                                   GEMM if GEMM in order else None, lambda r: ctx.said(claim("rows_tick", rows=r)),

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.patch_embed_data import CONV, CPU, CUDNN, FAMILY, LINEAR, SHORT, STREAM_VERSIONS, fmt_x, shape_text
-from studylib import catalog, formatting, notebook
+from studylib import catalog, formatting, notebook, notes
 from studylib.claims import claim
 
 
@@ -15,6 +15,7 @@ def ladder(data, ctx, key_shapes):
     and over cpu_baseline, the time over cuDNN's and over the faster PyTorch anchor's."""
     at, order = data.at, data.order
     own_order = [v for v in order if catalog.is_own(v)]
+    ceilings = ctx.run.ceilings()
     rows = []
     for m, image, b in key_shapes:
         present = [v for v in order if np.isfinite(at(v, m, image, b))]
@@ -36,7 +37,11 @@ def ladder(data, ctx, key_shapes):
                 f"time / {CUDNN}": us / at(CUDNN, m, image, b) if v != CUDNN else np.nan,
                 "time / faster anchor": (us / anchors_here[best_anchor]
                                          if best_anchor and v != best_anchor else np.nan),
-                "faster anchor": SHORT.get(best_anchor, "-")})
+                "faster anchor": SHORT.get(best_anchor, "-"),
+                # The floor is the GPU's: the CPU version's time is not measured against it.
+                "% of floor": (100 * ceilings.floor_share(at(v, m, image, b, "tflops"), at(v, m, image, b, "gbps"))
+                               if v != CPU else np.nan),
+                "idea": notes.idea(FAMILY, v)})
     table = pd.DataFrame(rows)
     if not len(table):
         ctx.missing("table", f"{FAMILY}_ladder", claim("no_key_shape"))
@@ -46,10 +51,12 @@ def ladder(data, ctx, key_shapes):
                      for x in rows if catalog.is_own(x["version"]))
     table = table.dropna(axis=1, how="all")
     fmts = {"streams": formatting.fmt_int, "median us": formatting.fmt_us, "x previous": fmt_x,
-            f"x {CPU}": fmt_x, f"time / {CUDNN}": fmt_x, "time / faster anchor": fmt_x}
+            f"x {CPU}": fmt_x, f"time / {CUDNN}": fmt_x, "time / faster anchor": fmt_x,
+            "% of floor": formatting.fmt_pct}
     ctx.table(f"{FAMILY}_ladder", formatting.markdown_table(table, {k: f for k, f in fmts.items()
                                                                    if k in table.columns}),
-              claim("ladder_caption", rounds=data.rounds_caption, cpu=CPU, cudnn=CUDNN, flush=data.flush_said,
+              claim("ladder_caption", rounds=data.rounds_caption, cpu=CPU, cudnn=CUDNN, floor=claim("floor_columns"),
+                    flush=data.flush_said,
                     prov=ctx.provenance()))
     return table
 

@@ -13,7 +13,7 @@ skip_without_pandas(__name__)
 import studylib  # noqa: E402
 from analysis import plots, synthetic, synthetic_encoder, synthetic_patch_embed  # noqa: E402
 from analysis.testing import REPO, build, hand_made_encoder, read_rows  # noqa: E402
-from studylib import catalog, formatting, notebook, rundata  # noqa: E402
+from studylib import catalog, formatting, notebook, notes, rundata  # noqa: E402
 
 
 class Figures(BuiltReport):
@@ -192,14 +192,25 @@ class Figures(BuiltReport):
         t = {r["version"]: float(r["median_us"]) for r in rows
              if r["batch"] == "256" and r["image_size"] == "224" and r["status"] == "ok"}
         ladder = (self.out / "tables" / "layernorm_ladder.md").read_text()
-        self.assertIn("| version | 6304 rows: us | 6304 rows: x prev | 6304 rows: / cudnn |",
+        self.assertIn("| version | 6304 rows: us | 6304 rows: x prev | 6304 rows: / cudnn | 6304 rows: % of floor |",
                       ladder)
         self.assertIn(f"| v2_cub | ", ladder)
+        head = next(x for x in ladder.splitlines() if x.startswith("| version |"))
         line = next(x for x in ladder.splitlines() if x.startswith("| v5_unrolled |"))
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        self.assertEqual(cells[4:7], [formatting.fmt_us(t["v5_unrolled"]),
-                                      formatting.fmt_ratio(t["v4_vectorized"] / t["v5_unrolled"]),
-                                      formatting.fmt_ratio(t["v5_unrolled"] / t["cudnn"])])
+        cells = dict(zip([c.strip() for c in head.strip("|").split("|")], [c.strip() for c in line.strip("|").split("|")]))
+        self.assertEqual([cells[f"50432 rows: {c}"] for c in ("us", "x prev", "/ cudnn")],
+                         [formatting.fmt_us(t["v5_unrolled"]), formatting.fmt_ratio(t["v4_vectorized"] / t["v5_unrolled"]),
+                          formatting.fmt_ratio(t["v5_unrolled"] / t["cudnn"])])
+        # % of floor: the bytes every version moves at the run's copy rate over its time (a
+        # LayerNorm's FLOPs are far below the GEMM ceiling); idea: its NOTES.md title.
+        c = rundata.load_run(self.ln).ceilings()
+        floor_us = (2.0 * 50432 * 768 * 2 + 2.0 * 768 * 2) / c.copy_gbps / 1e3
+        self.assertEqual(cells["50432 rows: % of floor"], formatting.fmt_pct(100 * floor_us / t["v5_unrolled"]))
+        self.assertEqual(cells["idea"], notes.idea("layernorm", "v5_unrolled"))
+        nan = float("nan")
+        self.assertNotEqual(c.floor_share(nan, nan), c.floor_share(nan, nan))  # NaN: neither rate known
+        self.assertAlmostEqual(rundata.Ceilings(1000.0, 500.0, 1000.0).floor_share(250.0, 600.0, fp8=True), 0.6)
+        self.assertAlmostEqual(rundata.Ceilings(1000.0, 500.0, 1000.0).floor_share(400.0, 600.0), 0.8)
         mlp = (self.out / "tables" / "mlp_ladder.md").read_text()
         self.assertIn("6304 rows: / gemm_only", mlp)
         self.assertIn("unfused -> unfused_graph -> fused_epilogue", mlp)

@@ -77,12 +77,14 @@ def sweep_table(t: pd.DataFrame, index: list[str], columns: str, order: list[str
 
 
 def ladder_table(order: list[str], steps: list[str], sizes: list, at, reference: str | None,
-                 size_label=str, spread: bool = False):
+                 size_label=str, spread: bool = False, floor_share=None, idea=None):
     """The per-step ladder table: one row per version of `order`, and per size the median time,
     (with `spread`, the rounds' range), the speedup over the previous step of `steps` (its time
-    / this time) and the time as a ratio to `reference` (below 1 = faster). `at(version, size,
-    col)` looks a value up (NaN where not timed). Returns the table and its formats; versions
-    timed at none of the sizes are left out."""
+    / this time), the time as a ratio to `reference` (below 1 = faster) and, with
+    `floor_share(version, size)`, its floor's share of the time (Ceilings.floor_share); with
+    `idea(version)`, what the version is. `at(version, size, col)` looks a value up (NaN where
+    not timed). Returns the table and its formats; versions timed at none of the sizes are left
+    out."""
     rows, formats = [], {}
     for v in order:
         row = {"version": v}
@@ -99,6 +101,11 @@ def ladder_table(order: list[str], steps: list[str], sizes: list, at, reference:
             if reference:
                 row[f"{key}: / {reference}"] = m / at(reference, n, "median_us")
                 formats[f"{key}: / {reference}"] = fmt_ratio
+            if floor_share:
+                row[f"{key}: % of floor"] = 100 * floor_share(v, n) if np.isfinite(m) else np.nan
+                formats[f"{key}: % of floor"] = fmt_pct
+        if idea:
+            row["idea"] = idea(v)
         if any(np.isfinite(row[f"{size_label(n)}: us"]) for n in sizes):
             rows.append(row)
     return pd.DataFrame(rows), formats

@@ -54,6 +54,13 @@ def in_short(text: str) -> dict:
     return {f: found[f] for f in FIELDS}
 
 
+def idea(family: str, version: str) -> str:
+    """What a version of a family is (its NOTES.md title), "-" for one without NOTES (an anchor)."""
+    from studylib.paths import REPO
+    path = REPO / "stages" / family / version / "NOTES.md"
+    return title(path.read_text(), version) if path.is_file() else "-"
+
+
 def read(path: Path, version: str) -> dict:
     """{'title': ..., 'Predicted': ..., 'Measured': ..., 'Why': ...} of one NOTES.md; NotesError
     names the file."""

@@ -211,6 +211,16 @@ class Ceilings:
     gemm_tflops: float | None
     gemm_fp8_tflops: float | None = None
 
+    def floor_share(self, tflops: float, gbps: float, fp8: bool = False) -> float:
+        """A row's time as a share of its floor: the floor is the longer of the problem's FLOPs
+        at the GEMM ceiling of its precision and the bytes it must move at the copy bandwidth,
+        so the share is the larger of the row's rates over those (tflops and gbps are the
+        family's counts of the problem, the same for every version). NaN where neither is known."""
+        ceiling = self.gemm_fp8_tflops if fp8 else self.gemm_tflops
+        shares = [rate / limit for rate, limit in ((tflops, ceiling), (gbps, self.copy_gbps))
+                  if limit and rate == rate and rate is not None]
+        return max(shares) if shares else float("nan")
+
 
 @dataclass(eq=False)  # identity, so a run can key a dict (report/build.py groups by run)
 class Run:

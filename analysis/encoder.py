@@ -74,6 +74,7 @@ encoder_tables.b1_kernels(data, ctx)
 
 # %%
 breakdown_rows, breakdown_versions = encoder_figures.breakdown(data, ctx)
+ctx.forward_shares = encoder_tables.forward_shares(data, breakdown_rows, breakdown_versions)
 
 # %% [markdown]
 # ## The GEMMs against the GPU's measured ceiling

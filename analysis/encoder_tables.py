@@ -398,19 +398,26 @@ def stream_findings(e3, e4):
     return findings
 
 
+def forward_shares(data, bd, bd_versions):
+    """(step, batch, {component: its share of the step's eager forward}) of the answer's fp16 step
+    (else e6_best) at the largest batch with a breakdown, largest share first; None without one."""
+    if not len(bd_versions):
+        return None
+    answer = data.answer_fp16()
+    v = answer if answer in bd_versions else E6 if E6 in bd_versions else bd_versions[-1]
+    b = int(max(set(bd.loc[bd["version"] == v, "batch"])))
+    d = bd[(bd["version"] == v) & (bd["batch"] == b)].sort_values("us", ascending=False)
+    return v, b, {r["component"]: r["us"] / d["us"].sum() for _, r in d.iterrows()}, d["us"].sum()
+
+
 def breakdown_findings(data, bd, bd_versions):
     """Where the time goes in the answer's fp16 step (else e6_best) at the largest batch with a breakdown."""
     at_key, parts, where, findings = data.at_key, data.parts, data.where, []
-    if len(bd_versions):
-        answer = data.answer_fp16()
-        v = answer if answer in bd_versions else E6 if E6 in bd_versions else bd_versions[-1]
-        b = int(max(set(bd.loc[bd["version"] == v, "batch"])))
-        d = bd[(bd["version"] == v) & (bd["batch"] == b)].sort_values("us", ascending=False)
-        total = d["us"].sum()
-        top = d.head(2)
+    shares = forward_shares(data, bd, bd_versions)
+    if shares is not None:
+        v, b, share, total = shares
         findings.append(claim("breakdown", version=v, batch=b, total=fmt_ms(total),
-                              parts=[claim("breakdown_part", component=r['component'], share=r['us'] / total)
-                                     for _, r in top.iterrows()]))
+                              parts=[claim("breakdown_part", component=c, share=s) for c, s in list(share.items())[:2]]))
     elif len(at_key):
         findings.append(claim("no_breakdown_notes") if not len(parts) else claim("no_breakdown_at", where=where))
     return findings

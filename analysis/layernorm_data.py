@@ -72,9 +72,17 @@ class LayerNormData:
         # sizes alone, rounds interleaved: the newest one measured after this run, or this run's
         # own layernorm_targets.csv beside its sweep), else on this run.
         self.judged, self.judged_copy = self.timed, self.copy
+        self.ladder_run = run
         if ctx.targets_run is not None:
             self.judged = merged(ctx.take_targets_run())[0]
             self.judged_copy = ctx.targets_run.ceilings().copy_gbps or self.copy
+            self.ladder_run = ctx.targets_run
+        # The target sizes' tables, the ladder figure and each step's measured line read the same
+        # rows as the targets: one sitting, its rounds interleaved where the family has one, so a
+        # step has one time at a target size (the figures over rows read this run's sweep).
+        self.ladder_prov = self.ladder_run.provenance("layernorm")
+        self.ladder_tprov = self.ladder_run.title_provenance("layernorm")
+        self.ladder_rounds, self.ladder_rounds_caption, _ = formatting.rounds_wording(self.judged)
 
     def at(self, version, rows, col="median_us", table=None):
         """One value of the merged table (`table`: another run's), NaN when that version has no
@@ -82,6 +90,10 @@ class LayerNormData:
         t = self.timed if table is None else table
         s = t[(t["version"] == version) & (t["rows"] == rows)][col]
         return float(s.iloc[0]) if len(s) else np.nan
+
+    def ladder_at(self, version, rows, col="median_us"):
+        """One value of the rows the target sizes are told from (the targets' sitting, `judged`)."""
+        return self.at(version, rows, col, table=self.judged)
 
     def fastest(self, rows, table=None):
         """The fastest of every version shown at this size, library versions included (the

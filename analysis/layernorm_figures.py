@@ -75,13 +75,13 @@ def speedup(data, ctx):
 def ladder_steps(data, ctx):
     """The ladder's steps at the target sizes (plots.ladder_figure)."""
     title = ctx.said(claim("ladder_steps_title", hidden=HIDDEN, flush=data.flush_said))
-    fig = plots.ladder_figure(data.steps, data.key_rows, data.at, data.library,
-                              lambda r: ctx.said(claim("rows_tick", rows=r)), title, data.tprov)
+    fig = plots.ladder_figure(data.steps, data.key_rows, data.ladder_at, data.library,
+                              lambda r: ctx.said(claim("rows_tick", rows=r)), title, data.ladder_tprov)
     if fig is None:
         ctx.missing("figure", "layernorm_ladder_steps", NOT_TIMED)
         return
-    ctx.ladder_drawn(plots.ladder_rungs(data.steps, data.key_rows, data.at,
+    ctx.ladder_drawn(plots.ladder_rungs(data.steps, data.key_rows, data.ladder_at,
                                         lambda r: ctx.said(claim("rows_tick", rows=r))))
     ctx.figure("layernorm_ladder_steps", fig,
-               claim("ladder_steps_caption", sizes=data.key_rows, hidden=HIDDEN, rounds=data.rounds_caption,
-                     library=data.library, scale=plots.LADDER_SCALE, flush=data.flush_said, prov=data.prov))
+               claim("ladder_steps_caption", sizes=data.key_rows, hidden=HIDDEN, rounds=data.ladder_rounds_caption,
+                     library=data.library, scale=plots.LADDER_SCALE, flush=data.flush_said, prov=data.ladder_prov))

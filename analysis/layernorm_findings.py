@@ -76,17 +76,18 @@ def findings(data, ctx):
     """Every finding of the section, in order; the targets judged into ctx."""
     timed, copy = data.timed, data.copy
     out = [s for s in [formatting.rounds_sentence(timed)] if s] if len(timed) else []
-    out += [s for s in [ctx.judged_apart("The targets and the headline (the sentences up to the last "
-                                         "target's verdict)")] if s]
+    out += [s for s in [ctx.judged_apart("The targets, the headline (the sentences up to the last target's "
+                                         "verdict), the target sizes' tables and the ladder figure")] if s]
     big = max(data.key_rows) if data.key_rows else None  # None: nothing timed in this run
     if big is not None:
         out += fastest_first(data, ctx, big)
     out += against_anchors(data, ctx)
     for lib in [v for v in data.order if catalog.is_library(v)]:
-        m = data.at(lib, big)
+        m, judged_copy = data.ladder_at(lib, big), data.judged_copy
         if np.isfinite(m):
-            out.append(claim("library_time_share" if copy else "library_time", library=lib, us=m, rows=big,
-                             hidden=HIDDEN, share=data.at(lib, big, "gbps") / copy if copy else None))
+            out.append(claim("library_time_share" if judged_copy else "library_time", library=lib, us=m, rows=big,
+                             hidden=HIDDEN,
+                             share=data.ladder_at(lib, big, "gbps") / judged_copy if judged_copy else None))
     if copy and data.flush == 0.0:
         over = timed[timed["gbps"] > copy]
         if len(over):

@@ -13,7 +13,7 @@ from studylib.claims import claim
 
 def summary(data, ctx):
     """Every version at the target sizes: time, bandwidth, share of copy, speedups."""
-    at, copy, rows_ = data.at, data.copy, []
+    at, copy, rows_ = data.ladder_at, data.judged_copy, []
     for r in data.key_rows:
         for v in data.order:
             m = at(v, r)
@@ -22,7 +22,7 @@ def summary(data, ctx):
             rows_.append({
                 "rows": r, "version": v, "median us": m,
                 **({formatting.SPREAD_COLUMN: formatting.fmt_spread(at(v, r, "lo_us"), at(v, r, "hi_us"))}
-                   if data.rounds else {}),
+                   if data.ladder_rounds else {}),
                 "GB/s": at(v, r, "gbps"),
                 "% of copy": 100 * at(v, r, "gbps") / copy if copy else np.nan,
                 f"speedup vs {V1}": at(V1, r) / m,
@@ -35,8 +35,8 @@ def summary(data, ctx):
             "rows": formatting.fmt_int, "median us": formatting.fmt_us, "GB/s": formatting.fmt_gbps,
             "% of copy": formatting.fmt_pct, f"speedup vs {V1}": formatting.fmt_ratio,
             "time / PyTorch graph": formatting.fmt_ratio, "time / PyTorch eager": formatting.fmt_ratio}),
-            claim("summary_caption", sizes=data.key_rows, hidden=HIDDEN, rounds=data.rounds_caption, copy=copy,
-                  v1=V1, prov=data.prov))
+            claim("summary_caption", sizes=data.key_rows, hidden=HIDDEN, rounds=data.ladder_rounds_caption,
+                  copy=copy, v1=V1, prov=data.ladder_prov))
     else:
         ctx.missing("table", "layernorm_summary", NOT_TIMED)
     return table
@@ -44,15 +44,16 @@ def summary(data, ctx):
 
 def ladder(data, ctx):
     """The ladder at the target sizes: time, speedup over the previous step, ratio to cuDNN."""
-    ceilings = data.run.ceilings()
+    ceilings, at = data.ladder_run.ceilings(), data.ladder_at
     table, formats = formatting.ladder_table(
-        data.order, data.steps, data.key_rows, data.at, data.library, size_label=lambda r: f"{r} rows",
-        spread=data.rounds, idea=lambda v: notes.idea("layernorm", v),
-        floor_share=lambda v, r: ceilings.floor_share(data.at(v, r, "tflops"), data.at(v, r, "gbps")))
+        data.order, data.steps, data.key_rows, at, data.library, size_label=lambda r: f"{r} rows",
+        spread=data.ladder_rounds, idea=lambda v: notes.idea("layernorm", v),
+        floor_share=lambda v, r: ceilings.floor_share(at(v, r, "tflops"), at(v, r, "gbps")))
     if len(table):
         ctx.table("layernorm_ladder", formatting.markdown_table(table, formats),
-                  claim("ladder_caption", sizes=data.key_rows, hidden=HIDDEN, rounds=data.rounds_caption,
-                        library=data.library, floor=claim("floor_columns"), flush=data.flush_said, prov=data.prov))
+                  claim("ladder_caption", sizes=data.key_rows, hidden=HIDDEN, rounds=data.ladder_rounds_caption,
+                        library=data.library, floor=claim("floor_columns"), flush=data.flush_said,
+                        prov=data.ladder_prov))
     else:
         ctx.missing("table", "layernorm_ladder", NOT_TIMED)
     return table

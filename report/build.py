@@ -261,7 +261,33 @@ def targets_list(targets: list) -> str:
     return "\n".join(out) + "\n"
 
 
-def headline_block(heads: list, used: dict, targets: list | None = None, answer: str | None = None) -> str:
+# The eager breakdown's component of each family whose gain README weighs (what_gains_buy).
+COMPONENT_OF = {"patch_embed": "patch_embed", "layernorm": "layernorm", "attention": "attention", "mlp": "mlp"}
+
+
+def what_gains_buy(heads: list, shares: tuple | None) -> str:
+    """README's lines weighing each family's headline gain over its faster PyTorch anchor by the
+    share its component takes of the answer's eager forward (Context.forward_shares), Amdahl's
+    way; empty without a breakdown."""
+    if shares is None:
+        return ""
+    step, batch, share, total = shares
+    lines = []
+    for family, h in heads:
+        component = COMPONENT_OF.get(family)
+        anchors = [(label, us) for label, us in h.anchors if us == us]
+        if component not in share or not anchors or not h.fastest_us == h.fastest_us:
+            continue
+        label, anchor_us = min(anchors, key=lambda a: a[1])
+        gain, s = anchor_us / h.fastest_us, share[component]
+        lines.append("- " + claims.say(claims.claim("gains_buy", family=FAMILY_TITLES[family], share=s, gain=gain,
+                                                    anchor=label, shape=h.shape, buys=1 + s * (gain - 1))) + ".")
+    intro = claims.say(claims.claim("gains_buy_intro", step=step, batch=batch, total=formatting.fmt_ms(total)))
+    return intro + "\n\n" + ("\n".join(lines) if lines else "- " + claims.say(claims.claim("gains_buy_none")) + ".") + "\n\n"
+
+
+def headline_block(heads: list, used: dict, targets: list | None = None, answer: str | None = None,
+                   shares: tuple | None = None) -> str:
     whole = next((h for f, h in heads if f == "encoder"), None)
     source = (f"`{whole.measured_in}`" if whole is not None and whole.measured_in else
               f"run `{used['encoder'].name}`" if "encoder" in used else "no run yet")
@@ -282,7 +308,7 @@ def headline_block(heads: list, used: dict, targets: list | None = None, answer:
             "included) at one representative shape, against the library version and the "
             "PyTorch anchors measured in the same run (median time per call; the report, "
             "`report/README.md`, has every size and version, and the targets):\n\n"
-            + headline_table(heads, used) + "\n")
+            + headline_table(heads, used) + "\n" + what_gains_buy(heads, shares))
 
 
 def versions_block() -> str:
@@ -466,6 +492,7 @@ def build(args) -> Path:
     judged = {}  # family -> its targets sitting, where the notebook judged its targets on one
     family_artifacts = []  # (kind, name, caption) of every family section's figures and tables
     drawn = {}  # family -> its ladder's steps as the section drew them (Context.ladder_drawn)
+    shares = None  # the encoder's breakdown of its answer's forward (Context.forward_shares)
     for m in BLOCK.finditer(source):
         family, block = m.group(1), m.group(2)
         pieces.append(source[pos:m.start()])
@@ -481,6 +508,7 @@ def build(args) -> Path:
         if ctx is not None:
             family_artifacts += drawable(ctx)
             drawn[family] = ctx.rungs
+            shares = ctx.forward_shares if ctx.forward_shares is not None else shares
             if ctx.judged_on is not None:
                 judged[family] = ctx.judged_on
             if ctx.headline_entry is not None:
@@ -517,7 +545,7 @@ def build(args) -> Path:
                  else out_dir / "results_index.md")
         index.write_text(results_index(runs, used, Path(args.results), judged, beside))
     if not args.run_dir:
-        block = headline_block(heads, used, targets, answer)
+        block = headline_block(heads, used, targets, answer, shares)
         target = readme_target or REPO / "README.md"
         if args.check_readme:
             current = target.read_text() if target.is_file() else ""

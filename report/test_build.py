@@ -4,8 +4,8 @@ ladder its section draws."""
 import re
 import unittest
 
-from report.build import ceilings_sentences, measured_line
-from studylib.notebook import Rung
+from report.build import ceilings_sentences, measured_line, what_gains_buy
+from studylib.notebook import Headline, Rung
 from studylib.paths import REPO
 
 REPORT = REPO / "report"
@@ -70,6 +70,22 @@ class MeasuredLine(unittest.TestCase):
                          "*Measured:* 10.4 us at 6304 rows (1.49x over v1); 45.8 us at 50432 rows.")
         self.assertIn("in the sitting its NOTES name", measured_line([], "NOTES words."))
         self.assertTrue(measured_line([], "NOTES words.").endswith(": NOTES words."))
+
+
+class WhatGainsBuy(unittest.TestCase):
+    def test_each_gain_weighed_by_its_share(self):
+        heads = [("mlp", Headline("MLP", "s1", "m", 100.0, anchors=[("slow", 200.0), ("fast", 150.0)])),
+                 ("layernorm", Headline("LayerNorm", "s2", "l", 10.0, anchors=[("eager", 30.0)])),
+                 ("encoder", Headline("Whole ViT", "s3", "e", 1.0, anchors=[("compile", 2.0)])),
+                 ("attention", Headline("Attention", "s4", "a", 5.0))]   # no anchor: no line
+        got = what_gains_buy(heads, ("e19", 256, {"mlp": 0.5, "layernorm": 0.1, "qkv": 0.4}, 17000.0))
+        lines = [x for x in got.splitlines() if x.startswith("- ")]
+        # The faster anchor: 1.5x over 50% of the forward buys 1.25x; 3x over 10% buys 1.20x.
+        self.assertEqual(len(lines), 2, got)
+        self.assertIn("MLP: 50% of the forward; 1.50x fast at s1: buys 1.25x", lines[0])
+        self.assertIn("LayerNorm: 10% of the forward; 3.00x eager at s2: buys 1.20x", lines[1])
+        self.assertIn("e19 at batch 256 spends 17.0 ms", got)
+        self.assertEqual(what_gains_buy(heads, None), "")
 
 
 class CommittedLadders(unittest.TestCase):

@@ -216,6 +216,9 @@ class Context:
     targets_run: Run | None = None
     judged_on: Run | None = None
     rungs: list = field(default_factory=list)  # [Rung]: the ladder as the section drew it
+    # The encoder's (step, batch, {component: share of its eager forward}, total us): what README
+    # weighs each family's gain by (report/build.py, what_gains_buy).
+    forward_shares: tuple | None = None
 
     def take_targets_run(self) -> Run | None:
         """The targets sitting this family's targets and headline are judged on, from now on
@@ -232,7 +235,7 @@ class Context:
             return None
         files = ", ".join(sorted(t.sources.get(self.family, ())))
         return (f"{scope} are judged on the targets sitting, {files} in `{t.name}` "
-                f"({t.provenance(self.family)}); the other sentences and the figures on this run's rows.")
+                f"({t.provenance(self.family)}); the rest of the section on this run's rows.")
 
     def headline(self, **kw):
         """The family's line of README's headline table (report/build.py writes the table)."""

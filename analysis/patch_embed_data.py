@@ -198,6 +198,12 @@ def main_shapes(data):
     return shapes
 
 
+def holds_shapes(data, shapes) -> bool:
+    """Whether `data` timed some version at every one of `shapes` ((model, image, batch))."""
+    timed = set(zip(data.timed["model"], data.timed["image_size"].astype(int), data.timed["batch"].astype(int)))
+    return bool(shapes) and all((m, int(i), int(b)) in timed for m, i, b in shapes)
+
+
 def key_shapes(data):
     """Where the ladder is compared: the small shape the early steps reach, then the main ones."""
     small = small_shape(data)

@@ -269,10 +269,10 @@ def speedup(data, ctx, ladder):
     left.annotate("1x: no change", xy=(0, 1.0), xycoords=("axes fraction", "data"),
                   xytext=(2, 2), textcoords="offset points", fontsize=9, color="#444444")
     handles = [plt.Line2D([], [], color=shape_colors(i), marker="o", label=sh) for i, sh in enumerate(shapes)]
-    plots.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", ctx.title_provenance())
+    plots.titled(fig, "Patch embedding: speedup along the ladder (above 1 = faster)", data.run.title_provenance(FAMILY))
     shared_legend(fig, handles, bottom=0.14)
     ctx.figure(f"{FAMILY}_speedup", fig, claim("speedup_caption", cpu=CPU, shapes=list(shapes), near_one=list(near_one),
-                                               prov=ctx.provenance()))
+                                               prov=data.run.provenance(FAMILY)))
 
 
 def peak_share(data, ctx):

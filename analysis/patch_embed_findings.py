@@ -159,12 +159,16 @@ def routine(rt, key_shapes):
     return []
 
 
-def findings(data, ctx, judged, key_shapes, sr, rt, timeline):
-    """Every finding of the section, in order; the targets judged into ctx (sr: stream_rows; rt:
-    the routine table; timeline: the timeline figure's finding, or None)."""
+def findings(data, ctx, judged, ladder, key_shapes, sr, rt, timeline):
+    """Every finding of the section, in order; the targets judged into ctx (judged: the rows they
+    are judged on; ladder: the rows of the ladder at the key shapes, judged's where that sitting
+    holds them; sr: stream_rows; rt: the routine table; timeline: the timeline figure's finding,
+    or None)."""
     out = [s for s in [formatting.rounds_sentence(data.timed)] if s]
-    out += [s for s in [ctx.judged_apart("The targets and the headline below")] if s]
-    out += conv_target(judged, ctx) + batch1(data) + ladder_losses(data) + linear_target(judged, ctx)
+    scope = ("The targets, the headline, the ladder at the key shapes (its table, its speedup figure and "
+             "the findings on it)" if ladder is judged and judged is not data else "The targets and the headline below")
+    out += [s for s in [ctx.judged_apart(scope)] if s]
+    out += conv_target(judged, ctx) + batch1(ladder) + ladder_losses(ladder) + linear_target(judged, ctx)
     if sr.shape is not None:
         for v in sr.versions:
             out += stream_findings(data, sr, v)
@@ -172,7 +176,7 @@ def findings(data, ctx, judged, key_shapes, sr, rt, timeline):
         out.append(claim("no_streams", v3=V3, v3g=V3G))
     if timeline:
         out.append(timeline)
-    out += against_cpu(data, key_shapes) + routine(rt, key_shapes)
+    out += against_cpu(ladder, key_shapes) + routine(rt, key_shapes)
     missing_versions = [v for v in LADDER if v not in set(data.everything["version"])]
     if missing_versions:
         out.append(claim("missing_versions", versions=missing_versions))

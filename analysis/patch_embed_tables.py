@@ -15,7 +15,7 @@ def ladder(data, ctx, key_shapes):
     and over cpu_baseline, the time over cuDNN's and over the faster PyTorch anchor's."""
     at, order = data.at, data.order
     own_order = [v for v in order if catalog.is_own(v)]
-    ceilings = ctx.run.ceilings()
+    ceilings = data.run.ceilings()
     rows = []
     for m, image, b in key_shapes:
         present = [v for v in order if np.isfinite(at(v, m, image, b))]
@@ -56,8 +56,7 @@ def ladder(data, ctx, key_shapes):
     ctx.table(f"{FAMILY}_ladder", formatting.markdown_table(table, {k: f for k, f in fmts.items()
                                                                    if k in table.columns}),
               claim("ladder_caption", rounds=data.rounds_caption, cpu=CPU, cudnn=CUDNN, floor=claim("floor_columns"),
-                    flush=data.flush_said,
-                    prov=ctx.provenance()))
+                    flush=data.flush_said, prov=data.run.provenance(FAMILY)))
     return table
 
 

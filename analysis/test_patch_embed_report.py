@@ -137,6 +137,50 @@ def pe_row(version, batch, median, model="vit_b", image=224, streams=1, note="ch
                 status="ok", note=note)
 
 
+class PatchEmbedLadderSitting(unittest.TestCase):
+    """A targets sitting measured after the sweep that holds every key shape (a ladder sitting:
+    every step, 3 rounds) is what the ladder table and each step's measured line read; one
+    missing a key shape leaves the ladder on the sweep's rows."""
+
+    def build_with_targets(self, root, keep):
+        results = root / "results"
+        sweep = synthetic_patch_embed.write_patch_embed_run(results / "a_sweep")
+        rows = [dict(r, run_id="ladder-sitting", utc="2025-12-01T00:00:00Z",
+                     median_us=f"{0.8 * float(r['median_us']):.6g}" if r["status"] == "ok" else r["median_us"])
+                for name in ("patch_embed.csv", "patch_embed_anchors.csv") for r in read_rows(sweep / name)
+                if keep(r)]
+        (results / "b_ladder").mkdir()
+        (results / "b_ladder" / "ceilings.csv").write_bytes((sweep / "ceilings.csv").read_bytes())
+        with open(results / "b_ladder" / "patch_embed_targets.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        res = build("--results", results, "--out", root / "out")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return ((root / "out" / "tables" / "patch_embed_ladder.md").read_text(),
+                (root / "out" / "text" / "ladder_patch_embed.md").read_text())
+
+    def test_the_ladder_reads_a_sitting_of_every_key_shape(self):
+        with tempfile.TemporaryDirectory() as d:
+            table, lines = self.build_with_targets(Path(d), lambda r: True)
+            self.assertIn("run ladder-sitting,", table)
+            self.assertNotIn("synthetic-pe-run", table.split("\n")[0])
+            # 0.8x the sweep's times: each time a step's line says is the sitting's.
+            sweep, checked = pe_timings(Path(d) / "results" / "a_sweep"), 0
+            for line in lines.splitlines():
+                v = re.match(r"- \*\*`(\w+)`\*\*", line)
+                for t, model, image, batch in re.findall(r"([\d,.]+) us at (vit_\w+), (\d+) px, batch (\d+)", line):
+                    want = 0.8 * min(us for (name, *shape, _), us in sweep.items()   # v3: its fastest streams
+                                     if name == v.group(1) and shape == [model, int(image), int(batch)])
+                    self.assertAlmostEqual(float(t.replace(",", "")) / want, 1, delta=0.01, msg=line[:40])
+                    checked += 1
+            self.assertGreater(checked, 10)
+        with tempfile.TemporaryDirectory() as d:
+            table, _ = self.build_with_targets(Path(d), lambda r: r["model"] == "vit_b")
+            self.assertIn("run synthetic-pe-run", table.split("\n")[0])
+            self.assertNotIn("ladder-sitting", table.split("\n")[0])
+
+
 class PatchEmbedHandMade(unittest.TestCase):
     """Exact numbers written by hand, an old-schema CSV, no v1-v3 and no timeline: the ratio
     sentences are exact and every missing piece becomes a sentence, not a crash."""

@@ -65,7 +65,7 @@ SPEC_KEYS = {
     "streams": list, "warmup": int, "iters": int, "seed": int, "flush_l2": (bool, list),
     "check": bool, "timeout_s": (int, float), "extra_args": list, "max_device_gib": (int, float),
     "shapeless": bool, "side_experiment": bool, "rounds": int, "energy_s": (int, float),
-    "keep_anchors": bool, "comparison": dict, "timm_weights": bool,
+    "keep_anchors": bool, "comparison": dict, "timm_weights": bool, "shapes": list,
 }
 # A side experiment's comparison (spec table [comparison]): what its table, and with figure = true
 # its figure, set against what; `clocks` the versions whose SM clock it shows, `tflops` each
@@ -120,6 +120,8 @@ def load_spec(path):
         for key, default in (("models", ["vit_b"]), ("batches", [1]), ("image_sizes", [224])):
             if len(s.setdefault(key, default)) != 1:
                 raise SpecError(f"'{key}' takes one value at most with shapeless = true")
+    if "shapes" in s:
+        _shapes_instead_of_axes(s)
     for key in ("family", "models", "batches", "image_sizes"):
         if key not in s:
             raise SpecError(f"missing required key '{key}'")
@@ -159,6 +161,8 @@ def load_spec(path):
     for size in _need_list_of(s, "image_sizes", int, positive=True):
         if size % PATCH:
             raise SpecError(f"'image_sizes' value {size} is not a multiple of the patch size 16")
+    # The shapes run, in order: the spec's own list, else every model x image size x batch.
+    s.setdefault("shapes", [(m, i, b) for m in s["models"] for i in s["image_sizes"] for b in s["batches"]])
     # "sm": one stream per SM of the GPU, which the bench resolves and records as a number.
     streams = s["streams"]
     if not isinstance(streams, list) or not streams:
@@ -207,6 +211,27 @@ def load_spec(path):
     if "comparison" in s:
         s["comparison"] = check_comparison(s)
     return s
+
+
+def _shapes_instead_of_axes(s):
+    """A spec's `shapes`: the (model, image size, batch) triples it runs, where the product of
+    models, image_sizes and batches would run shapes it does not want (a ladder sitting at a
+    small shape for the slow versions and the target shapes for the rest). Fills those three
+    keys with the values the shapes use, so every reader of them sees what runs."""
+    if s["shapeless"] or any(k in s for k in ("models", "batches", "image_sizes")):
+        raise SpecError("'shapes' replaces 'models', 'batches' and 'image_sizes' (and 'shapeless'): give one or "
+                        "the other")
+    shapes = s["shapes"]
+    if not shapes or not all(isinstance(x, list) and len(x) == 3 and isinstance(x[0], str)
+                              and all(isinstance(n, int) and not isinstance(n, bool) for n in x[1:])
+                              for x in shapes):
+        raise SpecError("'shapes' must be a non-empty list of [model, image_size, batch], e.g. "
+                        "[[\"vit_b\", 224, 32]]")
+    s["shapes"] = [tuple(x) for x in shapes]
+    if len(set(s["shapes"])) != len(s["shapes"]):
+        raise SpecError("'shapes' lists a shape twice")
+    for key, at in (("models", 0), ("image_sizes", 1), ("batches", 2)):
+        s[key] = list(dict.fromkeys(x[at] for x in s["shapes"]))
 
 
 def check_comparison(s):
@@ -385,21 +410,18 @@ def expand(spec, rounds=None):
         runs.append(("bench", "+".join(spec["row_versions"]), spec["row_versions"]))
     runs += [("anchor", a, [a]) for a in spec["anchors"]]
     out, index = [], 0
-    for model in spec["models"]:
-        for image in spec["image_sizes"]:
-            for batch in spec["batches"]:
-                for streams in spec["streams"]:
-                    for flush in spec["flush_l2"]:
-                        for extra in spec["extra_args"]:
-                            first = index
-                            for k in range(1, rounds + 1):
-                                shift = (k - 1) % len(runs) if runs else 0
-                                for i in list(range(shift, len(runs))) + list(range(shift)):
-                                    kind, label, expect = runs[i]
-                                    out.append(Config(first + i, spec, kind, label, expect, model,
-                                                      batch, image, streams, flush, extra,
-                                                      k, rounds))
-                            index = first + len(runs)
+    for model, image, batch in spec["shapes"]:
+        for streams in spec["streams"]:
+            for flush in spec["flush_l2"]:
+                for extra in spec["extra_args"]:
+                    first = index
+                    for k in range(1, rounds + 1):
+                        shift = (k - 1) % len(runs) if runs else 0
+                        for i in list(range(shift, len(runs))) + list(range(shift)):
+                            kind, label, expect = runs[i]
+                            out.append(Config(first + i, spec, kind, label, expect, model,
+                                              batch, image, streams, flush, extra, k, rounds))
+                    index = first + len(runs)
     return out
 
 

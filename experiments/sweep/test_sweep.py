@@ -329,6 +329,32 @@ class SweepTest(SweepCase):
         self.assertIn("18 already in", r.stdout)
         self.assertEqual([specs.row_round(x) for x in self.rows()[18:]], [4] * 6)
 
+    def test_shapes_run_only_the_listed_shapes_in_order(self):
+        # A list of shapes, not the product of the axes: vit_ti at 32 px batch 3 and vit_s at 64
+        # px batch 1, each with every version, rounds interleaved per shape.
+        spec = self.spec(models=None, batches=None, image_sizes=None, versions='["a", "b"]', rounds="2",
+                         shapes='[["vit_ti", 32, 3], ["vit_s", 64, 1]]')
+        r = self.run_sweep(spec)
+        rows = self.rows()
+        self.assertEqual([(x["model"], x["image_size"], x["batch"], x["version"]) for x in rows],
+                         [("vit_ti", "32", "3", v) for v in "abba"] + [("vit_s", "64", "1", v) for v in "abba"])
+        self.assertEqual(self.keys(rows), self.expected_keys(spec))
+        self.assertRegex(r.stdout, r"\[8/8\] a\s+b=1\s+img=64\s+vit_s\s+round 2/2 -> ok")
+        for kw, needle in (({"shapes": '[["vit_ti", 32, 3]]'}, "'shapes' replaces"),
+                           ({"models": None, "batches": None, "image_sizes": None, "shapes": "[]"},
+                            "'shapes' must be a non-empty list"),
+                           ({"models": None, "batches": None, "image_sizes": None, "shapes": '[["vit_ti", 32]]'},
+                            "'shapes' must be a non-empty list"),
+                           ({"models": None, "batches": None, "image_sizes": None,
+                             "shapes": '[["vit_ti", 32, 1], ["vit_ti", 32, 1]]'}, "lists a shape twice"),
+                           ({"models": None, "batches": None, "image_sizes": None, "shapes": '[["vit_ti", 40, 1]]'},
+                            "not a multiple of the patch size"),
+                           ({"models": None, "batches": None, "image_sizes": None, "shapes": '[["vit_x", 32, 1]]'},
+                            "unknown model 'vit_x'")):
+            r = self.run_sweep(self.spec("bad.toml", **kw), check=False)
+            self.assertEqual(r.returncode, 2, kw)
+            self.assertIn(needle, r.stderr, kw)
+
     def test_rounds_spec_key_tags_before_extra_and_single_round_is_untagged(self):
         spec = self.spec(versions='["a"]', batches="[1]", rounds="2",
                          extra_args='[[], ["--rows", "64"]]')

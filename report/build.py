@@ -193,7 +193,12 @@ def build_family(family: str, block: str, runs: list, args, out_dir: Path):
                 f"({summary}), but there is no analysis notebook "
                 f"`analysis/{family}.py` yet.*"), run, None
     targets = None if args.run_dir else rundata.targets_run(runs, family, run)
-    ctx = notebook.Context(family, run, out_dir, targets_run=targets)
+    section = run
+    if targets is not None and targets.path == run.path:
+        # The section's folder holds its targets file beside its sweep: the targets read that file
+        # and the rest of the section the sweep alone, so no figure pools the two sittings' rows.
+        section = run.without_file(f"{family}_targets.csv")
+    ctx = notebook.Context(family, section, out_dir, targets_run=targets)
     print(f"[{family}] {run.name}{f' (targets: {targets.name})' if targets else ''}: running "
           f"analysis/{family}.py", flush=True)
     try:

@@ -231,7 +231,13 @@ class Run:
 
     def only_file(self, name: str) -> "Run":
         """The rows of one of the folder's CSV files (with the folder's ceilings), as a run."""
-        keep = (self.row_files == name).to_numpy() | (self.df["family"] == CEILINGS).to_numpy()
+        return self._keep((self.row_files == name).to_numpy() | (self.df["family"] == CEILINGS).to_numpy())
+
+    def without_file(self, name: str) -> "Run":
+        """The rows of every CSV file of the folder but one, as a run."""
+        return self._keep((self.row_files != name).to_numpy())
+
+    def _keep(self, keep) -> "Run":
         df = self.df[keep].reset_index(drop=True)
         files = self.row_files[keep].reset_index(drop=True)
         return Run(self.path, df, {f: set(files[(df["family"] == f).to_numpy()]) for f in set(df["family"])},

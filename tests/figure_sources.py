@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Every figure and table of the report is drawn from clean rows of one commit: no caption of
-report/README.md or its appendix pages names a -dirty commit or rows of several commits. A table (report/tables/NAME.md,
-drawn where its caption stands in a page) is judged by the commits its caption names; one that
-names none (lessons from the NOTES, a folder's accuracy probe) is not judged.
+"""Every figure and table of the report is drawn from clean rows of one commit and one sweep: no
+caption of report/README.md or its appendix pages names a -dirty commit, rows of several commits
+or of several sweeps (run ids) but those of POOLED_SITTINGS. A table (report/tables/NAME.md,
+drawn where its caption stands in a page) is judged by the commits and run ids its caption names;
+one that names no commit (lessons from the NOTES, a folder's accuracy probe) is not judged.
 Usage: figure_sources.py REPO_ROOT"""
 import re
 import sys
@@ -16,6 +17,14 @@ COMMITS = re.compile(rf"commit ({HASH}(?: \+ {HASH})*)\.?$")
 # A figure over several run folders (the across-GPUs one) names each folder's commits instead:
 # "run folder F (commit a + 4 more)".
 FOLDER_COMMITS = re.compile(rf"run folder (\S+) \(commit ({HASH})(?: \+ (\d+) more)?\)")
+# The run ids of a caption's rows ("run A + B, commit ..."), one a sweep.
+RUN_ID = r"\d{8}T\d{6}Z-[\w.-]+"
+RUN_IDS = re.compile(rf"run ({RUN_ID}(?: \+ {RUN_ID})*), commit")
+# Sittings whose section still draws several of its sweeps into one figure or table, by the first
+# run id of the pool, until a sitting of one sweep per figure replaces each: the patch-embedding
+# sweeps of 20261202_NVIDIA_H200_patch_embed, the MLP widths and cuBLASLt algorithms of
+# 20261122_NVIDIA_H200_mlp, the streams timeline of 20261203_NVIDIA_H200_sweeps.
+POOLED_SITTINGS = {"20261202T202519Z-vm", "20261122T014711Z-vm", "20261203T101645Z-vm"}
 
 
 def caption_problems(caption: str) -> str | None:
@@ -30,6 +39,8 @@ def caption_problems(caption: str) -> str | None:
         why += [f"{f}: -dirty commit {c}" for f, c, _ in folders if c.endswith("-dirty")]
     else:
         return None
+    if (r := RUN_IDS.search(caption)) and len(ids := r.group(1).split(" + ")) > 1 and ids[0] not in POOLED_SITTINGS:
+        why.append(f"rows of {len(ids)} sweeps ({', '.join(ids)})")
     return "; ".join(why)
 
 
@@ -75,7 +86,7 @@ def main(root):
         print(f"figure_sources: {f}", file=sys.stderr)
     dirty = sum(1 for why in problems.values() if why)
     print(f"{figures} figures and {len(problems) - figures} tables naming their commits checked; "
-          f"{dirty} not from one clean commit")
+          f"{dirty} not from one clean commit and sweep")
     return 1 if failures else 0
 
 

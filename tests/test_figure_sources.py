@@ -18,6 +18,10 @@ class FigureSources(unittest.TestCase):
             figure("dirty", "commit 12298fbb9cc8-dirty"),
             figure("pooled", "commit 840f7c1b2917 + 4ebf52b22140"),
             figure("folders", "run folder a (commit 9f32dfc), run folder b (commit 840f7c1 + 4 more)"),
+            "![sweeps](figures/sweeps.png)\n\n*Figure: Two sweeps. GPU X, run 20261127T120059Z-vm + "
+            "20261127T120745Z-vm, commit 9f32dfc3e1b3.*\n",
+            "![kept](figures/kept.png)\n\n*Figure: A pool awaiting its sitting. GPU X, run 20261202T202519Z-vm + "
+            "20261202T203815Z-vm, commit 745d2d1d3c4b.*\n",
             "![bare](figures/bare.png)\n\n*Figure: no provenance.*\n"])
         got = fs.figure_problems([page])
         self.assertEqual(got["clean"], "")
@@ -25,6 +29,8 @@ class FigureSources(unittest.TestCase):
         self.assertEqual(got["pooled"], "rows of 2 commits")
         self.assertEqual(got["folders"], "b: rows of 5 commits")
         self.assertEqual(got["bare"], "its caption names no commit")
+        self.assertEqual(got["sweeps"], "rows of 2 sweeps (20261127T120059Z-vm, 20261127T120745Z-vm)")
+        self.assertEqual(got["kept"], "")
 
     def test_tables(self):
         tables = {name: f"*What it holds. GPU X, run r1, {prov}.*\n\n| a |\n|---|\n| 1 |\n"

@@ -266,8 +266,9 @@ def targets_list(targets: list) -> str:
     return "\n".join(out) + "\n"
 
 
-# The eager breakdown's component of each family whose gain README weighs (what_gains_buy).
-COMPONENT_OF = {"patch_embed": "patch_embed", "layernorm": "layernorm", "attention": "attention", "mlp": "mlp"}
+# The families whose gain README weighs (what_gains_buy): the eager breakdown names each one's
+# component as the family.
+WEIGHED = ("patch_embed", "layernorm", "attention", "mlp")
 
 
 def what_gains_buy(heads: list, shares: tuple | None) -> str:
@@ -279,12 +280,11 @@ def what_gains_buy(heads: list, shares: tuple | None) -> str:
     step, batch, share, total = shares
     lines = []
     for family, h in heads:
-        component = COMPONENT_OF.get(family)
         anchors = [(label, us) for label, us in h.anchors if us == us]
-        if component not in share or not anchors or not h.fastest_us == h.fastest_us:
+        if family not in WEIGHED or family not in share or not anchors or not h.fastest_us == h.fastest_us:
             continue
         label, anchor_us = min(anchors, key=lambda a: a[1])
-        gain, s = anchor_us / h.fastest_us, share[component]
+        gain, s = anchor_us / h.fastest_us, share[family]
         lines.append("- " + claims.say(claims.claim("gains_buy", family=FAMILY_TITLES[family], share=s, gain=gain,
                                                     anchor=label, shape=h.shape, buys=1 + s * (gain - 1))) + ".")
     intro = claims.say(claims.claim("gains_buy_intro", step=step, batch=batch, total=formatting.fmt_ms(total)))

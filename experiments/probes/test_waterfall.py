@@ -101,6 +101,27 @@ class Waterfall(unittest.TestCase):
         self.assertAlmostEqual(t.handoffs_us, 10 + 52)
         self.assertAlmostEqual(t.total_us, 527)
 
+    def test_another_batch(self):
+        # The FLOPs scale with the batch, the weights read once do not; the bench rows and the
+        # kernel tables are that batch's, and a step without a bench row there is refused.
+        w1, m1 = waterfall.model_floor("fp16", 4000, 800, 1600)
+        w32, m32 = waterfall.model_floor("fp16", 4000, 800, 1600, batch=32)
+        self.assertEqual(w32, w1)
+        self.assertAlmostEqual(m32, 32 * m1)
+        p = subprocess.run([sys.executable, "-m", "experiments.probes.waterfall", str(self.run), "--batch", "32",
+                            "--out-png", "-"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no batch-32 bench row of e30_row_stats", p.stderr)
+        (self.run / "kernels" / "e30_row_stats.csv").unlink()
+        bars, meta = waterfall.waterfall(self.run, batch=32)
+        self.assertEqual((meta["batch"], [b.step for b in bars]), (32, ["e19_exact_gelu"]))
+        self.assertEqual((bars[0].bench_us, bars[0].math_us), (2200, m32))
+        p = subprocess.run([sys.executable, "-m", "experiments.probes.waterfall", str(self.run), "--batch", "32",
+                            "--out-png", "-"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue((self.run / "waterfall" / "waterfall_b32.csv").is_file())
+        self.assertFalse((self.run / "waterfall" / "waterfall.csv").exists())
+
     def test_a_chain_under_the_traffic_bound_adds_nothing(self):
         b = waterfall.Bars("x", "measured", "fp16", 40, 45, 1000, 120, 100, 5)
         self.assertEqual((b.bar("floor"), b.bar("l2"), b.bar("chain")), (45, 75, 0))

@@ -1,9 +1,10 @@
-"""The speed-of-light waterfall of a batch-1 forward: from the floor to the time one replay takes.
+"""The speed-of-light waterfall of a forward: from the floor to the time one replay takes.
 
-    python3 -m experiments.probes.waterfall RUN_DIR [--predicted CSV] [--out-csv CSV] [--out-png PNG]
+    python3 -m experiments.probes.waterfall RUN_DIR [--batch B] [--predicted CSV] [--out-csv CSV] [--out-png PNG]
 
-For each encoder step measured in RUN_DIR (vit_b at 224 px, batch 1), four bars that add up to one
-traced replay, each what the bound before it leaves out:
+For each encoder step measured in RUN_DIR (vit_b at 224 px, batch B: 1 unless told; the kernel
+tables must be of that batch, kernel_table.sh's KT_BATCH), four bars that add up to one traced
+replay, each what the bound before it leaves out:
 - floor: max(every weight read once at the copy rate, the forward's FLOPs at the tensor-core
   ceiling of their precision), from the model's shape and the run's ceilings.csv;
 - L2 traffic: the bytes the SMs moved to and from L2 (Nsight Compute, summed over the replay's
@@ -16,10 +17,12 @@ traced replay, each what the bound before it leaves out:
 - hand-offs: the gaps between kernels (one replay to the next included), and the tile-scheduled
   path's hand-offs and queued time.
 The four add up to the traced replay (kernels plus gaps). Beside it, the step's median over the
-run's rounds of the untraced bench at batch 1, and its range. A predicted step (a row of
+run's rounds of the untraced bench at that batch, and its range. The floor is at the clock the
+ceilings ran at: a forward held below it by the power limit (batch 256) shows that in its chain. A predicted step (a row of
 --predicted: its L2 traffic, chain and hand-offs as its design predicts them, the bar it removes)
 is drawn hatched with its predicted range. Writes the bars as CSV and the figure as PNG into
-RUN_DIR/waterfall/ unless told otherwise (a sub-folder: the report reads every CSV directly in a run
+RUN_DIR/waterfall/ (waterfall.csv and .png at batch 1, waterfall_bB.csv and .png at batch B) unless
+told otherwise (a sub-folder: the report reads every CSV directly in a run
 folder as rows of the study's schema); exit 2 with one line on stderr for a missing or malformed
 input.
 The computation is standard library; the figure needs matplotlib.
@@ -71,11 +74,12 @@ def is_fp8(precision: str) -> bool:
     return precision in FP8_PRECISIONS or precision == "fp8"
 
 
-def model_floor(precision: str, copy_gbps: float, fp16_tflops: float, fp8_tflops: float, shape=VIT_B):
+def model_floor(precision: str, copy_gbps: float, fp16_tflops: float, fp8_tflops: float, shape=VIT_B,
+                batch: int = 1):
     """(weights_us, math_us): every parameter read once at the copy rate (the blocks' GEMM weights
-    one byte each in FP8, everything else fp16), and the forward's useful FLOPs at the tensor-core
-    ceiling of the precision that runs them (FP8: the blocks' GEMMs; attention, the patch
-    embedding and the head stay fp16)."""
+    one byte each in FP8, everything else fp16), and the FLOPs of a forward of `batch` images at the
+    tensor-core ceiling of the precision that runs them (FP8: the blocks' GEMMs; attention, the
+    patch embedding and the head stay fp16)."""
     d, b, t = shape["hidden"], shape["blocks"], shape["tokens"]
     gemm_params = b * (3 * d * d + d * d + 2 * d * shape["mlp"])
     other_params = (b * (3 * d + d + shape["mlp"] + d + 4 * d)  # biases and the two LayerNorms
@@ -89,7 +93,7 @@ def model_floor(precision: str, copy_gbps: float, fp16_tflops: float, fp8_tflops
         math_s = gemm_flops / (fp8_tflops * 1e12) + other_flops / (fp16_tflops * 1e12)
     else:
         math_s = (gemm_flops + other_flops) / (fp16_tflops * 1e12)
-    return weight_bytes / (copy_gbps * 1e9) * 1e6, math_s * 1e6
+    return weight_bytes / (copy_gbps * 1e9) * 1e6, batch * math_s * 1e6
 
 
 @dataclass
@@ -162,8 +166,8 @@ def l2_rate_gbps(run: Path) -> float:
     return statistics.median(sizes[max(sizes)])
 
 
-def bench_times(run: Path) -> dict[str, tuple[str, list[float]]]:
-    """step -> (precision, the batch-1 medians of its rounds) from every CSV in the run folder
+def bench_times(run: Path, batch: int = 1) -> dict[str, tuple[str, list[float]]]:
+    """step -> (precision, the medians of its rounds at `batch`) from every CSV in the run folder
     and its first-level sub-folders (a sweep writes its spec's folder)."""
     out: dict[str, tuple[str, list[float]]] = {}
     for path in sorted(list(run.glob("*.csv")) + list(run.glob("*/*.csv"))):
@@ -171,13 +175,13 @@ def bench_times(run: Path) -> dict[str, tuple[str, list[float]]]:
         if not rows or "family" not in rows[0] or "median_us" not in rows[0]:
             continue
         for r in rows:
-            if r["family"] == "encoder" and r["status"] == "ok" and r["batch"] == "1" and r["model"] == "vit_b" \
+            if r["family"] == "encoder" and r["status"] == "ok" and r["batch"] == str(batch) and r["model"] == "vit_b" \
                     and r["image_size"] == "224":
                 out.setdefault(r["version"], (r["precision"], []))[1].append(number(r, "median_us", path))
     return out
 
 
-def measured(run: Path, step: str, precision: str, rates, l2_gbps: float) -> Bars:
+def measured(run: Path, step: str, precision: str, rates, l2_gbps: float, batch: int = 1) -> Bars:
     copy, fp16, fp8 = rates
     table_path = run / "kernels" / f"{step}.csv"
     kernels = read_csv(table_path)
@@ -202,18 +206,18 @@ def measured(run: Path, step: str, precision: str, rates, l2_gbps: float) -> Bar
         chain -= moved
         handoffs += moved
         notes.append(f"the persistent kernel's path from {path_file.name}")
-    weights, math = model_floor(precision, copy, fp16, fp8)
+    weights, math = model_floor(precision, copy, fp16, fp8, batch=batch)
     return Bars(step, "measured", precision, weights, math, l2_bytes / 1e6, l2_bytes / (l2_gbps * 1e3), chain,
                 handoffs, notes=notes)
 
 
-def predicted(path: Path, rates, l2_gbps: float) -> list[Bars]:
+def predicted(path: Path, rates, l2_gbps: float, batch: int = 1) -> list[Bars]:
     rows = read_csv(path)
     if rows and any(c not in rows[0] for c in PREDICTED_COLUMNS):
         die(f"{path}: needs columns {', '.join(PREDICTED_COLUMNS)}")
     out = []
     for r in rows:
-        weights, math = model_floor(r["precision"], *rates)
+        weights, math = model_floor(r["precision"], *rates, batch=batch)
         l2_mb = number(r, "l2_mb", path)
         out.append(Bars(r["step"], "predicted", r["precision"], weights, math, l2_mb, l2_mb * 1e6 / (l2_gbps * 1e9) * 1e6,
                         number(r, "chain_us", path), number(r, "handoffs_us", path), low_us=number(r, "low_us", path),
@@ -221,12 +225,12 @@ def predicted(path: Path, rates, l2_gbps: float) -> list[Bars]:
     return out
 
 
-def waterfall(run: Path, predicted_csv: Path | None = None) -> tuple[list[Bars], dict]:
-    """Every step with a kernel table in RUN_DIR/kernels, then the predicted ones."""
+def waterfall(run: Path, predicted_csv: Path | None = None, batch: int = 1) -> tuple[list[Bars], dict]:
+    """Every step with a kernel table in RUN_DIR/kernels, then the predicted ones, at `batch`."""
     copy, fp16, fp8, gpu, commit = ceilings(run)
     l2 = l2_rate_gbps(run)
     rates = (copy, fp16, fp8)
-    benches = bench_times(run)
+    benches = bench_times(run, batch)
     tables = sorted((run / "kernels").glob("*.csv")) if (run / "kernels").is_dir() else []
     # STEP.csv; not the ceilings, nor kernel_table.sh's STEP.trace.csv and STEP.ncu.csv
     steps = [t.stem for t in tables if "." not in t.stem and t.stem != "ceilings"]
@@ -235,14 +239,14 @@ def waterfall(run: Path, predicted_csv: Path | None = None) -> tuple[list[Bars],
     bars = []
     for step in steps:
         if step not in benches:
-            die(f"{run}: no batch-1 bench row of {step} (vit_b, 224 px) beside its kernel table")
+            die(f"{run}: no batch-{batch} bench row of {step} (vit_b, 224 px) beside its kernel table")
         precision, times = benches[step]
-        b = measured(run, step, precision, rates, l2)
+        b = measured(run, step, precision, rates, l2, batch)
         b.bench_us, b.bench_range = statistics.median(times), (min(times), max(times))
         bars.append(b)
     if predicted_csv is not None:
-        bars += predicted(predicted_csv, rates, l2)
-    return bars, dict(gpu=gpu, commit=commit, l2_gbps=l2, copy_gbps=copy, run=run.name)
+        bars += predicted(predicted_csv, rates, l2, batch)
+    return bars, dict(gpu=gpu, commit=commit, l2_gbps=l2, copy_gbps=copy, run=run.name, batch=batch)
 
 
 def write_csv(bars: list[Bars], path: Path):
@@ -293,20 +297,20 @@ def draw(bars: list[Bars], meta: dict, path: Path):
     names = [f"{b.step} ({'FP8' if is_fp8(b.precision) else 'fp16'})" + (" *" if b.kind == "predicted" else "")
              for b in bars]
     ax.set_yticks(ys, names, fontsize=9)
-    for prec, target in TARGET_US.items():
+    for prec, target in (TARGET_US.items() if meta["batch"] == 1 else ()):  # the targets are batch 1's
         ax.axvline(target, color="green" if prec == "fp16" else "purple", ls="--", lw=1)
         ax.text(target, 1.005, f"target {'FP8' if prec == 'fp8' else 'fp16'}\n{target:.0f} us", va="bottom",
                 ha="right" if prec == "fp8" else "left", fontsize=8, color="green" if prec == "fp16" else "purple",
                 transform=ax.get_xaxis_transform())
     ax.set_xlim(0, right * 1.32)
     ax.set_ylim(-0.6, len(bars) - 0.2)
-    ax.set_xlabel("time of one vit_b forward at batch 1, 224 px (us)")
+    ax.set_xlabel(f"time of one vit_b forward at batch {meta['batch']}, 224 px (us)")
     handles = [Patch(color=COLORS[n], label=BAR_LABELS[n]) for n in BARS]
     handles.append(plt.Line2D([], [], marker="D", color="black", ls="", label="bench median, rounds' range"))
     if any(b.kind == "predicted" for b in bars):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="* predicted, range"))
     ax.legend(handles=handles, loc="lower right", fontsize=8, framealpha=0.95)
-    ax.set_title("Batch 1 from its floor to its time: what each bar adds\n"
+    ax.set_title(f"Batch {meta['batch']} from its floor to its time: what each bar adds\n"
                  f"{meta['run']}, {meta['gpu']}, commit {meta['commit'][:12]}; L2 at {meta['l2_gbps'] / 1e3:.1f} TB/s",
                  fontsize=10, pad=26)
     fig.tight_layout()
@@ -320,18 +324,22 @@ def draw(bars: list[Bars], meta: dict, path: Path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a run folder with ceilings.csv, l2_read.csv, kernels/ and the bench rows")
+    ap.add_argument("--batch", type=int, default=1, help="the batch of the kernel tables and bench rows (default 1)")
     ap.add_argument("--predicted", type=Path, help="CSV of predicted steps (" + ", ".join(PREDICTED_COLUMNS) + ")")
     ap.add_argument("--out-csv", type=Path, help="default RUN/waterfall/waterfall.csv")
     ap.add_argument("--out-png", type=Path, help="default RUN/waterfall/waterfall.png; '-' for none")
     a = ap.parse_args(argv)
     if not a.run.is_dir():
         die(f"{a.run}: no such run folder")
-    bars, meta = waterfall(a.run, a.predicted)
+    if a.batch < 1:
+        die(f"--batch must be positive, got {a.batch}")
+    bars, meta = waterfall(a.run, a.predicted, a.batch)
     if a.out_csv is None or a.out_png is None:
         (a.run / "waterfall").mkdir(exist_ok=True)
-    write_csv(bars, a.out_csv or a.run / "waterfall" / "waterfall.csv")
+    name = "waterfall" if a.batch == 1 else f"waterfall_b{a.batch}"
+    write_csv(bars, a.out_csv or a.run / "waterfall" / f"{name}.csv")
     if str(a.out_png) != "-":
-        draw(bars, meta, a.out_png or a.run / "waterfall" / "waterfall.png")
+        draw(bars, meta, a.out_png or a.run / "waterfall" / f"{name}.png")
     for b in bars:
         parts = ", ".join(f"{n} {b.bar(n):.1f}" for n in BARS)
         tail = (f"; bench {b.bench_us:.1f} us" if b.bench_us is not None

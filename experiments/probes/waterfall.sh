@@ -8,13 +8,26 @@
 #   experiments/probes/waterfall.sh RUN_DIR [STEP ...]   (build folder: $BUILD, default build)
 # Default steps: e19_exact_gelu e18_fp8_cutlass e30_row_stats. Then, on any machine:
 #   python3 -m experiments.probes.waterfall RUN_DIR --predicted stages/encoder/waterfall_predicted.csv
+# Another batch (the batch256_waterfall spec's rows first): KT_BATCH=256 waterfall.sh RUN_DIR
+# e19_exact_gelu e18_fp8_cutlass, then waterfall.py RUN_DIR --batch 256; the tile-scheduled steps'
+# task clock runs at batch 1 only, so name graph steps there.
 set -euo pipefail
 run=${1:?usage: waterfall.sh RUN_DIR [STEP ...]}
 shift
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(e19_exact_gelu e18_fp8_cutlass e30_row_stats)
+if [ ${#steps[@]} -eq 0 ]; then
+  steps=(e19_exact_gelu e18_fp8_cutlass)
+  [ "${KT_BATCH:-1}" != 1 ] || steps+=(e30_row_stats)
+fi
 here=$(cd "$(dirname "$0")" && pwd)
-[ -f "$run/ceilings.csv" ] || { echo "waterfall.sh: $run/ceilings.csv missing (run the batch1_waterfall sweep first)" >&2; exit 2; }
+tiled=()  # the steps whose composition runs the tile-scheduled blocks (the step table's column 5)
+for s in "${steps[@]}"; do
+  awk -F'\t' -v s="$s" '$1 == s && $5 ~ /blocks=tiled/ {found = 1} END {exit !found}' \
+    "$here/../../stages/encoder/steps.tsv" && tiled+=("$s")
+done
+[ ${#tiled[@]} -eq 0 ] || [ "${KT_BATCH:-1}" = 1 ] ||
+  { echo "waterfall.sh: the task clock of ${tiled[*]} runs at batch 1 only (KT_BATCH=$KT_BATCH)" >&2; exit 2; }
+[ -f "$run/ceilings.csv" ] || { echo "waterfall.sh: $run/ceilings.csv missing (run the batch1_waterfall or batch256_waterfall sweep first)" >&2; exit 2; }
 mkdir -p "$run/kernels"
 cp "$run/ceilings.csv" "$run/kernels/ceilings.csv"  # the kernel table's rates are the run's
 "$here/l2_read.sh" "$run/l2_read.csv" 3 > /dev/null
@@ -27,11 +40,6 @@ for r in 1 2 3; do
   done
 done
 "$here/kernel_table.sh" "$run/kernels" "${steps[@]}"
-tiled=()  # the steps whose composition runs the tile-scheduled blocks (the step table's column 5)
-for s in "${steps[@]}"; do
-  awk -F'\t' -v s="$s" '$1 == s && $5 ~ /blocks=tiled/ {found = 1} END {exit !found}' \
-    "$here/../../stages/encoder/steps.tsv" && tiled+=("$s")
-done
 [ ${#tiled[@]} -eq 0 ] || "$here/task_clock.sh" "$run/tasks" "${tiled[@]}"
 # Only the tables stay: the raw trace and profile are large and rebuilt by the lines above.
 rm -f "$run/kernels/"*.trace.csv "$run/kernels/"*.ncu.csv "$run/kernels/"*.ncu.err "$run/kernels/ceilings.csv"

@@ -21,7 +21,7 @@ import matplotlib
 if "STUDY_CONTEXT" not in globals():
     matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
 
-from analysis import encoder_answer, encoder_figures, encoder_ladder, encoder_side, encoder_tables, plots
+from analysis import encoder_answer, encoder_figures, encoder_ladder, encoder_side, encoder_tables, encoder_waterfall, plots
 from analysis.encoder_data import EncoderData
 
 ctx, run, _, _ = plots.open_notebook("encoder", globals())
@@ -56,6 +56,15 @@ encoder_figures.latency(data, ctx)
 
 # %%
 encoder_figures.energy(data, ctx)
+
+# %% [markdown]
+# ## The batch-1 waterfall: from the floor to the measured time, bar by bar
+#
+# experiments/probes/waterfall.py's bars as its run folder committed them
+# (`<run>/waterfall/waterfall.csv`): the newest on this run's GPU, else on any GPU, said so.
+
+# %%
+encoder_waterfall.waterfall_figure(data, ctx)
 
 # %% [markdown]
 # ## A batch-1 forward kernel by kernel (Nsight Compute)

@@ -67,7 +67,7 @@ class MeasuredLine(unittest.TestCase):
     def test_the_drawn_rows_else_the_notes_said_to_be_theirs(self):
         self.assertEqual(measured_line([Rung("v2", "6304 rows", "10.4 us", 1.493, "v1"),
                                         Rung("v2", "50432 rows", "45.8 us")], "NOTES words."),
-                         "*Measured:* 10.4 us at 6304 rows (1.49x over v1); 45.8 us at 50432 rows.")
+                         "*Measured:* 10.4 us at 6304 rows (1.49x the speed of v1); 45.8 us at 50432 rows.")
         self.assertIn("in the sitting its NOTES name", measured_line([], "NOTES words."))
         self.assertTrue(measured_line([], "NOTES words.").endswith(": NOTES words."))
 

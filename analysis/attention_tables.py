@@ -39,7 +39,7 @@ def summary(data, ctx):
                 row[f"{n}: range"] = formatting.fmt_spread(at(v, n, col="lo_us"), at(v, n, col="hi_us"))
             row[f"{n}: x prev"] = at(prev, n) / m if prev else np.nan
             row[f"{n}: / best cuDNN"] = m / data.best_cudnn(n)[0]
-            row[f"{n}: % of floor"] = 100 * ceilings.floor_share(at(v, n, col="tflops"), np.nan)
+            row[f"{n}: % of floor"] = 100 * ceilings.floor_share(at(v, n, col="tflops"), at(v, n, col="gbps"))
         row["idea"] = notes.idea("attention", v)
         if any(np.isfinite(row[f"{n}: us"]) for n in key_tokens):
             rows.append(row)

@@ -147,22 +147,6 @@ class EncoderHandMade(unittest.TestCase):
         self.assertEqual(fastest_across(time, ["c", "b"], (1, 32, 256)), "b")
         self.assertIsNone(fastest_across(time, ["c"], (32, 256)))
 
-    def test_the_waterfall_from_a_folder_beside_the_run(self):
-        # No waterfall beside the run: a note at the marker. A committed one (an H100's, the run
-        # a synthetic GPU's): drawn, its caption naming the folder, the other GPU and its rows.
-        src = WATERFALL
-        with tempfile.TemporaryDirectory() as d:
-            _, readme = self.findings(hand_made_encoder(Path(d) / "r"))
-            self.assertIn("no batch-1 waterfall committed yet", readme)
-            for sub in ("waterfall", "batch1_read_once"):
-                shutil.copytree(src / sub, Path(d) / "wf" / sub)
-            _, readme = self.findings(Path(d) / "r")
-            self.assertIn("![encoder_waterfall](figures/encoder_waterfall.png)", readme)
-            caption = readme.split("![encoder_waterfall](figures/encoder_waterfall.png)", 1)[1].split("\n\n")[1]
-            self.assertIn("run folder `wf`, measured on another GPU than the section's", caption)
-            self.assertRegex(caption, r"GPU NVIDIA H100 80GB HBM3, run \S+, commit dec69bd46e15\.\*$")
-            self.assertTrue((Path(d) / "out" / "figures" / "encoder_waterfall.png").is_file())
-
     def test_ratio_sentences(self):
         with tempfile.TemporaryDirectory() as d:
             text, readme = self.findings(hand_made_encoder(Path(d) / "r"))

@@ -1,5 +1,6 @@
 """The whole ViT's side sittings in the report on synthetic runs: the ladder sitting's gains over
-each step's parent, and where the per-GEMM FP8 table takes e15's breakdown from.
+each step's parent, where the per-GEMM FP8 table takes e15's breakdown from, and the batch-1
+waterfall from a folder beside the run.
 
     python3 -m analysis.test_encoder_sides      (from the repository root)
 """
@@ -16,7 +17,7 @@ from analysis.testing import skip_without_pandas
 skip_without_pandas(__name__)
 
 from analysis import encoder_ladder, encoder_side, synthetic, synthetic_encoder  # noqa: E402
-from analysis.testing import read_rows  # noqa: E402
+from analysis.testing import REPO, build, hand_made_encoder, read_report, read_rows  # noqa: E402
 from studylib import notebook, rundata  # noqa: E402
 
 
@@ -81,6 +82,29 @@ class Fp8Gemms(unittest.TestCase):
             caption, ms = e15_qkv_ms()
             self.assertTrue(caption.endswith("enc/encoder_ladder.*"), caption)
             self.assertAlmostEqual(ms, 0.2 * 11000.0 * 1.002 / 1e3, places=2)
+
+
+class Waterfall(unittest.TestCase):
+    def report(self, run):
+        res = build("--run", run, "--out", run.parent / "out")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return read_report(run.parent / "out")
+
+    def test_the_waterfall_from_a_folder_beside_the_run(self):
+        # No waterfall beside the run: a note at the marker. A committed one (an H100's, the run
+        # a synthetic GPU's): drawn, its caption naming the folder, the other GPU and its rows.
+        src = REPO / "experiments" / "results" / "20261206_NVIDIA_H100_80GB_HBM3_waterfall_e32"
+        with tempfile.TemporaryDirectory() as d:
+            readme = self.report(hand_made_encoder(Path(d) / "r"))
+            self.assertIn("no batch-1 waterfall committed yet", readme)
+            for sub in ("waterfall", "batch1_read_once"):
+                shutil.copytree(src / sub, Path(d) / "wf" / sub)
+            readme = self.report(Path(d) / "r")
+            self.assertIn("![encoder_waterfall](figures/encoder_waterfall.png)", readme)
+            caption = readme.split("![encoder_waterfall](figures/encoder_waterfall.png)", 1)[1].split("\n\n")[1]
+            self.assertIn("run folder `wf`, measured on another GPU than the section's", caption)
+            self.assertRegex(caption, r"GPU NVIDIA H100 80GB HBM3, run \S+, commit dec69bd46e15\.\*$")
+            self.assertTrue((Path(d) / "out" / "figures" / "encoder_waterfall.png").is_file())
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def branch(step: str) -> str:
     return "FP8 branch" if step in FP8_BRANCH else "fp16 path"
 
 
-def bar_time(ms: float) -> str:
+def bar_ms(ms: float) -> str:
     """A bar's time as its label shows it (and the report's line for the step says it)."""
     return f"{ms:.3g} ms"
 
@@ -78,7 +78,7 @@ def ladder_figure(data, ctx, section: str = ""):
         for i, x in r.iterrows():
             gain = f", {x['gain']:.2f}x" if np.isfinite(x["gain"]) else ""
             mark = ": the fastest" if i == fastest else ""
-            ax.text(x["hi_ms"], i, f" {bar_time(x['ms'])}{gain}{mark}", va="center", fontsize=8,
+            ax.text(x["hi_ms"], i, f" {bar_ms(x['ms'])}{gain}{mark}", va="center", fontsize=8,
                     fontweight="bold" if i == fastest else "normal")
         ax.set_yticks(range(len(r)), list(r["step"]), fontsize=8)
         ax.invert_yaxis()
@@ -88,7 +88,7 @@ def ladder_figure(data, ctx, section: str = ""):
     plots.legend_outside(axes[0, 0], fontsize=8)
     plots.titled(fig, "Whole ViT: every step of the ladder in one sitting", side_run.title_provenance())
     fig.tight_layout()
-    ctx.ladder_drawn(notebook.Rung(x["step"], ctx.said(claim("at_batch", batch=x["batch"])), bar_time(x["ms"]),
+    ctx.ladder_drawn(notebook.Rung(x["step"], ctx.said(claim("at_batch", batch=x["batch"])), bar_ms(x["ms"]),
                                    x["gain"], x["parent"] if x["parent"] != "-" else "")
                      for _, x in t.iterrows())
     ctx.figure(name, fig,

@@ -58,13 +58,15 @@ encoder_figures.latency(data, ctx)
 encoder_figures.energy(data, ctx)
 
 # %% [markdown]
-# ## The batch-1 waterfall: from the floor to the measured time, bar by bar
+# ## The waterfalls: from the floor to the measured time, bar by bar
 #
 # experiments/probes/waterfall.py's bars as its run folder committed them
-# (`<run>/waterfall/waterfall.csv`): the newest on this run's GPU, else on any GPU, said so.
+# (`<run>/waterfall/waterfall.csv` at batch 1, `waterfall_b256.csv` at batch 256): the newest on
+# this run's GPU, else on any GPU, said so.
 
 # %%
 encoder_waterfall.waterfall_figure(data, ctx)
+encoder_waterfall.waterfall_figure(data, ctx, batch=256)
 
 # %% [markdown]
 # ## A batch-1 forward kernel by kernel (Nsight Compute)

@@ -104,7 +104,32 @@ class Waterfall(unittest.TestCase):
             caption = readme.split("![encoder_waterfall](figures/encoder_waterfall.png)", 1)[1].split("\n\n")[1]
             self.assertIn("run folder `wf`, measured on another GPU than the section's", caption)
             self.assertRegex(caption, r"GPU NVIDIA H100 80GB HBM3, run \S+, commit dec69bd46e15\.\*$")
+            self.assertIn("this folder's bars predate the bar of the bench's clock", caption)
             self.assertTrue((Path(d) / "out" / "figures" / "encoder_waterfall.png").is_file())
+            self.assertIn("no batch-256 waterfall committed yet", readme)
+
+    def test_the_batch_256_waterfall_draws_the_clock_in_ms(self):
+        # A batch-256 waterfall (bars in us in its CSV, a clock bar, no targets): its own figure,
+        # in ms, its caption naming the batch and the clock ratio, without the batch-1 targets.
+        src = REPO / "experiments" / "results" / "20261206_NVIDIA_H100_80GB_HBM3_waterfall_e32"
+        bars = dict(floor=11600.0, clock=3480.0, l2=0.0, chain=2500.0, handoffs=60.0)
+        row = dict(step="e19_exact_gelu", kind="measured", precision="fp16", clock_ratio=1.3, l2_mb=9000,
+                   l2_us=1100, total_us=sum(bars.values()), bench_us=17700, bench_low_us=17600,
+                   bench_high_us=17800, low_us="", high_us="", **{f"{k}_bar_us": v for k, v in bars.items()})
+        with tempfile.TemporaryDirectory() as d:
+            run = hand_made_encoder(Path(d) / "r")
+            shutil.copytree(src / "batch1_read_once", Path(d) / "wf" / "batch256_waterfall")
+            (Path(d) / "wf" / "waterfall").mkdir()
+            (Path(d) / "wf" / "waterfall" / "waterfall_b256.csv").write_text(
+                ",".join(row) + "\n" + ",".join(str(v) for v in row.values()) + "\n")
+            readme = self.report(run)
+            marker = "![encoder_waterfall_b256](figures/encoder_waterfall_b256.png)"
+            self.assertIn(marker, readme)
+            caption = readme.split(marker, 1)[1].split("\n\n")[1]
+            self.assertIn("Where batch 256's time goes", caption)
+            self.assertIn("the ceilings' clock is up to 1.30x the bench's here", caption)
+            self.assertNotIn("batch-1 targets", caption)
+            self.assertIn("no batch-1 waterfall committed yet", readme)
 
 
 if __name__ == "__main__":

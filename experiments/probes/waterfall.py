@@ -1,12 +1,15 @@
 """The speed-of-light waterfall of a forward: from the floor to the time one replay takes.
 
-    python3 -m experiments.probes.waterfall RUN_DIR [--batch B] [--predicted CSV] [--out-csv CSV] [--out-png PNG]
+    python3 -m experiments.probes.waterfall RUN_DIR [--batch B] [--predicted CSV] [--out-csv CSV]
 
 For each encoder step measured in RUN_DIR (vit_b at 224 px, batch B: 1 unless told; the kernel
-tables must be of that batch, kernel_table.sh's KT_BATCH), four bars that add up to one traced
+tables must be of that batch, kernel_table.sh's KT_BATCH), five bars that add up to one traced
 replay, each what the bound before it leaves out:
 - floor: max(every weight read once at the copy rate, the forward's FLOPs at the tensor-core
   ceiling of their precision), from the model's shape and the run's ceilings.csv;
+- clock: the same floor at the SM clock the step's bench rows ran at (their median), beyond the
+  floor at the clock the ceilings ran at: the power limit's share (FLOPs scale with the SM clock,
+  the copy rate does not, so a floor held by the weights keeps this bar at zero);
 - L2 traffic: the bytes the SMs moved to and from L2 (Nsight Compute, summed over the replay's
   kernels: kernels/STEP.csv from kernel_table.sh) at the L2 read rate (l2_read.csv: the largest
   buffer inside L2, median over rounds), beyond the floor;
@@ -17,15 +20,13 @@ replay, each what the bound before it leaves out:
 - hand-offs: the gaps between kernels (one replay to the next included), and the tile-scheduled
   path's hand-offs and queued time.
 The four add up to the traced replay (kernels plus gaps). Beside it, the step's median over the
-run's rounds of the untraced bench at that batch, and its range. The floor is at the clock the
-ceilings ran at: a forward held below it by the power limit (batch 256) shows that in its chain. A predicted step (a row of
---predicted: its L2 traffic, chain and hand-offs as its design predicts them, the bar it removes)
-is drawn hatched with its predicted range. Writes the bars as CSV and the figure as PNG into
-RUN_DIR/waterfall/ (waterfall.csv and .png at batch 1, waterfall_bB.csv and .png at batch B) unless
-told otherwise (a sub-folder: the report reads every CSV directly in a run
-folder as rows of the study's schema); exit 2 with one line on stderr for a missing or malformed
-input.
-The computation is standard library; the figure needs matplotlib.
+run's rounds of the untraced bench at that batch, and its range. A predicted step (a row of
+--predicted: its L2 traffic, chain and hand-offs as its design predicts them, the bar it removes;
+no clock bar) comes after the measured ones with its predicted range. Writes the bars as CSV into
+RUN_DIR/waterfall/ (waterfall.csv at batch 1, waterfall_bB.csv at batch B) unless told otherwise
+(a sub-folder: the report reads every CSV directly in a run folder as rows of the study's schema),
+and prints them; the report draws the figure (analysis/encoder_waterfall.py). Exit 2 with one
+line on stderr for a missing or malformed input. Standard library only.
 """
 from __future__ import annotations
 
@@ -40,14 +41,12 @@ from pathlib import Path
 VIT_B = dict(hidden=768, blocks=12, heads=12, mlp=3072, tokens=197, patches=196, patch_in=3 * 16 * 16,
              classes=1000)
 FP8_PRECISIONS = ("fp8_e4m3",)
-TARGET_US = {"fp16": 200.0, "fp8": 150.0}  # the batch-1 targets
-BARS = ("floor", "l2", "chain", "handoffs")
-BAR_LABELS = {"floor": "floor (weights once, or FLOPs at the ceiling)", "l2": "L2 traffic beyond it",
-              "chain": "dependent work beyond that", "handoffs": "gaps and hand-offs"}
+BARS = ("floor", "clock", "l2", "chain", "handoffs")
 PREDICTED_COLUMNS = ("step", "precision", "l2_mb", "chain_us", "handoffs_us", "low_us", "high_us", "removes")
-CSV_COLUMNS = ("step", "kind", "precision", "weights_us", "math_us", "floor_us", "l2_mb", "l2_us", "chain_us",
-               "handoffs_us", "floor_bar_us", "l2_bar_us", "chain_bar_us", "handoffs_bar_us", "total_us",
-               "bench_us", "bench_low_us", "bench_high_us", "low_us", "high_us", "removes")
+CSV_COLUMNS = ("step", "kind", "precision", "weights_us", "math_us", "floor_us", "clock_ratio", "floor_at_clock_us",
+               "l2_mb", "l2_us", "chain_us", "handoffs_us", "floor_bar_us", "clock_bar_us", "l2_bar_us",
+               "chain_bar_us", "handoffs_bar_us", "total_us", "bench_us", "bench_low_us", "bench_high_us", "low_us",
+               "high_us", "removes")
 
 
 def die(msg):
@@ -113,16 +112,23 @@ class Bars:
     high_us: float | None = None
     removes: str = ""
     notes: list[str] = field(default_factory=list)
+    clock_ratio: float = 1.0  # the ceilings' SM clock over the bench's (above 1: the bench ran slower)
 
     @property
     def floor_us(self) -> float:
         return max(self.weights_us, self.math_us)
 
+    @property
+    def floor_at_clock_us(self) -> float:
+        """The floor with the FLOPs at the bench's clock (never faster than at the ceilings')."""
+        return max(self.weights_us, self.math_us * max(1.0, self.clock_ratio))
+
     def bar(self, name: str) -> float:
         """The waterfall's segments: each bound beyond the one before (never below zero: a chain
         shorter than the traffic bound would mean the L2 rate was beaten, and is noted)."""
-        traffic = max(self.floor_us, self.l2_us)
-        return {"floor": self.floor_us, "l2": traffic - self.floor_us, "chain": max(0.0, self.chain_us - traffic),
+        traffic = max(self.floor_at_clock_us, self.l2_us)
+        return {"floor": self.floor_us, "clock": self.floor_at_clock_us - self.floor_us,
+                "l2": traffic - self.floor_at_clock_us, "chain": max(0.0, self.chain_us - traffic),
                 "handoffs": self.handoffs_us}[name]
 
     @property
@@ -131,7 +137,8 @@ class Bars:
 
     def row(self) -> dict:
         r = dict(step=self.step, kind=self.kind, precision=self.precision, weights_us=self.weights_us,
-                 math_us=self.math_us, floor_us=self.floor_us, l2_mb=self.l2_mb, l2_us=self.l2_us,
+                 math_us=self.math_us, floor_us=self.floor_us, clock_ratio=self.clock_ratio,
+                 floor_at_clock_us=self.floor_at_clock_us, l2_mb=self.l2_mb, l2_us=self.l2_us,
                  chain_us=self.chain_us, handoffs_us=self.handoffs_us, total_us=self.total_us,
                  bench_us=self.bench_us, bench_low_us=self.bench_range[0] if self.bench_range else None,
                  bench_high_us=self.bench_range[1] if self.bench_range else None, low_us=self.low_us,
@@ -140,14 +147,18 @@ class Bars:
         return {k: "" if v is None else (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
 
 
-def ceilings(run: Path) -> tuple[float, float, float, str, str]:
-    """(copy GB/s, fp16 TFLOP/s, FP8 TFLOP/s, GPU, commit) from the run's ceilings.csv."""
+def ceilings(run: Path) -> tuple[float, float, float, str, str, dict[str, float]]:
+    """(copy GB/s, fp16 TFLOP/s, FP8 TFLOP/s, GPU, commit, {"fp16"|"fp8": the SM clock its GEMM
+    ceiling ran at, MHz, where the row has it}) from the run's ceilings.csv."""
     path = run / "ceilings.csv"
     rows = {r["version"]: r for r in read_csv(path) if r.get("status") == "ok"}
     if not all(v in rows for v in ("copy", "gemm_fp16", "gemm_fp8")):
         die(f"{path}: needs ok rows copy, gemm_fp16 and gemm_fp8")
+    clocks = {p: number(rows[f"gemm_{p}"], "sm_clock_mhz", path) for p in ("fp16", "fp8")
+              if rows[f"gemm_{p}"].get("sm_clock_mhz")}
     return (number(rows["copy"], "gbps", path), number(rows["gemm_fp16"], "tflops", path),
-            number(rows["gemm_fp8"], "tflops", path), rows["copy"].get("gpu", "?"), rows["copy"].get("commit", "?"))
+            number(rows["gemm_fp8"], "tflops", path), rows["copy"].get("gpu", "?"), rows["copy"].get("commit", "?"),
+            clocks)
 
 
 def l2_rate_gbps(run: Path) -> float:
@@ -166,10 +177,11 @@ def l2_rate_gbps(run: Path) -> float:
     return statistics.median(sizes[max(sizes)])
 
 
-def bench_times(run: Path, batch: int = 1) -> dict[str, tuple[str, list[float]]]:
-    """step -> (precision, the medians of its rounds at `batch`) from every CSV in the run folder
-    and its first-level sub-folders (a sweep writes its spec's folder)."""
-    out: dict[str, tuple[str, list[float]]] = {}
+def bench_times(run: Path, batch: int = 1) -> dict[str, tuple[str, list[float], list[float]]]:
+    """step -> (precision, the medians of its rounds at `batch`, the SM clocks its rows report)
+    from every CSV in the run folder and its first-level sub-folders (a sweep writes its spec's
+    folder)."""
+    out: dict[str, tuple[str, list[float], list[float]]] = {}
     for path in sorted(list(run.glob("*.csv")) + list(run.glob("*/*.csv"))):
         rows = read_csv(path)
         if not rows or "family" not in rows[0] or "median_us" not in rows[0]:
@@ -177,7 +189,10 @@ def bench_times(run: Path, batch: int = 1) -> dict[str, tuple[str, list[float]]]
         for r in rows:
             if r["family"] == "encoder" and r["status"] == "ok" and r["batch"] == str(batch) and r["model"] == "vit_b" \
                     and r["image_size"] == "224":
-                out.setdefault(r["version"], (r["precision"], []))[1].append(number(r, "median_us", path))
+                entry = out.setdefault(r["version"], (r["precision"], [], []))
+                entry[1].append(number(r, "median_us", path))
+                if r.get("sm_clock_mhz"):
+                    entry[2].append(number(r, "sm_clock_mhz", path))
     return out
 
 
@@ -227,7 +242,7 @@ def predicted(path: Path, rates, l2_gbps: float, batch: int = 1) -> list[Bars]:
 
 def waterfall(run: Path, predicted_csv: Path | None = None, batch: int = 1) -> tuple[list[Bars], dict]:
     """Every step with a kernel table in RUN_DIR/kernels, then the predicted ones, at `batch`."""
-    copy, fp16, fp8, gpu, commit = ceilings(run)
+    copy, fp16, fp8, gpu, commit, ceiling_clocks = ceilings(run)
     l2 = l2_rate_gbps(run)
     rates = (copy, fp16, fp8)
     benches = bench_times(run, batch)
@@ -240,9 +255,12 @@ def waterfall(run: Path, predicted_csv: Path | None = None, batch: int = 1) -> t
     for step in steps:
         if step not in benches:
             die(f"{run}: no batch-{batch} bench row of {step} (vit_b, 224 px) beside its kernel table")
-        precision, times = benches[step]
+        precision, times, clocks = benches[step]
         b = measured(run, step, precision, rates, l2, batch)
         b.bench_us, b.bench_range = statistics.median(times), (min(times), max(times))
+        ceiling_clock = ceiling_clocks.get("fp8" if is_fp8(precision) else "fp16")
+        if clocks and ceiling_clock:
+            b.clock_ratio = ceiling_clock / statistics.median(clocks)
         bars.append(b)
     if predicted_csv is not None:
         bars += predicted(predicted_csv, rates, l2, batch)
@@ -260,86 +278,22 @@ def write_csv(bars: list[Bars], path: Path):
         die(f"cannot write {path}: {e.strerror}")
 
 
-COLORS = {"floor": "#4d4d4d", "l2": "#1f77b4", "chain": "#ff7f0e", "handoffs": "#d62728"}
-
-
-def draw(bars: list[Bars], meta: dict, path: Path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    fig, ax = plt.subplots(figsize=(10, 0.62 * len(bars) + 2.4))
-    ys = list(range(len(bars)))[::-1]
-    right = max(max(b.total_us, b.bench_us or 0, b.high_us or 0) for b in bars)
-    for y, b in zip(ys, bars):
-        left = 0.0
-        hatch = "//" if b.kind == "predicted" else None
-        for name in BARS:
-            w = b.bar(name)
-            ax.barh(y, w, left=left, color=COLORS[name], alpha=0.55 if hatch else 0.9, hatch=hatch,
-                    edgecolor="white", height=0.62)
-            if w >= 0.045 * right:
-                ax.text(left + w / 2, y, f"{w:.0f}", ha="center", va="center", fontsize=8, color="white",
-                        fontweight="bold")
-            left += w
-        label = f"{b.total_us:.0f} us"
-        if b.kind == "predicted":
-            ax.plot([b.low_us, b.high_us], [y, y], color="black", lw=1.2)
-            ax.plot([b.low_us, b.high_us], [y, y], "|", color="black", ms=12)
-            label = f"{b.low_us:.0f}-{b.high_us:.0f} us predicted"
-        elif b.bench_us is not None:
-            lo, hi = b.bench_range
-            ax.errorbar(b.bench_us, y + 0.38, xerr=[[b.bench_us - lo], [hi - b.bench_us]], fmt="D", color="black",
-                        ms=5, capsize=3, lw=1)
-            label = f"{b.total_us:.0f} us traced; {b.bench_us:.0f} us bench"
-        ax.text(max(left, b.high_us or 0) + 0.01 * right, y, label, va="center", fontsize=8)
-    names = [f"{b.step} ({'FP8' if is_fp8(b.precision) else 'fp16'})" + (" *" if b.kind == "predicted" else "")
-             for b in bars]
-    ax.set_yticks(ys, names, fontsize=9)
-    for prec, target in (TARGET_US.items() if meta["batch"] == 1 else ()):  # the targets are batch 1's
-        ax.axvline(target, color="green" if prec == "fp16" else "purple", ls="--", lw=1)
-        ax.text(target, 1.005, f"target {'FP8' if prec == 'fp8' else 'fp16'}\n{target:.0f} us", va="bottom",
-                ha="right" if prec == "fp8" else "left", fontsize=8, color="green" if prec == "fp16" else "purple",
-                transform=ax.get_xaxis_transform())
-    ax.set_xlim(0, right * 1.32)
-    ax.set_ylim(-0.6, len(bars) - 0.2)
-    ax.set_xlabel(f"time of one vit_b forward at batch {meta['batch']}, 224 px (us)")
-    handles = [Patch(color=COLORS[n], label=BAR_LABELS[n]) for n in BARS]
-    handles.append(plt.Line2D([], [], marker="D", color="black", ls="", label="bench median, rounds' range"))
-    if any(b.kind == "predicted" for b in bars):
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="* predicted, range"))
-    ax.legend(handles=handles, loc="lower right", fontsize=8, framealpha=0.95)
-    ax.set_title(f"Batch {meta['batch']} from its floor to its time: what each bar adds\n"
-                 f"{meta['run']}, {meta['gpu']}, commit {meta['commit'][:12]}; L2 at {meta['l2_gbps'] / 1e3:.1f} TB/s",
-                 fontsize=10, pad=26)
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=150)
-    except OSError as e:
-        die(f"cannot write {path}: {e.strerror}")
-    plt.close(fig)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a run folder with ceilings.csv, l2_read.csv, kernels/ and the bench rows")
     ap.add_argument("--batch", type=int, default=1, help="the batch of the kernel tables and bench rows (default 1)")
     ap.add_argument("--predicted", type=Path, help="CSV of predicted steps (" + ", ".join(PREDICTED_COLUMNS) + ")")
     ap.add_argument("--out-csv", type=Path, help="default RUN/waterfall/waterfall.csv")
-    ap.add_argument("--out-png", type=Path, help="default RUN/waterfall/waterfall.png; '-' for none")
     a = ap.parse_args(argv)
     if not a.run.is_dir():
         die(f"{a.run}: no such run folder")
     if a.batch < 1:
         die(f"--batch must be positive, got {a.batch}")
-    bars, meta = waterfall(a.run, a.predicted, a.batch)
-    if a.out_csv is None or a.out_png is None:
+    bars, _ = waterfall(a.run, a.predicted, a.batch)
+    if a.out_csv is None:
         (a.run / "waterfall").mkdir(exist_ok=True)
     name = "waterfall" if a.batch == 1 else f"waterfall_b{a.batch}"
     write_csv(bars, a.out_csv or a.run / "waterfall" / f"{name}.csv")
-    if str(a.out_png) != "-":
-        draw(bars, meta, a.out_png or a.run / "waterfall" / f"{name}.png")
     for b in bars:
         parts = ", ".join(f"{n} {b.bar(n):.1f}" for n in BARS)
         tail = (f"; bench {b.bench_us:.1f} us" if b.bench_us is not None

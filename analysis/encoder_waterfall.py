@@ -149,5 +149,5 @@ def waterfall_figure(data, ctx, section: str = "", batch: int = 1):
     clocked = clock is not None and bool(clock.notna().any())
     ctx.figure(name, fig, claim("waterfall_caption", folder=folder.name, other_gpu=other_gpu, l2_tbps=l2_tbps,
                                 batch=batch, clocked=clocked, clock_ratio=float(clock.max()) if clocked else 1.0,
-                                at_one=batch == 1,
+                                at_one=batch == 1, any_predicted=bool((w["kind"] == "predicted").any()),
                                 prov=side.provenance()), section=section)

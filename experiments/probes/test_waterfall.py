@@ -147,6 +147,16 @@ class Waterfall(unittest.TestCase):
         # a bench faster than the ceilings' clock never lowers the floor
         self.assertEqual(waterfall.Bars("x", "measured", "fp16", 40, 45, 1, 1, 100, 5, clock_ratio=0.9).bar("clock"), 0)
 
+    def test_overlapping_kernels_shorten_the_chain(self):
+        # Gaps that add up below zero (kernels started under their predecessors' tails): no
+        # negative bar; the chain is the replay's length.
+        write(self.run / "kernels" / "e19_exact_gelu.csv", TABLE,
+              [kernel(0, 100, 8, 300e6), kernel(1, 200, -12, 400e6), kernel(2, 150, -6, 150e6)])
+        g = {b.step: b for b in waterfall.waterfall(self.run)[0]}["e19_exact_gelu"]
+        self.assertEqual((g.chain_us, g.handoffs_us), (440, 0))
+        self.assertAlmostEqual(g.total_us, 440)
+        self.assertTrue(all(g.bar(b) >= 0 for b in waterfall.BARS))
+
     def test_a_chain_under_the_traffic_bound_adds_nothing(self):
         b = waterfall.Bars("x", "measured", "fp16", 40, 45, 1000, 120, 100, 5)
         self.assertEqual((b.bar("floor"), b.bar("l2"), b.bar("chain")), (45, 75, 0))

@@ -18,7 +18,8 @@ replay, each what the bound before it leaves out:
   persistent kernel's critical path as its tasks ran it (tasks/path_STEP.csv from task_clock.sh)
   and its start and end around the path;
 - hand-offs: the gaps between kernels (one replay to the next included), and the tile-scheduled
-  path's hand-offs and queued time.
+  path's hand-offs and queued time; where kernels overlap their predecessors (programmatic
+  dependent launch) by more than the gaps add up to, no bar, and the overlap comes off the chain.
 The four add up to the traced replay (kernels plus gaps). Beside it, the step's median over the
 run's rounds of the untraced bench at that batch, and its range. A predicted step (a row of
 --predicted: its L2 traffic, chain and hand-offs as its design predicts them, the bar it removes;
@@ -209,6 +210,11 @@ def measured(run: Path, step: str, precision: str, rates, l2_gbps: float, batch:
     l2_bytes = sum(number(k, "l2_bytes", table_path) for k in kernels)
     chain, handoffs = sum(durations), gaps
     notes = []
+    if gaps < 0:
+        # Kernels that overlap their predecessor's tail (programmatic dependent launch) make the
+        # replay shorter than the sum of their durations: the overlap comes off the chain.
+        chain, handoffs = chain + gaps, 0.0
+        notes.append(f"kernels overlapped by {-gaps:.1f} us in all, taken off the chain")
     path_file = run / "tasks" / f"path_{step}.csv"
     if path_file.exists():
         # The persistent kernel (the longest node) splits into its path's run, hand-off and queued

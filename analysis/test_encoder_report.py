@@ -22,6 +22,7 @@ from analysis.testing import REPO, build, hand_made_encoder, headline_line, read
 from studylib import catalog, formatting, notebook  # noqa: E402
 
 WATERFALL = REPO / "experiments" / "results" / "20261206_NVIDIA_H100_80GB_HBM3_waterfall_e32"
+WATERFALL_B256 = REPO / "experiments" / "results" / "20261207_NVIDIA_H100_80GB_HBM3_b256_waterfall"
 
 
 ENCODER_TEMPLATE = REPO / "report" / "template.md"
@@ -45,9 +46,11 @@ class EncoderReport(BuiltReport):
         cls.tmp = tempfile.TemporaryDirectory()
         root = Path(cls.tmp.name)
         cls.run_dir = synthetic_encoder.write_encoder_run(root / "results" / "enc")
-        # A batch-1 waterfall beside it (a committed one, measured on another GPU).
+        # The batch-1 and batch-256 waterfalls beside it (committed ones, measured on another GPU).
         for sub in ("waterfall", "batch1_read_once"):
             shutil.copytree(WATERFALL / sub, root / "results" / "wf" / sub)
+        for sub in ("waterfall", "batch256_waterfall"):
+            shutil.copytree(WATERFALL_B256 / sub, root / "results" / "wf256" / sub)
         cls.out = root / "out"
         cls.res = build("--results", root / "results", "--out", cls.out)
         cls.readme = read_report(cls.out) if cls.res.returncode == 0 else ""

@@ -458,6 +458,7 @@ def streams(data, ctx):
         batch_axis(ax, sorted(int(b) for b in set(e4["batch"]) & set(e3.index)))
         ax.set_xlabel("batch (images per forward)")
         ax.set_ylabel("time / one stream's time (below 1 = faster)")
+        plots.not_from_zero(ax, corner="right")
         plots.titled(fig, ctx.said(claim("streams_title", where=where)), streams_tprov)
         legend_below(fig, handles, 0.06 + 0.035 * ((len(handles) + 2) // 3))
         ctx.figure("encoder_streams", fig,

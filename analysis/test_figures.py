@@ -13,7 +13,15 @@ skip_without_pandas(__name__)
 import studylib  # noqa: E402
 from analysis import plots, synthetic, synthetic_encoder, synthetic_patch_embed  # noqa: E402
 from analysis.testing import REPO, build, hand_made_encoder, read_rows  # noqa: E402
-from studylib import catalog, formatting, notebook, notes, rundata  # noqa: E402
+from studylib import catalog, figure_checks, formatting, notebook, notes, rundata  # noqa: E402
+
+
+def readable(ax):
+    """Name both axes with units and start the value axis at zero: a figure the reader's
+    checklist passes, for the tests of the other checks."""
+    ax.set_xlabel("rows (count)")
+    ax.set_ylabel("time (us)")
+    ax.set_ylim(0, None)
 
 
 class Figures(BuiltReport):
@@ -83,9 +91,11 @@ class Figures(BuiltReport):
             ax.plot([1], [1], color="#444444", marker="o", markerfacecolor="none",
                     linestyle="none", label="hollow")
             ax.legend()
+            readable(ax)
             ctx.figure("layernorm_fill", fig, "c")
             fig, ax = plt.subplots(figsize=(14, 3))   # 14 in x 150 dpi: 2,100 px
             ax.plot([1, 2], [1, 2])
+            readable(ax)
             with self.assertRaisesRegex(studylib.FigureError, "layernorm_wide is 2[0-9]{3} px wide"):
                 ctx.figure("layernorm_wide", fig, "c")
 
@@ -106,13 +116,65 @@ class Figures(BuiltReport):
                 ctx.figure("layernorm_long", fig, "c")
             fig, ax = plt.subplots(figsize=(12, 3))   # 1,800 px: scaled by half in the column
             ax.plot([1, 2], [1, 2])
+            readable(ax)
             ax.text(1, 1, "tiny", fontsize=7)
             with self.assertRaisesRegex(studylib.FigureError, r"layernorm_tiny: its smallest text \(7 pt, 'tiny'\)"):
                 ctx.figure("layernorm_tiny", fig, "c")
             fig, ax = plt.subplots(figsize=(6, 3))   # 900 px: not scaled, 7 pt is 14.6 px
             ax.plot([1, 2], [1, 2])
+            readable(ax)
             ax.text(1, 1, "small but readable", fontsize=7)
             ctx.figure("layernorm_narrow", fig, "c")
+
+    def test_figure_checks_the_readers_checklist(self):
+        # Each rule of studylib/figure_checks.py against a planted figure that breaks it, and the
+        # same figure mended.
+        import matplotlib.pyplot as plt
+        with tempfile.TemporaryDirectory() as d:
+            ctx = notebook.Context("layernorm", None, Path(d))
+
+            def fails(fig, says):
+                with self.assertRaisesRegex(studylib.FigureError, says):
+                    ctx.figure("layernorm_planted", fig, "c")
+
+            fig, ax = plt.subplots()
+            ax.plot([1, 2], [1, 2])
+            readable(ax)
+            fig.suptitle("one\ntwo\nthree")
+            fails(fig, "a title of 3 lines")
+            fig, ax = plt.subplots()
+            ax.plot([1, 2], [1, 2])
+            readable(ax)
+            ax.set_ylabel("")
+            fails(fig, "numeric y axis without a label")
+            fig, axes = plt.subplots(1, 2, sharey=True)   # one row: the left panel names the shared y
+            for a in axes:
+                a.plot([1, 2], [1, 2])
+                readable(a)
+            axes[1].set_ylabel("")
+            ctx.figure("layernorm_row", fig, "c")
+            fig, ax = plt.subplots()
+            ax.plot([1, 2], [0.9, 1.1])
+            readable(ax)
+            ax.set_ylim(0.8, 1.2)
+            fails(fig, "linear y axis from 0.8, not 0, and does not say so")
+            fig, ax = plt.subplots()
+            ax.plot([1, 2], [0.9, 1.1])
+            readable(ax)
+            ax.set_ylim(0.8, 1.2)
+            plots.not_from_zero(ax)
+            ctx.figure("layernorm_said", fig, "c")
+            fig, ax = plt.subplots()
+            ax.barh(["a", "b"], [5, 6])
+            ax.set_xlabel("time (us)")
+            ax.set_xlim(4, 7)
+            fails(fig, "linear x axis from 4, not 0")
+            fig, ax = plt.subplots()
+            n = figure_checks.MAX_SERIES + 1
+            for i in range(n):
+                ax.plot([1, 2], [i, i + 1], color=plt.cm.viridis(i / n), label=f"v{i}")
+            readable(ax)
+            fails(fig, f"panel 1 draws {n} series")
 
     def test_committed_figures_at_most_2000_px(self):
         figures = sorted((REPO / "report" / "figures").glob("*.png"))

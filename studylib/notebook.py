@@ -11,6 +11,7 @@ from pathlib import Path
 
 from studylib import DataError, FigureError, NoData
 from studylib import claims as claim_records
+from studylib import figure_checks
 from studylib.paths import REPORT_DIR, RESULTS_ROOT
 from studylib.rundata import (Run, load_run, load_runs, pick_run, primary_gpu, resolve_run_dir, sections_runs,
                               show_path, targets_run)
@@ -274,7 +275,8 @@ class Context:
 
     def figure(self, name: str, fig, caption, section: str = ""):
         """Save `fig` as figures/NAME.png, after checking that no two of its series are drawn
-        alike and no legend is too long; a PNG wider than MAX_FIGURE_PX, or whose smallest text
+        alike, no legend is too long and the reader's checklist holds (studylib.figure_checks);
+        a PNG wider than MAX_FIGURE_PX, or whose smallest text
         is unreadable at the report's column width, is an error (FigureError names it). The
         caption: a str or a claim record (said)."""
         import matplotlib.pyplot as plt
@@ -283,6 +285,7 @@ class Context:
         try:
             check_series(fig, name)
             check_legends(fig, name)
+            figure_checks.check_figure(fig, name)
             smallest = smallest_text(fig)
             fig.savefig(path, dpi=FIGURE_DPI)
         finally:

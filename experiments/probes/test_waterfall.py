@@ -179,6 +179,21 @@ class Waterfall(unittest.TestCase):
         self.assertEqual(list(rows["e19_exact_gelu"]), list(waterfall.CSV_COLUMNS))
         self.assertFalse(list(self.run.glob("**/*.png")))  # the report draws the figure
 
+    def test_the_probe_script_refuses_before_measuring(self):
+        # waterfall.sh (GPU work) stops before its first probe: a tile-scheduled step's task clock
+        # off batch 1, and a folder without its sitting's ceilings.
+        script = Path(waterfall.__file__).with_name("waterfall.sh")
+        env = {"PATH": "/usr/bin:/bin", "KT_BATCH": "256"}
+        p = subprocess.run(["bash", str(script), str(self.run), "e19_exact_gelu", "e30_row_stats"],
+                           capture_output=True, text=True, env=env)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("the task clock of e30_row_stats runs at batch 1 only (KT_BATCH=256)", p.stderr)
+        (self.run / "ceilings.csv").unlink()
+        p = subprocess.run(["bash", str(script), str(self.run), "e19_exact_gelu"], capture_output=True, text=True,
+                           env=env)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("ceilings.csv missing", p.stderr)
+
     def test_bad_inputs_get_one_line_and_exit_2(self):
         def fails(run, *extra, says):
             p = subprocess.run([sys.executable, "-m", "experiments.probes.waterfall", str(run), *extra],

@@ -32,13 +32,15 @@ mkdir -p "$run/kernels"
 cp "$run/ceilings.csv" "$run/kernels/ceilings.csv"  # the kernel table's rates are the run's
 "$here/l2_read.sh" "$run/l2_read.csv" 3 > /dev/null
 # The chain without math of the 64 x 64 and the read-once tilings (the hand-off bar of a tiling
-# before its kernel exists), 3 interleaved rounds.
-for r in 1 2 3; do
-  for tiling in read_once tiles64; do
-    "${BUILD:-build}/experiments/probes/dry_run_chain" --tiling "$tiling" --iters 20 --csv "$run/dry_run_chain.csv" |
-      tail -1
+# before its kernel exists, at batch 1 where the tilings run), 3 interleaved rounds.
+if [ "${KT_BATCH:-1}" = 1 ]; then
+  for r in 1 2 3; do
+    for tiling in read_once tiles64; do
+      "${BUILD:-build}/experiments/probes/dry_run_chain" --tiling "$tiling" --iters 20 --csv "$run/dry_run_chain.csv" |
+        tail -1
+    done
   done
-done
+fi
 "$here/kernel_table.sh" "$run/kernels" "${steps[@]}"
 [ ${#tiled[@]} -eq 0 ] || "$here/task_clock.sh" "$run/tasks" "${tiled[@]}"
 # Only the tables stay: the raw trace and profile are large and rebuilt by the lines above.

@@ -12,7 +12,7 @@ replay, each what the bound before it leaves out:
   the copy rate does not, so a floor held by the weights keeps this bar at zero);
 - L2 traffic: the bytes the SMs moved to and from L2 (Nsight Compute, summed over the replay's
   kernels: kernels/STEP.csv from kernel_table.sh) at the L2 read rate (l2_read.csv: the largest
-  buffer inside L2, median over rounds), beyond the floor;
+  buffer inside L2, median over rounds), beyond the floor at the bench's clock;
 - chain: the forward's dependent work beyond that: for a graph of kernels every kernel's duration
   (each waits for the one before); for a tile-scheduled step the other kernels plus the
   persistent kernel's critical path as its tasks ran it (tasks/path_STEP.csv from task_clock.sh)
@@ -20,7 +20,7 @@ replay, each what the bound before it leaves out:
 - hand-offs: the gaps between kernels (one replay to the next included), and the tile-scheduled
   path's hand-offs and queued time; where kernels overlap their predecessors (programmatic
   dependent launch) by more than the gaps add up to, no bar, and the overlap comes off the chain.
-The four add up to the traced replay (kernels plus gaps). Beside it, the step's median over the
+The five add up to the traced replay (kernels plus gaps). Beside it, the step's median over the
 run's rounds of the untraced bench at that batch, and its range. A predicted step (a row of
 --predicted: its L2 traffic, chain and hand-offs as its design predicts them, the bar it removes;
 no clock bar) comes after the measured ones with its predicted range. Writes the bars as CSV into

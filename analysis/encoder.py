@@ -21,7 +21,8 @@ import matplotlib
 if "STUDY_CONTEXT" not in globals():
     matplotlib.use("Agg")  # headless by default; a Jupyter kernel keeps its inline backend
 
-from analysis import encoder_answer, encoder_figures, encoder_ladder, encoder_side, encoder_tables, encoder_waterfall, plots
+from analysis import (encoder_answer, encoder_figures, encoder_ladder, encoder_side, encoder_tables,
+                      encoder_waterfall, plots)
 from analysis.encoder_data import EncoderData
 
 ctx, run, _, _ = plots.open_notebook("encoder", globals())

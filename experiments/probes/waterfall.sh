@@ -15,9 +15,10 @@ set -euo pipefail
 run=${1:?usage: waterfall.sh RUN_DIR [STEP ...]}
 shift
 steps=("$@")
+batch=${KT_BATCH:-1}  # kernel_table.sh reads KT_BATCH itself
 if [ ${#steps[@]} -eq 0 ]; then
   steps=(e19_exact_gelu e18_fp8_cutlass)
-  [ "${KT_BATCH:-1}" != 1 ] || steps+=(e30_row_stats)
+  [ "$batch" != 1 ] || steps+=(e30_row_stats)
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 tiled=()  # the steps whose composition runs the tile-scheduled blocks (the step table's column 5)
@@ -25,15 +26,15 @@ for s in "${steps[@]}"; do
   awk -F'\t' -v s="$s" '$1 == s && $5 ~ /blocks=tiled/ {found = 1} END {exit !found}' \
     "$here/../../stages/encoder/steps.tsv" && tiled+=("$s")
 done
-[ ${#tiled[@]} -eq 0 ] || [ "${KT_BATCH:-1}" = 1 ] ||
-  { echo "waterfall.sh: the task clock of ${tiled[*]} runs at batch 1 only (KT_BATCH=$KT_BATCH)" >&2; exit 2; }
+[ ${#tiled[@]} -eq 0 ] || [ "$batch" = 1 ] ||
+  { echo "waterfall.sh: the task clock of ${tiled[*]} runs at batch 1 only (KT_BATCH=$batch)" >&2; exit 2; }
 [ -f "$run/ceilings.csv" ] || { echo "waterfall.sh: $run/ceilings.csv missing (run the batch1_waterfall or batch256_waterfall sweep first)" >&2; exit 2; }
 mkdir -p "$run/kernels"
 cp "$run/ceilings.csv" "$run/kernels/ceilings.csv"  # the kernel table's rates are the run's
 "$here/l2_read.sh" "$run/l2_read.csv" 3 > /dev/null
 # The chain without math of the 64 x 64 and the read-once tilings (the hand-off bar of a tiling
 # before its kernel exists, at batch 1 where the tilings run), 3 interleaved rounds.
-if [ "${KT_BATCH:-1}" = 1 ]; then
+if [ "$batch" = 1 ]; then
   for r in 1 2 3; do
     for tiling in read_once tiles64; do
       "${BUILD:-build}/experiments/probes/dry_run_chain" --tiling "$tiling" --iters 20 --csv "$run/dry_run_chain.csv" |
